@@ -1,0 +1,238 @@
+package latency
+
+import "time"
+
+// RecordSchema is the version of Record that this build writes. Readers
+// accept records whose "v" is at most this and refuse newer ones by name.
+const RecordSchema = 1
+
+// Token-count sources, for Record.InputSource and Record.OutputSource.
+const (
+	SourceUsage           = "usage"            // the final usage object
+	SourceContinuousUsage = "continuous_usage" // usage on every chunk
+	SourceChunks          = "chunks"           // one token per content chunk
+	SourceRequest         = "request"          // what the client asked for (input only)
+)
+
+// Error kinds, for Record.ErrorKind. An empty kind means success.
+const (
+	ErrConnect      = "connect"       // could not connect (refused, DNS, TLS)
+	ErrTimeout      = "timeout"       // no answer, or no progress, within the timeout
+	ErrHTTP4xx      = "http_4xx"      // a 4xx status other than 429
+	ErrRateLimited  = "http_429"      // 429 Too Many Requests
+	ErrHTTP5xx      = "http_5xx"      // a 5xx status
+	ErrStreamCut    = "stream_cut"    // stream ended without [DONE] / finish
+	ErrInvalidEvent = "invalid_event" // an event that is not valid JSON or not the expected shape
+	ErrReset        = "reset"         // connection reset or broken mid-response
+	ErrCanceled     = "canceled"      // the run was stopped while the request was in flight
+	ErrServer       = "server_error"  // an error object inside a 200 stream
+)
+
+// Record is one request as the load generator measured it: the seam between
+// bench (which writes requests.jsonl, one Record per line) and report (which
+// reads it). Instants are nanoseconds since the run's start instant, read
+// from a monotonic clock; an instant after SentNS that did not happen is 0.
+type Record struct {
+	Schema   int    `json:"v"`
+	ID       string `json:"id"`                  // client request id, sent as X-Request-Id
+	ServerID string `json:"server_id,omitempty"` // id the server answered with, if different
+	Model    string `json:"model,omitempty"`
+	Stream   bool   `json:"stream"`
+	Warmup   bool   `json:"warmup,omitempty"` // excluded from results
+	Phase    string `json:"phase,omitempty"`  // sweep point or run label, e.g. "rate=20"
+	Session  int64  `json:"session,omitempty"`
+	Turn     int    `json:"turn,omitempty"`
+
+	IntendedNS    int64 `json:"intended_ns"`               // when the schedule meant to send it
+	SentNS        int64 `json:"sent_ns"`                   // when the client began sending it
+	ConnectNS     int64 `json:"connect_ns,omitempty"`      // duration of connection set-up; 0 if reused
+	WroteNS       int64 `json:"wrote_ns,omitempty"`        // instant the request was fully written
+	FirstByteNS   int64 `json:"first_byte_ns,omitempty"`   // instant of the first response byte
+	FirstReasonNS int64 `json:"first_reason_ns,omitempty"` // first reasoning token, if any
+	FirstTokenNS  int64 `json:"first_token_ns,omitempty"`  // first content token
+	EndNS         int64 `json:"end_ns,omitempty"`          // end of the response (after [DONE])
+
+	// ChunkNS holds the arrival instant of every content-bearing stream
+	// event, the first one equal to FirstTokenNS; ChunkTokens the number of
+	// output tokens each carried (1 each when the server gives no per-chunk
+	// counts). Non-streaming responses have one chunk at EndNS.
+	ChunkNS     []int64 `json:"chunk_ns,omitempty"`
+	ChunkTokens []int32 `json:"chunk_tokens,omitempty"`
+
+	InputTokens     int    `json:"input_tokens"`
+	OutputTokens    int    `json:"output_tokens"`
+	ReasoningTokens int    `json:"reasoning_tokens,omitempty"`
+	CachedTokens    int    `json:"cached_tokens,omitempty"`
+	InputSource     string `json:"input_source,omitempty"`
+	OutputSource    string `json:"output_source,omitempty"`
+	FinishReason    string `json:"finish_reason,omitempty"`
+
+	Status    int    `json:"status,omitempty"`
+	ErrorKind string `json:"error_kind,omitempty"`
+	Error     string `json:"error,omitempty"`
+
+	// Server is the server's own split of the request, when it gave one.
+	Server *ServerSplit `json:"server,omitempty"`
+	// Gateway is a tokentrace gateway's own time, when one was on the path.
+	GatewayNS int64  `json:"gateway_ns,omitempty"`
+	TraceID   string `json:"trace_id,omitempty"`
+}
+
+// ServerSplit is the server-side part of a request's latency as reported by
+// the server (tokentrace's Server-Timing trailer, or vLLM's per-request
+// metrics object). Durations are nanoseconds.
+type ServerSplit struct {
+	QueueNS   int64  `json:"queue_ns"`
+	PrefillNS int64  `json:"prefill_ns"`
+	DecodeNS  int64  `json:"decode_ns"`
+	Source    string `json:"source"` // "server-timing" or "vllm-metrics"
+}
+
+// OK reports whether the request succeeded.
+func (r *Record) OK() bool { return r.ErrorKind == "" }
+
+// TTFT is FirstTokenNS − SentNS; ok is false when no token arrived.
+func (r *Record) TTFT() (d time.Duration, ok bool) {
+	if r.FirstTokenNS == 0 {
+		return 0, false
+	}
+	return time.Duration(r.FirstTokenNS - r.SentNS), true
+}
+
+// TTFTIntended is FirstTokenNS − IntendedNS: TTFT including client queueing.
+func (r *Record) TTFTIntended() (d time.Duration, ok bool) {
+	if r.FirstTokenNS == 0 {
+		return 0, false
+	}
+	return time.Duration(r.FirstTokenNS - r.IntendedNS), true
+}
+
+// E2E is EndNS − SentNS; ok is false when the response never ended.
+func (r *Record) E2E() (d time.Duration, ok bool) {
+	if r.EndNS == 0 {
+		return 0, false
+	}
+	return time.Duration(r.EndNS - r.SentNS), true
+}
+
+// E2EIntended is EndNS − IntendedNS.
+func (r *Record) E2EIntended() (d time.Duration, ok bool) {
+	if r.EndNS == 0 {
+		return 0, false
+	}
+	return time.Duration(r.EndNS - r.IntendedNS), true
+}
+
+// ClientQueue is SentNS − IntendedNS.
+func (r *Record) ClientQueue() time.Duration { return time.Duration(r.SentNS - r.IntendedNS) }
+
+// TPOT is (E2E − TTFT) / (OutputTokens − 1); ok is false with fewer than two
+// output tokens or a missing instant.
+func (r *Record) TPOT() (d time.Duration, ok bool) {
+	if r.OutputTokens < 2 || r.FirstTokenNS == 0 || r.EndNS == 0 {
+		return 0, false
+	}
+	return time.Duration((r.EndNS - r.FirstTokenNS) / int64(r.OutputTokens-1)), true
+}
+
+// ITLs appends the request's inter-token latencies to dst and returns it.
+// The first chunk's extra tokens arrived with the first token (gaps of 0);
+// each later chunk that arrived g after the previous one and carries k tokens
+// contributes k gaps of g/k. There are OutputTokens−1 of them when the chunk
+// counts add up, and they sum to the last chunk's instant − FirstTokenNS.
+func (r *Record) ITLs(dst []int64) []int64 {
+	for i := range r.ChunkNS {
+		k := int64(1)
+		if i < len(r.ChunkTokens) {
+			k = int64(r.ChunkTokens[i])
+		}
+		if k <= 0 {
+			continue
+		}
+		if i == 0 {
+			for j := int64(1); j < k; j++ {
+				dst = append(dst, 0)
+			}
+			continue
+		}
+		g := r.ChunkNS[i] - r.ChunkNS[i-1]
+		q, rem := g/k, g%k
+		for j := int64(0); j < k; j++ {
+			v := q
+			if j < rem { // spread the remainder so the gaps sum exactly to g
+				v++
+			}
+			dst = append(dst, v)
+		}
+	}
+	return dst
+}
+
+// ICLs appends the gaps between consecutive content-bearing chunks to dst.
+func (r *Record) ICLs(dst []int64) []int64 {
+	for i := 1; i < len(r.ChunkNS); i++ {
+		dst = append(dst, r.ChunkNS[i]-r.ChunkNS[i-1])
+	}
+	return dst
+}
+
+// MaxStall is the longest gap between consecutive content chunks.
+func (r *Record) MaxStall() time.Duration {
+	var m int64
+	for i := 1; i < len(r.ChunkNS); i++ {
+		if g := r.ChunkNS[i] - r.ChunkNS[i-1]; g > m {
+			m = g
+		}
+	}
+	return time.Duration(m)
+}
+
+// Value returns the request's value of metric m; ok is false when the
+// request has none (a failed request, or TPOT of a one-token answer). For
+// ITL and ICL it is the request's largest gap, the value a per-request
+// threshold is judged on.
+func (r *Record) Value(m Metric) (time.Duration, bool) {
+	switch m {
+	case TTFT:
+		return r.TTFT()
+	case TTFTIntended:
+		return r.TTFTIntended()
+	case TPOT:
+		return r.TPOT()
+	case E2E:
+		return r.E2E()
+	case E2EIntended:
+		return r.E2EIntended()
+	case ClientQueue:
+		return r.ClientQueue(), true
+	case ITL:
+		var m int64
+		var any bool
+		for _, g := range r.ITLs(nil) {
+			any = true
+			m = max(m, g)
+		}
+		return time.Duration(m), any
+	case ICL:
+		if len(r.ChunkNS) < 2 {
+			return 0, false
+		}
+		return r.MaxStall(), true
+	}
+	return 0, false
+}
+
+// MeetsAll reports whether a successful request meets every objective; a
+// failed request meets none. A metric the request has no value for (TPOT of
+// a one-token answer) does not count against it.
+func (r *Record) MeetsAll(slos []SLO) bool {
+	if !r.OK() {
+		return false
+	}
+	for _, s := range slos {
+		if v, ok := r.Value(s.Metric); ok && !s.Met(v) {
+			return false
+		}
+	}
+	return true
+}
