@@ -1,0 +1,219 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Event is one dispatched server-sent event. Data and Name alias the
+// Reader's buffers and are valid only until the next call to Next.
+type Event struct {
+	// Name is the event's "event:" field; empty for the default "message".
+	Name []byte
+	// ID is the event's "id:" field, if any.
+	ID []byte
+	// Data is the event's data: its "data:" lines joined with "\n".
+	Data []byte
+	// At is the arrival instant of the event's last byte: the clock's value
+	// read immediately after the Read call that delivered it returned,
+	// before any parsing. Events delivered by one Read share an instant.
+	At int64
+}
+
+// ErrLineTooLong is returned when a line exceeds the Reader's maximum size.
+var ErrLineTooLong = errors.New("sse: line too long")
+
+// DefaultMaxLine bounds one line (and one event's data) when NewReader is
+// given no other limit.
+const DefaultMaxLine = 4 << 20
+
+// Reader parses Server-Sent Events from a byte stream and stamps each event
+// with the instant its bytes arrived. It accepts every line ending the SSE
+// specification allows (LF, CRLF, lone CR), comments (lines starting with
+// ':'), multi-line data, and a field colon followed by an optional space.
+// An event is dispatched at the blank line that ends it; at end of input a
+// pending event with data is dispatched too (some servers end the stream
+// without the final blank line). Comments and "retry:" lines are skipped.
+type Reader struct {
+	r   io.Reader
+	now func() int64
+
+	buf        []byte // raw input; buf[off:len(buf)] is unread
+	off        int
+	readAt     int64 // instant the bytes in buf arrived (the latest Read)
+	skipLF     bool  // the previous line ended with '\r'; a leading '\n' belongs to it
+	eof        bool
+	err        error
+	maxLine    int
+	data, name []byte
+	id         []byte
+	hasData    bool
+	// Comments counts the comment lines seen so far.
+	Comments int
+}
+
+// NewReader returns a Reader of r that reads the arrival instant of each
+// Read from now (a monotonic clock, e.g. nanoseconds since a start
+// instant). The initial buffer is 4 KiB and grows as long lines need, up to
+// maxLine bytes (DefaultMaxLine when maxLine ≤ 0).
+func NewReader(r io.Reader, now func() int64, maxLine int) *Reader {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
+	return &Reader{r: r, now: now, buf: make([]byte, 0, 4096), maxLine: maxLine}
+}
+
+// Reset makes rd read from r, keeping its buffers.
+func (rd *Reader) Reset(r io.Reader) {
+	rd.r = r
+	rd.buf = rd.buf[:0]
+	rd.off = 0
+	rd.readAt = 0
+	rd.skipLF, rd.eof, rd.err = false, false, nil
+	rd.data, rd.name, rd.id = rd.data[:0], rd.name[:0], rd.id[:0]
+	rd.hasData = false
+	rd.Comments = 0
+}
+
+// Next returns the next event. At the end of the input it returns io.EOF;
+// any other error is the underlying reader's (or ErrLineTooLong), returned
+// after every complete event before it.
+func (rd *Reader) Next() (Event, error) {
+	for {
+		if line, ok := rd.line(); ok {
+			if len(line) == 0 {
+				if rd.hasData {
+					return rd.dispatch(), nil
+				}
+				rd.name, rd.id = rd.name[:0], rd.id[:0]
+				continue
+			}
+			if err := rd.field(line); err != nil {
+				rd.err = err
+				return Event{}, err
+			}
+			continue
+		}
+		if rd.err != nil {
+			// A partial line or event before the error is dropped.
+			return Event{}, rd.err
+		}
+		if rd.eof {
+			// End of input: a final line without a terminator is a line,
+			// and a pending event with data is dispatched.
+			if rd.off < len(rd.buf) {
+				line := rd.buf[rd.off:]
+				rd.off = len(rd.buf)
+				if err := rd.field(line); err != nil {
+					rd.err = err
+					return Event{}, err
+				}
+			}
+			if rd.hasData {
+				return rd.dispatch(), nil
+			}
+			rd.err = io.EOF
+			return Event{}, io.EOF
+		}
+		rd.err = rd.fill()
+	}
+}
+
+func (rd *Reader) dispatch() Event {
+	ev := Event{Name: rd.name, ID: rd.id, Data: rd.data, At: rd.readAt}
+	rd.hasData = false
+	// The next event reuses the buffers after the caller is done with ev:
+	// truncate now, overwrite later.
+	rd.data, rd.name, rd.id = rd.data[:0], rd.name[:0], rd.id[:0]
+	return ev
+}
+
+// field interprets one non-empty line.
+func (rd *Reader) field(line []byte) error {
+	if line[0] == ':' {
+		rd.Comments++
+		return nil
+	}
+	name, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(name) {
+	case "data":
+		if rd.hasData {
+			rd.data = append(rd.data, '\n')
+		}
+		if len(rd.data)+len(value) > rd.maxLine {
+			return fmt.Errorf("%w: event data over %d bytes", ErrLineTooLong, rd.maxLine)
+		}
+		rd.data = append(rd.data, value...)
+		rd.hasData = true
+	case "event":
+		rd.name = append(rd.name[:0], value...)
+	case "id":
+		rd.id = append(rd.id[:0], value...)
+	}
+	return nil
+}
+
+// line returns the next complete line from the buffer without its
+// terminator; ok is false when no complete line is buffered.
+func (rd *Reader) line() (line []byte, ok bool) {
+	if rd.skipLF && rd.off < len(rd.buf) {
+		if rd.buf[rd.off] == '\n' {
+			rd.off++
+		}
+		rd.skipLF = false
+	}
+	rest := rd.buf[rd.off:]
+	for i, c := range rest {
+		if c == '\n' || c == '\r' {
+			line = rest[:i]
+			rd.off += i + 1
+			if c == '\r' {
+				if i+1 < len(rest) {
+					if rest[i+1] == '\n' {
+						rd.off++
+					}
+				} else {
+					rd.skipLF = true
+				}
+			}
+			return line, true
+		}
+	}
+	return nil, false
+}
+
+// fill reads more input, first moving unread bytes to the front, and stamps
+// the arrival instant.
+func (rd *Reader) fill() error {
+	if rd.off > 0 {
+		n := copy(rd.buf[:cap(rd.buf)], rd.buf[rd.off:])
+		rd.buf = rd.buf[:n]
+		rd.off = 0
+	}
+	if len(rd.buf) == cap(rd.buf) {
+		if len(rd.buf) >= rd.maxLine {
+			return fmt.Errorf("%w: over %d bytes without a line end", ErrLineTooLong, rd.maxLine)
+		}
+		nb := make([]byte, len(rd.buf), min(2*cap(rd.buf), rd.maxLine+1))
+		copy(nb, rd.buf)
+		rd.buf = nb
+	}
+	n, err := rd.r.Read(rd.buf[len(rd.buf):cap(rd.buf)])
+	if n > 0 {
+		rd.readAt = rd.now()
+		rd.buf = rd.buf[:len(rd.buf)+n]
+	}
+	if err == io.EOF {
+		rd.eof = true
+		return nil
+	}
+	return err
+}

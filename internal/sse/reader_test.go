@@ -1,0 +1,226 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// chunkReader returns its chunks one per Read and advances a fake clock by
+// 10 on every Read, so each event's At tells which Read delivered it.
+type chunkReader struct {
+	chunks []string
+	clock  *int64
+	err    error // returned after the last chunk instead of io.EOF
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		if c.err != nil {
+			return 0, c.err
+		}
+		return 0, io.EOF
+	}
+	*c.clock += 10
+	n := copy(p, c.chunks[0])
+	c.chunks[0] = c.chunks[0][n:]
+	if c.chunks[0] == "" {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+
+type got struct {
+	Name, Data string
+	At         int64
+}
+
+func readAll(t testing.TB, r io.Reader, clock *int64) ([]got, error) {
+	t.Helper()
+	rd := NewReader(r, func() int64 { return *clock }, 0)
+	var out []got
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if err == io.EOF {
+				return out, nil
+			}
+			return out, err
+		}
+		out = append(out, got{string(ev.Name), string(ev.Data), ev.At})
+	}
+}
+
+func TestReaderFraming(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		want   []got
+	}{
+		{"one per read", []string{"data: a\n\n", "data: b\n\n", "data: [DONE]\n\n"},
+			[]got{{"", "a", 10}, {"", "b", 20}, {"", "[DONE]", 30}}},
+		{"coalesced", []string{"data: a\n\ndata: b\n\n"},
+			[]got{{"", "a", 10}, {"", "b", 10}}},
+		{"split mid-line", []string{"da", "ta: {\"x\"", ":1}\n", "\n"},
+			[]got{{"", `{"x":1}`, 40}}},
+		{"crlf", []string{"data: a\r\n\r\ndata: b\r\n\r\n"},
+			[]got{{"", "a", 10}, {"", "b", 10}}},
+		{"crlf split between cr and lf", []string{"data: a\r", "\n\r", "\ndata: b\r\n\r\n"},
+			[]got{{"", "a", 20}, {"", "b", 30}}},
+		{"lone cr", []string{"data: a\r\rdata: b\r\r"},
+			[]got{{"", "a", 10}, {"", "b", 10}}},
+		{"comments skipped", []string{": keep-alive\n\n: x\ndata: a\n\n"},
+			[]got{{"", "a", 10}}},
+		{"multi-line data", []string{"data: a\ndata:b\ndata:  c\n\n"},
+			[]got{{"", "a\nb\n c", 10}}},
+		{"event name and id", []string{"event: error\nid: 7\ndata: {}\n\n"},
+			[]got{{"error", "{}", 10}}},
+		{"no data is no event", []string{"event: ping\n\ndata: a\n\n"},
+			[]got{{"", "a", 10}}},
+		{"field without colon", []string{"data\n\n"},
+			[]got{{"", "", 10}}},
+		{"unterminated last event", []string{"data: a\n\ndata: [DONE]"},
+			[]got{{"", "a", 10}, {"", "[DONE]", 10}}},
+		{"empty", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var clock int64
+			out, err := readAll(t, &chunkReader{chunks: append([]string(nil), tt.chunks...), clock: &clock}, &clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, out); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The arrival instant is the Read that delivered the event's terminator,
+// even when parsing happens much later.
+func TestReaderStampsAtArrival(t *testing.T) {
+	var clock int64
+	rd := NewReader(&chunkReader{chunks: []string{"data: a\n\ndata: b\n\n", "data: c\n\n"}, clock: &clock},
+		func() int64 { return clock }, 0)
+	ev, _ := rd.Next()
+	clock += 1000 // the consumer is slow; the next event was already buffered
+	ev2, _ := rd.Next()
+	if ev.At != 10 || ev2.At != 10 {
+		t.Errorf("buffered events stamped %d, %d; want 10, 10", ev.At, ev2.At)
+	}
+	ev3, _ := rd.Next()
+	if ev3.At != 1020 {
+		t.Errorf("third event stamped %d, want 1020", ev3.At)
+	}
+}
+
+func TestReaderErrorAfterEvents(t *testing.T) {
+	var clock int64
+	reset := errors.New("connection reset by peer")
+	out, err := readAll(t, &chunkReader{chunks: []string{"data: a\n\ndata: b"}, clock: &clock, err: reset}, &clock)
+	if !errors.Is(err, reset) {
+		t.Fatalf("err = %v, want the reset", err)
+	}
+	if diff := cmp.Diff([]got{{"", "a", 10}}, out); diff != "" {
+		t.Errorf("events before the error (-want +got):\n%s", diff)
+	}
+}
+
+func TestReaderLineTooLong(t *testing.T) {
+	rd := NewReader(strings.NewReader("data: "+strings.Repeat("x", 10000)+"\n\n"), func() int64 { return 0 }, 5000)
+	if _, err := rd.Next(); !errors.Is(err, ErrLineTooLong) {
+		t.Fatalf("err = %v, want ErrLineTooLong", err)
+	}
+	rd = NewReader(strings.NewReader("data: "+strings.Repeat("x", 3000)+"\n\n"), func() int64 { return 0 }, 5000)
+	if ev, err := rd.Next(); err != nil || len(ev.Data) != 3000 {
+		t.Fatalf("long line under the limit: %d bytes, %v", len(ev.Data), err)
+	}
+}
+
+// reference is a deliberately simple parser of the same rules: normalize
+// line endings, split on blank lines.
+func reference(in string) []string {
+	in = strings.ReplaceAll(in, "\r\n", "\n")
+	in = strings.ReplaceAll(in, "\r", "\n")
+	var out []string
+	var data []string
+	has := false
+	for _, line := range strings.Split(in, "\n") {
+		if line == "" {
+			if has {
+				out = append(out, strings.Join(data, "\n"))
+			}
+			data, has = nil, false
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		name, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		if name == "data" {
+			data = append(data, value)
+			has = true
+		}
+	}
+	if has {
+		out = append(out, strings.Join(data, "\n"))
+	}
+	return out
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add([]byte("data: a\n\ndata: b\r\n\r\n: c\ndata: d\rdata: e\r\r"), uint8(3))
+	f.Add([]byte("event: x\nid: 1\ndata\ndata:\n\n"), uint8(1))
+	f.Add([]byte("data: [DONE]"), uint8(7))
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
+		s := int(step%16) + 1
+		var chunks []string
+		for i := 0; i < len(in); i += s {
+			chunks = append(chunks, string(in[i:min(i+s, len(in))]))
+		}
+		var clock int64
+		out, err := readAll(t, &chunkReader{chunks: chunks, clock: &clock}, &clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data []string
+		last := int64(0)
+		for _, e := range out {
+			data = append(data, e.Data)
+			if e.At < last || e.At > clock {
+				t.Fatalf("instant %d out of order (last %d, clock %d)", e.At, last, clock)
+			}
+			last = e.At
+		}
+		if diff := cmp.Diff(reference(string(in)), data); diff != "" {
+			t.Fatalf("split by %d (-reference +reader):\n%s", s, diff)
+		}
+		// Reading it whole gives the same events.
+		whole, _ := readAll(t, bytes.NewReader(in), &clock)
+		if len(whole) != len(out) {
+			t.Fatalf("whole: %d events, split: %d", len(whole), len(out))
+		}
+	})
+}
+
+func BenchmarkReader(b *testing.B) {
+	ev := `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}` + "\n\n"
+	payload := []byte(strings.Repeat(ev, 64))
+	rd := NewReader(nil, func() int64 { return 0 }, 0)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		rd.Reset(bytes.NewReader(payload))
+		for {
+			if _, err := rd.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
