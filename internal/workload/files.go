@@ -1,0 +1,178 @@
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/tokenizer"
+)
+
+// Prompt is one entry of a prompt file.
+type Prompt struct {
+	Messages  []tokenizer.Message
+	Prompt    string
+	MaxTokens int // 0: use the workload's output length distribution
+}
+
+// ReadJSONL reads a prompt file with one JSON object per line, either
+// {"prompt": "..."} or {"messages": [{"role": "...", "content": "..."}]},
+// each with an optional "max_tokens". Blank lines are skipped.
+func ReadJSONL(r io.Reader) ([]Prompt, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 64<<20)
+	var out []Prompt
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var e struct {
+			Prompt   *string `json:"prompt"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+			MaxTokens int `json:"max_tokens"`
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		p := Prompt{MaxTokens: e.MaxTokens}
+		switch {
+		case e.Prompt != nil && len(e.Messages) > 0:
+			return nil, fmt.Errorf("line %d: has both prompt and messages", line)
+		case e.Prompt != nil:
+			p.Prompt = *e.Prompt
+		case len(e.Messages) > 0:
+			for _, m := range e.Messages {
+				if m.Role == "" {
+					return nil, fmt.Errorf("line %d: a message has no role", line)
+				}
+				p.Messages = append(p.Messages, tokenizer.Message{Role: m.Role, Content: m.Content})
+			}
+		default:
+			return nil, fmt.Errorf(`line %d: want {"prompt": ...} or {"messages": [...]}`, line)
+		}
+		if e.MaxTokens < 0 {
+			return nil, fmt.Errorf("line %d: max_tokens %d is negative", line, e.MaxTokens)
+		}
+		out = append(out, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading prompts: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("prompt file has no entries")
+	}
+	return out, nil
+}
+
+// ReadShareGPT reads a ShareGPT-format JSON file: an array of
+// {"conversations": [{"from": "human"|"gpt"|..., "value": "..."}]}. Each
+// conversation gives one prompt, its first human message, with max_tokens
+// the length of the reply that followed it (as the common serving
+// benchmarks use it). Conversations without a human message followed by a
+// reply are skipped.
+func ReadShareGPT(r io.Reader) ([]Prompt, error) {
+	var convs []struct {
+		Conversations []struct {
+			From  string `json:"from"`
+			Value string `json:"value"`
+		} `json:"conversations"`
+	}
+	if err := json.NewDecoder(r).Decode(&convs); err != nil {
+		return nil, fmt.Errorf("sharegpt: %w", err)
+	}
+	var out []Prompt
+	for _, c := range convs {
+		for i := 0; i+1 < len(c.Conversations); i++ {
+			if c.Conversations[i].From == "human" && c.Conversations[i+1].From != "human" {
+				out = append(out, Prompt{
+					Messages:  []tokenizer.Message{{Role: "user", Content: c.Conversations[i].Value}},
+					MaxTokens: max(1, tokenizer.Count(c.Conversations[i+1].Value)),
+				})
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("sharegpt: no conversation with a human message and a reply")
+	}
+	return out, nil
+}
+
+// ReadPromptFile reads a JSONL prompt file or, when the file starts with
+// '[', a ShareGPT JSON file.
+func ReadPromptFile(path string) ([]Prompt, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("prompts: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var first byte
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			return nil, fmt.Errorf("prompts %s: empty file", path)
+		}
+		if !strings.ContainsRune(" \t\r\n", rune(b)) {
+			first = b
+			_ = br.UnreadByte()
+			break
+		}
+	}
+	var ps []Prompt
+	if first == '[' {
+		ps, err = ReadShareGPT(br)
+	} else {
+		ps, err = ReadJSONL(br)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prompts %s: %w", path, err)
+	}
+	return ps, nil
+}
+
+// Prompts is a Source that sends a file's prompts, one per session, in an
+// order shuffled by Seed, cycling when there are more sessions than prompts.
+// Entries without max_tokens draw it from Output.
+type Prompts struct {
+	List   []Prompt
+	Chat   bool
+	Output Dist
+	Seed   uint64
+	perm   []int
+}
+
+// Session returns session i.
+func (p *Prompts) Session(i int64) Session {
+	if p.perm == nil {
+		p.perm = rand.New(rand.NewPCG(p.Seed, 0xF11E)).Perm(len(p.List))
+	}
+	e := p.List[p.perm[int(i%int64(len(p.List)))]]
+	req := Request{Session: i, MaxTokens: e.MaxTokens}
+	if req.MaxTokens == 0 {
+		req.MaxTokens = p.Output.Sample(rand.New(rand.NewPCG(p.Seed, uint64(i))))
+	}
+	msgs := e.Messages
+	if msgs == nil {
+		msgs = []tokenizer.Message{{Role: "user", Content: e.Prompt}}
+	}
+	if !p.Chat && e.Messages == nil {
+		req.Prompt = e.Prompt
+		req.InputTokens = tokenizer.Count(e.Prompt)
+	} else {
+		setContent(&req, msgs, p.Chat)
+	}
+	return &single{req: req}
+}

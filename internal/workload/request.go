@@ -1,0 +1,168 @@
+package workload
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/tokenizer"
+)
+
+// Request is one request's content. Exactly one of Messages (chat endpoint)
+// and Prompt (completions endpoint) is set.
+type Request struct {
+	Messages []tokenizer.Message
+	Prompt   string
+	// InputTokens is the prompt's length by tokentrace's tokenizer: the
+	// exact length tokentrace's embedded engine sees.
+	InputTokens int
+	// MaxTokens is the output length asked for (always sent).
+	MaxTokens int
+	// Session and Turn place the request in a multi-turn session; Turn is
+	// 1-based, 0 for single-turn workloads.
+	Session int64
+	Turn    int
+	// Think is the pause after the previous turn's answer ends before this
+	// turn is sent; 0 for first turns.
+	Think time.Duration
+}
+
+// Session is one conversation: a sequence of turns, each resending the
+// whole history. Single-turn workloads have sessions of one turn.
+type Session interface {
+	// Next returns the next turn, given the output token count of the
+	// previous turn's answer (ignored for the first); ok is false when the
+	// session is over.
+	Next(prevOutput int) (req Request, ok bool)
+}
+
+// Source makes the sessions of a workload. Session i is the same for the
+// same seed whatever order sessions are asked for in.
+type Source interface {
+	Session(i int64) Session
+}
+
+// Synthetic describes a generated workload.
+type Synthetic struct {
+	Chat   bool // build chat messages (else a completions prompt)
+	Input  Dist // new prompt tokens per turn, including the shared prefix
+	Output Dist // max_tokens per turn
+	// PrefixTokens of every prompt's first turn are shared by all sessions
+	// of the same group; sessions are spread round-robin over PrefixGroups.
+	PrefixTokens int
+	PrefixGroups int
+	// Turns per session (at least 1), and the think time between them.
+	Turns int
+	Think time.Duration
+	Seed  uint64
+}
+
+// Validate checks the description.
+func (s *Synthetic) Validate() error {
+	if s.Input == nil || s.Output == nil {
+		return fmt.Errorf("workload: input and output lengths are required")
+	}
+	if s.PrefixTokens < 0 {
+		return fmt.Errorf("prefix tokens %d: must not be negative", s.PrefixTokens)
+	}
+	if s.PrefixTokens > 0 && s.PrefixGroups < 1 {
+		return fmt.Errorf("prefix groups %d: must be at least 1", s.PrefixGroups)
+	}
+	if s.Turns < 1 {
+		return fmt.Errorf("turns %d: must be at least 1", s.Turns)
+	}
+	if s.Think < 0 {
+		return fmt.Errorf("think time %s: must not be negative", s.Think)
+	}
+	return nil
+}
+
+// Session returns session i.
+func (s *Synthetic) Session(i int64) Session {
+	return &synthSession{spec: s, id: i, r: rand.New(rand.NewPCG(s.Seed, uint64(i)))}
+}
+
+type synthSession struct {
+	spec    *Synthetic
+	id      int64
+	r       *rand.Rand
+	turn    int
+	history []tokenizer.Message
+}
+
+// seeds for Filler: disjoint streams for prefixes, prompts and answers.
+func prefixSeed(seed uint64, group int) uint64 { return seed ^ 0x5EED0000_00000000 ^ uint64(group) }
+func turnSeed(seed uint64, session int64, turn int, kind uint64) uint64 {
+	return seed*0x100000001B3 ^ uint64(session)<<20 ^ uint64(turn)<<4 ^ kind
+}
+
+func (ss *synthSession) Next(prevOutput int) (Request, bool) {
+	sp := ss.spec
+	if ss.turn >= sp.Turns {
+		return Request{}, false
+	}
+	ss.turn++
+	in := sp.Input.Sample(ss.r)
+	out := sp.Output.Sample(ss.r)
+	role := 0
+	if sp.Chat {
+		role = 1 // the user message's role token
+	}
+	var content string
+	if ss.turn == 1 && sp.PrefixTokens > 0 {
+		in = max(in, sp.PrefixTokens+role+1)
+		group := int(ss.id % int64(sp.PrefixGroups))
+		content = tokenizer.Filler(sp.PrefixTokens, prefixSeed(sp.Seed, group)) + " " +
+			tokenizer.Filler(in-role-sp.PrefixTokens, turnSeed(sp.Seed, ss.id, ss.turn, 1))
+	} else {
+		in = max(in, role+1)
+		content = tokenizer.Filler(in-role, turnSeed(sp.Seed, ss.id, ss.turn, 1))
+	}
+	req := Request{MaxTokens: out, Session: ss.id}
+	if sp.Turns > 1 {
+		req.Turn = ss.turn
+		if ss.turn > 1 {
+			req.Think = sp.Think
+			// The previous answer joins the history, as the tokens the
+			// server said it produced.
+			ss.history = append(ss.history, tokenizer.Message{Role: "assistant",
+				Content: tokenizer.Filler(max(prevOutput, 1), turnSeed(sp.Seed, ss.id, ss.turn-1, 2))})
+		}
+	}
+	msgs := append(ss.history, tokenizer.Message{Role: "user", Content: content})
+	if sp.Turns > 1 {
+		ss.history = msgs
+	}
+	setContent(&req, msgs, sp.Chat)
+	return req, true
+}
+
+// setContent fills Messages or Prompt and InputTokens.
+func setContent(req *Request, msgs []tokenizer.Message, chat bool) {
+	if chat {
+		req.Messages = append([]tokenizer.Message(nil), msgs...)
+		req.InputTokens = tokenizer.CountChat(msgs)
+		return
+	}
+	parts := make([]string, len(msgs))
+	for i, m := range msgs {
+		parts[i] = m.Content
+	}
+	req.Prompt = strings.Join(parts, "\n")
+	req.InputTokens = tokenizer.Count(req.Prompt)
+}
+
+// single is a session of one fixed request.
+type single struct {
+	req  Request
+	done bool
+}
+
+func (s *single) Next(int) (Request, bool) {
+	if s.done {
+		return Request{}, false
+	}
+	s.done = true
+	return s.req, true
+}
