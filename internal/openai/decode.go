@@ -1,0 +1,259 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+)
+
+// APIError is a rejected request: the HTTP status to answer with and the
+// OpenAI error body.
+type APIError struct {
+	Status int
+	Err    Error
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Err.Type, e.Err.Message) }
+
+// Write sends e as the response (Retry-After of retryAfter seconds when
+// positive).
+func (e *APIError) Write(w http.ResponseWriter, retryAfter int) {
+	WriteError(w, e.Status, e.Err, retryAfter)
+}
+
+// BadRequest returns a 400 invalid_request_error about param.
+func BadRequest(param, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Err: NewError(TypeInvalidRequest, fmt.Sprintf(format, args...), param, "")}
+}
+
+// MaxTokensLimit bounds max_tokens and min_tokens before the server
+// compares them with the model's context length: larger values are
+// rejected as absurd.
+const MaxTokensLimit = 1 << 30
+
+// Params are the generation parameters both endpoints share, validated and
+// normalized by Params methods.
+type Params struct {
+	Model string
+	// MaxTokens is the requested cap on output tokens; 0 when the request
+	// set none (the server then uses max_model_len − prompt).
+	MaxTokens int
+	MinTokens int
+	IgnoreEOS bool
+	Priority  int
+	Stream    bool
+	// IncludeUsage: send a final usage chunk. ContinuousUsage: token
+	// counts on every chunk. Both only when streaming.
+	IncludeUsage, ContinuousUsage bool
+	// ReturnMetrics asks for the per-request metrics object.
+	ReturnMetrics bool
+}
+
+// DecodeChat parses and validates a chat completion request body.
+func DecodeChat(body []byte) (*ChatCompletionRequest, *APIError) {
+	var r ChatCompletionRequest
+	if err := unmarshal(body, &r); err != nil {
+		return nil, err
+	}
+	if r.Model == "" {
+		return nil, BadRequest("model", "you must provide a model parameter")
+	}
+	if len(r.Messages) == 0 {
+		return nil, BadRequest("messages", "messages must be a non-empty array of messages")
+	}
+	for i, m := range r.Messages {
+		switch m.Role {
+		case "system", "user", "assistant", "tool", "developer", "function":
+		case "":
+			return nil, BadRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d] has no role", i)
+		default:
+			return nil, BadRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d] has an unknown role %q (want system, user, assistant, tool or developer)", i, m.Role)
+		}
+	}
+	if err := checkCommon(r.N, r.Stream, r.StreamOptions, r.Temperature, r.TopP, r.MinTokens, r.Priority); err != nil {
+		return nil, err
+	}
+	if err := checkMax("max_tokens", r.MaxTokens); err != nil {
+		return nil, err
+	}
+	if err := checkMax("max_completion_tokens", r.MaxCompletionTokens); err != nil {
+		return nil, err
+	}
+	p := r.Params()
+	if p.MaxTokens > 0 && p.MinTokens > p.MaxTokens {
+		return nil, BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", p.MinTokens, p.MaxTokens)
+	}
+	return &r, nil
+}
+
+// Params returns the request's generation parameters;
+// max_completion_tokens wins over max_tokens when both are set.
+func (r *ChatCompletionRequest) Params() Params {
+	p := Params{
+		Model: r.Model, IgnoreEOS: r.IgnoreEOS, Priority: int(r.Priority), Stream: r.Stream,
+		ReturnMetrics: r.ReturnMetrics,
+	}
+	switch {
+	case r.MaxCompletionTokens != nil:
+		p.MaxTokens = int(*r.MaxCompletionTokens)
+	case r.MaxTokens != nil:
+		p.MaxTokens = int(*r.MaxTokens)
+	}
+	if r.MinTokens != nil {
+		p.MinTokens = int(*r.MinTokens)
+	}
+	if r.Stream && r.StreamOptions != nil {
+		p.IncludeUsage = r.StreamOptions.IncludeUsage
+		p.ContinuousUsage = r.StreamOptions.ContinuousUsageStats
+	}
+	return p
+}
+
+// DecodeCompletion parses and validates a text completion request body.
+func DecodeCompletion(body []byte) (*CompletionRequest, *APIError) {
+	var r CompletionRequest
+	if err := unmarshal(body, &r); err != nil {
+		return nil, err
+	}
+	if r.Model == "" {
+		return nil, BadRequest("model", "you must provide a model parameter")
+	}
+	switch {
+	case !r.Prompt.Set:
+		return nil, BadRequest("prompt", "you must provide a prompt")
+	case r.Prompt.Batch == 0:
+		return nil, BadRequest("prompt", "prompt must not be an empty array")
+	case r.Prompt.Batch > 1:
+		return nil, BadRequest("prompt", "batched prompts (%d) are not supported; send one prompt per request", r.Prompt.Batch)
+	case r.Prompt.Tokens != nil && len(r.Prompt.Tokens) == 0, r.Prompt.Tokens == nil && r.Prompt.Text == "":
+		return nil, BadRequest("prompt", "prompt must not be empty")
+	}
+	for i, id := range r.Prompt.Tokens {
+		if id < 0 {
+			return nil, BadRequest("prompt", "prompt token id %d at position %d is negative", id, i)
+		}
+	}
+	if r.BestOf != nil && *r.BestOf != 1 {
+		return nil, BadRequest("best_of", "best_of other than 1 is not supported")
+	}
+	if r.Echo {
+		return nil, BadRequest("echo", "echo is not supported")
+	}
+	if err := checkCommon(r.N, r.Stream, r.StreamOptions, r.Temperature, r.TopP, r.MinTokens, r.Priority); err != nil {
+		return nil, err
+	}
+	if err := checkMax("max_tokens", r.MaxTokens); err != nil {
+		return nil, err
+	}
+	p := r.Params()
+	if p.MaxTokens > 0 && p.MinTokens > p.MaxTokens {
+		return nil, BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", p.MinTokens, p.MaxTokens)
+	}
+	return &r, nil
+}
+
+// Params returns the request's generation parameters. Like OpenAI's
+// completions endpoint, an absent max_tokens means 16.
+func (r *CompletionRequest) Params() Params {
+	p := Params{
+		Model: r.Model, MaxTokens: 16, IgnoreEOS: r.IgnoreEOS, Priority: int(r.Priority), Stream: r.Stream,
+		ReturnMetrics: r.ReturnMetrics,
+	}
+	if r.MaxTokens != nil {
+		p.MaxTokens = int(*r.MaxTokens)
+	}
+	if r.MinTokens != nil {
+		p.MinTokens = int(*r.MinTokens)
+	}
+	if r.Stream && r.StreamOptions != nil {
+		p.IncludeUsage = r.StreamOptions.IncludeUsage
+		p.ContinuousUsage = r.StreamOptions.ContinuousUsageStats
+	}
+	return p
+}
+
+func checkMax(name string, v *int64) *APIError {
+	if v == nil {
+		return nil
+	}
+	if *v < 1 {
+		return BadRequest(name, "%s must be at least 1, got %d", name, *v)
+	}
+	if *v > MaxTokensLimit {
+		return BadRequest(name, "%s = %d is beyond any context length", name, *v)
+	}
+	return nil
+}
+
+func checkCommon(n *int64, stream bool, so *StreamOptions, temp, topP *float64, minTokens *int64, priority int64) *APIError {
+	if n != nil {
+		if *n < 1 {
+			return BadRequest("n", "n must be at least 1, got %d", *n)
+		}
+		if *n > 1 {
+			return BadRequest("n", "n > 1 is not supported (got %d)", *n)
+		}
+	}
+	if so != nil && !stream {
+		return BadRequest("stream_options", "stream_options is allowed only when stream is true")
+	}
+	if temp != nil && (*temp < 0 || *temp > 2 || math.IsNaN(*temp)) {
+		return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *temp)
+	}
+	if topP != nil && (*topP <= 0 || *topP > 1 || math.IsNaN(*topP)) {
+		return BadRequest("top_p", "top_p must be in (0, 1], got %g", *topP)
+	}
+	if minTokens != nil && (*minTokens < 0 || *minTokens > MaxTokensLimit) {
+		return BadRequest("min_tokens", "min_tokens must be between 0 and %d, got %d", MaxTokensLimit, *minTokens)
+	}
+	if priority < math.MinInt32 || priority > math.MaxInt32 {
+		return BadRequest("priority", "priority must fit in 32 bits, got %d", priority)
+	}
+	return nil
+}
+
+// unmarshal decodes body into v, turning decoding errors into 400s that
+// name the offending field where encoding/json tells it.
+func unmarshal(body []byte, v any) *APIError {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return BadRequest("", "request body is empty; expected a JSON object")
+	}
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return BadRequest("", "request body is not valid JSON: %v (at byte %d)", syn, syn.Offset)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return BadRequest("", "request body must be a JSON object, got %s", typ.Value)
+		}
+		return BadRequest(typ.Field, "field %s: expected %s, got %s", typ.Field, typeName(typ.Type.Kind().String()), typ.Value)
+	default:
+		return BadRequest("", "invalid request body: %v", err)
+	}
+}
+
+func typeName(kind string) string {
+	switch kind {
+	case "int", "int32", "int64":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "ptr":
+		return "an object"
+	}
+	return kind
+}

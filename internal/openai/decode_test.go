@@ -1,0 +1,177 @@
+package openai
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecodeChatParams(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want Params
+	}{
+		{"minimal", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+			Params{Model: "m"}},
+		{"max_completion_tokens wins", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"max_completion_tokens":7}`,
+			Params{Model: "m", MaxTokens: 7}},
+		{"vllm extensions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":9,"min_tokens":3,"ignore_eos":true,"priority":-2,"return_metrics":true}`,
+			Params{Model: "m", MaxTokens: 9, MinTokens: 3, IgnoreEOS: true, Priority: -2, ReturnMetrics: true}},
+		{"stream options", `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+			Params{Model: "m", Stream: true, IncludeUsage: true, ContinuousUsage: true}},
+		{"unknown fields ignored, sampling accepted", `{"model":"m","messages":[{"role":"system","content":null},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"temperature":0.7,"top_p":1,"stop":["x"],"seed":3,"n":1,"logit_bias":{"1":2},"whatever":[1]}`,
+			Params{Model: "m"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := DecodeChat([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, r.Params()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeChatContentParts(t *testing.T) {
+	r, err := DecodeChat([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"text","text":"c"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(r.Messages[0].Content); got != "a b\nc" {
+		t.Errorf("content %q, want %q", got, "a b\nc")
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, body, param, msgPart string
+		completion                 bool
+	}{
+		{"empty body", ``, "", "empty", false},
+		{"malformed", `{"model":`, "", "not valid JSON", false},
+		{"not an object", `[1,2]`, "", "JSON object", false},
+		{"missing model", `{` + msgs + `}`, "model", "model", false},
+		{"missing messages", `{"model":"m"}`, "messages", "messages", false},
+		{"empty messages", `{"model":"m","messages":[]}`, "messages", "messages", false},
+		{"bad role", `{"model":"m","messages":[{"role":"robot","content":"x"}]}`, "messages[0].role", "unknown role", false},
+		{"n 2", `{"model":"m",` + msgs + `,"n":2}`, "n", "not supported", false},
+		{"n 0", `{"model":"m",` + msgs + `,"n":0}`, "n", "at least 1", false},
+		{"negative max_tokens", `{"model":"m",` + msgs + `,"max_tokens":-5}`, "max_tokens", "at least 1", false},
+		{"zero max_completion_tokens", `{"model":"m",` + msgs + `,"max_completion_tokens":0}`, "max_completion_tokens", "at least 1", false},
+		{"absurd max_tokens", `{"model":"m",` + msgs + `,"max_tokens":99999999999}`, "max_tokens", "beyond", false},
+		{"max_tokens wrong type", `{"model":"m",` + msgs + `,"max_tokens":"ten"}`, "max_tokens", "integer", false},
+		{"max_tokens float", `{"model":"m",` + msgs + `,"max_tokens":1.5}`, "max_tokens", "integer", false},
+		{"stream wrong type", `{"model":"m",` + msgs + `,"stream":"yes"}`, "stream", "boolean", false},
+		{"model wrong type", `{"model":7,` + msgs + `}`, "model", "string", false},
+		{"min above max", `{"model":"m",` + msgs + `,"max_tokens":3,"min_tokens":4}`, "min_tokens", "at most", false},
+		{"negative min", `{"model":"m",` + msgs + `,"min_tokens":-1}`, "min_tokens", "between", false},
+		{"stream_options without stream", `{"model":"m",` + msgs + `,"stream_options":{"include_usage":true}}`, "stream_options", "only when stream", false},
+		{"temperature", `{"model":"m",` + msgs + `,"temperature":3}`, "temperature", "between", false},
+		{"image part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "", "text", false},
+		{"content number", `{"model":"m","messages":[{"role":"user","content":5}]}`, "", "content", false},
+		{"completion missing prompt", `{"model":"m"}`, "prompt", "prompt", true},
+		{"completion empty prompt", `{"model":"m","prompt":""}`, "prompt", "empty", true},
+		{"completion batch", `{"model":"m","prompt":["a","b"]}`, "prompt", "batched", true},
+		{"completion negative id", `{"model":"m","prompt":[1,-2]}`, "prompt", "negative", true},
+		{"completion bad prompt", `{"model":"m","prompt":{"a":1}}`, "", "prompt", true},
+		{"completion echo", `{"model":"m","prompt":"x","echo":true}`, "echo", "echo", true},
+		{"completion best_of", `{"model":"m","prompt":"x","best_of":3}`, "best_of", "best_of", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err *APIError
+			if tt.completion {
+				_, err = DecodeCompletion([]byte(tt.body))
+			} else {
+				_, err = DecodeChat([]byte(tt.body))
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if err.Status != http.StatusBadRequest || err.Err.Type != TypeInvalidRequest {
+				t.Errorf("status %d type %q", err.Status, err.Err.Type)
+			}
+			param := ""
+			if err.Err.Param != nil {
+				param = *err.Err.Param
+			}
+			if param != tt.param {
+				t.Errorf("param %q, want %q (%s)", param, tt.param, err.Err.Message)
+			}
+			if !strings.Contains(err.Err.Message, tt.msgPart) {
+				t.Errorf("message %q lacks %q", err.Err.Message, tt.msgPart)
+			}
+		})
+	}
+}
+
+func TestDecodeCompletionPrompts(t *testing.T) {
+	tests := []struct {
+		body   string
+		text   string
+		tokens []int32
+		max    int
+	}{
+		{`{"model":"m","prompt":"hello world"}`, "hello world", nil, 16},
+		{`{"model":"m","prompt":["one"],"max_tokens":3}`, "one", nil, 3},
+		{`{"model":"m","prompt":[5,6,7]}`, "", []int32{5, 6, 7}, 16},
+		{`{"model":"m","prompt":[[8,9]]}`, "", []int32{8, 9}, 16},
+	}
+	for _, tt := range tests {
+		r, err := DecodeCompletion([]byte(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		if r.Prompt.Text != tt.text || !cmp.Equal(r.Prompt.Tokens, tt.tokens) || r.Params().MaxTokens != tt.max {
+			t.Errorf("%s: got %q %v max %d", tt.body, r.Prompt.Text, r.Prompt.Tokens, r.Params().MaxTokens)
+		}
+	}
+}
+
+// FuzzDecode checks that no body makes the decoders panic, and that every
+// rejection is a well-formed 4xx.
+func FuzzDecode(f *testing.F) {
+	seeds := []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"model":"m","prompt":[[1,2]],"max_tokens":3}`,
+		`{"model":"m","prompt":["a"],"min_tokens":2,"ignore_eos":true}`,
+		`{"model":"m","prompt":null}`, `[]`, `null`, `{`, `"x"`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, decode := range []func([]byte) *APIError{
+			func(b []byte) *APIError { _, e := DecodeChat(b); return e },
+			func(b []byte) *APIError { _, e := DecodeCompletion(b); return e },
+		} {
+			e := decode(body)
+			if e == nil {
+				continue
+			}
+			if e.Status < 400 || e.Status > 499 || e.Err.Message == "" || e.Err.Type == "" {
+				t.Fatalf("bad rejection %+v", e)
+			}
+		}
+		if r, e := DecodeChat(body); e == nil {
+			p := r.Params()
+			if p.Model == "" || len(r.Messages) == 0 || p.MaxTokens < 0 || p.MinTokens < 0 || (p.MaxTokens > 0 && p.MinTokens > p.MaxTokens) {
+				t.Fatalf("accepted invalid chat request: %+v", p)
+			}
+		}
+		if r, e := DecodeCompletion(body); e == nil {
+			p := r.Params()
+			if p.Model == "" || p.MaxTokens < 1 || (r.Prompt.Text == "" && len(r.Prompt.Tokens) == 0) {
+				t.Fatalf("accepted invalid completion request: %+v %+v", p, r.Prompt)
+			}
+		}
+	})
+}
