@@ -1,0 +1,182 @@
+package report
+
+import (
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// Options configures a report.
+type Options struct {
+	// SLOs are judged against the run (verdicts, goodput, attainment).
+	SLOs []latency.SLO
+	// Seed seeds the bootstrap's random source; 0 means 1. The same seed
+	// and records always give the same intervals.
+	Seed uint64
+	// Resamples is the number of bootstrap resamples; 0 means 2,000.
+	Resamples int
+	// IncludeWarmup keeps records marked Warmup (left out by default).
+	IncludeWarmup bool
+}
+
+func (o Options) seed() uint64 {
+	if o.Seed == 0 {
+		return 1
+	}
+	return o.Seed
+}
+
+func (o Options) resamples() int {
+	if o.Resamples <= 0 {
+		return 2000
+	}
+	return o.Resamples
+}
+
+// itlExactCap is how many inter-token gaps are kept one by one; past it
+// they go to a histogram with 0.05 % resolution, so memory stays bounded.
+const itlExactCap = 1 << 23
+
+const (
+	flagServer uint8 = 1 << iota // the server gave its own split
+	flagStream
+	flagTruncated // the answer ended with finish_reason "length"
+)
+
+// row is the compact part of a Record that a report needs: about 170 bytes
+// per request, whatever the length of the answer.
+type row struct {
+	id                                   string
+	intended, sent, wrote, firstTok, end int64
+	connect, gateway                     int64
+	sq, prefill, decode                  int64 // server split
+	stallAt, stall                       int64 // start and length of the largest chunk gap
+	itlMax                               int64
+	input, output, cached, turn, nchunks int32
+	session                              int64
+	src, phase                           uint16
+	errKind                              uint8 // index into Collector.errKinds; 0 = success
+	flags                                uint8
+}
+
+func (r *row) ok() bool        { return r.errKind == 0 && r.end > 0 }
+func (r *row) hasServer() bool { return r.flags&flagServer != 0 }
+
+// Collector accumulates records one at a time and keeps only the compact
+// per-request numbers a report needs; bench feeds it as requests finish and
+// Load feeds it from files. It is not safe for concurrent use.
+type Collector struct {
+	opts Options
+
+	rows     []row
+	itl, icl gaps
+	errKinds []string
+	errIndex map[string]uint8
+	phases   []string
+	phaseIdx map[string]uint16
+	sources  []string
+	src      uint16
+	runs     []RunInfo
+	notes    []string
+	warmup   int
+	scratch  []int64
+}
+
+// NewCollector returns an empty collector.
+func NewCollector(opts Options) *Collector {
+	return &Collector{
+		opts:     opts,
+		errKinds: []string{""},
+		errIndex: map[string]uint8{"": 0},
+		phases:   []string{""},
+		phaseIdx: map[string]uint16{"": 0},
+		sources:  []string{""},
+		itl:      gaps{exactCap: itlExactCap},
+		icl:      gaps{exactCap: itlExactCap},
+	}
+}
+
+// SetRun attaches the load generator's metadata for the current source.
+func (c *Collector) SetRun(info RunInfo) { c.runs = append(c.runs, info) }
+
+// Note adds a line to the report's notes (what was dropped, what is missing).
+func (c *Collector) Note(s string) { c.notes = append(c.notes, s) }
+
+// source starts a new input (a file or folder); records added after it
+// belong to it.
+func (c *Collector) source(name string) {
+	if len(c.sources) == 1 && c.sources[0] == "" && len(c.rows) == 0 {
+		c.sources[0] = name
+		return
+	}
+	c.sources = append(c.sources, name)
+	c.src = uint16(len(c.sources) - 1)
+}
+
+// Add records one request. Only its compact numbers are kept.
+func (c *Collector) Add(r *latency.Record) {
+	if r.Warmup && !c.opts.IncludeWarmup {
+		c.warmup++
+		return
+	}
+	w := row{
+		id: r.ID, intended: r.IntendedNS, sent: r.SentNS, wrote: r.WroteNS,
+		firstTok: r.FirstTokenNS, end: r.EndNS, connect: r.ConnectNS, gateway: r.GatewayNS,
+		input: int32(r.InputTokens), output: int32(r.OutputTokens), cached: int32(r.CachedTokens),
+		turn: int32(r.Turn), session: r.Session, nchunks: int32(len(r.ChunkNS)), src: c.src,
+	}
+	if r.Server != nil {
+		w.flags |= flagServer
+		w.sq, w.prefill, w.decode = r.Server.QueueNS, r.Server.PrefillNS, r.Server.DecodeNS
+	}
+	if r.Stream {
+		w.flags |= flagStream
+	}
+	if r.FinishReason == "length" {
+		w.flags |= flagTruncated
+	}
+	if !r.OK() {
+		k := r.ErrorKind
+		if _, known := c.errIndex[k]; !known && len(c.errKinds) >= 250 {
+			k = "other" // error kinds are a small fixed set; guard against odd inputs
+		}
+		w.errKind = c.kind(k)
+	} else if r.EndNS == 0 {
+		// A success with no end instant cannot be measured: count it as an error.
+		w.errKind = c.kind("no_end")
+	}
+	if r.Phase != "" {
+		p, ok := c.phaseIdx[r.Phase]
+		if !ok {
+			p = uint16(len(c.phases))
+			c.phases = append(c.phases, r.Phase)
+			c.phaseIdx[r.Phase] = p
+		}
+		w.phase = p
+	}
+	for i := 1; i < len(r.ChunkNS); i++ {
+		g := r.ChunkNS[i] - r.ChunkNS[i-1]
+		if g > w.stall {
+			w.stall, w.stallAt = g, r.ChunkNS[i-1]
+		}
+		if w.ok() {
+			c.icl.add(g)
+		}
+	}
+	if w.ok() {
+		c.scratch = r.ITLs(c.scratch[:0])
+		for _, g := range c.scratch {
+			w.itlMax = max(w.itlMax, g)
+			c.itl.add(g)
+		}
+	}
+	c.rows = append(c.rows, w)
+}
+
+func (c *Collector) kind(k string) uint8 {
+	if i, ok := c.errIndex[k]; ok {
+		return i
+	}
+	i := uint8(len(c.errKinds))
+	c.errKinds = append(c.errKinds, k)
+	c.errIndex[k] = i
+	return i
+}

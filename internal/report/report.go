@@ -1,0 +1,229 @@
+// Package report turns per-request records (latency.Record, as bench writes
+// them to requests.jsonl) into a latency report: percentiles with bootstrap
+// confidence intervals, the decomposition of end-to-end latency into
+// stages, SLO verdicts with goodput and attainment, a diagnosis of what is
+// wrong and what to do, charts, and a comparison of two runs. bench calls the
+// same code for its end-of-run summary, so both always agree.
+//
+// The formulas are in docs/metrics.md; the formats and the JSON schema in
+// docs/report.md.
+package report
+
+import (
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// Schema is the version of the report's JSON form. Fields are only ever
+// added within a version.
+const Schema = 1
+
+// Report is a run's analysis. Its exported fields are the JSON schema
+// (docs/report.md); durations are milliseconds, rates per second.
+type Report struct {
+	Schema  int       `json:"schema"`
+	Sources []string  `json:"sources"`
+	Runs    []RunInfo `json:"runs,omitempty"`
+	Summary Summary   `json:"summary"`
+	// Metrics holds TTFT, TPOT, ITL, E2E, the intended-time variants, the
+	// client queue and every stage the run has values for.
+	Metrics []Dist `json:"metrics"`
+	// Decomposition splits E2E from the intended send into stages; TTFTSplit
+	// does the same for TTFT from the intended send.
+	Decomposition *Decomposition `json:"decomposition,omitempty"`
+	TTFTSplit     *Decomposition `json:"ttft_split,omitempty"`
+	SLOs          []Verdict      `json:"slos,omitempty"`
+	// AllSLOs is the verdict on every SLO together (goodput's definition).
+	AllSLOs  *Verdict  `json:"all_slos,omitempty"`
+	Findings []Finding `json:"findings"`
+	// Phases summarises each sweep point (records grouped by Record.Phase).
+	Phases   []Phase   `json:"phases,omitempty"`
+	Capacity *Capacity `json:"capacity,omitempty"`
+	// Notes says what the report lacks or what input was dropped.
+	Notes []string `json:"notes,omitempty"`
+
+	a *analysis // per-request numbers for charts, CSV and comparison
+}
+
+// Summary is the run at a glance.
+type Summary struct {
+	Requests  int `json:"requests"` // measured requests (warm-up excluded)
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	// Errors counts failed requests by latency.Err* kind.
+	Errors    map[string]int `json:"errors,omitempty"`
+	Warmup    int            `json:"warmup_excluded,omitempty"`
+	Truncated int            `json:"truncated,omitempty"` // finish_reason "length"
+	// DurationS is Σ over sources of (last end − first intended send).
+	DurationS     float64 `json:"duration_s"`
+	OfferedRPS    float64 `json:"offered_rps"`    // (requests − 1) / (last − first intended send)
+	ThroughputRPS float64 `json:"throughput_rps"` // successes / duration
+	OutputTPS     float64 `json:"output_tok_s"`
+	TotalTPS      float64 `json:"total_tok_s"`
+	InputTokens   int64   `json:"input_tokens"`
+	OutputTokens  int64   `json:"output_tokens"`
+	// ServerSplit is the number of successful requests with the server's own stage split.
+	ServerSplit int `json:"server_split"`
+}
+
+// Dist describes one metric's distribution over the run's successful
+// requests (nearest-rank percentiles, docs/metrics.md), in milliseconds.
+type Dist struct {
+	Metric string  `json:"metric"`
+	Count  int64   `json:"count"`
+	Mean   float64 `json:"mean_ms"`
+	P50    float64 `json:"p50_ms"`
+	P90    float64 `json:"p90_ms"`
+	P95    float64 `json:"p95_ms"`
+	P99    float64 `json:"p99_ms"`
+	P999   float64 `json:"p99_9_ms"`
+	Max    float64 `json:"max_ms"`
+	// P95CI and P99CI are 95 % bootstrap intervals [low, high].
+	P95CI [2]float64 `json:"p95_ci_ms"`
+	P99CI [2]float64 `json:"p99_ci_ms"`
+	// P99Trusted is false when fewer than 10 values lie above the P99
+	// (under 1,000 values): too few to pin the tail down.
+	P99Trusted bool `json:"p99_trusted"`
+	// Approx is true when the values came from a histogram (0.05 % resolution).
+	Approx bool `json:"approx,omitempty"`
+}
+
+// Decomposition is the mean of each stage over groups of requests ranked by
+// the decomposed metric: the median band and the tails.
+type Decomposition struct {
+	Of     string       `json:"of"` // "e2e_intended" or "ttft_intended"
+	Groups []StageGroup `json:"groups"`
+}
+
+// StageGroup is a set of requests and how their time splits into stages.
+type StageGroup struct {
+	// Name is "median" (ranked between P40 and P60), "p95+" or "p99+"
+	// (ranked above the P95 / P99 request; at least one request).
+	Name     string       `json:"name"`
+	Requests int          `json:"requests"`
+	TotalMS  float64      `json:"total_ms"` // mean of the decomposed metric
+	Stages   []StageShare `json:"stages"`
+	Largest  string       `json:"largest"`
+}
+
+// StageShare is one stage's mean time in a group and its share of the total.
+type StageShare struct {
+	Stage  string  `json:"stage"`
+	MeanMS float64 `json:"mean_ms"`
+	Share  float64 `json:"share"` // 0..1
+}
+
+// Verdict is an SLO judged on the run.
+type Verdict struct {
+	SLO         string     `json:"slo"` // as written, e.g. "ttft:p99<=1.5s"; "all" for AllSLOs
+	Metric      string     `json:"metric,omitempty"`
+	Percentile  float64    `json:"percentile,omitempty"`
+	ThresholdMS float64    `json:"threshold_ms,omitempty"`
+	ValueMS     float64    `json:"value_ms,omitempty"` // the run's percentile
+	CI          [2]float64 `json:"ci_ms,omitzero"`
+	// Status is "pass", "fail" or "no data"; Uncertain is set when the
+	// threshold lies inside the value's confidence interval.
+	Status    string `json:"status"`
+	Uncertain bool   `json:"uncertain,omitempty"`
+	// Meeting counts requests that succeeded and met the threshold (all
+	// thresholds for AllSLOs); Attainment is Meeting / requests.
+	Meeting    int     `json:"meeting"`
+	Attainment float64 `json:"attainment"`
+	GoodputRPS float64 `json:"goodput_rps"`
+}
+
+// Finding is one diagnosis: what is wrong, the numbers that show it, and
+// what to do about it.
+type Finding struct {
+	Rule     string             `json:"rule"`
+	Severity string             `json:"severity"` // "critical", "warning", "info"
+	Title    string             `json:"title"`
+	Evidence string             `json:"evidence"`
+	Remedies []string           `json:"remedies,omitempty"`
+	Numbers  map[string]float64 `json:"numbers,omitempty"`
+}
+
+// Phase is one sweep point.
+type Phase struct {
+	Name          string  `json:"name"`
+	OfferedRPS    float64 `json:"offered_rps"`
+	Concurrency   int     `json:"concurrency,omitempty"`
+	Requests      int     `json:"requests"`
+	Succeeded     int     `json:"succeeded"`
+	DurationS     float64 `json:"duration_s"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	GoodputRPS    float64 `json:"goodput_rps"`
+	Attainment    float64 `json:"attainment"`
+	TTFTP50       float64 `json:"ttft_p50_ms"`
+	TTFTP99       float64 `json:"ttft_p99_ms"`
+	TPOTP50       float64 `json:"tpot_p50_ms"`
+	TPOTP99       float64 `json:"tpot_p99_ms"`
+	E2EP50        float64 `json:"e2e_p50_ms"`
+	E2EP99        float64 `json:"e2e_p99_ms"`
+	SLOsMet       bool    `json:"slos_met"`
+}
+
+// Capacity is the measured capacity of the system under test.
+type Capacity struct {
+	RPS   float64 `json:"rps"`
+	Phase string  `json:"phase,omitempty"`
+	Basis string  `json:"basis"`
+}
+
+func ms(ns int64) float64        { return float64(ns) / 1e6 }
+func msf(ns float64) float64     { return ns / 1e6 }
+func dur(d time.Duration) string { return fmtMS(ms(int64(d))) }
+
+// stageOrder lists the stages a request's E2E (from intended) is split into.
+var stageOrder = []latency.Stage{
+	latency.StageClientQueue, latency.StageConnect, latency.StageSend, latency.StageGateway,
+	latency.StageNetwork, latency.StageServerQueue, latency.StagePrefill, latency.StageDecode,
+	latency.StageStreamTail, latency.StageUnattributed,
+}
+
+const (
+	stCQ = iota
+	stConnect
+	stSend
+	stGateway
+	stNetwork
+	stSQ
+	stPrefill
+	stDecode
+	stTail
+	stUnattr
+	nStages
+)
+
+// ttftStages are the stages before the first token.
+var ttftStages = []int{stCQ, stConnect, stSend, stGateway, stNetwork, stSQ, stPrefill, stUnattr}
+
+// stages splits a successful request's E2E from the intended send into
+// stageOrder; the parts sum exactly to end − intended (docs/metrics.md,
+// "Decomposition formulas").
+func (r *row) stages() (s [nStages]int64) {
+	s[stCQ] = r.sent - r.intended
+	s[stConnect] = r.connect
+	wrote := r.wrote
+	if wrote == 0 {
+		wrote = r.sent + r.connect
+	}
+	s[stSend] = wrote - r.sent - r.connect
+	s[stGateway] = r.gateway
+	first := r.firstTok
+	if first == 0 {
+		first = r.end
+	}
+	pre := first - wrote - r.gateway
+	if r.hasServer() {
+		s[stSQ], s[stPrefill] = r.sq, r.prefill
+		s[stNetwork] = pre - r.sq - r.prefill
+		s[stDecode] = r.decode
+		s[stTail] = r.end - first - r.decode
+	} else {
+		s[stUnattr] = pre
+		s[stDecode] = r.end - first
+	}
+	return s
+}
