@@ -1,0 +1,363 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Clock is the engine's time source when serving. WallClock is the real
+// one; tests may pass a fake.
+type Clock interface {
+	Now() time.Time
+	// After delivers on the returned channel once d has elapsed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// WallClock returns the real clock.
+func WallClock() Clock { return wallClock{} }
+
+// maxLag is how far behind its schedule the step loop may fall before it
+// stops catching up (step deadlines are absolute: each step starts at the
+// previous one's deadline, so timer lateness does not accumulate).
+const maxLag = 20 * time.Millisecond
+
+// Engine serves requests on a wall clock: Run is the step loop, Submit
+// enqueues a request and returns its Stream.
+type Engine struct {
+	cfg   Config
+	clock Clock
+	epoch time.Time
+
+	mu      sync.Mutex
+	s       *scheduler // owned by Run's goroutine, except under mu before Run
+	inbox   []*request
+	aborts  []*request
+	stopped bool
+	running bool // Run in progress
+	pending int  // requests in inbox (for MaxWaiting)
+	wake    chan struct{}
+
+	// published counters, for Stats
+	stRunning, stWaiting, stUsed         atomic.Int64
+	stPreempt, stQueries, stHits         atomic.Int64
+	stSteps, stPromptTokens, stGenTokens atomic.Int64
+}
+
+// New returns an engine for cfg (defaults filled in, then validated) on
+// clock (WallClock when nil). Call Run to start its step loop.
+func New(cfg Config, clock Clock) (*Engine, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if clock == nil {
+		clock = WallClock()
+	}
+	e := &Engine{
+		cfg:   cfg,
+		clock: clock,
+		epoch: clock.Now(),
+		s:     newScheduler(cfg),
+		wake:  make(chan struct{}, 1),
+	}
+	return e, nil
+}
+
+// Config returns the engine's configuration with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+func (e *Engine) instant(t time.Time) int64 { return int64(t.Sub(e.epoch)) }
+func (e *Engine) at(i int64) time.Time      { return e.epoch.Add(time.Duration(i)) }
+
+// Submit validates r and queues it. The request is aborted at the engine's
+// next step once ctx is done (its KV blocks are freed then); ctx is not
+// retained beyond that hook.
+func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
+	if err := validate(&r, e.cfg); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("engine: submit: %w", err)
+	}
+	st := &Stream{e: e, ready: make(chan struct{}, 1)}
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return nil, ErrStopped
+	}
+	if e.cfg.MaxWaiting > 0 && int(e.stWaiting.Load())+e.pending >= e.cfg.MaxWaiting {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w (%d waiting)", ErrQueueFull, e.cfg.MaxWaiting)
+	}
+	now := e.instant(e.clock.Now())
+	q := e.s.newRequest(&r, now)
+	q.stream = st
+	st.r = q
+	st.tl = Timeline{Arrival: e.at(now), PromptTokens: q.promptLen}
+	q.stopAbort = context.AfterFunc(ctx, func() { e.requestAbort(q) })
+	e.inbox = append(e.inbox, q)
+	e.pending++
+	e.mu.Unlock()
+	e.signal()
+	return st, nil
+}
+
+func validate(r *Request, cfg Config) error {
+	p := r.promptLen()
+	switch {
+	case p < 1:
+		return fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	case r.MaxTokens < 1:
+		return fmt.Errorf("%w: max_tokens must be at least 1, got %d", ErrInvalid, r.MaxTokens)
+	case r.MinTokens < 0:
+		return fmt.Errorf("%w: min_tokens must be at least 0, got %d", ErrInvalid, r.MinTokens)
+	case r.MinTokens > r.MaxTokens:
+		return fmt.Errorf("%w: min_tokens (%d) must be at most max_tokens (%d)", ErrInvalid, r.MinTokens, r.MaxTokens)
+	case p > cfg.MaxModelLen || r.MaxTokens > cfg.MaxModelLen-p:
+		return &LengthError{PromptTokens: p, MaxTokens: r.MaxTokens, MaxModelLen: cfg.MaxModelLen}
+	}
+	return nil
+}
+
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) requestAbort(q *request) {
+	e.mu.Lock()
+	if !e.stopped {
+		e.aborts = append(e.aborts, q)
+	}
+	e.mu.Unlock()
+	e.signal()
+}
+
+// Run is the wall-clock step loop. It returns when ctx is done (then every
+// unfinished request ends with FinishAbort and Submit returns ErrStopped),
+// or at once with an error if Run already ran.
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.running || e.stopped {
+		e.mu.Unlock()
+		return fmt.Errorf("engine: Run called twice: %w", ErrStopped)
+	}
+	e.running = true
+	e.mu.Unlock()
+	defer e.shutdown()
+
+	s := e.s
+	start := e.instant(e.clock.Now())
+	var inbox, aborts []*request
+	for {
+		// Take new requests and aborts.
+		e.mu.Lock()
+		inbox, e.inbox = e.inbox, inbox[:0]
+		aborts, e.aborts = e.aborts, aborts[:0]
+		e.pending = 0
+		e.mu.Unlock()
+		for _, q := range inbox {
+			s.add(q)
+		}
+		clear(inbox)
+		if len(aborts) > 0 {
+			for _, q := range aborts {
+				if s.abort(q, start) {
+					e.deliver(q, 0, FinishAbort, start)
+				}
+			}
+			s.compactRunning()
+			clear(aborts)
+		}
+
+		dur, ok := s.schedule(start)
+		e.publish()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-e.wake:
+				start = e.instant(e.clock.Now())
+				continue
+			}
+		}
+		deadline := start + int64(dur)
+		if wait := time.Duration(deadline - e.instant(e.clock.Now())); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-e.clock.After(wait):
+			}
+		}
+		s.complete(deadline)
+		for _, m := range s.emits {
+			e.deliver(m.r, m.n, m.finish, deadline)
+		}
+		clear(s.emits)
+		s.emits = s.emits[:0]
+		start = deadline
+		if now := e.instant(e.clock.Now()); now-start > int64(maxLag) {
+			start = now
+		}
+	}
+}
+
+// deliver hands n tokens (and maybe the finish) to q's stream.
+func (e *Engine) deliver(q *request, n int, fin FinishReason, at int64) {
+	st := q.stream
+	if st == nil {
+		return
+	}
+	t := e.at(at)
+	st.mu.Lock()
+	st.pending.Tokens += n
+	st.pending.At = t
+	st.has = true
+	tl := &st.tl
+	if q.scheduled >= 0 && tl.Scheduled.IsZero() {
+		tl.Scheduled = e.at(q.scheduled)
+		tl.CachedTokens = q.cachedTokens
+	}
+	if q.firstTok >= 0 && tl.FirstToken.IsZero() {
+		tl.FirstToken = e.at(q.firstTok)
+	}
+	tl.OutputTokens = q.output
+	tl.PrefillChunks = q.chunks
+	tl.Preemptions = q.preemptions
+	if fin != "" {
+		st.pending.Finish = fin
+		tl.Finished = t
+		tl.Finish = fin
+	}
+	st.mu.Unlock()
+	select {
+	case st.ready <- struct{}{}:
+	default:
+	}
+	if fin != "" && q.stopAbort != nil {
+		q.stopAbort()
+	}
+}
+
+func (e *Engine) publish() {
+	s := e.s
+	e.stRunning.Store(int64(len(s.running)))
+	e.stWaiting.Store(int64(s.numWaiting()))
+	e.stUsed.Store(int64(s.kv.used()))
+	e.stPreempt.Store(s.preemptions)
+	e.stQueries.Store(s.prefixQueries)
+	e.stHits.Store(s.prefixHits)
+	e.stSteps.Store(s.steps)
+	e.stPromptTokens.Store(s.promptTokens)
+	e.stGenTokens.Store(s.genTokens)
+}
+
+// shutdown stops the engine and aborts every unfinished request.
+func (e *Engine) shutdown() {
+	e.mu.Lock()
+	e.stopped = true
+	inbox := e.inbox
+	e.inbox, e.aborts, e.pending = nil, nil, 0
+	e.mu.Unlock()
+	s := e.s
+	now := e.instant(e.clock.Now())
+	var live []*request
+	live = append(live, s.running...)
+	s.waiting.each(func(r *request) { live = append(live, r) })
+	live = append(live, inbox...)
+	for _, q := range live {
+		if q.state != stDone {
+			s.finishReq(q, now, FinishAbort)
+		}
+		e.deliver(q, 0, FinishAbort, now)
+	}
+	s.compactRunning()
+	e.publish()
+	e.stWaiting.Store(0)
+}
+
+// Stats returns a snapshot of the engine's state; safe from any goroutine.
+func (e *Engine) Stats() Stats {
+	st := Stats{
+		Running:          int(e.stRunning.Load()),
+		Waiting:          int(e.stWaiting.Load()),
+		PrefixQueries:    e.stQueries.Load(),
+		PrefixHits:       e.stHits.Load(),
+		Preemptions:      e.stPreempt.Load(),
+		NumBlocks:        e.cfg.NumBlocks,
+		BlockSize:        e.cfg.BlockSize,
+		Steps:            e.stSteps.Load(),
+		PromptTokens:     e.stPromptTokens.Load(),
+		GenerationTokens: e.stGenTokens.Load(),
+	}
+	e.mu.Lock()
+	st.Waiting += e.pending
+	e.mu.Unlock()
+	st.KVUsage = math.Min(1, float64(e.stUsed.Load())/float64(e.cfg.NumBlocks))
+	return st
+}
+
+// Stream is one request's token events.
+type Stream struct {
+	e     *Engine
+	r     *request
+	ready chan struct{}
+
+	mu      sync.Mutex
+	pending Event
+	has     bool
+	eof     bool
+	tl      Timeline
+}
+
+// ID returns the request's id.
+func (s *Stream) ID() string { return s.r.id }
+
+// Recv returns the next event: the tokens emitted since the previous Recv
+// (merged when the reader fell behind, At the latest), and io.EOF after the
+// event that carried Finish. It blocks until an event is ready or ctx is
+// done; it never blocks the engine.
+func (s *Stream) Recv(ctx context.Context) (Event, error) {
+	for {
+		s.mu.Lock()
+		if s.has {
+			ev := s.pending
+			s.pending, s.has = Event{}, false
+			if ev.Finish != "" {
+				s.eof = true
+			}
+			s.mu.Unlock()
+			return ev, nil
+		}
+		if s.eof {
+			s.mu.Unlock()
+			return Event{}, io.EOF
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// Timeline returns the request's timeline so far; it is complete once Recv
+// has returned io.EOF.
+func (s *Stream) Timeline() Timeline {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tl
+}

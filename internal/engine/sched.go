@@ -1,0 +1,579 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+)
+
+type reqState uint8
+
+const (
+	stNew reqState = iota
+	stWaiting
+	stRunning
+	stDone
+)
+
+// request is the scheduler's state for one request. Instants are
+// nanoseconds since the engine's epoch; -1 means "not yet".
+type request struct {
+	id        string
+	idx       int // arrival index (simulation)
+	promptLen int
+	target    int          // output tokens to produce
+	finishAs  FinishReason // reason when target is reached
+	priority  int
+	seq       uint64 // arrival order
+
+	prompt []int32  // kept until hashed
+	hashes []uint64 // chained hashes of the prompt's full blocks
+	hashed bool
+
+	blocks   []int32
+	computed int // tokens whose KV is in the cache
+	output   int // tokens emitted
+
+	state                                reqState
+	planned                              bool // in the current step's plan
+	admitted                             bool // admitted at least once
+	arrival, scheduled, firstTok, finish int64
+	cachedTokens, chunks, preemptions    int
+	reason                               FinishReason
+
+	stream    *Stream     // serving only
+	stopAbort func() bool // serving only: unregisters the context hook
+	abortReq  bool        // serving only: an abort is queued
+}
+
+// numTokens is the prompt plus the tokens emitted so far: what a
+// recomputation after preemption must rebuild.
+func (r *request) numTokens() int { return r.promptLen + r.output }
+
+type planned struct {
+	r      *request
+	n      int // tokens computed this step
+	ctx    int // tokens in the cache before the step
+	decode bool
+}
+
+type emitted struct {
+	r      *request
+	n      int
+	finish FinishReason
+}
+
+// scheduler is the engine core shared by both clocks. It is not safe for
+// concurrent use: one goroutine (Run, or Simulate) owns it.
+type scheduler struct {
+	cfg     Config
+	kv      *kvCache
+	timer   StepTimer
+	rng     *rand.Rand // speculative acceptance
+	outRng  *rand.Rand // output lengths (under Engine.mu when serving)
+	chunked bool
+	k       int
+	alpha   float64
+
+	running []*request
+	waiting waitQueue
+	nextSeq uint64
+
+	plan     []planned
+	batch    perfmodel.Batch
+	emits    []emitted
+	nPreempt int // preemptions in the current plan
+
+	steps, preemptions, prefixQueries, prefixHits, promptTokens, genTokens int64
+}
+
+func newScheduler(cfg Config) *scheduler {
+	return &scheduler{
+		cfg:     cfg,
+		kv:      newKVCache(cfg.NumBlocks, cfg.BlockSize, cfg.EnablePrefixCaching),
+		timer:   cfg.StepTimer,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
+		outRng:  rand.New(rand.NewPCG(cfg.Seed^0xa0761d6478bd642f, cfg.Seed)),
+		chunked: !cfg.DisableChunkedPrefill,
+		k:       cfg.Speculative.K,
+		alpha:   cfg.Speculative.Alpha,
+		waiting: waitQueue{prio: cfg.Policy == PolicyPriority},
+	}
+}
+
+// newRequest builds the scheduler state for a validated request arriving at
+// now, drawing its output length.
+func (s *scheduler) newRequest(q *Request, now int64) *request {
+	r := new(request)
+	s.initRequest(r, q, now)
+	return r
+}
+
+// initRequest fills r (the state for q arriving at now) and draws its output
+// length.
+func (s *scheduler) initRequest(r *request, q *Request, now int64) {
+	*r = request{
+		id:        q.ID,
+		promptLen: q.promptLen(),
+		priority:  q.Priority,
+		prompt:    q.Prompt,
+		arrival:   now,
+		scheduled: -1,
+		firstTok:  -1,
+		finish:    -1,
+		state:     stNew,
+	}
+	r.target, r.finishAs = s.drawOutput(q)
+	if !s.cfg.EnablePrefixCaching {
+		r.prompt = nil
+		r.hashed = true
+	}
+}
+
+// add puts r at the back of the waiting queue.
+func (s *scheduler) add(r *request) {
+	r.seq = s.nextSeq
+	s.nextSeq++
+	r.state = stWaiting
+	s.waiting.push(r)
+}
+
+// drawOutput decides how many tokens q produces and why it stops.
+func (s *scheduler) drawOutput(q *Request) (int, FinishReason) {
+	maxT := q.MaxTokens
+	if q.IgnoreEOS || q.MinTokens >= maxT {
+		return maxT, FinishLength
+	}
+	var x float64
+	o := s.cfg.OutputLength
+	switch o.Dist {
+	case DistLognormal:
+		mu := math.Log(o.Mean) - o.Sigma*o.Sigma/2
+		x = math.Exp(mu + o.Sigma*s.outRng.NormFloat64())
+	case DistExponential:
+		x = s.outRng.ExpFloat64() * o.Mean
+	case DistUniform:
+		x = float64(o.Min + s.outRng.IntN(o.Max-o.Min+1))
+	case DistFixed:
+		x = o.Mean
+	default: // DistMax
+		return maxT, FinishLength
+	}
+	n := 1
+	if x >= float64(maxT) {
+		n = maxT
+	} else if x > 1 {
+		n = int(math.Round(x))
+	}
+	n = max(n, q.MinTokens)
+	if n >= maxT {
+		return maxT, FinishLength
+	}
+	return n, FinishStop
+}
+
+// schedule plans one step starting at now and prices it. ok is false when
+// there is nothing to compute.
+func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
+	s.plan = s.plan[:0]
+	s.nPreempt = 0
+	budget := s.cfg.MaxNumBatchedTokens
+	bs := s.cfg.BlockSize
+
+	// Running requests first: decodes and the next chunks of prompts.
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		r := s.running[i]
+		remaining := r.numTokens() - r.computed
+		decode := r.output > 0 && remaining == 1
+		n := remaining
+		if decode {
+			n = 1 + s.k
+		}
+		if n > budget {
+			if !decode && !s.chunked {
+				continue
+			}
+			n = budget
+		}
+		for !s.kv.grow(&r.blocks, r.computed+n) {
+			v := s.victim()
+			s.preempt(v)
+			if v == i {
+				r = nil
+				i--
+				break
+			}
+			if v < i {
+				i--
+			}
+			budget = s.restoreBudget(budget)
+		}
+		if r == nil {
+			continue
+		}
+		r.planned = true
+		s.plan = append(s.plan, planned{r: r, n: n, ctx: r.computed, decode: decode})
+		budget -= n
+	}
+	budget = s.restoreBudget(budget)
+
+	// Then waiting requests, into the leftover budget, unless this step
+	// preempted (vLLM V1 does the same).
+	if s.nPreempt == 0 {
+		for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
+			r := s.waiting.peek()
+			if r == nil {
+				break
+			}
+			numTok := r.numTokens()
+			hits, evict := 0, 0
+			if s.cfg.EnablePrefixCaching {
+				if !r.hashed {
+					r.hashes = blockHashes(r.prompt, bs)
+					r.prompt = nil
+					r.hashed = true
+				}
+				hits, evict = s.kv.lookup(r.hashes, (numTok-1)/bs)
+			}
+			hitTok := hits * bs
+			n := numTok - hitTok
+			if n > budget {
+				if !s.chunked {
+					break
+				}
+				n = budget
+			}
+			if s.kv.blocksFor(hitTok+n)-hits+evict > s.kv.numFree {
+				break
+			}
+			s.waiting.pop()
+			s.kv.take(&r.blocks, r.hashes, hits)
+			s.kv.grow(&r.blocks, hitTok+n)
+			r.computed = hitTok
+			if s.cfg.EnablePrefixCaching {
+				s.prefixQueries += int64(numTok)
+				s.prefixHits += int64(hitTok)
+			}
+			if !r.admitted {
+				r.admitted = true
+				r.cachedTokens = hitTok
+				r.scheduled = now
+			}
+			r.state = stRunning
+			r.planned = true
+			s.running = append(s.running, r)
+			s.plan = append(s.plan, planned{r: r, n: n, ctx: hitTok})
+			budget -= n
+		}
+	}
+
+	if len(s.plan) == 0 {
+		return 0, false
+	}
+	s.batch.Reset()
+	anyDecode := false
+	for _, p := range s.plan {
+		s.batch.Add(p.n, p.ctx)
+		anyDecode = anyDecode || p.decode
+	}
+	if anyDecode && s.k > 0 {
+		s.batch.DraftK = s.k
+	}
+	dur = s.timer.StepTime(&s.batch)
+	if dur < 0 {
+		dur = 0
+	}
+	return dur, true
+}
+
+// restoreBudget drops plan entries of requests preempted after they were
+// planned and gives their tokens back.
+func (s *scheduler) restoreBudget(budget int) int {
+	j := 0
+	for _, p := range s.plan {
+		if p.r.state != stRunning {
+			budget += p.n
+			continue
+		}
+		s.plan[j] = p
+		j++
+	}
+	s.plan = s.plan[:j]
+	return budget
+}
+
+// victim picks the running request to preempt: the newest under FCFS, the
+// largest (priority, arrival) under the priority policy.
+func (s *scheduler) victim() int {
+	v := len(s.running) - 1
+	if s.waiting.prio {
+		for i, r := range s.running {
+			w := s.running[v]
+			if r.priority > w.priority || r.priority == w.priority && r.seq > w.seq {
+				v = i
+			}
+		}
+	}
+	return v
+}
+
+// preempt frees running[i]'s blocks and returns it to the front of the
+// waiting queue, to be recomputed.
+func (s *scheduler) preempt(i int) {
+	r := s.running[i]
+	copy(s.running[i:], s.running[i+1:])
+	s.running[len(s.running)-1] = nil
+	s.running = s.running[:len(s.running)-1]
+	s.kv.free(r.blocks)
+	r.blocks = r.blocks[:0]
+	r.computed = 0
+	r.planned = false
+	r.preemptions++
+	r.state = stWaiting
+	s.waiting.pushFront(r)
+	s.preemptions++
+	s.nPreempt++
+}
+
+// complete applies the planned step, which ended at end: advances every
+// planned request, emits tokens and finishes requests.
+func (s *scheduler) complete(end int64) {
+	s.steps++
+	s.emits = s.emits[:0]
+	bs := s.cfg.BlockSize
+	finished := false
+	for _, p := range s.plan {
+		r := p.r
+		r.planned = false
+		emit := 0
+		if p.decode {
+			acc := 0
+			for acc < p.n-1 && s.rng.Float64() < s.alpha {
+				acc++
+			}
+			r.computed += 1 + acc
+			emit = 1 + acc
+		} else {
+			old := r.computed / bs
+			r.computed += p.n
+			r.chunks++
+			s.promptTokens += int64(p.n)
+			if s.kv.caching && len(r.hashes) > old {
+				s.kv.publish(r.blocks, r.hashes, old, r.computed/bs)
+			}
+			if r.computed == r.numTokens() {
+				emit = 1
+			}
+		}
+		if emit == 0 {
+			continue
+		}
+		if rem := r.target - r.output; emit > rem {
+			emit = rem
+		}
+		if r.output == 0 {
+			r.firstTok = end
+		}
+		r.output += emit
+		s.genTokens += int64(emit)
+		var fin FinishReason
+		if r.output >= r.target {
+			fin = r.finishAs
+			s.finishReq(r, end, fin)
+			finished = true
+		}
+		s.emits = append(s.emits, emitted{r: r, n: emit, finish: fin})
+	}
+	s.plan = s.plan[:0]
+	if finished {
+		s.compactRunning()
+	}
+}
+
+// finishReq ends r: frees its blocks and stamps the finish.
+func (s *scheduler) finishReq(r *request, at int64, why FinishReason) {
+	if r.state == stWaiting {
+		s.waiting.dead++
+	}
+	s.kv.free(r.blocks)
+	r.blocks = nil
+	r.state = stDone
+	r.finish = at
+	r.reason = why
+}
+
+// abort ends r with FinishAbort at now, wherever it is. The caller compacts
+// the running list afterwards. It reports whether r was still live.
+func (s *scheduler) abort(r *request, now int64) bool {
+	if r.state == stDone {
+		return false
+	}
+	s.finishReq(r, now, FinishAbort)
+	return true
+}
+
+func (s *scheduler) compactRunning() {
+	j := 0
+	for _, r := range s.running {
+		if r.state == stRunning {
+			s.running[j] = r
+			j++
+		}
+	}
+	clear(s.running[j:])
+	s.running = s.running[:j]
+}
+
+func (s *scheduler) numWaiting() int { return s.waiting.len() }
+
+// waitQueue is the waiting queue: a deque under FCFS (preempted requests go
+// to the front), a heap on (priority, arrival) under the priority policy.
+// Aborted requests are dropped lazily; dead counts them.
+type waitQueue struct {
+	prio bool
+	ring []*request
+	head int
+	n    int
+	heap []*request
+	dead int
+}
+
+func (q *waitQueue) len() int {
+	if q.prio {
+		return len(q.heap) - q.dead
+	}
+	return q.n - q.dead
+}
+
+func (q *waitQueue) grow() {
+	if q.n < len(q.ring) {
+		return
+	}
+	nr := make([]*request, max(16, 2*len(q.ring)))
+	for i := range q.n {
+		nr[i] = q.ring[(q.head+i)%len(q.ring)]
+	}
+	q.ring, q.head = nr, 0
+}
+
+func (q *waitQueue) push(r *request) {
+	if q.prio {
+		q.heapPush(r)
+		return
+	}
+	q.grow()
+	q.ring[(q.head+q.n)%len(q.ring)] = r
+	q.n++
+}
+
+func (q *waitQueue) pushFront(r *request) {
+	if q.prio {
+		q.heapPush(r)
+		return
+	}
+	q.grow()
+	q.head = (q.head - 1 + len(q.ring)) % len(q.ring)
+	q.ring[q.head] = r
+	q.n++
+}
+
+// peek returns the next live request, or nil.
+func (q *waitQueue) peek() *request {
+	for {
+		var r *request
+		if q.prio {
+			if len(q.heap) == 0 {
+				return nil
+			}
+			r = q.heap[0]
+		} else {
+			if q.n == 0 {
+				return nil
+			}
+			r = q.ring[q.head]
+		}
+		if r.state == stWaiting {
+			return r
+		}
+		q.dead--
+		q.popRaw()
+	}
+}
+
+func (q *waitQueue) pop() *request {
+	r := q.peek()
+	if r != nil {
+		q.popRaw()
+	}
+	return r
+}
+
+func (q *waitQueue) popRaw() {
+	if q.prio {
+		q.heapPop()
+		return
+	}
+	q.ring[q.head] = nil
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+}
+
+func less(a, b *request) bool {
+	return a.priority < b.priority || a.priority == b.priority && a.seq < b.seq
+}
+
+func (q *waitQueue) heapPush(r *request) {
+	q.heap = append(q.heap, r)
+	i := len(q.heap) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(q.heap[i], q.heap[p]) {
+			break
+		}
+		q.heap[i], q.heap[p] = q.heap[p], q.heap[i]
+		i = p
+	}
+}
+
+func (q *waitQueue) heapPop() {
+	h := q.heap
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = nil
+	h = h[:last]
+	i := 0
+	for {
+		l, m := 2*i+1, i
+		if l < len(h) && less(h[l], h[m]) {
+			m = l
+		}
+		if l+1 < len(h) && less(h[l+1], h[m]) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	q.heap = h
+}
+
+// each calls f for every live waiting request (any order).
+func (q *waitQueue) each(f func(*request)) {
+	if q.prio {
+		for _, r := range q.heap {
+			if r.state == stWaiting {
+				f(r)
+			}
+		}
+		return
+	}
+	for i := range q.n {
+		if r := q.ring[(q.head+i)%len(q.ring)]; r.state == stWaiting {
+			f(r)
+		}
+	}
+}
