@@ -1,0 +1,75 @@
+package perfmodel
+
+import (
+	"fmt"
+	"time"
+)
+
+// Efficiency holds the named factors that turn datasheet peaks into the rates
+// serving engines achieve. The defaults (DefaultEfficiency) come from
+// published measurements, one set per GPU family; docs/perfmodel.md gives the
+// sources and docs/performance.md the resulting error against measured
+// latencies. Every factor can be set.
+type Efficiency struct {
+	// Compute is the achieved fraction of peak dense tensor FLOPs (model
+	// FLOPs utilization of a large prefill).
+	Compute float64 `json:"compute"`
+	// Memory is the achieved fraction of peak HBM bandwidth while streaming
+	// weights and KV cache (model bandwidth utilization of a decode step).
+	Memory float64 `json:"memory"`
+	// Interconnect is the achieved fraction of the link's bandwidth in a
+	// tensor-parallel all-reduce.
+	Interconnect float64 `json:"interconnect"`
+	// AllReduceLatency is the fixed cost of one all-reduce (launch and
+	// synchronisation), paid twice per layer when TP > 1.
+	AllReduceLatency time.Duration `json:"all_reduce_latency"`
+	// StepOverhead is the fixed cost of one engine step outside the forward
+	// pass: scheduling, input preparation, sampling, detokenization.
+	StepOverhead time.Duration `json:"step_overhead"`
+	// LayerOverhead is the per-layer cost the roofline misses: norms,
+	// rotary embedding, activation and residual kernels and their launches.
+	LayerOverhead time.Duration `json:"layer_overhead"`
+}
+
+// familyEfficiency is the one set of defaults per GPU family.
+var familyEfficiency = map[string]Efficiency{
+	"hopper":    {Compute: 0.55, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 12 * time.Microsecond},
+	"blackwell": {Compute: 0.50, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 10 * time.Microsecond},
+	"ampere":    {Compute: 0.60, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 10 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 15 * time.Microsecond},
+	"ada":       {Compute: 0.60, Memory: 0.85, Interconnect: 0.70, AllReduceLatency: 25 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 15 * time.Microsecond},
+	"cdna3":     {Compute: 0.40, Memory: 0.65, Interconnect: 0.60, AllReduceLatency: 15 * time.Microsecond, StepOverhead: 2000 * time.Microsecond, LayerOverhead: 20 * time.Microsecond},
+}
+
+// DefaultEfficiency is the default factors for g's family (the Ampere set for
+// an unknown family).
+func DefaultEfficiency(g GPU) Efficiency {
+	if e, ok := familyEfficiency[g.Family]; ok {
+		return e
+	}
+	return familyEfficiency["ampere"]
+}
+
+// Roofline is every factor at its ideal: full peak FLOPs and bandwidth, no
+// overheads. The design notes' worked example uses it.
+func Roofline() Efficiency { return Efficiency{Compute: 1, Memory: 1, Interconnect: 1} }
+
+// Validate checks every fraction is in (0, 1] and every duration ≥ 0.
+func (e Efficiency) Validate() error {
+	for _, f := range []struct {
+		n string
+		v float64
+	}{{"compute", e.Compute}, {"memory", e.Memory}, {"interconnect", e.Interconnect}} {
+		if !(f.v > 0 && f.v <= 1) {
+			return fmt.Errorf("efficiency %s must be in (0, 1] (got %g)", f.n, f.v)
+		}
+	}
+	for _, d := range []struct {
+		n string
+		v time.Duration
+	}{{"all_reduce_latency", e.AllReduceLatency}, {"step_overhead", e.StepOverhead}, {"layer_overhead", e.LayerOverhead}} {
+		if d.v < 0 {
+			return fmt.Errorf("efficiency %s must be ≥ 0 (got %v)", d.n, d.v)
+		}
+	}
+	return nil
+}
