@@ -58,6 +58,14 @@ type Record struct {
 	// counts). Non-streaming responses have one chunk at EndNS.
 	ChunkNS     []int64 `json:"chunk_ns,omitempty"`
 	ChunkTokens []int32 `json:"chunk_tokens,omitempty"`
+	// OtherNS holds the arrival instants of stream events that carried a
+	// choice but no content token (a role-only first chunk, reasoning
+	// deltas, an empty finish chunk); LastEventNS is the last data event
+	// before [DONE] (often the usage chunk). Other tools time these events
+	// (docs/metrics.md, "Compatibility views"); tokentrace's own metrics
+	// never do.
+	OtherNS     []int64 `json:"other_ns,omitempty"`
+	LastEventNS int64   `json:"last_event_ns,omitempty"`
 
 	InputTokens     int    `json:"input_tokens"`
 	OutputTokens    int    `json:"output_tokens"`
