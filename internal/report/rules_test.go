@@ -1,0 +1,233 @@
+package report
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+func mustSLOs(t *testing.T, s string) []latency.SLO {
+	t.Helper()
+	slos, err := latency.ParseSLOs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slos
+}
+
+// overloadRun: requests arrive at 20 req/s, the server completes 10 req/s,
+// so each waits 50 ms longer than the one before it.
+func overloadRun(n int) []synthReq {
+	out := baseline(n, 20, 3)
+	for i := range out {
+		out[i].sq = 50 * float64(i) / 2
+		out[i].output = 20
+	}
+	return out
+}
+
+// prefillRun: prefill costs 0.05 ms per input token and prompts range from
+// 1k to 9k tokens; sessions repeat their previous turn.
+func prefillRun(n int) []synthReq {
+	out := baseline(n, 5, 4)
+	rng := rand.New(rand.NewPCG(4, 4))
+	for i := range out {
+		out[i].input = 1000 + rng.IntN(8000)
+		out[i].prefill = 0.05*float64(out[i].input) + rng.Float64()*5
+		out[i].session = int64(i/4 + 1)
+		out[i].turn = i%4 + 1
+	}
+	// Each turn's prompt holds the previous turn's prompt and answer.
+	for i := range out {
+		if out[i].turn > 1 {
+			out[i].input = out[i-1].input + out[i-1].output + 200
+			out[i].prefill = 0.05*float64(out[i].input) + 3
+		}
+	}
+	return out
+}
+
+// bandwidthRun: a quiet half (2 req/s, 10 ms TPOT) then a busy half
+// (20 req/s, TPOT growing with the crowd).
+func bandwidthRun() []synthReq {
+	var out []synthReq
+	quiet := baseline(40, 2, 5)
+	for i := range quiet {
+		quiet[i].tpot = 10 + rand.New(rand.NewPCG(uint64(i), 1)).Float64()
+		quiet[i].output = 100
+	}
+	busy := baseline(400, 20, 6)
+	for i := range busy {
+		busy[i].at += 20000
+		busy[i].tpot = 30 + rand.New(rand.NewPCG(uint64(i), 2)).Float64()
+		busy[i].output = 100
+	}
+	return append(append(out, quiet...), busy...)
+}
+
+// outputRun: 94 % short answers (50 tokens), 6 % long ones (1,000 tokens).
+func outputRun(n int) []synthReq {
+	out := baseline(n, 10, 7)
+	for i := range out {
+		out[i].output = 50
+		if i%50 < 3 {
+			out[i].output = 1000
+		}
+	}
+	return out
+}
+
+func TestRules(t *testing.T) {
+	errorsRun := baseline(300, 10, 8)
+	for i := 0; i < 15; i++ {
+		errorsRun[i*20].err = latency.ErrHTTP5xx
+	}
+	errorsRun[7].err = latency.ErrTimeout
+	stallRun := baseline(300, 10, 9)
+	for i := 0; i < 5; i++ {
+		stallRun[i*50].stallAt, stallRun[i*50].stall = 10, 2000
+	}
+	netRun := baseline(300, 10, 10)
+	for i := range netRun {
+		netRun[i].net = 300
+		netRun[i].output = 30
+	}
+	clientRun := baseline(300, 10, 11)
+	for i := range clientRun {
+		clientRun[i].cq = 5 * float64(i)
+	}
+	tests := []struct {
+		rule    string
+		opts    Options
+		reqs    []synthReq
+		run     *RunInfo
+		want    bool
+		mention []string // the evidence must cite these
+	}{
+		{"server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, overloadRun(200), nil, true,
+			[]string{"largest TTFT term", "first quarter", "req/s", "capacity"}},
+		{"server-queueing", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=100s")}, overloadRun(200), nil, false, nil},
+		{"prefill-bound", Options{SLOs: mustSLOs(t, "ttft:p99<=200ms")}, prefillRun(200), nil, true,
+			[]string{"ms per 1k input tokens", "previous turn"}},
+		{"prefill-bound", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"prefill-bound", Options{}, overloadRun(200), nil, false, nil},
+		{"decode-bandwidth", Options{SLOs: mustSLOs(t, "tpot:p99<=20ms")}, bandwidthRun(), nil, true,
+			[]string{"per concurrent request", "memory-bandwidth"}},
+		{"decode-bandwidth", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"output-length", Options{SLOs: mustSLOs(t, "e2e:p99<=2s")}, outputRun(300), nil, true,
+			[]string{"P90", "per output token", "P99 E2E"}},
+		{"output-length", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"outside-model", Options{}, netRun, nil, true, []string{"network"}},
+		{"outside-model", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"errors", Options{}, errorsRun, nil, true, []string{"http_5xx 15", "timeout 1", "16 of 300"}},
+		{"errors", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"stalls", Options{}, stallRun, nil, true, []string{"5 request(s)", "2.01s"}},
+		{"stalls", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"client-bottleneck", Options{}, clientRun, nil, true, []string{"P99 client queue"}},
+		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{OverheadFloor: 8 * time.Millisecond}, true,
+			[]string{"overhead floor is 8.00ms"}},
+		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{OverheadFloor: time.Millisecond}, false, nil},
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprintf("%d-%s-%v", i, tt.rule, tt.want), func(t *testing.T) {
+			c := NewCollector(tt.opts)
+			if tt.run != nil {
+				c.SetRun(*tt.run)
+			}
+			for j, s := range tt.reqs {
+				c.Add(s.record(j))
+			}
+			rep := c.Report()
+			k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == tt.rule })
+			if got := k >= 0; got != tt.want {
+				t.Fatalf("rule %s fired = %v, want %v; findings: %+v", tt.rule, got, tt.want, rep.Findings)
+			}
+			if k < 0 {
+				return
+			}
+			f := rep.Findings[k]
+			for _, m := range tt.mention {
+				if !strings.Contains(f.Evidence, m) {
+					t.Errorf("evidence lacks %q:\n%s", m, f.Evidence)
+				}
+			}
+			if len(f.Remedies) == 0 || len(f.Numbers) == 0 {
+				t.Errorf("finding without remedies or numbers: %+v", f)
+			}
+			t.Logf("%s: %s", f.Title, f.Evidence)
+		})
+	}
+}
+
+// TestPrefillInterference builds decoders whose token streams pause exactly
+// while other (long-prompt) requests prefill, and a control run whose
+// pauses fall at fixed token positions unrelated to the prefills.
+func TestPrefillInterference(t *testing.T) {
+	build := func(aligned bool) []*latency.Record {
+		var recs []*latency.Record
+		ns := func(v float64) int64 { return int64(v * msNS) }
+		// Long prompts: a 150 ms prefill every 1.5 s, starting at 1 s.
+		type win struct{ lo, hi float64 }
+		var wins []win
+		for j := 0; j < 12; j++ {
+			lo := 1000 + 1500*float64(j)
+			wins = append(wins, win{lo, lo + 150})
+			recs = append(recs, &latency.Record{Schema: 1, ID: fmt.Sprintf("p%d", j), Stream: true,
+				IntendedNS: ns(lo - 5), SentNS: ns(lo - 5), FirstTokenNS: ns(lo + 150), EndNS: ns(lo + 160),
+				ChunkNS: []int64{ns(lo + 150), ns(lo + 160)}, InputTokens: 8000, OutputTokens: 2,
+				Server: &latency.ServerSplit{QueueNS: ns(1), PrefillNS: ns(150), DecodeNS: ns(10)}})
+		}
+		rng := rand.New(rand.NewPCG(12, 12))
+		for k := 0; k < 60; k++ {
+			start := 300 * float64(k)
+			first := start + 30
+			stallAt := 20 + rng.IntN(110)
+			r := &latency.Record{Schema: 1, ID: fmt.Sprintf("d%d", k), Stream: true, IntendedNS: ns(start),
+				SentNS: ns(start), FirstTokenNS: ns(first), InputTokens: 200, OutputTokens: 150,
+				Server: &latency.ServerSplit{QueueNS: ns(2), PrefillNS: ns(15)}}
+			tm := first
+			for i := 0; i < 150; i++ {
+				if i > 0 {
+					tm += 10
+					if aligned {
+						for _, w := range wins {
+							if tm > w.lo && tm < w.hi {
+								tm = w.hi
+							}
+						}
+					} else if i == stallAt {
+						tm += 150
+					}
+				}
+				r.ChunkNS = append(r.ChunkNS, ns(tm))
+			}
+			r.EndNS = ns(tm + 1)
+			r.Server.DecodeNS = ns(tm - first)
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	for _, aligned := range []bool{true, false} {
+		c := NewCollector(Options{})
+		for _, r := range build(aligned) {
+			c.Add(r)
+		}
+		rep := c.Report()
+		k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == "prefill-interference" })
+		if (k >= 0) != aligned {
+			t.Fatalf("aligned=%v: rule fired = %v; findings %+v", aligned, k >= 0, rep.Findings)
+		}
+		if k >= 0 {
+			t.Log(rep.Findings[k].Evidence)
+			if !strings.Contains(rep.Findings[k].Evidence, "overlap another request's prefill") {
+				t.Errorf("evidence: %s", rep.Findings[k].Evidence)
+			}
+		}
+	}
+}
