@@ -1,0 +1,378 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeClock is a manual clock: After registers a timer that Advance fires.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.timers = append(c.timers, fakeTimer{c.now.Add(d), ch})
+	return ch
+}
+
+// advanceToTimer waits for the engine to arm a timer, then moves the clock
+// to it and fires it; it returns the new time.
+func (c *fakeClock) advanceToTimer(t *testing.T) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		if len(c.timers) > 0 {
+			tm := c.timers[0]
+			c.timers = c.timers[1:]
+			c.now = tm.at
+			c.mu.Unlock()
+			tm.ch <- tm.at
+			return tm.at
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the engine armed no timer")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func startEngine(t *testing.T, cfg Config, clock Clock) (*Engine, context.CancelFunc) {
+	t.Helper()
+	e, err := New(cfg, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return e, cancel
+}
+
+// recvAll reads a stream to EOF.
+func recvAll(t *testing.T, st *Stream) []Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var evs []Event
+	for {
+		ev, err := st.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return evs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func TestWallClockStepsOnAbsoluteDeadlines(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	e, _ := startEngine(t, testConfig(), clock)
+	st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 3, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clock.advanceToTimer(t)
+	}
+	got := recvAll(t, st)
+	// Each event is merged or not depending on reader timing; the sum and
+	// the last instant are fixed: 1.1 ms prefill, two 1.01 ms decodes.
+	total := 0
+	for _, ev := range got {
+		total += ev.Tokens
+	}
+	end := t0.Add(1100*time.Microsecond + 2*1010*time.Microsecond)
+	if total != 3 || !got[len(got)-1].At.Equal(end) || got[len(got)-1].Finish != FinishLength {
+		t.Fatalf("events %+v; want 3 tokens ending at %v", got, end)
+	}
+	tl := st.Timeline()
+	want := Timeline{Arrival: t0, Scheduled: t0, FirstToken: t0.Add(1100 * time.Microsecond), Finished: end,
+		PromptTokens: 10, OutputTokens: 3, PrefillChunks: 1, Finish: FinishLength}
+	if diff := cmp.Diff(want, tl); diff != "" {
+		t.Fatalf("timeline (-want +got):\n%s", diff)
+	}
+}
+
+func TestSlowReaderGetsMergedEvents(t *testing.T) {
+	cfg := testConfig()
+	cfg.StepTimer = linearTimer{base: 100 * time.Microsecond}
+	e, _ := startEngine(t, cfg, nil)
+	st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 50, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { s := e.Stats(); return s.GenerationTokens == 50 && s.Running == 0 })
+	evs := recvAll(t, st)
+	if len(evs) != 1 || evs[0].Tokens != 50 || evs[0].Finish != FinishLength {
+		t.Fatalf("events %+v; want one merged event of 50 tokens", evs)
+	}
+	if !evs[0].At.Equal(st.Timeline().Finished) {
+		t.Fatalf("merged event at %v, finish at %v", evs[0].At, st.Timeline().Finished)
+	}
+	if _, err := st.Recv(context.Background()); !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv after EOF: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func TestCancelAbortsAndFreesBlocks(t *testing.T) {
+	cfg := testConfig()
+	cfg.StepTimer = linearTimer{base: 200 * time.Microsecond}
+	e, _ := startEngine(t, cfg, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := e.Submit(ctx, Request{ID: "a", PromptLen: 200, MaxTokens: 300, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(ctx); err != nil { // first token: it is running
+		t.Fatal(err)
+	}
+	if s := e.Stats(); s.Running != 1 || s.KVUsage == 0 {
+		t.Fatalf("stats while running: %+v", s)
+	}
+	cancel()
+	waitFor(t, func() bool { s := e.Stats(); return s.Running == 0 && s.KVUsage == 0 })
+	evs := recvAll(t, st)
+	if last := evs[len(evs)-1]; last.Finish != FinishAbort {
+		t.Fatalf("last event %+v, want abort", last)
+	}
+	if tl := st.Timeline(); tl.Finish != FinishAbort || tl.OutputTokens >= 300 {
+		t.Fatalf("timeline %+v", tl)
+	}
+}
+
+func TestCancelWhileWaiting(t *testing.T) {
+	e, err := New(testConfig(), nil) // not running: requests wait
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := e.Submit(ctx, Request{ID: "a", PromptLen: 10, MaxTokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go e.Run(runCtx)
+	evs := recvAll(t, st)
+	if len(evs) != 1 || evs[0].Finish != FinishAbort || evs[0].Tokens != 0 {
+		t.Fatalf("events %+v", evs)
+	}
+	if tl := st.Timeline(); !tl.Scheduled.IsZero() || tl.Queue() != 0 {
+		t.Fatalf("aborted-while-waiting timeline %+v", tl)
+	}
+}
+
+func TestSubmitErrors(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxWaiting = 1
+	e, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.Submit(ctx, Request{ID: "a", PromptLen: 10, MaxTokens: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Submit(ctx, Request{ID: "b", PromptLen: 10, MaxTokens: 3}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("second submit: %v, want ErrQueueFull", err)
+	}
+	_, err = e.Submit(ctx, Request{ID: "c", Prompt: make([]int32, 500), MaxTokens: 20})
+	var le *LengthError
+	if !errors.Is(err, ErrPromptTooLong) || !errors.As(err, &le) || *le != (LengthError{500, 20, 512}) {
+		t.Fatalf("too long: %v", err)
+	}
+	for _, r := range []Request{{PromptLen: 10}, {PromptLen: 10, MaxTokens: -1}, {MaxTokens: 3}, {PromptLen: 3, MaxTokens: 3, MinTokens: -1}} {
+		if _, err := e.Submit(ctx, r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", r, err)
+		}
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := e.Submit(done, Request{PromptLen: 1, MaxTokens: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("done ctx: %v", err)
+	}
+}
+
+func TestStopAbortsEverything(t *testing.T) {
+	cfg := testConfig()
+	cfg.StepTimer = linearTimer{base: time.Millisecond}
+	e, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	var streams []*Stream
+	for range 20 {
+		st, err := e.Submit(context.Background(), Request{PromptLen: 100, MaxTokens: 400, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, st)
+	}
+	waitFor(t, func() bool { return e.Stats().Running > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range streams {
+		evs := recvAll(t, st)
+		if evs[len(evs)-1].Finish != FinishAbort {
+			t.Fatalf("stream ended with %+v", evs[len(evs)-1])
+		}
+	}
+	if _, err := e.Submit(context.Background(), Request{PromptLen: 1, MaxTokens: 1}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("submit after stop: %v", err)
+	}
+	if err := e.Run(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("second Run: %v", err)
+	}
+}
+
+func TestConcurrentSubmitAndStats(t *testing.T) {
+	cfg := testConfig()
+	cfg.NumBlocks = 200
+	cfg.StepTimer = linearTimer{base: 100 * time.Microsecond, perToken: time.Microsecond}
+	cfg.EnablePrefixCaching = true
+	e, _ := startEngine(t, cfg, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				ctx, cancel := context.WithCancel(context.Background())
+				st, err := e.Submit(ctx, Request{Prompt: tokens(32, 40+g, int32(i*100)), MaxTokens: 20, IgnoreEOS: true})
+				if err != nil {
+					t.Error(err)
+					cancel()
+					return
+				}
+				if i%5 == 4 {
+					cancel() // some clients go away
+				}
+				n := 0
+				for {
+					ev, err := st.Recv(context.Background())
+					if err != nil {
+						break
+					}
+					n += ev.Tokens
+				}
+				cancel()
+				mu.Lock()
+				total += n
+				mu.Unlock()
+				_ = e.Stats()
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, func() bool { s := e.Stats(); return s.Running == 0 && s.Waiting == 0 })
+	s := e.Stats()
+	if s.KVUsage != 0 || int64(total) != s.GenerationTokens || s.PrefixHits == 0 {
+		t.Fatalf("stats %+v, tokens read %d", s, total)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for name, mut := range map[string]func(*Config){
+		"no timer":        func(c *Config) { c.StepTimer = nil },
+		"no blocks":       func(c *Config) { c.NumBlocks = 0 },
+		"block size":      func(c *Config) { c.BlockSize = -1 },
+		"budget < block":  func(c *Config) { c.MaxNumBatchedTokens = 8 },
+		"cache too small": func(c *Config) { c.NumBlocks = 10 },
+		"policy":          func(c *Config) { c.Policy = "lifo" },
+		"alpha":           func(c *Config) { c.Speculative = Speculative{K: 2, Alpha: 1.5} },
+		"dist":            func(c *Config) { c.OutputLength = OutputLength{Dist: "zipf"} },
+		"uniform":         func(c *Config) { c.OutputLength = OutputLength{Dist: DistUniform, Min: 5, Max: 2} },
+		"max model len":   func(c *Config) { c.MaxModelLen = 0 },
+	} {
+		cfg := testConfig()
+		mut(&cfg)
+		if _, err := New(cfg, nil); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestDescribeAndDefaults(t *testing.T) {
+	cfg := Config{Model: "m", GPU: "H100", GPUMemoryBytes: 80 * gib, StepTimer: linearTimer{}, NumBlocks: 1000, MaxModelLen: 4096}
+	d := cfg.WithDefaults()
+	if d.MaxNumBatchedTokens != 8192 || d.MaxNumSeqs != 1024 || d.BlockSize != 16 || d.Policy != PolicyFCFS {
+		t.Fatalf("H100 defaults %+v", d)
+	}
+	cfg.GPU = "A100-80GB"
+	if d := cfg.WithDefaults(); d.MaxNumBatchedTokens != 2048 || d.MaxNumSeqs != 256 {
+		t.Fatalf("A100 defaults %d/%d", d.MaxNumBatchedTokens, d.MaxNumSeqs)
+	}
+	cfg.GPU, cfg.GPUMemoryBytes = "L4", 24*gib
+	if d := cfg.WithDefaults(); d.MaxNumBatchedTokens != 2048 || d.MaxNumSeqs != 256 {
+		t.Fatalf("L4 defaults %d/%d", d.MaxNumBatchedTokens, d.MaxNumSeqs)
+	}
+	cfg.DisableChunkedPrefill = true
+	if d := cfg.WithDefaults(); d.MaxNumBatchedTokens != 4096 {
+		t.Fatalf("unchunked budget %d, want max_model_len 4096", d.MaxNumBatchedTokens)
+	}
+	want := "engine: m on L4 (24 GiB)\n" +
+		"  KV cache: 1000 blocks x 16 tokens = 16000 tokens\n" +
+		"  max_model_len=4096 max_num_batched_tokens=4096 max_num_seqs=256 chunked_prefill=off prefix_caching=off scheduling=fcfs\n" +
+		"  speculative=off output_length=lognormal(mean=256, sigma=1) max_waiting=unbounded seed=0"
+	if diff := cmp.Diff(want, cfg.Describe()); diff != "" {
+		t.Fatalf("Describe (-want +got):\n%s", diff)
+	}
+}
