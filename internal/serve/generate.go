@@ -1,0 +1,513 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/sse"
+	"github.com/tokentrace/tokentrace/internal/tokenizer"
+)
+
+// Request and response headers of docs/serve.md.
+const (
+	// RequestIDHeader carries the request id: echoed when the client sends
+	// one, generated otherwise.
+	RequestIDHeader = "X-Request-Id"
+	// MetricsHeader set to "true" or "1" asks for the per-request metrics
+	// object, like the body field "return_metrics".
+	MetricsHeader = "X-Return-Metrics"
+	// ServerTimingHeader is the trailer (and, for non-streaming answers,
+	// also a header) with the server-side stages of the request.
+	ServerTimingHeader = "Server-Timing"
+)
+
+// exchange is one generation request as it goes through the handler.
+type exchange struct {
+	chat     bool
+	rid      string
+	received time.Time
+	p        openai.Params
+	prompt   []int32
+	faults   faultPlan
+	delay    time.Duration // fault delay injected so far
+	// Stage durations for Server-Timing, known so far.
+	frontend time.Duration
+	tl       engine.Timeline
+	hasTL    bool
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
+	x := &exchange{chat: chat, received: s.clock.Now()}
+	h := w.Header()
+	h.Set("Trailer", ServerTimingHeader)
+	if !allow(w, r, http.MethodPost) {
+		s.finishTiming(w, x)
+		return
+	}
+	x.rid = r.Header.Get(RequestIDHeader)
+	if x.rid == "" {
+		x.rid = fmt.Sprintf("%s-%d", s.nonce, s.seq.Add(1))
+	} else if !validID(x.rid) {
+		s.fail(w, x, openai.BadRequest("", "%s must be 1 to 128 visible ASCII characters", RequestIDHeader), 0)
+		return
+	}
+	h.Set(RequestIDHeader, x.rid)
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.fail(w, x, &openai.APIError{Status: http.StatusRequestEntityTooLarge, Err: openai.NewError(openai.TypeInvalidRequest,
+				fmt.Sprintf("request body is larger than the limit of %d bytes", tooBig.Limit), "", "request_too_large")}, 0)
+			return
+		}
+		// The client went away while sending: nobody reads an answer.
+		s.fail(w, x, openai.BadRequest("", "reading the request body: %v", err), 0)
+		return
+	}
+	if apiErr := s.parse(x, body, r.Header.Get(MetricsHeader)); apiErr != nil {
+		s.fail(w, x, apiErr, 0)
+		return
+	}
+	x.faults, err = s.cfg.Faults.plan(x.rid, x.p.MaxTokens, r.Header.Get(FaultHeader))
+	if err != nil {
+		s.fail(w, x, openai.BadRequest("", "%v", err), 0)
+		return
+	}
+	if x.faults.status != 0 {
+		s.fail(w, x, s.injectedError(x), 1)
+		return
+	}
+
+	ctx := r.Context()
+	st, err := s.eng.Submit(ctx, engine.Request{
+		ID: x.rid, Prompt: x.prompt, MaxTokens: x.p.MaxTokens, MinTokens: x.p.MinTokens,
+		IgnoreEOS: x.p.IgnoreEOS, Priority: x.p.Priority,
+	})
+	if err != nil {
+		apiErr, retryAfter := s.submitError(x, err)
+		s.fail(w, x, apiErr, retryAfter)
+		return
+	}
+	x.frontend = st.Timeline().Arrival.Sub(x.received)
+	if x.p.Stream {
+		s.stream(ctx, w, st, x)
+	} else {
+		s.complete(ctx, w, st, x)
+	}
+}
+
+// parse decodes and validates the body, checks the model, tokenizes the
+// prompt and settles max_tokens.
+func (s *Server) parse(x *exchange, body []byte, metricsHeader string) *openai.APIError {
+	param := "prompt"
+	if x.chat {
+		req, apiErr := openai.DecodeChat(body)
+		if apiErr != nil {
+			return apiErr
+		}
+		x.p = req.Params()
+		msgs := make([]tokenizer.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			msgs[i] = tokenizer.Message{Role: m.Role, Content: string(m.Content)}
+		}
+		x.prompt = tokenizer.EncodeChat(make([]int32, 0, tokenizer.CountChat(msgs)), msgs)
+		param = "messages"
+	} else {
+		req, apiErr := openai.DecodeCompletion(body)
+		if apiErr != nil {
+			return apiErr
+		}
+		x.p = req.Params()
+		if req.Prompt.Tokens != nil {
+			for i, id := range req.Prompt.Tokens {
+				if id >= tokenizer.VocabSize {
+					return openai.BadRequest("prompt", "prompt token id %d at position %d is outside the vocabulary (0..%d)", id, i, tokenizer.VocabSize-1)
+				}
+			}
+			x.prompt = req.Prompt.Tokens
+		} else {
+			x.prompt = tokenizer.Encode(make([]int32, 0, tokenizer.Count(req.Prompt.Text)), req.Prompt.Text)
+		}
+		if len(x.prompt) == 0 {
+			return openai.BadRequest("prompt", "the prompt has no tokens (it is only white space)")
+		}
+	}
+	if x.p.Model != s.cfg.ServedModelName {
+		return modelNotFound(x.p.Model)
+	}
+	switch strings.ToLower(metricsHeader) {
+	case "":
+	case "1", "true", "yes":
+		x.p.ReturnMetrics = true
+	case "0", "false", "no":
+	default:
+		return openai.BadRequest("", "%s must be true or false, got %q", MetricsHeader, metricsHeader)
+	}
+	maxLen := s.eng.Config().MaxModelLen
+	if x.p.MaxTokens == 0 {
+		x.p.MaxTokens = maxLen - len(x.prompt)
+		if x.p.MaxTokens < 1 {
+			return contextLengthError(param, fmt.Sprintf(
+				"This model's maximum context length is %d tokens. However, your prompt has %d tokens, which leaves no room for output. Please reduce the length of the %s.",
+				maxLen, len(x.prompt), param))
+		}
+		if x.p.MinTokens > x.p.MaxTokens {
+			return openai.BadRequest("min_tokens", "min_tokens (%d) is more than the %d tokens of context left after the prompt", x.p.MinTokens, x.p.MaxTokens)
+		}
+	}
+	return nil
+}
+
+func contextLengthError(param, msg string) *openai.APIError {
+	return &openai.APIError{Status: http.StatusBadRequest, Err: openai.NewError(openai.TypeInvalidRequest, msg, param, "context_length_exceeded")}
+}
+
+func (x *exchange) promptParam() string {
+	if x.chat {
+		return "messages"
+	}
+	return "prompt"
+}
+
+// submitError maps the engine's refusal to a response; the second result
+// is the Retry-After in seconds.
+func (s *Server) submitError(x *exchange, err error) (*openai.APIError, int) {
+	var le *engine.LengthError
+	switch {
+	case errors.As(err, &le):
+		return contextLengthError(x.promptParam(), le.Error()), 0
+	case errors.Is(err, engine.ErrQueueFull):
+		if s.cfg.QueueFullStatus == http.StatusServiceUnavailable {
+			return &openai.APIError{Status: http.StatusServiceUnavailable, Err: openai.NewError(openai.TypeOverloaded,
+				"The server's waiting queue is full; retry later.", "", "queue_full")}, 1
+		}
+		return &openai.APIError{Status: http.StatusTooManyRequests, Err: openai.NewError(openai.TypeRateLimit,
+			"The server's waiting queue is full; retry later.", "", "queue_full")}, 1
+	case errors.Is(err, engine.ErrInvalid):
+		return openai.BadRequest("", "%v", err), 0
+	case errors.Is(err, engine.ErrStopped):
+		return &openai.APIError{Status: http.StatusServiceUnavailable, Err: openai.NewError(openai.TypeOverloaded,
+			"The engine is shutting down.", "", "engine_stopped")}, 1
+	default:
+		// The request's context ended before it was queued: the client is gone.
+		return &openai.APIError{Status: 499, Err: openai.NewError(openai.TypeInvalidRequest,
+			fmt.Sprintf("request cancelled: %v", err), "", "cancelled")}, 0
+	}
+}
+
+func (s *Server) injectedError(x *exchange) *openai.APIError {
+	switch x.faults.status {
+	case http.StatusTooManyRequests:
+		return &openai.APIError{Status: 429, Err: openai.NewError(openai.TypeRateLimit,
+			"Rate limit reached; retry later. (injected fault)", "", "rate_limit_exceeded")}
+	case http.StatusInternalServerError:
+		return &openai.APIError{Status: 500, Err: openai.NewError(openai.TypeServer,
+			"The server had an error while processing your request. (injected fault)", "", "internal_error")}
+	case http.StatusServiceUnavailable:
+		return &openai.APIError{Status: 503, Err: openai.NewError(openai.TypeOverloaded,
+			"The engine is currently overloaded; retry later. (injected fault)", "", "overloaded")}
+	default:
+		maxLen := s.eng.Config().MaxModelLen
+		return contextLengthError(x.promptParam(), (&engine.LengthError{
+			PromptTokens: len(x.prompt), MaxTokens: maxLen, MaxModelLen: maxLen,
+		}).Error()+" (injected fault)")
+	}
+}
+
+// fail answers with an OpenAI error and the Server-Timing trailer.
+func (s *Server) fail(w http.ResponseWriter, x *exchange, e *openai.APIError, retryAfter int) {
+	s.metrics.httpError(strconv.Itoa(e.Status))
+	e.Write(w, retryAfter)
+	s.finishTiming(w, x)
+}
+
+// stream answers with Server-Sent Events.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.Stream, x *exchange) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(w).Flush()
+
+	sw := sse.NewWriter(w)
+	enc := openai.NewChunkEncoder(x.chat, x.responseID(), s.cfg.ServedModelName, x.received.Unix())
+	text := newTextWriter(idSeed(x.rid))
+	buf := make([]byte, 0, 512)
+	txt := make([]byte, 0, 64)
+	usage := openai.Usage{PromptTokens: len(x.prompt), TotalTokens: len(x.prompt)}
+	var usageP *openai.Usage
+	if x.p.ContinuousUsage {
+		usageP = &usage
+	}
+	sent, first, stalled := 0, true, false
+	var prevAt time.Time
+	for {
+		ev, err := st.Recv(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil { // the client went away; the engine aborts the request
+			s.metrics.aborted()
+			return
+		}
+		s.observe(st, x, ev, prevAt, first)
+		if !s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
+			s.abortConn(w)
+			return
+		}
+		if first && x.chat {
+			buf = enc.AppendRole(buf[:0], usageP)
+			if sw.Data(buf) != nil {
+				s.metrics.aborted()
+				return
+			}
+		}
+		sent += ev.Tokens
+		usage.CompletionTokens, usage.TotalTokens = sent, len(x.prompt)+sent
+		txt = text.append(txt[:0], ev.Tokens)
+		buf = enc.AppendText(buf[:0], txt, string(ev.Finish), usageP)
+		if sw.Data(buf) != nil {
+			s.metrics.aborted()
+			return
+		}
+		late := s.clock.Now().Sub(ev.At)
+		s.late.Observe(late)
+		s.metrics.lateness(late)
+		first, prevAt = false, ev.At
+	}
+	x.tl, x.hasTL = st.Timeline(), true
+	s.metrics.finished(x.tl, x.received)
+	if x.p.IncludeUsage || x.p.ReturnMetrics {
+		usage.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: x.tl.CachedTokens}
+		var m *openai.RequestMetrics
+		if x.p.ReturnMetrics {
+			rm := x.requestMetrics()
+			m = &rm
+		}
+		buf = enc.AppendUsage(buf[:0], usage, m)
+		if sw.Data(buf) != nil {
+			return
+		}
+	}
+	if sw.Done() != nil {
+		return
+	}
+	s.finishTiming(w, x)
+}
+
+// complete answers with one JSON body once the request finished.
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine.Stream, x *exchange) {
+	sent, first, stalled := 0, true, false
+	var prevAt time.Time
+	for {
+		ev, err := st.Recv(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.metrics.aborted()
+			return
+		}
+		s.observe(st, x, ev, prevAt, first)
+		if !s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
+			s.abortConn(w)
+			return
+		}
+		sent += ev.Tokens
+		first, prevAt = false, ev.At
+	}
+	x.tl, x.hasTL = st.Timeline(), true
+	s.metrics.finished(x.tl, x.received)
+	text := newTextWriter(idSeed(x.rid))
+	content := string(text.append(make([]byte, 0, 6*sent), sent))
+	usage := openai.Usage{PromptTokens: len(x.prompt), CompletionTokens: sent, TotalTokens: len(x.prompt) + sent,
+		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: x.tl.CachedTokens}}
+	var m *openai.RequestMetrics
+	if x.p.ReturnMetrics {
+		rm := x.requestMetrics()
+		m = &rm
+	}
+	finish := string(x.tl.Finish)
+	var body any
+	if x.chat {
+		body = openai.ChatCompletion{ID: x.responseID(), Object: openai.ObjectChatCompletion, Created: x.received.Unix(),
+			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m,
+			Choices: []openai.ChatChoice{{Message: openai.ChatMessage{Role: "assistant", Content: openai.Content(content)},
+				Logprobs: json.RawMessage("null"), FinishReason: finish}}}
+	} else {
+		body = openai.Completion{ID: x.responseID(), Object: openai.ObjectTextCompletion, Created: x.received.Unix(),
+			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m,
+			Choices: []openai.CompletionChoice{{Text: content, Logprobs: json.RawMessage("null"), FinishReason: &finish}}}
+	}
+	w.Header().Set(ServerTimingHeader, x.serverTiming())
+	writeJSON(w, http.StatusOK, body)
+	// The header carried the timing; the declared trailer repeats it.
+	w.Header().Set(ServerTimingHeader, x.serverTiming())
+}
+
+// observe feeds the Prometheus metrics from one engine event.
+func (s *Server) observe(st *engine.Stream, x *exchange, ev engine.Event, prevAt time.Time, first bool) {
+	if first && ev.Tokens > 0 {
+		tl := st.Timeline()
+		s.metrics.firstToken(tl.FirstToken.Sub(x.received), tl.PromptTokens)
+	}
+	if ev.Tokens > 0 {
+		s.metrics.tokens(ev.Tokens, ev.At.Sub(prevAt), first)
+	}
+}
+
+// faultsBeforeWrite applies the request's slow-first-token and stall
+// delays before the chunk of ev is written; it returns false when the
+// connection must be reset instead (or the client left during a delay).
+func (s *Server) faultsBeforeWrite(ctx context.Context, x *exchange, stalled *bool, first bool, sent int, ev engine.Event) bool {
+	f := &x.faults
+	if first && f.slowFirstToken > 0 {
+		if !s.sleep(ctx, f.slowFirstToken) {
+			return false
+		}
+		x.delay += f.slowFirstToken
+	}
+	if f.stall > 0 && !*stalled && (sent+ev.Tokens >= f.stallAt || ev.Finish != "") && !first {
+		*stalled = true
+		if !s.sleep(ctx, f.stall) {
+			return false
+		}
+		x.delay += f.stall
+	}
+	if f.resetAt > 0 && (sent+ev.Tokens >= f.resetAt || ev.Finish != "") {
+		return false
+	}
+	return true
+}
+
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-s.clock.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// abortConn resets the client's connection mid-response: over HTTP/1 it
+// takes the connection over and closes it with a TCP RST; otherwise (or if
+// that fails) it aborts the handler, which resets the HTTP/2 stream.
+func (s *Server) abortConn(w http.ResponseWriter) {
+	s.metrics.httpError("reset")
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = conn.Close()
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// finishTiming sets the Server-Timing trailer.
+func (s *Server) finishTiming(w http.ResponseWriter, x *exchange) {
+	w.Header().Set(ServerTimingHeader, x.serverTiming())
+}
+
+// serverTiming renders the Server-Timing value: frontend, queue, prefill
+// and decode (once known), and fault when delays were injected; dur in
+// milliseconds.
+func (x *exchange) serverTiming() string {
+	b := make([]byte, 0, 96)
+	add := func(name string, d time.Duration) {
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, name...)
+		b = append(b, ";dur="...)
+		b = strconv.AppendFloat(b, float64(d)/1e6, 'f', 3, 64)
+	}
+	add("frontend", x.frontend)
+	if x.hasTL {
+		add("queue", x.tl.Queue())
+		add("prefill", x.tl.Prefill())
+		add("decode", x.tl.Decode())
+	}
+	if x.delay > 0 {
+		add("fault", x.delay)
+	}
+	return string(b)
+}
+
+// requestMetrics computes the per-request metrics object (docs/metrics.md).
+func (x *exchange) requestMetrics() openai.RequestMetrics {
+	tl := x.tl
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	m := openai.RequestMetrics{
+		ArrivalTime:      float64(x.received.UnixNano()) / 1e9,
+		FrontendTimeMs:   ms(tl.Arrival.Sub(x.received)),
+		QueueTimeMs:      ms(tl.Queue()),
+		PrefillTimeMs:    ms(tl.Prefill()),
+		GenerationTimeMs: ms(tl.Decode()),
+		FaultDelayMs:     ms(x.delay),
+		PromptTokens:     tl.PromptTokens,
+		CachedTokens:     tl.CachedTokens,
+		CompletionTokens: tl.OutputTokens,
+		PrefillChunks:    tl.PrefillChunks,
+		Preemptions:      tl.Preemptions,
+	}
+	if !tl.FirstToken.IsZero() {
+		m.TimeToFirstTokenMs = ms(tl.FirstToken.Sub(x.received))
+	}
+	if !tl.Finished.IsZero() {
+		m.E2ETimeMs = ms(tl.Finished.Sub(x.received))
+	}
+	if tl.OutputTokens >= 2 {
+		m.MeanITLMs = m.GenerationTimeMs / float64(tl.OutputTokens-1)
+	}
+	return m
+}
+
+func (x *exchange) responseID() string {
+	if x.chat {
+		return "chatcmpl-" + x.rid
+	}
+	return "cmpl-" + x.rid
+}
+
+func idSeed(rid string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(rid))
+	return h.Sum64()
+}
+
+func validID(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		openai.WriteError(w, http.StatusInternalServerError, openai.NewError(openai.TypeServer, "encoding the response: "+err.Error(), "", ""), 0)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

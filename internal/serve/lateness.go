@@ -1,0 +1,84 @@
+package serve
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// lateBucket is the resolution of Lateness: 10 µs, up to lateBuckets × 10 µs.
+const (
+	lateBucket  = 10 * time.Microsecond
+	lateBuckets = 20000 // 200 ms; later chunks land in the overflow bucket
+)
+
+// Lateness is a lock-free histogram of chunk write lateness (the engine
+// event's instant to the chunk written and flushed), with 10 µs buckets up
+// to 200 ms. Safe for concurrent use.
+type Lateness struct {
+	counts   [lateBuckets + 1]atomic.Int64
+	n, sumNs atomic.Int64
+	maxNs    atomic.Int64
+}
+
+// Observe records one chunk's lateness (negative values count as 0).
+func (l *Lateness) Observe(d time.Duration) {
+	d = max(d, 0)
+	i := min(int(d/lateBucket), lateBuckets)
+	l.counts[i].Add(1)
+	l.n.Add(1)
+	l.sumNs.Add(int64(d))
+	for {
+		m := l.maxNs.Load()
+		if int64(d) <= m || l.maxNs.CompareAndSwap(m, int64(d)) {
+			break
+		}
+	}
+}
+
+// Count is the number of observations.
+func (l *Lateness) Count() int64 { return l.n.Load() }
+
+// Mean is the mean lateness.
+func (l *Lateness) Mean() time.Duration {
+	n := l.n.Load()
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(l.sumNs.Load() / n)
+}
+
+// Max is the largest lateness observed.
+func (l *Lateness) Max() time.Duration { return time.Duration(l.maxNs.Load()) }
+
+// Quantile returns the upper edge of the bucket holding the q-quantile
+// (0 < q ≤ 1): the true value is at most 10 µs less. Beyond 200 ms it
+// returns Max.
+func (l *Lateness) Quantile(q float64) time.Duration {
+	n := l.n.Load()
+	if n == 0 {
+		return 0
+	}
+	rank := int64(q*float64(n) + 0.999999)
+	rank = min(max(rank, 1), n)
+	var seen int64
+	for i := range l.counts {
+		seen += l.counts[i].Load()
+		if seen >= rank {
+			if i == lateBuckets {
+				return l.Max()
+			}
+			return time.Duration(i+1) * lateBucket
+		}
+	}
+	return l.Max()
+}
+
+// Reset clears the histogram (not atomically with concurrent Observe).
+func (l *Lateness) Reset() {
+	for i := range l.counts {
+		l.counts[i].Store(0)
+	}
+	l.n.Store(0)
+	l.sumNs.Store(0)
+	l.maxNs.Store(0)
+}

@@ -1,0 +1,313 @@
+// Package serve is `tokentrace serve`: the simulated engine
+// (internal/engine) behind an OpenAI-compatible HTTP API, with vLLM's
+// /metrics, per-request server timing, and seeded fault injection.
+// docs/serve.md is the user's guide.
+//
+// In-process use (what `tokentrace bench` does when given no --url):
+//
+//	srv, err := serve.Start(ctx, serve.Config{Engine: engCfg}, "127.0.0.1:0")
+//	if err != nil { ... }
+//	defer srv.Close()
+//	client := openai.NewClient(option.WithBaseURL(srv.URL()))
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/openai"
+)
+
+// Config is everything a server needs: the engine's configuration and the
+// server's own options. Zero server options take the defaults named on
+// each field.
+type Config struct {
+	// Engine configures the simulated engine (engine.New fills its
+	// defaults and validates it).
+	Engine engine.Config
+	// ServedModelName is the model name clients must send; default
+	// Engine.Model.
+	ServedModelName string
+	// MaxBodyBytes bounds a request body; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// QueueFullStatus is the status of a request refused because the
+	// engine's waiting queue is full (Engine.MaxWaiting): 429 (default) or
+	// 503.
+	QueueFullStatus int
+	// Faults configures fault injection (none by default).
+	Faults Faults
+	// CacheDType and GPUMemoryUtilization are shown in
+	// vllm:cache_config_info.
+	CacheDType           string
+	GPUMemoryUtilization float64
+	// Clock is the engine's and the server's clock; default the wall clock.
+	Clock engine.Clock
+}
+
+// DefaultMaxBodyBytes is the default request body limit.
+const DefaultMaxBodyBytes = 8 << 20
+
+func (c Config) withDefaults() Config {
+	if c.ServedModelName == "" {
+		c.ServedModelName = c.Engine.Model
+	}
+	if c.ServedModelName == "" {
+		c.ServedModelName = "tokentrace-sim"
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.QueueFullStatus == 0 {
+		c.QueueFullStatus = http.StatusTooManyRequests
+	}
+	if c.CacheDType == "" {
+		c.CacheDType = "auto"
+	}
+	if c.Clock == nil {
+		c.Clock = engine.WallClock()
+	}
+	c.Faults = c.Faults.withDefaults()
+	return c
+}
+
+// Validate reports why c cannot run: the engine's checks and the server's.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if err := c.Engine.WithDefaults().Validate(); err != nil {
+		return err
+	}
+	if c.MaxBodyBytes < 1024 {
+		return fmt.Errorf("max body size %d bytes is below 1 KiB", c.MaxBodyBytes)
+	}
+	if c.QueueFullStatus != http.StatusTooManyRequests && c.QueueFullStatus != http.StatusServiceUnavailable {
+		return fmt.Errorf("queue-full status must be 429 or 503 (got %d)", c.QueueFullStatus)
+	}
+	return c.Faults.validate()
+}
+
+// Server is a running OpenAI-compatible server in front of one engine.
+type Server struct {
+	cfg      Config
+	eng      *engine.Engine
+	clock    engine.Clock
+	metrics  *Metrics
+	registry *prometheus.Registry
+	handler  http.Handler
+	late     *Lateness
+	created  int64
+	nonce    string
+	seq      atomic.Uint64
+
+	ln      net.Listener
+	hs      *http.Server
+	stopEng context.CancelFunc
+	engDone chan struct{}
+	closeMu sync.Mutex
+	closed  bool
+	stopCtx func() bool
+}
+
+// New builds a server and its engine without starting either: Handler
+// serves HTTP once the caller runs Engine().Run. Start does both.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(cfg.Engine, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	ec := eng.Config()
+	s := &Server{
+		cfg:      cfg,
+		eng:      eng,
+		clock:    cfg.Clock,
+		registry: prometheus.NewRegistry(),
+		late:     &Lateness{},
+		created:  cfg.Clock.Now().Unix(),
+		nonce:    randomHex(4),
+	}
+	s.metrics = NewMetrics(cfg.ServedModelName, eng.Stats, CacheInfo{
+		BlockSize: ec.BlockSize, NumGPUBlocks: ec.NumBlocks, EnablePrefixCaching: ec.EnablePrefixCaching,
+		CacheDType: cfg.CacheDType, GPUMemoryUtilization: cfg.GPUMemoryUtilization,
+	})
+	if err := s.metrics.Register(s.registry); err != nil {
+		return nil, fmt.Errorf("serve: metrics: %w", err)
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Start builds the server, runs its engine and serves HTTP on addr
+// ("127.0.0.1:0" picks a free port) until Close is called or ctx is done.
+// A configuration that cannot run is an error here, with the reason.
+func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: listen: %w", err)
+	}
+	s.ln = ln
+	engCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopEng = stop
+	s.engDone = make(chan struct{})
+	go func() {
+		defer close(s.engDone)
+		_ = s.eng.Run(engCtx)
+	}()
+	s.hs = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	go func() { _ = s.hs.Serve(ln) }()
+	s.stopCtx = context.AfterFunc(ctx, func() { _ = s.Close() })
+	return s, nil
+}
+
+// URL is the OpenAI base URL of a started server, ending in /v1.
+func (s *Server) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String() + "/v1"
+}
+
+// Addr is the address a started server listens on.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Engine returns the server's engine, for its Stats and Config.
+func (s *Server) Engine() *engine.Engine { return s.eng }
+
+// Config returns the server's configuration with defaults filled in.
+func (s *Server) Config() Config { return s.cfg }
+
+// Handler returns the HTTP handler (the routes of docs/serve.md).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the Prometheus registry /metrics exposes.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// WriteLateness returns the distribution of the streamed chunks'
+// lateness: the time from the engine step that produced a chunk's tokens
+// to the chunk being written and flushed.
+func (s *Server) WriteLateness() *Lateness { return s.late }
+
+// Describe is the start banner: the served model, the URL and the engine
+// configuration in force (KV blocks, budgets).
+func (s *Server) Describe() string {
+	return fmt.Sprintf("tokentrace serve: model %q at %s\n%s", s.cfg.ServedModelName, s.URL(), s.eng.Config().Describe())
+}
+
+// Close stops a started server: the engine stops (unfinished requests end
+// with finish reason "abort"), then the HTTP server shuts down, waiting at
+// most 5 s for handlers to finish. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed || s.hs == nil {
+		return nil
+	}
+	s.closed = true
+	s.stopCtx()
+	s.stopEng()
+	<-s.engDone
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.hs.Shutdown(ctx); err != nil {
+		_ = s.hs.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("serve: shutdown: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
+	mux.HandleFunc("/v1/models", s.models)
+	mux.HandleFunc("/v1/models/{id}", s.model)
+	mux.HandleFunc("/health", s.health)
+	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound,
+			fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), "", "not_found"), 0)
+	})
+	return mux
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet) {
+		return
+	}
+	writeJSON(w, http.StatusOK, openai.ModelList{Object: openai.ObjectList, Data: []openai.Model{s.modelEntry()}})
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet) {
+		return
+	}
+	if id := r.PathValue("id"); id != s.cfg.ServedModelName {
+		modelNotFound(id).Write(w, 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelEntry())
+}
+
+func (s *Server) modelEntry() openai.Model {
+	return openai.Model{ID: s.cfg.ServedModelName, Object: openai.ObjectModel, Created: s.created,
+		OwnedBy: "tokentrace", MaxModelLen: s.eng.Config().MaxModelLen}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet, http.MethodHead) {
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	w.Header().Set("Allow", methods[0])
+	openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest,
+		fmt.Sprintf("method %s is not allowed on %s (use %s)", r.Method, r.URL.Path, methods[0]), "", "method_not_allowed"), 0)
+	return false
+}
+
+func modelNotFound(name string) *openai.APIError {
+	return &openai.APIError{Status: http.StatusNotFound, Err: openai.NewError(openai.TypeInvalidRequest,
+		fmt.Sprintf("The model `%s` does not exist.", name), "model", "model_not_found")}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
