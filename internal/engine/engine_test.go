@@ -201,6 +201,11 @@ func TestCancelWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
+	waitFor(t, func() bool { // the context hook runs on its own goroutine
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.aborts) == 1
+	})
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go e.Run(runCtx)
