@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/openai"
+)
+
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// models answers GET /v1/models with the union of every replica's models
+// (asked live, 3 s each, failures skipped), the models named in the
+// configuration, and the routes' public names.
+func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use GET", "", "method_not_allowed"), 0)
+		return
+	}
+	rt := g.rt.Load()
+	if rt == nil {
+		openai.WriteError(w, http.StatusServiceUnavailable, openai.NewError(openai.TypeServer, "the gateway has no upstreams configured", "", "no_upstreams"), 0)
+		return
+	}
+	x := &exchange{g: g, w: w, r: r}
+	if !x.authenticate(rt) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	byID := map[string]modelEntry{}
+	add := func(e modelEntry) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := byID[e.ID]; !ok {
+			byID[e.ID] = e
+		}
+	}
+	var wg sync.WaitGroup
+	seen := map[string]bool{}
+	for _, p := range rt.pools {
+		for _, rep := range p.replicas {
+			for _, m := range rep.cfg.Models {
+				add(modelEntry{ID: m, Object: "model", OwnedBy: p.name})
+			}
+			if seen[rep.cfg.URL] {
+				continue
+			}
+			seen[rep.cfg.URL] = true
+			wg.Add(1)
+			go func(rep *Replica, pool string) {
+				defer wg.Done()
+				for _, e := range g.upstreamModels(ctx, rep) {
+					if e.OwnedBy == "" {
+						e.OwnedBy = pool
+					}
+					add(e)
+				}
+			}(rep, p.name)
+		}
+	}
+	wg.Wait()
+	for name := range rt.routes {
+		if name != "*" {
+			add(modelEntry{ID: name, Object: "model", OwnedBy: "tokentrace-gateway"})
+		}
+	}
+	list := make([]modelEntry, 0, len(byID))
+	for _, e := range byID {
+		e.Object = "model"
+		list = append(list, e)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": list})
+}
+
+func (g *Gateway) upstreamModels(ctx context.Context, rep *Replica) []modelEntry {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rep.cfg.URL+modelsPath, nil)
+	if err != nil {
+		return nil
+	}
+	if rep.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+rep.cfg.APIKey)
+	}
+	resp, err := g.transport.RoundTrip(req)
+	if err != nil {
+		g.log().Debug("list models failed", "replica", rep.cfg.URL, "err", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	var body struct {
+		Data []modelEntry `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&body); err != nil {
+		return nil
+	}
+	return body.Data
+}
+
+// health answers GET /health: the gateway is up; each pool's queue state
+// is included for operators.
+func (g *Gateway) health(w http.ResponseWriter) {
+	type poolHealth struct {
+		Replicas    int     `json:"replicas"`
+		QueueDepth  int     `json:"queue_depth"`
+		InFlight    int     `json:"in_flight"`
+		Concurrency float64 `json:"concurrency_limit"`
+	}
+	out := map[string]any{"status": "ok"}
+	if rt := g.rt.Load(); rt != nil {
+		pools := map[string]poolHealth{}
+		for name, p := range rt.pools {
+			d, f, l := p.adm.snapshot()
+			pools[name] = poolHealth{Replicas: len(p.replicas), QueueDepth: d, InFlight: f, Concurrency: l}
+		}
+		out["pools"] = pools
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}

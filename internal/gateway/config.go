@@ -1,0 +1,426 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Config is the gateway's whole configuration, as read from YAML
+// (docs/gateway.md shows every field). Its zero value plus one pool is a
+// working configuration; Validate fills defaults.
+type Config struct {
+	Pools  []PoolConfig  `yaml:"pools"`
+	Routes []RouteConfig `yaml:"routes"`
+	// Keys are the accepted API keys. When Keys is non-empty every request
+	// must carry one (Authorization: Bearer KEY).
+	Keys   []KeyConfig  `yaml:"keys"`
+	Server ServerConfig `yaml:"server"`
+	// OTLPEndpoint, when set, exports one span per request over OTLP/HTTP
+	// to this URL (e.g. http://localhost:4318).
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+}
+
+// ServerConfig holds the listening server's limits.
+type ServerConfig struct {
+	MaxBodyBytes      int64    `yaml:"max_body_bytes"`      // default 4 MiB
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"` // default 10s
+	IdleTimeout       Duration `yaml:"idle_timeout"`        // default 120s
+	// PrefixBytes is how much of the prompt prefix affinity hashes; default 512.
+	PrefixBytes int `yaml:"prefix_bytes"`
+}
+
+// PoolConfig is a named set of interchangeable replicas.
+type PoolConfig struct {
+	Name     string          `yaml:"name"`
+	Replicas []ReplicaConfig `yaml:"replicas"`
+	// Balancer is round_robin, least_outstanding (default), queue_aware or
+	// prefix_affinity.
+	Balancer string `yaml:"balancer"`
+	// Queue bounds and orders the requests waiting for the pool.
+	Queue QueueConfig `yaml:"queue"`
+	// ScrapeInterval is how often queue_aware routing and shedding hints
+	// read each replica's /metrics; 0 disables scraping. Default 1s for
+	// queue_aware pools.
+	ScrapeInterval Duration `yaml:"scrape_interval"`
+}
+
+// ReplicaConfig is one upstream server.
+type ReplicaConfig struct {
+	URL string `yaml:"url"`
+	// APIKey is sent upstream as a bearer token; it is never logged nor
+	// returned to clients. APIKeyEnv names an environment variable holding it.
+	APIKey    string   `yaml:"api_key"`
+	APIKeyEnv string   `yaml:"api_key_env"`
+	Models    []string `yaml:"models"`
+	// Kind is vllm, sglang, tgi, llamacpp, ollama, openai or tokentrace;
+	// it selects the metric names queue-aware routing scrapes.
+	Kind string `yaml:"kind"`
+}
+
+// QueueConfig is a pool's admission control.
+type QueueConfig struct {
+	// MaxSize bounds the waiting requests; a request arriving to a full
+	// queue gets 429. Default 1024.
+	MaxSize int `yaml:"max_size"`
+	// Concurrency is the initial limit on requests in flight upstream;
+	// 0 means unlimited (no queueing). With AIMD it moves between
+	// MinConcurrency and MaxConcurrency.
+	Concurrency    int  `yaml:"concurrency"`
+	MinConcurrency int  `yaml:"min_concurrency"`
+	MaxConcurrency int  `yaml:"max_concurrency"`
+	AIMD           bool `yaml:"aimd"`
+	// TargetTTFT is the TTFT the AIMD controller defends (default 1s).
+	TargetTTFT Duration `yaml:"target_ttft"`
+}
+
+// RouteConfig maps a public model name to a pool and its policies. The
+// model "*" matches any model no other route names.
+type RouteConfig struct {
+	Model string `yaml:"model"`
+	Pool  string `yaml:"pool"`
+	// UpstreamModel renames the model sent upstream (an alias).
+	UpstreamModel string `yaml:"upstream_model"`
+	// LengthPools, when set, choose the pool by input length: the first
+	// whose MaxInputTokens is ≥ the request's input tokens (0 = no bound).
+	LengthPools []LengthPool `yaml:"length_pools"`
+	// Fallback is a public model name tried when the TTFT timeout expires
+	// before the first token and retries are exhausted.
+	Fallback string       `yaml:"fallback"`
+	Length   LengthPolicy `yaml:"length"`
+	// DeadlineTTFT is the default TTFT deadline for requests without
+	// X-SLO-TTFT-Ms; 0 = none.
+	DeadlineTTFT Duration `yaml:"deadline_ttft"`
+	// EarlyReject turns on rejecting (429) a request whose predicted queue
+	// wait already breaks its deadline.
+	EarlyReject bool           `yaml:"early_reject"`
+	Timeouts    TimeoutsPolicy `yaml:"timeouts"`
+}
+
+// LengthPool is one band of length routing.
+type LengthPool struct {
+	MaxInputTokens int    `yaml:"max_input_tokens"`
+	Pool           string `yaml:"pool"`
+}
+
+// LengthPolicy is length control; zero fields are off.
+type LengthPolicy struct {
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
+	MaxMaxTokens     int `yaml:"max_max_tokens"`
+	MaxInputTokens   int `yaml:"max_input_tokens"`
+	// OnExceed is reject (default: 400) or clamp (max_tokens lowered to the
+	// limit; input over the limit is always rejected).
+	OnExceed string `yaml:"on_exceed"`
+}
+
+// TimeoutsPolicy is the timeouts and degradation policy; zero fields are off.
+type TimeoutsPolicy struct {
+	TTFT  Duration `yaml:"ttft"`
+	Total Duration `yaml:"total"`
+	// Retries is how many other replicas to try after a failure or TTFT
+	// timeout before the first token.
+	Retries int `yaml:"retries"`
+	// Hedge starts a second attempt on another replica when the first has
+	// given no token after the pool's observed P95 TTFT (at least
+	// HedgeMinDelay); the slower one is cancelled.
+	Hedge         bool     `yaml:"hedge"`
+	HedgeMinDelay Duration `yaml:"hedge_min_delay"`
+}
+
+// KeyConfig is one accepted API key, stored as the hex SHA-256 of the key.
+type KeyConfig struct {
+	Name   string `yaml:"name"`
+	SHA256 string `yaml:"sha256"`
+	// Priority orders queued requests: higher first. Default 0.
+	Priority int `yaml:"priority"`
+	// RequestsPerSecond and TokensPerMinute limit the key (0 = unlimited).
+	// Tokens are input estimate + max_tokens, charged at admission.
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	Burst             int     `yaml:"burst"`
+	TokensPerMinute   int     `yaml:"tokens_per_minute"`
+}
+
+// Duration is a time.Duration written in YAML as "250ms", "2s".
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string or a number of seconds.
+func (d *Duration) UnmarshalYAML(b []byte) error {
+	s := strings.Trim(strings.TrimSpace(string(b)), `"'`)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// HashKey returns the hex SHA-256 of an API key, the form keys take in the
+// configuration.
+func HashKey(key string) string {
+	s := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(s[:])
+}
+
+// ParseConfig reads and validates a YAML configuration. Unknown fields are
+// errors, so a typo is not silently ignored.
+func ParseConfig(data []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalWithOptions(data, &c, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// LoadConfig reads and validates the configuration file at path.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// QuickConfig is the configuration of `tokentrace gateway --upstream URL`:
+// one pool of the given replicas, least-outstanding routing, every model
+// routed to it, no other policy.
+func QuickConfig(upstreams []string) (*Config, error) {
+	c := &Config{Pools: []PoolConfig{{Name: "default"}}, Routes: []RouteConfig{{Model: "*", Pool: "default"}}}
+	for _, u := range upstreams {
+		c.Pools[0].Replicas = append(c.Pools[0].Replicas, ReplicaConfig{URL: u})
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var balancers = map[string]bool{"round_robin": true, "least_outstanding": true, "queue_aware": true, "prefix_affinity": true}
+
+var kinds = map[string]bool{"": true, "vllm": true, "sglang": true, "tgi": true, "llamacpp": true, "ollama": true, "openai": true, "tokentrace": true}
+
+// Validate checks c and fills defaults. Every problem is reported, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if len(c.Pools) == 0 {
+		bad("no pools: at least one pool with one replica is needed")
+	}
+	if c.Server.MaxBodyBytes < 0 {
+		bad("server.max_body_bytes is negative")
+	}
+	if c.Server.MaxBodyBytes == 0 {
+		c.Server.MaxBodyBytes = 4 << 20
+	}
+	if c.Server.ReadHeaderTimeout == 0 {
+		c.Server.ReadHeaderTimeout = Duration(10 * time.Second)
+	}
+	if c.Server.IdleTimeout == 0 {
+		c.Server.IdleTimeout = Duration(120 * time.Second)
+	}
+	if c.Server.PrefixBytes <= 0 {
+		c.Server.PrefixBytes = 512
+	}
+	pools := map[string]bool{}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		if p.Name == "" {
+			bad("pools[%d]: missing name", i)
+		}
+		if pools[p.Name] {
+			bad("pools[%d]: duplicate name %q", i, p.Name)
+		}
+		pools[p.Name] = true
+		if p.Balancer == "" {
+			p.Balancer = "least_outstanding"
+		}
+		if !balancers[p.Balancer] {
+			bad("pool %q: unknown balancer %q (round_robin, least_outstanding, queue_aware, prefix_affinity)", p.Name, p.Balancer)
+		}
+		if p.Balancer == "queue_aware" && p.ScrapeInterval == 0 {
+			p.ScrapeInterval = Duration(time.Second)
+		}
+		if len(p.Replicas) == 0 {
+			bad("pool %q: no replicas", p.Name)
+		}
+		for j := range p.Replicas {
+			r := &p.Replicas[j]
+			u, err := url.Parse(r.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("pool %q replica %d: url %q must be an absolute http(s) URL", p.Name, j, r.URL)
+			}
+			r.URL = strings.TrimSuffix(r.URL, "/")
+			if !kinds[r.Kind] {
+				bad("pool %q replica %d: unknown kind %q", p.Name, j, r.Kind)
+			}
+			if r.APIKeyEnv != "" && r.APIKey == "" {
+				r.APIKey = os.Getenv(r.APIKeyEnv)
+				if r.APIKey == "" {
+					bad("pool %q replica %d: environment variable %s is empty", p.Name, j, r.APIKeyEnv)
+				}
+			}
+		}
+		q := &p.Queue
+		if q.MaxSize < 0 || q.Concurrency < 0 || q.MinConcurrency < 0 || q.MaxConcurrency < 0 {
+			bad("pool %q: queue sizes must not be negative", p.Name)
+		}
+		if q.MaxSize == 0 {
+			q.MaxSize = 1024
+		}
+		if q.AIMD {
+			if q.Concurrency == 0 {
+				bad("pool %q: queue.aimd needs queue.concurrency", p.Name)
+			}
+			if q.MinConcurrency == 0 {
+				q.MinConcurrency = 1
+			}
+			if q.MaxConcurrency == 0 {
+				q.MaxConcurrency = 4 * q.Concurrency
+			}
+			if q.MinConcurrency > q.Concurrency || q.Concurrency > q.MaxConcurrency {
+				bad("pool %q: need min_concurrency ≤ concurrency ≤ max_concurrency", p.Name)
+			}
+			if q.TargetTTFT == 0 {
+				q.TargetTTFT = Duration(time.Second)
+			}
+		}
+	}
+	models := map[string]bool{}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if r.Model == "" {
+			bad("routes[%d]: missing model", i)
+		}
+		if models[r.Model] {
+			bad("routes[%d]: duplicate model %q", i, r.Model)
+		}
+		models[r.Model] = true
+		if r.Pool == "" && len(r.LengthPools) == 0 {
+			bad("route %q: needs pool or length_pools", r.Model)
+		}
+		if r.Pool != "" && !pools[r.Pool] {
+			bad("route %q: unknown pool %q", r.Model, r.Pool)
+		}
+		for j, lp := range r.LengthPools {
+			if !pools[lp.Pool] {
+				bad("route %q length_pools[%d]: unknown pool %q", r.Model, j, lp.Pool)
+			}
+			if lp.MaxInputTokens < 0 {
+				bad("route %q length_pools[%d]: negative max_input_tokens", r.Model, j)
+			}
+			if j > 0 && lp.MaxInputTokens != 0 && r.LengthPools[j-1].MaxInputTokens == 0 {
+				bad("route %q length_pools[%d]: unreachable after an unbounded band", r.Model, j)
+			}
+		}
+		l := &r.Length
+		if l.DefaultMaxTokens < 0 || l.MaxMaxTokens < 0 || l.MaxInputTokens < 0 {
+			bad("route %q: length limits must not be negative", r.Model)
+		}
+		if l.MaxMaxTokens > 0 && l.DefaultMaxTokens > l.MaxMaxTokens {
+			bad("route %q: default_max_tokens %d exceeds max_max_tokens %d", r.Model, l.DefaultMaxTokens, l.MaxMaxTokens)
+		}
+		switch l.OnExceed {
+		case "":
+			l.OnExceed = "reject"
+		case "reject", "clamp":
+		default:
+			bad("route %q: length.on_exceed %q must be reject or clamp", r.Model, l.OnExceed)
+		}
+		if r.Timeouts.Retries < 0 {
+			bad("route %q: negative retries", r.Model)
+		}
+	}
+	for i := range c.Routes {
+		if f := c.Routes[i].Fallback; f != "" && !models[f] {
+			bad("route %q: fallback %q is not a route", c.Routes[i].Model, f)
+		}
+		if f := c.Routes[i].Fallback; f == c.Routes[i].Model && f != "" {
+			bad("route %q: falls back to itself", f)
+		}
+	}
+	hashes := map[string]bool{}
+	for i := range c.Keys {
+		k := &c.Keys[i]
+		k.SHA256 = strings.ToLower(k.SHA256)
+		if b, err := hex.DecodeString(k.SHA256); err != nil || len(b) != sha256.Size {
+			bad("keys[%d] (%s): sha256 must be 64 hex digits (tokentrace gateway hash-key)", i, k.Name)
+		}
+		if hashes[k.SHA256] {
+			bad("keys[%d] (%s): duplicate key", i, k.Name)
+		}
+		hashes[k.SHA256] = true
+		if k.RequestsPerSecond < 0 || k.TokensPerMinute < 0 || k.Burst < 0 {
+			bad("keys[%d] (%s): negative limit", i, k.Name)
+		}
+	}
+	if c.OTLPEndpoint != "" {
+		if u, err := url.Parse(c.OTLPEndpoint); err != nil || u.Host == "" {
+			bad("otlp_endpoint %q must be a URL", c.OTLPEndpoint)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Watch re-reads the configuration file at path every interval until ctx
+// ends. When its content changes it is parsed and validated, then given to
+// apply (Gateway.SetConfig); a file that fails either step is logged with
+// the reason and the running configuration is kept. It returns when ctx
+// is done.
+func Watch(ctx context.Context, path string, interval time.Duration, apply func(*Config) error, log *slog.Logger) {
+	last, _ := os.ReadFile(path)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			if !bytes.Equal(last, nil) {
+				log.Error("config reload: keeping the running configuration", "path", path, "err", err)
+				last = nil
+			}
+			continue
+		}
+		if bytes.Equal(data, last) {
+			continue
+		}
+		last = data
+		c, err := ParseConfig(data)
+		if err == nil {
+			err = apply(c)
+		}
+		if err != nil {
+			log.Error("config reload: invalid, keeping the running configuration", "path", path, "err", err)
+			continue
+		}
+		log.Info("config reloaded", "path", path, "pools", len(c.Pools), "routes", len(c.Routes))
+	}
+}

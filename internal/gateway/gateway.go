@@ -1,0 +1,299 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Gateway is the proxy, an http.Handler. Like httputil.ReverseProxy its
+// zero value is usable: with no configuration it answers every completion
+// with 503, and each hook field left nil takes a working default. Give it
+// upstreams with SetConfig (which hot reload calls again on change).
+type Gateway struct {
+	// Transport carries upstream requests; nil uses a transport tuned for
+	// many concurrent streams (no compression, large idle pools).
+	Transport http.RoundTripper
+	// Now is the clock; nil uses time.Now.
+	Now func() time.Time
+	// Log receives configuration changes and upstream failures; nil uses
+	// slog.Default. API keys are never logged.
+	Log *slog.Logger
+	// Metrics receives every finished request; nil records nothing.
+	Metrics *Metrics
+	// MetricsHandler serves GET /metrics; nil answers 404.
+	MetricsHandler http.Handler
+	// Tracer starts one span per request; nil traces nothing (a client's
+	// traceparent is still passed upstream).
+	Tracer trace.Tracer
+
+	rt        atomic.Pointer[runtime]
+	mu        sync.Mutex // serialises SetConfig
+	initOnce  sync.Once
+	transport http.RoundTripper
+	idPrefix  string
+	idSeq     atomic.Uint64
+}
+
+// runtime is one configuration made live.
+type runtime struct {
+	cfg    *Config
+	pools  map[string]*pool
+	routes map[string]*RouteConfig
+	keys   map[string]*keyState // by hex SHA-256
+	cancel context.CancelFunc   // stops this runtime's scrapers
+}
+
+type keyState struct {
+	cfg KeyConfig
+	lim *keyLimiter
+}
+
+// pool is a live pool: replicas, balancer, admission queue and the recent
+// upstream TTFTs that set the hedging delay.
+type pool struct {
+	name     string
+	cfg      PoolConfig
+	replicas []*Replica
+	balancer Balancer
+	adm      *admission
+
+	mu    sync.Mutex
+	ttfts []time.Duration // ring of recent upstream TTFTs
+	next  int
+}
+
+// New returns a Gateway for cfg with its own Prometheus registry serving
+// /metrics. cfg must have passed Validate (ParseConfig and QuickConfig do it).
+func New(cfg *Config) (*Gateway, error) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics()
+	if err := m.Register(reg); err != nil {
+		return nil, err
+	}
+	g := &Gateway{Metrics: m, MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	if err := g.SetConfig(cfg); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *Gateway) init() {
+	g.initOnce.Do(func() {
+		g.transport = g.Transport
+		if g.transport == nil {
+			g.transport = &http.Transport{
+				Proxy:               nil,
+				DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				MaxIdleConns:        0,
+				MaxIdleConnsPerHost: 4096,
+				IdleConnTimeout:     90 * time.Second,
+				DisableCompression:  true,
+				WriteBufferSize:     64 << 10,
+				ReadBufferSize:      16 << 10,
+			}
+		}
+		g.idPrefix = newIDPrefix()
+	})
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+func (g *Gateway) log() *slog.Logger {
+	if g.Log != nil {
+		return g.Log
+	}
+	return slog.Default()
+}
+
+// SetConfig validates cfg and makes it live. Pools and replicas that keep
+// their names and URLs keep their state (queue, outstanding counts,
+// concurrency limit); requests in flight finish on the configuration they
+// started with. An invalid cfg changes nothing.
+func (g *Gateway) SetConfig(cfg *Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	g.init()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.rt.Load()
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := &runtime{cfg: cfg, pools: map[string]*pool{}, routes: map[string]*RouteConfig{}, keys: map[string]*keyState{}, cancel: cancel}
+	for _, pc := range cfg.Pools {
+		var p *pool
+		if old != nil {
+			p = old.pools[pc.Name]
+		}
+		if p == nil {
+			p = &pool{name: pc.Name, adm: newAdmission(pc.Queue), ttfts: make([]time.Duration, 0, 256)}
+		} else {
+			p.mu.Lock()
+			np := &pool{name: pc.Name, adm: p.adm, ttfts: append(make([]time.Duration, 0, 256), p.ttfts...), next: p.next}
+			p.mu.Unlock()
+			np.adm.update(pc.Queue)
+			p = np
+		}
+		p.cfg = pc
+		p.balancer = newBalancer(pc, g.now)
+		for _, rc := range pc.Replicas {
+			var r *Replica
+			if old != nil && old.pools[pc.Name] != nil {
+				for _, or := range old.pools[pc.Name].replicas {
+					if or.cfg.URL == rc.URL {
+						r = or
+					}
+				}
+			}
+			if r == nil {
+				r = &Replica{}
+			}
+			r.mu.Lock()
+			r.cfg = rc
+			r.mu.Unlock()
+			p.replicas = append(p.replicas, r)
+		}
+		p.adm.hint = p.upstreamHint(3 * pc.ScrapeInterval.D())
+		if m := g.Metrics; m != nil {
+			name := pc.Name
+			p.adm.onChange = func(depth, inflight int, limit float64) {
+				m.QueueDepth.WithLabelValues(name).Set(float64(depth))
+				m.InFlight.WithLabelValues(name).Set(float64(inflight))
+				m.Concurrency.WithLabelValues(name).Set(limit)
+			}
+			p.adm.mu.Lock()
+			p.adm.changedLocked()
+			p.adm.mu.Unlock()
+		}
+		rt.pools[pc.Name] = p
+		if pc.ScrapeInterval > 0 {
+			go g.scrapeLoop(ctx, p)
+		}
+	}
+	for i := range cfg.Routes {
+		rt.routes[cfg.Routes[i].Model] = &cfg.Routes[i]
+	}
+	for _, k := range cfg.Keys {
+		ks := &keyState{cfg: k}
+		if old != nil && old.keys[k.SHA256] != nil && old.keys[k.SHA256].cfg == k {
+			ks.lim = old.keys[k.SHA256].lim
+		} else {
+			ks.lim = newKeyLimiter(k)
+		}
+		rt.keys[k.SHA256] = ks
+	}
+	g.rt.Store(rt)
+	if old != nil {
+		old.cancel()
+	}
+	return nil
+}
+
+// Close stops background work (scrapers).
+func (g *Gateway) Close() {
+	if rt := g.rt.Load(); rt != nil {
+		rt.cancel()
+	}
+}
+
+// upstreamHint is the AIMD controller's hint: the requests the pool's
+// replicas report waiting, fresh only when every replica was scraped
+// within maxAge. Stale or missing figures are ignored (no hint).
+func (p *pool) upstreamHint(maxAge time.Duration) func(time.Time) (float64, bool) {
+	if maxAge <= 0 {
+		return nil
+	}
+	return func(now time.Time) (float64, bool) {
+		total := 0.0
+		for _, r := range p.replicas {
+			w, _, fresh := r.load(now, maxAge)
+			if !fresh {
+				return 0, false
+			}
+			total += w
+		}
+		return total, true
+	}
+}
+
+func (g *Gateway) scrapeLoop(ctx context.Context, p *pool) {
+	client := &http.Client{Transport: g.transport, Timeout: max(time.Second, p.cfg.ScrapeInterval.D())}
+	t := time.NewTicker(p.cfg.ScrapeInterval.D())
+	defer t.Stop()
+	for {
+		for _, r := range p.replicas {
+			if err := r.scrape(ctx, client, g.now()); err != nil && ctx.Err() == nil {
+				g.log().Debug("scrape failed", "pool", p.name, "replica", r.cfg.URL, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// recordTTFT remembers an upstream TTFT for the hedging delay.
+func (p *pool) recordTTFT(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ttfts) < cap(p.ttfts) {
+		p.ttfts = append(p.ttfts, d)
+		return
+	}
+	p.ttfts[p.next] = d
+	p.next = (p.next + 1) % len(p.ttfts)
+}
+
+// p95TTFT is the 95th percentile (nearest rank) of the recent upstream
+// TTFTs; ok is false with fewer than 20 samples.
+func (p *pool) p95TTFT() (time.Duration, bool) {
+	p.mu.Lock()
+	s := slices.Clone(p.ttfts)
+	p.mu.Unlock()
+	if len(s) < 20 {
+		return 0, false
+	}
+	slices.Sort(s)
+	rank := (95*len(s) + 99) / 100 // ceil(0.95 n)
+	return s[rank-1], true
+}
+
+// route finds the route for a public model name: its own, else "*".
+func (rt *runtime) route(model string) *RouteConfig {
+	if r, ok := rt.routes[model]; ok {
+		return r
+	}
+	return rt.routes["*"]
+}
+
+// poolFor picks the route's pool, by length band when configured.
+func (rt *runtime) poolFor(r *RouteConfig, inputTokens int) *pool {
+	if len(r.LengthPools) == 0 {
+		return rt.pools[r.Pool]
+	}
+	for _, lp := range r.LengthPools {
+		if lp.MaxInputTokens == 0 || inputTokens <= lp.MaxInputTokens {
+			return rt.pools[lp.Pool]
+		}
+	}
+	if r.Pool != "" {
+		return rt.pools[r.Pool]
+	}
+	return rt.pools[r.LengthPools[len(r.LengthPools)-1].Pool]
+}

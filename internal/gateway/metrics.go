@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Buckets. The GenAI histograms use the OpenTelemetry GenAI semantic
+// conventions' advised boundaries; the stage histograms start at 25 µs so
+// that the gateway's own sub-millisecond stages are resolved.
+var (
+	ttftBuckets     = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+	tpotBuckets     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	stageBuckets    = []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10, 30, 60}
+)
+
+// Metrics holds the gateway's Prometheus collectors. Labels are bounded:
+// pool and model are names from the configuration (model is the route's
+// configured name, "*" for the catch-all route), code is the HTTP status,
+// reason one of a fixed set.
+type Metrics struct {
+	TTFT     *prometheus.HistogramVec // gen_ai_server_time_to_first_token_seconds
+	TPOT     *prometheus.HistogramVec // gen_ai_server_time_per_output_token_seconds
+	Duration *prometheus.HistogramVec // gen_ai_server_request_duration_seconds
+	// Stage has one histogram per gateway stage and per upstream split
+	// part, keyed by stage name.
+	Stage    map[string]*prometheus.HistogramVec
+	ChunkGap *prometheus.HistogramVec // gap between content events written to the client
+	ITL      *prometheus.HistogramVec // per-token gap, when usage is continuous
+
+	Requests *prometheus.CounterVec // by pool, model, code
+	Rejected *prometheus.CounterVec // by pool, reason
+	Attempts *prometheus.CounterVec // upstream attempts by pool, outcome
+
+	QueueDepth  *prometheus.GaugeVec // waiting requests by pool
+	InFlight    *prometheus.GaugeVec // admitted requests by pool
+	Concurrency *prometheus.GaugeVec // concurrency limit by pool
+}
+
+// NewMetrics builds the collectors; register them with Register.
+func NewMetrics() *Metrics {
+	pm := []string{"pool", "model"}
+	h := func(name, help string, b []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: b}, pm)
+	}
+	m := &Metrics{
+		TTFT:     h("gen_ai_server_time_to_first_token_seconds", "Time from the gateway receiving a streaming request to the first content token it read from upstream.", ttftBuckets),
+		TPOT:     h("gen_ai_server_time_per_output_token_seconds", "Per-request (E2E − TTFT)/(output tokens − 1) of streaming requests with at least 2 output tokens.", tpotBuckets),
+		Duration: h("gen_ai_server_request_duration_seconds", "Gateway-observed end-to-end request duration (successful and failed).", durationBuckets),
+		ChunkGap: h("tokentrace_gateway_chunk_gap_seconds", "Gap between consecutive content-bearing stream events read from upstream.", stageBuckets),
+		ITL:      h("tokentrace_gateway_itl_seconds", "Per-token gap, from upstream chunks carrying continuous usage.", stageBuckets),
+		Stage:    map[string]*prometheus.HistogramVec{},
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_requests_total", Help: "Completion requests by final HTTP status."}, []string{"pool", "model", "code"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_rejected_total", Help: "Requests refused by a policy, by reason."}, []string{"pool", "reason"}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_upstream_attempts_total", Help: "Upstream attempts by outcome (won, failed, timeout, cancelled)."}, []string{"pool", "outcome"}),
+
+		QueueDepth:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_queue_depth", Help: "Requests waiting for admission."}, []string{"pool"}),
+		InFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_in_flight", Help: "Requests admitted and not finished."}, []string{"pool"}),
+		Concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_concurrency_limit", Help: "Current concurrency limit (0 = unlimited)."}, []string{"pool"}),
+	}
+	for _, s := range append(append([]string{}, gatewayStages...), SplitServerQueue, SplitPrefill, SplitNetwork) {
+		m.Stage[s] = h("tokentrace_gateway_stage_"+s+"_seconds", "Time per request in stage "+s+" (docs/metrics.md, Gateway stages).", stageBuckets)
+	}
+	return m
+}
+
+// Register registers every collector with r.
+func (m *Metrics) Register(r prometheus.Registerer) error {
+	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.QueueDepth, m.InFlight, m.Concurrency}
+	for _, s := range append(append([]string{}, gatewayStages...), SplitServerQueue, SplitPrefill, SplitNetwork) {
+		cs = append(cs, m.Stage[s])
+	}
+	var errs []error
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// observation is what one finished request contributes to the metrics.
+type observation struct {
+	pool, model string
+	status      int
+	stream      bool
+	stages      stageDurations
+	tl          *timeline
+	ttft        time.Duration // 0 when no token was produced
+	outTokens   int
+	gaps        []time.Duration // content-event gaps
+	itls        []time.Duration
+}
+
+// observe records one finished request.
+func (m *Metrics) observe(o *observation) {
+	if m == nil {
+		return
+	}
+	pool, model := o.pool, o.model
+	m.Requests.WithLabelValues(pool, model, strconv.Itoa(o.status)).Inc()
+	e2e := o.stages.sum()
+	m.Duration.WithLabelValues(pool, model).Observe(e2e.Seconds())
+	if o.status != 200 || o.ttft == 0 {
+		return
+	}
+	st := o.stages
+	for name, d := range map[string]time.Duration{
+		StageIn: st.In, StageQueue: st.Queue, StageConnect: st.Connect, StageUpstreamTTFT: st.UpstreamTTFT,
+		StageDecode: st.Decode, StagePostProcess: st.Post, StageBackpressure: st.Backpressure,
+	} {
+		m.Stage[name].WithLabelValues(pool, model).Observe(d.Seconds())
+	}
+	if q, p, n, ok := o.tl.split(st.UpstreamTTFT); ok {
+		m.Stage[SplitServerQueue].WithLabelValues(pool, model).Observe(q.Seconds())
+		m.Stage[SplitPrefill].WithLabelValues(pool, model).Observe(p.Seconds())
+		m.Stage[SplitNetwork].WithLabelValues(pool, model).Observe(n.Seconds())
+	}
+	if !o.stream {
+		return
+	}
+	m.TTFT.WithLabelValues(pool, model).Observe(o.ttft.Seconds())
+	if o.outTokens >= 2 {
+		m.TPOT.WithLabelValues(pool, model).Observe((e2e - o.ttft).Seconds() / float64(o.outTokens-1))
+	}
+	if len(o.gaps) > 0 {
+		g := m.ChunkGap.WithLabelValues(pool, model)
+		for _, d := range o.gaps {
+			g.Observe(d.Seconds())
+		}
+	}
+	if len(o.itls) > 0 {
+		g := m.ITL.WithLabelValues(pool, model)
+		for _, d := range o.itls {
+			g.Observe(d.Seconds())
+		}
+	}
+}

@@ -1,0 +1,269 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func quickGateway(t testing.TB, urls ...string) *Gateway {
+	t.Helper()
+	cfg, err := QuickConfig(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestStreamPassesThroughUnbuffered(t *testing.T) {
+	gate := make(chan struct{})
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 5, gate: gate})
+	gw := startGateway(t, quickGateway(t, up.URL()))
+	// The gateway sends headers once the first token exists: release it.
+	go func() { gate <- struct{}{} }()
+	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "hi", ""), nil)
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for i := range 5 {
+		if i > 0 {
+			gate <- struct{}{}
+		}
+		// Read until the event carrying t<i>; the upstream produces t<i+1>
+		// only after the next send on gate, so a buffering proxy would block here.
+		want := fmt.Sprintf(`"content":"t%d `, i)
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("chunk %d: %v", i, err)
+			}
+			if strings.Contains(line, want) {
+				break
+			}
+		}
+	}
+	close(gate)
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), "data: [DONE]") || !strings.Contains(string(rest), ": server-timing ") {
+		t.Fatalf("stream end = %q, want a server-timing comment and [DONE]", rest)
+	}
+	if got := resp.Header.Get("Server-Timing"); !strings.Contains(got, "upstream_ttft;dur=") {
+		t.Errorf("Server-Timing header = %q", got)
+	}
+	if resp.Trailer.Get("Server-Timing") == "" {
+		t.Errorf("no Server-Timing trailer")
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Errorf("no X-Request-Id")
+	}
+}
+
+// timingMap parses Server-Timing values into name → duration.
+func timingMap(values ...string) map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for _, v := range values {
+		parseServerTiming(v, m)
+	}
+	return m
+}
+
+func TestStagesSumToClientE2E(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 5, ttft: 2 * time.Millisecond, gap: time.Millisecond, timing: true})
+	gw := startGateway(t, quickGateway(t, up.URL()))
+	const n = 100
+	within := 0
+	var worst time.Duration
+	for i := range n {
+		t0 := time.Now()
+		resp := post(t, context.Background(), gw.URL, chatBody("m", i%2 == 0, "count the stages", ""), nil)
+		_, err := io.Copy(io.Discard, resp.Body)
+		e2e := time.Since(t0)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d err %v", i, resp.StatusCode, err)
+		}
+		st := timingMap(resp.Header.Get("Server-Timing"), resp.Trailer.Get("Server-Timing"))
+		var sum time.Duration
+		for _, s := range gatewayStages {
+			d, ok := st[s]
+			if !ok {
+				t.Fatalf("request %d: stage %s missing from %v", i, s, st)
+			}
+			sum += d
+		}
+		if diff := sum - st["total"]; diff < -10*time.Microsecond || diff > 10*time.Microsecond {
+			t.Fatalf("request %d: stages sum to %v, total says %v", i, sum, st["total"])
+		}
+		if _, ok := st[SplitPrefill]; !ok {
+			t.Fatalf("request %d: the upstream's Server-Timing split was not folded: %v", i, st)
+		}
+		gap := e2e - st["total"]
+		if gap < 0 {
+			t.Fatalf("request %d: gateway total %v exceeds client E2E %v", i, st["total"], e2e)
+		}
+		worst = max(worst, gap)
+		if gap <= time.Millisecond {
+			within++
+		}
+	}
+	if within < n*99/100 {
+		t.Errorf("stages within 1 ms of client E2E on %d/%d requests (worst gap %v), want ≥ 99%%", within, n, worst)
+	}
+	t.Logf("within 1 ms: %d/%d; worst client-minus-gateway gap %v", within, n, worst)
+}
+
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 1000, gap: 5 * time.Millisecond})
+	gw := startGateway(t, quickGateway(t, up.URL()))
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := post(t, ctx, gw.URL, chatBody("m", true, "long answer", ""), nil)
+	rd := bufio.NewReader(resp.Body)
+	if _, err := rd.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if up.active.Load() != 1 {
+		t.Fatalf("upstream active = %d, want 1", up.active.Load())
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for up.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("upstream request still running 5 s after the client left")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if up.canceled.Load() != 1 {
+		t.Errorf("upstream saw %d cancellations, want 1", up.canceled.Load())
+	}
+}
+
+func TestUpstreamDyingMidStreamEndsWithErrorEvent(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 5, dieAfter: 2})
+	gw := startGateway(t, quickGateway(t, up.URL()))
+	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "hi", ""), nil)
+	defer resp.Body.Close()
+	data, _ := sseEvents(t, resp.Body)
+	if len(data) == 0 {
+		t.Fatal("no events")
+	}
+	lastEv := data[len(data)-1]
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(lastEv), &e); err != nil || e.Error.Code != "upstream_stream_error" {
+		t.Fatalf("last event = %q, want an upstream_stream_error error event", lastEv)
+	}
+	for _, d := range data {
+		if d == "[DONE]" {
+			t.Error("[DONE] sent after the upstream died")
+		}
+	}
+}
+
+func TestNonStreamingPassesBodyAndTiming(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", timing: true})
+	gw := startGateway(t, quickGateway(t, up.URL()))
+	resp := post(t, context.Background(), gw.URL, chatBody("m", false, "hi", ""), map[string]string{"X-Request-Id": "abc-1"})
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "hello from a") {
+		t.Fatalf("status %d body %s", resp.StatusCode, b)
+	}
+	if got := resp.Header.Get("X-Request-Id"); got != "abc-1" {
+		t.Errorf("X-Request-Id = %q, want passed through", got)
+	}
+	if got := up.headers[0].Get("X-Request-Id"); got != "abc-1" {
+		t.Errorf("upstream X-Request-Id = %q", got)
+	}
+	st := timingMap(resp.Trailer.Get("Server-Timing"))
+	if st[SplitServerQueue] != 1500*time.Microsecond || st[SplitPrefill] != 2500*time.Microsecond {
+		t.Errorf("split = %v, want server_queue 1.5 ms, prefill 2.5 ms", st)
+	}
+}
+
+func TestBadInputGetsOpenAIErrors(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	g := mustGateway(t, fmt.Sprintf(`
+server: {max_body_bytes: 2000}
+pools: [{name: p, replicas: [{url: %q}]}]
+routes: [{model: known, pool: p}]
+keys: [{name: team, sha256: %s}]
+`, up.URL(), HashKey("sk-good")))
+	gw := startGateway(t, g)
+	auth := map[string]string{"Authorization": "Bearer sk-good"}
+	cases := []struct {
+		name   string
+		body   string
+		hdr    map[string]string
+		status int
+		code   string
+	}{
+		{"missing key", chatBody("known", false, "x", ""), nil, 401, "missing_api_key"},
+		{"wrong key", chatBody("known", false, "x", ""), map[string]string{"Authorization": "Bearer sk-bad"}, 401, "invalid_api_key"},
+		{"malformed JSON", `{"model":`, auth, 400, "invalid_request"},
+		{"no model", `{"messages":[{"role":"user","content":"x"}]}`, auth, 400, "invalid_request"},
+		{"unknown model", chatBody("nope", false, "x", ""), auth, 404, "model_not_found"},
+		{"oversize body", chatBody("known", false, strings.Repeat("x", 3000), ""), auth, 413, "body_too_large"},
+		{"bad deadline", chatBody("known", false, "x", ""), map[string]string{"Authorization": "Bearer sk-good", "X-SLO-TTFT-Ms": "soon"}, 400, "invalid_deadline"},
+		{"ok", chatBody("known", false, "x", ""), auth, 200, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := post(t, context.Background(), gw.URL, c.body, c.hdr)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, c.status, b)
+			}
+			if c.code == "" {
+				return
+			}
+			var e struct {
+				Error struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil || e.Error.Code == nil || *e.Error.Code != c.code || e.Error.Message == "" {
+				t.Fatalf("body %s, want an OpenAI error with code %s", b, c.code)
+			}
+		})
+	}
+	// The gateway's key is never forwarded upstream.
+	for _, h := range up.headers {
+		if h.Get("Authorization") != "" {
+			t.Errorf("upstream received Authorization %q", h.Get("Authorization"))
+		}
+	}
+}
+
+func TestUpstreamDownGives502AndGatewayStaysUp(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	url := up.URL()
+	up.srv.Close()
+	gw := startGateway(t, quickGateway(t, url))
+	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "upstream_error") {
+		t.Fatalf("status %d body %s", resp.StatusCode, b)
+	}
+	h, err := http.Get(gw.URL + "/health")
+	if err != nil || h.StatusCode != 200 {
+		t.Fatalf("health after failure: %v %v", h, err)
+	}
+	h.Body.Close()
+}

@@ -1,0 +1,326 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/openai"
+)
+
+// maxEventBytes bounds one SSE event read from upstream.
+const maxEventBytes = 16 << 20
+
+// readEvent appends to dst the lines of the next SSE event, through the
+// blank line that ends it. Stray blank lines before an event are skipped.
+// At the end of input it returns what it read with io.EOF.
+func readEvent(rd *bufio.Reader, dst []byte) ([]byte, error) {
+	start := len(dst)
+	for {
+		line, err := rd.ReadSlice('\n')
+		if len(line) > 0 {
+			blank := len(line) == 1 || (len(line) == 2 && line[0] == '\r')
+			if blank && err == nil {
+				if len(dst) == start {
+					continue // no event yet
+				}
+				return append(dst, line...), nil
+			}
+			dst = append(dst, line...)
+			if len(dst)-start > maxEventBytes {
+				return dst, fmt.Errorf("upstream event over %d bytes", maxEventBytes)
+			}
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return dst, io.EOF
+		default:
+			return dst, err
+		}
+	}
+}
+
+type eventKind int
+
+const (
+	eventOther   eventKind = iota // role-only chunk, usage chunk, comment
+	eventContent                  // carries output tokens
+	eventDone                     // data: [DONE]
+	eventError                    // data: {"error": ...}
+)
+
+// chunkProbe decodes the few fields of a stream chunk the gateway needs.
+type chunkProbe struct {
+	Choices []struct {
+		Delta *struct {
+			Content          string          `json:"content"`
+			ReasoningContent string          `json:"reasoning_content"`
+			Reasoning        string          `json:"reasoning"`
+			ToolCalls        json.RawMessage `json:"tool_calls"`
+		} `json:"delta"`
+		Text string `json:"text"`
+	} `json:"choices"`
+	Usage *struct {
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+var doneMarker = []byte("[DONE]")
+
+// inspect classifies one SSE event.
+func (p *chunkProbe) inspect(ev []byte) eventKind {
+	p.Choices, p.Usage, p.Error = p.Choices[:0], nil, nil
+	kind := eventOther
+	for len(ev) > 0 {
+		line := ev
+		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if bytes.Equal(data, doneMarker) {
+			return eventDone
+		}
+		if err := json.Unmarshal(data, p); err != nil {
+			continue // not JSON: forwarded untouched
+		}
+		if len(p.Error) > 0 && string(p.Error) != "null" {
+			return eventError
+		}
+		for _, c := range p.Choices {
+			if c.Text != "" || (c.Delta != nil && (c.Delta.Content != "" || c.Delta.ReasoningContent != "" ||
+				c.Delta.Reasoning != "" || (len(c.Delta.ToolCalls) > 0 && string(c.Delta.ToolCalls) != "null"))) {
+				kind = eventContent
+			}
+		}
+	}
+	return kind
+}
+
+// stream sends the winning attempt's answer to the client: the events read
+// so far, then each further event as it arrives, flushed one by one. It
+// returns true (a first token existed).
+func (x *exchange) stream(ctx context.Context, a *attempt) bool {
+	g := x.g
+	defer a.rep.outstanding.Add(-1)
+	defer a.resp.Body.Close()
+	defer a.cancel()
+	tl := &x.tl
+	tl.conn = a.started
+	if c := a.gotConn.Load(); c != nil {
+		tl.conn = *c
+	}
+	if tl.conn.Before(tl.admitted) {
+		tl.conn = tl.admitted
+	}
+	tl.firstTok = a.first
+	if tl.firstTok.Before(tl.conn) {
+		tl.firstTok = tl.conn
+	}
+	x.span.event("first_token")
+	a.pool.recordTTFT(tl.firstTok.Sub(tl.conn))
+	x.pool.adm.observeTTFT(g.now(), tl.firstTok.Sub(tl.start), tl.firstTok.Sub(tl.admitted))
+	x.status = http.StatusOK
+
+	h := x.w.Header()
+	for k, vs := range a.resp.Header {
+		h[k] = append([]string(nil), vs...)
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	h.Del("Content-Length")
+	h.Del("Server-Timing")
+	h.Set(headerRequestID, x.id)
+	h.Set("Server-Timing", headerTiming(tl.stages()))
+	timingValues := a.resp.Header.Values("Server-Timing")
+
+	rc := http.NewResponseController(x.w)
+	write := func(b []byte) error {
+		t0 := g.now()
+		_, err := x.w.Write(b)
+		if err == nil {
+			err = rc.Flush()
+		}
+		tl.backpressure += g.now().Sub(t0)
+		return err
+	}
+	x.wrote = true
+
+	if !x.req.Stream {
+		timingValues = append(timingValues, a.resp.Trailer.Values("Server-Timing")...)
+		tl.foldServerTiming(timingValues)
+		t0 := g.now()
+		var u struct {
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(a.body, &u) == nil && u.Usage != nil {
+			x.tokens = u.Usage.CompletionTokens
+		}
+		tl.post += g.now().Sub(t0)
+		// No Content-Length: the body goes chunked so that the
+		// Server-Timing trailer can follow it.
+		x.w.WriteHeader(http.StatusOK)
+		if err := write(a.body); err != nil {
+			x.clientGone()
+			return true
+		}
+		x.setTrailer()
+		return true
+	}
+
+	x.w.WriteHeader(http.StatusOK)
+	x.tokens, x.gaps = a.tokens, make([]time.Duration, 0, 64)
+	lastUse, continuous := a.lastUse, a.lastUse > 0
+	if err := write(a.pending); err != nil {
+		x.clientGone()
+		return true
+	}
+	if a.done {
+		x.tokens = 0
+		x.endStream(a, timingValues, nil)
+		return true
+	}
+	lastContent := a.first
+	buf := make([]byte, 0, 1024)
+	var probe chunkProbe
+	for {
+		var err error
+		buf, err = readEvent(a.rd, buf[:0])
+		t0 := g.now()
+		if err != nil {
+			switch {
+			case x.r.Context().Err() != nil:
+				x.clientGone()
+			case ctx.Err() != nil:
+				x.streamError("total timeout expired during the stream", "timeout")
+			default:
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				g.log().Warn("upstream stream broke", "request_id", x.id, "replica", a.rep.cfg.URL, "err", err)
+				x.streamError("upstream stream ended before [DONE]: "+err.Error(), "upstream_stream_error")
+			}
+			return true
+		}
+		switch probe.inspect(buf) {
+		case eventContent:
+			gap := t0.Sub(lastContent)
+			lastContent = t0
+			x.gaps = append(x.gaps, gap)
+			k := 1
+			if probe.Usage != nil && (continuous || x.tokens == 1) {
+				continuous = true
+				k = probe.Usage.CompletionTokens - lastUse
+				lastUse = probe.Usage.CompletionTokens
+			}
+			if k > 0 {
+				x.tokens += k
+				if continuous {
+					for i := range k {
+						d := gap / time.Duration(k)
+						if i < int(gap%time.Duration(k)) {
+							d++
+						}
+						x.itls = append(x.itls, d)
+					}
+				}
+			}
+		case eventDone:
+			tl.post += g.now().Sub(t0)
+			x.endStream(a, timingValues, buf)
+			return true
+		case eventError:
+			x.errKind = "upstream_stream_error"
+		case eventOther:
+			if probe.Usage != nil && probe.Usage.CompletionTokens > 0 {
+				x.tokens = probe.Usage.CompletionTokens // final usage chunk
+			}
+		}
+		tl.post += g.now().Sub(t0)
+		if err := write(buf); err != nil {
+			x.clientGone()
+			return true
+		}
+	}
+}
+
+// endStream reads the upstream to its end (for its trailer), then writes
+// the gateway's final SSE comment with the stage split and [DONE].
+func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
+	g := x.g
+	t0 := g.now()
+	_, _ = io.Copy(io.Discard, io.LimitReader(a.rd, 1<<20))
+	timing = append(timing, a.resp.Trailer.Values("Server-Timing")...)
+	x.tl.foldServerTiming(timing)
+	x.tl.post += g.now().Sub(t0)
+	x.tl.end = g.now()
+	comment := "server-timing " + x.tl.trailerTiming(x.tl.stages())
+	msg := make([]byte, 0, len(comment)+len(done)+4)
+	msg = append(msg, ": "...)
+	msg = append(msg, comment...)
+	msg = append(msg, '\n', '\n')
+	if done == nil {
+		done = []byte("data: [DONE]\n\n")
+	}
+	msg = append(msg, done...)
+	t1 := g.now()
+	_, err := x.w.Write(msg)
+	if err == nil {
+		err = http.NewResponseController(x.w).Flush()
+	}
+	x.tl.backpressure += g.now().Sub(t1)
+	if err != nil {
+		x.clientGone()
+		return
+	}
+	x.setTrailer()
+}
+
+// setTrailer ends the timeline and sets the Server-Timing trailer.
+func (x *exchange) setTrailer() {
+	x.tl.end = x.g.now()
+	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.tl.trailerTiming(x.tl.stages()))
+}
+
+// streamError ends a started stream with an error event (the OpenAI
+// streaming error shape) instead of [DONE].
+func (x *exchange) streamError(msg, code string) {
+	x.errKind = code
+	x.status = http.StatusBadGateway // for the metrics: the 200 already sent did not end well
+	if code == "timeout" {
+		x.status = http.StatusGatewayTimeout
+	}
+	b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer, msg, "", code)})
+	ev := make([]byte, 0, len(b)+8)
+	ev = append(ev, "data: "...)
+	ev = append(ev, b...)
+	ev = append(ev, '\n', '\n')
+	if _, err := x.w.Write(ev); err == nil {
+		_ = http.NewResponseController(x.w).Flush()
+	}
+	x.setTrailer()
+}
+
+// clientGone records that the client stopped reading; the deferred cancel
+// in the caller stops the upstream at once.
+func (x *exchange) clientGone() {
+	x.errKind = "client_closed"
+	x.status = statusClientClosed
+	x.tl.end = x.g.now()
+}

@@ -1,0 +1,197 @@
+package gateway
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The gateway's stages of one request. They partition the request's time
+// inside the gateway, from the handler's first instruction to the last byte
+// written, so they sum exactly to the gateway-observed E2E (docs/metrics.md,
+// "Gateway stages").
+const (
+	StageIn           = "gateway_in"    // parse, auth, length/limit policy, routing
+	StageQueue        = "queue"         // waiting for admission to the pool
+	StageConnect      = "connect"       // admission → connection to the replica that answered (failed attempts included)
+	StageUpstreamTTFT = "upstream_ttft" // connection → first content token read from upstream
+	StageDecode       = "decode"        // first token → end, less post-processing and backpressure
+	StagePostProcess  = "post_process"  // the gateway's own work on response events
+	StageBackpressure = "backpressure"  // time blocked writing to the client
+)
+
+// Upstream TTFT split, when the upstream reports its own queue and prefill
+// time in a Server-Timing trailer: upstream_ttft = server_queue + prefill +
+// network.
+const (
+	SplitServerQueue = "server_queue"
+	SplitPrefill     = "prefill"
+	SplitNetwork     = "network"
+)
+
+// gatewayStages lists the partitioning stages in path order.
+var gatewayStages = []string{StageIn, StageQueue, StageConnect, StageUpstreamTTFT, StageDecode, StagePostProcess, StageBackpressure}
+
+// timeline holds one request's instants and accumulated durations. Instants
+// are from the gateway's clock (monotonic with time.Now).
+type timeline struct {
+	start    time.Time // handler entered
+	in       time.Time // policies done, queued
+	admitted time.Time // admitted to the pool
+	conn     time.Time // winning attempt connected
+	firstTok time.Time // first content token read from upstream
+	end      time.Time // last byte written
+
+	post, backpressure time.Duration
+
+	// upstream split, from its Server-Timing trailer; ok reports presence.
+	serverQueue, serverPrefill, serverDecode time.Duration
+	serverSplit                              bool
+}
+
+// stageDurations are the partitioning stages of one request.
+type stageDurations struct {
+	In, Queue, Connect, UpstreamTTFT, Decode, Post, Backpressure time.Duration
+}
+
+func sub(a, b time.Time) time.Duration {
+	if a.IsZero() || b.IsZero() || a.Before(b) {
+		return 0
+	}
+	return a.Sub(b)
+}
+
+// stages computes the partition. Instants not reached (a request rejected in
+// the queue) collapse to the last one reached, so the sum is always
+// end − start.
+func (t *timeline) stages() stageDurations {
+	last := t.start
+	next := func(x time.Time) time.Duration {
+		if x.IsZero() || x.Before(last) {
+			return 0
+		}
+		d := x.Sub(last)
+		last = x
+		return d
+	}
+	var s stageDurations
+	s.In = next(t.in)
+	s.Queue = next(t.admitted)
+	s.Connect = next(t.conn)
+	s.UpstreamTTFT = next(t.firstTok)
+	tail := next(t.end)
+	s.Post, s.Backpressure = t.post, t.backpressure
+	if s.Post+s.Backpressure > tail {
+		// Time spent before the first token (writing the first events) is
+		// counted in the tail stages; keep the partition exact.
+		over := s.Post + s.Backpressure - tail
+		if s.Post >= over {
+			s.Post -= over
+		} else {
+			s.Backpressure -= over - s.Post
+			s.Post = 0
+		}
+	}
+	s.Decode = tail - s.Post - s.Backpressure
+	return s
+}
+
+// sum is the total of the partition: end − start.
+func (s stageDurations) sum() time.Duration {
+	return s.In + s.Queue + s.Connect + s.UpstreamTTFT + s.Decode + s.Post + s.Backpressure
+}
+
+// split divides upstream TTFT with the upstream's own queue and prefill
+// times; network is the remainder (never negative: clocks of two processes
+// can disagree by a little, the excess is clamped).
+func (t *timeline) split(upstreamTTFT time.Duration) (queue, prefill, network time.Duration, ok bool) {
+	if !t.serverSplit {
+		return 0, 0, 0, false
+	}
+	queue, prefill = t.serverQueue, t.serverPrefill
+	network = upstreamTTFT - queue - prefill
+	if network < 0 {
+		network = 0
+	}
+	return queue, prefill, network, true
+}
+
+// serverTiming formats Server-Timing metrics "name;dur=ms" (milliseconds,
+// three decimals, as the W3C Server Timing spec uses).
+func appendTiming(b []byte, name string, d time.Duration) []byte {
+	if len(b) > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, name...)
+	b = append(b, ";dur="...)
+	return strconv.AppendFloat(b, float64(d)/1e6, 'f', 3, 64)
+}
+
+// headerTiming is the Server-Timing header sent with the response headers:
+// the stages known before the first byte.
+func headerTiming(s stageDurations) string {
+	var b []byte
+	b = appendTiming(b, StageIn, s.In)
+	b = appendTiming(b, StageQueue, s.Queue)
+	b = appendTiming(b, StageConnect, s.Connect)
+	b = appendTiming(b, StageUpstreamTTFT, s.UpstreamTTFT)
+	return string(b)
+}
+
+// trailerTiming is the Server-Timing trailer (and final SSE comment): the
+// stages after the first byte, the upstream split when known, and the total.
+func (t *timeline) trailerTiming(s stageDurations) string {
+	var b []byte
+	b = appendTiming(b, StageDecode, s.Decode)
+	b = appendTiming(b, StagePostProcess, s.Post)
+	b = appendTiming(b, StageBackpressure, s.Backpressure)
+	if q, p, n, ok := t.split(s.UpstreamTTFT); ok {
+		b = appendTiming(b, SplitServerQueue, q)
+		b = appendTiming(b, SplitPrefill, p)
+		b = appendTiming(b, SplitNetwork, n)
+	}
+	b = appendTiming(b, "total", s.sum())
+	return string(b)
+}
+
+// parseServerTiming reads a Server-Timing value ("queue;dur=12.5, prefill;
+// dur=40") into name → duration; entries without dur are skipped.
+func parseServerTiming(v string, into map[string]time.Duration) {
+	for _, part := range strings.Split(v, ",") {
+		fields := strings.Split(part, ";")
+		name := strings.TrimSpace(fields[0])
+		if name == "" {
+			continue
+		}
+		for _, f := range fields[1:] {
+			k, val, ok := strings.Cut(strings.TrimSpace(f), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(k), "dur") {
+				continue
+			}
+			ms, err := strconv.ParseFloat(strings.Trim(strings.TrimSpace(val), `"`), 64)
+			if err != nil || ms < 0 || ms > 1e9 {
+				continue
+			}
+			into[name] = time.Duration(ms * 1e6)
+		}
+	}
+}
+
+// foldServerTiming records the upstream's split from its Server-Timing
+// header and trailer values. tokentrace serve names them queue, prefill and
+// decode; server_queue is accepted for queue.
+func (t *timeline) foldServerTiming(values []string) {
+	m := map[string]time.Duration{}
+	for _, v := range values {
+		parseServerTiming(v, m)
+	}
+	q, okq := m["queue"]
+	if !okq {
+		q, okq = m["server_queue"]
+	}
+	p, okp := m["prefill"]
+	if !okq && !okp {
+		return
+	}
+	t.serverQueue, t.serverPrefill, t.serverDecode, t.serverSplit = q, p, m["decode"], true
+}

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+var propagator = propagation.TraceContext{}
+
+// spanRecorder is one request's span; its zero value (no tracer) records
+// nothing but still carries the client's traceparent upstream.
+type spanRecorder struct {
+	span trace.Span
+	ctx  context.Context
+	// passthrough headers when there is no tracer
+	traceparent, tracestate string
+}
+
+// startSpan begins the request's span as a child of the client's
+// traceparent, if any.
+func (g *Gateway) startSpan(r *http.Request, id string) (context.Context, spanRecorder) {
+	if g.Tracer == nil {
+		return r.Context(), spanRecorder{traceparent: r.Header.Get("Traceparent"), tracestate: r.Header.Get("Tracestate")}
+	}
+	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := g.Tracer.Start(ctx, "gateway "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+			attribute.String("tokentrace.request_id", id)))
+	return ctx, spanRecorder{span: span, ctx: ctx}
+}
+
+// inject sets traceparent (and tracestate) on an upstream request: the
+// gateway's span as parent, or the client's header passed through.
+func (s *spanRecorder) inject(h http.Header) {
+	if s.span != nil {
+		propagator.Inject(s.ctx, propagation.HeaderCarrier(h))
+		return
+	}
+	if s.traceparent != "" {
+		h.Set("Traceparent", s.traceparent)
+		if s.tracestate != "" {
+			h.Set("Tracestate", s.tracestate)
+		}
+	}
+}
+
+// event adds a stage event to the span.
+func (s *spanRecorder) event(name string) {
+	if s.span != nil {
+		s.span.AddEvent(name)
+	}
+}
+
+// end sets the request's attributes (GenAI names where they exist, the
+// stage durations in seconds) and ends the span.
+func (s *spanRecorder) end(x *exchange, st stageDurations) {
+	if s.span == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		attribute.Int("http.response.status_code", x.status),
+		attribute.String("gen_ai.request.model", x.req.Model),
+		attribute.Int("gen_ai.request.max_tokens", x.req.MaxTokens),
+		attribute.Int("gen_ai.usage.input_tokens", x.req.InputTokens),
+		attribute.Int("gen_ai.usage.output_tokens", x.tokens),
+		attribute.Float64("tokentrace.stage.gateway_in", st.In.Seconds()),
+		attribute.Float64("tokentrace.stage.queue", st.Queue.Seconds()),
+		attribute.Float64("tokentrace.stage.connect", st.Connect.Seconds()),
+		attribute.Float64("tokentrace.stage.upstream_ttft", st.UpstreamTTFT.Seconds()),
+		attribute.Float64("tokentrace.stage.decode", st.Decode.Seconds()),
+		attribute.Float64("tokentrace.stage.post_process", st.Post.Seconds()),
+		attribute.Float64("tokentrace.stage.backpressure", st.Backpressure.Seconds()),
+	}
+	if x.pool != nil {
+		attrs = append(attrs, attribute.String("tokentrace.pool", x.pool.name))
+	}
+	if q, p, n, ok := x.tl.split(st.UpstreamTTFT); ok {
+		attrs = append(attrs, attribute.Float64("tokentrace.stage.server_queue", q.Seconds()),
+			attribute.Float64("tokentrace.stage.prefill", p.Seconds()), attribute.Float64("tokentrace.stage.network", n.Seconds()))
+	}
+	s.span.SetAttributes(attrs...)
+	if x.errKind != "" {
+		s.span.SetStatus(codes.Error, x.errKind)
+	}
+	s.span.End()
+}
+
+// NewOTLPTracerProvider exports spans over OTLP/HTTP to endpoint (e.g.
+// http://localhost:4318). Shut it down to flush.
+func NewOTLPTracerProvider(ctx context.Context, endpoint string) (*sdktrace.TracerProvider, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("otlp endpoint %q: not a URL", endpoint)
+	}
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host)}
+	if u.Scheme == "http" {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	if u.Path != "" && u.Path != "/" {
+		opts = append(opts, otlptracehttp.WithURLPath(u.Path))
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("otlp exporter: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "tokentrace-gateway"))
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
