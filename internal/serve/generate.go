@@ -86,7 +86,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	if x.faults.status != 0 {
-		s.fail(w, x, s.injectedError(x), 1)
+		retryAfter := 0
+		if x.faults.status == http.StatusTooManyRequests || x.faults.status == http.StatusServiceUnavailable {
+			retryAfter = 1
+		}
+		s.fail(w, x, s.injectedError(x), retryAfter)
 		return
 	}
 
