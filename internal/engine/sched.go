@@ -197,7 +197,7 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 			}
 			n = budget
 		}
-		for !s.kv.grow(&r.blocks, r.computed+n) {
+		for r.computed+n > len(r.blocks)*bs && !s.kv.grow(&r.blocks, r.computed+n) {
 			v := s.victim()
 			s.preempt(v)
 			if v == i {
@@ -205,10 +205,10 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 				i--
 				break
 			}
-			if v < i {
+			if v < i { // the victim was already planned: unplan it
 				i--
+				budget = s.restoreBudget(budget)
 			}
-			budget = s.restoreBudget(budget)
 		}
 		if r == nil {
 			continue
@@ -217,7 +217,6 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 		s.plan = append(s.plan, planned{r: r, n: n, ctx: r.computed, decode: decode})
 		budget -= n
 	}
-	budget = s.restoreBudget(budget)
 
 	// Then waiting requests, into the leftover budget, unless this step
 	// preempted (vLLM V1 does the same).
@@ -249,6 +248,9 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 				break
 			}
 			s.waiting.pop()
+			if r.blocks == nil {
+				r.blocks = make([]int32, 0, s.kv.blocksFor(r.promptLen+r.target+s.k))
+			}
 			s.kv.take(&r.blocks, r.hashes, hits)
 			s.kv.grow(&r.blocks, hitTok+n)
 			r.computed = hitTok
