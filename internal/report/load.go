@@ -189,7 +189,7 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 
 // resetRecord clears a record for reuse, keeping its slices' storage.
 func resetRecord(r latency.Record) latency.Record {
-	return latency.Record{ChunkNS: r.ChunkNS[:0], ChunkTokens: r.ChunkTokens[:0]}
+	return latency.Record{ChunkNS: r.ChunkNS[:0], ChunkTokens: r.ChunkTokens[:0], OtherNS: r.OtherNS[:0]}
 }
 
 // decodeRecord parses one JSON line.

@@ -1,0 +1,73 @@
+package report
+
+import (
+	"html/template"
+	"io"
+	"strings"
+
+	"gonum.org/v1/plot/vg"
+)
+
+// WriteHTML writes the comparison as one self-contained page: the table of
+// differences and the two runs' CDFs of TTFT, TPOT and E2E overlaid.
+func (c *Comparison) WriteHTML(w io.Writer) error {
+	var charts []Chart
+	if c.ra != nil && c.rb != nil && c.ra.a != nil && c.rb.a != nil {
+		for _, m := range []string{"ttft", "tpot", "e2e"} {
+			sa, sb := c.ra.a.sample(m), c.rb.a.sample(m)
+			if len(sa) == 0 || len(sb) == 0 {
+				continue
+			}
+			p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
+			if err := line(p, "A", cdfPoints(sa, 400), 0, false); err != nil {
+				return err
+			}
+			if err := line(p, "B", cdfPoints(sb, 400), 1, false); err != nil {
+				return err
+			}
+			p.Legend.Left = false
+			svg, err := render(p, 4*vg.Inch, 3*vg.Inch)
+			if err != nil {
+				return err
+			}
+			charts = append(charts, Chart{ID: "cdf-" + m, Title: "CDF of " + m, SVG: svg,
+				Caption: "A (baseline) and B (candidate)"})
+		}
+	}
+	return compareHTML.Execute(w, struct {
+		*Comparison
+		Charts []Chart
+		AName  string
+		BName  string
+	}{c, charts, strings.Join(c.A, ", "), strings.Join(c.B, ", ")})
+}
+
+var compareHTML = template.Must(template.New("compare").Funcs(template.FuncMap{
+	"val": fmtVal, "pct": fmtPct, "ms": fmtMS,
+	"svg": func(s string) template.HTML { return template.HTML(s) },
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>tokentrace comparison</title>
+<style>
+body { margin:0; font:15px/1.45 system-ui, "Liberation Sans", Arial, sans-serif; color:#1d2330; background:#f6f7f9; }
+main { max-width:1240px; margin:0 auto; padding:20px 24px 48px; }
+h1 { font-size:22px; } table { border-collapse:collapse; background:#fff; border:1px solid #dde1e8; font-size:13.5px; }
+th, td { padding:5px 10px; border-bottom:1px solid #dde1e8; text-align:right; white-space:nowrap; }
+th:first-child, td:first-child, td:nth-child(2) { text-align:left; } th { background:#eef1f5; }
+.sig { color:#b42318; font-weight:700; }
+.charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(360px,1fr)); gap:14px; margin-top:18px; }
+figure { margin:0; background:#fff; border:1px solid #dde1e8; border-radius:8px; padding:8px; }
+figcaption { color:#5b6475; font-size:12.5px; } svg.chart { width:100%; height:auto; display:block; }
+</style></head><body><main>
+<h1>tokentrace comparison</h1>
+<p>A (baseline): <code>{{.AName}}</code><br>B (candidate): <code>{{.BName}}</code></p>
+<table><tr><th>metric</th><th>stat</th><th>A</th><th>B</th><th>B − A</th><th>Δ%</th><th>95% CI of B − A</th><th>beyond CI</th></tr>
+{{range .Rows}}<tr><td>{{.Metric}}</td><td>{{.Stat}}</td><td>{{val .A .Unit}}</td><td>{{val .B .Unit}}</td><td>{{val .Delta .Unit}}</td><td>{{pct .DeltaPct}}</td>
+<td>{{if .HasCI}}{{ms (index .CI 0)}} … {{ms (index .CI 1)}}{{end}}</td><td>{{if .HasCI}}{{if .Significant}}<span class="sig">yes</span>{{else}}no{{end}}{{end}}</td></tr>
+{{end}}</table>
+{{if .SLOs}}<h2>SLOs</h2><table><tr><th>SLO</th><th>A</th><th>B</th></tr>
+{{range .SLOs}}<tr><td><code>{{.SLO}}</code></td><td>{{.A}}</td><td>{{.B}}</td></tr>{{end}}</table>{{end}}
+<div class="charts">{{range .Charts}}<figure id="fig-{{.ID}}">{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>{{end}}</div>
+{{range .Notes}}<p>{{.}}</p>{{end}}
+</main></body></html>
+`))

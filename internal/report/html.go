@@ -1,0 +1,159 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"slices"
+	"strings"
+)
+
+// WriteHTML writes the report as one self-contained HTML page: styles and
+// charts (SVG from gonum.org/v1/plot) inline, no script, nothing fetched
+// at view time; the diagnosis comes first.
+func (r *Report) WriteHTML(w io.Writer) error {
+	charts, err := r.Charts()
+	if err != nil {
+		return err
+	}
+	data := struct {
+		*Report
+		Charts   []Chart
+		Verdicts []Verdict
+		Title    string
+	}{Report: r, Charts: charts, Title: "tokentrace report"}
+	if len(r.SLOs) > 0 {
+		data.Verdicts = append(slices.Clone(r.SLOs), *r.AllSLOs)
+	}
+	if len(r.Sources) > 0 {
+		data.Title += ": " + strings.Join(r.Sources, ", ")
+	}
+	return htmlPage.Execute(w, data)
+}
+
+var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
+	"ms":    fmtMS,
+	"num":   num,
+	"pct":   func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
+	"svg":   func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot from our numbers
+	"upper": strings.ToUpper,
+	"errs":  func(m map[string]int) string { return strings.TrimPrefix(errorList(m), " ") },
+	"gt0":   func(v float64) bool { return v > 0 },
+}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+:root { --fg:#1d2330; --muted:#5b6475; --line:#dde1e8; --bg:#f6f7f9; --crit:#b42318; --warn:#b54708; --info:#175cd3; --ok:#067647; }
+* { box-sizing: border-box; }
+body { margin:0; font:15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial, sans-serif; color:var(--fg); background:var(--bg); }
+main { max-width:1240px; margin:0 auto; padding:20px 24px 48px; }
+h1 { font-size:22px; margin:0 0 4px; } h2 { font-size:18px; margin:28px 0 10px; border-bottom:1px solid var(--line); padding-bottom:4px; }
+.muted { color:var(--muted); }
+.cards { display:grid; grid-template-columns:repeat(auto-fit,minmax(150px,1fr)); gap:10px; margin:14px 0; }
+.card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:10px 12px; }
+.card b { display:block; font-size:20px; } .card span { color:var(--muted); font-size:13px; }
+.finding { background:#fff; border:1px solid var(--line); border-left:5px solid var(--info); border-radius:6px; padding:10px 14px; margin:10px 0; }
+.finding.critical { border-left-color:var(--crit); } .finding.warning { border-left-color:var(--warn); }
+.finding h3 { margin:0 0 4px; font-size:16px; } .sev { font-size:12px; text-transform:uppercase; letter-spacing:.04em; font-weight:600; }
+.critical .sev { color:var(--crit); } .warning .sev { color:var(--warn); } .info .sev { color:var(--info); }
+.finding ul { margin:6px 0 0; padding-left:20px; }
+table { border-collapse:collapse; background:#fff; border:1px solid var(--line); font-size:13.5px; margin:6px 0; }
+th, td { padding:5px 10px; border-bottom:1px solid var(--line); text-align:right; white-space:nowrap; }
+th:first-child, td:first-child { text-align:left; } th { background:#eef1f5; font-weight:600; }
+.pass { color:var(--ok); font-weight:600; } .fail { color:var(--crit); font-weight:600; } .largest { font-weight:700; }
+.charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(420px,1fr)); gap:14px; }
+figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px; }
+figure.wide { grid-column:1 / -1; }
+figcaption { color:var(--muted); font-size:12.5px; padding:2px 4px; }
+svg.chart { width:100%; height:auto; display:block; }
+.scroll { overflow-x:auto; }
+</style>
+</head>
+<body>
+<main>
+<h1>{{.Title}}</h1>
+<div class="muted">report schema v{{.Schema}} · made by tokentrace from per-request records</div>
+{{with .Summary}}
+<div class="cards">
+  <div class="card"><b>{{.Requests}}</b><span>requests ({{.Succeeded}} ok, {{.Failed}} failed{{if .Errors}}: {{errs .Errors}}{{end}})</span></div>
+  <div class="card"><b>{{printf "%.1f" .DurationS}} s</b><span>duration</span></div>
+  <div class="card"><b>{{num .ThroughputRPS}} req/s</b><span>throughput (offered {{num .OfferedRPS}} req/s)</span></div>
+  <div class="card"><b>{{num .OutputTPS}} tok/s</b><span>output tokens ({{num .TotalTPS}} tok/s total)</span></div>
+</div>
+{{end}}
+{{range .Runs}}{{range .Warnings}}<div class="finding warning"><span class="sev">bench warning</span> {{.}}</div>{{end}}{{end}}
+
+<h2 id="diagnosis">Diagnosis</h2>
+{{if not .Findings}}<p>No problem found by the rules.</p>{{end}}
+{{range .Findings}}
+<div class="finding {{.Severity}}">
+  <span class="sev">{{.Severity}} · {{.Rule}}</span>
+  <h3>{{.Title}}</h3>
+  <div>{{.Evidence}}</div>
+  {{if .Remedies}}<ul>{{range .Remedies}}<li>{{.}}</li>{{end}}</ul>{{end}}
+</div>
+{{end}}
+
+{{if .Verdicts}}
+<h2 id="slos">SLOs</h2>
+<div class="scroll"><table>
+<tr><th>SLO</th><th>value</th><th>95% CI</th><th>status</th><th>attainment</th><th>goodput</th></tr>
+{{range .Verdicts}}<tr><td><code>{{.SLO}}</code></td>
+<td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms .ValueMS}}{{end}}</td>
+<td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms (index .CI 0)}} – {{ms (index .CI 1)}}{{end}}</td>
+<td class="{{.Status}}">{{upper .Status}}{{if .Uncertain}} (threshold inside CI){{end}}</td>
+<td>{{pct .Attainment}}</td><td>{{num .GoodputRPS}} req/s</td></tr>
+{{end}}</table></div>
+{{end}}
+
+{{if .Charts}}
+<h2 id="charts">Charts</h2>
+<div class="charts">
+{{range .Charts}}<figure id="fig-{{.ID}}" class="{{if or (eq .ID "latency-time") (eq .ID "throughput-time") (eq .ID "inflight-time")}}wide{{end}}">{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>
+{{end}}
+</div>
+{{end}}
+
+{{if .Metrics}}
+<h2 id="latency">Latency</h2>
+<div class="scroll"><table>
+<tr><th>metric</th><th>count</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>p95 95% CI</th><th>p99 95% CI</th></tr>
+{{range .Metrics}}<tr><td>{{.Metric}}</td><td>{{.Count}}</td><td>{{ms .Mean}}</td><td>{{ms .P50}}</td><td>{{ms .P90}}</td><td>{{ms .P95}}</td><td>{{ms .P99}}</td><td>{{ms .P999}}</td><td>{{ms .Max}}</td>
+<td>{{ms (index .P95CI 0)}} – {{ms (index .P95CI 1)}}</td><td>{{ms (index .P99CI 0)}} – {{ms (index .P99CI 1)}}{{if not .P99Trusted}} ⚠{{end}}</td></tr>
+{{end}}</table></div>
+<p class="muted">Nearest-rank percentiles; 95% bootstrap intervals. ⚠ fewer than 1,000 values: under 10 lie above the P99, too few to trust it.</p>
+{{end}}
+
+{{with .Decomposition}}{{template "decomp" .}}{{end}}
+{{with .TTFTSplit}}{{template "decomp" .}}{{end}}
+
+{{if .Phases}}
+<h2 id="sweep">Sweep</h2>
+<div class="scroll"><table>
+<tr><th>point</th><th>offered</th><th>throughput</th><th>goodput</th><th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p99</th><th>E2E p99</th><th>SLOs</th></tr>
+{{range .Phases}}<tr><td>{{.Name}}</td><td>{{num .OfferedRPS}}</td><td>{{num .ThroughputRPS}}</td><td>{{num .GoodputRPS}}</td><td>{{pct .Attainment}}</td><td>{{ms .TTFTP50}}</td><td>{{ms .TTFTP99}}</td><td>{{ms .TPOTP99}}</td><td>{{ms .E2EP99}}</td><td class="{{if .SLOsMet}}pass">met{{else}}fail">fail{{end}}</td></tr>
+{{end}}</table></div>
+{{with .Capacity}}<p>Capacity: <b>{{num .RPS}} req/s</b> ({{.Basis}}).</p>{{end}}
+{{end}}
+
+{{if .Notes}}
+<h2 id="notes">Notes</h2>
+<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
+{{end}}
+</main>
+</body>
+</html>
+{{define "decomp"}}
+<h2 id="{{.Of}}">{{if eq .Of "ttft_intended"}}TTFT split (from the intended send){{else}}Where the time goes (E2E from the intended send){{end}}</h2>
+<div class="scroll"><table>
+<tr><th>stage</th>{{range .Groups}}<th>{{.Name}} (n={{.Requests}})</th>{{end}}</tr>
+{{$groups := .Groups}}
+{{range $i, $s := (index .Groups 0).Stages}}<tr><td>{{$s.Stage}}</td>{{range $groups}}{{$st := index .Stages $i}}<td{{if eq $st.Stage .Largest}} class="largest"{{end}}>{{ms $st.MeanMS}} ({{pct $st.Share}})</td>{{end}}</tr>
+{{end}}<tr><td>total</td>{{range .Groups}}<td>{{ms .TotalMS}}</td>{{end}}</tr>
+<tr><td>largest</td>{{range .Groups}}<td>{{.Largest}}</td>{{end}}</tr>
+</table></div>
+{{end}}
+`))
