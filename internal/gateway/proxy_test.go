@@ -115,6 +115,10 @@ func TestStagesSumToClientE2E(t *testing.T) {
 			within++
 		}
 	}
+	if raceEnabled {
+		t.Logf("race detector on: the 1 ms check is skipped (within 1 ms: %d/%d, worst %v)", within, n, worst)
+		return
+	}
 	if within < n*99/100 {
 		t.Errorf("stages within 1 ms of client E2E on %d/%d requests (worst gap %v), want ≥ 99%%", within, n, worst)
 	}
