@@ -92,7 +92,7 @@ type waiter struct {
 
 type waitHeap []*waiter
 
-func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Len() int           { return len(h) }
 func (h waitHeap) Less(i, j int) bool { return before(h[i], h[j]) }
 func (h waitHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
