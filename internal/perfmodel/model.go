@@ -101,6 +101,18 @@ func (m ModelSpec) Validate() error {
 			return fmt.Errorf("%s: %s must be > 0 (got %d)", name, p.f, p.v)
 		}
 	}
+	limits := []struct {
+		f      string
+		v, max int
+	}{{"layers", m.Layers, 10_000}, {"hidden", m.Hidden, 1 << 20}, {"heads", m.Heads, 1 << 16}, {"head_dim", m.HeadDim, 1 << 16},
+		{"intermediate", m.Intermediate, 1 << 22}, {"moe_intermediate", m.MoEIntermediate, 1 << 22}, {"vocab", m.Vocab, 1 << 24},
+		{"experts", m.Experts, 1 << 16}, {"kv_lora_rank", m.KVLoraRank, 1 << 16}, {"q_lora_rank", m.QLoraRank, 1 << 16},
+		{"qk_nope_head_dim", m.QKNopeHeadDim, 1 << 16}, {"qk_rope_head_dim", m.QKRopeHeadDim, 1 << 16}, {"v_head_dim", m.VHeadDim, 1 << 16}}
+	for _, l := range limits {
+		if l.v > l.max {
+			return fmt.Errorf("%s: %s = %d is implausibly large (max %d)", name, l.f, l.v, l.max)
+		}
+	}
 	if m.Experts == 0 || m.DenseLayers > 0 {
 		if m.Intermediate <= 0 {
 			return fmt.Errorf("%s: intermediate must be > 0 (got %d)", name, m.Intermediate)

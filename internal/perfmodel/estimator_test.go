@@ -1,0 +1,349 @@
+package perfmodel
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustModel(t testing.TB, name string) ModelSpec {
+	t.Helper()
+	m, err := LookupModel(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustGPU(t testing.TB, name string) GPU {
+	t.Helper()
+	g, err := LookupGPU(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func mustNew(t testing.TB, cfg Config) *Estimator {
+	t.Helper()
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// Llama-3.1-8B in bf16: 2 (K and V) × 32 layers × 8 KV heads × 128 dims ×
+// 2 bytes = 131,072 B = 128 KiB per token.
+func TestKVBytesPerTokenHandComputed(t *testing.T) {
+	h100 := mustGPU(t, "H100-SXM")
+	tests := []struct {
+		name  string
+		model string
+		tp    int
+		kv    DType
+		want  int64
+	}{
+		{"llama3.1-8b bf16", "Llama-3.1-8B", 1, BF16, 2 * 32 * 8 * 128 * 2},
+		{"llama3.1-8b fp8", "Llama-3.1-8B", 1, FP8, 2 * 32 * 8 * 128 * 1},
+		// TP 8 = KV heads: one head per rank, no replication.
+		{"llama3.1-70b tp8", "Llama-3.1-70B", 8, BF16, 2 * 80 * 8 * 128 * 2},
+		// Mixtral TP 8 > ... 8 KV heads: still one per rank.
+		{"llama2-7b mha", "Llama-2-7B", 1, BF16, 2 * 32 * 32 * 128 * 2},
+		// Qwen2.5-7B has 4 KV heads: at TP 8 each head is held by 2 ranks, so
+		// the group stores 8 heads' worth: 2 × 28 × 8 × 128 × 2.
+		{"qwen2.5-7b tp4 (=kv heads)", "Qwen2.5-7B", 4, BF16, 2 * 28 * 4 * 128 * 2},
+		// DeepSeek-V3 MLA: 61 layers × (512 latent + 64 rope) × 2 B, one copy per rank.
+		{"deepseek-v3 mla tp8", "DeepSeek-V3", 8, BF16, 8 * 61 * (512 + 64) * 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := h100
+			g.MemoryBytes = 1 << 50 // the test is about KV, not fit
+			e := mustNew(t, Config{Model: mustModel(t, tt.model), GPU: g, TP: tt.tp, KVDType: tt.kv})
+			if got := e.KVBytesPerToken(); got != tt.want {
+				t.Errorf("KVBytesPerToken = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	if got := int64(2 * 32 * 8 * 128 * 2); got != 128*1024 {
+		t.Fatalf("hand arithmetic: %d != 128 KiB", got)
+	}
+}
+
+func TestKVHeadReplication(t *testing.T) {
+	// Qwen2.5-72B has 8 KV heads; Qwen2.5-7B has 4 and 28 query heads, so
+	// TP 4 is the largest dividing both. Build a synthetic 2-KV-head model to
+	// see replication at TP 4: each rank holds 1 head, the group 4.
+	m := ModelSpec{Name: "tiny", Layers: 2, Hidden: 512, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 1024, Vocab: 1000}
+	g := mustGPU(t, "H100-SXM")
+	e1 := mustNew(t, Config{Model: m, GPU: g, TP: 1})
+	e4 := mustNew(t, Config{Model: m, GPU: g, TP: 4})
+	if e1.KVBytesPerToken() != 2*2*2*64*2 {
+		t.Errorf("TP1: %d", e1.KVBytesPerToken())
+	}
+	if e4.KVBytesPerToken() != 2*2*4*64*2 { // 2 KV heads replicated to 4
+		t.Errorf("TP4 with replication: %d", e4.KVBytesPerToken())
+	}
+}
+
+func TestMoEExpectedExpertsTouched(t *testing.T) {
+	m := mustModel(t, "Mixtral-8x7B")
+	g := mustGPU(t, "H200")
+	e := mustNew(t, Config{Model: m, GPU: g, TP: 2})
+	// One token touches exactly k = 2 experts; 8 tokens: 8 × (1 − (6/8)^8) = 7.199.
+	if got := e.DecodeStep(1, 100).ExpertsTouched; math.Abs(got-2) > 1e-9 {
+		t.Errorf("1 token: %.4f experts, want 2", got)
+	}
+	if got := e.DecodeStep(8, 100).ExpertsTouched; math.Abs(got-8*(1-math.Pow(0.75, 8))) > 1e-9 {
+		t.Errorf("8 tokens: %.4f experts", got)
+	}
+	// A large batch reads every expert, so its weight bytes approach the
+	// whole model's (per GPU, without the input embedding).
+	full := e.DecodeStep(512, 100).WeightBytes
+	one := e.DecodeStep(1, 100).WeightBytes
+	if !(full > 2.5*one) {
+		t.Errorf("weights read at batch 512 (%.3g) should be far above batch 1 (%.3g)", full, one)
+	}
+}
+
+// The design notes' worked example, corrected (docs/perfmodel.md).
+func TestWorkedExampleLlama2_70B(t *testing.T) {
+	m := mustModel(t, "Llama-2-70B")
+	a100 := mustGPU(t, "A100-80GB-SXM")
+	cfg := Config{Model: m, GPU: a100, TP: 1, WeightDType: FP16, KVDType: FP16, Eff: Roofline()}
+
+	// It does not fit one 80 GB card: the error gives the numbers and TP 2.
+	_, err := New(cfg)
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("New at TP 1: %v, want *NoFitError", err)
+	}
+	if nf.MinTP != 2 || nf.WeightBytes < 137e9 || nf.UsableBytes > 80e9 {
+		t.Errorf("NoFitError = %+v", nf)
+	}
+	for _, want := range []string{"weights 138.0 GB > usable", "smallest TP that fits: 2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if MinTP(cfg) != 2 {
+		t.Errorf("MinTP = %d", MinTP(cfg))
+	}
+
+	// The notes' figures at TP 1 on an imaginary card with room for them.
+	big := cfg
+	big.GPU.MemoryBytes = 1 << 40
+	e1 := mustNew(t, big)
+	// Weights: 68.98 B params × 2 B = 138 GB ("about 140 GB").
+	if w := float64(e1.WeightBytes()); math.Abs(w-137.95e9) > 0.1e9 {
+		t.Errorf("weights %.2f GB, want 137.95", w/1e9)
+	}
+	// A decode step reads them all: 137.4 GB (no input embedding) / 2.039 TB/s
+	// = 67.4 ms: the notes' "at least 70 ms" with 140 GB at 2 TB/s.
+	dec := e1.DecodeStep(1, 512)
+	if got := dec.Memory.Seconds() * 1e3; math.Abs(got-67.4) > 0.3 {
+		t.Errorf("decode memory time %.2f ms, want ≈ 67.4", got)
+	}
+	if dec.Bound != "memory" {
+		t.Errorf("decode bound %s", dec.Bound)
+	}
+	// The prefill: 2 FLOPs per parameter per token. With the nominal 70 B:
+	// 2 × 70e9 × 512 = 71.7 TFLOP (the notes said 35.8, forgetting the 2).
+	// The model counts 68.71 B multiplied params + attention: 70.5 TFLOP,
+	// 226 ms at 312 TFLOP/s (the notes said 115 ms).
+	pre := e1.PrefillStep(512)
+	if got := pre.FLOPs / 1e12; math.Abs(got-70.52) > 0.1 {
+		t.Errorf("prefill FLOPs %.2f T, want ≈ 70.52", got)
+	}
+	if nominal := 2 * 70e9 * 512 / 1e12; math.Abs(nominal-71.68) > 0.01 {
+		t.Errorf("nominal %.2f", nominal)
+	}
+	if got := pre.Compute.Seconds() * 1e3; math.Abs(got-226) > 1.5 {
+		t.Errorf("prefill compute %.1f ms, want ≈ 226", got)
+	}
+	// TTFT at TP 1 would be ≈ 226 ms (compute-bound), not 185 ms.
+	if got := pre.Total.Seconds() * 1e3; math.Abs(got-226) > 1.5 || pre.Bound != "compute" {
+		t.Errorf("TTFT at TP1 %.1f ms (%s)", got, pre.Bound)
+	}
+
+	// At the smallest TP that fits, 2: half the FLOPs and bytes per GPU plus
+	// 160 all-reduces of 512 × 8192 × 2 B = 8.39 MB: each 2(1/2) × 8.39 MB /
+	// 300 GB/s = 28 µs → 4.47 ms. TTFT = 113 + 4.5 = 117 ms; TPOT = 33.7 ms.
+	cfg.TP = 2
+	e2 := mustNew(t, cfg)
+	p2 := e2.PrefillStep(512)
+	if got := p2.Comm.Seconds() * 1e3; math.Abs(got-4.47) > 0.02 {
+		t.Errorf("TP2 comm %.3f ms, want 4.47", got)
+	}
+	if got := p2.Total.Seconds() * 1e3; math.Abs(got-117.5) > 1 {
+		t.Errorf("TP2 TTFT %.1f ms, want ≈ 117.5", got)
+	}
+	if got := e2.DecodeStep(1, 512).Total.Seconds() * 1e3; math.Abs(got-33.7) > 0.3 {
+		t.Errorf("TP2 decode %.2f ms, want ≈ 33.7", got)
+	}
+}
+
+func TestSpeculativeDecoding(t *testing.T) {
+	if got := ExpectedTokens(4, 0.8); math.Abs(got-(1-math.Pow(0.8, 5))/0.2) > 1e-12 {
+		t.Errorf("E(4, .8) = %v", got)
+	}
+	if ExpectedTokens(4, 0) != 1 {
+		t.Error("α = 0 yields 1 token")
+	}
+	g := mustGPU(t, "H100-SXM")
+	draft := mustModel(t, "Llama-3.1-8B")
+	e := mustNew(t, Config{Model: mustModel(t, "Llama-3.1-70B"), GPU: g, TP: 4, DraftModel: &draft})
+	small, err := e.Estimate(Workload{Input: 512, Output: 256, Batch: 1, SpecK: 4, SpecAlpha: 0.8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Spec.Speedup <= 1.3 {
+		t.Errorf("batch 1, α 0.8: speed-up %.2f, want a clear gain", small.Spec.Speedup)
+	}
+	low, _ := e.Estimate(Workload{Input: 512, Output: 256, Batch: 1, SpecK: 4, SpecAlpha: 0.1})
+	if low.Spec.Speedup >= 1 {
+		t.Errorf("α 0.1: speed-up %.2f, want < 1 (draft cost not repaid)", low.Spec.Speedup)
+	}
+	big, _ := e.Estimate(Workload{Input: 512, Output: 256, Batch: 256, SpecK: 4, SpecAlpha: 0.8})
+	if big.Spec.Speedup >= small.Spec.Speedup || big.Spec.Bound != "compute" {
+		t.Errorf("batch 256: speed-up %.2f (bound %s), want below batch 1's %.2f and compute-bound", big.Spec.Speedup, big.Spec.Bound, small.Spec.Speedup)
+	}
+	if be := small.Spec.BreakEvenAlpha; !(be > 0 && be < 0.8) {
+		t.Errorf("break-even α %.3f", be)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	g := mustGPU(t, "H100-SXM")
+	m := mustModel(t, "Llama-3.1-8B")
+	e := mustNew(t, Config{Model: m, GPU: g})
+	bad := []struct {
+		w    Workload
+		want string
+	}{
+		{Workload{Input: 0, Output: 10, Batch: 1}, "input length"},
+		{Workload{Input: 10, Output: -1, Batch: 1}, "output length"},
+		{Workload{Input: 10, Output: 10, Batch: 0}, "batch size"},
+		{Workload{Input: 10, Output: 10, Batch: 1, SpecK: 0, SpecAlpha: 0.5}, "draft length"},
+		{Workload{Input: 10, Output: 10, Batch: 1, SpecK: 4, SpecAlpha: 1}, "α"},
+		{Workload{Input: 10, Output: 10, Batch: 1, SpecK: 4, SpecAlpha: -0.1}, "α"},
+		{Workload{Input: 10, Output: 10, Batch: 1, SpecK: 4, SpecAlpha: math.NaN()}, "α"},
+	}
+	for _, b := range bad {
+		if _, err := e.Estimate(b.w); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("Estimate(%+v) = %v, want error with %q", b.w, err, b.want)
+		}
+	}
+	if _, err := ParseDType("fp4"); err == nil || !strings.Contains(err.Error(), "bf16, fp16, fp8, int8, int4") {
+		t.Errorf("ParseDType: %v", err)
+	}
+	for _, cfg := range []Config{
+		{Model: m, GPU: g, TP: 3},
+		{Model: m, GPU: g, WeightDType: "fp4"},
+		{Model: m, GPU: g, KVDType: INT4},
+		{Model: m, GPU: g, MemUtil: 1.5},
+		{Model: m, GPU: g, Eff: Efficiency{Compute: 2, Memory: 1, Interconnect: 1}},
+		{Model: ModelSpec{Name: "x"}, GPU: g},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+	if _, err := e.TTFT(0); err == nil {
+		t.Error("TTFT(0) accepted")
+	}
+}
+
+func TestEstimateFormulas(t *testing.T) {
+	e := mustNew(t, Config{Model: mustModel(t, "Llama-3.1-8B"), GPU: mustGPU(t, "H100-SXM")})
+	r, err := e.Estimate(Workload{Input: 1000, Output: 200, Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.E2E != r.TTFT+199*r.TPOT {
+		t.Errorf("E2E %v != TTFT + 199 × TPOT", r.E2E)
+	}
+	if got, want := r.KVBytesPerSeq, int64(1200*131072); got != want {
+		t.Errorf("KV per seq %d, want %d", got, want)
+	}
+	if got, want := r.MaxConcurrentSeqs, e.KVCapacityTokens()/1200; got != want {
+		t.Errorf("max seqs %d, want %d", got, want)
+	}
+	if math.Abs(r.UserTokPerSec-1/r.TPOT.Seconds()) > 1e-9 || math.Abs(r.TotalTokPerSec-4*200/r.E2E.Seconds()) > 1e-9 {
+		t.Errorf("tok/s %+v", r)
+	}
+	s := r.Shares
+	if r.Bound == "memory" && math.Abs(s.Memory+s.Comm+s.Overhead-1) > 1e-6 {
+		t.Errorf("shares of a memory-bound step should sum to 1: %+v", s)
+	}
+	// KV capacity: (0.9 × 80 GiB − reserve − weights) / 128 KiB.
+	c := e.Config()
+	want := (int64(0.9*float64(80<<30)) - c.ReserveBytes - e.WeightBytes()) / 131072
+	if d := e.KVCapacityTokens() - want; d < -1 || d > 1 {
+		t.Errorf("capacity %d, want %d", e.KVCapacityTokens(), want)
+	}
+}
+
+// A mixed batch costs what its parts imply: the step time of a batch is
+// monotone in tokens and context, and StepTime ignores empty sequences.
+func TestStepTimeMonotone(t *testing.T) {
+	e := mustNew(t, Config{Model: mustModel(t, "Llama-3.1-8B"), GPU: mustGPU(t, "H100-SXM")})
+	var b Batch
+	b.Add(512, 0)
+	base := e.StepTime(&b)
+	b.Add(1, 4000)
+	more := e.StepTime(&b)
+	b.Add(0, 100) // nothing to compute
+	same := e.StepTime(&b)
+	if !(more > base) || same != more {
+		t.Errorf("base %v, +decode %v, +empty %v", base, more, same)
+	}
+	b.Reset()
+	if e.StepTime(&b) != 0 {
+		t.Error("empty batch should cost 0")
+	}
+}
+
+func mixedBatch(n int) *Batch {
+	var b Batch
+	for i := range n {
+		if i%32 == 0 {
+			b.Add(512, 1024*(i%4))
+		} else {
+			b.Add(1, 500+37*i)
+		}
+	}
+	return &b
+}
+
+// Target: ≤ 2 µs and 0 allocations per call for a 256-sequence mixed batch.
+func BenchmarkStepTime256(b *testing.B) {
+	e := mustNew(b, Config{Model: mustModel(b, "Llama-3.1-70B"), GPU: mustGPU(b, "H100-SXM"), TP: 4})
+	batch := mixedBatch(256)
+	b.ReportAllocs()
+	var sink time.Duration
+	for b.Loop() {
+		sink += e.StepTime(batch)
+	}
+	_ = sink
+}
+
+func BenchmarkStepTime256MoE(b *testing.B) {
+	e := mustNew(b, Config{Model: mustModel(b, "Mixtral-8x7B"), GPU: mustGPU(b, "H100-SXM"), TP: 2})
+	batch := mixedBatch(256)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.StepTime(batch)
+	}
+}
+
+func TestStepTimeAllocs(t *testing.T) {
+	e := mustNew(t, Config{Model: mustModel(t, "Mixtral-8x7B"), GPU: mustGPU(t, "H100-SXM"), TP: 2})
+	batch := mixedBatch(256)
+	if n := testing.AllocsPerRun(100, func() { e.StepTime(batch) }); n != 0 {
+		t.Errorf("StepTime allocates %v times per call", n)
+	}
+}

@@ -1,0 +1,172 @@
+package perfmodel
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Request is what `tokentrace estimate` asks: names as the user typed them,
+// resolved by Plan.
+type Request struct {
+	Model   string // catalog name, or a path to a config.json
+	GPU     string
+	GPUFile string // optional YAML catalog extending/overriding the built-in one
+	// TP is the tensor-parallel degree; 0 picks the smallest that fits.
+	TP          int
+	WeightDType string
+	KVDType     string
+	MemUtil     float64
+	// Eff overrides the defaults field by field (nil keeps the GPU family's
+	// default). Roofline sets every efficiency to 1 and every overhead to 0
+	// first.
+	Eff      EffOverride
+	Roofline bool
+	Input    int
+	Output   int
+	Batches  []int
+	SpecK    int
+	Alpha    float64
+	// DraftModel (catalog name or config.json) is the speculative draft.
+	DraftModel string
+}
+
+// Result is a Request resolved and estimated, one Estimate per batch size.
+type Result struct {
+	Est     *Estimator
+	Model   ModelSpec
+	GPU     GPU
+	TPAuto  bool
+	Work    Workload
+	Draft   *ModelSpec
+	Rows    []Estimate
+	Explain Workload // the workload of the first row, for --explain
+}
+
+// Plan resolves req and estimates each batch size. Bad input gives an error
+// that says what to fix: unknown names (with the nearest known one), weights
+// that do not fit (with the numbers and the smallest TP that does), lengths
+// ≤ 0, α outside [0, 1), k < 1, unknown precisions.
+func Plan(req Request) (*Result, error) {
+	model, err := ResolveModel(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	cat := BuiltinGPUs()
+	if req.GPUFile != "" {
+		if cat, err = LoadGPUCatalogFile(req.GPUFile); err != nil {
+			return nil, err
+		}
+	}
+	gpu, err := cat.Lookup(req.GPU)
+	if err != nil {
+		return nil, err
+	}
+	wd, err := ParseDType(orDefault(req.WeightDType, "bf16"))
+	if err != nil {
+		return nil, fmt.Errorf("--dtype: %w", err)
+	}
+	kd, err := ParseDType(orDefault(req.KVDType, "bf16"))
+	if err != nil {
+		return nil, fmt.Errorf("--kv-dtype: %w", err)
+	}
+	if !kd.validKV() {
+		return nil, fmt.Errorf("--kv-dtype: %s is not a KV-cache precision (bf16, fp16, fp8, int8)", kd)
+	}
+	if len(req.Batches) == 0 {
+		return nil, errors.New("at least one batch size is required")
+	}
+	work := Workload{Input: req.Input, Output: req.Output, Batch: req.Batches[0], SpecK: req.SpecK, SpecAlpha: req.Alpha}
+	for _, b := range req.Batches {
+		work.Batch = b
+		if err := work.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if req.MemUtil != 0 && !(req.MemUtil > 0 && req.MemUtil <= 1) {
+		return nil, fmt.Errorf("--mem-util must be in (0, 1] (got %g)", req.MemUtil)
+	}
+	eff := DefaultEfficiency(gpu)
+	if req.Roofline {
+		eff = Roofline()
+	}
+	eff = overlay(eff, req.Eff)
+	if err := eff.Validate(); err != nil {
+		return nil, err
+	}
+	cfg := Config{Model: model, GPU: gpu, TP: req.TP, WeightDType: wd, KVDType: kd, MemUtil: req.MemUtil, Eff: eff}
+	var draft *ModelSpec
+	if req.DraftModel != "" {
+		d, err := ResolveModel(req.DraftModel)
+		if err != nil {
+			return nil, fmt.Errorf("--draft-model: %w", err)
+		}
+		draft = &d
+		cfg.DraftModel = draft
+	}
+	res := &Result{Model: model, GPU: gpu, Draft: draft}
+	if req.TP == 0 {
+		res.TPAuto = true
+		tp := MinTP(cfg)
+		if tp == 0 {
+			cfg.TP = 64
+			_, err := New(cfg)
+			return nil, fmt.Errorf("%w (tried TP 1 to 64)", err)
+		}
+		cfg.TP = tp
+	}
+	e, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res.Est = e
+	for _, b := range req.Batches {
+		work.Batch = b
+		r, err := e.Estimate(work)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, r)
+	}
+	work.Batch = req.Batches[0]
+	res.Work = work
+	res.Explain = work
+	return res, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// EffOverride sets some efficiency factors; nil fields keep the default.
+type EffOverride struct {
+	Compute, Memory, Interconnect                 *float64
+	AllReduceLatency, StepOverhead, LayerOverhead *time.Duration
+}
+
+// overlay replaces base's fields with o's set ones.
+func overlay(base Efficiency, o EffOverride) Efficiency {
+	setF := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setD := func(dst *time.Duration, v *time.Duration) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setF(&base.Compute, o.Compute)
+	setF(&base.Memory, o.Memory)
+	setF(&base.Interconnect, o.Interconnect)
+	setD(&base.AllReduceLatency, o.AllReduceLatency)
+	setD(&base.StepOverhead, o.StepOverhead)
+	setD(&base.LayerOverhead, o.LayerOverhead)
+	return base
+}
+
+// durationMS is a duration in milliseconds, for JSON.
+func durationMS(d time.Duration) float64 { return float64(d) / 1e6 }
