@@ -148,6 +148,37 @@ func (a *analysis) summary(rep *Report, warmup int) {
 		s.TotalTPS = float64(s.InputTokens+s.OutputTokens) / s.DurationS
 	}
 	s.OfferedRPS = offeredRate(a.rows, nil)
+	s.CompletionRPS = completionRate(a.rows, nil)
+}
+
+// completionRate is (n − 1) / (last end − first end) over the successful
+// rows that keep returns true for, per source, summed.
+func completionRate(rows []row, keep func(*row) bool) float64 {
+	type acc struct {
+		n      int
+		lo, hi int64
+	}
+	bySrc := map[uint16]*acc{}
+	for i := range rows {
+		r := &rows[i]
+		if !r.ok() || (keep != nil && !keep(r)) {
+			continue
+		}
+		x := bySrc[r.src]
+		if x == nil {
+			x = &acc{lo: r.end, hi: r.end}
+			bySrc[r.src] = x
+		}
+		x.n++
+		x.lo, x.hi = min(x.lo, r.end), max(x.hi, r.end)
+	}
+	var rate float64
+	for _, x := range bySrc {
+		if x.n > 1 && x.hi > x.lo {
+			rate += float64(x.n-1) / (float64(x.hi-x.lo) / 1e9)
+		}
+	}
+	return rate
 }
 
 // offeredRate is (n − 1) / (last − first intended send) over the rows that
@@ -549,6 +580,7 @@ func (a *analysis) phaseSummaries(rep *Report) {
 		}
 		ph.DurationS = float64(d) / 1e9
 		ph.OfferedRPS = offeredRate(a.rows, func(r *row) bool { return r.phase == p })
+		ph.CompletionRPS = completionRate(a.rows, func(r *row) bool { return r.phase == p })
 		if pt, ok := points[a.phases[p]]; ok {
 			if pt.OfferedRate > 0 {
 				ph.OfferedRPS = pt.OfferedRate
@@ -581,13 +613,14 @@ func (a *analysis) phaseSummaries(rep *Report) {
 		return x.Concurrency - y.Concurrency
 	})
 	// Capacity: the highest offered rate whose SLOs hold and whose
-	// throughput keeps up (≥ 95 % of offered); without SLOs, the last that keeps up.
+	// completion rate keeps up (≥ 95 % of offered); without SLOs, the last
+	// that keeps up.
 	for _, ph := range rep.Phases {
-		keeps := ph.OfferedRPS > 0 && ph.ThroughputRPS >= 0.95*ph.OfferedRPS
+		keeps := ph.OfferedRPS > 0 && ph.CompletionRPS >= 0.95*ph.OfferedRPS
 		if keeps && (len(a.opts.SLOs) == 0 || ph.SLOsMet) {
-			basis := "highest offered rate whose throughput kept up (≥95% of offered)"
+			basis := "highest offered rate whose completion rate kept up (≥95% of offered)"
 			if len(a.opts.SLOs) > 0 {
-				basis = "highest offered rate meeting every SLO with throughput ≥95% of offered"
+				basis = "highest offered rate meeting every SLO with completion rate ≥95% of offered"
 			}
 			rep.Capacity = &Capacity{RPS: ph.OfferedRPS, Phase: ph.Name, Basis: basis}
 		}

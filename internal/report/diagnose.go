@@ -148,13 +148,16 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		return Finding{}, false
 	}
 	s := rep.Summary
-	overloaded := s.OfferedRPS > 1.05*s.ThroughputRPS && s.ThroughputRPS > 0
-	capacity, capBasis := s.ThroughputRPS, "requests completed per second over the run"
+	overloaded := s.OfferedRPS > 1.05*s.CompletionRPS && s.CompletionRPS > 0
+	capacity, capBasis := s.CompletionRPS, "the steady rate requests completed at while overloaded"
+	if !overloaded {
+		capBasis = "the rate requests completed at; the run did not saturate the server, so capacity is at least this"
+	}
 	if rep.Capacity != nil {
 		capacity, capBasis = rep.Capacity.RPS, rep.Capacity.Basis
 	}
 	tail := group(rep.TTFTSplit, "p95+")
-	nums := map[string]float64{"offered_rps": s.OfferedRPS, "throughput_rps": s.ThroughputRPS, "capacity_rps": capacity}
+	nums := map[string]float64{"offered_rps": s.OfferedRPS, "completion_rps": s.CompletionRPS, "capacity_rps": capacity}
 	var ev string
 	if s.ServerSplit*2 >= s.Succeeded && tail != nil {
 		share := tail.share(latency.StageServerQueue)
@@ -188,7 +191,7 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	if overloaded {
 		sev = "critical"
 		ev += fmt.Sprintf(" Requests arrived at %s req/s but completed at %s req/s: the offered rate is "+
-			"above the measured capacity.", num(s.OfferedRPS), num(s.ThroughputRPS))
+			"above the measured capacity.", num(s.OfferedRPS), num(s.CompletionRPS))
 	}
 	ev += fmt.Sprintf(" Measured capacity: %s req/s (%s).", num(capacity), capBasis)
 	return Finding{

@@ -59,6 +59,10 @@ type Summary struct {
 	DurationS     float64 `json:"duration_s"`
 	OfferedRPS    float64 `json:"offered_rps"`    // (requests − 1) / (last − first intended send)
 	ThroughputRPS float64 `json:"throughput_rps"` // successes / duration
+	// CompletionRPS is (successes − 1) / (last end − first end): the steady
+	// rate at which requests completed, free of the start-up and drain
+	// time that the duration includes. Under overload it is the capacity.
+	CompletionRPS float64 `json:"completion_rps"`
 	OutputTPS     float64 `json:"output_tok_s"`
 	TotalTPS      float64 `json:"total_tok_s"`
 	InputTokens   int64   `json:"input_tokens"`
@@ -153,6 +157,7 @@ type Phase struct {
 	Succeeded     int     `json:"succeeded"`
 	DurationS     float64 `json:"duration_s"`
 	ThroughputRPS float64 `json:"throughput_rps"`
+	CompletionRPS float64 `json:"completion_rps"`
 	GoodputRPS    float64 `json:"goodput_rps"`
 	Attainment    float64 `json:"attainment"`
 	TTFTP50       float64 `json:"ttft_p50_ms"`

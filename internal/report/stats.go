@@ -58,6 +58,15 @@ func bootstrapCI(sorted []int64, p float64, b int, rng *rand.Rand) (lo, hi int64
 	if n == 1 {
 		return sorted[0], sorted[0]
 	}
+	vals := drawOrderStats(sorted, p, b, rng)
+	slices.Sort(vals)
+	return percentile(vals, 2.5), percentile(vals, 97.5)
+}
+
+// drawOrderStats draws b bootstrap replicates of the nearest-rank
+// percentile p of an ascending sample (see bootstrapCI).
+func drawOrderStats(sorted []int64, p float64, b int, rng *rand.Rand) []int64 {
+	n := len(sorted)
 	k := rank(p, n)
 	beta := distuv.Beta{Alpha: float64(k), Beta: float64(n + 1 - k), Src: rng}
 	vals := make([]int64, b)
@@ -65,8 +74,7 @@ func bootstrapCI(sorted []int64, p float64, b int, rng *rand.Rand) (lo, hi int64
 		j := int(float64(n) * beta.Rand())
 		vals[i] = sorted[min(max(j, 0), n-1)]
 	}
-	slices.Sort(vals)
-	return percentile(vals, 2.5), percentile(vals, 97.5)
+	return vals
 }
 
 // bootstrapDiffCI is the 95 % bootstrap interval of percentile p of b minus
@@ -75,19 +83,10 @@ func bootstrapDiffCI(a, b []int64, p float64, resamples int, rng *rand.Rand) (lo
 	if len(a) < 2 || len(b) < 2 || resamples <= 0 {
 		return 0, 0, false
 	}
-	draw := func(sorted []int64) func() int64 {
-		n := len(sorted)
-		k := rank(p, n)
-		beta := distuv.Beta{Alpha: float64(k), Beta: float64(n + 1 - k), Src: rng}
-		return func() int64 {
-			j := int(float64(n) * beta.Rand())
-			return sorted[min(max(j, 0), n-1)]
-		}
-	}
-	da, db := draw(a), draw(b)
+	da, db := drawOrderStats(a, p, resamples, rng), drawOrderStats(b, p, resamples, rng)
 	d := make([]float64, resamples)
 	for i := range d {
-		d[i] = float64(db() - da())
+		d[i] = float64(db[i] - da[i])
 	}
 	slices.Sort(d)
 	at := func(q float64) float64 { return d[rank(q, len(d))-1] }

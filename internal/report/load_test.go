@@ -1,0 +1,197 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+func writeRecords(t *testing.T, dir string, reqs []synthReq, tail string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for i, s := range reqs {
+		line, err := json.Marshal(s.record(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	b.WriteString(tail)
+	path := filepath.Join(dir, RecordsFile)
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadTruncatedLastLine(t *testing.T) {
+	dir := t.TempDir()
+	writeRecords(t, dir, baseline(20, 10, 1), `{"v":1,"id":"cut","sent_ns":12,"chunk_ns":[1,2,`)
+	rep, err := Load(context.Background(), []string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Summary.Requests != 20 {
+		t.Errorf("kept %d records, want the 20 complete ones", rep.Summary.Requests)
+	}
+	if !containsNote(rep, "dropped the incomplete last line 21") || !containsNote(rep, "20 complete records") {
+		t.Errorf("notes do not say what was dropped: %q", rep.Notes)
+	}
+}
+
+func TestLoadMalformedLineIsSkippedAndSaid(t *testing.T) {
+	dir := t.TempDir()
+	path := writeRecords(t, dir, baseline(5, 10, 1), "")
+	b, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(b), "\n")
+	bad := strings.Join(lines[:2], "") + "not json\n" + strings.Join(lines[2:], "")
+	os.WriteFile(path, []byte(bad), 0o644)
+	rep, err := Load(context.Background(), []string{path}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Summary.Requests != 5 || !containsNote(rep, "skipped 1 malformed line(s) (lines 3)") {
+		t.Errorf("requests %d, notes %q", rep.Summary.Requests, rep.Notes)
+	}
+}
+
+func TestLoadNewerSchemaIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeRecords(t, dir, baseline(3, 10, 1), `{"v":99,"id":"future","sent_ns":1}`+"\n")
+	_, err := Load(context.Background(), []string{dir}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "schema v99 is newer") || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("err = %v, want a refusal naming the schema and line", err)
+	}
+}
+
+func TestLoadNoRecords(t *testing.T) {
+	empty := t.TempDir()
+	os.WriteFile(filepath.Join(empty, RecordsFile), nil, 0o644)
+	noFile := t.TempDir()
+	for _, tc := range []struct{ path, want string }{
+		{empty, "file is empty"},
+		{noFile, "no requests.jsonl in it"},
+		{filepath.Join(noFile, "missing"), "no such file"},
+	} {
+		_, err := Load(context.Background(), []string{tc.path}, Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.path, err, tc.want)
+		}
+		if tc.want != "no such file" && !errors.Is(err, ErrNoRecords) {
+			t.Errorf("%s: err %v does not wrap ErrNoRecords", tc.path, err)
+		}
+	}
+}
+
+func TestOnlyErrorsGivesPartialReport(t *testing.T) {
+	reqs := baseline(10, 10, 1)
+	for i := range reqs {
+		reqs[i].err = latency.ErrConnect
+	}
+	rep := collect(Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, reqs)
+	if rep.Summary.Failed != 10 || rep.Summary.Errors[latency.ErrConnect] != 10 {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+	if !containsNote(rep, "no successful requests (10 failed)") {
+		t.Errorf("notes %q", rep.Notes)
+	}
+	if rep.SLOs[0].Status != "no data" || rep.AllSLOs.Status != "fail" || rep.AllSLOs.Attainment != 0 {
+		t.Errorf("verdicts %+v %+v", rep.SLOs, rep.AllSLOs)
+	}
+	var b bytes.Buffer
+	for _, w := range []func(*bytes.Buffer) error{
+		func(b *bytes.Buffer) error { return rep.WriteText(b) }, func(b *bytes.Buffer) error { return rep.WriteMarkdown(b) },
+		func(b *bytes.Buffer) error { return rep.WriteJSON(b) }, func(b *bytes.Buffer) error { return rep.WriteCSV(b) },
+		func(b *bytes.Buffer) error { return rep.WriteHTML(b) },
+	} {
+		b.Reset()
+		if err := w(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "connect") {
+			t.Errorf("output does not name the error kind:\n%s", b.String())
+		}
+	}
+}
+
+func TestLoadSweepFolderAndRunInfo(t *testing.T) {
+	root := t.TempDir()
+	for i, rate := range []float64{5, 10, 20} {
+		reqs := baseline(100, rate, uint64(i))
+		for j := range reqs {
+			reqs[j].phase = "rate=" + []string{"5", "10", "20"}[i]
+		}
+		dir := filepath.Join(root, []string{"a-5", "b-10", "c-20"}[i])
+		writeRecords(t, dir, reqs, "")
+		if err := WriteRunInfo(dir, RunInfo{OfferedRate: rate, Points: []SweepPoint{{Phase: reqs[0].phase, OfferedRate: rate}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Load(context.Background(), []string{root}, Options{SLOs: mustSLOs(t, "ttft:p99<=1s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sources) != 3 || len(rep.Runs) != 3 || len(rep.Phases) != 3 {
+		t.Fatalf("sources %d runs %d phases %d", len(rep.Sources), len(rep.Runs), len(rep.Phases))
+	}
+	if rep.Phases[0].OfferedRPS != 5 || rep.Phases[2].OfferedRPS != 20 || rep.Capacity == nil || rep.Capacity.RPS != 20 {
+		t.Errorf("phases %+v capacity %+v", rep.Phases, rep.Capacity)
+	}
+}
+
+func TestRunInfoBadJSONIsANote(t *testing.T) {
+	dir := t.TempDir()
+	writeRecords(t, dir, baseline(5, 10, 1), "")
+	os.WriteFile(filepath.Join(dir, RunInfoFile), []byte("{"), 0o644)
+	rep, err := Load(context.Background(), []string{dir}, Options{})
+	if err != nil || !containsNote(rep, "run metadata ignored") {
+		t.Fatalf("err %v notes %q", err, rep.Notes)
+	}
+}
+
+func containsNote(rep *Report, s string) bool {
+	for _, n := range rep.Notes {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func FuzzReadRecords(f *testing.F) {
+	var b bytes.Buffer
+	for i, s := range baseline(3, 10, 1) {
+		line, _ := json.Marshal(s.record(i))
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	f.Add(b.Bytes())
+	f.Add([]byte(`{"v":1,"id":"x","sent_ns":5,"end_ns":1,"first_token_ns":3,"output_tokens":-4,"chunk_ns":[9,1]}` + "\n"))
+	f.Add([]byte(`{"v":1,"error_kind":"timeout"}` + "\n{"))
+	f.Add([]byte("\n\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := NewCollector(Options{Resamples: 20, SLOs: []latency.SLO{{Metric: latency.ITL, Percentile: 99, Max: 1}}})
+		if _, err := readRecords(context.Background(), c, bytes.NewReader(data), "fuzz"); err != nil {
+			return
+		}
+		rep := c.Report()
+		var out bytes.Buffer
+		if err := rep.WriteText(&out); err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.WriteJSON(&out); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
