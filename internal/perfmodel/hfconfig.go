@@ -19,9 +19,13 @@ func LoadModelConfig(path string) (ModelSpec, error) {
 	if err != nil {
 		return ModelSpec{}, fmt.Errorf("model config: %w", err)
 	}
-	name := filepath.Base(filepath.Dir(path))
-	if name == "." || name == "/" || name == "" {
-		name = strings.TrimSuffix(filepath.Base(path), ".json")
+	// A checkpoint's config.json is named for its directory; any other
+	// file for itself.
+	name := strings.TrimSuffix(filepath.Base(path), ".json")
+	if strings.EqualFold(filepath.Base(path), "config.json") {
+		if abs, err := filepath.Abs(path); err == nil {
+			name = filepath.Base(filepath.Dir(abs))
+		}
 	}
 	m, err := ParseModelConfig(data, name)
 	if err != nil {
