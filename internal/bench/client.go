@@ -1,0 +1,463 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/sse"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// Endpoints.
+const (
+	EndpointChat        = "chat"
+	EndpointCompletions = "completions"
+)
+
+// Target is the server under test and how to talk to it.
+type Target struct {
+	// BaseURL is the server's base URL, with or without the trailing /v1.
+	BaseURL string
+	// Endpoint is EndpointChat or EndpointCompletions.
+	Endpoint string
+	Model    string
+	APIKey   string
+	// Headers are sent with every request.
+	Headers http.Header
+	// Stream asks for a server-sent event stream.
+	Stream bool
+	// IgnoreEOS and MinTokens force the output length where the server
+	// allows it (vLLM's ignore_eos; min_tokens = max_tokens).
+	IgnoreEOS, MinTokens bool
+	// ContinuousUsage asks for token counts on every chunk
+	// (stream_options.continuous_usage_stats, a vLLM extension).
+	ContinuousUsage bool
+	// ReturnMetrics asks a tokentrace server for its per-request metrics
+	// object (return_metrics); the Server-Timing trailer comes without it.
+	ReturnMetrics bool
+	// Timeout fails a request that receives nothing for this long (from
+	// the send, or since its last byte). 0 means 10 minutes.
+	Timeout time.Duration
+}
+
+// apiURL joins the base URL and the endpoint path.
+func (t Target) apiURL(path string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(t.BaseURL))
+	if err != nil {
+		return "", fmt.Errorf("url %q: %w", t.BaseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("url %q: want http://host[:port][/v1] or https://…", t.BaseURL)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	if !strings.HasSuffix(p, "/v1") {
+		p += "/v1"
+	}
+	u.Path = p + path
+	return u.String(), nil
+}
+
+func (t Target) endpointPath() string {
+	if t.Endpoint == EndpointCompletions {
+		return "/completions"
+	}
+	return "/chat/completions"
+}
+
+// Client sends requests to a Target and measures them into records. It is
+// safe for concurrent use.
+type Client struct {
+	target  Target
+	url     string
+	hc      *http.Client
+	now     func() int64
+	timeout time.Duration
+	bufs    sync.Pool
+}
+
+// NewClient returns a client of t. now reads the run's monotonic clock
+// (nanoseconds since the start instant); every instant in a record comes
+// from it. maxConns bounds connections to the server (0: no bound).
+func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
+	if t.Endpoint != EndpointChat && t.Endpoint != EndpointCompletions {
+		return nil, fmt.Errorf("endpoint %q: want chat or completions", t.Endpoint)
+	}
+	u, err := t.apiURL(t.endpointPath())
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: 100000,
+		MaxConnsPerHost:     maxConns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  true, // a gzip layer would batch events
+		ForceAttemptHTTP2:   true,
+		WriteBufferSize:     8 << 10,
+		ReadBufferSize:      4 << 10,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+	to := t.Timeout
+	if to <= 0 {
+		to = 10 * time.Minute
+	}
+	return &Client{target: t, url: u, hc: &http.Client{Transport: tr}, now: now, timeout: to}, nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// URL is the endpoint the client posts to.
+func (c *Client) URL() string { return c.url }
+
+var errSilence = errors.New("no bytes within the timeout")
+
+// Do sends req and measures it into rec, whose ID, IntendedNS and labels
+// the caller has set. It never returns an error: every failure is recorded
+// on rec with its kind (latency.Err*). ctx cancels the request (the run was
+// stopped).
+func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Record) {
+	rec.Schema = latency.RecordSchema
+	rec.Model = c.target.Model
+	rec.Stream = c.target.Stream
+	bp, _ := c.bufs.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, 0, 1024)
+		bp = &b
+	}
+	body := c.appendBody((*bp)[:0], req)
+	defer func() { *bp = body[:0]; c.bufs.Put(bp) }()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watch := time.AfterFunc(c.timeout, func() { cancel(errSilence) })
+	defer watch.Stop()
+
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		fail(rec, latency.ErrConnect, err.Error())
+		return
+	}
+	h := hreq.Header
+	h.Set("Content-Type", "application/json")
+	if c.target.Stream {
+		h.Set("Accept", "text/event-stream")
+	}
+	if c.target.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.target.APIKey)
+	}
+	h.Set("X-Request-Id", rec.ID)
+	tp := traceparent()
+	rec.TraceID = tp[3:35]
+	h.Set("Traceparent", tp)
+	for k, vs := range c.target.Headers {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+
+	var connStart int64
+	trace := &httptrace.ClientTrace{
+		DNSStart: func(httptrace.DNSStartInfo) {
+			if connStart == 0 {
+				connStart = c.now()
+			}
+		},
+		ConnectStart: func(string, string) {
+			if connStart == 0 {
+				connStart = c.now()
+			}
+		},
+		GotConn: func(info httptrace.GotConnInfo) {
+			if !info.Reused && connStart != 0 {
+				rec.ConnectNS = c.now() - connStart
+			}
+		},
+		WroteRequest:         func(httptrace.WroteRequestInfo) { rec.WroteNS = c.now() },
+		GotFirstResponseByte: func() { rec.FirstByteNS = c.now() },
+	}
+	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, trace))
+
+	rec.SentNS = c.now()
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		c.failTransport(ctx, rec, err)
+		return
+	}
+	defer resp.Body.Close()
+	rec.Status = resp.StatusCode
+	if id := resp.Header.Get("X-Request-Id"); id != "" && id != rec.ID {
+		rec.ServerID = id
+	}
+	body2 := &watchdog{r: resp.Body, t: watch, d: c.timeout}
+	if resp.StatusCode >= 400 {
+		failStatus(rec, resp, body2)
+		return
+	}
+	if c.target.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		c.readStream(ctx, rec, req, body2)
+	} else {
+		c.readBody(ctx, rec, req, body2)
+	}
+	if rec.OK() {
+		serverTiming(rec, resp.Header.Values("Server-Timing"), resp.Trailer.Values("Server-Timing"))
+	}
+}
+
+// appendBody builds the request JSON without reflection.
+func (c *Client) appendBody(b []byte, req *workload.Request) []byte {
+	t := &c.target
+	b = append(b, `{"model":`...)
+	b = openai.AppendString(b, t.Model)
+	if t.Endpoint == EndpointCompletions {
+		b = append(b, `,"prompt":`...)
+		p := req.Prompt
+		if req.Messages != nil {
+			parts := make([]string, len(req.Messages))
+			for i, m := range req.Messages {
+				parts[i] = m.Content
+			}
+			p = strings.Join(parts, "\n")
+		}
+		b = openai.AppendString(b, p)
+	} else {
+		b = append(b, `,"messages":[`...)
+		msgs := req.Messages
+		if msgs == nil {
+			b = append(b, `{"role":"user","content":`...)
+			b = openai.AppendString(b, req.Prompt)
+			b = append(b, '}')
+		}
+		for i, m := range msgs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"role":`...)
+			b = openai.AppendString(b, m.Role)
+			b = append(b, `,"content":`...)
+			b = openai.AppendString(b, m.Content)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(max(req.MaxTokens, 1)), 10)
+	if t.MinTokens {
+		b = append(b, `,"min_tokens":`...)
+		b = strconv.AppendInt(b, int64(max(req.MaxTokens, 1)), 10)
+	}
+	if t.IgnoreEOS {
+		b = append(b, `,"ignore_eos":true`...)
+	}
+	if t.ReturnMetrics {
+		b = append(b, `,"return_metrics":true`...)
+	}
+	if t.Stream {
+		b = append(b, `,"stream":true,"stream_options":{"include_usage":true`...)
+		if t.ContinuousUsage {
+			b = append(b, `,"continuous_usage_stats":true`...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// traceparent makes a W3C trace context header with fresh random ids.
+func traceparent() string {
+	var id [24]byte
+	for i := 0; i < 24; i += 8 {
+		v := rand.Uint64()
+		for j := range 8 {
+			id[i+j] = byte(v >> (8 * j))
+		}
+	}
+	var b [55]byte
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], id[:16])
+	b[35] = '-'
+	hex.Encode(b[36:52], id[16:])
+	copy(b[52:], "-01")
+	return string(b[:])
+}
+
+// watchdog pushes the silence timer back on every read that brings bytes.
+type watchdog struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (w *watchdog) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.t.Reset(w.d)
+	}
+	return n, err
+}
+
+func fail(rec *latency.Record, kind, msg string) {
+	if rec.ErrorKind == "" {
+		rec.ErrorKind, rec.Error = kind, msg
+	}
+}
+
+// failTransport classifies an error of the round trip or of reading the body.
+func (c *Client) failTransport(ctx context.Context, rec *latency.Record, err error) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errSilence):
+		fail(rec, latency.ErrTimeout, fmt.Sprintf("no bytes for %s (--timeout)", c.timeout))
+		return
+	case cause != nil:
+		fail(rec, latency.ErrCanceled, "the run stopped while the request was in flight")
+		return
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns):
+		fail(rec, latency.ErrConnect, err.Error())
+	case errors.As(err, &op) && op.Op == "dial":
+		fail(rec, latency.ErrConnect, err.Error())
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		fail(rec, latency.ErrReset, err.Error())
+	case rec.FirstByteNS != 0:
+		fail(rec, latency.ErrReset, err.Error())
+	default:
+		fail(rec, latency.ErrConnect, err.Error())
+	}
+}
+
+// failStatus records an HTTP error status with the server's message.
+func failStatus(rec *latency.Record, resp *http.Response, body io.Reader) {
+	kind := latency.ErrHTTP4xx
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		kind = latency.ErrRateLimited
+	case resp.StatusCode >= 500:
+		kind = latency.ErrHTTP5xx
+	}
+	b, _ := io.ReadAll(io.LimitReader(body, 8<<10))
+	msg := strings.TrimSpace(string(b))
+	var e openai.ErrorBody
+	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+		msg = e.Error.Message
+		if e.Error.Type != "" {
+			msg = e.Error.Type + ": " + msg
+		}
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	fail(rec, kind, fmt.Sprintf("%s: %s", resp.Status, msg))
+}
+
+// readStream reads an SSE response into rec.
+func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader) {
+	rd := sse.NewReader(body, c.now, 0)
+	var st streamState
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if err == io.EOF {
+				fail(rec, latency.ErrStreamCut, "the stream ended without [DONE]")
+			} else {
+				c.failTransport(ctx, rec, err)
+			}
+			st.finish(rec, req)
+			return
+		}
+		if string(ev.Data) == "[DONE]" {
+			rec.EndNS = ev.At
+			break
+		}
+		if len(ev.Name) > 0 && string(ev.Name) == "error" {
+			fail(rec, latency.ErrServer, "error event: "+truncate(string(ev.Data)))
+			st.finish(rec, req)
+			return
+		}
+		if err := st.event(rec, ev.Data, ev.At); err != nil {
+			fail(rec, err.kind, err.msg)
+			st.finish(rec, req)
+			return
+		}
+	}
+	// Drain to the end for the Server-Timing trailer (bounded by the
+	// silence timer).
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		// The answer is complete; a broken tail does not fail it.
+		_ = err
+	}
+	st.finish(rec, req)
+	if st.choices == 0 && rec.OK() {
+		fail(rec, latency.ErrInvalidEvent, "the stream carried no choices")
+	}
+}
+
+// readBody reads a non-streaming response into rec.
+func (c *Client) readBody(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader) {
+	tb := &stampReader{r: body, now: c.now}
+	b, err := io.ReadAll(io.LimitReader(tb, 256<<20))
+	if err != nil {
+		c.failTransport(ctx, rec, err)
+		return
+	}
+	rec.EndNS = tb.last
+	if rec.EndNS == 0 {
+		rec.EndNS = c.now()
+	}
+	rec.LastEventNS = rec.EndNS
+	var st streamState
+	if err := st.whole(rec, b); err != nil {
+		fail(rec, err.kind, err.msg)
+		return
+	}
+	st.finish(rec, req)
+	if rec.OutputTokens > 0 {
+		rec.FirstTokenNS = rec.EndNS
+		rec.ChunkNS = []int64{rec.EndNS}
+		rec.ChunkTokens = []int32{int32(rec.OutputTokens)}
+	}
+}
+
+// stampReader notes the instant of the last read that brought bytes.
+type stampReader struct {
+	r    io.Reader
+	now  func() int64
+	last int64
+}
+
+func (s *stampReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.last = s.now()
+	}
+	return n, err
+}
+
+func truncate(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}

@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// tick is a fake clock that advances 1 µs per reading, so every instant in
+// a record is distinct and ordered.
+func tick() func() int64 {
+	var t atomic.Int64
+	return func() int64 { return t.Add(1000) }
+}
+
+func newTestClient(t *testing.T, url string, mod func(*Target)) *Client {
+	t.Helper()
+	tg := Target{BaseURL: url, Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: 2 * time.Second}
+	if mod != nil {
+		mod(&tg)
+	}
+	c, err := NewClient(tg, tick(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+var testReq = workload.Request{Messages: nil, Prompt: "hello there", InputTokens: 3, MaxTokens: 4}
+
+func do(t *testing.T, c *Client) *latency.Record {
+	t.Helper()
+	rec := &latency.Record{ID: "r-1"}
+	req := testReq
+	c.Do(context.Background(), &req, rec)
+	return rec
+}
+
+// sseServer streams the given raw body, flushing after each part.
+func sseServer(t *testing.T, parts []string, trailer string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		if trailer != "" {
+			w.Header().Set("Trailer", "Server-Timing")
+		}
+		w.Header().Set("X-Request-Id", r.Header.Get("X-Request-Id"))
+		for _, p := range parts {
+			_, _ = io.WriteString(w, p)
+			w.(http.Flusher).Flush()
+			time.Sleep(3 * time.Millisecond) // separate reads on the client
+		}
+		if trailer != "" {
+			w.Header().Set("Server-Timing", trailer)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStreamMeasuresContentTokensOnly(t *testing.T) {
+	parts := []string{
+		`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n",
+		`data: {"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}` + "\n\n",
+		`data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}` + "\n\n",
+		`data: {"choices":[{"index":0,"delta":{"content":"lo"}}]}` + "\n\n" +
+			`data: {"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"length"}]}` + "\n\n",
+		`data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":2}}}` + "\n\n",
+		"data: [DONE]\n\n",
+	}
+	srv := sseServer(t, parts, "frontend;dur=0.5, queue;dur=1.5, prefill;dur=20, decode;dur=30.25")
+	rec := do(t, newTestClient(t, srv.URL, nil))
+	if !rec.OK() {
+		t.Fatalf("failed: %s %s", rec.ErrorKind, rec.Error)
+	}
+	if rec.FirstReasonNS == 0 || rec.FirstTokenNS <= rec.FirstReasonNS {
+		t.Errorf("first reasoning %d, first token %d: reasoning must come first and not count as the first token", rec.FirstReasonNS, rec.FirstTokenNS)
+	}
+	if rec.FirstTokenNS != rec.ChunkNS[0] || len(rec.ChunkNS) != 3 || len(rec.OtherNS) != 2 {
+		t.Errorf("chunks %v other %v", rec.ChunkNS, rec.OtherNS)
+	}
+	// The last two content events arrived in one read: one instant.
+	if rec.ChunkNS[1] != rec.ChunkNS[2] {
+		t.Errorf("coalesced events stamped %d and %d; want the same arrival", rec.ChunkNS[1], rec.ChunkNS[2])
+	}
+	got := []any{rec.InputTokens, rec.InputSource, rec.OutputTokens, rec.OutputSource, rec.CachedTokens, rec.ReasoningTokens, rec.FinishReason, rec.Status}
+	want := []any{5, latency.SourceUsage, 4, latency.SourceUsage, 2, 1, "length", 200}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	wantSplit := &latency.ServerSplit{QueueNS: 1500000, PrefillNS: 20000000, DecodeNS: 30250000, Source: "server-timing"}
+	if diff := cmp.Diff(wantSplit, rec.Server); diff != "" {
+		t.Errorf("server split (-want +got):\n%s", diff)
+	}
+	if !(rec.SentNS < rec.WroteNS && rec.WroteNS < rec.FirstByteNS && rec.FirstByteNS <= rec.ChunkNS[0] && rec.ChunkNS[2] < rec.EndNS) {
+		t.Errorf("instants out of order: %+v", rec)
+	}
+	if rec.LastEventNS == 0 || rec.LastEventNS >= rec.EndNS || len(rec.TraceID) != 32 {
+		t.Errorf("last event %d end %d trace id %q", rec.LastEventNS, rec.EndNS, rec.TraceID)
+	}
+}
+
+func TestContinuousUsageGivesPerChunkTokens(t *testing.T) {
+	u := func(n int) string { return `,"usage":{"prompt_tokens":7,"completion_tokens":` + string(rune('0'+n)) + `}` }
+	parts := []string{
+		`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]` + u(0) + "}\n\n",
+		`data: {"choices":[{"index":0,"delta":{"content":"ab"}}]` + u(2) + "}\n\n",
+		`data: {"choices":[{"index":0,"delta":{"content":"c"}}]` + u(3) + "}\n\n",
+		`data: {"choices":[{"index":0,"delta":{"content":"def"}}]` + u(6) + "}\n\n",
+		"data: [DONE]\n\n",
+	}
+	rec := do(t, newTestClient(t, sseServer(t, parts, "").URL, func(tg *Target) { tg.ContinuousUsage = true }))
+	if !rec.OK() {
+		t.Fatal(rec.Error)
+	}
+	if diff := cmp.Diff([]int32{2, 1, 3}, rec.ChunkTokens); diff != "" {
+		t.Errorf("chunk tokens (-want +got):\n%s", diff)
+	}
+	if rec.OutputTokens != 6 || rec.OutputSource != latency.SourceContinuousUsage || rec.InputTokens != 7 {
+		t.Errorf("output %d from %s, input %d", rec.OutputTokens, rec.OutputSource, rec.InputTokens)
+	}
+	if n := len(rec.ITLs(nil)); n != 5 {
+		t.Errorf("%d ITLs, want N-1 = 5", n)
+	}
+}
+
+func TestCompletionsWithoutUsageCountsChunks(t *testing.T) {
+	parts := []string{
+		`data: {"choices":[{"index":0,"text":"a"}]}` + "\n\n",
+		`data: {"choices":[{"index":0,"text":"b"}]}` + "\n\n",
+		"data: [DONE]\n\n",
+	}
+	rec := do(t, newTestClient(t, sseServer(t, parts, "").URL, func(tg *Target) { tg.Endpoint = EndpointCompletions }))
+	if !rec.OK() || rec.OutputTokens != 2 || rec.OutputSource != latency.SourceChunks || rec.InputSource != latency.SourceRequest || rec.ChunkTokens != nil {
+		t.Errorf("%+v", rec)
+	}
+}
+
+func TestRequestBody(t *testing.T) {
+	var body string
+	var hdr http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		body, hdr = string(b), r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2},"metrics":{"queue_time_ms":1,"prefill_time_ms":2,"generation_time_ms":3}}`)
+	}))
+	defer srv.Close()
+	c := newTestClient(t, srv.URL+"/v1/", func(tg *Target) {
+		tg.Stream, tg.IgnoreEOS, tg.MinTokens, tg.APIKey = false, true, true, "sk-x"
+		tg.Headers = http.Header{"X-Extra": {"1"}}
+	})
+	rec := do(t, c)
+	want := `{"model":"m","messages":[{"role":"user","content":"hello there"}],"max_tokens":4,"min_tokens":4,"ignore_eos":true}`
+	if body != want {
+		t.Errorf("body\n got %s\nwant %s", body, want)
+	}
+	if hdr.Get("Authorization") != "Bearer sk-x" || hdr.Get("X-Extra") != "1" || hdr.Get("X-Request-Id") != "r-1" ||
+		!strings.HasPrefix(hdr.Get("Traceparent"), "00-"+rec.TraceID+"-") {
+		t.Errorf("headers %v", hdr)
+	}
+	if !rec.OK() || rec.OutputTokens != 2 || rec.FirstTokenNS != rec.EndNS || len(rec.ChunkNS) != 1 || rec.ChunkTokens[0] != 2 {
+		t.Errorf("non-streaming record %+v", rec)
+	}
+	if rec.Server == nil || rec.Server.PrefillNS != 2e6 || rec.Server.Source != "vllm-metrics" {
+		t.Errorf("server split %+v", rec.Server)
+	}
+}
+
+func TestFaultsAreRecordedNotFatal(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	status := func(code int, retry string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			openai.WriteError(w, code, openai.NewError(openai.TypeServer, "nope "+retry, "", ""), 0)
+		}))
+	}
+	hijack := func(write string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			conn, buf, _ := http.NewResponseController(w).Hijack()
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+			_, _ = buf.WriteString(write)
+			_ = buf.Flush()
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // RST, not FIN
+			}
+			_ = conn.Close()
+		}))
+	}
+	chunk := func(s string) string { return hexLen(s) + "\r\n" + s + "\r\n" }
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer silent.Close()
+	tests := []struct {
+		name string
+		url  string
+		kind string
+		text string
+	}{
+		{"unreachable", closedURL, latency.ErrConnect, "refused"},
+		{"401", status(401, "").URL, latency.ErrHTTP4xx, "401 Unauthorized: server_error: nope"},
+		{"404", status(404, "").URL, latency.ErrHTTP4xx, "404"},
+		{"429", status(429, "").URL, latency.ErrRateLimited, "429"},
+		{"503", status(503, "").URL, latency.ErrHTTP5xx, "503"},
+		{"no [DONE]", sseServer(t, []string{`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"}, "").URL, latency.ErrStreamCut, "without [DONE]"},
+		{"invalid JSON", sseServer(t, []string{"data: {\"choices\": [oops\n\n", "data: [DONE]\n\n"}, "").URL, latency.ErrInvalidEvent, "not valid JSON"},
+		{"error in stream", sseServer(t, []string{`data: {"error":{"message":"boom","type":"server_error"}}` + "\n\n"}, "").URL, latency.ErrServer, "boom"},
+		{"reset mid-stream", hijack(chunk(`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n")).URL, latency.ErrReset, ""},
+		{"silence", silent.URL, latency.ErrTimeout, "no bytes for 300ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClient(t, tt.url, func(tg *Target) { tg.Timeout = 300 * time.Millisecond })
+			rec := do(t, c)
+			if rec.ErrorKind != tt.kind || !strings.Contains(rec.Error, tt.text) {
+				t.Errorf("kind %q error %q; want %q containing %q", rec.ErrorKind, rec.Error, tt.kind, tt.text)
+			}
+		})
+	}
+}
+
+func hexLen(s string) string {
+	const digits = "0123456789abcdef"
+	n := len(s)
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for n > 0 {
+		b = append([]byte{digits[n%16]}, b...)
+		n /= 16
+	}
+	return string(b)
+}
+
+func TestBadTargets(t *testing.T) {
+	for _, tg := range []Target{
+		{BaseURL: "localhost:8000", Endpoint: EndpointChat},
+		{BaseURL: "ftp://x", Endpoint: EndpointChat},
+		{BaseURL: "http://x", Endpoint: "embeddings"},
+	} {
+		if _, err := NewClient(tg, tick(), 0); err == nil {
+			t.Errorf("%+v accepted", tg)
+		}
+	}
+	for base, want := range map[string]string{
+		"http://h:1":        "http://h:1/v1/chat/completions",
+		"http://h:1/v1":     "http://h:1/v1/chat/completions",
+		"https://h/api/v1/": "https://h/api/v1/chat/completions",
+	} {
+		c, err := NewClient(Target{BaseURL: base, Endpoint: EndpointChat}, tick(), 0)
+		if err != nil || c.URL() != want {
+			t.Errorf("%s: %v %v, want %s", base, c.URL(), err, want)
+		}
+	}
+}
+
+func TestServerTimingThroughGateway(t *testing.T) {
+	rec := &latency.Record{}
+	serverTiming(rec, []string{"gateway_in;dur=0.2, queue;dur=5, connect;dur=0.3"},
+		[]string{"decode;dur=40, post_process;dur=0.1, backpressure;dur=0, server_queue;dur=2, prefill;dur=10, network;dur=1, total;dur=60"})
+	want := &latency.ServerSplit{QueueNS: 2e6, PrefillNS: 10e6, DecodeNS: 40e6, Source: "server-timing"}
+	if diff := cmp.Diff(want, rec.Server); diff != "" || rec.GatewayNS != 5600000 {
+		t.Errorf("gateway %d, split (-want +got):\n%s", rec.GatewayNS, diff)
+	}
+	rec = &latency.Record{}
+	metricsSplit(rec, []byte(`{"arrival_time":100.0,"time_in_queue":0.5,"first_scheduled_time":100.5,"first_token_time":100.75,"last_token_time":101.0}`))
+	want = &latency.ServerSplit{QueueNS: 5e8, PrefillNS: 25e7, DecodeNS: 25e7, Source: "vllm-metrics"}
+	if diff := cmp.Diff(want, rec.Server); diff != "" {
+		t.Errorf("vLLM metrics (-want +got):\n%s", diff)
+	}
+}

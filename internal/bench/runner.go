@@ -1,0 +1,412 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// Doer sends one request and measures it into a record (Client does).
+type Doer interface {
+	Do(ctx context.Context, req *workload.Request, rec *latency.Record)
+}
+
+// Load is how one phase schedules requests.
+type Load struct {
+	// Rate is the open-loop arrival rate in requests per second; 0 runs a
+	// closed loop of Concurrency workers.
+	Rate       float64
+	Arrival    workload.Process
+	Burstiness float64
+	// Concurrency is the number of closed-loop workers, or with Rate the
+	// cap on requests in flight (0: no cap).
+	Concurrency int
+	// Requests bounds the measured requests, Duration the measured span
+	// (from the end of the warm-up); at least one of them is set.
+	Requests int
+	Duration time.Duration
+	// Warm-up requests are sent first and marked Warmup (excluded from
+	// results): the first WarmupRequests, or those meant to be sent before
+	// WarmupDuration.
+	WarmupRequests int
+	WarmupDuration time.Duration
+	// Arrivals, when set, replaces the Rate process (trace replay).
+	Arrivals func() workload.Arrivals
+	Seed     uint64
+}
+
+// Mode is "open" or "closed".
+func (l Load) Mode() string {
+	if l.Rate > 0 || l.Arrivals != nil {
+		return "open"
+	}
+	return "closed"
+}
+
+// Validate checks a load.
+func (l Load) Validate() error {
+	switch {
+	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
+		return fmt.Errorf("rate %g: must be a positive number of requests per second", l.Rate)
+	case l.Concurrency < 0:
+		return fmt.Errorf("concurrency %d: must be positive", l.Concurrency)
+	case l.Rate == 0 && l.Arrivals == nil && l.Concurrency == 0:
+		return errors.New("give a --rate (open loop), a --concurrency (closed loop), or both")
+	case l.Requests < 0:
+		return fmt.Errorf("requests %d: must be positive", l.Requests)
+	case l.Duration < 0:
+		return fmt.Errorf("duration %s: must be positive", l.Duration)
+	case l.Requests == 0 && l.Duration == 0 && l.Arrivals == nil:
+		return errors.New("give --requests or --duration")
+	case l.WarmupRequests < 0 || l.WarmupDuration < 0:
+		return errors.New("warm-up must not be negative")
+	}
+	return nil
+}
+
+// PhaseResult is what the runner measured about its own schedule in one
+// phase; the latency numbers are in the records.
+type PhaseResult struct {
+	Name string `json:"name"`
+	Mode string `json:"mode"`
+	// TargetRPS is the configured rate (open loop).
+	TargetRPS   float64 `json:"target_rps,omitempty"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Sent        int     `json:"sent"`
+	Finished    int     `json:"finished"`
+	Warmup      int     `json:"warmup"`
+	// Succeeded counts measured successes; ThroughputRPS is Succeeded /
+	// (last end − first intended send) over the measured requests.
+	Succeeded     int     `json:"succeeded"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	// ScheduledRPS is (n − 1) / (last − first intended send) over the
+	// measured requests; AchievedRPS the same over the actual sends.
+	// Their ratio is how well the client kept its schedule.
+	ScheduledRPS float64 `json:"scheduled_rps,omitempty"`
+	AchievedRPS  float64 `json:"achieved_rps,omitempty"`
+	// SendLag is actual − intended send over the measured requests whose
+	// only wait was the schedule (open loop, not held by a concurrency
+	// cap): the client's own lateness.
+	SendLagP50MS float64 `json:"send_lag_p50_ms"`
+	SendLagP99MS float64 `json:"send_lag_p99_ms"`
+	SendLagMaxMS float64 `json:"send_lag_max_ms"`
+	// StartNS and EndNS bound the phase on the run's clock.
+	StartNS     int64 `json:"start_ns"`
+	EndNS       int64 `json:"end_ns"`
+	Interrupted bool  `json:"interrupted,omitempty"`
+}
+
+// Runner drives requests from a workload through a Doer on a schedule.
+type Runner struct {
+	Doer   Doer
+	Source workload.Source
+	Clock  Clock
+	// Emit receives every finished request, one call at a time, in the
+	// order they finish.
+	Emit func(*latency.Record)
+	// RunID prefixes request ids ("<RunID>-<n>").
+	RunID string
+	// Grace is how long in-flight requests may finish after the run is
+	// stopped (ctx done) before they are canceled; default 5 s.
+	Grace time.Duration
+	// Live, when set, is told of every send and finish (progress display).
+	Live *Live
+
+	mu      sync.Mutex
+	seq     atomic.Int64 // request ids
+	session atomic.Int64 // session indices, across phases
+}
+
+// phaseRun is one phase's shared state.
+type phaseRun struct {
+	r       *Runner
+	name    string
+	load    Load
+	sendCtx context.Context // done: stop sending
+	reqCtx  context.Context // done: cancel in-flight requests
+	sem     chan struct{}
+	tickets atomic.Int64
+	total   int64 // warm-up + measured requests; 0: no bound
+	end     time.Duration
+	start   time.Duration
+	wg      sync.WaitGroup
+
+	mu                           sync.Mutex
+	res                          PhaseResult
+	lags                         []int64
+	firstI, lastI, firstS, lastS int64
+	lastE                        int64
+	measured                     int
+}
+
+// Run runs one phase. ctx stops sending; requests in flight then get Grace
+// to finish. It returns when every started request has been emitted.
+func (r *Runner) Run(ctx context.Context, name string, load Load) (PhaseResult, error) {
+	if err := load.Validate(); err != nil {
+		return PhaseResult{}, err
+	}
+	grace := r.Grace
+	if grace == 0 {
+		grace = 5 * time.Second
+	}
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, cancelReqs)
+		context.AfterFunc(reqCtx, func() { t.Stop() })
+	})
+	defer stopGrace()
+
+	p := &phaseRun{r: r, name: name, load: load, sendCtx: ctx, reqCtx: reqCtx, start: r.Clock.Now(),
+		firstI: -1, firstS: -1}
+	p.res = PhaseResult{Name: name, Mode: load.Mode(), TargetRPS: load.Rate, Concurrency: load.Concurrency,
+		StartNS: int64(p.start)}
+	if load.Requests > 0 {
+		p.total = int64(load.Requests + load.WarmupRequests)
+	}
+	if load.Duration > 0 {
+		p.end = p.start + load.WarmupDuration + load.Duration
+	}
+	if load.Concurrency > 0 {
+		p.sem = make(chan struct{}, load.Concurrency)
+	}
+	var err error
+	if load.Mode() == "open" {
+		err = p.open()
+	} else {
+		p.closed()
+	}
+	p.wg.Wait()
+	p.res.EndNS = int64(r.Clock.Now())
+	p.res.Interrupted = ctx.Err() != nil
+	p.summarize()
+	return p.res, err
+}
+
+// ticket reserves the next request of the phase; ok is false when the
+// phase has sent all it should.
+func (p *phaseRun) ticket() (n int64, ok bool) {
+	n = p.tickets.Add(1)
+	if p.total > 0 && n > p.total {
+		return n, false
+	}
+	return n, true
+}
+
+func (p *phaseRun) isWarmup(ticket int64, intended time.Duration) bool {
+	l := p.load
+	return ticket <= int64(l.WarmupRequests) || intended-p.start < l.WarmupDuration
+}
+
+// open sends sessions at the arrival process's instants.
+func (p *phaseRun) open() error {
+	l := p.load
+	var arr workload.Arrivals
+	if l.Arrivals != nil {
+		arr = l.Arrivals()
+	} else {
+		a, err := workload.NewArrivals(l.Arrival, l.Rate, l.Burstiness, l.Seed)
+		if err != nil {
+			return err
+		}
+		arr = a
+	}
+	for {
+		off, ok := arr.Next()
+		if !ok {
+			return nil
+		}
+		at := p.start + off
+		if p.end > 0 && at >= p.end {
+			return nil
+		}
+		t, ok := p.ticket()
+		if !ok {
+			return nil
+		}
+		// Build the request before its instant, so that building it is not
+		// part of the client's lateness.
+		sess := p.r.Source.Session(p.r.session.Add(1) - 1)
+		first, ok := sess.Next(0)
+		if !ok {
+			continue
+		}
+		if err := p.r.Clock.SleepUntil(p.sendCtx, at); err != nil {
+			return nil
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.session(sess, &first, t, at, true)
+		}()
+	}
+}
+
+// closed runs Concurrency workers, each sending its next session's turns
+// back to back.
+func (p *phaseRun) closed() {
+	for range p.load.Concurrency {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for p.sendCtx.Err() == nil {
+				if p.end > 0 && p.r.Clock.Now() >= p.end {
+					return
+				}
+				t, ok := p.ticket()
+				if !ok {
+					return
+				}
+				sess := p.r.Source.Session(p.r.session.Add(1) - 1)
+				first, ok := sess.Next(0)
+				if !ok {
+					continue
+				}
+				p.session(sess, &first, t, p.r.Clock.Now(), false)
+			}
+		}()
+	}
+}
+
+// session sends a session's turns, the first (already built) with ticket t
+// at instant at.
+func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int64, at time.Duration, scheduled bool) {
+	prevOut := 0
+	for turn := 0; ; turn++ {
+		req := *first
+		if turn > 0 {
+			var ok bool
+			if req, ok = sess.Next(prevOut); !ok {
+				return
+			}
+		}
+		if turn > 0 {
+			var ok bool
+			if t, ok = p.ticket(); !ok {
+				return
+			}
+			at = p.r.Clock.Now() + req.Think
+			if p.end > 0 && at >= p.end {
+				return
+			}
+			if req.Think > 0 {
+				if p.r.Clock.SleepUntil(p.sendCtx, at) != nil {
+					return
+				}
+			}
+		} else if p.sendCtx.Err() != nil {
+			return
+		}
+		rec := p.one(&req, t, at, scheduled && turn == 0)
+		if rec == nil {
+			return
+		}
+		if !rec.OK() {
+			return // a session does not go on after a failed turn
+		}
+		prevOut = rec.OutputTokens
+	}
+}
+
+// one sends a request meant for instant at and emits its record; nil when
+// the run stopped before it could be sent.
+func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, scheduled bool) *latency.Record {
+	rec := &latency.Record{
+		ID:         p.r.RunID + "-" + strconv.FormatInt(p.r.seq.Add(1), 10),
+		IntendedNS: int64(at),
+		Phase:      p.name,
+		Session:    req.Session,
+		Turn:       req.Turn,
+		Warmup:     p.isWarmup(t, at),
+	}
+	held := false
+	if p.sem != nil && p.load.Mode() == "open" {
+		select {
+		case p.sem <- struct{}{}:
+		default:
+			held = true
+			select {
+			case p.sem <- struct{}{}:
+			case <-p.sendCtx.Done():
+				return nil
+			}
+		}
+		defer func() { <-p.sem }()
+	}
+	if live := p.r.Live; live != nil {
+		live.sent()
+	}
+	p.r.Doer.Do(p.reqCtx, req, rec)
+	if rec.SentNS == 0 {
+		rec.SentNS = int64(p.r.Clock.Now())
+	}
+	p.note(rec, scheduled && !held)
+	p.r.mu.Lock()
+	p.r.Emit(rec)
+	p.r.mu.Unlock()
+	if live := p.r.Live; live != nil {
+		live.done(rec)
+	}
+	return rec
+}
+
+// note accumulates the schedule statistics of a finished request.
+func (p *phaseRun) note(rec *latency.Record, scheduled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.res.Sent++
+	p.res.Finished++
+	if rec.Warmup {
+		p.res.Warmup++
+		return
+	}
+	p.measured++
+	if rec.OK() {
+		p.res.Succeeded++
+		p.lastE = max(p.lastE, rec.EndNS)
+	}
+	if p.firstI < 0 || rec.IntendedNS < p.firstI {
+		p.firstI = rec.IntendedNS
+	}
+	p.lastI = max(p.lastI, rec.IntendedNS)
+	if p.firstS < 0 || rec.SentNS < p.firstS {
+		p.firstS = rec.SentNS
+	}
+	p.lastS = max(p.lastS, rec.SentNS)
+	if scheduled {
+		p.lags = append(p.lags, rec.SentNS-rec.IntendedNS)
+	}
+}
+
+func (p *phaseRun) summarize() {
+	if p.measured >= 2 {
+		if d := p.lastI - p.firstI; d > 0 {
+			p.res.ScheduledRPS = float64(p.measured-1) / (float64(d) / 1e9)
+		}
+		if d := p.lastS - p.firstS; d > 0 {
+			p.res.AchievedRPS = float64(p.measured-1) / (float64(d) / 1e9)
+		}
+	}
+	if d := p.lastE - p.firstI; p.res.Succeeded > 0 && d > 0 {
+		p.res.ThroughputRPS = float64(p.res.Succeeded) / (float64(d) / 1e9)
+	}
+	if len(p.lags) > 0 {
+		slices.Sort(p.lags)
+		pick := func(q float64) float64 {
+			i := int(math.Ceil(q/100*float64(len(p.lags)))) - 1
+			return float64(p.lags[max(i, 0)]) / 1e6
+		}
+		p.res.SendLagP50MS, p.res.SendLagP99MS = pick(50), pick(99)
+		p.res.SendLagMaxMS = float64(p.lags[len(p.lags)-1]) / 1e6
+	}
+	p.lags = nil
+}

@@ -1,0 +1,323 @@
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// chunk is the part of a streamed (or whole) response bench reads. It
+// covers OpenAI, vLLM, SGLang, TGI, llama.cpp and Ollama conventions:
+// chat deltas with content, reasoning_content (vLLM, SGLang, DeepSeek) or
+// reasoning (Ollama, OpenRouter), completions text, a final usage object,
+// usage on every chunk (vLLM continuous_usage_stats), an error object, and
+// a per-request metrics object.
+type chunk struct {
+	Choices []struct {
+		Delta   *message `json:"delta"`
+		Message *message `json:"message"`
+		Text    *string  `json:"text"`
+		Finish  *string  `json:"finish_reason"`
+	} `json:"choices"`
+	Usage   *usage          `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+	Metrics json.RawMessage `json:"metrics"`
+}
+
+type message struct {
+	Content          *string `json:"content"`
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
+}
+
+type usage struct {
+	PromptTokens        *int `json:"prompt_tokens"`
+	CompletionTokens    *int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+type eventError struct{ kind, msg string }
+
+// streamState accumulates one response's token accounting.
+type streamState struct {
+	choices       int
+	contUsage     bool // a chunk with choices carried usage
+	prevCompl     int  // cumulative completion tokens so far (continuous usage)
+	contPrompt    int
+	finalUsage    *usage
+	chunkTokens   int // content tokens counted per chunk
+	reasonChunks  int
+	reasonByUsage int
+	allOnes       bool
+	metrics       json.RawMessage
+}
+
+// event folds one SSE data payload that arrived at instant at.
+func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventError {
+	var ch chunk
+	if err := json.Unmarshal(data, &ch); err != nil {
+		return &eventError{latency.ErrInvalidEvent, "event is not valid JSON: " + truncate(err.Error()) + ": " + truncate(string(data))}
+	}
+	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		return &eventError{latency.ErrServer, "error in stream: " + truncate(errorText(ch.Error))}
+	}
+	rec.LastEventNS = at
+	if len(ch.Metrics) > 0 {
+		s.metrics = append(s.metrics[:0], ch.Metrics...)
+	}
+	if len(ch.Choices) == 0 {
+		if ch.Usage != nil {
+			s.finalUsage = ch.Usage
+		}
+		return nil
+	}
+	s.choices++
+	c := ch.Choices[0]
+	var content, reasoning string
+	if m := c.Delta; m != nil {
+		content, reasoning = str(m.Content), str(m.ReasoningContent)+str(m.Reasoning)
+	} else if c.Text != nil {
+		content = *c.Text
+	}
+	if c.Finish != nil && *c.Finish != "" {
+		rec.FinishReason = *c.Finish
+	}
+	delta := int32(1)
+	if ch.Usage != nil && ch.Usage.CompletionTokens != nil {
+		s.contUsage = true
+		delta = int32(*ch.Usage.CompletionTokens - s.prevCompl)
+		s.prevCompl = *ch.Usage.CompletionTokens
+		if ch.Usage.PromptTokens != nil {
+			s.contPrompt = *ch.Usage.PromptTokens
+		}
+	}
+	switch {
+	case content != "":
+		if rec.FirstTokenNS == 0 {
+			rec.FirstTokenNS = at
+			s.allOnes = true
+		}
+		rec.ChunkNS = append(rec.ChunkNS, at)
+		rec.ChunkTokens = append(rec.ChunkTokens, delta)
+		s.allOnes = s.allOnes && delta == 1
+		s.chunkTokens += int(delta)
+	case reasoning != "":
+		if rec.FirstReasonNS == 0 {
+			rec.FirstReasonNS = at
+		}
+		rec.OtherNS = append(rec.OtherNS, at)
+		s.reasonChunks++
+		if s.contUsage {
+			s.reasonByUsage += int(delta)
+		}
+	default: // role-only, empty or finish-only: never a token
+		rec.OtherNS = append(rec.OtherNS, at)
+		if s.contUsage && delta > 0 && len(rec.ChunkTokens) > 0 {
+			// Tokens reported on an empty chunk (e.g. a special token)
+			// belong to the content already received.
+			rec.ChunkTokens[len(rec.ChunkTokens)-1] += delta
+			s.chunkTokens += int(delta)
+			s.allOnes = false
+		}
+	}
+	return nil
+}
+
+// whole folds a non-streaming response body.
+func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
+	var ch chunk
+	if err := json.Unmarshal(b, &ch); err != nil {
+		return &eventError{latency.ErrInvalidEvent, "response is not valid JSON: " + truncate(err.Error())}
+	}
+	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		return &eventError{latency.ErrServer, "error in response: " + truncate(errorText(ch.Error))}
+	}
+	if len(ch.Choices) == 0 {
+		return &eventError{latency.ErrInvalidEvent, "response has no choices"}
+	}
+	s.choices = 1
+	c := ch.Choices[0]
+	if c.Finish != nil {
+		rec.FinishReason = *c.Finish
+	}
+	s.finalUsage = ch.Usage
+	s.metrics = ch.Metrics
+	if s.finalUsage == nil {
+		// No usage: one chunk, counted as one token (the only honest
+		// per-chunk count without a tokenizer of the server's model).
+		s.chunkTokens = 1
+	}
+	return nil
+}
+
+// finish sets token counts and their sources, and the server split from a
+// metrics object.
+func (s *streamState) finish(rec *latency.Record, req *workload.Request) {
+	rec.InputTokens, rec.InputSource = req.InputTokens, latency.SourceRequest
+	if s.contPrompt > 0 {
+		rec.InputTokens, rec.InputSource = s.contPrompt, latency.SourceContinuousUsage
+	}
+	rec.OutputTokens, rec.OutputSource = s.chunkTokens, latency.SourceChunks
+	if s.contUsage {
+		rec.OutputSource = latency.SourceContinuousUsage
+	}
+	rec.ReasoningTokens = s.reasonChunks
+	if s.contUsage {
+		rec.ReasoningTokens = s.reasonByUsage
+	}
+	if u := s.finalUsage; u != nil {
+		if u.PromptTokens != nil {
+			rec.InputTokens, rec.InputSource = *u.PromptTokens, latency.SourceUsage
+		}
+		if u.PromptTokensDetails != nil {
+			rec.CachedTokens = u.PromptTokensDetails.CachedTokens
+		}
+		if u.CompletionTokens != nil {
+			out := *u.CompletionTokens
+			switch {
+			case u.CompletionTokensDetails != nil && u.CompletionTokensDetails.ReasoningTokens > 0:
+				rec.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+				out -= rec.ReasoningTokens
+			case s.contUsage:
+				out -= s.reasonByUsage
+			}
+			rec.OutputTokens, rec.OutputSource = max(out, 0), latency.SourceUsage
+		}
+	}
+	if s.allOnes && !s.contUsage {
+		// One token per chunk is the default Record.ITLs assumes.
+		rec.ChunkTokens = nil
+	}
+	if len(s.metrics) > 0 && rec.OK() {
+		metricsSplit(rec, s.metrics)
+	}
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func errorText(raw json.RawMessage) string {
+	var e struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
+		if e.Type != "" {
+			return e.Type + ": " + e.Message
+		}
+		return e.Message
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// metricsSplit reads a per-request metrics object: tokentrace's
+// (queue_time_ms, prefill_time_ms, generation_time_ms) or vLLM's
+// RequestMetrics fields (time_in_queue in seconds, first_scheduled_time,
+// first_token_time, last_token_time as instants in seconds). A
+// Server-Timing trailer, when present, takes precedence.
+func metricsSplit(rec *latency.Record, raw json.RawMessage) {
+	var m map[string]float64
+	if json.Unmarshal(raw, &m) != nil {
+		// Fields of other types: decode number by number.
+		var any map[string]json.RawMessage
+		if json.Unmarshal(raw, &any) != nil {
+			return
+		}
+		m = map[string]float64{}
+		for k, v := range any {
+			if f, err := strconv.ParseFloat(string(v), 64); err == nil {
+				m[k] = f
+			}
+		}
+	}
+	ms := func(v float64) int64 { return int64(math.Round(v * 1e6)) }
+	sec := func(v float64) int64 { return int64(math.Round(v * 1e9)) }
+	if q, ok := m["queue_time_ms"]; ok {
+		rec.Server = &latency.ServerSplit{QueueNS: ms(q), PrefillNS: ms(m["prefill_time_ms"]),
+			DecodeNS: ms(m["generation_time_ms"]), Source: "vllm-metrics"}
+		return
+	}
+	fs, okS := m["first_scheduled_time"]
+	ft, okT := m["first_token_time"]
+	if q, ok := m["time_in_queue"]; ok && okS && okT {
+		sp := &latency.ServerSplit{QueueNS: sec(q), PrefillNS: sec(ft - fs), Source: "vllm-metrics"}
+		if lt, ok := m["last_token_time"]; ok && lt >= ft {
+			sp.DecodeNS = sec(lt - ft)
+		}
+		rec.Server = sp
+	}
+}
+
+// serverTiming reads the Server-Timing header and trailer values
+// ("queue;dur=1.2, prefill;dur=30.5, decode;dur=812" in milliseconds, the
+// W3C Server-Timing syntax). A tokentrace gateway on the path adds its own
+// stages (gateway_in, queue, connect, post_process, backpressure) and
+// names the server's queue server_queue; its time goes to GatewayNS.
+func serverTiming(rec *latency.Record, lists ...[]string) {
+	m := map[string]time.Duration{}
+	for _, l := range lists {
+		for _, v := range l {
+			parseServerTiming(v, m)
+		}
+	}
+	if len(m) == 0 {
+		return
+	}
+	_, gateway := m["gateway_in"]
+	var q time.Duration
+	var okq bool
+	if gateway {
+		rec.GatewayNS = int64(m["gateway_in"] + m["queue"] + m["connect"] + m["post_process"] + m["backpressure"])
+		q, okq = m["server_queue"]
+	} else {
+		q, okq = m["queue"]
+		if !okq {
+			q, okq = m["server_queue"]
+		}
+	}
+	p, okp := m["prefill"]
+	if !okq && !okp {
+		return
+	}
+	rec.Server = &latency.ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(m["decode"]), Source: "server-timing"}
+}
+
+// parseServerTiming reads one Server-Timing value into name → duration.
+func parseServerTiming(v string, into map[string]time.Duration) {
+	for _, part := range strings.Split(v, ",") {
+		fields := strings.Split(part, ";")
+		name := strings.ToLower(strings.TrimSpace(fields[0]))
+		if name == "" {
+			continue
+		}
+		for _, f := range fields[1:] {
+			k, val, ok := strings.Cut(strings.TrimSpace(f), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(k), "dur") {
+				continue
+			}
+			ms, err := strconv.ParseFloat(strings.Trim(strings.TrimSpace(val), `"`), 64)
+			if err != nil || ms < 0 || ms > 1e9 || math.IsNaN(ms) {
+				continue
+			}
+			into[name] = time.Duration(ms * 1e6)
+		}
+	}
+}

@@ -1,0 +1,366 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/report"
+)
+
+// Sweep runs one phase per point: over a list of rates or concurrencies,
+// or automatically. With Auto and no SLOs it finds saturation (doubling
+// until throughput stops keeping up) and spreads Points below it; with
+// Auto and SLOs it searches the capacity: the highest rate whose SLOs hold
+// (doubling to bracket it, then bisection to Tolerance, then Repeat runs
+// of the answer).
+type Sweep struct {
+	// Kind is "rate" or "concurrency".
+	Kind   string
+	Values []float64
+	Auto   bool
+	// Start is the first rate or concurrency of an automatic sweep.
+	Start float64
+	// Points below saturation (auto, default 5); Tolerance of the capacity
+	// search, relative (default 0.05); Repeat runs of its answer (default 2);
+	// MaxPoints bounds the probes (default 20).
+	Points    int
+	Tolerance float64
+	Repeat    int
+	MaxPoints int
+}
+
+// ParseSweep reads --sweep: "auto", or a comma-separated list of values.
+// kind is "rate" or "concurrency".
+func ParseSweep(spec, kind string) (*Sweep, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, nil
+	}
+	s := &Sweep{Kind: kind}
+	if strings.EqualFold(spec, "auto") {
+		s.Auto = true
+		return s, nil
+	}
+	for _, f := range strings.Split(spec, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("sweep %q: want auto or a list of positive numbers (%ss)", spec, kind)
+		}
+		if kind == "concurrency" && v != math.Trunc(v) {
+			return nil, fmt.Errorf("sweep %q: concurrencies are whole numbers", spec)
+		}
+		s.Values = append(s.Values, v)
+	}
+	return s, nil
+}
+
+// Validate checks the sweep.
+func (s *Sweep) Validate(slos []latency.SLO) error {
+	if s.Kind != "rate" && s.Kind != "concurrency" {
+		return fmt.Errorf("sweep kind %q: want rate or concurrency", s.Kind)
+	}
+	if !s.Auto && len(s.Values) == 0 {
+		return errors.New("sweep: no points")
+	}
+	if s.Auto && len(slos) > 0 && s.Kind != "rate" {
+		return errors.New("capacity search (--sweep auto with --slo) sweeps the rate; give --rate, not only --concurrency")
+	}
+	return nil
+}
+
+func (s *Sweep) String() string {
+	switch {
+	case s.Auto:
+		return "automatic " + s.Kind + " sweep"
+	default:
+		vs := make([]string, len(s.Values))
+		for i, v := range s.Values {
+			vs[i] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		return s.Kind + " sweep over " + strings.Join(vs, ", ")
+	}
+}
+
+func (s *Sweep) defaults() {
+	if s.Points <= 0 {
+		s.Points = 5
+	}
+	if s.Tolerance <= 0 {
+		s.Tolerance = 0.05
+	}
+	if s.Repeat <= 0 {
+		s.Repeat = 2
+	}
+	if s.MaxPoints <= 0 {
+		s.MaxPoints = 20
+	}
+}
+
+// SweepPoint is one probe of a sweep.
+type SweepPoint struct {
+	Phase         string  `json:"phase"`
+	Rate          float64 `json:"rate,omitempty"`
+	Concurrency   int     `json:"concurrency,omitempty"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	KeepsUp       bool    `json:"keeps_up"`
+	SLOsHold      *bool   `json:"slos_hold,omitempty"`
+}
+
+// SweepOutcome is what a sweep found.
+type SweepOutcome struct {
+	Kind   string       `json:"kind"`
+	Points []SweepPoint `json:"points"`
+	// Saturation is the highest rate or concurrency that kept up (auto).
+	Saturation float64 `json:"saturation,omitempty"`
+	// Capacity is the highest rate whose SLOs held (capacity search);
+	// FailsAt the lowest rate seen failing.
+	Capacity float64 `json:"capacity,omitempty"`
+	FailsAt  float64 `json:"fails_at,omitempty"`
+	// Line is the one-line answer.
+	Line string `json:"line"`
+}
+
+func (o *SweepOutcome) points() []report.SweepPoint {
+	var out []report.SweepPoint
+	for _, p := range o.Points {
+		out = append(out, report.SweepPoint{Phase: p.Phase, OfferedRate: p.Rate, Concurrency: p.Concurrency})
+	}
+	return out
+}
+
+func (o *SweepOutcome) mode() string {
+	if o.Kind == "concurrency" {
+		return "closed"
+	}
+	return "open"
+}
+
+// sweeper runs probes.
+type sweeper struct {
+	ctx    context.Context
+	runner *Runner
+	cfg    Config
+	log    io.Writer
+	phases *[]PhaseResult
+	out    *SweepOutcome
+	seen   map[string]int
+}
+
+// probe runs one point and judges it: throughput keeps up (≥ 95 % of the
+// offered rate; for concurrency, ≥ 90 % of ideal scaling is judged by the
+// caller) and, with SLOs, whether every SLO held over the point.
+func (sw *sweeper) probe(v float64) (SweepPoint, error) {
+	load := sw.cfg.Load
+	pt := SweepPoint{}
+	name := ""
+	if sw.out.Kind == "rate" {
+		load.Rate, pt.Rate = v, v
+		name = "rate=" + strconv.FormatFloat(v, 'g', 4, 64)
+	} else {
+		load.Rate, load.Arrivals = 0, nil
+		load.Concurrency, pt.Concurrency = int(v), int(v)
+		name = "concurrency=" + strconv.Itoa(int(v))
+	}
+	if n := sw.seen[name]; n > 0 {
+		name += fmt.Sprintf("#%d", n+1)
+	}
+	sw.seen[strings.SplitN(name, "#", 2)[0]]++
+	pt.Phase = name
+	var pc *report.Collector
+	if len(sw.cfg.SLOs) > 0 {
+		pc = report.NewCollector(report.Options{SLOs: sw.cfg.SLOs, Resamples: 200})
+		orig := sw.runner.Emit
+		sw.runner.Emit = func(r *latency.Record) { orig(r); pc.Add(r) }
+		defer func() { sw.runner.Emit = orig }()
+	}
+	res, err := sw.runner.Run(sw.ctx, name, load)
+	*sw.phases = append(*sw.phases, res)
+	if err != nil {
+		return pt, err
+	}
+	pt.ThroughputRPS = res.ThroughputRPS
+	if sw.out.Kind == "rate" {
+		pt.KeepsUp = res.ThroughputRPS >= 0.95*v
+	} else {
+		pt.KeepsUp = res.Succeeded > 0
+	}
+	if pc != nil {
+		hold := pt.KeepsUp && !slosFailed(pc.Report(), sw.cfg.SLOs)
+		pt.SLOsHold = &hold
+	}
+	sw.out.Points = append(sw.out.Points, pt)
+	verdict := ""
+	if pt.SLOsHold != nil {
+		verdict = map[bool]string{true: ", SLOs hold", false: ", SLOs fail"}[*pt.SLOsHold]
+	}
+	fmt.Fprintf(sw.log, "bench: %s: throughput %.2f req/s%s\n", name, pt.ThroughputRPS, verdict)
+	return pt, sw.ctx.Err()
+}
+
+func runSweep(ctx context.Context, r *Runner, cfg Config, _ *report.Collector, log io.Writer, phases *[]PhaseResult) (*SweepOutcome, error) {
+	s := *cfg.Sweep
+	s.defaults()
+	sw := &sweeper{ctx: ctx, runner: r, cfg: cfg, log: log, phases: phases, out: &SweepOutcome{Kind: s.Kind}, seen: map[string]int{}}
+	switch {
+	case !s.Auto:
+		for _, v := range s.Values {
+			if _, err := sw.probe(v); err != nil {
+				return sw.out, err
+			}
+		}
+		sw.out.Line = fmt.Sprintf("sweep     %d points over %s", len(s.Values), s.Kind)
+		return sw.out, nil
+	case len(cfg.SLOs) > 0:
+		return sw.out, sw.capacity(s)
+	default:
+		return sw.out, sw.saturation(s)
+	}
+}
+
+func (sw *sweeper) start(s Sweep) float64 {
+	if s.Start > 0 {
+		return s.Start
+	}
+	if s.Kind == "rate" && sw.cfg.Load.Rate > 0 {
+		return sw.cfg.Load.Rate
+	}
+	if s.Kind == "concurrency" && sw.cfg.Load.Concurrency > 0 {
+		return float64(sw.cfg.Load.Concurrency)
+	}
+	return 1
+}
+
+// saturation doubles the rate (concurrency) until throughput stops keeping
+// up (for concurrency: until doubling adds under 10 % throughput), then
+// spreads Points evenly up to the last point that kept up.
+func (sw *sweeper) saturation(s Sweep) error {
+	v := sw.start(s)
+	var sat float64
+	prevTP := 0.0
+	for range s.MaxPoints - s.Points {
+		pt, err := sw.probe(v)
+		if err != nil {
+			return err
+		}
+		if s.Kind == "rate" {
+			if !pt.KeepsUp {
+				break
+			}
+		} else if prevTP > 0 && pt.ThroughputRPS < 1.1*prevTP {
+			break
+		}
+		sat, prevTP = v, pt.ThroughputRPS
+		v *= 2
+	}
+	if sat == 0 {
+		sw.out.Line = fmt.Sprintf("saturation: even the first point (%s %g) did not keep up", s.Kind, v)
+		return nil
+	}
+	sw.out.Saturation = sat
+	for i := 1; i <= s.Points; i++ {
+		x := sat * float64(i) / float64(s.Points)
+		if s.Kind == "concurrency" {
+			x = math.Max(1, math.Round(x))
+		}
+		if _, err := sw.probe(x); err != nil {
+			return err
+		}
+	}
+	unit := "req/s"
+	if s.Kind == "concurrency" {
+		unit = "concurrent requests"
+	}
+	sw.out.Line = fmt.Sprintf("saturation: throughput keeps up to %g %s; %d points spread below it", sat, unit, s.Points)
+	return nil
+}
+
+// capacity brackets the highest rate whose SLOs hold, bisects to the
+// tolerance, and repeats the answer; a failing repeat moves it down.
+func (sw *sweeper) capacity(s Sweep) error {
+	slos := make([]string, len(sw.cfg.SLOs))
+	for i, x := range sw.cfg.SLOs {
+		slos[i] = x.String()
+	}
+	lo, hi := 0.0, 0.0
+	v := sw.start(s)
+	n := 0
+	probe := func(x float64) (bool, error) {
+		n++
+		pt, err := sw.probe(x)
+		if err != nil {
+			return false, err
+		}
+		return *pt.SLOsHold, nil
+	}
+	// Bracket: double while the SLOs hold, or halve while they fail.
+	ok, err := probe(v)
+	if err != nil {
+		return err
+	}
+	if ok {
+		lo = v
+		for n < s.MaxPoints {
+			v *= 2
+			if ok, err = probe(v); err != nil {
+				return err
+			}
+			if !ok {
+				hi = v
+				break
+			}
+			lo = v
+		}
+	} else {
+		hi = v
+		for n < s.MaxPoints && v > 1e-3 {
+			v /= 2
+			if ok, err = probe(v); err != nil {
+				return err
+			}
+			if ok {
+				lo = v
+				break
+			}
+			hi = v
+		}
+	}
+	for hi > 0 && lo > 0 && (hi-lo)/hi > s.Tolerance && n < s.MaxPoints {
+		mid := (lo + hi) / 2
+		ok, err := probe(mid)
+		if err != nil {
+			return err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// Repeat the answer: the edge is noisy.
+	for r := 0; lo > 0 && r < s.Repeat && n < s.MaxPoints; r++ {
+		ok, err := probe(lo)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			hi, lo, r = lo, lo*(1-s.Tolerance), -1
+		}
+	}
+	sw.out.Capacity, sw.out.FailsAt = lo, hi
+	switch {
+	case lo == 0:
+		sw.out.Line = fmt.Sprintf("capacity: no rate tried meets %s (lowest tried %.3g req/s)", strings.Join(slos, ","), hi)
+	case hi == 0:
+		sw.out.Line = fmt.Sprintf("capacity: at least %.3g req/s meets %s (no failing rate found in %d points)", lo, strings.Join(slos, ","), n)
+	default:
+		sw.out.Line = fmt.Sprintf("capacity: %.3g req/s meets %s (fails at %.3g req/s; %d points, ±%.0f%%)",
+			lo, strings.Join(slos, ","), hi, n, 100*s.Tolerance)
+	}
+	return nil
+}
