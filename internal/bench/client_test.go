@@ -114,7 +114,9 @@ func TestStreamMeasuresContentTokensOnly(t *testing.T) {
 }
 
 func TestContinuousUsageGivesPerChunkTokens(t *testing.T) {
-	u := func(n int) string { return `,"usage":{"prompt_tokens":7,"completion_tokens":` + string(rune('0'+n)) + `}` }
+	u := func(n int) string {
+		return `,"usage":{"prompt_tokens":7,"completion_tokens":` + string(rune('0'+n)) + `}`
+	}
 	parts := []string{
 		`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]` + u(0) + "}\n\n",
 		`data: {"choices":[{"index":0,"delta":{"content":"ab"}}]` + u(2) + "}\n\n",
