@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,9 @@ type Engine struct {
 	pending int  // requests in inbox (for MaxWaiting)
 	wake    chan struct{}
 
+	spin         time.Duration           // spinWindow on the wall clock, else 0
+	afterDeliver func(lag time.Duration) // tests: step lateness (−) before and (+) after delivery
+
 	// published counters, for Stats
 	stRunning, stWaiting, stUsed         atomic.Int64
 	stPreempt, stQueries, stHits         atomic.Int64
@@ -69,6 +73,9 @@ func New(cfg Config, clock Clock) (*Engine, error) {
 		epoch: clock.Now(),
 		s:     newScheduler(cfg),
 		wake:  make(chan struct{}, 1),
+	}
+	if _, ok := clock.(wallClock); ok {
+		e.spin = spinWindow
 	}
 	return e, nil
 }
@@ -194,24 +201,53 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		deadline := start + int64(dur)
-		if wait := time.Duration(deadline - e.instant(e.clock.Now())); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-e.clock.After(wait):
-			}
-		}
+		// The step's outcome does not depend on time: compute it now and
+		// only publish it at the deadline.
 		s.complete(deadline)
+		stop := e.sleepUntil(ctx, deadline)
+		if e.afterDeliver != nil {
+			e.afterDeliver(-e.clock.Now().Sub(e.at(deadline)))
+		}
 		for _, m := range s.emits {
 			e.deliver(m.r, m.n, m.finish, deadline)
 		}
+		if e.afterDeliver != nil {
+			e.afterDeliver(e.clock.Now().Sub(e.at(deadline)))
+		}
 		clear(s.emits)
 		s.emits = s.emits[:0]
+		if stop {
+			return nil
+		}
 		start = deadline
 		if now := e.instant(e.clock.Now()); now-start > int64(maxLag) {
 			start = now
 		}
 	}
+}
+
+// spinWindow is how long before a step deadline the wall-clock loop stops
+// sleeping on a timer and yields in a loop instead: Go timers fire up to a
+// few hundred microseconds late on a busy machine.
+const spinWindow = 300 * time.Microsecond
+
+// sleepUntil waits until the engine instant deadline; true when ctx ended
+// first.
+func (e *Engine) sleepUntil(ctx context.Context, deadline int64) bool {
+	wait := time.Duration(deadline-e.instant(e.clock.Now())) - e.spin
+	if wait > 0 {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-e.clock.After(wait):
+		}
+	}
+	if e.spin > 0 {
+		for e.instant(e.clock.Now()) < deadline {
+			runtime.Gosched()
+		}
+	}
+	return ctx.Err() != nil
 }
 
 // deliver hands n tokens (and maybe the finish) to q's stream.
