@@ -93,6 +93,9 @@ type exchange struct {
 	tokens  int // output tokens
 	wrote   bool
 	errKind string
+	// metricsSplit is the upstream's queue, prefill and decode time from a
+	// per-request metrics object, used when no Server-Timing gives them.
+	metricsSplit *[3]time.Duration
 }
 
 // fail answers with an OpenAI-shaped error (if nothing was written yet).

@@ -71,13 +71,20 @@ type chunkProbe struct {
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
+	// Metrics is the vLLM-style per-request timing object some servers
+	// (tokentrace serve among them) put on the final usage chunk.
+	Metrics *struct {
+		QueueTimeMs      float64 `json:"queue_time_ms"`
+		PrefillTimeMs    float64 `json:"prefill_time_ms"`
+		GenerationTimeMs float64 `json:"generation_time_ms"`
+	} `json:"metrics"`
 }
 
 var doneMarker = []byte("[DONE]")
 
 // inspect classifies one SSE event.
 func (p *chunkProbe) inspect(ev []byte) eventKind {
-	p.Choices, p.Usage, p.Error = p.Choices[:0], nil, nil
+	p.Choices, p.Usage, p.Error, p.Metrics = p.Choices[:0], nil, nil, nil
 	kind := eventOther
 	for len(ev) > 0 {
 		line := ev
@@ -251,6 +258,10 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 			if probe.Usage != nil && probe.Usage.CompletionTokens > 0 {
 				x.tokens = probe.Usage.CompletionTokens // final usage chunk
 			}
+			if m := probe.Metrics; m != nil {
+				ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+				x.metricsSplit = &[3]time.Duration{ms(m.QueueTimeMs), ms(m.PrefillTimeMs), ms(m.GenerationTimeMs)}
+			}
 		}
 		tl.post += g.now().Sub(t0)
 		if err := write(buf); err != nil {
@@ -261,20 +272,28 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 }
 
 // endStream reads the upstream to its end (for its trailer), then writes
-// the gateway's final SSE comment with the stage split and [DONE].
+// the final event: an SSE comment line with the stage split, then
+// "data: [DONE]".
 func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	g := x.g
 	t0 := g.now()
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.rd, 1<<20))
 	timing = append(timing, a.resp.Trailer.Values("Server-Timing")...)
 	x.tl.foldServerTiming(timing)
+	if !x.tl.serverSplit && x.metricsSplit != nil {
+		x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = x.metricsSplit[0], x.metricsSplit[1], x.metricsSplit[2]
+		x.tl.serverSplit = true
+	}
 	x.tl.post += g.now().Sub(t0)
 	x.tl.end = g.now()
 	comment := "server-timing " + x.tl.trailerTiming(x.tl.stages())
 	msg := make([]byte, 0, len(comment)+len(done)+4)
+	// The comment shares the [DONE] event rather than being an event of
+	// its own: some clients (openai-go) dispatch a comment-only event as
+	// empty data and fail to parse it.
 	msg = append(msg, ": "...)
 	msg = append(msg, comment...)
-	msg = append(msg, '\n', '\n')
+	msg = append(msg, '\n')
 	if done == nil {
 		done = []byte("data: [DONE]\n\n")
 	}

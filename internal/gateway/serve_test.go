@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/serve"
+)
+
+const simModel = "sim-model"
+
+// startServe runs tokentrace serve in process with every engine step
+// taking step, and returns its base URL (without /v1).
+func startServe(t testing.TB, step time.Duration) *serve.Server {
+	t.Helper()
+	s, err := serve.Start(context.Background(), serve.Config{Engine: engine.Config{
+		Model:       simModel,
+		StepTimer:   engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return step }),
+		BlockSize:   16,
+		NumBlocks:   512,
+		MaxModelLen: 4096,
+		MaxNumSeqs:  64,
+		Seed:        1,
+	}}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func serveBase(s *serve.Server) string { return strings.TrimSuffix(s.URL(), "/v1") }
+
+func TestOpenAIClientThroughGatewayToServe(t *testing.T) {
+	s := startServe(t, time.Millisecond)
+	g := mustGateway(t, fmt.Sprintf(`
+pools: [{name: sim, replicas: [{url: %q, kind: tokentrace}]}]
+routes: [{model: %s, pool: sim}, {model: public-alias, pool: sim, upstream_model: %s}]
+keys: [{name: t, sha256: %s}]
+`, serveBase(s), simModel, simModel, HashKey("sk-test")))
+	gw := startGateway(t, g)
+	client := oai.NewClient(option.WithBaseURL(gw.URL+"/v1/"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	msgs := []oai.ChatCompletionMessageParamUnion{oai.SystemMessage("You are terse."), oai.UserMessage("Hi!")}
+
+	c, err := client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: simModel, Messages: msgs, MaxCompletionTokens: oai.Int(6)},
+		option.WithJSONSet("ignore_eos", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Usage.CompletionTokens != 6 || c.Usage.PromptTokens != 8 {
+		t.Errorf("usage %+v", c.Usage)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{
+		Model: "public-alias", Messages: msgs, MaxTokens: oai.Int(9),
+		StreamOptions: oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)},
+	}, option.WithJSONSet("ignore_eos", true))
+	var acc oai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Usage.CompletionTokens != 9 || acc.Choices[0].Message.Content == "" {
+		t.Errorf("streamed usage %+v content %q", acc.Usage, acc.Choices[0].Message.Content)
+	}
+
+	// Errors from the gateway reach the client as OpenAI errors.
+	_, err = client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: "no-such-model", Messages: msgs})
+	var apiErr *oai.Error
+	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" {
+		t.Errorf("unknown model: %v", err)
+	}
+	bad := oai.NewClient(option.WithBaseURL(gw.URL+"/v1/"), option.WithAPIKey("sk-wrong"), option.WithMaxRetries(0))
+	_, err = bad.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: simModel, Messages: msgs})
+	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Errorf("wrong key: %v", err)
+	}
+
+	// /v1/models merges the upstream's list with the routes' names.
+	page, err := client.Models.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, m := range page.Data {
+		ids[m.ID] = true
+	}
+	if !ids[simModel] || !ids["public-alias"] {
+		t.Errorf("models %v, want %s and public-alias", ids, simModel)
+	}
+}
+
+func TestServeSplitFoldedAndDisconnectStopsEngine(t *testing.T) {
+	s := startServe(t, 2*time.Millisecond)
+	g := quickGateway(t, serveBase(s))
+	gw := startGateway(t, g)
+
+	// A complete stream: the serve Server-Timing trailer splits upstream TTFT.
+	resp := post(t, context.Background(), gw.URL, chatBody(simModel, true, "hello there", `,"max_tokens":5,"ignore_eos":true`), nil)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	st := timingMap(resp.Trailer.Get("Server-Timing"))
+	if _, ok := st[SplitPrefill]; !ok {
+		t.Fatalf("trailer %q lacks the server split", resp.Trailer.Get("Server-Timing"))
+	}
+	if st[SplitPrefill] < 2*time.Millisecond {
+		t.Errorf("prefill %v, want ≥ one 2 ms step", st[SplitPrefill])
+	}
+
+	// A long stream, abandoned: the engine's running count drops to 0.
+	ctx, cancel := context.WithCancel(context.Background())
+	resp = post(t, ctx, gw.URL, chatBody(simModel, true, "go on", `,"max_tokens":3000,"ignore_eos":true`), nil)
+	buf := make([]byte, 256)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Engine().Stats().Running; n != 1 {
+		t.Fatalf("engine running = %d, want 1", n)
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, "engine to drop the abandoned request", func() bool { return s.Engine().Stats().Running == 0 })
+	if r := g.rt.Load().pools["default"].replicas[0].Outstanding(); r != 0 {
+		t.Errorf("gateway still counts %d outstanding", r)
+	}
+}
+
+func TestStagesSumAgainstServe(t *testing.T) {
+	s := startServe(t, time.Millisecond)
+	gw := startGateway(t, quickGateway(t, serveBase(s)))
+	const n = 50
+	within := 0
+	for i := range n {
+		t0 := time.Now()
+		resp := post(t, context.Background(), gw.URL, chatBody(simModel, true, fmt.Sprintf("request %d", i), `,"max_tokens":8,"ignore_eos":true`), nil)
+		_, err := io.Copy(io.Discard, resp.Body)
+		e2e := time.Since(t0)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d: %v %d", i, err, resp.StatusCode)
+		}
+		total := timingMap(resp.Trailer.Get("Server-Timing"))["total"]
+		if gap := e2e - total; gap >= 0 && gap <= time.Millisecond {
+			within++
+		}
+	}
+	if !raceEnabled && within < n*99/100 {
+		t.Errorf("within 1 ms of client E2E on %d/%d", within, n)
+	}
+}
+
+func errorsAs(err error, target **oai.Error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.As(err, target)
+}
