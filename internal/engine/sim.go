@@ -26,6 +26,16 @@ type SimOptions struct {
 	Steps bool
 	// Emissions records, per request, every emission (instant and tokens).
 	Emissions bool
+	// Chunks records, per request, every step that computed its prompt.
+	Chunks bool
+}
+
+// Chunk is one step's prompt work for one request: the step's start and end
+// offsets and the tokens computed (a prefill chunk, or a recomputation after
+// preemption).
+type Chunk struct {
+	Start, End time.Duration
+	Tokens     int
 }
 
 // Emission is one step's tokens for one request, at a virtual offset.
@@ -53,6 +63,8 @@ type SimResult struct {
 	Timelines []Timeline
 	// Emissions (when recorded) holds each arrival's emissions.
 	Emissions [][]Emission
+	// Chunks (when recorded) holds each arrival's prefill chunks.
+	Chunks [][]Chunk
 	// Steps (when recorded) holds every step.
 	Steps []StepRecord
 	// End is the virtual offset at which the last request finished.
@@ -105,6 +117,9 @@ func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, erro
 	res := &SimResult{Timelines: make([]Timeline, len(arrivals))}
 	if opts.Emissions {
 		res.Emissions = make([][]Emission, len(arrivals))
+	}
+	if opts.Chunks {
+		res.Chunks = make([][]Chunk, len(arrivals))
 	}
 	var (
 		now      int64
@@ -159,6 +174,13 @@ func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, erro
 			res.Steps = append(res.Steps, rec)
 		}
 		end := now + int64(dur)
+		if opts.Chunks {
+			for _, p := range s.plan {
+				if !p.decode {
+					res.Chunks[p.r.idx] = append(res.Chunks[p.r.idx], Chunk{Start: time.Duration(now), End: time.Duration(end), Tokens: p.n})
+				}
+			}
+		}
 		s.complete(end)
 		for _, m := range s.emits {
 			if opts.Emissions {

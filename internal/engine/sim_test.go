@@ -377,7 +377,33 @@ func TestSimulateArrivalOrderIndependent(t *testing.T) {
 		t.Fatalf("early finished at %v, want %v", got, want)
 	}
 	tl := res.Timelines[1]
+	if tl.PrefillChunks != 1 || tl.OutputTokens != 5 || tl.Finish != FinishLength { // the draw reached max_tokens
+		t.Fatalf("timeline %+v", tl)
+	}
 	if tl.Queue() != 0 || tl.Prefill() != 1100*time.Microsecond || tl.Decode() != 4*1010*time.Microsecond {
 		t.Fatalf("queue %v prefill %v decode %v", tl.Queue(), tl.Prefill(), tl.Decode())
+	}
+}
+
+func TestSimulateChunks(t *testing.T) {
+	cfg := testConfig() // 100-token budget
+	res, err := Simulate(cfg, []Arrival{{Request: Request{ID: "a", PromptLen: 250, MaxTokens: 2, IgnoreEOS: true}}}, SimOptions{Chunks: true, Emissions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 + 100 + 50 tokens; each step 1 ms + 10 µs per token.
+	want := []Chunk{
+		{0, 2 * time.Millisecond, 100},
+		{2 * time.Millisecond, 4 * time.Millisecond, 100},
+		{4 * time.Millisecond, 5500 * time.Microsecond, 50},
+	}
+	if diff := cmp.Diff(want, res.Chunks[0]); diff != "" {
+		t.Fatalf("chunks (-want +got):\n%s", diff)
+	}
+	if tl := res.Timelines[0]; tl.PrefillChunks != 3 || Offset(tl.FirstToken) != 5500*time.Microsecond {
+		t.Fatalf("timeline %+v", tl)
+	}
+	if diff := cmp.Diff([]Emission{{5500 * time.Microsecond, 1}, {6510 * time.Microsecond, 1}}, res.Emissions[0]); diff != "" {
+		t.Fatalf("emissions (-want +got):\n%s", diff)
 	}
 }
