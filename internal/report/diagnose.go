@@ -153,6 +153,24 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	if !overloaded {
 		capBasis = "the rate requests completed at; the run did not saturate the server, so capacity is at least this"
 	}
+	overloadEv := fmt.Sprintf(" Requests arrived at %s req/s but completed at %s req/s: the offered rate is "+
+		"above the measured capacity.", num(s.OfferedRPS), num(s.CompletionRPS))
+	if len(rep.Phases) > 0 {
+		// A sweep: judge each step on its own rates.
+		overloaded = false
+		var over []string
+		peak := 0.0
+		for _, ph := range rep.Phases {
+			peak = max(peak, ph.CompletionRPS)
+			if ph.OfferedRPS > 1.05*ph.CompletionRPS && ph.CompletionRPS > 0 {
+				overloaded = true
+				over = append(over, fmt.Sprintf("%s (offered %s, completed %s req/s)", ph.Name,
+					num(ph.OfferedRPS), num(ph.CompletionRPS)))
+			}
+		}
+		capacity, capBasis = peak, "the highest steady completion rate of any sweep step"
+		overloadEv = " Steps offered more than the server completed: " + strings.Join(over, ", ") + "."
+	}
 	if rep.Capacity != nil {
 		capacity, capBasis = rep.Capacity.RPS, rep.Capacity.Basis
 	}
@@ -190,8 +208,7 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	sev := "warning"
 	if overloaded {
 		sev = "critical"
-		ev += fmt.Sprintf(" Requests arrived at %s req/s but completed at %s req/s: the offered rate is "+
-			"above the measured capacity.", num(s.OfferedRPS), num(s.CompletionRPS))
+		ev += overloadEv
 	}
 	ev += fmt.Sprintf(" Measured capacity: %s req/s (%s).", num(capacity), capBasis)
 	return Finding{

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +13,24 @@ import (
 // glance, the diagnosis, latency percentiles, SLO verdicts and where the
 // time goes.
 func (r *Report) WriteText(w io.Writer) error {
+	var buf bytes.Buffer
+	if err := r.writeText(&buf); err != nil {
+		return err
+	}
+	return writeTrimmed(w, buf.Bytes())
+}
+
+// writeTrimmed writes text with trailing spaces removed from every line.
+func writeTrimmed(w io.Writer, text []byte) error {
+	lines := bytes.Split(text, []byte("\n"))
+	for i := range lines {
+		lines[i] = bytes.TrimRight(lines[i], " ")
+	}
+	_, err := w.Write(bytes.Join(lines, []byte("\n")))
+	return err
+}
+
+func (r *Report) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	s := r.Summary
@@ -22,8 +41,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	p("%s\n", clip(title, 100))
 	p("requests %d  succeeded %d  failed %d%s  duration %.1fs\n",
 		s.Requests, s.Succeeded, s.Failed, errorList(s.Errors), s.DurationS)
-	p("throughput %s req/s  output %s tok/s  total %s tok/s  offered %s req/s\n",
-		num(s.ThroughputRPS), num(s.OutputTPS), num(s.TotalTPS), num(s.OfferedRPS))
+	p("throughput %s req/s (steady %s)  output %s tok/s  total %s tok/s  offered %s req/s\n",
+		num(s.ThroughputRPS), num(s.CompletionRPS), num(s.OutputTPS), num(s.TotalTPS), num(s.OfferedRPS))
 	if s.Warmup > 0 || s.Truncated > 0 {
 		p("warm-up excluded %d  truncated at max_tokens %d\n", s.Warmup, s.Truncated)
 	}
@@ -133,7 +152,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				fmtMS(ph.TTFTP50), fmtMS(ph.TTFTP99), fmtMS(ph.TPOTP99), fmtMS(ph.E2EP99), met)
 		}
 		if r.Capacity != nil {
-			p("capacity: %s req/s (%s)\n", num(r.Capacity.RPS), clip(r.Capacity.Basis, 70))
+			for _, line := range wrap(fmt.Sprintf("capacity: %s req/s (%s)", num(r.Capacity.RPS), r.Capacity.Basis), 98) {
+				p("%s\n", line)
+			}
 		}
 	}
 
