@@ -50,10 +50,10 @@ func TestKVBytesPerTokenHandComputed(t *testing.T) {
 		{"llama3.1-8b fp8", "Llama-3.1-8B", 1, FP8, 2 * 32 * 8 * 128 * 1},
 		// TP 8 = KV heads: one head per rank, no replication.
 		{"llama3.1-70b tp8", "Llama-3.1-70B", 8, BF16, 2 * 80 * 8 * 128 * 2},
-		// Mixtral TP 8 > ... 8 KV heads: still one per rank.
+		// Llama-2-7B is multi-head: 32 KV heads.
 		{"llama2-7b mha", "Llama-2-7B", 1, BF16, 2 * 32 * 32 * 128 * 2},
-		// Qwen2.5-7B has 4 KV heads: at TP 8 each head is held by 2 ranks, so
-		// the group stores 8 heads' worth: 2 × 28 × 8 × 128 × 2.
+		// Qwen2.5-7B has 4 KV heads: at TP 4 one per rank, no replication
+		// (replication: TestKVHeadReplication).
 		{"qwen2.5-7b tp4 (=kv heads)", "Qwen2.5-7B", 4, BF16, 2 * 28 * 4 * 128 * 2},
 		// DeepSeek-V3 MLA: 61 layers × (512 latent + 64 rope) × 2 B, one copy per rank.
 		{"deepseek-v3 mla tp8", "DeepSeek-V3", 8, BF16, 8 * 61 * (512 + 64) * 2},
@@ -74,9 +74,8 @@ func TestKVBytesPerTokenHandComputed(t *testing.T) {
 }
 
 func TestKVHeadReplication(t *testing.T) {
-	// Qwen2.5-72B has 8 KV heads; Qwen2.5-7B has 4 and 28 query heads, so
-	// TP 4 is the largest dividing both. Build a synthetic 2-KV-head model to
-	// see replication at TP 4: each rank holds 1 head, the group 4.
+	// A synthetic model with 2 KV heads at TP 4: each rank must hold one
+	// head, so the group stores 4 heads' worth (each head twice).
 	m := ModelSpec{Name: "tiny", Layers: 2, Hidden: 512, Heads: 8, KVHeads: 2, HeadDim: 64, Intermediate: 1024, Vocab: 1000}
 	g := mustGPU(t, "H100-SXM")
 	e1 := mustNew(t, Config{Model: m, GPU: g, TP: 1})
