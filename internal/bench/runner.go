@@ -229,8 +229,7 @@ func (p *phaseRun) open() error {
 		if p.end > 0 && at >= p.end {
 			return nil
 		}
-		t, ok := p.ticket()
-		if !ok {
+		if p.total > 0 && p.tickets.Load() >= p.total {
 			return nil
 		}
 		// Build the request before its instant, so that building it is not
@@ -241,6 +240,10 @@ func (p *phaseRun) open() error {
 			continue
 		}
 		if err := p.r.Clock.SleepUntil(p.sendCtx, at); err != nil {
+			return nil
+		}
+		t, ok := p.ticket()
+		if !ok {
 			return nil
 		}
 		p.wg.Add(1)
@@ -280,7 +283,7 @@ func (p *phaseRun) closed() {
 // session sends a session's turns, the first (already built) with ticket t
 // at instant at.
 func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int64, at time.Duration, scheduled bool) {
-	prevOut := 0
+	prevOut, prevEnd := 0, int64(0)
 	for turn := 0; ; turn++ {
 		req := *first
 		if turn > 0 {
@@ -294,7 +297,8 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 			if t, ok = p.ticket(); !ok {
 				return
 			}
-			at = p.r.Clock.Now() + req.Think
+			// The next turn is meant for think time after the answer ended.
+			at = max(p.r.Clock.Now(), time.Duration(prevEnd)) + req.Think
 			if p.end > 0 && at >= p.end {
 				return
 			}
@@ -313,7 +317,7 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 		if !rec.OK() {
 			return // a session does not go on after a failed turn
 		}
-		prevOut = rec.OutputTokens
+		prevOut, prevEnd = rec.OutputTokens, rec.EndNS
 	}
 }
 
