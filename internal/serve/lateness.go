@@ -5,15 +5,32 @@ import (
 	"time"
 )
 
-// lateBucket is the resolution of Lateness: 10 µs, up to lateBuckets × 10 µs.
+// Lateness buckets: 10 µs wide up to 10 ms, then 100 µs wide up to 2 s;
+// later values land in an overflow bucket.
 const (
-	lateBucket  = 10 * time.Microsecond
-	lateBuckets = 20000 // 200 ms; later chunks land in the overflow bucket
+	fineBucket   = 10 * time.Microsecond
+	fineBuckets  = 1000
+	coarseBucket = 100 * time.Microsecond
+	lateBuckets  = fineBuckets + 19900
 )
 
+func lateIndex(d time.Duration) int {
+	if d < fineBuckets*fineBucket {
+		return int(d / fineBucket)
+	}
+	return min(fineBuckets+int((d-fineBuckets*fineBucket)/coarseBucket), lateBuckets)
+}
+
+func lateUpper(i int) time.Duration {
+	if i < fineBuckets {
+		return time.Duration(i+1) * fineBucket
+	}
+	return fineBuckets*fineBucket + time.Duration(i-fineBuckets+1)*coarseBucket
+}
+
 // Lateness is a lock-free histogram of chunk write lateness (the engine
-// event's instant to the chunk written and flushed), with 10 µs buckets up
-// to 200 ms. Safe for concurrent use.
+// event's instant to the chunk written and flushed): 10 µs resolution up
+// to 10 ms, 100 µs up to 2 s. Safe for concurrent use.
 type Lateness struct {
 	counts   [lateBuckets + 1]atomic.Int64
 	n, sumNs atomic.Int64
@@ -23,8 +40,7 @@ type Lateness struct {
 // Observe records one chunk's lateness (negative values count as 0).
 func (l *Lateness) Observe(d time.Duration) {
 	d = max(d, 0)
-	i := min(int(d/lateBucket), lateBuckets)
-	l.counts[i].Add(1)
+	l.counts[lateIndex(d)].Add(1)
 	l.n.Add(1)
 	l.sumNs.Add(int64(d))
 	for {
@@ -51,8 +67,8 @@ func (l *Lateness) Mean() time.Duration {
 func (l *Lateness) Max() time.Duration { return time.Duration(l.maxNs.Load()) }
 
 // Quantile returns the upper edge of the bucket holding the q-quantile
-// (0 < q ≤ 1): the true value is at most 10 µs less. Beyond 200 ms it
-// returns Max.
+// (0 < q ≤ 1): the true value is at most one bucket width less. Beyond 2 s
+// it returns Max.
 func (l *Lateness) Quantile(q float64) time.Duration {
 	n := l.n.Load()
 	if n == 0 {
@@ -67,7 +83,7 @@ func (l *Lateness) Quantile(q float64) time.Duration {
 			if i == lateBuckets {
 				return l.Max()
 			}
-			return time.Duration(i+1) * lateBucket
+			return min(lateUpper(i), l.Max())
 		}
 	}
 	return l.Max()

@@ -1,0 +1,339 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+)
+
+// The many-streams benchmarks run the server in this process and the load
+// in a child process (this test binary re-executed as a minimal client), so
+// neither side hits the per-process file limit and the client's work is
+// not counted in the server's memory. Both share the machine's cores, as in
+// the project's 2-core set-up.
+//
+//	go test -run ^$ -bench Streams -benchtime 1x ./internal/serve
+//
+// Flags: -streams N (default 10000), -step D (engine step time, default
+// 50ms), -window D (measurement window once all streams run, default 3s).
+var (
+	benchStreams = flag.Int("streams", 10000, "concurrent streams for BenchmarkStreams")
+	benchStep    = flag.Duration("step", 50*time.Millisecond, "engine step time for BenchmarkStreams")
+	benchWindow  = flag.Duration("window", 3*time.Second, "measurement window for BenchmarkStreams")
+)
+
+const clientEnv = "TOKENTRACE_STREAMS_CLIENT"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(clientEnv); spec != "" {
+		os.Exit(runStreamsClient(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// runStreamsClient is the child process: "ADDR N BODYFILE" opens N
+// connections (500 at a time), sends the request on each and reads every
+// response to its end, discarding it. It prints "ready" once every
+// request is sent and exits when stdin closes or every response ended.
+func runStreamsClient(spec string) int {
+	var addr, bodyPath string
+	var n int
+	if _, err := fmt.Sscan(spec, &addr, &n, &bodyPath); err != nil {
+		fmt.Fprintln(os.Stderr, "client spec:", err)
+		return 2
+	}
+	body, err := os.ReadFile(bodyPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	req := fmt.Appendf(nil, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := 0; i < n; i++ {
+		var c net.Conn
+		for try := 0; ; try++ {
+			c, err = net.Dial("tcp", addr)
+			if err == nil || try == 50 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dial:", err)
+			return 1
+		}
+		if _, err := c.Write(req); err != nil {
+			fmt.Fprintln(os.Stderr, "write:", err)
+			return 1
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			buf := make([]byte, 4096)
+			var tail []byte
+			for {
+				k, err := c.Read(buf)
+				tail = append(tail[:0], buf[max(0, k-32):k]...)
+				if bytes.Contains(tail, []byte("[DONE]")) {
+					return
+				}
+				if err != nil {
+					failed.Add(1)
+					return
+				}
+			}
+		}()
+		if i%500 == 499 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	fmt.Println("ready")
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
+	<-done
+	if f := failed.Load(); f > 0 {
+		fmt.Fprintf(os.Stderr, "%d streams ended without [DONE]\n", f)
+		return 1
+	}
+	return 0
+}
+
+// startClient runs the child client against addr.
+func startClient(b *testing.B, addr string, n int, body string) (wait func() error, stop func()) {
+	b.Helper()
+	path := fmt.Sprintf("%s/body.json", b.TempDir())
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", clientEnv, addr, n, path))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, bufio.NewReader(out)) }()
+	return cmd.Wait, func() { stdin.Close(); _ = cmd.Wait() }
+}
+
+func streamsConfig(n int, step time.Duration) Config {
+	return Config{Engine: engine.Config{
+		Model:               testModel,
+		StepTimer:           engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return step }),
+		BlockSize:           16,
+		NumBlocks:           n*8 + 1024,
+		MaxModelLen:         4096,
+		MaxNumSeqs:          n + 16,
+		MaxNumBatchedTokens: n + 1024,
+		Seed:                1,
+	}}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// BenchmarkStreams holds -streams concurrent streams on the in-process
+// server and reports, over a window in which all of them run, how late
+// each chunk was written relative to its engine step's end (p50/p99/max,
+// ms) and the chunk rate; then the same load against a null server (one
+// goroutine per connection writing a same-sized chunk on a shared ticker,
+// no HTTP, engine or JSON) gives the floor of this machine.
+func BenchmarkStreams(b *testing.B) {
+	n, step, window := *benchStreams, *benchStep, *benchWindow
+	tokens := int((window+10*time.Second)/step) + 20 // outlasts ramp-up and the window
+	body := fmt.Sprintf(`{"model":%q,"prompt":"one two three four five six seven eight","max_tokens":%d,"ignore_eos":true,"stream":true}`, testModel, tokens)
+	for range b.N {
+		b.Run("serve", func(b *testing.B) {
+			s, err := Start(context.Background(), streamsConfig(n, step), "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			_, stop := startClient(b, s.Addr().String(), n, body)
+			defer stop()
+			if !waitFor(60*time.Second, func() bool { return s.Engine().Stats().Running == n }) {
+				b.Fatalf("only %+v streams running", s.Engine().Stats())
+			}
+			s.WriteLateness().Reset()
+			cpu0 := cpuTime()
+			time.Sleep(window)
+			l := s.WriteLateness()
+			report(b, l, window, cpuTime()-cpu0)
+			if st := s.Engine().Stats(); st.Running != n {
+				b.Errorf("streams ended during the window: %+v", st)
+			}
+		})
+		b.Run("null", func(b *testing.B) {
+			ns := startNullServer(b, step, tokens)
+			defer ns.close()
+			_, stop := startClient(b, ns.ln.Addr().String(), n, body)
+			defer stop()
+			if !waitFor(60*time.Second, func() bool { return ns.conns.Load() == int64(n) }) {
+				b.Fatalf("only %d null streams", ns.conns.Load())
+			}
+			ns.late.Reset()
+			cpu0 := cpuTime()
+			time.Sleep(window)
+			report(b, &ns.late, window, cpuTime()-cpu0)
+		})
+	}
+}
+
+func report(b *testing.B, l *Lateness, window, cpu time.Duration) {
+	b.ReportMetric(float64(cpu)/1e3/float64(max(l.Count(), 1)), "server-cpu-us/chunk")
+	b.ReportMetric(float64(l.Quantile(0.5))/1e6, "p50-late-ms")
+	b.ReportMetric(float64(l.Quantile(0.99))/1e6, "p99-late-ms")
+	b.ReportMetric(float64(l.Max())/1e6, "max-late-ms")
+	b.ReportMetric(float64(l.Count())/window.Seconds(), "chunks/s")
+}
+
+// nullServer is the floor: per connection one goroutine that, on every
+// tick of a shared ticker, writes a pre-encoded chunk of a real chunk's
+// size and records its lateness behind the tick. Ticks form a lock-free
+// chain, so waking the writers costs no more than the engine's delivery.
+type nullServer struct {
+	ln    net.Listener
+	late  Lateness
+	conns atomic.Int64
+	first atomic.Pointer[nullTick]
+	stop  chan struct{}
+}
+
+type nullTick struct {
+	done chan struct{}
+	at   time.Time
+	next *nullTick
+}
+
+func startNullServer(b *testing.B, step time.Duration, tokens int) *nullServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns := &nullServer{ln: ln, stop: make(chan struct{})}
+	ns.first.Store(&nullTick{done: make(chan struct{})})
+	chunk := []byte("data: " + `{"id":"cmpl-0123456789-1","object":"text_completion","created":1700000000,"model":"sim-model","choices":[{"index":0,"text":" token","logprobs":null,"finish_reason":null}]}` + "\n\n")
+	chunk = fmt.Appendf(nil, "%x\r\n%s\r\n", len(chunk), chunk)
+	go func() {
+		t := time.NewTicker(step)
+		defer t.Stop()
+		for {
+			select {
+			case <-ns.stop:
+				return
+			case now := <-t.C:
+				cur := ns.first.Load()
+				cur.at, cur.next = now, &nullTick{done: make(chan struct{})}
+				ns.first.Store(cur.next)
+				close(cur.done)
+			}
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				if _, err := c.Read(buf); err != nil {
+					return
+				}
+				if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")); err != nil {
+					return
+				}
+				ns.conns.Add(1)
+				t := ns.first.Load()
+				for range tokens {
+					select {
+					case <-t.done:
+					case <-ns.stop:
+						return
+					}
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+					ns.late.Observe(time.Since(t.at))
+					t = t.next
+				}
+				_, _ = c.Write([]byte("e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"))
+			}()
+		}
+	}()
+	return ns
+}
+
+func (ns *nullServer) close() { close(ns.stop); ns.ln.Close() }
+
+// BenchmarkIdleStreamMemory reports the server's Go heap and stack per
+// open stream that waits for its first token (the engine's first step
+// never ends during the measurement).
+func BenchmarkIdleStreamMemory(b *testing.B) {
+	const n = 2000
+	body := fmt.Sprintf(`{"model":%q,"prompt":"one two three four five six seven eight","max_tokens":16,"ignore_eos":true,"stream":true}`, testModel)
+	for range b.N {
+		s, err := Start(context.Background(), streamsConfig(n, time.Hour), "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := memInUse()
+		_, stop := startClient(b, s.Addr().String(), n, body)
+		if !waitFor(60*time.Second, func() bool { st := s.Engine().Stats(); return st.Running+st.Waiting == n }) {
+			b.Fatalf("only %+v streams open", s.Engine().Stats())
+		}
+		time.Sleep(200 * time.Millisecond) // let every handler reach Recv
+		after := memInUse()
+		b.ReportMetric(float64(after-before)/n, "bytes/idle-stream")
+		stop()
+		_ = s.Close()
+	}
+}
+
+// cpuTime is this process's user + system CPU time (the child client is
+// not included).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func memInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse + m.StackInuse)
+}
