@@ -24,6 +24,7 @@ type Chart struct {
 	Title   string
 	Caption string
 	SVG     string // an <svg> element, ready to inline
+	Wide    bool   // drawn to span the page's width
 }
 
 var palette = []color.Color{
@@ -36,6 +37,13 @@ var palette = []color.Color{
 }
 
 var sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
+// Chart sizes: the page shows wide charts across its width and narrow ones
+// three to a row, so these keep the text near its drawn size on a laptop.
+const (
+	wideW, wideH     = 10 * vg.Inch, 3.2 * vg.Inch
+	narrowW, narrowH = 4.3 * vg.Inch, 3.2 * vg.Inch
+)
 
 func newPlot(title, x, y string) *plot.Plot {
 	p := plot.New()
@@ -59,6 +67,18 @@ var (
 
 // render draws a plot to an inline SVG element that scales with the page.
 func render(p *plot.Plot, w, h vg.Length) (string, error) {
+	// Leave room above the data for a legend in the top corner: stretch the
+	// Y axis by the share of the plot's height the legend takes.
+	if p.Legend.Top && !math.IsNaN(p.Y.Max) && !math.IsInf(p.Y.Max, 0) && p.Y.Max > p.Y.Min {
+		lh := p.Legend.Rectangle(draw.New(vgsvg.New(w, h))).Size().Y
+		f := min(float64(lh+vg.Points(6))/float64(h-vg.Points(70)), 0.6)
+		if _, log := p.Y.Scale.(plot.LogScale); log && p.Y.Min > 0 {
+			lo, hi := math.Log10(p.Y.Min), math.Log10(p.Y.Max)
+			p.Y.Max = math.Pow(10, lo+(hi-lo)/(1-f))
+		} else {
+			p.Y.Max = p.Y.Min + (p.Y.Max-p.Y.Min)/(1-f)
+		}
+	}
 	c := vgsvg.New(w, h)
 	p.Draw(draw.New(c))
 	var b bytes.Buffer
@@ -121,7 +141,7 @@ func (r *Report) Charts() ([]Chart, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, Chart{ID: id, Title: title, Caption: caption, SVG: svg})
+		out = append(out, Chart{ID: id, Title: title, Caption: caption, SVG: svg, Wide: w == wideW})
 		return nil
 	}
 	// CDFs.
@@ -143,8 +163,9 @@ func (r *Report) Charts() ([]Chart, error) {
 			}
 		}
 		p.Y.Min, p.Y.Max = 0, 1
+		p.Legend.Top = false // the curve is high on the right: the legend goes bottom right
 		if err := add("cdf-"+string(m), "CDF of "+strings.ToUpper(string(m)),
-			"share of successful requests at or below each latency", p, 4*vg.Inch, 3*vg.Inch); err != nil {
+			"share of successful requests at or below each latency", p, narrowW, narrowH); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +240,7 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 		}
 	}
 	if err := add("latency-time", "Latency over the run", "per time bin: P50 and P99 of requests sent in it",
-		p, 6*vg.Inch, 3*vg.Inch); err != nil {
+		p, wideW, wideH); err != nil {
 		return err
 	}
 	p = newPlot("Throughput over the run", "time since start (s), by completion", "output tokens/s")
@@ -232,7 +253,7 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 		return err
 	}
 	if err := add("throughput-time", "Throughput over the run",
-		fmt.Sprintf("output tokens per second completed in each %.1f s bin", width/1e9), p, 6*vg.Inch, 3*vg.Inch); err != nil {
+		fmt.Sprintf("output tokens per second completed in each %.1f s bin", width/1e9), p, wideW, wideH); err != nil {
 		return err
 	}
 	// Requests in flight: the server's scrape when there is one, else the client's view.
@@ -280,7 +301,7 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 			return err
 		}
 	}
-	return add("inflight-time", "Requests in flight", caption, p, 6*vg.Inch, 3*vg.Inch)
+	return add("inflight-time", "Requests in flight", caption, p, wideW, wideH)
 }
 
 // accum adds the interval [lo, hi) to per-bin time averages.
@@ -351,7 +372,7 @@ func (a *analysis) scatterCharts(add addFunc) error {
 			}
 			caption += fmt.Sprintf("; least-squares line %.3g ms per token, R² %.2f", f.Slope, f.R2)
 		}
-		if err := add(s.id, s.title, caption, p, 4.5*vg.Inch, 3.2*vg.Inch); err != nil {
+		if err := add(s.id, s.title, caption, p, narrowW, narrowH); err != nil {
 			return err
 		}
 	}
@@ -400,7 +421,7 @@ func stageBars(r *Report, add addFunc) error {
 		p.NominalX(names...)
 		p.Legend.Left = true
 		if err := add(id, title, "mean time in each stage for the median band and the tails; "+
-			"the tail bars show what the slowest requests spent their time on", p, 5*vg.Inch, 3.5*vg.Inch); err != nil {
+			"the tail bars show what the slowest requests spent their time on", p, narrowW, narrowH); err != nil {
 			return err
 		}
 	}
@@ -430,13 +451,13 @@ func sweepCharts(r *Report, add addFunc) error {
 		{"TTFT p50", func(p Phase) float64 { return p.TTFTP50 }}, {"TTFT p99", func(p Phase) float64 { return p.TTFTP99 }},
 		{"TPOT p99", func(p Phase) float64 { return p.TPOTP99 }}, {"E2E p99", func(p Phase) float64 { return p.E2EP99 }},
 	}
-	ymax := 0.0
+	ymin, ymax := math.Inf(1), 0.0
 	for i, s := range series {
 		var xys plotter.XYs
 		for _, ph := range pts {
 			if v := s.v(ph); v > 0 {
 				xys = append(xys, plotter.XY{X: ph.OfferedRPS, Y: v})
-				ymax = max(ymax, v)
+				ymin, ymax = min(ymin, v), max(ymax, v)
 			}
 		}
 		if err := line(p, s.name, xys, i, false); err != nil {
@@ -451,12 +472,12 @@ func sweepCharts(r *Report, add addFunc) error {
 	}
 	if r.Capacity != nil && ymax > 0 {
 		if err := line(p, fmt.Sprintf("capacity %s req/s", num(r.Capacity.RPS)),
-			plotter.XYs{{X: r.Capacity.RPS, Y: 0.01}, {X: r.Capacity.RPS, Y: ymax}}, 7, true); err != nil {
+			plotter.XYs{{X: r.Capacity.RPS, Y: ymin}, {X: r.Capacity.RPS, Y: ymax}}, 7, true); err != nil {
 			return err
 		}
 	}
 	if err := add("sweep-latency", "Latency vs offered rate", "each point one sweep step; dashed: SLO thresholds and the capacity point",
-		p, 6*vg.Inch, 3.5*vg.Inch); err != nil {
+		p, wideW, wideH); err != nil {
 		return err
 	}
 	p = newPlot("Goodput vs offered rate", "offered rate (req/s)", "req/s")
@@ -481,5 +502,5 @@ func sweepCharts(r *Report, add addFunc) error {
 		}
 	}
 	return add("sweep-goodput", "Goodput vs offered rate", "goodput counts requests meeting every SLO",
-		p, 6*vg.Inch, 3.5*vg.Inch)
+		p, wideW, wideH)
 }

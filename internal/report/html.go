@@ -64,7 +64,7 @@ table { border-collapse:collapse; background:#fff; border:1px solid var(--line);
 th, td { padding:5px 10px; border-bottom:1px solid var(--line); text-align:right; white-space:nowrap; }
 th:first-child, td:first-child { text-align:left; } th { background:#eef1f5; font-weight:600; }
 .pass { color:var(--ok); font-weight:600; } .fail { color:var(--crit); font-weight:600; } .largest { font-weight:700; }
-.charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(420px,1fr)); gap:14px; }
+.charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(360px,1fr)); gap:14px; }
 figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px; }
 figure.wide { grid-column:1 / -1; }
 figcaption { color:var(--muted); font-size:12.5px; padding:2px 4px; }
@@ -112,7 +112,7 @@ svg.chart { width:100%; height:auto; display:block; }
 {{if .Charts}}
 <h2 id="charts">Charts</h2>
 <div class="charts">
-{{range .Charts}}<figure id="fig-{{.ID}}" class="{{if or (eq .ID "latency-time") (eq .ID "throughput-time") (eq .ID "inflight-time")}}wide{{end}}">{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>
+{{range .Charts}}<figure id="fig-{{.ID}}" class="{{if .Wide}}wide{{end}}">{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>
 {{end}}
 </div>
 {{end}}
