@@ -1,0 +1,283 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// handTimeline is the worked example of docs/metrics.md, "Gateway stages".
+func handTimeline() *timeline {
+	t0 := time.Unix(1000, 0)
+	us := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Microsecond) }
+	return &timeline{
+		start: t0, in: us(100), admitted: us(100), conn: us(150), firstTok: us(20150), end: us(100200),
+		post: 30 * time.Microsecond, backpressure: 20 * time.Microsecond,
+		serverQueue: 5 * time.Millisecond, serverPrefill: 10 * time.Millisecond, serverSplit: true,
+	}
+}
+
+func TestStagesPartitionByHand(t *testing.T) {
+	tl := handTimeline()
+	got := tl.stages()
+	want := stageDurations{In: 100 * time.Microsecond, Connect: 50 * time.Microsecond, UpstreamTTFT: 20 * time.Millisecond,
+		Decode: 80 * time.Millisecond, Post: 30 * time.Microsecond, Backpressure: 20 * time.Microsecond}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("stages (-want +got):\n%s", d)
+	}
+	if got.sum() != 100200*time.Microsecond {
+		t.Errorf("sum %v, want E2E 100.2 ms", got.sum())
+	}
+	if h := headerTiming(got); h != "gateway_in;dur=0.100, queue;dur=0.000, connect;dur=0.050, upstream_ttft;dur=20.000" {
+		t.Errorf("header timing %q", h)
+	}
+	if tr := tl.trailerTiming(got); tr != "decode;dur=80.000, post_process;dur=0.030, backpressure;dur=0.020, server_queue;dur=5.000, prefill;dur=10.000, network;dur=5.000, total;dur=100.200" {
+		t.Errorf("trailer timing %q", tr)
+	}
+	// A request rejected in the queue: unreached instants collapse, the
+	// partition still sums to end − start.
+	r := &timeline{start: tl.start, in: tl.in, end: tl.start.Add(3 * time.Millisecond)}
+	if s := r.stages(); s.sum() != 3*time.Millisecond || s.In != 100*time.Microsecond || s.Decode != 2900*time.Microsecond {
+		t.Errorf("rejected request stages %+v", s)
+	}
+}
+
+func TestParseServerTiming(t *testing.T) {
+	m := map[string]time.Duration{}
+	parseServerTiming(`frontend;dur=0.25, queue;desc="wait";dur=12.5,prefill;dur=40, bad;dur=x, nodur, neg;dur=-1`, m)
+	want := map[string]time.Duration{"frontend": 250 * time.Microsecond, "queue": 12500 * time.Microsecond, "prefill": 40 * time.Millisecond}
+	if d := cmp.Diff(want, m); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestGoldenMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	tl := handTimeline()
+	m.observe(&observation{pool: "p", model: "m", status: 200, stream: true, stages: tl.stages(), tl: tl,
+		ttft: 20150 * time.Microsecond, outTokens: 5, gaps: []time.Duration{20 * time.Millisecond, 30 * time.Millisecond}})
+	m.observe(&observation{pool: "p", model: "m", status: 429, stages: stageDurations{In: 40 * time.Microsecond}, tl: &timeline{}})
+	// Hand-computed: TPOT = (100.2 − 20.15) ms / (5 − 1) = 20.0125 ms.
+	if got := testutil.ToFloat64(m.Requests.WithLabelValues("p", "m", "429")); got != 1 {
+		t.Errorf("429 count %v", got)
+	}
+	names := []string{"gen_ai_server_time_to_first_token_seconds", "gen_ai_server_time_per_output_token_seconds",
+		"gen_ai_server_request_duration_seconds", "tokentrace_gateway_requests_total", "tokentrace_gateway_stage_gateway_in_seconds",
+		"tokentrace_gateway_stage_network_seconds", "tokentrace_gateway_chunk_gap_seconds"}
+	golden := filepath.Join("testdata", "metrics.golden")
+	if *update {
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		var keep []string
+		for _, block := range strings.Split(rec.Body.String(), "# HELP ") {
+			for _, n := range names {
+				if strings.HasPrefix(block, n+" ") {
+					keep = append(keep, "# HELP "+block)
+				}
+			}
+		}
+		if err := os.WriteFile(golden, []byte(strings.Join(keep, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := testutil.GatherAndCompare(reg, f, names...); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	ok := `pools: [{name: p, replicas: [{url: "http://h:1"}]}]
+routes: [{model: "*", pool: p}]`
+	c, err := ParseConfig([]byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pools[0].Balancer != "least_outstanding" || c.Pools[0].Queue.MaxSize != 1024 || c.Server.MaxBodyBytes != 4<<20 || c.Routes[0].Length.OnExceed != "reject" {
+		t.Errorf("defaults not filled: %+v", c)
+	}
+	cases := []struct{ name, yaml, want string }{
+		{"no pools", `routes: []`, "no pools"},
+		{"unknown field", ok + "\nbogus: 1", "unknown field"},
+		{"bad url", `pools: [{name: p, replicas: [{url: "ftp://x"}]}]`, "absolute http(s) URL"},
+		{"unknown pool", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+routes: [{model: a, pool: q}]`, `unknown pool "q"`},
+		{"bad balancer", `pools: [{name: p, balancer: random, replicas: [{url: "http://h"}]}]`, "unknown balancer"},
+		{"bad duration", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+routes: [{model: a, pool: p, timeouts: {ttft: soon}}]`, "duration"},
+		{"bad key hash", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+keys: [{name: k, sha256: abc}]`, "64 hex digits"},
+		{"fallback loop", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+routes: [{model: a, pool: p, fallback: a}]`, "falls back to itself"},
+		{"unknown fallback", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+routes: [{model: a, pool: p, fallback: b}]`, "not a route"},
+		{"aimd without concurrency", `pools: [{name: p, replicas: [{url: "http://h"}], queue: {aimd: true}}]`, "needs queue.concurrency"},
+		{"default over max", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+routes: [{model: a, pool: p, length: {default_max_tokens: 10, max_max_tokens: 5}}]`, "exceeds max_max_tokens"},
+		{"bad on_exceed", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+routes: [{model: a, pool: p, length: {on_exceed: truncate}}]`, "reject or clamp"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(c.yaml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+	if _, err := QuickConfig([]string{"not a url"}); err == nil {
+		t.Error("QuickConfig accepted a bad URL")
+	}
+}
+
+// lockedBuffer is a log sink safe for the watcher goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestHotReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\n", up.URL())
+	write(base + "routes: [{model: one, pool: p}]\n")
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, g)
+	var logs lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go Watch(ctx, path, 5*time.Millisecond, g.SetConfig, slog.New(slog.NewTextHandler(&logs, nil)))
+
+	status := func(model string) int { s, _, _ := do(t, gw.URL, chatBody(model, false, "x", ""), nil); return s }
+	if status("two") != 404 {
+		t.Fatal("route two exists before the reload")
+	}
+	write(base + "routes: [{model: one, pool: p}, {model: two, pool: p}]\n")
+	waitFor(t, "route two after reload", func() bool { return status("two") == 200 })
+
+	write(base + "routes: [{model: one, pool: nowhere}]\n") // invalid
+	waitFor(t, "the invalid reload to be logged", func() bool { return strings.Contains(logs.String(), "keeping the running configuration") })
+	if !strings.Contains(logs.String(), `unknown pool`) {
+		t.Errorf("log does not say why: %s", logs.String())
+	}
+	if status("two") != 200 || status("one") != 200 {
+		t.Error("an invalid reload changed the running configuration")
+	}
+}
+
+func TestAPIKeysNeverLogged(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", status: 500})
+	var logs lockedBuffer
+	g := mustGateway(t, fmt.Sprintf(`pools: [{name: p, replicas: [{url: %q, api_key: sk-upstream-secret}]}]
+routes: [{model: "*", pool: p}]`, up.URL()))
+	g.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	gw := startGateway(t, g)
+	s, hdr, body := do(t, gw.URL, chatBody("m", false, "x", ""), nil)
+	if s != 500 {
+		t.Fatalf("status %d", s)
+	}
+	if got := up.headers[0].Get("Authorization"); got != "Bearer sk-upstream-secret" {
+		t.Errorf("upstream got Authorization %q", got)
+	}
+	for _, where := range []string{logs.String(), body, fmt.Sprint(hdr)} {
+		if strings.Contains(where, "sk-upstream-secret") {
+			t.Errorf("the upstream key leaked: %s", where)
+		}
+	}
+}
+
+func FuzzScanRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`), true)
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"image_url"}]}]}`), true)
+	f.Add([]byte(`{"model":"m","prompt":["a b",[1,2,3]],"max_completion_tokens":3}`), false)
+	f.Add([]byte(`{"model":"m","prompt":[[1,2],[3]]}`), false)
+	f.Add([]byte(`{"model":`), true)
+	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
+		r, err := ScanRequest(body, chat, 64)
+		if err != nil {
+			return
+		}
+		if r.Model == "" || r.InputTokens < 0 || r.MaxTokens < 0 {
+			t.Fatalf("accepted %q as %+v", body, r)
+		}
+		out, err := rewriteFields(body, map[string]any{"max_tokens": 7})
+		if err != nil {
+			t.Fatalf("rewrite of an accepted body failed: %v", err)
+		}
+		r2, err := ScanRequest(out, chat, 64)
+		if err != nil || r2.Model != r.Model || r2.InputTokens != r.InputTokens {
+			t.Fatalf("rewrite changed the request: %+v → %+v (%v)", r, r2, err)
+		}
+	})
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("pools: [{name: p, replicas: [{url: \"http://h:1\"}]}]\nroutes: [{model: \"*\", pool: p}]\n"))
+	f.Add([]byte("pools:\n  - name: a\n    balancer: prefix_affinity\n    queue: {concurrency: 2, aimd: true}\n    replicas: [{url: \"http://x\", kind: vllm}]\nroutes:\n  - model: m\n    length_pools: [{max_input_tokens: 10, pool: a}, {pool: a}]\n    timeouts: {ttft: 1s, retries: 2}\n"))
+	f.Add([]byte("keys: [{name: k, sha256: 00}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data)
+		if err != nil {
+			return
+		}
+		if len(c.Pools) == 0 {
+			t.Fatal("accepted a config without pools")
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("validated config fails a second validation: %v", err)
+		}
+		g := &Gateway{}
+		if err := g.SetConfig(c); err != nil {
+			t.Fatalf("SetConfig of a valid config: %v", err)
+		}
+		g.Close()
+	})
+}
