@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// RunConfig is what `tokentrace gateway` needs: either a configuration
+// file or quick-start upstreams, and where to listen.
+type RunConfig struct {
+	Addr       string
+	ConfigPath string   // YAML file, watched for changes
+	Upstreams  []string // quick start when ConfigPath is empty
+	// ReloadInterval is how often the file is checked (default 2s).
+	ReloadInterval time.Duration
+	Log            *slog.Logger
+	// Ready, if set, receives the listening address once serving.
+	Ready func(addr net.Addr)
+}
+
+// Run serves the gateway until ctx ends, then shuts down gracefully
+// (in-flight streams get 10 s). An invalid configuration stops it before
+// it listens.
+func Run(ctx context.Context, rc RunConfig) error {
+	log := rc.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	var cfg *Config
+	var err error
+	switch {
+	case rc.ConfigPath != "" && len(rc.Upstreams) > 0:
+		return errors.New("give either --config or --upstream, not both")
+	case rc.ConfigPath != "":
+		cfg, err = LoadConfig(rc.ConfigPath)
+	case len(rc.Upstreams) > 0:
+		cfg, err = QuickConfig(rc.Upstreams)
+	default:
+		return errors.New("no upstreams: give --upstream URL (repeatable) or --config FILE")
+	}
+	if err != nil {
+		return err
+	}
+	g, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	g.Log = log
+	defer g.Close()
+	if cfg.OTLPEndpoint != "" {
+		tp, err := NewOTLPTracerProvider(ctx, cfg.OTLPEndpoint)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(sctx)
+		}()
+		g.Tracer = tp.Tracer("github.com/tokentrace/tokentrace/internal/gateway")
+	}
+	if rc.ConfigPath != "" {
+		iv := rc.ReloadInterval
+		if iv <= 0 {
+			iv = 2 * time.Second
+		}
+		go Watch(ctx, rc.ConfigPath, iv, g.SetConfig, log)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", rc.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
+		IdleTimeout:       cfg.Server.IdleTimeout.D(),
+		MaxHeaderBytes:    64 << 10,
+	}
+	log.Info("gateway listening", "addr", ln.Addr().String(), "pools", len(cfg.Pools), "routes", len(cfg.Routes))
+	if rc.Ready != nil {
+		rc.Ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("gateway: shutdown: %w", err)
+	}
+	return nil
+}

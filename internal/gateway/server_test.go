@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunQuickStartServesAndShutsDown(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Run(ctx, RunConfig{Addr: "127.0.0.1:0", Upstreams: []string{up.URL()}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Ready: func(a net.Addr) { addrc <- a }})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("gateway did not start")
+	}
+	s, _, b := do(t, "http://"+addr.String(), chatBody("any-model", true, "hi", ""), nil)
+	if s != 200 || !strings.Contains(b, "[DONE]") {
+		t.Fatalf("status %d body %s", s, b)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+func TestRunRefusesInvalidConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte("pools: [{name: p, replicas: []}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), RunConfig{Addr: "127.0.0.1:0", ConfigPath: path})
+	if err == nil || !strings.Contains(err.Error(), "no replicas") {
+		t.Fatalf("err = %v, want a refusal naming the problem", err)
+	}
+	if err := Run(context.Background(), RunConfig{Addr: "127.0.0.1:0"}); err == nil {
+		t.Fatal("started with no upstreams")
+	}
+}
