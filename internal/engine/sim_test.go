@@ -241,65 +241,122 @@ func TestRandomizedInvariants(t *testing.T) {
 		cfg.Seed = seed
 		cfg.OutputLength = OutputLength{Dist: DistExponential, Mean: 40}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			arr := randomArrivals(seed, 300, 200, cfg.MaxModelLen)
-			s := newTestScheduler(t, cfg)
-			reqs := make([]*request, len(arr))
-			var now int64
-			next := 0
-			for steps := 0; ; steps++ {
-				if steps > 1_000_000 {
-					t.Fatal("no progress")
-				}
-				for next < len(arr) && int64(arr[next].At) <= now {
-					reqs[next] = s.newRequest(&arr[next].Request, int64(arr[next].At))
-					s.add(reqs[next])
-					next++
-				}
-				aborted := false
-				for i, a := range arr[:next] {
-					if a.AbortAt > 0 && int64(a.AbortAt) <= now && s.abort(reqs[i], now) {
-						aborted = true
-					}
-				}
-				if aborted {
-					s.compactRunning()
-				}
-				if err := s.check(); err != nil {
-					t.Fatal(err)
-				}
-				dur, ok := s.schedule(now)
-				if err := s.check(); err != nil {
-					t.Fatal(err)
-				}
-				if !ok {
-					if next == len(arr) {
-						break
-					}
-					now = int64(arr[next].At)
-					continue
-				}
-				now += int64(dur)
-				s.complete(now)
-				if err := s.check(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if s.kv.used() != 0 || len(s.running) != 0 || s.waiting.len() != 0 {
-				t.Fatalf("left: %d blocks, %d running, %d waiting", s.kv.used(), len(s.running), s.waiting.len())
-			}
-			for i, r := range reqs {
-				if r.state != stDone {
-					t.Fatalf("request %d never finished", i)
-				}
-				if r.reason != FinishAbort && r.output != r.target {
-					t.Fatalf("request %d: %d of %d tokens, %s", i, r.output, r.target, r.reason)
-				}
-				if r.reason == FinishAbort && arr[i].AbortAt == 0 {
-					t.Fatalf("request %d aborted without an abort", i)
-				}
-			}
+			runChecked(t, cfg, randomArrivals(seed, 300, 200, cfg.MaxModelLen))
 		})
 	}
+}
+
+// runChecked drives the scheduler step by step over arr, checking the
+// invariants after every abort pass, schedule and completion, then that
+// every request finished (its full output) or was aborted, and that nothing
+// is left in the cache or the queues.
+func runChecked(t *testing.T, cfg Config, arr []Arrival) {
+	t.Helper()
+	s := newTestScheduler(t, cfg)
+	reqs := make([]*request, len(arr))
+	var now int64
+	next := 0
+	for steps := 0; ; steps++ {
+		if steps > 1_000_000 {
+			t.Fatal("no progress")
+		}
+		for next < len(arr) && int64(arr[next].At) <= now {
+			reqs[next] = s.newRequest(&arr[next].Request, int64(arr[next].At))
+			s.add(reqs[next])
+			next++
+		}
+		aborted := false
+		for i, a := range arr[:next] {
+			if a.AbortAt > 0 && int64(a.AbortAt) <= now && s.abort(reqs[i], now) {
+				aborted = true
+			}
+		}
+		if aborted {
+			s.compactRunning()
+		}
+		if err := s.check(); err != nil {
+			t.Fatal(err)
+		}
+		dur, ok := s.schedule(now)
+		if err := s.check(); err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if next == len(arr) {
+				break
+			}
+			now = int64(arr[next].At)
+			continue
+		}
+		now += int64(dur)
+		s.complete(now)
+		if err := s.check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.kv.used() != 0 || len(s.running) != 0 || s.waiting.len() != 0 {
+		t.Fatalf("left: %d blocks, %d running, %d waiting", s.kv.used(), len(s.running), s.waiting.len())
+	}
+	for i, r := range reqs {
+		if r.state != stDone {
+			t.Fatalf("request %d never finished", i)
+		}
+		if r.reason != FinishAbort && r.output != r.target {
+			t.Fatalf("request %d: %d of %d tokens, %s", i, r.output, r.target, r.reason)
+		}
+		if r.reason == FinishAbort && arr[i].AbortAt == 0 {
+			t.Fatalf("request %d aborted without an abort", i)
+		}
+	}
+}
+
+// FuzzScheduler derives an engine configuration and a small workload from
+// the input and runs it with every invariant checked.
+func FuzzScheduler(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte("prefix caching with preemption and priorities"))
+	f.Add([]byte{255, 255, 255, 255, 1, 1, 1, 1, 200, 3, 90, 17})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 6 {
+			return
+		}
+		cfg := testConfig()
+		cfg.BlockSize = []int{1, 4, 16}[int(data[0])%3]
+		cfg.MaxModelLen = 64
+		cfg.NumBlocks = (cfg.MaxModelLen+8)/cfg.BlockSize + 1 + int(data[1]%32)
+		cfg.MaxNumSeqs = 1 + int(data[2]%8)
+		cfg.MaxNumBatchedTokens = max(cfg.BlockSize, 9) + int(data[3]%64)
+		cfg.EnablePrefixCaching = data[4]&1 != 0
+		cfg.DisableChunkedPrefill = data[4]&2 != 0
+		if cfg.DisableChunkedPrefill {
+			cfg.MaxNumBatchedTokens = max(cfg.MaxNumBatchedTokens, cfg.MaxModelLen)
+		}
+		if data[4]&4 != 0 {
+			cfg.Policy = PolicyPriority
+		}
+		if data[4]&8 != 0 {
+			cfg.Speculative = Speculative{K: 1 + int(data[5]%8), Alpha: float64(data[5]) / 255}
+		}
+		cfg.Seed = uint64(data[5])
+		cfg.OutputLength = OutputLength{Dist: DistUniform, Min: 1, Max: 30}
+		var arr []Arrival
+		var at time.Duration
+		for i := 6; i+2 < len(data) && len(arr) < 64; i += 3 {
+			at += time.Duration(data[i]%8) * time.Millisecond
+			p := 1 + int(data[i+1])%40
+			m := 1 + int(data[i+2])%(cfg.MaxModelLen-p)
+			prompt := make([]int32, p)
+			for j := range prompt {
+				prompt[j] = int32(j % (1 + int(data[i]%4)) * int(data[i+1]%3))
+			}
+			a := Arrival{At: at, Request: Request{Prompt: prompt, MaxTokens: m, IgnoreEOS: data[i+2]&1 != 0, Priority: int(data[i] % 3)}}
+			if data[i+1]%7 == 0 {
+				a.AbortAt = at + time.Duration(data[i+2]%16)*time.Millisecond
+			}
+			arr = append(arr, a)
+		}
+		runChecked(t, cfg, arr)
+	})
 }
 
 func TestNoStarvationFCFS(t *testing.T) {
