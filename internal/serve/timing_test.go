@@ -1,0 +1,53 @@
+package serve
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/openai"
+)
+
+// TestRequestTiming is the worked example of docs/metrics.md ("Server-side
+// timing of one request"): received 0, handed to the engine at 0.4 ms,
+// scheduled at 10.4 ms, first token at 60.4 ms, last (5th) token at
+// 100.4 ms, a 250 ms injected stall.
+func TestRequestTiming(t *testing.T) {
+	r := time.Unix(1700000000, 0)
+	at := func(us int) time.Time { return r.Add(time.Duration(us) * time.Microsecond) }
+	x := &exchange{
+		received: r,
+		frontend: 400 * time.Microsecond,
+		delay:    250 * time.Millisecond,
+		hasTL:    true,
+		tl: engine.Timeline{
+			Arrival: at(400), Scheduled: at(10400), FirstToken: at(60400), Finished: at(100400),
+			PromptTokens: 100, CachedTokens: 32, OutputTokens: 5, PrefillChunks: 2, Preemptions: 1,
+			Finish: engine.FinishLength,
+		},
+	}
+	want := openai.RequestMetrics{
+		ArrivalTime:        1700000000,
+		FrontendTimeMs:     0.4,
+		QueueTimeMs:        10,
+		PrefillTimeMs:      50,
+		TimeToFirstTokenMs: 60.4,  // 0.4 + 10 + 50
+		GenerationTimeMs:   40,    // 100.4 − 60.4
+		E2ETimeMs:          100.4, // last token − received
+		MeanITLMs:          10,    // 40 / (5 − 1)
+		FaultDelayMs:       250,
+		PromptTokens:       100, CachedTokens: 32, CompletionTokens: 5, PrefillChunks: 2, Preemptions: 1,
+	}
+	if diff := cmp.Diff(want, x.requestMetrics()); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+	if got, want := x.serverTiming(), "frontend;dur=0.400, queue;dur=10.000, prefill;dur=50.000, decode;dur=40.000, fault;dur=250.000"; got != want {
+		t.Errorf("Server-Timing %q, want %q", got, want)
+	}
+	early := &exchange{frontend: 120 * time.Microsecond}
+	if got := early.serverTiming(); got != "frontend;dur=0.120" {
+		t.Errorf("Server-Timing of a request refused before the engine: %q", got)
+	}
+}
