@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
 // Behaviour tests: the engine on the real performance model, in virtual
@@ -200,5 +202,45 @@ func TestBehaviourQueueingExplodesPastCapacity(t *testing.T) {
 	}
 	if results[3] < 50*max(results[0], time.Millisecond) {
 		t.Fatalf("past capacity the queue (%v) did not explode relative to half load (%v)", results[3], results[0])
+	}
+}
+
+func TestBehaviourSpeculativeHelpsAtHighAlphaHurtsAtLow(t *testing.T) {
+	// Llama-3.1-70B on 4 × H100 with Llama-3.1-8B drafting k = 4 tokens.
+	target, err := perfmodel.ResolveModel("Llama-3.1-70B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	draft, err := perfmodel.ResolveModel("Llama-3.1-8B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := perfmodel.LookupGPU("H100-SXM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := perfmodel.New(perfmodel.Config{Model: target, GPU: gpu, TP: 4, DraftModel: &draft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meanTPOT := func(spec Speculative) time.Duration {
+		cfg := FromEstimator(Config{MaxModelLen: 8192, Speculative: spec, Seed: 1}, est)
+		arr := make([]Arrival, 8)
+		for i := range arr {
+			arr[i] = Arrival{Request: Request{PromptLen: 512, MaxTokens: 256, IgnoreEOS: true}}
+		}
+		res := simulate(t, cfg, arr, SimOptions{})
+		var sum time.Duration
+		for _, tl := range res.Timelines {
+			sum += tpot(tl)
+		}
+		return sum / time.Duration(len(arr))
+	}
+	off := meanTPOT(Speculative{})
+	high := meanTPOT(Speculative{K: 4, Alpha: 0.9})
+	low := meanTPOT(Speculative{K: 4, Alpha: 0.1})
+	t.Logf("TPOT: no speculation %v, k=4 α=0.9 %v, k=4 α=0.1 %v", off, high, low)
+	if !(high < off && off < low) {
+		t.Fatalf("want α=0.9 (%v) < off (%v) < α=0.1 (%v)", high, off, low)
 	}
 }
