@@ -121,7 +121,7 @@ var gpusYAML []byte
 // fp16_tflops, fp8_tflops, int8_tops, interconnect_gb_s, source).
 func ParseGPUCatalog(data []byte) ([]GPU, error) {
 	var ys []gpuYAML
-	if err := yaml.UnmarshalWithOptions(data, &ys, yaml.DisallowUnknownField()); err != nil {
+	if err := unmarshalYAML(data, &ys); err != nil {
 		return nil, fmt.Errorf("GPU catalog: %w", err)
 	}
 	if len(ys) == 0 {
@@ -226,4 +226,16 @@ func LoadGPUCatalogFile(path string) (*GPUCatalog, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return NewGPUCatalog(BuiltinGPUs().gpus, gs), nil
+}
+
+// unmarshalYAML decodes strictly (unknown fields are errors) and turns a
+// panic inside the YAML decoder — go-yaml v1.19.2 panics on some malformed
+// input, e.g. a tagged flow mapping where a list is expected — into an error.
+func unmarshalYAML(data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed YAML (decoder failed: %v)", r)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(data, v, yaml.DisallowUnknownField())
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-
-	"github.com/goccy/go-yaml"
 )
 
 // Attention kinds.
@@ -253,7 +251,7 @@ var modelsYAML []byte
 // models.yaml.
 func ParseModelCatalog(data []byte) ([]ModelSpec, error) {
 	var ms []ModelSpec
-	if err := yaml.UnmarshalWithOptions(data, &ms, yaml.DisallowUnknownField()); err != nil {
+	if err := unmarshalYAML(data, &ms); err != nil {
 		return nil, fmt.Errorf("model catalog: %w", err)
 	}
 	if len(ms) == 0 {

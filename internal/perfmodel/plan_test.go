@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every catalog model on every catalog GPU, in several precisions, with and
@@ -65,3 +66,5 @@ func TestPlanAutoTP(t *testing.T) {
 		t.Errorf("auto TP = %d", c.TP)
 	}
 }
+
+func time25us(layers int) time.Duration { return time.Duration(layers) * 25 * time.Microsecond }
