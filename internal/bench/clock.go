@@ -28,7 +28,7 @@ func (c *realClock) Now() time.Duration { return time.Since(c.start) }
 // spinBelow is how close to its target a sleep stops and yields in a loop
 // instead: Go timers can fire up to ~1 ms late on a busy machine, and an
 // open-loop schedule at thousands of requests per second needs better.
-const spinBelow = 100 * time.Microsecond
+const spinBelow = time.Millisecond
 
 func (c *realClock) SleepUntil(ctx context.Context, t time.Duration) error {
 	for {

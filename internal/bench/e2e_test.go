@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/serve"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// startSim starts the embedded engine as `bench` does without --url.
+func startSim(t *testing.T) *serve.Server {
+	t.Helper()
+	opts := serve.DefaultOptions()
+	opts.EnablePrefixCaching = true
+	cfg, err := opts.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.Start(context.Background(), cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+func readRecords(t *testing.T, path string) []latency.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []latency.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r latency.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// An end-to-end run against the embedded engine: every request succeeds,
+// the token counts the client recorded reconcile with the engine's own,
+// input lengths are exact, and every request carries the server's split.
+func TestEndToEndAgainstEmbeddedEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded engine")
+	}
+	srv := startSim(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(64), Output: workload.Fixed(8),
+		PrefixTokens: 32, PrefixGroups: 2, Turns: 1, Seed: 3}
+	cfg := Config{
+		Target: Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true,
+			ContinuousUsage: true, Timeout: time.Minute},
+		Workload: src,
+		Load:     Load{Rate: 40, Arrival: workload.Poisson, Requests: 24, WarmupRequests: 4, Seed: 1},
+		SLOs:     mustSLOs(t, "ttft:p99<=1ms"),
+		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
+	}
+	var out bytes.Buffer
+	res, err := Run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, filepath.Join(dir, RequestsFile))
+	if len(recs) != 28 {
+		t.Fatalf("%d records, want 24 + 4 warm-up", len(recs))
+	}
+	var outTok int64
+	warm := 0
+	for _, r := range recs {
+		if !r.OK() {
+			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorKind, r.Error)
+		}
+		if r.Warmup {
+			warm++
+		}
+		outTok += int64(r.OutputTokens)
+		if r.InputTokens != 64 || r.InputSource != latency.SourceUsage {
+			t.Errorf("%s: input %d from %s; the engine should see exactly 64", r.ID, r.InputTokens, r.InputSource)
+		}
+		if r.OutputTokens != 8 || len(r.ITLs(nil)) != 7 {
+			t.Errorf("%s: %d output tokens, %d ITLs", r.ID, r.OutputTokens, len(r.ITLs(nil)))
+		}
+		if r.Server == nil || r.Server.Source != "server-timing" {
+			t.Errorf("%s: no server split", r.ID)
+		}
+		if r.Model != "Llama-3.1-8B" {
+			t.Errorf("model %q, want the first of /v1/models", r.Model)
+		}
+	}
+	if st := srv.Engine().Stats(); st.GenerationTokens != outTok {
+		t.Errorf("client counted %d output tokens, the engine generated %d", outTok, st.GenerationTokens)
+	}
+	if warm != 4 {
+		t.Errorf("%d warm-up records, want 4", warm)
+	}
+	s := res.Summary
+	if s.Report.Summary.Requests != 24 || s.Report.Summary.OutputTokens != 24*8 || s.Report.Summary.InputTokens != 24*64 {
+		t.Errorf("report summary %+v", s.Report.Summary)
+	}
+	if !res.SLOsFailed() {
+		t.Error("a 1 ms P99 TTFT cannot hold against a simulated 8B model")
+	}
+	if s.Compat == nil || s.Compat.VLLM.TTFT.Count != 24 {
+		t.Errorf("compatibility views: %+v", s.Compat)
+	}
+	for _, f := range []string{SummaryFile, CommandFile, ConfigFile, "run.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("results folder lacks %s", f)
+		}
+	}
+	if !strings.Contains(out.String(), "ttft") || !strings.Contains(out.String(), "WHERE THE TIME GOES") {
+		t.Errorf("console summary lacks the latency table:\n%s", out.String())
+	}
+	// A second run into the same folder is refused, keeping the first.
+	if _, err := Run(context.Background(), cfg, &out); err == nil || !strings.Contains(err.Error(), "already holds a run") {
+		t.Errorf("second run into the same folder: %v", err)
+	}
+}
+
+func mustSLOs(t *testing.T, s string) []latency.SLO {
+	t.Helper()
+	slos, err := latency.ParseSLOs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slos
+}
+
+// Faulty requests are counted by kind and leave the successful requests'
+// numbers alone.
+func TestFaultsDoNotSkewSuccesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded engine")
+	}
+	opts := serve.DefaultOptions()
+	opts.Faults.Rate500, opts.Faults.ResetRate, opts.Faults.Seed = 0.2, 0.2, 5
+	scfg, err := opts.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.Start(context.Background(), scfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	cfg := Config{
+		Target:   Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true, ContinuousUsage: true, Timeout: time.Minute},
+		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(32), Output: workload.Fixed(6), Turns: 1, Seed: 1},
+		Load:     Load{Concurrency: 4, Requests: 40},
+		OutDir:   dir, SkipCalibration: true,
+	}
+	res, err := Run(context.Background(), cfg, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := res.Report.Summary
+	if sum.Requests != 40 || sum.Failed == 0 || sum.Succeeded == 0 || sum.Failed+sum.Succeeded != 40 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if sum.Errors[latency.ErrHTTP5xx] == 0 || sum.Errors[latency.ErrReset]+sum.Errors[latency.ErrStreamCut] == 0 {
+		t.Errorf("errors by kind %v: want 5xx and resets", sum.Errors)
+	}
+	if sum.OutputTokens != int64(sum.Succeeded)*6 {
+		t.Errorf("output tokens %d from %d successes: failed requests leaked into the totals", sum.OutputTokens, sum.Succeeded)
+	}
+}

@@ -1,0 +1,330 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// SelfTestOptions sizes `bench --self-test`.
+type SelfTestOptions struct {
+	// Streams is the number of concurrent streams of the fidelity test.
+	Streams int
+	// Rate and RateDuration drive the rate test; Tokens per stream.
+	Rate         float64
+	RateDuration time.Duration
+	Tokens       int
+	// Many is the number of requests of the memory-bound test.
+	Many int
+}
+
+// BindFlags defines the self-test's flags.
+func (o *SelfTestOptions) BindFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Streams, "self-test-streams", 1000, "self-test: concurrent streams of the fidelity test")
+	fs.Float64Var(&o.Rate, "self-test-rate", 5000, "self-test: target rate of the rate test (req/s)")
+	fs.DurationVar(&o.RateDuration, "self-test-duration", 2*time.Second, "self-test: length of the rate test")
+	fs.IntVar(&o.Tokens, "self-test-tokens", 16, "self-test: tokens per stream")
+	fs.IntVar(&o.Many, "self-test-requests", 50000, "self-test: requests of the memory-bound test")
+}
+
+// SelfTestResult is what the self-test measured.
+type SelfTestResult struct {
+	Streams, Tokens int
+	// TTFT error at Streams concurrent streams (client arrival − server
+	// flush), for bench's client and for the minimal client (the floor).
+	TTFTErr, FloorTTFTErr [3]float64 // P50, P99, max in ms
+	ITLErrP99MS           float64
+	Errors, FloorErrors   int
+	// Live heap + stacks per in-flight stream, client and null server
+	// together, for bench's client and for the minimal client.
+	BytesPerStream, FloorBytesPerStream float64
+
+	TargetRPS, ScheduledRPS, AchievedRPS float64
+	SendLagP50MS, SendLagP99MS           float64
+	RateErrors                           int
+	// PacerOnlyRPS is the same schedule with no requests at all: the
+	// pacer's own ceiling on this machine.
+	PacerOnlyRPS float64
+
+	Many          int
+	BytesPerReq   float64 // live heap growth per finished request
+	HeapStartMB   float64
+	HeapEndMB     float64
+	ManyWall      time.Duration
+	CPUs          int
+	GoMaxProcs    int
+	RateLimitNote string
+}
+
+// SelfTest measures this client against loopback servers and prints the
+// figures: TTFT error at many concurrent streams, achieved/target rate,
+// memory per in-flight stream, and memory growth over many requests. Where
+// a figure depends on the machine, the floor (a minimal client, or the
+// pacer alone) is measured in the same run.
+func SelfTest(ctx context.Context, o SelfTestOptions, out io.Writer) error {
+	r, err := RunSelfTest(ctx, o, out)
+	if err != nil {
+		return err
+	}
+	r.write(out)
+	return nil
+}
+
+// RunSelfTest runs the self-test and returns its figures; progress lines
+// go to log.
+func RunSelfTest(ctx context.Context, o SelfTestOptions, log io.Writer) (*SelfTestResult, error) {
+	if o.Streams <= 0 || o.Rate <= 0 || o.RateDuration <= 0 || o.Tokens <= 0 || o.Many <= 0 {
+		return nil, fmt.Errorf("self-test: sizes must be positive")
+	}
+	res := &SelfTestResult{Streams: o.Streams, Tokens: o.Tokens, TargetRPS: o.Rate, Many: o.Many, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0)}
+	fmt.Fprintf(log, "self-test 1/3: %d concurrent streams of %d tokens (bench client, then minimal client)\n", o.Streams, o.Tokens)
+	if err := fidelityTest(ctx, o, res); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "self-test 2/3: open loop at %g req/s for %s\n", o.Rate, o.RateDuration)
+	if err := rateTest(ctx, o, res); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "self-test 3/3: %d requests, live heap growth\n", o.Many)
+	if err := manyTest(ctx, o, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// liveBytes is the live heap plus goroutine stacks after a GC.
+func liveBytes() float64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	var t float64
+	for _, x := range s {
+		if x.Value.Kind() == metrics.KindUint64 {
+			t += float64(x.Value.Uint64())
+		}
+	}
+	return t
+}
+
+func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
+	clock := NewRealClock()
+	now := func() int64 { return int64(clock.Now()) }
+	// Streams wait 1 s for their first token: every stream is in flight
+	// when memory is sampled; then 20 ms between tokens.
+	first, gap := time.Second, 20*time.Millisecond
+	lb, err := startLoopback(o.Tokens, first, gap, now, true)
+	if err != nil {
+		return err
+	}
+	defer lb.Close()
+	cl, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	// Bench's client.
+	base := liveBytes()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ttft, itl []int64
+	started := make(chan struct{}, o.Streams)
+	for i := range o.Streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := workload.Request{Prompt: "hi", MaxTokens: o.Tokens, InputTokens: 2}
+			rec := &latency.Record{ID: fmt.Sprintf("st-%d", i)}
+			started <- struct{}{}
+			cl.Do(ctx, &req, rec)
+			fl := lb.flushed(rec.ID)
+			mu.Lock()
+			defer mu.Unlock()
+			if !rec.OK() || len(fl) != len(rec.ChunkNS) || len(fl) == 0 {
+				res.Errors++
+				return
+			}
+			ttft = append(ttft, rec.FirstTokenNS-fl[0])
+			for k := 1; k < len(fl); k++ {
+				itl = append(itl, abs64((rec.ChunkNS[k]-rec.ChunkNS[k-1])-(fl[k]-fl[k-1])))
+			}
+		}()
+	}
+	for range o.Streams {
+		<-started
+	}
+	time.Sleep(first / 2)
+	res.BytesPerStream = (liveBytes() - base) / float64(o.Streams)
+	wg.Wait()
+	slices.Sort(ttft)
+	slices.Sort(itl)
+	res.TTFTErr = [3]float64{pctMS(ttft, 50), pctMS(ttft, 99), pctMS(ttft, 100)}
+	res.ITLErrP99MS = pctMS(itl, 99)
+	cl.Close()
+
+	// The floor: a minimal client, one raw connection per stream.
+	addr := strings.TrimPrefix(lb.URL(), "http://")
+	base = liveBytes()
+	var floor []int64
+	started = make(chan struct{}, o.Streams)
+	for i := range o.Streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("min-%d", i)
+			c, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			started <- struct{}{}
+			f, _, err := minimalClient(c, addr, id, now)
+			fl := lb.flushed(id)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || f == 0 || len(fl) == 0 {
+				res.FloorErrors++
+				return
+			}
+			floor = append(floor, f-fl[0])
+		}()
+	}
+	for range o.Streams {
+		<-started
+	}
+	time.Sleep(first / 2)
+	res.FloorBytesPerStream = (liveBytes() - base) / float64(o.Streams)
+	wg.Wait()
+	slices.Sort(floor)
+	res.FloorTTFTErr = [3]float64{pctMS(floor, 50), pctMS(floor, 99), pctMS(floor, 100)}
+	return ctx.Err()
+}
+
+// countDoer sends through a Client and only counts.
+func rateTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
+	clock := NewRealClock()
+	now := func() int64 { return int64(clock.Now()) }
+	lb, err := startLoopback(o.Tokens, 0, 0, now, false)
+	if err != nil {
+		return err
+	}
+	defer lb.Close()
+	cl, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(o.Tokens), Turns: 1, Seed: 1}
+	var errs int
+	r := &Runner{Doer: cl, Source: src, Clock: clock, RunID: "rate", Emit: func(rec *latency.Record) {
+		if !rec.OK() {
+			errs++
+		}
+	}}
+	// A short warm-up opens connections first.
+	ph, err := r.Run(ctx, "rate", Load{Rate: o.Rate, Arrival: workload.Constant, Duration: o.RateDuration,
+		WarmupDuration: o.RateDuration / 4})
+	if err != nil {
+		return err
+	}
+	res.ScheduledRPS, res.AchievedRPS = ph.ScheduledRPS, ph.AchievedRPS
+	res.SendLagP50MS, res.SendLagP99MS = ph.SendLagP50MS, ph.SendLagP99MS
+	res.RateErrors = errs
+
+	// The pacer alone: same schedule, requests that do nothing.
+	nop := DoerFunc(func(_ context.Context, _ *workload.Request, rec *latency.Record) {
+		rec.SentNS = now()
+		rec.EndNS, rec.FirstTokenNS = rec.SentNS, rec.SentNS
+	})
+	r2 := &Runner{Doer: nop, Source: src, Clock: clock, RunID: "pace", Emit: func(*latency.Record) {}}
+	ph2, err := r2.Run(ctx, "pace", Load{Rate: o.Rate, Arrival: workload.Constant, Duration: o.RateDuration})
+	if err != nil {
+		return err
+	}
+	res.PacerOnlyRPS = ph2.AchievedRPS
+	return ctx.Err()
+}
+
+// DoerFunc adapts a function to Doer.
+type DoerFunc func(ctx context.Context, req *workload.Request, rec *latency.Record)
+
+// Do calls f.
+func (f DoerFunc) Do(ctx context.Context, req *workload.Request, rec *latency.Record) {
+	f(ctx, req, rec)
+}
+
+// manyTest runs many short requests through the whole path bench uses
+// (records serialized, the report's collector, the compatibility views)
+// and measures how the live heap grows per finished request.
+func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
+	clock := NewRealClock()
+	now := func() int64 { return int64(clock.Now()) }
+	lb, err := startLoopback(o.Tokens, 0, 0, now, false)
+	if err != nil {
+		return err
+	}
+	defer lb.Close()
+	cl, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(o.Tokens), Turns: 1, Seed: 1}
+	coll := report.NewCollector(report.Options{})
+	var compat compatAgg
+	w := &recordWriter{f: nil}
+	n := 0
+	var first float64
+	tenth := max(o.Many/10, 1)
+	r := &Runner{Doer: cl, Source: src, Clock: clock, RunID: "many", Emit: func(rec *latency.Record) {
+		w.encode(rec)
+		coll.Add(rec)
+		compat.add(rec)
+		n++
+	}}
+	start := time.Now()
+	// Warm the path up, then measure from the tenth request on.
+	if _, err := r.Run(ctx, "many", Load{Concurrency: 32, Requests: tenth}); err != nil {
+		return err
+	}
+	first = liveBytes()
+	if _, err := r.Run(ctx, "many", Load{Concurrency: 32, Requests: o.Many - tenth}); err != nil {
+		return err
+	}
+	last := liveBytes()
+	res.ManyWall = time.Since(start)
+	res.BytesPerReq = (last - first) / float64(o.Many-tenth)
+	res.HeapStartMB, res.HeapEndMB = first/(1<<20), last/(1<<20)
+	runtime.KeepAlive(coll)
+	runtime.KeepAlive(&compat)
+	return ctx.Err()
+}
+
+func (r *SelfTestResult) write(w io.Writer) {
+	fmt.Fprintf(w, "\ntokentrace bench --self-test (%d CPUs, GOMAXPROCS %d; client and loopback servers share them)\n\n", r.CPUs, r.GoMaxProcs)
+	fmt.Fprintf(w, "TTFT error at %d concurrent streams (client arrival − server flush):\n", r.Streams)
+	fmt.Fprintf(w, "  bench client     P50 %.3f ms  P99 %.3f ms  max %.3f ms  (errors %d; ITL error P99 %.3f ms)\n", r.TTFTErr[0], r.TTFTErr[1], r.TTFTErr[2], r.Errors, r.ITLErrP99MS)
+	fmt.Fprintf(w, "  minimal client   P50 %.3f ms  P99 %.3f ms  max %.3f ms  (errors %d)  ← floor of this host\n", r.FloorTTFTErr[0], r.FloorTTFTErr[1], r.FloorTTFTErr[2], r.FloorErrors)
+	fmt.Fprintf(w, "memory per in-flight stream (live heap + stacks, client and null server together):\n")
+	fmt.Fprintf(w, "  bench client     %.1f KiB\n  minimal client   %.1f KiB  → bench's client above a minimal one: %.1f KiB\n",
+		r.BytesPerStream/1024, r.FloorBytesPerStream/1024, (r.BytesPerStream-r.FloorBytesPerStream)/1024)
+	ratio := 0.0
+	if r.ScheduledRPS > 0 {
+		ratio = r.AchievedRPS / r.ScheduledRPS
+	}
+	fmt.Fprintf(w, "open loop at %g req/s of %d-token streams:\n", r.TargetRPS, r.Tokens)
+	fmt.Fprintf(w, "  achieved %.1f req/s of %.1f scheduled (ratio %.4f), send lag P50 %.3f ms P99 %.3f ms, errors %d\n",
+		r.AchievedRPS, r.ScheduledRPS, ratio, r.SendLagP50MS, r.SendLagP99MS, r.RateErrors)
+	fmt.Fprintf(w, "  pacer alone (no requests) achieved %.1f req/s  ← floor of this host\n", r.PacerOnlyRPS)
+	fmt.Fprintf(w, "memory over %d requests (records, report collector, compatibility views):\n", r.Many)
+	fmt.Fprintf(w, "  live heap %.1f MiB → %.1f MiB: %.0f bytes per finished request (%s)\n", r.HeapStartMB, r.HeapEndMB, r.BytesPerReq, r.ManyWall.Round(time.Millisecond))
+}
