@@ -16,7 +16,9 @@ type APIError struct {
 	Err    Error
 }
 
-func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Err.Type, e.Err.Message) }
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Err.Type, e.Err.Message)
+}
 
 // Write sends e as the response (Retry-After of retryAfter seconds when
 // positive).

@@ -177,7 +177,9 @@ func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 	}
 	go func() { _ = s.hs.Serve(ln) }()
+	s.closeMu.Lock() // Close, run by the hook, waits for the assignment
 	s.stopCtx = context.AfterFunc(ctx, func() { _ = s.Close() })
+	s.closeMu.Unlock()
 	return s, nil
 }
 
