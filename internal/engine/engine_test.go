@@ -47,13 +47,19 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 // to it and fires it; it returns the new time.
 func (c *fakeClock) advanceToTimer(t *testing.T) time.Time {
 	t.Helper()
+	return c.advanceLate(t, 0)
+}
+
+// advanceLate is advanceToTimer with the timer firing late by late.
+func (c *fakeClock) advanceLate(t *testing.T, late time.Duration) time.Time {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.mu.Lock()
 		if len(c.timers) > 0 {
 			tm := c.timers[0]
 			c.timers = c.timers[1:]
-			c.now = tm.at
+			c.now = tm.at.Add(late)
 			c.mu.Unlock()
 			tm.ch <- tm.at
 			return tm.at
@@ -129,6 +135,26 @@ func TestWallClockStepsOnAbsoluteDeadlines(t *testing.T) {
 		PromptTokens: 10, OutputTokens: 3, PrefillChunks: 1, Finish: FinishLength}
 	if diff := cmp.Diff(want, tl); diff != "" {
 		t.Fatalf("timeline (-want +got):\n%s", diff)
+	}
+}
+
+func TestLateTimersDoNotAccumulateDrift(t *testing.T) {
+	// Every timer fires 300 µs late; the steps still start at the previous
+	// deadline, so the fifth token's instant is the sum of the step times.
+	clock := newFakeClock()
+	t0 := clock.Now()
+	e, _ := startEngine(t, testConfig(), clock)
+	st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 5, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		clock.advanceLate(t, 300*time.Microsecond)
+	}
+	evs := recvAll(t, st)
+	want := t0.Add(1100*time.Microsecond + 4*1010*time.Microsecond)
+	if last := evs[len(evs)-1]; !last.At.Equal(want) {
+		t.Fatalf("last token at %v, want %v (drift %v)", last.At.Sub(t0), want.Sub(t0), last.At.Sub(want))
 	}
 }
 
