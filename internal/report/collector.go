@@ -33,7 +33,7 @@ func (o Options) resamples() int {
 
 // itlExactCap is how many inter-token gaps are kept one by one; past it
 // they go to a histogram with 0.05 % resolution, so memory stays bounded.
-const itlExactCap = 1 << 23
+const itlExactCap = 1 << 21
 
 const (
 	flagServer uint8 = 1 << iota // the server gave its own split
@@ -152,20 +152,41 @@ func (c *Collector) Add(r *latency.Record) {
 		}
 		w.phase = p
 	}
-	for i := 1; i < len(r.ChunkNS); i++ {
+	ok := w.ok()
+	for i := range r.ChunkNS {
+		k := int64(1)
+		if i < len(r.ChunkTokens) {
+			k = int64(r.ChunkTokens[i])
+		}
+		if i == 0 {
+			if ok {
+				for j := int64(1); j < k; j++ { // tokens that came with the first
+					c.itl.add(0)
+				}
+			}
+			continue
+		}
 		g := r.ChunkNS[i] - r.ChunkNS[i-1]
 		if g > w.stall {
 			w.stall, w.stallAt = g, r.ChunkNS[i-1]
 		}
-		if w.ok() {
-			c.icl.add(g)
+		if !ok {
+			continue
 		}
-	}
-	if w.ok() {
-		c.scratch = r.ITLs(c.scratch[:0])
-		for _, g := range c.scratch {
-			w.itlMax = max(w.itlMax, g)
-			c.itl.add(g)
+		c.icl.add(g)
+		if k <= 0 {
+			continue
+		}
+		// The same split as latency.Record.ITLs: k gaps of g/k, the
+		// remainder spread one nanosecond at a time.
+		q, rem := g/k, g%k
+		w.itlMax = max(w.itlMax, q+min(rem, 1))
+		for j := int64(0); j < k; j++ {
+			v := q
+			if j < rem {
+				v++
+			}
+			c.itl.add(v)
 		}
 	}
 	c.rows = append(c.rows, w)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -190,14 +189,6 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 // resetRecord clears a record for reuse, keeping its slices' storage.
 func resetRecord(r latency.Record) latency.Record {
 	return latency.Record{ChunkNS: r.ChunkNS[:0], ChunkTokens: r.ChunkTokens[:0], OtherNS: r.OtherNS[:0]}
-}
-
-// decodeRecord parses one JSON line.
-func decodeRecord(b []byte, r *latency.Record) error {
-	if err := json.Unmarshal(b, r); err != nil {
-		return err
-	}
-	return nil
 }
 
 func joinInts(xs []int) string {

@@ -11,7 +11,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-func mustSLOs(t *testing.T, s string) []latency.SLO {
+func mustSLOs(t testing.TB, s string) []latency.SLO {
 	t.Helper()
 	slos, err := latency.ParseSLOs(s)
 	if err != nil {

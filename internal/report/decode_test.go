@@ -1,0 +1,111 @@
+package report
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	lines := [][]byte{
+		appendBenchRecord(nil, 7, rng),
+		[]byte(`{"v":1,"id":"a","chunk_ns":[],"chunk_tokens":null,"server":null,"error_kind":"timeout","unknown":{"x":[1,"2",{"y":null}],"z":true}}`),
+		[]byte(`{"v":1,"ID":"case","Sent_NS":5}`),                       // other case: encoding/json matches it
+		[]byte(`{"v":1,"id":"caf\u00e9","model":"mödel","sent_ns":-3}`), // escapes and UTF-8
+		[]byte(`{"v":1,"sent_ns":1.5}`),                                 // not an integer: an error either way
+		[]byte(`{"v":1,"chunk_tokens":[1,2,99999999999]}`),              // int32 overflow
+		[]byte(`{"v":1,"id":"x"} trailing`),
+		[]byte(`{"v":1,"id":"dup","chunk_ns":[1,2,3],"chunk_ns":[4]}`),
+		[]byte(` { "v" : 1 , "stream" : false , "server" : { "queue_ns" : 1 , "source" : "vllm-metrics" } } `),
+		[]byte(`{"v":01}`),
+		[]byte(`[]`),
+	}
+	for _, line := range lines {
+		var fast, std latency.Record
+		errFast := decodeRecord(line, &fast)
+		errStd := json.Unmarshal(line, &std)
+		if (errFast == nil) != (errStd == nil) {
+			t.Errorf("%s: fast err %v, encoding/json err %v", line, errFast, errStd)
+			continue
+		}
+		if errStd == nil {
+			if diff := cmp.Diff(normalize(std), normalize(fast)); diff != "" {
+				t.Errorf("%s (-encoding/json +fast):\n%s", line, diff)
+			}
+		}
+	}
+}
+
+// normalize treats an empty slice and nil alike (the fast path reuses storage).
+func normalize(r latency.Record) latency.Record {
+	if len(r.ChunkNS) == 0 {
+		r.ChunkNS = nil
+	}
+	if len(r.ChunkTokens) == 0 {
+		r.ChunkTokens = nil
+	}
+	if len(r.OtherNS) == 0 {
+		r.OtherNS = nil
+	}
+	return r
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	f.Add(appendBenchRecord(nil, 1, rng))
+	f.Add([]byte(`{"v":1,"id":"a","chunk_ns":[1,-2],"server":{"queue_ns":3},"x":[{}]}`))
+	f.Add([]byte(`{"V":2,"Id":"\u0041"}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var fast, std latency.Record
+		errFast := decodeRecord(line, &fast)
+		errStd := json.Unmarshal(line, &std)
+		if (errFast == nil) != (errStd == nil) {
+			t.Fatalf("%q: fast err %v, encoding/json err %v", line, errFast, errStd)
+		}
+		if errStd == nil {
+			if diff := cmp.Diff(normalize(std), normalize(fast)); diff != "" {
+				t.Fatalf("%q (-encoding/json +fast):\n%s", line, diff)
+			}
+		}
+	})
+}
+
+// The collector's inter-token gaps are exactly latency.Record.ITLs and ICLs.
+func TestCollectorGapsMatchRecord(t *testing.T) {
+	recs := []*latency.Record{
+		{Schema: 1, ID: "a", FirstTokenNS: 10, EndNS: 100, OutputTokens: 7, ChunkNS: []int64{10, 20, 50, 58},
+			ChunkTokens: []int32{2, 1, 3, 1}},
+		{Schema: 1, ID: "b", FirstTokenNS: 5, EndNS: 50, OutputTokens: 4, ChunkNS: []int64{5, 15, 16, 40},
+			ChunkTokens: []int32{1, 0, 2, 1}},
+		{Schema: 1, ID: "c", FirstTokenNS: 1, EndNS: 9, OutputTokens: 3, ChunkNS: []int64{1, 4, 8}},
+		{Schema: 1, ID: "d", ErrorKind: latency.ErrStreamCut, ChunkNS: []int64{1, 900}},
+	}
+	c := NewCollector(Options{})
+	var itl, icl []int64
+	for _, r := range recs {
+		c.Add(r)
+		if r.OK() {
+			itl = r.ITLs(itl)
+			icl = r.ICLs(icl)
+		}
+	}
+	if diff := cmp.Diff(itl, c.itl.exact); diff != "" {
+		t.Errorf("ITL (-record +collector):\n%s", diff)
+	}
+	if diff := cmp.Diff(icl, c.icl.exact); diff != "" {
+		t.Errorf("ICL (-record +collector):\n%s", diff)
+	}
+	for i, r := range recs[:3] {
+		want, _ := r.Value(latency.ITL)
+		if got := c.rows[i].itlMax; got != int64(want) {
+			t.Errorf("%s: max ITL %d, want %d", r.ID, got, want)
+		}
+		if got := c.rows[i].stall; got != int64(r.MaxStall()) {
+			t.Errorf("%s: stall %d, want %d", r.ID, got, r.MaxStall())
+		}
+	}
+}
