@@ -70,7 +70,7 @@ Example (the worked example of docs/perfmodel.md, pure roofline):
 	fl.StringVar(&f.gpuFile, "gpu-file", "", "YAML hardware catalog that adds to or overrides the built-in one")
 	fl.IntVar(&f.tp, "tp", 0, "tensor-parallel degree (0: the smallest that fits)")
 	fl.StringVar(&f.dtype, "dtype", "bf16", "weight precision: bf16, fp16, fp8, int8, int4")
-	fl.StringVar(&f.kvDType, "kv-dtype", "bf16", "KV-cache precision: bf16, fp16, fp8, int8")
+	fl.StringVar(&f.kvDType, "kv-dtype", "", "KV-cache precision: bf16, fp16, fp8, int8 (default: fp16 with fp16 weights, else bf16)")
 	fl.IntVar(&f.input, "input", 1024, "prompt tokens per request")
 	fl.IntVar(&f.output, "output", 256, "output tokens per request")
 	fl.StringVar(&f.batches, "batch", "1,8,32,128", "comma-separated batch sizes (concurrent requests)")

@@ -41,6 +41,8 @@ type Result struct {
 	Draft   *ModelSpec
 	Rows    []Estimate
 	Explain Workload // the workload of the first row, for --explain
+	// FitNote says why the auto-chosen TP is above 1 (the TP-1 no-fit error).
+	FitNote string
 }
 
 // Plan resolves req and estimates each batch size. Bad input gives an error
@@ -66,7 +68,11 @@ func Plan(req Request) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--dtype: %w", err)
 	}
-	kd, err := ParseDType(orDefault(req.KVDType, "bf16"))
+	kvDefault := "bf16" // the engine's activation precision, as vLLM's kv_cache_dtype "auto"
+	if wd == FP16 {
+		kvDefault = "fp16"
+	}
+	kd, err := ParseDType(orDefault(req.KVDType, kvDefault))
 	if err != nil {
 		return nil, fmt.Errorf("--kv-dtype: %w", err)
 	}
@@ -112,6 +118,15 @@ func Plan(req Request) (*Result, error) {
 			cfg.TP = 64
 			_, err := New(cfg)
 			return nil, fmt.Errorf("%w (tried TP 1 to 64)", err)
+		}
+		if tp > 1 {
+			one := cfg
+			one.TP = 1
+			var nf *NoFitError
+			if _, err := newEstimator(one, false); errors.As(err, &nf) {
+				nf.MinTP = tp
+				res.FitNote = nf.Error()
+			}
 		}
 		cfg.TP = tp
 	}

@@ -16,9 +16,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
 	tpNote := ""
 	if r.TPAuto {
-		tpNote = ", the smallest TP at which the weights fit"
+		tpNote = ", chosen: the smallest that fits"
 	}
 	fmt.Fprintf(&b, "%s on %d × %s (TP %d%s); weights %s, KV cache %s\n", r.Model.Name, c.TP, r.GPU.Name, c.TP, tpNote, c.WeightDType, c.KVDType)
+	if r.FitNote != "" {
+		fmt.Fprintf(&b, "  %s\n", r.FitNote)
+	}
 	fmt.Fprintf(&b, "  parameters %s (active per token %s); weights %s, %s per GPU; usable %s per GPU (%.0f%% of %s − %s reserve)\n",
 		count(float64(r.Model.TotalParams())), count(float64(r.Model.ActiveParams())),
 		gb(float64(e.WeightBytes())), gb(float64(e.WeightBytes())/float64(c.TP)),
@@ -100,6 +103,9 @@ func (r *Result) WriteExplain(w io.Writer) error {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	p("How batch %d is estimated (%s, %d × %s, weights %s, KV %s). Per GPU unless said.", row.Batch, m.Name, c.TP, r.GPU.Name, c.WeightDType, c.KVDType)
+	if r.FitNote != "" {
+		p("TP %d was chosen: %s.", c.TP, r.FitNote)
+	}
 	p("")
 	p("Model: %d layers, hidden %d, %d query heads, %d KV heads × %d dims (%s), MLP %d, vocab %d.", m.Layers, m.Hidden, m.Heads, m.KVHeads, m.HeadDim, strings.ToUpper(m.Attention), m.Intermediate, m.Vocab)
 	p("  parameters: %s total; %s multiplied per token (input embedding excluded%s).", count(float64(m.TotalParams())), count(float64(m.ActiveParams())), moeNote(m))
