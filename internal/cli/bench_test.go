@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchBadFlagsFailAtStart(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "0"}, "--rate 0"},
+		{[]string{"--rate", "-3"}, "--rate -3"},
+		{[]string{"--input-tokens", "zipf:2"}, "unknown distribution"},
+		{[]string{"--trace", filepath.Join(dir, "missing.csv")}, "--trace"},
+		{[]string{"--arrival", "weibull"}, "--arrival"},
+		{[]string{"--url", "localhost:8000"}, "--url"},
+		{[]string{"--slo", "ttft:p99>1s"}, "--slo"},
+		{[]string{"--warmup", "soon"}, "--warmup"},
+		{[]string{"--sweep", "1,x"}, "--sweep"},
+		{[]string{"--endpoint", "embeddings"}, "--endpoint"},
+		{[]string{"--sim-model", "no-such-model"}, "embedded engine"},
+	} {
+		_, err := run(t, append([]string{"bench", "--out", filepath.Join(dir, "x")}, tt.args...)...)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err %v, want exit status 2 mentioning %q", tt.args, err, tt.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+			t.Errorf("%v: a results folder was created for a run that never started", tt.args)
+		}
+	}
+}
+
+// With no --url bench runs the embedded engine; a failed SLO gives exit
+// status 3 and the results are still written.
+func TestBenchEmbeddedSLOExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the embedded engine")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	out, err := run(t, "bench", "--out", dir, "--requests", "12", "--rate", "50", "--output-tokens", "4",
+		"--no-calibration", "--slo", "ttft:p99<=1us")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitSLOFailed {
+		t.Fatalf("err %v, want exit status %d\n%s", err, ExitSLOFailed, out)
+	}
+	for _, f := range []string{"requests.jsonl", "summary.json", "command.txt", "config.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("no %s after a failed SLO", f)
+		}
+	}
+	if !strings.Contains(out, "ttft") || !strings.Contains(out, "fail") {
+		t.Errorf("console output lacks the verdict:\n%s", out)
+	}
+	out, err = run(t, "bench", "--out", dir+"2", "--requests", "6", "--rate", "50", "--output-tokens", "4",
+		"--no-calibration", "--slo", "ttft:p99<=1h")
+	if err != nil {
+		t.Fatalf("SLOs that hold: %v\n%s", err, out)
+	}
+}
