@@ -244,3 +244,35 @@ func TestBehaviourSpeculativeHelpsAtHighAlphaHurtsAtLow(t *testing.T) {
 		t.Fatalf("want α=0.9 (%v) < off (%v) < α=0.1 (%v)", high, off, low)
 	}
 }
+
+func TestBehaviourPreemptionUnderKVPressure(t *testing.T) {
+	// Llama-3.1-8B on an L4 (24 GB) leaves a small KV cache: 64 requests of
+	// 2,000 + 1,000 tokens cannot all stay resident, so decodes preempt the
+	// newest requests, which recompute later. Everything still finishes,
+	// and the cache is never over capacity.
+	cfg := perfConfig(t, "L4", Config{MaxModelLen: 4096})
+	var arr []Arrival
+	for i := range 64 {
+		arr = append(arr, Arrival{At: time.Duration(i) * 10 * time.Millisecond, Request: Request{PromptLen: 2000, MaxTokens: 1000, IgnoreEOS: true}})
+	}
+	res := simulate(t, cfg, arr, SimOptions{Steps: true})
+	t.Logf("%d blocks; %d preemptions; makespan %v", cfg.NumBlocks, res.Stats.Preemptions, res.End)
+	if res.Stats.Preemptions == 0 {
+		t.Fatalf("no preemption with %d blocks for 64 × 3,000 tokens", cfg.NumBlocks)
+	}
+	for i, tl := range res.Timelines {
+		if tl.OutputTokens != 1000 || tl.Finish != FinishLength {
+			t.Fatalf("request %d: %+v", i, tl)
+		}
+	}
+	peak := 0
+	for _, st := range res.Steps {
+		peak = max(peak, st.UsedBlocks)
+	}
+	if peak > cfg.NumBlocks {
+		t.Fatalf("peak %d blocks > capacity %d", peak, cfg.NumBlocks)
+	}
+	if peak < cfg.NumBlocks*9/10 {
+		t.Fatalf("peak %d blocks: the cache was never nearly full (%d)", peak, cfg.NumBlocks)
+	}
+}
