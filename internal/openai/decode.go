@@ -48,7 +48,8 @@ type Params struct {
 	Priority  int
 	Stream    bool
 	// IncludeUsage: send a final usage chunk. ContinuousUsage: token
-	// counts on every chunk. Both only when streaming.
+	// counts on every chunk (as vLLM, only with IncludeUsage). Both only
+	// when streaming.
 	IncludeUsage, ContinuousUsage bool
 	// ReturnMetrics asks for the per-request metrics object.
 	ReturnMetrics bool
@@ -109,7 +110,8 @@ func (r *ChatCompletionRequest) Params() Params {
 	}
 	if r.Stream && r.StreamOptions != nil {
 		p.IncludeUsage = r.StreamOptions.IncludeUsage
-		p.ContinuousUsage = r.StreamOptions.ContinuousUsageStats
+		// As vLLM: continuous stats only together with include_usage.
+		p.ContinuousUsage = r.StreamOptions.IncludeUsage && r.StreamOptions.ContinuousUsageStats
 	}
 	return p
 }
@@ -172,7 +174,8 @@ func (r *CompletionRequest) Params() Params {
 	}
 	if r.Stream && r.StreamOptions != nil {
 		p.IncludeUsage = r.StreamOptions.IncludeUsage
-		p.ContinuousUsage = r.StreamOptions.ContinuousUsageStats
+		// As vLLM: continuous stats only together with include_usage.
+		p.ContinuousUsage = r.StreamOptions.IncludeUsage && r.StreamOptions.ContinuousUsageStats
 	}
 	return p
 }

@@ -22,6 +22,8 @@ func TestDecodeChatParams(t *testing.T) {
 			Params{Model: "m", MaxTokens: 9, MinTokens: 3, IgnoreEOS: true, Priority: -2, ReturnMetrics: true}},
 		{"stream options", `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
 			Params{Model: "m", Stream: true, IncludeUsage: true, ContinuousUsage: true}},
+		{"continuous stats need include_usage, as in vLLM", `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"continuous_usage_stats":true}}`,
+			Params{Model: "m", Stream: true}},
 		{"unknown fields ignored, sampling accepted", `{"model":"m","messages":[{"role":"system","content":null},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"temperature":0.7,"top_p":1,"stop":["x"],"seed":3,"n":1,"logit_bias":{"1":2},"whatever":[1]}`,
 			Params{Model: "m"}},
 	}

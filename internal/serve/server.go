@@ -174,6 +174,7 @@ func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
 	s.hs = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
 	go func() { _ = s.hs.Serve(ln) }()

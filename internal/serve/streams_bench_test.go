@@ -29,12 +29,15 @@ import (
 //
 //	go test -run ^$ -bench Streams -benchtime 1x ./internal/serve
 //
-// Flags: -streams N (default 10000), -step D (engine step time, default
-// 50ms), -window D (measurement window once all streams run, default 3s).
+// Flags (after -args): -streams N (default 10000), -step D (engine step
+// time, default 50ms), -window D (measurement window once every stream is
+// open, default 3s), -max-num-seqs M (0: all N run in every step; else at
+// most M run and the rest wait in the engine's queue, idle).
 var (
 	benchStreams = flag.Int("streams", 10000, "concurrent streams for BenchmarkStreams")
 	benchStep    = flag.Duration("step", 50*time.Millisecond, "engine step time for BenchmarkStreams")
 	benchWindow  = flag.Duration("window", 3*time.Second, "measurement window for BenchmarkStreams")
+	benchSeqs    = flag.Int("max-num-seqs", 0, "engine max_num_seqs for BenchmarkStreams (0: all streams run at once)")
 )
 
 const clientEnv = "TOKENTRACE_STREAMS_CLIENT"
@@ -141,14 +144,17 @@ func startClient(b *testing.B, addr string, n int, body string) (wait func() err
 	return cmd.Wait, func() { stdin.Close(); _ = cmd.Wait() }
 }
 
-func streamsConfig(n int, step time.Duration) Config {
+func streamsConfig(n, seqs int, step time.Duration) Config {
+	if seqs == 0 {
+		seqs = n + 16
+	}
 	return Config{Engine: engine.Config{
 		Model:               testModel,
 		StepTimer:           engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return step }),
 		BlockSize:           16,
 		NumBlocks:           n*8 + 1024,
 		MaxModelLen:         4096,
-		MaxNumSeqs:          n + 16,
+		MaxNumSeqs:          seqs,
 		MaxNumBatchedTokens: n + 1024,
 		Seed:                1,
 	}}
@@ -171,31 +177,38 @@ func waitFor(d time.Duration, cond func() bool) bool {
 // goroutine per connection writing a same-sized chunk on a shared ticker,
 // no HTTP, engine or JSON) gives the floor of this machine.
 func BenchmarkStreams(b *testing.B) {
-	n, step, window := *benchStreams, *benchStep, *benchWindow
+	n, step, window, seqs := *benchStreams, *benchStep, *benchWindow, *benchSeqs
+	running := n
+	if seqs > 0 && seqs < n {
+		running = seqs
+	}
 	tokens := int((window+10*time.Second)/step) + 20 // outlasts ramp-up and the window
 	body := fmt.Sprintf(`{"model":%q,"prompt":"one two three four five six seven eight","max_tokens":%d,"ignore_eos":true,"stream":true}`, testModel, tokens)
 	for range b.N {
 		b.Run("serve", func(b *testing.B) {
-			s, err := Start(context.Background(), streamsConfig(n, step), "127.0.0.1:0")
+			s, err := Start(context.Background(), streamsConfig(n, seqs, step), "127.0.0.1:0")
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
 			_, stop := startClient(b, s.Addr().String(), n, body)
 			defer stop()
-			if !waitFor(60*time.Second, func() bool { return s.Engine().Stats().Running == n }) {
-				b.Fatalf("only %+v streams running", s.Engine().Stats())
+			if !waitFor(60*time.Second, func() bool { st := s.Engine().Stats(); return st.Running == running && st.Running+st.Waiting == n }) {
+				b.Fatalf("only %+v streams open", s.Engine().Stats())
 			}
 			s.WriteLateness().Reset()
 			cpu0 := cpuTime()
 			time.Sleep(window)
 			l := s.WriteLateness()
 			report(b, l, window, cpuTime()-cpu0)
-			if st := s.Engine().Stats(); st.Running != n {
+			if st := s.Engine().Stats(); st.Running+st.Waiting != n {
 				b.Errorf("streams ended during the window: %+v", st)
 			}
 		})
 		b.Run("null", func(b *testing.B) {
+			if running != n {
+				b.Skip("the null server has no queue: compare it with all streams running")
+			}
 			ns := startNullServer(b, step, tokens)
 			defer ns.close()
 			_, stop := startClient(b, ns.ln.Addr().String(), n, body)
@@ -306,7 +319,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 	const n = 2000
 	body := fmt.Sprintf(`{"model":%q,"prompt":"one two three four five six seven eight","max_tokens":16,"ignore_eos":true,"stream":true}`, testModel)
 	for range b.N {
-		s, err := Start(context.Background(), streamsConfig(n, time.Hour), "127.0.0.1:0")
+		s, err := Start(context.Background(), streamsConfig(n, 0, time.Hour), "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
