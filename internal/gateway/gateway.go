@@ -36,7 +36,7 @@ type Gateway struct {
 	// traceparent is still passed upstream).
 	Tracer trace.Tracer
 
-	rt        atomic.Pointer[runtime]
+	rt        atomic.Pointer[liveConfig]
 	mu        sync.Mutex // serialises SetConfig
 	initOnce  sync.Once
 	transport http.RoundTripper
@@ -44,8 +44,8 @@ type Gateway struct {
 	idSeq     atomic.Uint64
 }
 
-// runtime is one configuration made live.
-type runtime struct {
+// liveConfig is one configuration made live.
+type liveConfig struct {
 	cfg    *Config
 	pools  map[string]*pool
 	routes map[string]*RouteConfig
@@ -133,7 +133,7 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	defer g.mu.Unlock()
 	old := g.rt.Load()
 	ctx, cancel := context.WithCancel(context.Background())
-	rt := &runtime{cfg: cfg, pools: map[string]*pool{}, routes: map[string]*RouteConfig{}, keys: map[string]*keyState{}, cancel: cancel}
+	rt := &liveConfig{cfg: cfg, pools: map[string]*pool{}, routes: map[string]*RouteConfig{}, keys: map[string]*keyState{}, cancel: cancel}
 	for _, pc := range cfg.Pools {
 		var p *pool
 		if old != nil {
@@ -275,7 +275,7 @@ func (p *pool) p95TTFT() (time.Duration, bool) {
 }
 
 // route finds the route for a public model name: its own, else "*".
-func (rt *runtime) route(model string) *RouteConfig {
+func (rt *liveConfig) route(model string) *RouteConfig {
 	if r, ok := rt.routes[model]; ok {
 		return r
 	}
@@ -283,10 +283,11 @@ func (rt *runtime) route(model string) *RouteConfig {
 }
 
 // poolFor picks the route's pool, by length band when configured.
-func (rt *runtime) poolFor(r *RouteConfig, inputTokens int) *pool {
+func (rt *liveConfig) poolFor(r *RouteConfig, req *Request) *pool {
 	if len(r.LengthPools) == 0 {
 		return rt.pools[r.Pool]
 	}
+	inputTokens := req.InputTokens()
 	for _, lp := range r.LengthPools {
 		if lp.MaxInputTokens == 0 || inputTokens <= lp.MaxInputTokens {
 			return rt.pools[lp.Pool]

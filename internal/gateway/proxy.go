@@ -132,7 +132,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, rt.cfg.Server.MaxBodyBytes)
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r.Body, r.ContentLength, rt.cfg.Server.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -156,7 +156,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if !x.applyLength() || !x.applyLimits() {
 		return
 	}
-	x.pool = rt.poolFor(x.route, x.req.InputTokens)
+	x.pool = rt.poolFor(x.route, &x.req)
 	if x.route.UpstreamModel != "" && x.route.UpstreamModel != x.req.Model {
 		if !x.rewrite(map[string]any{"model": x.route.UpstreamModel}) {
 			return
@@ -236,7 +236,7 @@ func (x *exchange) reject(reason string, status int, typ, msg string, retryAfter
 	x.fail(status, typ, msg, "", reason, retryAfter)
 }
 
-func (x *exchange) authenticate(rt *runtime) bool {
+func (x *exchange) authenticate(rt *liveConfig) bool {
 	if len(rt.keys) == 0 {
 		return true
 	}
@@ -258,9 +258,9 @@ func (x *exchange) authenticate(rt *runtime) bool {
 // applyLength is the length-control policy.
 func (x *exchange) applyLength() bool {
 	l := x.route.Length
-	if l.MaxInputTokens > 0 && x.req.InputTokens > l.MaxInputTokens {
+	if l.MaxInputTokens > 0 && x.req.InputTokens() > l.MaxInputTokens {
 		x.reject("input_too_long", http.StatusBadRequest, openai.TypeInvalidRequest,
-			fmt.Sprintf("the prompt has about %d tokens, over this route's limit of %d", x.req.InputTokens, l.MaxInputTokens), 0)
+			fmt.Sprintf("the prompt has about %d tokens, over this route's limit of %d", x.req.InputTokens(), l.MaxInputTokens), 0)
 		return false
 	}
 	field := x.req.MaxTokensField
@@ -288,7 +288,7 @@ func (x *exchange) applyLimits() bool {
 	if x.key == nil || x.key.lim == nil {
 		return true
 	}
-	tokens := x.req.InputTokens + x.req.MaxTokens
+	tokens := x.req.InputTokens() + x.req.MaxTokens
 	ok, wait := x.key.lim.allow(x.g.now(), tokens, x.w.Header())
 	if !ok {
 		x.reject("rate_limit", http.StatusTooManyRequests, openai.TypeRateLimit,
@@ -456,7 +456,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 					}
 					fellBack = true
 					x.span.event("fallback")
-					pl = rt.poolFor(fr, x.req.InputTokens)
+					pl = rt.poolFor(fr, &x.req)
 					tries = 1 + fr.Timeouts.Retries
 					clear(tried)
 					launch()
@@ -660,4 +660,25 @@ func copyRequestHeaders(dst, src http.Header) {
 	dst.Del("Traceparent") // set by the span (or copied back by inject)
 	dst.Del("Tracestate")
 	dst.Del(headerPriority)
+}
+
+// readBody reads a request body into one buffer sized from Content-Length
+// when the client sent it (no regrowth for large prompts).
+func readBody(rd io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength <= 0 || contentLength > limit {
+		return io.ReadAll(rd)
+	}
+	buf := make([]byte, contentLength, contentLength+1)
+	if _, err := io.ReadFull(rd, buf); err != nil {
+		return nil, err
+	}
+	// Drain to EOF so a body longer than announced is caught by the limit.
+	var one [1]byte
+	if n, err := rd.Read(one[:]); n > 0 || (err != nil && err != io.EOF) {
+		if err == nil {
+			err = errors.New("body longer than its Content-Length")
+		}
+		return nil, err
+	}
+	return buf, nil
 }

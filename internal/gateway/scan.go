@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strconv"
 
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
@@ -21,209 +23,582 @@ type Request struct {
 	MaxTokens int
 	// MaxTokensField names the field MaxTokens came from.
 	MaxTokensField string
-	// InputTokens is the fast estimate of the prompt's length: for chat, one
-	// token per message for its role plus its content's tokens (the
-	// tokenizer's chat rule); for completions, the prompt's tokens.
-	InputTokens int
 	// PrefixHash hashes the first prefixBytes bytes of the prompt text, the
 	// key of prefix-affinity routing.
 	PrefixHash uint64
 	// IncludeUsage is stream_options.include_usage.
 	IncludeUsage bool
+
+	body     []byte
+	texts    []textSpan // prompt text, as raw JSON string contents
+	messages int        // chat messages (one role token each)
+	ids      int        // token ids given directly in a completion prompt
+	input    int        // cached InputTokens; -1 until counted
 }
 
-// wireRequest holds the fields ScanRequest decodes; encoding/json skips the
-// others without building them.
-type wireRequest struct {
-	Model               *string         `json:"model"`
-	Stream              bool            `json:"stream"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Messages            []wireMessage   `json:"messages"`
-	Prompt              json.RawMessage `json:"prompt"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
+// textSpan is the raw content of a JSON string in the body (between the
+// quotes); escaped tells whether it holds backslash escapes.
+type textSpan struct {
+	start, end int
+	escaped    bool
+	role       bool // a chat role: hashed for affinity, counted as one token
 }
 
-type wireMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-type contentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+// InputTokens is the fast estimate of the prompt's length with tokentrace's
+// tokenizer: for chat, one token per message for its role plus its
+// content's tokens (the tokenizer's chat rule); for completions, the
+// prompt's tokens (a token id counts one). It is counted on first use, so
+// that a request no policy measures never pays for counting.
+func (r *Request) InputTokens() int {
+	if r.input >= 0 {
+		return r.input
+	}
+	n := r.messages + r.ids
+	for _, t := range r.texts {
+		if t.role {
+			continue
+		}
+		raw := r.body[t.start:t.end]
+		if !t.escaped {
+			n += tokenizer.Count(string(raw))
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(r.body[t.start-1:t.end+1], &s); err == nil {
+			n += tokenizer.Count(s)
+		}
+	}
+	r.input = n
+	return n
 }
 
 // errScan is wrapped by every error ScanRequest returns; its message is
 // meant for the client.
 var errScan = errors.New("invalid request")
 
-// ScanRequest reads the fields the gateway needs from a request body for
-// path (chatPath or completionsPath). prefixBytes bounds the text hashed
-// for prefix affinity.
+// ScanRequest reads the fields the gateway needs from a request body in one
+// pass without building the body's values: it validates the JSON's
+// structure, decodes model, stream, max_tokens / max_completion_tokens
+// and stream_options.include_usage, and notes where the prompt's text is
+// (messages[].content as a string or text parts, or prompt) for
+// InputTokens and prefix affinity. chat selects /v1/chat/completions
+// rules; prefixBytes bounds the text hashed for prefix affinity.
 func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
-	var w wireRequest
-	if err := json.Unmarshal(body, &w); err != nil {
+	r := Request{body: body, input: -1}
+	s := &scanner{b: body}
+	var model string
+	var haveModel, sawMessages, sawPrompt bool
+	var maxTokens, maxCompletion *int
+	err := s.object(func(key []byte) error {
+		switch string(key) {
+		case "model":
+			v, err := s.stringValue()
+			if err != nil {
+				return fmt.Errorf("model: %w", err)
+			}
+			model, haveModel = v, true
+		case "stream":
+			v, err := s.boolValue()
+			if err != nil {
+				return fmt.Errorf("stream: %w", err)
+			}
+			r.Stream = v
+		case "max_tokens", "max_completion_tokens":
+			v, err := s.intValue()
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			if string(key) == "max_tokens" {
+				maxTokens = v
+			} else {
+				maxCompletion = v
+			}
+		case "stream_options":
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			return s.object(func(k []byte) error {
+				if string(k) != "include_usage" {
+					return s.skip()
+				}
+				v, err := s.boolValue()
+				r.IncludeUsage = v
+				return err
+			})
+		case "messages":
+			if !chat {
+				return s.skip()
+			}
+			sawMessages = true
+			return s.messages(&r)
+		case "prompt":
+			if chat {
+				return s.skip()
+			}
+			sawPrompt = true
+			return s.prompt(&r, 0)
+		default:
+			return s.skip()
+		}
+		return nil
+	})
+	if err == nil {
+		s.ws()
+		if s.i != len(s.b) {
+			err = s.errorf("unexpected data after the request object")
+		}
+	}
+	if err != nil {
 		return Request{}, fmt.Errorf("%w: body is not valid JSON: %v", errScan, err)
 	}
-	if w.Model == nil || *w.Model == "" {
+	if !haveModel || model == "" {
 		return Request{}, fmt.Errorf("%w: missing required parameter 'model'", errScan)
 	}
-	r := Request{Model: *w.Model, Stream: w.Stream}
+	r.Model = model
 	switch {
-	case w.MaxCompletionTokens != nil:
-		r.MaxTokens, r.MaxTokensField = *w.MaxCompletionTokens, "max_completion_tokens"
-	case w.MaxTokens != nil:
-		r.MaxTokens, r.MaxTokensField = *w.MaxTokens, "max_tokens"
+	case maxCompletion != nil:
+		r.MaxTokens, r.MaxTokensField = *maxCompletion, "max_completion_tokens"
+	case maxTokens != nil:
+		r.MaxTokens, r.MaxTokensField = *maxTokens, "max_tokens"
 	}
 	if r.MaxTokens < 0 {
 		return Request{}, fmt.Errorf("%w: %s must be positive, got %d", errScan, r.MaxTokensField, r.MaxTokens)
 	}
-	if w.StreamOptions != nil {
-		r.IncludeUsage = w.StreamOptions.IncludeUsage
+	if chat && (!sawMessages || r.messages == 0) {
+		return Request{}, fmt.Errorf("%w: 'messages' must be a non-empty array", errScan)
 	}
-	h := prefixHasher{left: prefixBytes, h: fnv.New64a()}
-	if chat {
-		if len(w.Messages) == 0 {
-			return Request{}, fmt.Errorf("%w: 'messages' must be a non-empty array", errScan)
-		}
-		for i, m := range w.Messages {
-			n, err := contentTokens(m.Content, &h)
-			if err != nil {
-				return Request{}, fmt.Errorf("%w: messages[%d].content: %v", errScan, i, err)
-			}
-			h.add(m.Role)
-			r.InputTokens += 1 + n
-		}
-	} else {
-		n, err := promptTokens(w.Prompt, &h)
-		if err != nil {
-			return Request{}, fmt.Errorf("%w: prompt: %v", errScan, err)
-		}
-		r.InputTokens = n
+	if !chat && !sawPrompt {
+		return Request{}, fmt.Errorf("%w: missing required parameter 'prompt'", errScan)
 	}
-	r.PrefixHash = h.h.Sum64()
+	h := fnv.New64a()
+	left := prefixBytes
+	for _, t := range r.texts {
+		if left <= 0 {
+			break
+		}
+		raw := body[t.start:t.end]
+		if len(raw) > left {
+			raw = raw[:left]
+		}
+		left -= len(raw)
+		_, _ = h.Write(raw)
+		_, _ = h.Write([]byte{0})
+	}
+	r.PrefixHash = h.Sum64()
 	return r, nil
 }
 
-// contentTokens counts a chat message's content: a string, an array of
-// parts (text parts counted, others ignored) or null.
-func contentTokens(raw json.RawMessage, h *prefixHasher) (int, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, nil
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
-		}
-		h.add(s)
-		return tokenizer.Count(s), nil
-	case '[':
-		var parts []contentPart
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return 0, err
-		}
-		n := 0
-		for _, p := range parts {
-			h.add(p.Text)
-			n += tokenizer.Count(p.Text)
-		}
-		return n, nil
-	}
-	return 0, errors.New("must be a string, an array of parts or null")
+// scanner walks JSON without building values.
+type scanner struct {
+	b []byte
+	i int
 }
 
-// promptTokens counts a completion prompt: a string, an array of strings,
-// an array of token ids or an array of such arrays.
-func promptTokens(raw json.RawMessage, h *prefixHasher) (int, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, errors.New("missing required parameter")
+func (s *scanner) errorf(format string, a ...any) error {
+	return fmt.Errorf("offset %d: %s", s.i, fmt.Sprintf(format, a...))
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
 	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
+}
+
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *scanner) expect(c byte) error {
+	if s.peek() != c {
+		if s.i >= len(s.b) {
+			return s.errorf("unexpected end of input, want %q", c)
 		}
-		h.add(s)
-		return tokenizer.Count(s), nil
-	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return 0, err
+		return s.errorf("unexpected %q, want %q", s.b[s.i], c)
+	}
+	s.i++
+	return nil
+}
+
+// str scans a string and returns its raw content span.
+func (s *scanner) str() (textSpan, error) {
+	if err := s.expect('"'); err != nil {
+		return textSpan{}, err
+	}
+	start := s.i
+	for {
+		j := bytes.IndexByte(s.b[s.i:], '"')
+		if j < 0 {
+			s.i = len(s.b)
+			return textSpan{}, s.errorf("unterminated string")
 		}
-		n := 0
-		for _, it := range items {
-			it = bytes.TrimSpace(it)
-			if len(it) == 0 {
-				continue
+		s.i += j
+		bs := 0 // backslashes right before the quote
+		for k := s.i - 1; k >= start && s.b[k] == '\\'; k-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			break
+		}
+		s.i++
+	}
+	t := textSpan{start: start, end: s.i, escaped: bytes.IndexByte(s.b[start:s.i], '\\') >= 0}
+	s.i++
+	for _, c := range s.b[t.start:t.end] {
+		if c < 0x20 {
+			return textSpan{}, s.errorf("control character in string")
+		}
+	}
+	if t.escaped {
+		raw := s.b[t.start:t.end]
+		for k := bytes.IndexByte(raw, '\\'); k >= 0; {
+			if k+1 >= len(raw) {
+				return textSpan{}, s.errorf("bad escape in string")
 			}
-			switch it[0] {
-			case '"', '[':
-				k, err := promptTokens(it, h)
-				if err != nil {
-					return 0, err
+			switch raw[k+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				k += 2
+			case 'u':
+				if k+6 > len(raw) {
+					return textSpan{}, s.errorf("bad \\u escape in string")
 				}
-				n += k
-			default: // a token id
-				var id int64
-				if err := json.Unmarshal(it, &id); err != nil {
-					return 0, fmt.Errorf("array items must be strings or token ids: %v", err)
+				for _, h := range raw[k+2 : k+6] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return textSpan{}, s.errorf("bad \\u escape in string")
+					}
 				}
-				h.add(string(it))
-				n++
+				k += 6
+			default:
+				return textSpan{}, s.errorf("bad escape in string")
+			}
+			next := bytes.IndexByte(raw[k:], '\\')
+			if next < 0 {
+				break
+			}
+			k += next
+		}
+	}
+	return t, nil
+}
+
+func (s *scanner) stringValue() (string, error) {
+	t, err := s.str()
+	if err != nil {
+		return "", err
+	}
+	if !t.escaped {
+		return string(s.b[t.start:t.end]), nil
+	}
+	var v string
+	if err := json.Unmarshal(s.b[t.start-1:t.end+1], &v); err != nil {
+		return "", fmt.Errorf("bad string: %w", err)
+	}
+	return v, nil
+}
+
+func (s *scanner) literal(word string) error {
+	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
+		return s.errorf("invalid literal")
+	}
+	s.i += len(word)
+	return nil
+}
+
+func (s *scanner) boolValue() (bool, error) {
+	switch s.peek() {
+	case 't':
+		return true, s.literal("true")
+	case 'f':
+		return false, s.literal("false")
+	case 'n':
+		return false, s.literal("null")
+	}
+	return false, s.errorf("want true or false")
+}
+
+func (s *scanner) number() ([]byte, error) {
+	s.ws()
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			s.i++
+			continue
+		}
+		break
+	}
+	num := s.b[start:s.i]
+	if len(num) == 0 || !json.Valid(num) {
+		s.i = start
+		return nil, s.errorf("invalid number")
+	}
+	return num, nil
+}
+
+// intValue reads an integer or null (nil).
+func (s *scanner) intValue() (*int, error) {
+	if s.peek() == 'n' {
+		return nil, s.literal("null")
+	}
+	num, err := s.number()
+	if err != nil {
+		return nil, err
+	}
+	v, err := strconv.Atoi(string(num))
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(num), 64)
+		if ferr != nil || f != float64(int(f)) || f > 1<<40 || f < -(1<<40) {
+			return nil, fmt.Errorf("must be an integer, got %s", num)
+		}
+		v = int(f)
+	}
+	return &v, nil
+}
+
+// object scans an object, calling field with each key; field must consume
+// the value.
+func (s *scanner) object(field func(key []byte) error) error {
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		k, err := s.str()
+		if err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		key := s.b[k.start:k.end]
+		if k.escaped {
+			var v string
+			if json.Unmarshal(s.b[k.start-1:k.end+1], &v) == nil {
+				key = []byte(v)
 			}
 		}
-		return n, nil
+		if err := field(key); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errorf("want ',' or '}' in object")
+		}
 	}
-	return 0, errors.New("must be a string or an array")
 }
 
-// prefixHasher hashes at most left bytes of prompt text.
-type prefixHasher struct {
-	left int
-	h    interface {
-		Write([]byte) (int, error)
-		Sum64() uint64
+// array scans an array, calling elem for each element (which must consume it).
+func (s *scanner) array(elem func() error) error {
+	if err := s.expect('['); err != nil {
+		return err
+	}
+	if s.peek() == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.errorf("want ',' or ']' in array")
+		}
 	}
 }
 
-func (p *prefixHasher) add(s string) {
-	if p.left <= 0 {
-		return
+// maxDepth bounds nesting, so a hostile body cannot exhaust the stack.
+const maxDepth = 128
+
+func (s *scanner) skip() error { return s.skipDepth(0) }
+
+func (s *scanner) skipDepth(depth int) error {
+	if depth > maxDepth {
+		return s.errorf("nested too deeply")
 	}
-	if len(s) > p.left {
-		s = s[:p.left]
+	switch s.peek() {
+	case '{':
+		return s.object(func([]byte) error { return s.skipDepth(depth + 1) })
+	case '[':
+		return s.array(func() error { return s.skipDepth(depth + 1) })
+	case '"':
+		_, err := s.str()
+		return err
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	case 0:
+		return s.errorf("unexpected end of input")
 	}
-	p.left -= len(s)
-	_, _ = p.h.Write([]byte(s))
-	_, _ = p.h.Write([]byte{0})
+	_, err := s.number()
+	return err
+}
+
+// messages scans a chat messages array.
+func (s *scanner) messages(r *Request) error {
+	if s.peek() != '[' {
+		return s.errorf("'messages' must be an array")
+	}
+	return s.array(func() error {
+		if s.peek() != '{' {
+			return s.errorf("each message must be an object")
+		}
+		r.messages++
+		return s.object(func(key []byte) error {
+			switch string(key) {
+			case "role":
+				t, err := s.str()
+				if err == nil {
+					t.role = true
+					r.texts = append(r.texts, t)
+				}
+				return err
+			case "content":
+				return s.content(r)
+			}
+			return s.skip()
+		})
+	})
+}
+
+// content scans a message's content: a string, an array of parts (text
+// parts counted) or null.
+func (s *scanner) content(r *Request) error {
+	switch s.peek() {
+	case '"':
+		t, err := s.str()
+		if err == nil {
+			r.texts = append(r.texts, t)
+		}
+		return err
+	case 'n':
+		return s.literal("null")
+	case '[':
+		return s.array(func() error {
+			if s.peek() != '{' {
+				return s.errorf("content parts must be objects")
+			}
+			return s.object(func(key []byte) error {
+				if string(key) != "text" || s.peek() != '"' {
+					return s.skip()
+				}
+				t, err := s.str()
+				if err == nil {
+					r.texts = append(r.texts, t)
+				}
+				return err
+			})
+		})
+	}
+	return s.errorf("content must be a string, an array of parts or null")
+}
+
+// prompt scans a completion prompt: a string, or an array of strings,
+// token ids, or arrays of token ids.
+func (s *scanner) prompt(r *Request, depth int) error {
+	switch c := s.peek(); {
+	case c == '"':
+		t, err := s.str()
+		if err == nil {
+			r.texts = append(r.texts, t)
+		}
+		return err
+	case c == '[' && depth < 2:
+		return s.array(func() error { return s.prompt(r, depth+1) })
+	case (c >= '0' && c <= '9') || c == '-':
+		if depth == 0 {
+			return s.errorf("prompt must be a string or an array")
+		}
+		num, err := s.number()
+		if err == nil {
+			if _, perr := strconv.ParseInt(string(num), 10, 64); perr != nil {
+				return s.errorf("token ids must be integers")
+			}
+			r.ids++
+		}
+		return err
+	}
+	return s.errorf("prompt must be a string, an array of strings or token ids")
 }
 
 // rewriteFields returns body with the given top-level fields replaced (or
-// added), other fields kept byte for byte. It is used only when a policy
-// changes the request (clamped max_tokens, fallback model).
+// added), every other byte kept. It is used only when a policy changes the
+// request (default or clamped max_tokens, alias or fallback model).
 func rewriteFields(body []byte, set map[string]any) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
+	type edit struct {
+		start, end int
+		val        []byte
+	}
+	s := &scanner{b: body}
+	found := map[string]edit{}
+	if err := s.object(func(key []byte) error {
+		start := s.i
+		if err := s.skip(); err != nil {
+			return err
+		}
+		if _, ok := set[string(key)]; ok {
+			found[string(key)] = edit{start: start, end: s.i}
+		}
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("rewrite request: %w", err)
 	}
-	for k, v := range set {
-		b, err := json.Marshal(v)
+	closeAt := bytes.LastIndexByte(body, '}')
+	nonEmpty := len(bytes.TrimSpace(body[bytes.IndexByte(body, '{')+1:closeAt])) > 0
+	var edits []edit
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v, err := json.Marshal(set[k])
 		if err != nil {
 			return nil, fmt.Errorf("rewrite request field %s: %w", k, err)
 		}
-		m[k] = b
+		if e, ok := found[k]; ok {
+			edits = append(edits, edit{start: e.start, end: e.end, val: append([]byte(" "), v...)})
+			continue
+		}
+		kb, _ := json.Marshal(k)
+		ins := append(append(append([]byte{}, kb...), ':'), v...)
+		if nonEmpty {
+			ins = append([]byte{','}, ins...)
+		}
+		nonEmpty = true
+		edits = append(edits, edit{start: closeAt, end: closeAt, val: ins})
 	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("rewrite request: %w", err)
+	slices.SortStableFunc(edits, func(a, b edit) int { return a.start - b.start })
+	out := make([]byte, 0, len(body)+64)
+	at := 0
+	for _, e := range edits {
+		out = append(out, body[at:e.start]...)
+		out = append(out, e.val...)
+		at = e.end
 	}
-	return out, nil
+	return append(out, body[at:]...), nil
 }

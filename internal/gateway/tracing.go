@@ -71,7 +71,7 @@ func (s *spanRecorder) end(x *exchange, st stageDurations) {
 		attribute.Int("http.response.status_code", x.status),
 		attribute.String("gen_ai.request.model", x.req.Model),
 		attribute.Int("gen_ai.request.max_tokens", x.req.MaxTokens),
-		attribute.Int("gen_ai.usage.input_tokens", x.req.InputTokens),
+		attribute.Int("gen_ai.usage.input_tokens", x.req.InputTokens()),
 		attribute.Int("gen_ai.usage.output_tokens", x.tokens),
 		attribute.Float64("tokentrace.stage.gateway_in", st.In.Seconds()),
 		attribute.Float64("tokentrace.stage.queue", st.Queue.Seconds()),

@@ -1,0 +1,308 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// benchEpoch is the shared clock origin: the upstream stamps each chunk
+// with its send instant (ns since benchEpoch) and the client, in the same
+// process, subtracts it from the arrival instant.
+var benchEpoch = time.Now()
+
+// benchUpstream streams chunks gap apart, each stamped with its send
+// instant; non-streaming requests get a small answer at once.
+func benchUpstream(chunks int, gap time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"b","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n")
+		buf := make([]byte, 0, 160)
+		t := time.NewTicker(gap)
+		defer t.Stop()
+		for i := range chunks {
+			if i > 0 {
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			buf = append(buf[:0], `data: {"choices":[{"index":0,"delta":{"content":"tok "}}],"ts":`...)
+			buf = strconv.AppendInt(buf, int64(time.Since(benchEpoch)), 10)
+			buf = append(buf, "}\n\n"...)
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		fl.Flush()
+	})
+}
+
+type streamStats struct {
+	ttfb   []time.Duration // request start → first content chunk
+	chunks []time.Duration // upstream send → client arrival, per chunk
+	errors int
+	peak   uint64 // peak heap+stack in use during the run
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// runStreams opens n concurrent streams against base and measures them.
+func runStreams(client *http.Client, base string, n int) streamStats {
+	var mu sync.Mutex
+	var st streamStats
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() { // sample memory while the streams run
+		var ms runtime.MemStats
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				runtime.ReadMemStats(&ms)
+				mu.Lock()
+				st.peak = max(st.peak, ms.HeapInuse+ms.StackInuse)
+				mu.Unlock()
+			}
+		}
+	}()
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"benchmark prompt"}]}`
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ttfb time.Duration
+			lats := make([]time.Duration, 0, 64)
+			t0 := time.Now()
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				mu.Lock()
+				st.errors++
+				mu.Unlock()
+				if err == nil {
+					resp.Body.Close()
+				}
+				return
+			}
+			rd := bufio.NewReaderSize(resp.Body, 4096)
+			for {
+				line, err := rd.ReadSlice('\n')
+				if err != nil {
+					break
+				}
+				i := bytes.Index(line, []byte(`"ts":`))
+				if i < 0 {
+					continue
+				}
+				now := time.Since(benchEpoch)
+				if ttfb == 0 {
+					ttfb = time.Since(t0)
+				}
+				j := i + 5
+				k := j
+				for k < len(line) && line[k] >= '0' && line[k] <= '9' {
+					k++
+				}
+				sent, _ := strconv.ParseInt(string(line[j:k]), 10, 64)
+				lats = append(lats, now-time.Duration(sent))
+			}
+			resp.Body.Close()
+			mu.Lock()
+			st.ttfb = append(st.ttfb, ttfb)
+			st.chunks = append(st.chunks, lats...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	return st
+}
+
+// floorProxy is the least a proxy can do on this machine: the standard
+// library's ReverseProxy flushing every write (FlushInterval −1), with the
+// request body read whole first as the gateway must (to route on it). It
+// is the floor the gateway's own overhead is measured against.
+func floorProxy(target string) http.Handler {
+	u, _ := url.Parse(target)
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		FlushInterval: -1,
+		Transport:     &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		rp.ServeHTTP(w, r)
+	})
+}
+
+func benchClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true}}
+}
+
+// BenchmarkStreamsAddedLatency runs n concurrent streams (20 chunks, 20 ms
+// apart) directly against an upstream and through the gateway, side by
+// side in the same process, and reports the P50/P99 time to first byte
+// and per-chunk delivery latency of each, and the gateway's added heap +
+// stack per stream at peak.
+func BenchmarkStreamsAddedLatency(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			up := httptest.NewServer(benchUpstream(20, 20*time.Millisecond))
+			defer up.Close()
+			g := quickGateway(b, up.URL)
+			gw := httptest.NewServer(g)
+			defer gw.Close()
+			defer g.Close()
+			fl := httptest.NewServer(floorProxy(up.URL))
+			defer fl.Close()
+			client := benchClient()
+			// warm the paths' connection pools
+			runStreams(client, up.URL, min(n, 100))
+			runStreams(client, gw.URL, min(n, 100))
+			runStreams(client, fl.URL, min(n, 100))
+			b.ReportAllocs()
+			var direct, proxied, floor streamStats
+			for b.Loop() {
+				runtime.GC()
+				d := runStreams(client, up.URL, n)
+				runtime.GC()
+				f := runStreams(client, fl.URL, n)
+				floor.ttfb = append(floor.ttfb, f.ttfb...)
+				floor.chunks = append(floor.chunks, f.chunks...)
+				floor.errors += f.errors
+				runtime.GC()
+				p := runStreams(client, gw.URL, n)
+				direct.ttfb = append(direct.ttfb, d.ttfb...)
+				direct.chunks = append(direct.chunks, d.chunks...)
+				direct.errors += d.errors
+				direct.peak = max(direct.peak, d.peak)
+				proxied.ttfb = append(proxied.ttfb, p.ttfb...)
+				proxied.chunks = append(proxied.chunks, p.chunks...)
+				proxied.errors += p.errors
+				proxied.peak = max(proxied.peak, p.peak)
+			}
+			if direct.errors+proxied.errors+floor.errors > 0 {
+				b.Fatalf("errors: direct %d, gateway %d, floor proxy %d", direct.errors, proxied.errors, floor.errors)
+			}
+			b.ReportMetric(us(pct(direct.ttfb, 0.5)), "direct-ttfb-p50-µs")
+			b.ReportMetric(us(pct(direct.ttfb, 0.99)), "direct-ttfb-p99-µs")
+			b.ReportMetric(us(pct(floor.ttfb, 0.5)), "floor-ttfb-p50-µs")
+			b.ReportMetric(us(pct(floor.ttfb, 0.99)), "floor-ttfb-p99-µs")
+			b.ReportMetric(us(pct(floor.chunks, 0.5)), "floor-chunk-p50-µs")
+			b.ReportMetric(us(pct(floor.chunks, 0.99)), "floor-chunk-p99-µs")
+			b.ReportMetric(us(pct(proxied.ttfb, 0.5)), "gw-ttfb-p50-µs")
+			b.ReportMetric(us(pct(proxied.ttfb, 0.99)), "gw-ttfb-p99-µs")
+			b.ReportMetric(us(pct(direct.chunks, 0.5)), "direct-chunk-p50-µs")
+			b.ReportMetric(us(pct(direct.chunks, 0.99)), "direct-chunk-p99-µs")
+			b.ReportMetric(us(pct(proxied.chunks, 0.5)), "gw-chunk-p50-µs")
+			b.ReportMetric(us(pct(proxied.chunks, 0.99)), "gw-chunk-p99-µs")
+			if proxied.peak > direct.peak {
+				b.ReportMetric(float64(proxied.peak-direct.peak)/float64(n), "gw-bytes/stream")
+			}
+		})
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+// BenchmarkLargeBodyAddedLatency sends non-streaming requests with a
+// 256 KB prompt directly and through the gateway, alternating, and reports
+// P50/P99 of each.
+func BenchmarkLargeBodyAddedLatency(b *testing.B) {
+	up := httptest.NewServer(benchUpstream(1, 0))
+	defer up.Close()
+	g := quickGateway(b, up.URL)
+	gw := httptest.NewServer(g)
+	defer gw.Close()
+	defer g.Close()
+	fl := httptest.NewServer(floorProxy(up.URL))
+	defer fl.Close()
+	client := benchClient()
+	prompt := strings.Repeat("lorem ipsum dolor sit amet, ", 256<<10/28)
+	body := []byte(fmt.Sprintf(`{"model":"m","max_tokens":16,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":%q}]}`, prompt))
+	one := func(base string) time.Duration {
+		t0 := time.Now()
+		resp, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	for range 20 {
+		one(up.URL)
+		one(gw.URL)
+		one(fl.URL)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var direct, proxied, floor []time.Duration
+	for b.Loop() {
+		direct = append(direct, one(up.URL))
+		floor = append(floor, one(fl.URL))
+		proxied = append(proxied, one(gw.URL))
+	}
+	b.ReportMetric(us(pct(floor, 0.5)), "floor-p50-µs")
+	b.ReportMetric(us(pct(floor, 0.99)), "floor-p99-µs")
+	b.ReportMetric(us(pct(direct, 0.5)), "direct-p50-µs")
+	b.ReportMetric(us(pct(direct, 0.99)), "direct-p99-µs")
+	b.ReportMetric(us(pct(proxied, 0.5)), "gw-p50-µs")
+	b.ReportMetric(us(pct(proxied, 0.99)), "gw-p99-µs")
+}
+
+// BenchmarkScanRequest is the gateway's parse of a 256 KB chat body: the
+// part of the added latency that grows with the prompt.
+func BenchmarkScanRequest(b *testing.B) {
+	prompt := strings.Repeat("lorem ipsum dolor sit amet, ", 256<<10/28)
+	body := []byte(fmt.Sprintf(`{"model":"m","max_tokens":16,"messages":[{"role":"user","content":%q}]}`, prompt))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ScanRequest(body, true, 512); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
