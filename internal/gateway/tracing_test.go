@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+func TestSpanPerRequestWithStageEventsAndPropagation(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", timing: true})
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	g := quickGateway(t, up.URL())
+	g.Tracer = tp.Tracer("test")
+	gw := startGateway(t, g)
+
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	parent := fmt.Sprintf("00-%s-00f067aa0ba902b7-01", traceID)
+	s, _, body := do(t, gw.URL, chatBody("m", true, "hi", ""), map[string]string{"Traceparent": parent})
+	if s != 200 {
+		t.Fatalf("%d %s", s, body)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	sp := spans[0]
+	if sp.SpanContext.TraceID().String() != traceID || sp.Parent.SpanID().String() != "00f067aa0ba902b7" {
+		t.Errorf("span trace %s parent %s, want the client's", sp.SpanContext.TraceID(), sp.Parent.SpanID())
+	}
+	var events []string
+	for _, e := range sp.Events {
+		events = append(events, e.Name)
+	}
+	if got := strings.Join(events, ","); got != "queued,admitted,first_token" {
+		t.Errorf("events %s", got)
+	}
+	attrs := map[string]bool{}
+	for _, a := range sp.Attributes {
+		attrs[string(a.Key)] = true
+	}
+	for _, k := range []string{"gen_ai.request.model", "tokentrace.stage.upstream_ttft", "tokentrace.stage.prefill", "tokentrace.stage.decode"} {
+		if !attrs[k] {
+			t.Errorf("span lacks attribute %s", k)
+		}
+	}
+	// Upstream sees the gateway's span as parent, in the client's trace.
+	got := up.headers[0].Get("Traceparent")
+	want := fmt.Sprintf("00-%s-%s-01", traceID, sp.SpanContext.SpanID())
+	if got != want {
+		t.Errorf("upstream traceparent %q, want %q", got, want)
+	}
+}
+
+func TestTraceparentPassedThroughWithoutTracer(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	gw := startGateway(t, quickGateway(t, up.URL()))
+	parent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	do(t, gw.URL, chatBody("m", false, "hi", ""), map[string]string{"Traceparent": parent})
+	if got := up.headers[0].Get("Traceparent"); got != parent {
+		t.Errorf("upstream traceparent %q, want %q", got, parent)
+	}
+}
