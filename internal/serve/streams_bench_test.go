@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -119,8 +120,9 @@ func runStreamsClient(spec string) int {
 	return 0
 }
 
-// startClient runs the child client against addr.
-func startClient(b *testing.B, addr string, n int, body string) (wait func() error, stop func()) {
+// startClient runs the child client against addr; cpu reads the child's
+// CPU time so far.
+func startClient(b *testing.B, addr string, n int, body string) (cpu func() time.Duration, stop func()) {
 	b.Helper()
 	path := fmt.Sprintf("%s/body.json", b.TempDir())
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
@@ -141,7 +143,27 @@ func startClient(b *testing.B, addr string, n int, body string) (wait func() err
 		b.Fatal(err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, bufio.NewReader(out)) }()
-	return cmd.Wait, func() { stdin.Close(); _ = cmd.Wait() }
+	pid := cmd.Process.Pid
+	return func() time.Duration { return procCPU(pid) }, func() { stdin.Close(); _ = cmd.Wait() }
+}
+
+// procCPU reads a process's user + system time from /proc (clock ticks of
+// 10 ms); 0 where /proc is missing.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which ends with ')'): utime is the
+	// 12th and stime the 13th of them.
+	i := bytes.LastIndexByte(b, ')')
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	st, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 func streamsConfig(n, seqs int, step time.Duration) Config {
@@ -184,6 +206,7 @@ func BenchmarkStreams(b *testing.B) {
 	}
 	tokens := int((window+10*time.Second)/step) + 20 // outlasts ramp-up and the window
 	body := fmt.Sprintf(`{"model":%q,"prompt":"one two three four five six seven eight","max_tokens":%d,"ignore_eos":true,"stream":true}`, testModel, tokens)
+	b.ReportAllocs()
 	for range b.N {
 		b.Run("serve", func(b *testing.B) {
 			s, err := Start(context.Background(), streamsConfig(n, seqs, step), "127.0.0.1:0")
@@ -191,16 +214,17 @@ func BenchmarkStreams(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			_, stop := startClient(b, s.Addr().String(), n, body)
+			clientCPU, stop := startClient(b, s.Addr().String(), n, body)
 			defer stop()
 			if !waitFor(60*time.Second, func() bool { st := s.Engine().Stats(); return st.Running == running && st.Running+st.Waiting == n }) {
 				b.Fatalf("only %+v streams open", s.Engine().Stats())
 			}
 			s.WriteLateness().Reset()
-			cpu0 := cpuTime()
+			cpu0, ccpu0, m0 := cpuTime(), clientCPU(), mallocs()
 			time.Sleep(window)
 			l := s.WriteLateness()
-			report(b, l, window, cpuTime()-cpu0)
+			report(b, l, window, cpuTime()-cpu0, clientCPU()-ccpu0)
+			b.ReportMetric(float64(mallocs()-m0)/float64(max(l.Count(), 1)), "allocs/chunk")
 			if st := s.Engine().Stats(); st.Running+st.Waiting != n {
 				b.Errorf("streams ended during the window: %+v", st)
 			}
@@ -211,21 +235,22 @@ func BenchmarkStreams(b *testing.B) {
 			}
 			ns := startNullServer(b, step, tokens)
 			defer ns.close()
-			_, stop := startClient(b, ns.ln.Addr().String(), n, body)
+			clientCPU, stop := startClient(b, ns.ln.Addr().String(), n, body)
 			defer stop()
 			if !waitFor(60*time.Second, func() bool { return ns.conns.Load() == int64(n) }) {
 				b.Fatalf("only %d null streams", ns.conns.Load())
 			}
 			ns.late.Reset()
-			cpu0 := cpuTime()
+			cpu0, ccpu0 := cpuTime(), clientCPU()
 			time.Sleep(window)
-			report(b, &ns.late, window, cpuTime()-cpu0)
+			report(b, &ns.late, window, cpuTime()-cpu0, clientCPU()-ccpu0)
 		})
 	}
 }
 
-func report(b *testing.B, l *Lateness, window, cpu time.Duration) {
+func report(b *testing.B, l *Lateness, window, cpu, clientCPU time.Duration) {
 	b.ReportMetric(float64(cpu)/1e3/float64(max(l.Count(), 1)), "server-cpu-us/chunk")
+	b.ReportMetric(float64(clientCPU)/1e3/float64(max(l.Count(), 1)), "client-cpu-us/chunk")
 	b.ReportMetric(float64(l.Quantile(0.5))/1e6, "p50-late-ms")
 	b.ReportMetric(float64(l.Quantile(0.99))/1e6, "p99-late-ms")
 	b.ReportMetric(float64(l.Max())/1e6, "max-late-ms")
@@ -316,6 +341,7 @@ func (ns *nullServer) close() { close(ns.stop); ns.ln.Close() }
 // open stream that waits for its first token (the engine's first step
 // never ends during the measurement).
 func BenchmarkIdleStreamMemory(b *testing.B) {
+	b.ReportAllocs()
 	const n = 2000
 	body := fmt.Sprintf(`{"model":%q,"prompt":"one two three four five six seven eight","max_tokens":16,"ignore_eos":true,"stream":true}`, testModel)
 	for range b.N {
@@ -342,6 +368,12 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
 }
 
 func memInUse() int64 {
