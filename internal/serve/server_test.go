@@ -450,3 +450,60 @@ func TestCloseEndsStreams(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestPriorityReachesTheEngine: under the priority policy a waiting request
+// with a lower priority value is scheduled before an earlier one with a
+// higher value.
+func TestPriorityReachesTheEngine(t *testing.T) {
+	cfg := testConfig(2 * time.Millisecond)
+	cfg.Engine.MaxNumSeqs = 1
+	cfg.Engine.Policy = engine.PolicyPriority
+	s := startServer(t, cfg)
+	wait := func(cond func(engine.Stats) bool) {
+		t.Helper()
+		if !waitFor(5*time.Second, func() bool { return cond(s.Engine().Stats()) }) {
+			t.Fatalf("engine state %+v", s.Engine().Stats())
+		}
+	}
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		resp := post(t, context.Background(), s.URL()+"/completions", `{"model":"sim-model","prompt":"a","max_tokens":40,"ignore_eos":true}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
+	wait(func(st engine.Stats) bool { return st.Running == 1 })
+	type result struct {
+		name string
+		m    *openai.RequestMetrics
+	}
+	results := make(chan result, 2)
+	send := func(name string, priority int) {
+		go func() {
+			resp := post(t, context.Background(), s.URL()+"/completions",
+				fmt.Sprintf(`{"model":"sim-model","prompt":"b","max_tokens":3,"ignore_eos":true,"priority":%d,"return_metrics":true}`, priority))
+			defer resp.Body.Close()
+			var c openai.Completion
+			if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+				t.Error(err)
+			}
+			results <- result{name, c.Metrics}
+		}()
+	}
+	send("low-urgency", 5)
+	wait(func(st engine.Stats) bool { return st.Waiting == 1 })
+	send("urgent", -1)
+	wait(func(st engine.Stats) bool { return st.Waiting == 2 })
+	<-first
+	scheduled := map[string]float64{}
+	for range 2 {
+		r := <-results
+		if r.m == nil {
+			t.Fatalf("%s: no metrics", r.name)
+		}
+		scheduled[r.name] = r.m.ArrivalTime*1e3 + r.m.FrontendTimeMs + r.m.QueueTimeMs
+	}
+	if scheduled["urgent"] >= scheduled["low-urgency"] {
+		t.Errorf("priority -1 scheduled at %.3f ms, priority 5 at %.3f ms: want the urgent one first", scheduled["urgent"], scheduled["low-urgency"])
+	}
+}
