@@ -26,7 +26,9 @@ type analysis struct {
 	// Sorted samples over successful requests, nanoseconds.
 	sorted   map[string][]int64
 	duration int64 // ns, Σ over sources of the span
-	rng      *rand.Rand
+	// timeOrder is a.ok sorted by send instant, built on first use.
+	timeOrder []int32
+	rng       *rand.Rand
 }
 
 // Report analyses what was added so far. It can be called more than once.
@@ -247,25 +249,37 @@ func (a *analysis) sample(name string) []int64 {
 	if s, ok := a.sorted[name]; ok {
 		return s
 	}
-	var out []int64
 	if st := stageIndex(name); st >= 0 {
-		for _, i := range a.ok {
-			r := &a.rows[i]
-			if !stageApplies(r, st) {
-				continue
-			}
-			out = append(out, r.stages()[st])
-		}
-	} else {
-		for _, i := range a.ok {
-			if v, ok := metricValue(&a.rows[i], name); ok {
-				out = append(out, v)
-			}
+		a.stageSamples()
+		return a.sorted[name]
+	}
+	var out []int64
+	for _, i := range a.ok {
+		if v, ok := metricValue(&a.rows[i], name); ok {
+			out = append(out, v)
 		}
 	}
 	slices.Sort(out)
 	a.sorted[name] = out
 	return out
+}
+
+// stageSamples fills the sorted samples of every stage in one pass.
+func (a *analysis) stageSamples() {
+	var out [nStages][]int64
+	for _, i := range a.ok {
+		r := &a.rows[i]
+		s := r.stages()
+		for st := stConnect; st < nStages; st++ {
+			if stageApplies(r, st) {
+				out[st] = append(out[st], s[st])
+			}
+		}
+	}
+	for st := stConnect; st < nStages; st++ {
+		slices.Sort(out[st])
+		a.sorted[string(stageOrder[st])] = out[st]
+	}
 }
 
 func stageIndex(name string) int {
@@ -360,12 +374,21 @@ func (a *analysis) dists(rep *Report) {
 // averages the given stages over each group.
 func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *Decomposition {
 	n := len(a.ok)
-	idx := slices.Clone(a.ok)
-	vals := make([]int64, len(a.rows))
-	for _, i := range idx {
-		vals[i] = total(&a.rows[i])
+	type pair struct {
+		v int64
+		i int32
 	}
-	slices.SortStableFunc(idx, func(x, y int32) int { return cmpInt64(vals[x], vals[y]) })
+	ps := make([]pair, n)
+	for k, i := range a.ok {
+		ps[k] = pair{total(&a.rows[i]), i}
+	}
+	slices.SortFunc(ps, func(x, y pair) int {
+		if c := cmpInt64(x.v, y.v); c != 0 {
+			return c
+		}
+		return int(x.i - y.i)
+	})
+
 	d := &Decomposition{Of: of}
 	lo, hi := rank(40, n)-1, rank(60, n)
 	groups := []struct {
@@ -379,13 +402,12 @@ func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *D
 	for _, g := range groups {
 		var sum [nStages]float64
 		var tot float64
-		for _, i := range idx[g.lo:g.hi] {
-			r := &a.rows[i]
-			s := r.stages()
+		for _, p := range ps[g.lo:g.hi] {
+			s := a.rows[p.i].stages()
 			for _, st := range stages {
 				sum[st] += float64(s[st])
 			}
-			tot += float64(vals[i])
+			tot += float64(p.v)
 		}
 		cnt := float64(g.hi - g.lo)
 		sg := StageGroup{Name: g.name, Requests: g.hi - g.lo, TotalMS: msf(tot / cnt)}

@@ -77,7 +77,7 @@ type Collector struct {
 	runs     []RunInfo
 	notes    []string
 	warmup   int
-	scratch  []int64
+	one      *digest // scratch for Add
 }
 
 // NewCollector returns an empty collector.
@@ -113,83 +113,49 @@ func (c *Collector) source(name string) {
 
 // Add records one request. Only its compact numbers are kept.
 func (c *Collector) Add(r *latency.Record) {
-	if r.Warmup && !c.opts.IncludeWarmup {
-		c.warmup++
-		return
+	if c.one == nil {
+		c.one = &digest{}
 	}
-	w := row{
-		id: r.ID, intended: r.IntendedNS, sent: r.SentNS, wrote: r.WroteNS,
-		firstTok: r.FirstTokenNS, end: r.EndNS, connect: r.ConnectNS, gateway: r.GatewayNS,
-		input: int32(r.InputTokens), output: int32(r.OutputTokens), cached: int32(r.CachedTokens),
-		turn: int32(r.Turn), session: r.Session, nchunks: int32(len(r.ChunkNS)), src: c.src,
-	}
-	if r.Server != nil {
-		w.flags |= flagServer
-		w.sq, w.prefill, w.decode = r.Server.QueueNS, r.Server.PrefillNS, r.Server.DecodeNS
-	}
-	if r.Stream {
-		w.flags |= flagStream
-	}
-	if r.FinishReason == "length" {
-		w.flags |= flagTruncated
-	}
-	if !r.OK() {
-		k := r.ErrorKind
+	d := c.one
+	d.reset()
+	d.add(r, c.opts.IncludeWarmup)
+	c.absorb(d)
+}
+
+// absorb merges a digest (a batch of records reduced in parallel) into the
+// collector, in order.
+func (c *Collector) absorb(d *digest) {
+	c.warmup += d.warmup
+	kinds := make([]uint8, len(d.kinds))
+	for i, k := range d.kinds {
 		if _, known := c.errIndex[k]; !known && len(c.errKinds) >= 250 {
 			k = "other" // error kinds are a small fixed set; guard against odd inputs
 		}
-		w.errKind = c.kind(k)
-	} else if r.EndNS == 0 {
-		// A success with no end instant cannot be measured: count it as an error.
-		w.errKind = c.kind("no_end")
+		kinds[i] = c.kind(k)
 	}
-	if r.Phase != "" {
-		p, ok := c.phaseIdx[r.Phase]
+	phases := make([]uint16, len(d.phases))
+	for i, p := range d.phases {
+		idx, ok := c.phaseIdx[p]
 		if !ok {
-			p = uint16(len(c.phases))
-			c.phases = append(c.phases, r.Phase)
-			c.phaseIdx[r.Phase] = p
-		}
-		w.phase = p
-	}
-	ok := w.ok()
-	for i := range r.ChunkNS {
-		k := int64(1)
-		if i < len(r.ChunkTokens) {
-			k = int64(r.ChunkTokens[i])
-		}
-		if i == 0 {
-			if ok {
-				for j := int64(1); j < k; j++ { // tokens that came with the first
-					c.itl.add(0)
-				}
+			if len(c.phases) >= 60000 {
+				p = "other"
 			}
-			continue
-		}
-		g := r.ChunkNS[i] - r.ChunkNS[i-1]
-		if g > w.stall {
-			w.stall, w.stallAt = g, r.ChunkNS[i-1]
-		}
-		if !ok {
-			continue
-		}
-		c.icl.add(g)
-		if k <= 0 {
-			continue
-		}
-		// The same split as latency.Record.ITLs: k gaps of g/k, the
-		// remainder spread one nanosecond at a time.
-		q, rem := g/k, g%k
-		w.itlMax = max(w.itlMax, q+min(rem, 1))
-		for j := int64(0); j < k; j++ {
-			v := q
-			if j < rem {
-				v++
+			if idx, ok = c.phaseIdx[p]; !ok {
+				idx = uint16(len(c.phases))
+				c.phases = append(c.phases, p)
+				c.phaseIdx[p] = idx
 			}
-			c.itl.add(v)
 		}
+		phases[i] = idx
 	}
-	c.rows = append(c.rows, w)
+	for _, w := range d.rows {
+		w.errKind = kinds[w.errKind]
+		w.phase = phases[w.phase]
+		w.src = c.src
+		c.rows = append(c.rows, w)
+	}
+	c.itl.merge(d.itl, &d.itlHist)
+	c.icl.merge(d.icl, &d.iclHist)
 }
 
 func (c *Collector) kind(k string) uint8 {

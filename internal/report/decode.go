@@ -14,7 +14,28 @@ import (
 // of — escapes, non-ASCII text, fractions, a key in another case — goes to
 // encoding/json, so the result is always what encoding/json would give.
 func decodeRecord(b []byte, r *latency.Record) error {
-	d := fastDecoder{b: b}
+	var sc strCache
+	return sc.decode(b, r)
+}
+
+// strCache remembers the last value of each repetitive string field (model,
+// sources, finish reason, phase, error kind) so that a run of records
+// shares one string instead of allocating one per record.
+type strCache [8]string
+
+const (
+	scModel = iota
+	scPhase
+	scInputSource
+	scOutputSource
+	scFinish
+	scErrorKind
+	scServerSource
+)
+
+// decode is decodeRecord with a cache kept across calls (one per goroutine).
+func (sc *strCache) decode(b []byte, r *latency.Record) error {
+	d := fastDecoder{b: b, cache: sc}
 	if err := d.record(r); err == nil {
 		return nil
 	}
@@ -25,8 +46,9 @@ func decodeRecord(b []byte, r *latency.Record) error {
 var errSlow = errors.New("not on the fast path")
 
 type fastDecoder struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	cache *strCache
 }
 
 func (d *fastDecoder) ws() {
@@ -68,6 +90,19 @@ func (d *fastDecoder) str() (string, error) {
 		d.i++
 	}
 	return "", errSlow
+}
+
+// strc reads a string like str, reusing the cached value of a slot when equal.
+func (d *fastDecoder) strc(slot int) (string, error) {
+	k, err := d.key() // same rules as a key: no escapes, ASCII only
+	if err != nil {
+		return "", err
+	}
+	if string(k) == d.cache[slot] {
+		return d.cache[slot], nil
+	}
+	d.cache[slot] = string(k)
+	return d.cache[slot], nil
 }
 
 // key reads an object key as bytes (no copy).
@@ -285,13 +320,13 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		case "server_id":
 			r.ServerID, err = d.str()
 		case "model":
-			r.Model, err = d.str()
+			r.Model, err = d.strc(scModel)
 		case "stream":
 			r.Stream, err = d.bool()
 		case "warmup":
 			r.Warmup, err = d.bool()
 		case "phase":
-			r.Phase, err = d.str()
+			r.Phase, err = d.strc(scPhase)
 		case "session":
 			r.Session, err = d.int64()
 		case "turn":
@@ -339,17 +374,17 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			v, err = d.int64()
 			r.CachedTokens = int(v)
 		case "input_source":
-			r.InputSource, err = d.str()
+			r.InputSource, err = d.strc(scInputSource)
 		case "output_source":
-			r.OutputSource, err = d.str()
+			r.OutputSource, err = d.strc(scOutputSource)
 		case "finish_reason":
-			r.FinishReason, err = d.str()
+			r.FinishReason, err = d.strc(scFinish)
 		case "status":
 			var v int64
 			v, err = d.int64()
 			r.Status = int(v)
 		case "error_kind":
-			r.ErrorKind, err = d.str()
+			r.ErrorKind, err = d.strc(scErrorKind)
 		case "error":
 			r.Error, err = d.str()
 		case "gateway_ns":
@@ -368,7 +403,7 @@ func (d *fastDecoder) record(r *latency.Record) error {
 				case "decode_ns":
 					s.DecodeNS, err = d.int64()
 				case "source":
-					s.Source, err = d.str()
+					s.Source, err = d.strc(scServerSource)
 				default:
 					return errSlow
 				}

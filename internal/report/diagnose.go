@@ -116,9 +116,12 @@ func (a *analysis) dist(rep *Report, metric string) *Dist {
 
 // byTime returns the successful rows ordered by send instant.
 func (a *analysis) byTime() []int32 {
-	idx := slices.Clone(a.ok)
-	slices.SortStableFunc(idx, func(x, y int32) int { return cmpInt64(a.rows[x].sent, a.rows[y].sent) })
-	return idx
+	if a.timeOrder == nil {
+		idx := slices.Clone(a.ok)
+		slices.SortStableFunc(idx, func(x, y int32) int { return cmpInt64(a.rows[x].sent, a.rows[y].sent) })
+		a.timeOrder = idx
+	}
+	return a.timeOrder
 }
 
 // quarters returns the mean of v over the first and the last quarter of the

@@ -9,6 +9,7 @@ import "math/bits"
 type logHist struct {
 	counts []int64
 	n      int64
+	lo, hi int // range of indices touched since the last clear (hi exclusive)
 }
 
 const histSub = 1024
@@ -35,8 +36,40 @@ func (h *logHist) add(v int64) {
 	if i >= len(h.counts) {
 		h.counts = append(h.counts, make([]int64, i+1-len(h.counts))...)
 	}
+	if h.n == 0 {
+		h.lo, h.hi = i, i+1
+	} else {
+		h.lo, h.hi = min(h.lo, i), max(h.hi, i+1)
+	}
 	h.counts[i]++
 	h.n++
+}
+
+// clear empties h, keeping its storage.
+func (h *logHist) clear() {
+	if h.n > 0 {
+		clear(h.counts[h.lo:h.hi])
+	}
+	h.n, h.lo, h.hi = 0, 0, 0
+}
+
+// merge adds o's counts to h.
+func (h *logHist) merge(o *logHist) {
+	if o.n == 0 {
+		return
+	}
+	if o.hi > len(h.counts) {
+		h.counts = append(h.counts, make([]int64, o.hi-len(h.counts))...)
+	}
+	for i := o.lo; i < o.hi; i++ {
+		h.counts[i] += o.counts[i]
+	}
+	if h.n == 0 {
+		h.lo, h.hi = o.lo, o.hi
+	} else {
+		h.lo, h.hi = min(h.lo, o.lo), max(h.hi, o.hi)
+	}
+	h.n += o.n
 }
 
 // percentile is the nearest-rank percentile p, read as its bucket's midpoint.
@@ -79,6 +112,24 @@ type gaps struct {
 	hist     *logHist
 	n        int64
 	exactCap int
+}
+
+// merge adds a batch of values; oh, when it holds them (n > 0), is their
+// histogram, merged by bucket once the sample has left exact mode.
+func (g *gaps) merge(vs []int64, oh *logHist) {
+	if g.hist == nil && len(g.exact)+len(vs) <= g.exactCap {
+		g.exact = append(g.exact, vs...)
+		g.n += int64(len(vs))
+		return
+	}
+	if g.hist != nil && oh != nil && oh.n == int64(len(vs)) && oh.n > 0 {
+		g.hist.merge(oh)
+		g.n += oh.n
+		return
+	}
+	for _, v := range vs {
+		g.add(v)
+	}
 }
 
 func (g *gaps) add(v int64) {

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
@@ -113,77 +114,193 @@ func readFile(ctx context.Context, c *Collector, path string) (int, error) {
 	return readRecords(ctx, c, f, path)
 }
 
-// readRecords reads JSON lines of latency.Record from rd into c.
+// readRecords reads JSON lines of latency.Record from rd into c. Blocks of
+// whole lines are decoded and reduced in parallel (one worker per CPU) and
+// merged into c in file order.
 func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (int, error) {
-	br := bufio.NewReaderSize(rd, 1<<20)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers := max(1, runtime.GOMAXPROCS(0))
+	type job struct {
+		data  []byte
+		final bool // the input's last block: its last line may lack a newline
+		out   chan *digest
+	}
+	jobs := make(chan job, workers)
+	order := make(chan job, 2*workers)
+	free := make(chan *digest, 3*workers)
+	const block = 4 << 20
+	blocks := make(chan []byte, 4*workers) // block buffers, reused once merged
+	var readErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // reader: blocks of whole lines, in order
+		defer wg.Done()
+		defer close(jobs)
+		defer close(order)
+		var carry []byte
+		for {
+			var buf []byte
+			select {
+			case buf = <-blocks:
+			default:
+			}
+			if cap(buf) < len(carry)+block {
+				buf = make([]byte, 0, len(carry)+block)
+			}
+			buf = append(buf[:0], carry...)
+			n, err := io.ReadFull(rd, buf[len(carry):cap(buf)])
+			buf = buf[:len(carry)+n]
+			final := err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF)
+			if err != nil && !final {
+				readErr = err
+				return
+			}
+			cut := len(buf)
+			if !final {
+				cut = bytes.LastIndexByte(buf, '\n') + 1
+				if cut == 0 { // one line longer than a block: read on
+					carry = buf
+					continue
+				}
+			}
+			carry = append([]byte(nil), buf[cut:]...)
+			j := job{data: buf[:cut], final: final, out: make(chan *digest, 1)}
+			for _, ch := range []chan job{order, jobs} {
+				select {
+				case ch <- j:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if final {
+				return
+			}
+		}
+	}()
+	for range workers {
+		wg.Add(1)
+		go func() { // workers: decode and reduce
+			defer wg.Done()
+			var rec latency.Record
+			var sc strCache
+			for j := range jobs {
+				var d *digest
+				select {
+				case d = <-free:
+				default:
+					d = &digest{}
+				}
+				d.reset()
+				d.hists = true
+				reduceBlock(j.data, j.final, d, &rec, &sc, c.opts.IncludeWarmup)
+				j.out <- d
+			}
+		}()
+	}
 	var (
-		n, lineNo int
-		bad       []int
-		long      []byte
-		rec       latency.Record
-		oldSchema int
+		n, lineOff int
+		bad        []int
+		oldSchema  int
+		err        error
 	)
-	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
+	for j := range order {
+		var d *digest
+		select {
+		case d = <-j.out:
+		case <-ctx.Done():
 		}
-		if len(line) == 0 && err != nil {
-			if err == io.EOF {
-				break
-			}
-			return n, fmt.Errorf("%s: %w", name, err)
-		}
-		lineNo++
-		complete := len(line) > 0 && line[len(line)-1] == '\n'
-		text := bytes.TrimSpace(line)
-		if len(text) > 0 {
-			rec = resetRecord(rec)
-			if derr := decodeRecord(text, &rec); derr != nil {
-				if !complete && err == io.EOF {
-					c.Note(fmt.Sprintf("%s: dropped the incomplete last line %d (%d bytes): the run was "+
-						"probably killed while writing it; the %d complete records before it are kept",
-						name, lineNo, len(text), n))
-					break
-				}
-				bad = append(bad, lineNo)
-			} else if rec.Schema > latency.RecordSchema {
-				return n, fmt.Errorf("%s line %d: record schema v%d is newer than this tokentrace reads "+
-					"(v%d): upgrade tokentrace to report on it", name, lineNo, rec.Schema, latency.RecordSchema)
-			} else {
-				if rec.Schema < 1 {
-					oldSchema++
-				}
-				c.Add(&rec)
-				n++
-			}
-		}
-		if err == io.EOF {
+		if d == nil {
+			err = ctx.Err()
 			break
 		}
-		if err != nil {
-			return n, fmt.Errorf("%s: %w", name, err)
+		if d.newer > 0 {
+			err = fmt.Errorf("%s line %d: record schema v%d is newer than this tokentrace reads "+
+				"(v%d): upgrade tokentrace to report on it", name, lineOff+d.newer, d.newerV, latency.RecordSchema)
+			break
 		}
-		if lineNo%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return n, err
-			}
+		c.absorb(d)
+		n += len(d.rows) + d.warmup
+		for _, b := range d.bad {
+			bad = append(bad, lineOff+b)
 		}
+		oldSchema += d.oldSchema
+		if d.truncated > 0 {
+			c.Note(fmt.Sprintf("%s: dropped the incomplete last line %d (%d bytes): the run was "+
+				"probably killed while writing it; the %d complete records before it are kept",
+				name, lineOff+d.lines, d.truncated, n))
+		}
+		lineOff += d.lines
+		select {
+		case free <- d:
+		default:
+		}
+		select {
+		case blocks <- j.data[:0]:
+		default:
+		}
+		if err = ctx.Err(); err != nil {
+			break
+		}
+	}
+	cancel()
+	for range order { // let the reader finish after an early stop
+	}
+	wg.Wait()
+	if err != nil {
+		return n, err
+	}
+	if readErr != nil {
+		return n, fmt.Errorf("%s: %w", name, readErr)
 	}
 	if len(bad) > 0 {
 		show := bad[:min(len(bad), 5)]
-		c.Note(fmt.Sprintf("%s: skipped %d malformed line(s) (lines %s%s)", name, len(bad),
-			joinInts(show), map[bool]string{true: ", …", false: ""}[len(bad) > len(show)]))
+		more := ""
+		if len(bad) > len(show) {
+			more = ", …"
+		}
+		c.Note(fmt.Sprintf("%s: skipped %d malformed line(s) (lines %s%s)", name, len(bad), joinInts(show), more))
 	}
 	if oldSchema > 0 {
 		c.Note(fmt.Sprintf("%s: %d record(s) carry no schema version; read as v1", name, oldSchema))
 	}
 	return n, nil
+}
+
+// reduceBlock decodes the lines of one block into d. In the input's final
+// block, a last line without a newline that does not parse is the
+// remainder of a killed run: it is counted in d.truncated, not as malformed.
+func reduceBlock(data []byte, final bool, d *digest, rec *latency.Record, sc *strCache, includeWarmup bool) {
+	for len(data) > 0 {
+		line := data
+		rest := []byte(nil)
+		complete := false
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, rest, complete = data[:i], data[i+1:], true
+		}
+		data = rest
+		d.lines++
+		text := bytes.TrimSpace(line)
+		if len(text) == 0 {
+			continue
+		}
+		if err := sc.decode(text, rec); err != nil {
+			if final && !complete {
+				d.truncated = len(text)
+				return
+			}
+			d.bad = append(d.bad, d.lines)
+			continue
+		}
+		if rec.Schema > latency.RecordSchema {
+			d.newer, d.newerV = d.lines, rec.Schema
+			return
+		}
+		if rec.Schema < 1 {
+			d.oldSchema++
+		}
+		d.add(rec, includeWarmup)
+	}
 }
 
 // resetRecord clears a record for reuse, keeping its slices' storage.
