@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/sse"
@@ -244,5 +245,30 @@ func TestRandomFaultsReproducible(t *testing.T) {
 	}
 	if n[429] == 0 || n[503] == 0 || n[200] == 0 {
 		t.Errorf("statuses %v: want a mix of 200, 429 and 503", n)
+	}
+}
+
+// TestClientLeavesDuringInjectedDelay: a client that gives up during a
+// slow first token is an abort (blocks freed), not an injected reset.
+func TestClientLeavesDuringInjectedDelay(t *testing.T) {
+	s := startServer(t, testConfig(time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := post(t, ctx, s.URL()+"/chat/completions",
+		`{"model":"sim-model","messages":[{"role":"user","content":"hi"}],"max_tokens":50,"ignore_eos":true,"stream":true}`,
+		FaultHeader, "slow-first-token=10s")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	time.Sleep(50 * time.Millisecond) // the engine finishes meanwhile; the handler sleeps
+	cancel()
+	resp.Body.Close()
+	if !waitFor(5*time.Second, func() bool { return testutil.ToFloat64(s.metrics.successAbrt) == 1 }) {
+		t.Fatal("the abandoned request was not counted as an abort")
+	}
+	if n := testutil.ToFloat64(s.metrics.httpErrors.WithLabelValues("reset")); n != 0 {
+		t.Errorf("%g resets counted for a client that left", n)
+	}
+	if st := s.Engine().Stats(); st.KVUsage != 0 || st.Running != 0 {
+		t.Errorf("engine still holds the request: %+v", st)
 	}
 }

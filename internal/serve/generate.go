@@ -267,8 +267,12 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 			return
 		}
 		s.observe(st, x, ev, prevAt, first)
-		if !s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
+		switch s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
+		case faultReset:
 			s.abortConn(w)
+			return
+		case faultClientGone:
+			s.metrics.aborted()
 			return
 		}
 		if first && x.chat {
@@ -325,8 +329,12 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine
 			return
 		}
 		s.observe(st, x, ev, prevAt, first)
-		if !s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
+		switch s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
+		case faultReset:
 			s.abortConn(w)
+			return
+		case faultClientGone:
+			s.metrics.aborted()
 			return
 		}
 		sent += ev.Tokens
@@ -372,28 +380,34 @@ func (s *Server) observe(st *engine.Stream, x *exchange, ev engine.Event, prevAt
 	}
 }
 
+// Outcomes of faultsBeforeWrite.
+const (
+	faultNone       = iota // write the chunk
+	faultReset             // reset the connection instead
+	faultClientGone        // the client left during an injected delay
+)
+
 // faultsBeforeWrite applies the request's slow-first-token and stall
-// delays before the chunk of ev is written; it returns false when the
-// connection must be reset instead (or the client left during a delay).
-func (s *Server) faultsBeforeWrite(ctx context.Context, x *exchange, stalled *bool, first bool, sent int, ev engine.Event) bool {
+// delays before the chunk of ev is written, and says whether to write it.
+func (s *Server) faultsBeforeWrite(ctx context.Context, x *exchange, stalled *bool, first bool, sent int, ev engine.Event) int {
 	f := &x.faults
 	if first && f.slowFirstToken > 0 {
 		if !s.sleep(ctx, f.slowFirstToken) {
-			return false
+			return faultClientGone
 		}
 		x.delay += f.slowFirstToken
 	}
-	if f.stall > 0 && !*stalled && (sent+ev.Tokens >= f.stallAt || ev.Finish != "") && !first {
+	if f.stall > 0 && !*stalled && !first && (sent+ev.Tokens >= f.stallAt || ev.Finish != "") {
 		*stalled = true
 		if !s.sleep(ctx, f.stall) {
-			return false
+			return faultClientGone
 		}
 		x.delay += f.stall
 	}
 	if f.resetAt > 0 && (sent+ev.Tokens >= f.resetAt || ev.Finish != "") {
-		return false
+		return faultReset
 	}
-	return true
+	return faultNone
 }
 
 func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
