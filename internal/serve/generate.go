@@ -52,6 +52,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	h := w.Header()
 	h.Set("Trailer", ServerTimingHeader)
 	if !allow(w, r, http.MethodPost) {
+		x.frontend = s.clock.Now().Sub(x.received)
 		s.finishTiming(w, x)
 		return
 	}
@@ -230,8 +231,12 @@ func (s *Server) injectedError(x *exchange) *openai.APIError {
 	}
 }
 
-// fail answers with an OpenAI error and the Server-Timing trailer.
+// fail answers with an OpenAI error and the Server-Timing trailer; for a
+// request refused before the engine, frontend is the time to the refusal.
 func (s *Server) fail(w http.ResponseWriter, x *exchange, e *openai.APIError, retryAfter int) {
+	if x.frontend == 0 {
+		x.frontend = s.clock.Now().Sub(x.received)
+	}
 	s.metrics.httpError(strconv.Itoa(e.Status))
 	e.Write(w, retryAfter)
 	s.finishTiming(w, x)
