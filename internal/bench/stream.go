@@ -60,49 +60,66 @@ type streamState struct {
 	reasonByUsage int
 	allOnes       bool
 	metrics       json.RawMessage
+	scratch       fastChunk
 }
 
 // event folds one SSE data payload that arrived at instant at.
 func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventError {
-	var ch chunk
-	if err := json.Unmarshal(data, &ch); err != nil {
-		return &eventError{latency.ErrInvalidEvent, "event is not valid JSON: " + truncate(err.Error()) + ": " + truncate(string(data))}
+	ch := &s.scratch
+	if err := scanChunk(data, ch); err != nil {
+		return &eventError{latency.ErrInvalidEvent, "event is not valid JSON of the expected shape: " + truncate(string(data))}
 	}
-	if len(ch.Error) > 0 && string(ch.Error) != "null" {
-		return &eventError{latency.ErrServer, "error in stream: " + truncate(errorText(ch.Error))}
+	if len(ch.errorRaw) > 0 {
+		return &eventError{latency.ErrServer, "error in stream: " + truncate(errorText(ch.errorRaw))}
 	}
 	rec.LastEventNS = at
-	if len(ch.Metrics) > 0 {
-		s.metrics = append(s.metrics[:0], ch.Metrics...)
+	if len(ch.metricsRaw) > 0 {
+		s.metrics = append(s.metrics[:0], ch.metricsRaw...)
 	}
-	if len(ch.Choices) == 0 {
-		if ch.Usage != nil {
-			s.finalUsage = ch.Usage
+	if ch.choices == 0 {
+		if ch.hasUsage {
+			u := &usage{}
+			if ch.hasPrompt {
+				u.PromptTokens = &ch.prompt
+			}
+			if ch.hasCompletion {
+				u.CompletionTokens = &ch.completion
+			}
+			if ch.cached > 0 {
+				u.PromptTokensDetails = &struct {
+					CachedTokens int `json:"cached_tokens"`
+				}{ch.cached}
+			}
+			if ch.reasoningTokens > 0 {
+				u.CompletionTokensDetails = &struct {
+					ReasoningTokens int `json:"reasoning_tokens"`
+				}{ch.reasoningTokens}
+			}
+			s.finalUsage = u
 		}
 		return nil
 	}
 	s.choices++
-	c := ch.Choices[0]
-	var content, reasoning string
-	if m := c.Delta; m != nil {
-		content, reasoning = str(m.Content), str(m.ReasoningContent)+str(m.Reasoning)
-	} else if c.Text != nil {
-		content = *c.Text
+	content, reasoning := ch.content, ch.reasoning
+	if len(content) == 0 {
+		content = ch.text
 	}
-	if c.Finish != nil && *c.Finish != "" {
-		rec.FinishReason = *c.Finish
+	if ch.hasFinish && len(ch.finish) > 0 {
+		if rec.FinishReason != string(ch.finish) {
+			rec.FinishReason = string(ch.finish)
+		}
 	}
 	delta := int32(1)
-	if ch.Usage != nil && ch.Usage.CompletionTokens != nil {
+	if ch.hasUsage && ch.hasCompletion {
 		s.contUsage = true
-		delta = int32(*ch.Usage.CompletionTokens - s.prevCompl)
-		s.prevCompl = *ch.Usage.CompletionTokens
-		if ch.Usage.PromptTokens != nil {
-			s.contPrompt = *ch.Usage.PromptTokens
+		delta = int32(ch.completion - s.prevCompl)
+		s.prevCompl = ch.completion
+		if ch.hasPrompt {
+			s.contPrompt = ch.prompt
 		}
 	}
 	switch {
-	case content != "":
+	case len(content) > 0:
 		if rec.FirstTokenNS == 0 {
 			rec.FirstTokenNS = at
 			s.allOnes = true
@@ -111,7 +128,7 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 		rec.ChunkTokens = append(rec.ChunkTokens, delta)
 		s.allOnes = s.allOnes && delta == 1
 		s.chunkTokens += int(delta)
-	case reasoning != "":
+	case len(reasoning) > 0:
 		if rec.FirstReasonNS == 0 {
 			rec.FirstReasonNS = at
 		}
