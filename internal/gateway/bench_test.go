@@ -77,12 +77,15 @@ func pct(d []time.Duration, p float64) time.Duration {
 }
 
 // runStreams opens n concurrent streams against base and measures them.
-func runStreams(client *http.Client, base string, n int) streamStats {
+func runStreams(client *http.Client, base string, n int, sampleMem bool) streamStats {
 	var mu sync.Mutex
 	var st streamStats
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	go func() { // sample memory while the streams run
+		if !sampleMem {
+			return
+		}
 		var ms runtime.MemStats
 		tk := time.NewTicker(20 * time.Millisecond)
 		defer tk.Stop()
@@ -196,21 +199,21 @@ func BenchmarkStreamsAddedLatency(b *testing.B) {
 			defer fl.Close()
 			client := benchClient()
 			// warm the paths' connection pools
-			runStreams(client, up.URL, min(n, 100))
-			runStreams(client, gw.URL, min(n, 100))
-			runStreams(client, fl.URL, min(n, 100))
+			runStreams(client, up.URL, min(n, 100), false)
+			runStreams(client, gw.URL, min(n, 100), false)
+			runStreams(client, fl.URL, min(n, 100), false)
 			b.ReportAllocs()
 			var direct, proxied, floor streamStats
 			for b.Loop() {
 				runtime.GC()
-				d := runStreams(client, up.URL, n)
+				d := runStreams(client, up.URL, n, true)
 				runtime.GC()
-				f := runStreams(client, fl.URL, n)
+				f := runStreams(client, fl.URL, n, true)
 				floor.ttfb = append(floor.ttfb, f.ttfb...)
 				floor.chunks = append(floor.chunks, f.chunks...)
 				floor.errors += f.errors
 				runtime.GC()
-				p := runStreams(client, gw.URL, n)
+				p := runStreams(client, gw.URL, n, true)
 				direct.ttfb = append(direct.ttfb, d.ttfb...)
 				direct.chunks = append(direct.chunks, d.chunks...)
 				direct.errors += d.errors
@@ -305,4 +308,38 @@ func BenchmarkScanRequest(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkFirstByteSequential sends one streaming request at a time,
+// alternating direct, floor proxy and gateway, and reports P50/P99 time to
+// the first content chunk of each: the gateway's added latency without
+// contention from other streams.
+func BenchmarkFirstByteSequential(b *testing.B) {
+	up := httptest.NewServer(benchUpstream(2, time.Millisecond))
+	defer up.Close()
+	g := quickGateway(b, up.URL)
+	gw := httptest.NewServer(g)
+	defer gw.Close()
+	defer g.Close()
+	fl := httptest.NewServer(floorProxy(up.URL))
+	defer fl.Close()
+	client := benchClient()
+	for range 20 {
+		runStreams(client, up.URL, 1, false)
+		runStreams(client, fl.URL, 1, false)
+		runStreams(client, gw.URL, 1, false)
+	}
+	b.ReportAllocs()
+	var direct, floor, proxied []time.Duration
+	for b.Loop() {
+		direct = append(direct, runStreams(client, up.URL, 1, false).ttfb...)
+		floor = append(floor, runStreams(client, fl.URL, 1, false).ttfb...)
+		proxied = append(proxied, runStreams(client, gw.URL, 1, false).ttfb...)
+	}
+	b.ReportMetric(us(pct(direct, 0.5)), "direct-p50-µs")
+	b.ReportMetric(us(pct(direct, 0.99)), "direct-p99-µs")
+	b.ReportMetric(us(pct(floor, 0.5)), "floor-p50-µs")
+	b.ReportMetric(us(pct(floor, 0.99)), "floor-p99-µs")
+	b.ReportMetric(us(pct(proxied, 0.5)), "gw-p50-µs")
+	b.ReportMetric(us(pct(proxied, 0.99)), "gw-p99-µs")
 }

@@ -98,8 +98,8 @@ func (g *Gateway) init() {
 				MaxIdleConnsPerHost: 4096,
 				IdleConnTimeout:     90 * time.Second,
 				DisableCompression:  true,
-				WriteBufferSize:     16 << 10,
-				ReadBufferSize:      8 << 10,
+				WriteBufferSize:     8 << 10,
+				ReadBufferSize:      4 << 10,
 			}
 		}
 		g.idPrefix = newIDPrefix()

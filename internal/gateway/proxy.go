@@ -608,7 +608,7 @@ func (x *exchange) run(a *attempt, body []byte) *attempt {
 		ok = true
 		return a
 	}
-	a.rd = bufio.NewReaderSize(resp.Body, 8<<10)
+	a.rd = bufio.NewReaderSize(resp.Body, 4<<10)
 	var probe chunkProbe
 	for {
 		start := len(a.pending)

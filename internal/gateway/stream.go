@@ -84,6 +84,9 @@ var doneMarker = []byte("[DONE]")
 
 // inspect classifies one SSE event.
 func (p *chunkProbe) inspect(ev []byte) eventKind {
+	// encoding/json decodes into reused slice elements without zeroing
+	// them: clear the whole backing array first.
+	clear(p.Choices[:cap(p.Choices)])
 	p.Choices, p.Usage, p.Error, p.Metrics = p.Choices[:0], nil, nil, nil
 	kind := eventOther
 	for len(ev) > 0 {
@@ -101,6 +104,10 @@ func (p *chunkProbe) inspect(ev []byte) eventKind {
 		if bytes.Equal(data, doneMarker) {
 			return eventDone
 		}
+		if fastContent(data) {
+			kind = eventContent
+			continue
+		}
 		if err := json.Unmarshal(data, p); err != nil {
 			continue // not JSON: forwarded untouched
 		}
@@ -115,6 +122,27 @@ func (p *chunkProbe) inspect(ev []byte) eventKind {
 		}
 	}
 	return kind
+}
+
+// Patterns of a non-empty output field in a compact chunk. Inside a JSON
+// string every quote is escaped, so text a model generates cannot forge
+// them.
+var contentPatterns = [][]byte{[]byte(`"content":"`), []byte(`"text":"`), []byte(`"reasoning_content":"`), []byte(`"reasoning":"`)}
+
+// fastContent recognises the common content chunk without decoding it:
+// one of the patterns followed by a non-empty string, and none of the keys
+// (usage, error, metrics) whose values the gateway needs. Anything else
+// (role-only and finish chunks, spaced JSON) takes the full decode.
+func fastContent(data []byte) bool {
+	if bytes.Contains(data, []byte(`"usage"`)) || bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"metrics"`)) {
+		return false
+	}
+	for _, p := range contentPatterns {
+		if i := bytes.Index(data, p); i >= 0 && i+len(p) < len(data) && data[i+len(p)] != '"' {
+			return true
+		}
+	}
+	return false
 }
 
 // stream sends the winning attempt's answer to the client: the events read
@@ -159,7 +187,10 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	write := func(b []byte) error {
 		t0 := g.now()
 		_, err := x.w.Write(b)
-		if err == nil {
+		// Flush unless the next event is already read and waiting: nothing
+		// is ever held back for input that has not arrived, but events that
+		// arrived together leave together (one write to the client).
+		if err == nil && (a.rd == nil || a.rd.Buffered() == 0) {
 			err = rc.Flush()
 		}
 		tl.backpressure += g.now().Sub(t0)

@@ -397,3 +397,35 @@ func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestInspectClassifiesEvents(t *testing.T) {
+	cases := []struct {
+		ev   string
+		want eventKind
+	}{
+		{"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n", eventOther},
+		{"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", eventContent},
+		{"data: {\"choices\": [{\"delta\": {\"content\": \"spaced\"}}]}\n\n", eventContent},
+		{"data: {\"choices\":[{\"delta\":{\"content\":\"say \\\"text\\\":\\\"x\"}}]}\n\n", eventContent},
+		{"data: {\"choices\":[{\"delta\":{\"content\":\"\\\"content\\\":\\\"x\"}}]}\n\n", eventContent},
+		{"data: {\"choices\":[{\"text\":\"completion\"}]}\n\n", eventContent},
+		{"data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n", eventContent},
+		{"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}\n\n", eventContent},
+		{"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n", eventOther},
+		{"data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\n", eventOther},
+		{"data: {\"error\":{\"message\":\"boom\"}}\n\n", eventError},
+		{"data: [DONE]\n\n", eventDone},
+		{": keep-alive\n\n", eventOther},
+	}
+	var p chunkProbe
+	for _, c := range cases {
+		if got := p.inspect([]byte(c.ev)); got != c.want {
+			t.Errorf("%q: kind %d, want %d", c.ev, got, c.want)
+		}
+	}
+	// A role chunk whose content string merely looks like a pattern inside
+	// an escaped string is not content.
+	if fastContent([]byte(`{"choices":[{"delta":{"role":"assistant","content":""}}]}`)) {
+		t.Error("empty content taken as content")
+	}
+}
