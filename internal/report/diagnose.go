@@ -657,33 +657,47 @@ func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
 
 // ruleClientBottleneck: the load generator could not keep its schedule or
 // its own overhead is a large part of what it measured: the run's numbers
-// describe the client, not the server.
+// describe the client, not the server. Its own warnings alone, when the lag
+// they describe is small against the latencies measured, make a warning
+// rather than a verdict on the run.
 func ruleClientBottleneck(a *analysis, rep *Report) (Finding, bool) {
-	var reasons []string
+	var strong, soft []string
 	nums := map[string]float64{}
 	ttft := a.dist(rep, "ttft")
 	cq := a.dist(rep, "client_queue")
-	if cq != nil && ttft != nil && cq.P99 > 10 && cq.P99 > 0.1*ttft.P50 {
+	if cq != nil && ttft != nil {
 		nums["client_queue_p99_ms"], nums["ttft_p50_ms"] = cq.P99, ttft.P50
-		reasons = append(reasons, fmt.Sprintf("requests left the client late: P99 client queue (schedule lag) "+
-			"%s, against a median TTFT of %s", fmtMS(cq.P99), fmtMS(ttft.P50)))
+		if cq.P99 > 10 && cq.P99 > 0.1*ttft.P50 {
+			strong = append(strong, fmt.Sprintf("requests left the client late: P99 client queue (schedule "+
+				"lag) %s, %.0f%% of the median TTFT (%s)", fmtMS(cq.P99), 100*cq.P99/ttft.P50, fmtMS(ttft.P50)))
+		}
 	}
 	for _, run := range a.runs {
 		if run.OverheadFloor > 0 && ttft != nil && ms(int64(run.OverheadFloor)) > 0.1*ttft.P50 {
 			nums["overhead_floor_ms"] = ms(int64(run.OverheadFloor))
-			reasons = append(reasons, fmt.Sprintf("the client's own overhead floor is %s, over 10%% of the "+
+			strong = append(strong, fmt.Sprintf("the client's own overhead floor is %s, over 10%% of the "+
 				"median TTFT (%s)", dur(run.OverheadFloor), fmtMS(ttft.P50)))
 		}
 		for _, w := range run.Warnings {
-			reasons = append(reasons, "bench warned: "+w)
+			soft = append(soft, "bench warned: "+w)
 		}
 	}
-	if len(reasons) == 0 {
+	if len(strong) > 0 {
+		return Finding{Severity: "critical", Title: "The client was a bottleneck: this run is not trustworthy",
+			Evidence: strings.Join(append(strong, soft...), "; ") + ". Latencies include the load generator's own delays.",
+			Numbers:  nums,
+			Remedies: []string{"run the load generator on its own machine or with more CPU",
+				"lower the request rate or the number of workers", "check in-flight caps and connection limits"}}, true
+	}
+	if len(soft) == 0 {
 		return Finding{}, false
 	}
-	return Finding{Severity: "critical", Title: "The client was a bottleneck: this run is not trustworthy",
-		Evidence: strings.Join(reasons, "; ") + ". Latencies include the load generator's own delays.",
+	ev := strings.Join(soft, "; ") + "."
+	if cq != nil && ttft != nil && ttft.P50 > 0 {
+		ev += fmt.Sprintf(" The P99 client queue (%s) is %.1f%% of the median TTFT (%s), so the "+
+			"latencies measured are still the server's.", fmtMS(cq.P99), 100*cq.P99/ttft.P50, fmtMS(ttft.P50))
+	}
+	return Finding{Severity: "warning", Title: "The load generator doubted its own run", Evidence: ev,
 		Numbers:  nums,
-		Remedies: []string{"run the load generator on its own machine or with more CPU",
-			"lower the request rate or the number of workers", "check --max-inflight and connection limits"}}, true
+		Remedies: []string{"give the load generator more CPU, or lower the rate, before trusting small latencies"}}, true
 }

@@ -133,6 +133,8 @@ func TestRules(t *testing.T) {
 		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{OverheadFloor: 8 * time.Millisecond}, true,
 			[]string{"overhead floor is 8.00ms"}},
 		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{OverheadFloor: time.Millisecond}, false, nil},
+		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{Warnings: []string{"CPU 95%"}}, true,
+			[]string{"bench warned: CPU 95%", "still the server's"}},
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprintf("%d-%s-%v", i, tt.rule, tt.want), func(t *testing.T) {

@@ -48,7 +48,12 @@ func (r *Report) writeText(w io.Writer) error {
 	}
 	for _, run := range r.Runs {
 		for _, wmsg := range run.Warnings {
-			p("bench warning: %s\n", clip(wmsg, 85))
+			for i, line := range wrap("bench warning: "+wmsg, 98) {
+				if i > 0 {
+					line = "  " + line
+				}
+				p("%s\n", line)
+			}
 		}
 	}
 
