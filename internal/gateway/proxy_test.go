@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 func quickGateway(t testing.TB, urls ...string) *Gateway {
@@ -270,4 +272,31 @@ func TestUpstreamDownGives502AndGatewayStaysUp(t *testing.T) {
 		t.Fatalf("health after failure: %v %v", h, err)
 	}
 	h.Body.Close()
+}
+
+func TestContinuousUsageGivesPerTokenITL(t *testing.T) {
+	// 3 chunks of 2 tokens each (cumulative usage 2, 4, 6), 10 ms apart.
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 3, gap: 10 * time.Millisecond, usage: true})
+	g := quickGateway(t, up.URL())
+	gw := startGateway(t, g)
+	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	h := g.Metrics.ITL.WithLabelValues("default", "*").(interface{ Write(*dto.Metric) error })
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	// N − 1 = 5 gaps: one 0 (the first chunk's second token), then two gaps
+	// of g/2 ≈ 5 ms per later chunk.
+	if got := m.GetHistogram().GetSampleCount(); got != 5 {
+		t.Errorf("ITL samples %d, want 5", got)
+	}
+	if sum := m.GetHistogram().GetSampleSum(); sum < 0.015 || sum > 0.2 {
+		t.Errorf("ITL sum %v s, want about the 20 ms between first and last chunk", sum)
+	}
+	tp := g.Metrics.TPOT.WithLabelValues("default", "*").(interface{ Write(*dto.Metric) error })
+	if err := tp.Write(&m); err != nil || m.GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("TPOT not observed: %v", err)
+	}
 }

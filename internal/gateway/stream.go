@@ -225,6 +225,9 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	x.w.WriteHeader(http.StatusOK)
 	x.tokens, x.gaps = a.tokens, make([]time.Duration, 0, 64)
 	lastUse, continuous := a.lastUse, a.lastUse > 0
+	for range a.lastUse - 1 { // the first chunk's extra tokens: gaps of 0
+		x.itls = append(x.itls, 0)
+	}
 	if err := write(a.pending); err != nil {
 		x.clientGone()
 		return true
