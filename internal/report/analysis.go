@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
@@ -687,5 +686,3 @@ func fmtMS(v float64) string {
 		return fmt.Sprintf("%.2fms", v)
 	}
 }
-
-var _ = strings.TrimSpace

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -129,6 +130,14 @@ func relDelta(a, b float64) float64 {
 
 // WriteText writes the comparison for a terminal (at most 100 columns).
 func (c *Comparison) WriteText(w io.Writer) error {
+	var buf bytes.Buffer
+	if err := c.writeText(&buf); err != nil {
+		return err
+	}
+	return writeTrimmed(w, buf.Bytes())
+}
+
+func (c *Comparison) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("A: %s\nB: %s\n\n", clip(strings.Join(c.A, ", "), 97), clip(strings.Join(c.B, ", "), 97))

@@ -170,7 +170,8 @@ func (r *Report) WriteCSV(w io.Writer) error {
 			strconv.Itoa(int(row.cached)), strconv.FormatBool(row.hasServer()))
 		st := row.stages()
 		for k := range nStages {
-			rec = append(rec, opt(st[k], ok && (k == stCQ || stageApplies(row, k))))
+			// The client queue is known for every request; the rest only for successes.
+			rec = append(rec, opt(st[k], k == stCQ || (ok && stageApplies(row, k))))
 		}
 		rec = append(rec, strconv.FormatBool(meetsAll(row, a.opts.SLOs)))
 		if err := cw.Write(rec); err != nil {
