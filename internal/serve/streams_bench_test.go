@@ -349,14 +349,17 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		before := memInUse()
+		heap0, stack0 := memInUse()
 		_, stop := startClient(b, s.Addr().String(), n, body)
 		if !waitFor(60*time.Second, func() bool { st := s.Engine().Stats(); return st.Running+st.Waiting == n }) {
 			b.Fatalf("only %+v streams open", s.Engine().Stats())
 		}
 		time.Sleep(200 * time.Millisecond) // let every handler reach Recv
-		after := memInUse()
-		b.ReportMetric(float64(after-before)/n, "bytes/idle-stream")
+		heap1, stack1 := memInUse()
+		b.ReportMetric(float64(heap1-heap0+stack1-stack0)/n, "bytes/idle-stream")
+		b.ReportMetric(float64(heap1-heap0)/n, "heap-bytes/idle-stream")
+		b.ReportMetric(float64(stack1-stack0)/n, "stack-bytes/idle-stream")
+		b.ReportMetric(float64(runtime.NumGoroutine())/n, "goroutines/idle-stream")
 		stop()
 		_ = s.Close()
 	}
@@ -376,9 +379,13 @@ func mallocs() uint64 {
 	return m.Mallocs
 }
 
-func memInUse() int64 {
+// memInUse returns the heap and goroutine stack bytes in use after two
+// GCs (each GC may halve an idle goroutine's oversized stack, as a
+// long-running server's periodic GCs do).
+func memInUse() (heap, stack int64) {
+	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse + m.StackInuse)
+	return int64(m.HeapInuse), int64(m.StackInuse)
 }
