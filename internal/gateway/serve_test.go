@@ -24,13 +24,19 @@ const simModel = "sim-model"
 // taking step, and returns its base URL (without /v1).
 func startServe(t testing.TB, step time.Duration) *serve.Server {
 	t.Helper()
+	return startServeSeqs(t, step, 64)
+}
+
+// startServeSeqs is startServe with at most maxSeqs sequences per batch.
+func startServeSeqs(t testing.TB, step time.Duration, maxSeqs int) *serve.Server {
+	t.Helper()
 	s, err := serve.Start(context.Background(), serve.Config{Engine: engine.Config{
 		Model:       simModel,
 		StepTimer:   engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return step }),
 		BlockSize:   16,
 		NumBlocks:   512,
 		MaxModelLen: 4096,
-		MaxNumSeqs:  64,
+		MaxNumSeqs:  maxSeqs,
 		Seed:        1,
 	}}, "127.0.0.1:0")
 	if err != nil {
