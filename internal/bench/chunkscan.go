@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 )
@@ -148,7 +149,7 @@ func (s *scan) skip(depth int) ([]byte, error) {
 	case c == '"':
 		_, err = s.str()
 	case c == '{':
-		err = s.object(func([]byte) error { _, err := s.skip(depth + 1); return err })
+		err = s.object(func(string) error { _, err := s.skip(depth + 1); return err })
 	case c == '[':
 		err = s.array(func(int) error { _, err := s.skip(depth + 1); return err })
 	case c == 't':
@@ -168,9 +169,25 @@ func (s *scan) skip(depth int) ([]byte, error) {
 	return s.b[start:s.i], nil
 }
 
-// object calls fn for each key, folded to lower case as encoding/json
-// matches field names; fn must read the value.
-func (s *scan) object(fn func(key []byte) error) error {
+// keys are the field names the client reads.
+var keys = []string{"choices", "usage", "error", "metrics", "prompt_tokens", "completion_tokens",
+	"prompt_tokens_details", "completion_tokens_details", "cached_tokens", "reasoning_tokens",
+	"delta", "message", "content", "reasoning_content", "reasoning", "text", "finish_reason"}
+
+// canon returns the known field name k matches case-insensitively (as
+// encoding/json matches names), or "".
+func canon(k []byte) string {
+	for _, name := range keys {
+		if len(name) == len(k) && bytes.EqualFold(k, []byte(name)) {
+			return name
+		}
+	}
+	return ""
+}
+
+// object calls fn with each key's canonical name ("" for fields the client
+// does not read); fn must read the value.
+func (s *scan) object(fn func(key string) error) error {
 	if s.peek() != '{' {
 		return errSyntax
 	}
@@ -179,18 +196,16 @@ func (s *scan) object(fn func(key []byte) error) error {
 		s.i++
 		return nil
 	}
-	var buf [32]byte
 	for {
 		k, err := s.str()
 		if err != nil {
 			return err
 		}
-		k = lower(&buf, k)
 		if s.peek() != ':' {
 			return errSyntax
 		}
 		s.i++
-		if err := fn(k); err != nil {
+		if err := fn(canon(k)); err != nil {
 			return err
 		}
 		switch s.peek() {
@@ -203,25 +218,6 @@ func (s *scan) object(fn func(key []byte) error) error {
 			return errSyntax
 		}
 	}
-}
-
-// lower returns k in ASCII lower case, in buf when it must change.
-func lower(buf *[32]byte, k []byte) []byte {
-	for i, c := range k {
-		if c >= 'A' && c <= 'Z' {
-			if len(k) > len(buf) {
-				return k
-			}
-			n := copy(buf[:], k)
-			for j := i; j < n; j++ {
-				if c := buf[j]; c >= 'A' && c <= 'Z' {
-					buf[j] = c + 'a' - 'A'
-				}
-			}
-			return buf[:n]
-		}
-	}
-	return k
 }
 
 // array calls fn for each element; fn must read it.
@@ -279,9 +275,9 @@ func (s *scan) intOrNull() (int, bool, error) {
 func scanChunk(b []byte, c *fastChunk) error {
 	*c = fastChunk{}
 	s := scan{b: b}
-	err := s.object(func(k []byte) error {
+	err := s.object(func(k string) error {
 		var err error
-		switch string(k) {
+		switch k {
 		case "choices":
 			if s.peek() == 'n' {
 				return s.lit("null")
@@ -299,9 +295,9 @@ func scanChunk(b []byte, c *fastChunk) error {
 				return s.lit("null")
 			}
 			c.hasUsage = true
-			err = s.object(func(k []byte) error {
+			err = s.object(func(k string) error {
 				var err error
-				switch string(k) {
+				switch k {
 				case "prompt_tokens":
 					c.prompt, c.hasPrompt, err = s.intOrNull()
 				case "completion_tokens":
@@ -343,8 +339,8 @@ func (s *scan) details(key string, dst *int) error {
 	if s.peek() == 'n' {
 		return s.lit("null")
 	}
-	return s.object(func(k []byte) error {
-		if string(k) == key {
+	return s.object(func(k string) error {
+		if k == key {
 			v, _, err := s.intOrNull()
 			*dst = v
 			return err
@@ -355,17 +351,17 @@ func (s *scan) details(key string, dst *int) error {
 }
 
 func (s *scan) choice(c *fastChunk) error {
-	return s.object(func(k []byte) error {
+	return s.object(func(k string) error {
 		var err error
-		switch string(k) {
+		switch k {
 		case "delta", "message":
 			if s.peek() == 'n' {
 				return s.lit("null")
 			}
-			err = s.object(func(k []byte) error {
+			err = s.object(func(k string) error {
 				var err error
 				var v []byte
-				switch string(k) {
+				switch k {
 				case "content":
 					v, _, err = s.strOrNull()
 					c.content = v

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -104,9 +105,16 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &stampConn{Conn: c, now: now}, nil
+		},
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: 100000,
 		MaxConnsPerHost:     maxConns,
@@ -114,7 +122,7 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true, // a gzip layer would batch events
 		ForceAttemptHTTP2:   true,
-		WriteBufferSize:     8 << 10,
+		WriteBufferSize:     4 << 10,
 		ReadBufferSize:      4 << 10,
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
 	}
@@ -178,6 +186,7 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 	}
 
 	var connStart int64
+	var arrival func() int64 // when the bytes being read reached the process
 	trace := &httptrace.ClientTrace{
 		DNSStart: func(httptrace.DNSStartInfo) {
 			if connStart == 0 {
@@ -193,6 +202,7 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 			if !info.Reused && connStart != 0 {
 				rec.ConnectNS = c.now() - connStart
 			}
+			arrival = arrivalClock(info.Conn)
 		},
 		WroteRequest:         func(httptrace.WroteRequestInfo) { rec.WroteNS = c.now() },
 		GotFirstResponseByte: func() { rec.FirstByteNS = c.now() },
@@ -215,10 +225,13 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 		failStatus(rec, resp, body2)
 		return
 	}
+	if arrival == nil {
+		arrival = c.now
+	}
 	if c.target.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		c.readStream(ctx, rec, req, body2)
+		c.readStream(ctx, rec, req, body2, arrival)
 	} else {
-		c.readBody(ctx, rec, req, body2)
+		c.readBody(ctx, rec, req, body2, arrival)
 	}
 	if rec.OK() {
 		serverTiming(rec, resp.Header.Values("Server-Timing"), resp.Trailer.Values("Server-Timing"))
@@ -373,8 +386,14 @@ func failStatus(rec *latency.Record, resp *http.Response, body io.Reader) {
 }
 
 // readStream reads an SSE response into rec.
-func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader) {
-	rd := sse.NewReader(body, c.now, 0)
+func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader, arrival func() int64) {
+	rd := sse.NewReader(body, arrival, 0)
+	if n := min(max(req.MaxTokens, 1), 4096); cap(rec.ChunkNS) < n {
+		rec.ChunkNS = make([]int64, 0, n)
+		if c.target.ContinuousUsage {
+			rec.ChunkTokens = make([]int32, 0, n)
+		}
+	}
 	var st streamState
 	for {
 		ev, err := rd.Next()
@@ -415,8 +434,8 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 }
 
 // readBody reads a non-streaming response into rec.
-func (c *Client) readBody(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader) {
-	tb := &stampReader{r: body, now: c.now}
+func (c *Client) readBody(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader, arrival func() int64) {
+	tb := &stampReader{r: body, now: arrival}
 	b, err := io.ReadAll(io.LimitReader(tb, 256<<20))
 	if err != nil {
 		c.failTransport(ctx, rec, err)
@@ -460,4 +479,45 @@ func truncate(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// stampConn notes the instant of every read from the connection that
+// brought bytes: the moment they left the kernel for this process. An
+// HTTP/1.1 response's body is read only by the goroutine reading the
+// response, so when a body Read returns bytes, the connection's latest read
+// is the one that brought them, even when they waited in a buffer (the
+// first chunk often arrives with the headers, read by the transport's
+// goroutine before the response is handed over).
+type stampConn struct {
+	net.Conn
+	now  func() int64
+	last atomic.Int64
+}
+
+func (c *stampConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.last.Store(c.now())
+	}
+	return n, err
+}
+
+// arrivalClock returns the arrival stamp of a connection's bytes, or nil
+// where it cannot be trusted (HTTP/2 multiplexes streams on a connection).
+func arrivalClock(conn net.Conn) func() int64 {
+	if tc, ok := conn.(*tls.Conn); ok {
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return nil
+		}
+		conn = tc.NetConn()
+	}
+	if sc, ok := conn.(*stampConn); ok {
+		return func() int64 {
+			if t := sc.last.Load(); t != 0 {
+				return t
+			}
+			return sc.now()
+		}
+	}
+	return nil
 }

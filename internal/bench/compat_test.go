@@ -60,7 +60,7 @@ func recordedStream(t *testing.T) *latency.Record {
 		t.Fatal(err)
 	}
 	rec := &latency.Record{Stream: true, SentNS: 0}
-	c.readStream(context.Background(), rec, &workload.Request{InputTokens: 12}, rp)
+	c.readStream(context.Background(), rec, &workload.Request{InputTokens: 12}, rp, c.now)
 	if !rec.OK() {
 		t.Fatalf("%s: %s", rec.ErrorKind, rec.Error)
 	}

@@ -22,6 +22,9 @@ import (
 type SelfTestOptions struct {
 	// Streams is the number of concurrent streams of the fidelity test.
 	Streams int
+	// Gap is the time between a stream's tokens; the streams' starts are
+	// spread evenly over one gap, so Streams/Gap events arrive per second.
+	Gap time.Duration
 	// Rate and RateDuration drive the rate test; Tokens per stream.
 	Rate         float64
 	RateDuration time.Duration
@@ -33,6 +36,7 @@ type SelfTestOptions struct {
 // BindFlags defines the self-test's flags.
 func (o *SelfTestOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Streams, "self-test-streams", 1000, "self-test: concurrent streams of the fidelity test")
+	fs.DurationVar(&o.Gap, "self-test-gap", 50*time.Millisecond, "self-test: time between a stream's tokens (starts spread over one gap)")
 	fs.Float64Var(&o.Rate, "self-test-rate", 5000, "self-test: target rate of the rate test (req/s)")
 	fs.DurationVar(&o.RateDuration, "self-test-duration", 2*time.Second, "self-test: length of the rate test")
 	fs.IntVar(&o.Tokens, "self-test-tokens", 16, "self-test: tokens per stream")
@@ -42,6 +46,7 @@ func (o *SelfTestOptions) BindFlags(fs *pflag.FlagSet) {
 // SelfTestResult is what the self-test measured.
 type SelfTestResult struct {
 	Streams, Tokens int
+	Gap             time.Duration
 	// TTFT error at Streams concurrent streams (client arrival − server
 	// flush), for bench's client and for the minimal client (the floor).
 	TTFTErr, FloorTTFTErr [3]float64 // P50, P99, max in ms
@@ -85,10 +90,13 @@ func SelfTest(ctx context.Context, o SelfTestOptions, out io.Writer) error {
 // RunSelfTest runs the self-test and returns its figures; progress lines
 // go to log.
 func RunSelfTest(ctx context.Context, o SelfTestOptions, log io.Writer) (*SelfTestResult, error) {
+	if o.Gap <= 0 {
+		o.Gap = 50 * time.Millisecond
+	}
 	if o.Streams <= 0 || o.Rate <= 0 || o.RateDuration <= 0 || o.Tokens <= 0 || o.Many <= 0 {
 		return nil, fmt.Errorf("self-test: sizes must be positive")
 	}
-	res := &SelfTestResult{Streams: o.Streams, Tokens: o.Tokens, TargetRPS: o.Rate, Many: o.Many, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0)}
+	res := &SelfTestResult{Streams: o.Streams, Tokens: o.Tokens, Gap: o.Gap, TargetRPS: o.Rate, Many: o.Many, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0)}
 	fmt.Fprintf(log, "self-test 1/3: %d concurrent streams of %d tokens (bench client, then minimal client)\n", o.Streams, o.Tokens)
 	if err := fidelityTest(ctx, o, res); err != nil {
 		return nil, err
@@ -121,9 +129,11 @@ func liveBytes() float64 {
 func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
 	clock := NewRealClock()
 	now := func() int64 { return int64(clock.Now()) }
-	// Streams wait 1 s for their first token: every stream is in flight
-	// when memory is sampled; then 20 ms between tokens.
-	first, gap := time.Second, 20*time.Millisecond
+	// Streams wait 1 s for their first token, so every stream is in flight
+	// when memory is sampled; then Gap between tokens. Starts are spread
+	// over one gap: a steady Streams/Gap events per second.
+	first, gap := time.Second, o.Gap
+	stagger := func(i int) { time.Sleep(time.Duration(i) * gap / time.Duration(o.Streams)) }
 	lb, err := startLoopback(o.Tokens, first, gap, now, true)
 	if err != nil {
 		return err
@@ -147,6 +157,7 @@ func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) e
 			defer wg.Done()
 			req := workload.Request{Prompt: "hi", MaxTokens: o.Tokens, InputTokens: 2}
 			rec := &latency.Record{ID: fmt.Sprintf("st-%d", i)}
+			stagger(i)
 			started <- struct{}{}
 			cl.Do(ctx, &req, rec)
 			fl := lb.flushed(rec.ID)
@@ -186,6 +197,7 @@ func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) e
 			id := fmt.Sprintf("min-%d", i)
 			c, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
+			stagger(i)
 			started <- struct{}{}
 			f, _, err := minimalClient(c, addr, id, now)
 			fl := lb.flushed(id)
@@ -311,7 +323,7 @@ func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 
 func (r *SelfTestResult) write(w io.Writer) {
 	fmt.Fprintf(w, "\ntokentrace bench --self-test (%d CPUs, GOMAXPROCS %d; client and loopback servers share them)\n\n", r.CPUs, r.GoMaxProcs)
-	fmt.Fprintf(w, "TTFT error at %d concurrent streams (client arrival − server flush):\n", r.Streams)
+	fmt.Fprintf(w, "TTFT error at %d concurrent streams, a token every %s each (client arrival − server flush):\n", r.Streams, r.Gap)
 	fmt.Fprintf(w, "  bench client     P50 %.3f ms  P99 %.3f ms  max %.3f ms  (errors %d; ITL error P99 %.3f ms)\n", r.TTFTErr[0], r.TTFTErr[1], r.TTFTErr[2], r.Errors, r.ITLErrP99MS)
 	fmt.Fprintf(w, "  minimal client   P50 %.3f ms  P99 %.3f ms  max %.3f ms  (errors %d)  ← floor of this host\n", r.FloorTTFTErr[0], r.FloorTTFTErr[1], r.FloorTTFTErr[2], r.FloorErrors)
 	fmt.Fprintf(w, "memory per in-flight stream (live heap + stacks, client and null server together):\n")

@@ -56,13 +56,13 @@ type Reader struct {
 
 // NewReader returns a Reader of r that reads the arrival instant of each
 // Read from now (a monotonic clock, e.g. nanoseconds since a start
-// instant). The initial buffer is 4 KiB and grows as long lines need, up to
+// instant). The initial buffer is 2 KiB and grows as long lines need, up to
 // maxLine bytes (DefaultMaxLine when maxLine ≤ 0).
 func NewReader(r io.Reader, now func() int64, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &Reader{r: r, now: now, buf: make([]byte, 0, 4096), maxLine: maxLine}
+	return &Reader{r: r, now: now, buf: make([]byte, 0, 2048), maxLine: maxLine}
 }
 
 // Reset makes rd read from r, keeping its buffers.
