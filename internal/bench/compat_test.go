@@ -91,8 +91,8 @@ func TestCompatViewsOnRecordedStream(t *testing.T) {
 	}
 	c := CompatOf(rec)
 	hand := CompatRequest{
-		VLLMTTFT:     ms(100),                                     // the role-only chunk
-		VLLMTPOT:     ms(26.25),                                   // (205 − 100) / 4: latency ends at the usage chunk
+		VLLMTTFT:     ms(100),                                    // the role-only chunk
+		VLLMTPOT:     ms(26.25),                                  // (205 − 100) / 4: latency ends at the usage chunk
 		VLLMITL:      []int64{ms(50), ms(10), ms(20), 0, ms(20)}, // every choice event, the finish chunk included
 		AIPerfTTFT:   ms(150),
 		AIPerfITL:    ms(7.5), // (180 − 150) / (5 − 1): request latency ends at the last response
