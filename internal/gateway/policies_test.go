@@ -287,6 +287,14 @@ routes: [{model: "*", pool: p, timeouts: {hedge: true, hedge_min_delay: 50ms}}]
 			if fast.served.Load() != 1 {
 				t.Errorf("fast served %d, want 1", fast.served.Load())
 			}
+			waitFor(t, "outstanding counts back to 0", func() bool {
+				for _, r := range g.rt.Load().pools["p"].replicas {
+					if r.Outstanding() != 0 {
+						return false
+					}
+				}
+				return true
+			})
 		})
 	}
 }

@@ -355,6 +355,21 @@ type attempt struct {
 	errBody  []byte
 	tokens   int // output tokens counted in pending
 	lastUse  int // completion_tokens of the last usage seen
+
+	ttftTimeout time.Duration // 0: none
+}
+
+// drain receives the results of n attempts that lost (cancelled) and
+// releases any that reached a first token before the cancel took effect.
+func drain(results <-chan *attempt, n int) {
+	for range n {
+		a := <-results
+		if a.err == nil && a.status == 0 {
+			_ = a.resp.Body.Close()
+			a.rep.outstanding.Add(-1)
+			a.cancel()
+		}
+	}
 }
 
 // retryable reports whether another replica may succeed where a failed.
@@ -371,13 +386,17 @@ func (x *exchange) forward(ctx context.Context) bool {
 	route := x.route
 	tries := 1 + route.Timeouts.Retries
 	tried := map[*Replica]bool{}
-	results := make(chan *attempt, 2+2*tries)
+	// Every attempt's result is received exactly once: by this loop, or
+	// by drain for attempts still running when the loop ends, so that a
+	// loser that got its first token anyway releases its connection.
+	results := make(chan *attempt, 4)
+	ttftTimeout := route.Timeouts.TTFT.D()
 	running := map[*attempt]bool{}
 	fellBack := false
 	var last *attempt
 
 	launch := func() {
-		a := &attempt{pool: pl}
+		a := &attempt{pool: pl, ttftTimeout: ttftTimeout}
 		a.rep = pickReplica(pl, &x.req, tried)
 		tried[a.rep] = true
 		a.ctx, a.cancel = context.WithCancel(ctx)
@@ -402,6 +421,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 		for a := range running {
 			a.cancel()
 		}
+		go drain(results, len(running))
 	}()
 	for {
 		select {
@@ -418,6 +438,8 @@ func (x *exchange) forward(ctx context.Context) bool {
 					o.cancel()
 					g.countAttempt(o.pool, "cancelled")
 				}
+				go drain(results, len(running))
+				clear(running)
 				g.countAttempt(a.pool, "won")
 				return x.stream(ctx, a)
 			}
@@ -458,6 +480,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 					x.span.event("fallback")
 					pl = rt.poolFor(fr, &x.req)
 					tries = 1 + fr.Timeouts.Retries
+					ttftTimeout = fr.Timeouts.TTFT.D()
 					clear(tried)
 					launch()
 					continue
@@ -551,7 +574,7 @@ func (x *exchange) run(a *attempt, body []byte) *attempt {
 	g := x.g
 	a.rep.outstanding.Add(1)
 	a.started = g.now()
-	if d := x.route.Timeouts.TTFT.D(); d > 0 {
+	if d := a.ttftTimeout; d > 0 {
 		t := time.AfterFunc(d, func() {
 			a.timedOut.Store(true)
 			a.cancel()
