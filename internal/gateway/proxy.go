@@ -357,6 +357,7 @@ type attempt struct {
 	lastUse  int // completion_tokens of the last usage seen
 
 	ttftTimeout time.Duration // 0: none
+	whole       bool          // the answer is one body, not an event stream
 }
 
 // drain receives the results of n attempts that lost (cancelled) and
@@ -621,7 +622,10 @@ func (x *exchange) run(a *attempt, body []byte) *attempt {
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return a
 	}
-	if !x.req.Stream {
+	if !x.req.Stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// Not streaming (or an upstream that answered a stream request
+		// with one JSON body): pass the body through whole.
+		a.whole = true
 		a.body, err = io.ReadAll(resp.Body)
 		if err != nil {
 			a.err = fmt.Errorf("read upstream body: %w", err)

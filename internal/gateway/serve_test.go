@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,32 @@ func errorsAs(err error, target **oai.Error) bool {
 		return false
 	}
 	return errors.As(err, target)
+}
+
+func TestQueueAwarePoolScrapesServeMetrics(t *testing.T) {
+	s := startServe(t, time.Millisecond)
+	g := mustGateway(t, fmt.Sprintf(`
+pools: [{name: sim, balancer: queue_aware, scrape_interval: 20ms, replicas: [{url: %q, kind: tokentrace}]}]
+routes: [{model: "*", pool: sim}]
+`, serveBase(s)))
+	defer g.Close()
+	rep := g.rt.Load().pools["sim"].replicas[0]
+	waitFor(t, "a fresh scrape of serve's /metrics", func() bool {
+		_, _, fresh := rep.load(time.Now(), time.Second)
+		return fresh
+	})
+}
+
+func TestStreamRequestAnsweredWithJSONIsPassedThrough(t *testing.T) {
+	// An upstream that ignores "stream": true and answers one JSON body.
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","choices":[{"message":{"content":"whole"}}]}`)
+	}))
+	defer up.Close()
+	gw := startGateway(t, quickGateway(t, up.URL))
+	st, _, body := do(t, gw.URL, chatBody("m", true, "x", ""), nil)
+	if st != 200 || !strings.Contains(body, `"whole"`) {
+		t.Fatalf("status %d body %s", st, body)
+	}
 }

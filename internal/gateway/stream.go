@@ -198,7 +198,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	}
 	x.wrote = true
 
-	if !x.req.Stream {
+	if a.whole {
 		timingValues = append(timingValues, a.resp.Trailer.Values("Server-Timing")...)
 		tl.foldServerTiming(timingValues)
 		t0 := g.now()
