@@ -543,3 +543,37 @@ vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.25
 		t.Error("figures 4 s old with max age 3 s reported fresh")
 	}
 }
+
+func TestPriorityHeaderOrdersTheQueue(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", ttft: 100 * time.Millisecond})
+	g := mustGateway(t, fmt.Sprintf(`
+pools: [{name: p, replicas: [{url: %q}], queue: {concurrency: 1}}]
+routes: [{model: "*", pool: p}]
+`, up.URL()))
+	gw := startGateway(t, g)
+	var wg sync.WaitGroup
+	send := func(content, prio string, depth, inflight int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s, _, b := do(t, gw.URL, chatBody("m", false, content, ""), map[string]string{"X-Priority": prio}); s != 200 {
+				t.Errorf("%s: %d %s", content, s, b)
+			}
+		}()
+		waitFor(t, content+" queued", func() bool { d, f, _ := poolState(g, "p"); return d == depth && f == inflight })
+	}
+	send("first", "0", 0, 1)
+	send("low", "0", 1, 1)
+	send("high", "9", 2, 1)
+	wg.Wait()
+	var order []string
+	up.mu.Lock()
+	for _, b := range up.bodies {
+		msgs := b["messages"].([]any)
+		order = append(order, msgs[0].(map[string]any)["content"].(string))
+	}
+	up.mu.Unlock()
+	if got := strings.Join(order, ","); got != "first,high,low" {
+		t.Errorf("upstream order %s, want first,high,low", got)
+	}
+}
