@@ -122,9 +122,11 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true, // a gzip layer would batch events
 		ForceAttemptHTTP2:   true,
-		WriteBufferSize:     4 << 10,
-		ReadBufferSize:      4 << 10,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		// Small buffers: an in-flight stream's memory is mostly buffers
+		// (docs/performance.md); events are a few hundred bytes.
+		WriteBufferSize: 2 << 10,
+		ReadBufferSize:  2 << 10,
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
 	}
 	to := t.Timeout
 	if to <= 0 {
