@@ -194,8 +194,15 @@ func TestNonStreamingPassesBodyAndTiming(t *testing.T) {
 		t.Errorf("upstream X-Request-Id = %q", got)
 	}
 	st := timingMap(resp.Trailer.Get("Server-Timing"))
-	if st[SplitServerQueue] != 1500*time.Microsecond || st[SplitPrefill] != 2500*time.Microsecond {
-		t.Errorf("split = %v, want server_queue 1.5 ms, prefill 2.5 ms", st)
+	if st[SplitServerQueue] != 1500*time.Microsecond || st[SplitPrefill] != 2500*time.Microsecond || st["server_decode"] != 3*time.Millisecond {
+		t.Errorf("split = %v, want server_queue 1.5 ms, prefill 2.5 ms, server_decode 3 ms", st)
+	}
+	head := timingMap(resp.Header.Get("Server-Timing"))
+	// A whole answer: upstream_ttft = server_queue + prefill + server_decode + network.
+	if got := st[SplitServerQueue] + st[SplitPrefill] + st["server_decode"] + st[SplitNetwork]; got < head[StageUpstreamTTFT]-5*time.Microsecond || got > head[StageUpstreamTTFT]+5*time.Microsecond {
+		if st[SplitNetwork] != 0 { // network is clamped at 0 when the fake's figures exceed the real time
+			t.Errorf("split parts sum to %v, upstream_ttft %v", got, head[StageUpstreamTTFT])
+		}
 	}
 }
 

@@ -199,6 +199,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	x.wrote = true
 
 	if a.whole {
+		tl.whole = true
 		timingValues = append(timingValues, a.resp.Trailer.Values("Server-Timing")...)
 		tl.foldServerTiming(timingValues)
 		t0 := g.now()

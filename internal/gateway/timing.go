@@ -47,6 +47,9 @@ type timeline struct {
 	// upstream split, from its Server-Timing trailer; ok reports presence.
 	serverQueue, serverPrefill, serverDecode time.Duration
 	serverSplit                              bool
+	// whole: the answer was one body (not streamed), so upstream_ttft
+	// spans the server's decode too.
+	whole bool
 }
 
 // stageDurations are the partitioning stages of one request.
@@ -102,7 +105,7 @@ func (s stageDurations) sum() time.Duration {
 }
 
 // split divides upstream TTFT with the upstream's own queue and prefill
-// times; network is the remainder (never negative: clocks of two processes
+// times (and decode, for an answer sent whole); network is the remainder (never negative: clocks of two processes
 // can disagree by a little, the excess is clamped).
 func (t *timeline) split(upstreamTTFT time.Duration) (queue, prefill, network time.Duration, ok bool) {
 	if !t.serverSplit {
@@ -110,6 +113,9 @@ func (t *timeline) split(upstreamTTFT time.Duration) (queue, prefill, network ti
 	}
 	queue, prefill = t.serverQueue, t.serverPrefill
 	network = upstreamTTFT - queue - prefill
+	if t.whole {
+		network -= t.serverDecode
+	}
 	if network < 0 {
 		network = 0
 	}
@@ -149,6 +155,9 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 		b = appendTiming(b, SplitServerQueue, q)
 		b = appendTiming(b, SplitPrefill, p)
 		b = appendTiming(b, SplitNetwork, n)
+		if t.whole {
+			b = appendTiming(b, "server_decode", t.serverDecode)
+		}
 	}
 	b = appendTiming(b, "total", s.sum())
 	return string(b)
