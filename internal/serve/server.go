@@ -110,6 +110,9 @@ type Server struct {
 	nonce    string
 	seq      atomic.Uint64
 
+	connMu sync.Mutex
+	active map[net.Conn]bool // connections with a request in progress
+
 	ln      net.Listener
 	hs      *http.Server
 	stopEng context.CancelFunc
@@ -171,8 +174,10 @@ func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
 		defer close(s.engDone)
 		_ = s.eng.Run(engCtx)
 	}()
+	s.active = make(map[net.Conn]bool)
 	s.hs = &http.Server{
 		Handler:           s.handler,
+		ConnState:         s.connState,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -224,8 +229,9 @@ func (s *Server) Describe() string {
 }
 
 // Close stops a started server: the engine stops (unfinished requests end
-// with finish reason "abort"), then the HTTP server shuts down, waiting at
-// most 5 s for handlers to finish. It is safe to call more than once.
+// with finish reason "abort"), the listener closes, and once the handlers
+// have written their last bytes (at most 5 s) every connection is closed.
+// It is safe to call more than once.
 func (s *Server) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
@@ -238,13 +244,43 @@ func (s *Server) Close() error {
 	<-s.engDone
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.hs.Shutdown(ctx); err != nil {
-		_ = s.hs.Close()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("serve: shutdown: %w", err)
+	// Shutdown waits for active connections to go idle, and for ones a
+	// client opened without sending a request for up to 5 s; once no
+	// response is in progress there is nothing left to wait for.
+	go func() {
+		for s.activeConns() > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
+		cancel()
+	}()
+	err := s.hs.Shutdown(ctx)
+	_ = s.hs.Close()
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("serve: shutdown: %w", err)
 	}
 	return nil
+}
+
+// connState tracks the connections with a response in progress (from the
+// request's first byte until the response is fully written).
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if st == http.StateActive {
+		s.active[c] = true
+	} else {
+		delete(s.active, c)
+	}
+}
+
+func (s *Server) activeConns() int {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	return len(s.active)
 }
 
 func (s *Server) routes() http.Handler {

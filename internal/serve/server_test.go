@@ -446,6 +446,9 @@ func TestCloseEndsStreams(t *testing.T) {
 	if !strings.Contains(last, `"finish_reason":"abort"`) {
 		t.Errorf("last chunk %s, want finish_reason abort", last)
 	}
+	if resp.Trailer.Get(ServerTimingHeader) == "" {
+		t.Error("the response was cut before its trailer")
+	}
 	if err := <-done; err != nil {
 		t.Error(err)
 	}
