@@ -169,11 +169,11 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 		}
 		p.adm.hint = p.upstreamHint(3 * pc.ScrapeInterval.D())
 		if m := g.Metrics; m != nil {
-			name := pc.Name
+			depthG, inflightG, limitG := m.QueueDepth.WithLabelValues(pc.Name), m.InFlight.WithLabelValues(pc.Name), m.Concurrency.WithLabelValues(pc.Name)
 			p.adm.onChange = func(depth, inflight int, limit float64) {
-				m.QueueDepth.WithLabelValues(name).Set(float64(depth))
-				m.InFlight.WithLabelValues(name).Set(float64(inflight))
-				m.Concurrency.WithLabelValues(name).Set(limit)
+				depthG.Set(float64(depth))
+				inflightG.Set(float64(inflight))
+				limitG.Set(limit)
 			}
 			p.adm.mu.Lock()
 			p.adm.changedLocked()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,32 @@ type Metrics struct {
 	QueueDepth  *prometheus.GaugeVec // waiting requests by pool
 	InFlight    *prometheus.GaugeVec // admitted requests by pool
 	Concurrency *prometheus.GaugeVec // concurrency limit by pool
+
+	series sync.Map // [2]string{pool, model} → *seriesSet
+}
+
+// seriesSet holds one pool/model's histograms, resolved once so that a
+// request's observations do not hash label values again.
+type seriesSet struct {
+	ttft, tpot, duration, gap, itl prometheus.Observer
+	stage                          map[string]prometheus.Observer
+}
+
+func (m *Metrics) seriesFor(pool, model string) *seriesSet {
+	key := [2]string{pool, model}
+	if s, ok := m.series.Load(key); ok {
+		return s.(*seriesSet)
+	}
+	s := &seriesSet{
+		ttft: m.TTFT.WithLabelValues(pool, model), tpot: m.TPOT.WithLabelValues(pool, model),
+		duration: m.Duration.WithLabelValues(pool, model), gap: m.ChunkGap.WithLabelValues(pool, model),
+		itl: m.ITL.WithLabelValues(pool, model), stage: map[string]prometheus.Observer{},
+	}
+	for name, h := range m.Stage {
+		s.stage[name] = h.WithLabelValues(pool, model)
+	}
+	actual, _ := m.series.LoadOrStore(key, s)
+	return actual.(*seriesSet)
 }
 
 // NewMetrics builds the collectors; register them with Register.
@@ -106,40 +133,36 @@ func (m *Metrics) observe(o *observation) {
 	}
 	pool, model := o.pool, o.model
 	m.Requests.WithLabelValues(pool, model, strconv.Itoa(o.status)).Inc()
+	ss := m.seriesFor(pool, model)
 	e2e := o.stages.sum()
-	m.Duration.WithLabelValues(pool, model).Observe(e2e.Seconds())
+	ss.duration.Observe(e2e.Seconds())
 	if o.status != 200 || o.ttft == 0 {
 		return
 	}
 	st := o.stages
-	for name, d := range map[string]time.Duration{
-		StageIn: st.In, StageQueue: st.Queue, StageConnect: st.Connect, StageUpstreamTTFT: st.UpstreamTTFT,
-		StageDecode: st.Decode, StagePostProcess: st.Post, StageBackpressure: st.Backpressure,
-	} {
-		m.Stage[name].WithLabelValues(pool, model).Observe(d.Seconds())
-	}
+	ss.stage[StageIn].Observe(st.In.Seconds())
+	ss.stage[StageQueue].Observe(st.Queue.Seconds())
+	ss.stage[StageConnect].Observe(st.Connect.Seconds())
+	ss.stage[StageUpstreamTTFT].Observe(st.UpstreamTTFT.Seconds())
+	ss.stage[StageDecode].Observe(st.Decode.Seconds())
+	ss.stage[StagePostProcess].Observe(st.Post.Seconds())
+	ss.stage[StageBackpressure].Observe(st.Backpressure.Seconds())
 	if q, p, n, ok := o.tl.split(st.UpstreamTTFT); ok {
-		m.Stage[SplitServerQueue].WithLabelValues(pool, model).Observe(q.Seconds())
-		m.Stage[SplitPrefill].WithLabelValues(pool, model).Observe(p.Seconds())
-		m.Stage[SplitNetwork].WithLabelValues(pool, model).Observe(n.Seconds())
+		ss.stage[SplitServerQueue].Observe(q.Seconds())
+		ss.stage[SplitPrefill].Observe(p.Seconds())
+		ss.stage[SplitNetwork].Observe(n.Seconds())
 	}
 	if !o.stream {
 		return
 	}
-	m.TTFT.WithLabelValues(pool, model).Observe(o.ttft.Seconds())
+	ss.ttft.Observe(o.ttft.Seconds())
 	if o.outTokens >= 2 {
-		m.TPOT.WithLabelValues(pool, model).Observe((e2e - o.ttft).Seconds() / float64(o.outTokens-1))
+		ss.tpot.Observe((e2e - o.ttft).Seconds() / float64(o.outTokens-1))
 	}
-	if len(o.gaps) > 0 {
-		g := m.ChunkGap.WithLabelValues(pool, model)
-		for _, d := range o.gaps {
-			g.Observe(d.Seconds())
-		}
+	for _, d := range o.gaps {
+		ss.gap.Observe(d.Seconds())
 	}
-	if len(o.itls) > 0 {
-		g := m.ITL.WithLabelValues(pool, model)
-		for _, d := range o.itls {
-			g.Observe(d.Seconds())
-		}
+	for _, d := range o.itls {
+		ss.itl.Observe(d.Seconds())
 	}
 }
