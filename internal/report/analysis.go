@@ -5,7 +5,9 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
@@ -55,6 +57,7 @@ func (c *Collector) Report() *Report {
 			"no successful requests (%d failed): no latency percentiles, decomposition or throughput; every SLO fails",
 			len(a.rows)))
 	}
+	a.precompute()
 	a.dists(rep)
 	if len(a.ok) > 0 {
 		rep.Decomposition = a.decompose("e2e_intended", func(r *row) int64 { return r.end - r.intended }, allStages())
@@ -265,6 +268,14 @@ func (a *analysis) sample(name string) []int64 {
 
 // stageSamples fills the sorted samples of every stage in one pass.
 func (a *analysis) stageSamples() {
+	out := a.collectStages()
+	for st := stConnect; st < nStages; st++ {
+		slices.Sort(out[st])
+		a.sorted[string(stageOrder[st])] = out[st]
+	}
+}
+
+func (a *analysis) collectStages() [nStages][]int64 {
 	var out [nStages][]int64
 	for _, i := range a.ok {
 		r := &a.rows[i]
@@ -275,9 +286,50 @@ func (a *analysis) stageSamples() {
 			}
 		}
 	}
-	for st := stConnect; st < nStages; st++ {
-		slices.Sort(out[st])
-		a.sorted[string(stageOrder[st])] = out[st]
+	return out
+}
+
+// precompute builds and sorts the samples every report needs, one sort per
+// CPU at a time: with a million requests the sorts are most of the work.
+func (a *analysis) precompute() {
+	if len(a.ok) == 0 {
+		return
+	}
+	names := []string{"ttft", "tpot", "e2e", "ttft_intended", "e2e_intended", "client_queue"}
+	samples := make([][]int64, len(names))
+	for i, m := range names {
+		for _, j := range a.ok {
+			if v, ok := metricValue(&a.rows[j], m); ok {
+				samples[i] = append(samples[i], v)
+			}
+		}
+	}
+	st := a.collectStages()
+	for k := stConnect; k < nStages; k++ {
+		names = append(names, string(stageOrder[k]))
+		samples = append(samples, st[k])
+	}
+	for _, g := range []struct {
+		name string
+		gaps *gaps
+	}{{"itl", &a.itl}, {"icl", &a.icl}} {
+		if g.gaps.hist == nil {
+			names = append(names, g.name)
+			samples = append(samples, slices.Clone(g.gaps.exact))
+		}
+	}
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i := range samples {
+		wg.Go(func() {
+			sem <- struct{}{}
+			slices.Sort(samples[i])
+			<-sem
+		})
+	}
+	wg.Wait()
+	for i, name := range names {
+		a.sorted[name] = samples[i]
 	}
 }
 

@@ -33,7 +33,7 @@ func (o Options) resamples() int {
 
 // itlExactCap is how many inter-token gaps are kept one by one; past it
 // they go to a histogram with 0.05 % resolution, so memory stays bounded.
-const itlExactCap = 1 << 21
+var itlExactCap = 1 << 21
 
 const (
 	flagServer uint8 = 1 << iota // the server gave its own split

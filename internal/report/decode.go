@@ -204,22 +204,65 @@ func (d *fastDecoder) int64s(dst []int64) ([]int64, error) {
 		d.i++
 		return dst, nil
 	}
+	b, i := d.b, d.i
 	for {
-		v, err := d.int64()
-		if err != nil {
-			return nil, err
+		// The common case inline: non-negative integers, "," or "]" right after.
+		start := i
+		var v int64
+		for i < len(b) {
+			c := b[i] - '0'
+			if c > 9 {
+				break
+			}
+			v = v*10 + int64(c)
+			i++
+		}
+		n := i - start
+		if n == 0 || n > 18 || (n > 1 && b[start] == '0') || i >= len(b) {
+			// Anything else (a sign, spaces, a fraction): the general path.
+			d.i = start
+			var err error
+			if v, err = d.int64(); err != nil {
+				return nil, err
+			}
+			d.ws()
+			i = d.i
+			if i >= len(b) {
+				return nil, errSlow
+			}
 		}
 		dst = append(dst, v)
-		d.ws()
-		if d.i >= len(d.b) {
-			return nil, errSlow
-		}
-		c := d.b[d.i]
-		d.i++
-		if c == ']' {
+		c := b[i]
+		i++
+		switch c {
+		case ',':
+			continue
+		case ']':
+			d.i = i
 			return dst, nil
-		}
-		if c != ',' {
+		case '.', 'e', 'E':
+			return nil, errSlow
+		case ' ', '\t', '\n', '\r':
+			d.i = i
+			d.ws()
+			i = d.i
+			if i >= len(b) {
+				return nil, errSlow
+			}
+			c = b[i]
+			i++
+			if c == ']' {
+				d.i = i
+				return dst, nil
+			}
+			if c != ',' {
+				return nil, errSlow
+			}
+			// the next element may begin with spaces: let the general path skip them
+			d.i = i
+			d.ws()
+			i = d.i
+		default:
 			return nil, errSlow
 		}
 	}

@@ -22,6 +22,14 @@ func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 		[]byte(`{"v":1,"id":"dup","chunk_ns":[1,2,3],"chunk_ns":[4]}`),
 		[]byte(` { "v" : 1 , "stream" : false , "server" : { "queue_ns" : 1 , "source" : "vllm-metrics" } } `),
 		[]byte(`{"v":01}`),
+		[]byte(`{"v":1,"chunk_ns":[ 1 , -2 ,3 ,	4]}`),
+		[]byte(`{"v":1,"chunk_ns":[1.5]}`),
+		[]byte(`{"v":1,"chunk_ns":[01]}`),
+		[]byte(`{"v":1,"chunk_ns":[1,2e3]}`),
+		[]byte(`{"v":1,"chunk_ns":[1,]}`),
+		[]byte(`{"v":1,"chunk_ns":[1 2]}`),
+		[]byte(`{"v":1,"chunk_ns":[1234567890123456789]}`),
+		[]byte(`{"v":1,"chunk_ns":[12`),
 		[]byte(`[]`),
 	}
 	for _, line := range lines {

@@ -18,7 +18,9 @@ type digest struct {
 	// bucket counts instead of adding values one by one.
 	itlHist, iclHist logHist
 	hists            bool
-	warmup           int
+	// noExact skips the exact gap lists: the collector has left exact mode.
+	noExact bool
+	warmup  int
 
 	// Reading state, for Load.
 	lines     int   // lines in the batch
@@ -99,7 +101,9 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 		if !ok {
 			continue
 		}
-		d.icl = append(d.icl, g)
+		if !d.noExact {
+			d.icl = append(d.icl, g)
+		}
 		if d.hists {
 			d.iclHist.add(g)
 		}
@@ -122,7 +126,9 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 }
 
 func (d *digest) addITL(v int64) {
-	d.itl = append(d.itl, v)
+	if !d.noExact {
+		d.itl = append(d.itl, v)
+	}
 	if d.hists {
 		d.itlHist.add(v)
 	}

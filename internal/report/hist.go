@@ -114,15 +114,19 @@ type gaps struct {
 	exactCap int
 }
 
-// merge adds a batch of values; oh, when it holds them (n > 0), is their
-// histogram, merged by bucket once the sample has left exact mode.
+// merge adds a batch of values: vs one by one (nil when the batch kept
+// none) and oh, when oh.n > 0, the same values as a histogram, merged by
+// bucket once the sample has left exact mode.
 func (g *gaps) merge(vs []int64, oh *logHist) {
-	if g.hist == nil && len(g.exact)+len(vs) <= g.exactCap {
+	if g.hist == nil && len(g.exact)+len(vs) <= g.exactCap && (oh == nil || oh.n == int64(len(vs))) {
 		g.exact = append(g.exact, vs...)
 		g.n += int64(len(vs))
 		return
 	}
-	if g.hist != nil && oh != nil && oh.n == int64(len(vs)) && oh.n > 0 {
+	if oh != nil && oh.n > 0 {
+		if g.hist == nil {
+			g.toHist()
+		}
 		g.hist.merge(oh)
 		g.n += oh.n
 		return
@@ -130,6 +134,15 @@ func (g *gaps) merge(vs []int64, oh *logHist) {
 	for _, v := range vs {
 		g.add(v)
 	}
+}
+
+// toHist moves the exact values into the histogram.
+func (g *gaps) toHist() {
+	g.hist = &logHist{}
+	for _, x := range g.exact {
+		g.hist.add(x)
+	}
+	g.exact = nil
 }
 
 func (g *gaps) add(v int64) {
@@ -140,10 +153,6 @@ func (g *gaps) add(v int64) {
 	}
 	g.exact = append(g.exact, v)
 	if len(g.exact) > g.exactCap {
-		g.hist = &logHist{}
-		for _, x := range g.exact {
-			g.hist.add(x)
-		}
-		g.exact = nil
+		g.toHist()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
@@ -114,6 +115,9 @@ func readFile(ctx context.Context, c *Collector, path string) (int, error) {
 	return readRecords(ctx, c, f, path)
 }
 
+// readBlock is the size of the blocks the reader hands to the workers.
+var readBlock = 4 << 20
+
 // readRecords reads JSON lines of latency.Record from rd into c. Blocks of
 // whole lines are decoded and reduced in parallel (one worker per CPU) and
 // merged into c in file order.
@@ -129,9 +133,10 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 	jobs := make(chan job, workers)
 	order := make(chan job, 2*workers)
 	free := make(chan *digest, 3*workers)
-	const block = 4 << 20
+	block := readBlock
 	blocks := make(chan []byte, 4*workers) // block buffers, reused once merged
 	var readErr error
+	var exactDone atomic.Bool // the collector's gap samples are histograms: skip exact lists
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // reader: blocks of whole lines, in order
@@ -193,6 +198,7 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 				}
 				d.reset()
 				d.hists = true
+				d.noExact = exactDone.Load()
 				reduceBlock(j.data, j.final, d, &rec, &sc, c.opts.IncludeWarmup)
 				j.out <- d
 			}
@@ -220,6 +226,7 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 			break
 		}
 		c.absorb(d)
+		exactDone.Store(c.itl.hist != nil && c.icl.hist != nil)
 		n += len(d.rows) + d.warmup
 		for _, b := range d.bad {
 			bad = append(bad, lineOff+b)

@@ -195,3 +195,29 @@ func FuzzReadRecords(f *testing.F) {
 		}
 	})
 }
+
+// Past the exact cap, gaps move to histograms, batch by batch in parallel,
+// and the percentiles stay within the histogram's resolution.
+func TestLoadGapsPastExactCap(t *testing.T) {
+	dir := t.TempDir()
+	writeRecords(t, dir, baseline(3000, 10, 4), "")
+	exact, err := Load(context.Background(), []string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(c, b int) { itlExactCap, readBlock = c, b }(itlExactCap, readBlock)
+	itlExactCap, readBlock = 1000, 16<<10 // many blocks, most reduced after the switch
+	approx, err := Load(context.Background(), []string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, a := exact.a.dist(exact, "itl"), approx.a.dist(approx, "itl")
+	if e.Approx || !a.Approx || e.Count != a.Count {
+		t.Fatalf("exact %+v\napprox %+v", e, a)
+	}
+	for _, pair := range [][2]float64{{e.P50, a.P50}, {e.P99, a.P99}, {e.Max, a.Max}, {e.Mean, a.Mean}} {
+		if d := (pair[1] - pair[0]) / pair[0]; d > 0.0005 || d < -0.0005 {
+			t.Errorf("histogram value %v vs exact %v", pair[1], pair[0])
+		}
+	}
+}
