@@ -56,8 +56,8 @@ func DefaultOptions() Options {
 // BindFlags defines one flag per option on fs, with o's values as the
 // defaults. The flag names are also the YAML keys of ApplyConfigFile.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Model, "model", o.Model, "model: a catalog name (tokentrace estimate --list-models) or a Hugging Face config.json (file or directory)")
-	fs.StringVar(&o.GPU, "gpu", o.GPU, "GPU: a catalog name")
+	fs.StringVar(&o.Model, "model", o.Model, "model: a catalog name (tokentrace estimate --list) or a Hugging Face config.json (file or directory)")
+	fs.StringVar(&o.GPU, "gpu", o.GPU, "GPU: a catalog name (tokentrace estimate --list)")
 	fs.StringVar(&o.GPUCatalog, "gpu-catalog", o.GPUCatalog, "YAML file of extra GPUs (the built-in catalog's schema)")
 	fs.IntVar(&o.TP, "tp", o.TP, "tensor-parallel degree (GPUs per replica)")
 	fs.StringVar(&o.DType, "dtype", o.DType, "weight precision: bf16, fp16, fp8, int8, int4")
