@@ -19,23 +19,23 @@ import (
 // or the keys of a YAML file with the same names (docs/serve.md). Config
 // turns them into a runnable Config.
 type Options struct {
-	Model, GPU, GPUCatalog, DType, KVDType, DraftModel string
-	TP                                                 int
-	GPUMemoryUtilization                               float64
-	MaxNumSeqs, MaxNumBatchedTokens, BlockSize         int
-	NumGPUBlocksOverride, MaxModelLen, MaxWaiting      int
-	EnablePrefixCaching, EnableChunkedPrefill          bool
-	SpeculativeK                                       int
-	SpeculativeAlpha                                   float64
-	SchedulingPolicy                                   string
-	OutputLength                                       engine.OutputLength
-	Seed                                               uint64
-	Host                                               string
-	Port                                               int
-	ServedModelName                                    string
-	MaxBodyBytes                                       int64
-	QueueFullStatus                                    int
-	Faults                                             Faults
+	Model, GPU, GPUFile, DType, KVDType, DraftModel string
+	TP                                              int
+	GPUMemoryUtilization                            float64
+	MaxNumSeqs, MaxNumBatchedTokens, BlockSize      int
+	NumGPUBlocksOverride, MaxModelLen, MaxWaiting   int
+	EnablePrefixCaching, EnableChunkedPrefill       bool
+	SpeculativeK                                    int
+	SpeculativeAlpha                                float64
+	SchedulingPolicy                                string
+	OutputLength                                    engine.OutputLength
+	Seed                                            uint64
+	Host                                            string
+	Port                                            int
+	ServedModelName                                 string
+	MaxBodyBytes                                    int64
+	QueueFullStatus                                 int
+	Faults                                          Faults
 }
 
 // DefaultMaxModelLen is the context length used when --max-model-len is
@@ -58,7 +58,7 @@ func DefaultOptions() Options {
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Model, "model", o.Model, "model: a catalog name (tokentrace estimate --list) or a Hugging Face config.json (file or directory)")
 	fs.StringVar(&o.GPU, "gpu", o.GPU, "GPU: a catalog name (tokentrace estimate --list)")
-	fs.StringVar(&o.GPUCatalog, "gpu-catalog", o.GPUCatalog, "YAML file of extra GPUs (the built-in catalog's schema)")
+	fs.StringVar(&o.GPUFile, "gpu-file", o.GPUFile, "YAML hardware catalog that adds to or overrides the built-in one (as tokentrace estimate --gpu-file)")
 	fs.IntVar(&o.TP, "tp", o.TP, "tensor-parallel degree (GPUs per replica)")
 	fs.StringVar(&o.DType, "dtype", o.DType, "weight precision: bf16, fp16, fp8, int8, int4")
 	fs.StringVar(&o.KVDType, "kv-dtype", o.KVDType, "KV cache precision: auto (bf16), bf16, fp16, fp8, int8")
@@ -220,10 +220,10 @@ func (o Options) Config() (Config, error) {
 }
 
 func (o Options) lookupGPU() (perfmodel.GPU, error) {
-	if o.GPUCatalog == "" {
+	if o.GPUFile == "" {
 		return perfmodel.LookupGPU(o.GPU)
 	}
-	extra, err := perfmodel.LoadGPUCatalogFile(o.GPUCatalog)
+	extra, err := perfmodel.LoadGPUCatalogFile(o.GPUFile)
 	if err != nil {
 		return perfmodel.GPU{}, err
 	}

@@ -36,7 +36,7 @@ func TestConfigFileKeysAreFlags(t *testing.T) {
 		"served-model-name": "m", "max-body-bytes": "4096", "fault-seed": "5", "fault-429-rate": "0.1",
 		"fault-500-rate": "0.05", "fault-503-rate": "0.02", "fault-400-rate": "0.01", "fault-slow-first-token-rate": "0.2",
 		"fault-slow-first-token-delay": "3s", "fault-stall-rate": "0.3", "fault-stall-duration": "250ms",
-		"fault-reset-rate": "0.04", "gpu-catalog": "gpus.yaml",
+		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml",
 	}
 	fromFlags, fromFile := DefaultOptions(), DefaultOptions()
 	fsFlags := pflag.NewFlagSet("a", pflag.ContinueOnError)
