@@ -350,7 +350,9 @@ type attempt struct {
 	done    bool // the stream ended ([DONE]) before any content
 	// outcome
 	err      error
-	timedOut atomic.Bool
+	// phase: 0 waiting for the first token, 1 got it, 2 timed out; the
+	// TTFT timer and the reader race for it with compare-and-swap.
+	phase atomic.Int32
 	status   int // upstream status when it answered with an error
 	errBody  []byte
 	tokens   int // output tokens counted in pending
@@ -358,6 +360,19 @@ type attempt struct {
 
 	ttftTimeout time.Duration // 0: none
 	whole       bool          // the answer is one body, not an event stream
+}
+
+// timedOut reports whether the TTFT timeout fired before the first token.
+func (a *attempt) timedOut() bool { return a.phase.Load() == 2 }
+
+// claimFirst marks the first token as arrived; false (and the attempt
+// failed) when the TTFT timeout won the race.
+func (a *attempt) claimFirst() bool {
+	if a.phase.CompareAndSwap(0, 1) {
+		return true
+	}
+	a.err = errors.New("ttft timeout")
+	return false
 }
 
 // drain receives the results of n attempts that lost (cancelled) and
@@ -446,17 +461,17 @@ func (x *exchange) forward(ctx context.Context) bool {
 			}
 			last = a
 			outcome := "failed"
-			if a.timedOut.Load() {
+			if a.timedOut() {
 				outcome = "timeout"
 			}
 			g.countAttempt(a.pool, outcome)
-			if a.err != nil && ctx.Err() == nil && !a.timedOut.Load() {
+			if a.err != nil && ctx.Err() == nil && !a.timedOut() {
 				g.log().Warn("upstream attempt failed", "request_id", x.id, "pool", a.pool.name, "replica", a.rep.cfg.URL, "err", a.err)
 			}
 			if ctx.Err() != nil {
 				break
 			}
-			if !a.retryable() && !a.timedOut.Load() {
+			if !a.retryable() && !a.timedOut() {
 				break
 			}
 			if len(running) > 0 {
@@ -497,7 +512,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 		x.fail(statusClientClosed, openai.TypeServer, "client closed the request", "", "cancelled", 0)
 	case ctx.Err() != nil:
 		x.fail(http.StatusGatewayTimeout, openai.TypeServer, "total timeout expired before the first token", "", "timeout", 0)
-	case last != nil && last.timedOut.Load():
+	case last != nil && last.timedOut():
 		x.fail(http.StatusGatewayTimeout, openai.TypeServer,
 			fmt.Sprintf("no first token within %s (ttft timeout) after all retries", route.Timeouts.TTFT.D()), "", "ttft_timeout", 0)
 	case last != nil && last.status != 0:
@@ -577,8 +592,9 @@ func (x *exchange) run(a *attempt, body []byte) *attempt {
 	a.started = g.now()
 	if d := a.ttftTimeout; d > 0 {
 		t := time.AfterFunc(d, func() {
-			a.timedOut.Store(true)
-			a.cancel()
+			if a.phase.CompareAndSwap(0, 2) {
+				a.cancel()
+			}
 		})
 		defer t.Stop()
 	}
@@ -632,7 +648,7 @@ func (x *exchange) run(a *attempt, body []byte) *attempt {
 			return a
 		}
 		a.first = g.now()
-		ok = true
+		ok = a.claimFirst()
 		return a
 	}
 	a.rd = bufio.NewReaderSize(resp.Body, 4<<10)
@@ -655,12 +671,12 @@ func (x *exchange) run(a *attempt, body []byte) *attempt {
 			if probe.Usage != nil {
 				a.tokens, a.lastUse = probe.Usage.CompletionTokens, probe.Usage.CompletionTokens
 			}
-			ok = true
+			ok = a.claimFirst()
 			return a
 		case eventDone:
 			a.first = g.now()
 			a.done = true
-			ok = true
+			ok = a.claimFirst()
 			return a
 		case eventError:
 			a.status = http.StatusBadGateway
