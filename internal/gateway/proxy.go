@@ -349,14 +349,14 @@ type attempt struct {
 	first   time.Time
 	done    bool // the stream ended ([DONE]) before any content
 	// outcome
-	err      error
+	err error
 	// phase: 0 waiting for the first token, 1 got it, 2 timed out; the
 	// TTFT timer and the reader race for it with compare-and-swap.
-	phase atomic.Int32
-	status   int // upstream status when it answered with an error
-	errBody  []byte
-	tokens   int // output tokens counted in pending
-	lastUse  int // completion_tokens of the last usage seen
+	phase   atomic.Int32
+	status  int // upstream status when it answered with an error
+	errBody []byte
+	tokens  int // output tokens counted in pending
+	lastUse int // completion_tokens of the last usage seen
 
 	ttftTimeout time.Duration // 0: none
 	whole       bool          // the answer is one body, not an event stream
