@@ -52,3 +52,32 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 		t.Fatal("started with no upstreams")
 	}
 }
+
+func TestRunAppliesReadHeaderTimeout(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	cfg := "server: {read_header_timeout: 100ms}\npools: [{name: p, replicas: [{url: \"" + up.URL() + "\"}]}]\nroutes: [{model: \"*\", pool: p}]\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan net.Addr, 1)
+	go func() {
+		_ = Run(ctx, RunConfig{Addr: "127.0.0.1:0", ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func(a net.Addr) { addrc <- a }})
+	}()
+	addr := <-addrc
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"); err != nil { // headers never finished
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the gateway kept a connection with unfinished headers open for 5 s")
+	}
+}

@@ -145,6 +145,17 @@ func fastContent(data []byte) bool {
 	return false
 }
 
+// nextEventReady reports whether rd already holds a complete next event
+// (read from the network, not yet consumed), so that a flush may wait for
+// it without waiting on the network.
+func nextEventReady(rd *bufio.Reader) bool {
+	if rd == nil || rd.Buffered() == 0 {
+		return false
+	}
+	b, _ := rd.Peek(rd.Buffered())
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
 // stream sends the winning attempt's answer to the client: the events read
 // so far, then each further event as it arrives, flushed one by one. It
 // returns true (a first token existed).
@@ -190,7 +201,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		// Flush unless the next event is already read and waiting: nothing
 		// is ever held back for input that has not arrived, but events that
 		// arrived together leave together (one write to the client).
-		if err == nil && (a.rd == nil || a.rd.Buffered() == 0) {
+		if err == nil && !nextEventReady(a.rd) {
 			err = rc.Flush()
 		}
 		tl.backpressure += g.now().Sub(t0)

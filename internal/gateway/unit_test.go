@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -427,5 +428,20 @@ func TestInspectClassifiesEvents(t *testing.T) {
 	// an escaped string is not content.
 	if fastContent([]byte(`{"choices":[{"delta":{"role":"assistant","content":""}}]}`)) {
 		t.Error("empty content taken as content")
+	}
+}
+
+func TestNextEventReady(t *testing.T) {
+	for _, c := range []struct {
+		buffered string
+		want     bool
+	}{{"", false}, {"data: {\"a\":1}\n", false}, {"data: {\"a\":1}\n\n", true}, {"data: x\r\n\r\n", true}, {"data: x\n\ndata: partial", true}} {
+		rd := bufio.NewReaderSize(strings.NewReader(c.buffered), 64)
+		if c.buffered != "" {
+			_, _ = rd.Peek(1) // fill the buffer
+		}
+		if got := nextEventReady(rd); got != c.want {
+			t.Errorf("%q: %v, want %v", c.buffered, got, c.want)
+		}
 	}
 }
