@@ -21,6 +21,31 @@ func findBrowser() string {
 	return ""
 }
 
+// consoleErrors picks the page's console messages and load failures out of
+// Chromium's --enable-logging=stderr output.
+func consoleErrors(logs string) []string {
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, ":CONSOLE") || strings.Contains(line, "Uncaught") ||
+			strings.Contains(line, "Failed to load resource") || strings.Contains(line, "net::ERR_") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// The scan catches what Chromium logs for a page with a console error and an
+// exception (lines recorded from chromium 1xx headless), and ignores its own noise.
+func TestConsoleErrorsScan(t *testing.T) {
+	logs := `[8609:8609:1202/140619.368596:WARNING:ui/base/idle/idle_linux.cc:111] None of the known D-Bus ScreenSaver services could be used.
+[8609:8609:1202/140619.636169:INFO:CONSOLE:1] "boom", source: file:///tmp/bad.html (1)
+[8609:8609:1202/140619.636486:INFO:CONSOLE:1] "Uncaught ReferenceError: undefinedFn is not defined", source: file:///tmp/bad.html (1)
+[29754:29809:1202/140117.651054:ERROR:dbus/bus.cc:405] Failed to connect to the bus: Could not parse server address`
+	if got := consoleErrors(logs); len(got) != 2 {
+		t.Errorf("found %d console lines, want 2: %q", len(got), got)
+	}
+}
+
 // TestHTMLInBrowser opens the HTML report of a sweep in headless Chromium,
 // checks that it renders without console errors, loads nothing from the
 // network, puts the diagnosis before the charts and shows every chart, and
@@ -63,11 +88,8 @@ func TestHTMLInBrowser(t *testing.T) {
 		return out.String(), errb.String()
 	}
 	dom, logs := run("--dump-dom", "file://"+page)
-	for _, line := range strings.Split(logs, "\n") {
-		if strings.Contains(line, "CONSOLE") || strings.Contains(line, "Uncaught") ||
-			strings.Contains(line, "Failed to load resource") || strings.Contains(line, "net::ERR_") {
-			t.Errorf("browser console: %s", line)
-		}
+	for _, line := range consoleErrors(logs) {
+		t.Errorf("browser console: %s", line)
 	}
 	if !strings.Contains(dom, "<h1>tokentrace report") {
 		t.Fatalf("the DOM does not hold the report:\n%.2000s", dom)

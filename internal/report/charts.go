@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -114,6 +115,31 @@ func hline(p *plot.Plot, name string, y, x0, x1 float64, i int) error {
 	return line(p, name, plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}}, i, true)
 }
 
+// logTicks labels a log axis at 1, 2 and 5 times each power of ten (plain
+// powers of ten leave a short range with one label).
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi <= lo {
+		return nil
+	}
+	var out []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			label := strconv.FormatFloat(v, 'f', -1, 64)
+			if v >= 1e4 {
+				label = strconv.FormatFloat(v/1000, 'f', -1, 64) + "k"
+			}
+			out = append(out, plot.Tick{Value: v, Label: label})
+		}
+	}
+	return out
+}
+
 // cdfPoints samples an ascending sample's empirical CDF at up to k points.
 func cdfPoints(sorted []int64, k int) plotter.XYs {
 	n := len(sorted)
@@ -197,7 +223,7 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 	if len(a.sources) > 1 || t1 <= t0 {
 		return nil // instants of different runs do not share a clock
 	}
-	nb := int(min(max((t1-t0)/1e9, 10), 120))
+	nb := int(min(max((t1-t0)/1e9, 30), 120))
 	width := float64(t1-t0) / float64(nb)
 	bin := func(t int64) int { return min(max(int(float64(t-t0)/width), 0), nb-1) }
 	ttft := make([][]int64, nb)
@@ -230,7 +256,7 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 	}
 	p := newPlot("Latency over the run", "time since start (s), by send instant", "ms (log scale)")
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = logTicks{}
 	for i, name := range []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"} {
 		for k := range series[i] {
 			series[i][k].Y = max(series[i][k].Y, 0.001)
@@ -443,7 +469,7 @@ func sweepCharts(r *Report, add addFunc) error {
 	x0, x1 := pts[0].OfferedRPS, pts[len(pts)-1].OfferedRPS
 	p := newPlot("Latency vs offered rate", "offered rate (req/s)", "ms (log scale)")
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = logTicks{}
 	series := []struct {
 		name string
 		v    func(Phase) float64

@@ -35,3 +35,36 @@ func TestSmokeHTML(t *testing.T) {
 		os.WriteFile(os.Getenv("REPORT_HTML_OUT"), b.Bytes(), 0o644)
 	}
 }
+
+// With the server's scraped samples in run.json, the in-flight chart shows
+// them instead of the client's view.
+func TestChartsUseServerSamples(t *testing.T) {
+	c := NewCollector(Options{})
+	for i, s := range baseline(100, 10, 1) {
+		c.Add(s.record(i))
+	}
+	rep := c.Report()
+	charts, err := rep.Charts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caption := func(charts []Chart) string {
+		for _, ch := range charts {
+			if ch.ID == "inflight-time" {
+				return ch.Caption
+			}
+		}
+		return ""
+	}
+	if !strings.Contains(caption(charts), "client view") {
+		t.Errorf("without samples: %q", caption(charts))
+	}
+	c.SetRun(RunInfo{Samples: []ServerSample{{AtNS: 0, Running: 3, Waiting: 0}, {AtNS: 5e9, Running: 8, Waiting: 12}}})
+	charts, err = c.Report().Charts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(caption(charts), "scraped from the server") {
+		t.Errorf("with samples: %q", caption(charts))
+	}
+}
