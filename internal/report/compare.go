@@ -199,6 +199,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 func (c *Comparison) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(nanToZero(c))
 }
 
