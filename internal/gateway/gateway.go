@@ -151,20 +151,21 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 		p.cfg = pc
 		p.balancer = newBalancer(pc, g.now)
 		for _, rc := range pc.Replicas {
+			// A replica whose configuration is unchanged keeps its object
+			// (outstanding count, scraped figures); a changed one gets a
+			// new object, so a Replica's cfg is never written after it is
+			// shared.
 			var r *Replica
 			if old != nil && old.pools[pc.Name] != nil {
 				for _, or := range old.pools[pc.Name].replicas {
-					if or.cfg.URL == rc.URL {
+					if sameReplica(or.cfg, rc) {
 						r = or
 					}
 				}
 			}
 			if r == nil {
-				r = &Replica{}
+				r = &Replica{cfg: rc}
 			}
-			r.mu.Lock()
-			r.cfg = rc
-			r.mu.Unlock()
 			p.replicas = append(p.replicas, r)
 		}
 		p.adm.hint = p.upstreamHint(3 * pc.ScrapeInterval.D())
@@ -297,4 +298,8 @@ func (rt *liveConfig) poolFor(r *RouteConfig, req *Request) *pool {
 		return rt.pools[r.Pool]
 	}
 	return rt.pools[r.LengthPools[len(r.LengthPools)-1].Pool]
+}
+
+func sameReplica(a, b ReplicaConfig) bool {
+	return a.URL == b.URL && a.APIKey == b.APIKey && a.APIKeyEnv == b.APIKeyEnv && a.Kind == b.Kind && slices.Equal(a.Models, b.Models)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net"
 	"os"
 	"path/filepath"
@@ -79,5 +80,21 @@ func TestRunAppliesReadHeaderTimeout(t *testing.T) {
 	_, err = io.ReadAll(c)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("the gateway kept a connection with unfinished headers open for 5 s")
+	}
+}
+
+func TestZeroGatewayAnswers503(t *testing.T) {
+	gw := startGateway(t, &Gateway{})
+	s, _, body := do(t, gw.URL, chatBody("m", false, "x", ""), nil)
+	if s != 503 || !strings.Contains(body, "no_upstreams") {
+		t.Fatalf("zero Gateway: %d %s", s, body)
+	}
+	r, err := http.Get(gw.URL + "/health")
+	if err != nil || r.StatusCode != 200 {
+		t.Fatalf("health: %v %v", r, err)
+	}
+	r.Body.Close()
+	if r, _ := http.Get(gw.URL + "/metrics"); r.StatusCode != 404 {
+		t.Errorf("metrics without a handler: %d, want 404", r.StatusCode)
 	}
 }
