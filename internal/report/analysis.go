@@ -36,7 +36,7 @@ type analysis struct {
 func (c *Collector) Report() *Report {
 	a := &analysis{
 		opts: c.opts, rows: c.rows, errKinds: c.errKinds, phases: c.phases,
-		sources: c.sources, runs: c.runs, itl: c.itl, icl: c.icl,
+		sources: c.sources, runs: c.runs, itl: c.itl.snapshot(), icl: c.icl.snapshot(),
 		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()),
 	}
 	rep := &Report{Schema: Schema, Sources: nonEmpty(c.sources), Runs: c.runs, a: a}

@@ -136,6 +136,17 @@ func (g *gaps) merge(vs []int64, oh *logHist) {
 	}
 }
 
+// snapshot is a copy that later additions to g do not change.
+func (g gaps) snapshot() gaps {
+	if g.hist != nil {
+		h := *g.hist
+		h.counts = append([]int64(nil), g.hist.counts...)
+		g.hist = &h
+	}
+	g.exact = g.exact[:len(g.exact):len(g.exact)]
+	return g
+}
+
 // toHist moves the exact values into the histogram.
 func (g *gaps) toHist() {
 	g.hist = &logHist{}
