@@ -168,18 +168,20 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 			}
 			p.replicas = append(p.replicas, r)
 		}
-		p.adm.hint = p.upstreamHint(3 * pc.ScrapeInterval.D())
+		hint := p.upstreamHint(3 * pc.ScrapeInterval.D())
+		var onChange func(depth, inflight int, limit float64)
 		if m := g.Metrics; m != nil {
 			depthG, inflightG, limitG := m.QueueDepth.WithLabelValues(pc.Name), m.InFlight.WithLabelValues(pc.Name), m.Concurrency.WithLabelValues(pc.Name)
-			p.adm.onChange = func(depth, inflight int, limit float64) {
+			onChange = func(depth, inflight int, limit float64) {
 				depthG.Set(float64(depth))
 				inflightG.Set(float64(inflight))
 				limitG.Set(limit)
 			}
-			p.adm.mu.Lock()
-			p.adm.changedLocked()
-			p.adm.mu.Unlock()
 		}
+		p.adm.mu.Lock() // the admission may be live (kept across a reload)
+		p.adm.hint, p.adm.onChange = hint, onChange
+		p.adm.changedLocked()
+		p.adm.mu.Unlock()
 		rt.pools[pc.Name] = p
 		if pc.ScrapeInterval > 0 {
 			go g.scrapeLoop(ctx, p)

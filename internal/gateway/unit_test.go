@@ -445,3 +445,43 @@ func TestNextEventReady(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadUnderTraffic reloads the configuration while requests run; the
+// race detector checks the shared state.
+func TestReloadUnderTraffic(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 3, gap: time.Millisecond})
+	mk := func(conc int) *Config {
+		c, err := ParseConfig([]byte(fmt.Sprintf("pools: [{name: p, scrape_interval: 5ms, replicas: [{url: %q}], queue: {concurrency: %d, aimd: true}}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL(), conc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	g, err := New(mk(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, g)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if s, _, b := do(t, gw.URL, chatBody("m", true, "x", ""), nil); s != 200 {
+					t.Errorf("%d %s", s, b)
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		if err := g.SetConfig(mk(2 + i%3)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	wg.Wait()
+	if d, f, _ := poolState(g, "p"); d != 0 || f != 0 {
+		t.Errorf("after the traffic: depth %d in flight %d, want 0 0", d, f)
+	}
+}
