@@ -258,6 +258,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	sum.Report = rep
 	sum.Compat = compat.views()
 	sum.SLOsFailed = slosFailed(rep, cfg.SLOs)
+	if sum.Sweep != nil && len(cfg.SLOs) > 0 {
+		// A sweep's records pool several loads: its verdict is whether any
+		// point met the SLOs (for a capacity search, whether one was found).
+		sum.SLOsFailed = true
+		for _, p := range sum.Sweep.Points {
+			if p.SLOsHold != nil && *p.SLOsHold {
+				sum.SLOsFailed = false
+			}
+		}
+	}
 	if err := writeJSON(filepath.Join(cfg.OutDir, SummaryFile), sum); err != nil {
 		return nil, err
 	}

@@ -88,6 +88,11 @@ type PhaseResult struct {
 	// (last end − first intended send) over the measured requests.
 	Succeeded     int     `json:"succeeded"`
 	ThroughputRPS float64 `json:"throughput_rps"`
+	// CompletionRPS is (successes − 1) / (last end − first end): the
+	// steady rate answers came back at, free of start-up and drain. Under
+	// the server's capacity it follows the scheduled rate; past it, it
+	// falls behind.
+	CompletionRPS float64 `json:"completion_rps"`
 	// ScheduledRPS is (n − 1) / (last − first intended send) over the
 	// measured requests; AchievedRPS the same over the actual sends.
 	// Their ratio is how well the client kept its schedule.
@@ -144,7 +149,7 @@ type phaseRun struct {
 	res                          PhaseResult
 	lags                         []int64
 	firstI, lastI, firstS, lastS int64
-	lastE                        int64
+	firstE, lastE                int64
 	measured                     int
 }
 
@@ -377,6 +382,9 @@ func (p *phaseRun) note(rec *latency.Record, scheduled bool) {
 	if rec.OK() {
 		p.res.Succeeded++
 		p.lastE = max(p.lastE, rec.EndNS)
+		if p.firstE == 0 || rec.EndNS < p.firstE {
+			p.firstE = rec.EndNS
+		}
 	}
 	if p.firstI < 0 || rec.IntendedNS < p.firstI {
 		p.firstI = rec.IntendedNS
@@ -402,6 +410,9 @@ func (p *phaseRun) summarize() {
 	}
 	if d := p.lastE - p.firstI; p.res.Succeeded > 0 && d > 0 {
 		p.res.ThroughputRPS = float64(p.res.Succeeded) / (float64(d) / 1e9)
+	}
+	if d := p.lastE - p.firstE; p.res.Succeeded > 1 && d > 0 {
+		p.res.CompletionRPS = float64(p.res.Succeeded-1) / (float64(d) / 1e9)
 	}
 	if len(p.lags) > 0 {
 		slices.Sort(p.lags)
