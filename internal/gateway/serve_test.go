@@ -204,3 +204,24 @@ func TestStreamRequestAnsweredWithJSONIsPassedThrough(t *testing.T) {
 		t.Fatalf("status %d body %s", st, body)
 	}
 }
+
+func TestCompletionsStreamThroughGateway(t *testing.T) {
+	s := startServe(t, time.Millisecond)
+	gw := startGateway(t, quickGateway(t, serveBase(s)))
+	body := fmt.Sprintf(`{"model":%q,"prompt":"one two three","max_tokens":4,"ignore_eos":true,"stream":true}`, simModel)
+	resp, err := http.Post(gw.URL+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, comments := sseEvents(t, resp.Body)
+	resp.Body.Close()
+	texts := 0
+	for _, d := range data {
+		if strings.Contains(d, `"text":"`) && !strings.Contains(d, `"text":""`) {
+			texts++
+		}
+	}
+	if resp.StatusCode != 200 || texts != 4 || data[len(data)-1] != "[DONE]" || len(comments) != 1 {
+		t.Fatalf("status %d, %d text events, last %q, comments %v", resp.StatusCode, texts, data[len(data)-1], comments)
+	}
+}
