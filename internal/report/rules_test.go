@@ -101,6 +101,11 @@ func TestRules(t *testing.T) {
 	for i := range clientRun {
 		clientRun[i].cq = 5 * float64(i)
 	}
+	bursty := baseline(300, 10, 12)
+	for i := range bursty {
+		bursty[i].at = float64(i/20) * 2000 // 20 at once every 2 s: 10 req/s on average
+		bursty[i].sq = float64(i%20) * 60   // each waits for the ones before it
+	}
 	tests := []struct {
 		rule    string
 		opts    Options
@@ -112,6 +117,8 @@ func TestRules(t *testing.T) {
 		{"server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, overloadRun(200), nil, true,
 			[]string{"largest TTFT term", "first quarter", "req/s", "capacity"}},
 		{"server-queueing", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=300ms")}, bursty, nil, true,
+			[]string{"largest TTFT term", "bursts"}},
 		{"server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=100s")}, overloadRun(200), nil, false, nil},
 		{"prefill-bound", Options{SLOs: mustSLOs(t, "ttft:p99<=200ms")}, prefillRun(200), nil, true,
 			[]string{"ms per 1k input tokens", "previous turn"}},
