@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -342,4 +343,52 @@ func BenchmarkFirstByteSequential(b *testing.B) {
 	b.ReportMetric(us(pct(floor, 0.99)), "floor-p99-µs")
 	b.ReportMetric(us(pct(proxied, 0.5)), "gw-p50-µs")
 	b.ReportMetric(us(pct(proxied, 0.99)), "gw-p99-µs")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkStreamsCPU runs 1,000 concurrent streams × 20 chunks through
+// one path per sub-benchmark and reports the whole process's CPU time
+// (user + system: client, proxy and upstream together) per chunk. On a
+// machine where the streams saturate the cores, CPU per chunk is what sets
+// latency; gw minus floor is the gateway's own cost per chunk.
+func BenchmarkStreamsCPU(b *testing.B) {
+	for _, path := range []string{"direct", "floor", "gw"} {
+		b.Run("path="+path, func(b *testing.B) {
+			up := httptest.NewServer(benchUpstream(20, 20*time.Millisecond))
+			defer up.Close()
+			target := up.URL
+			switch path {
+			case "floor":
+				fl := httptest.NewServer(floorProxy(up.URL))
+				defer fl.Close()
+				target = fl.URL
+			case "gw":
+				g := quickGateway(b, up.URL)
+				gw := httptest.NewServer(g)
+				defer gw.Close()
+				defer g.Close()
+				target = gw.URL
+			}
+			client := benchClient()
+			runStreams(client, target, 1000, false)
+			var cpu time.Duration
+			chunks := 0
+			for b.Loop() {
+				runtime.GC()
+				c0 := cpuTime()
+				st := runStreams(client, target, 1000, false)
+				cpu += cpuTime() - c0
+				chunks += len(st.chunks)
+				if st.errors > 0 {
+					b.Fatalf("%d errors", st.errors)
+				}
+			}
+			b.ReportMetric(float64(cpu)/1e3/float64(chunks), "cpu-µs/chunk")
+		})
+	}
 }
