@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"io"
-	"strconv"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
