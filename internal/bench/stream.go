@@ -78,24 +78,7 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 	}
 	if ch.choices == 0 {
 		if ch.hasUsage {
-			u := &usage{}
-			if ch.hasPrompt {
-				u.PromptTokens = &ch.prompt
-			}
-			if ch.hasCompletion {
-				u.CompletionTokens = &ch.completion
-			}
-			if ch.cached > 0 {
-				u.PromptTokensDetails = &struct {
-					CachedTokens int `json:"cached_tokens"`
-				}{ch.cached}
-			}
-			if ch.reasoningTokens > 0 {
-				u.CompletionTokensDetails = &struct {
-					ReasoningTokens int `json:"reasoning_tokens"`
-				}{ch.reasoningTokens}
-			}
-			s.finalUsage = u
+			s.finalUsage = ch.usage()
 		}
 		return nil
 	}
@@ -111,11 +94,18 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 	}
 	delta := int32(1)
 	if ch.hasUsage && ch.hasCompletion {
-		s.contUsage = true
-		delta = int32(ch.completion - s.prevCompl)
-		s.prevCompl = ch.completion
-		if ch.hasPrompt {
-			s.contPrompt = ch.prompt
+		if !s.contUsage && s.choices > 1 {
+			// Usage first seen on a later chunk that also carries a choice
+			// (TGI and llama.cpp put the totals on the last chunk): the
+			// final usage, not a per-chunk count.
+			s.finalUsage = ch.usage()
+		} else {
+			s.contUsage = true
+			delta = int32(ch.completion - s.prevCompl)
+			s.prevCompl = ch.completion
+			if ch.hasPrompt {
+				s.contPrompt = ch.prompt
+			}
 		}
 	}
 	switch {
@@ -337,4 +327,28 @@ func parseServerTiming(v string, into map[string]time.Duration) {
 			into[name] = time.Duration(ms * 1e6)
 		}
 	}
+}
+
+// usage copies the chunk's usage counts.
+func (c *fastChunk) usage() *usage {
+	u := &usage{}
+	if c.hasPrompt {
+		p := c.prompt
+		u.PromptTokens = &p
+	}
+	if c.hasCompletion {
+		n := c.completion
+		u.CompletionTokens = &n
+	}
+	if c.cached > 0 {
+		u.PromptTokensDetails = &struct {
+			CachedTokens int `json:"cached_tokens"`
+		}{c.cached}
+	}
+	if c.reasoningTokens > 0 {
+		u.CompletionTokensDetails = &struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		}{c.reasoningTokens}
+	}
+	return u
 }
