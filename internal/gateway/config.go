@@ -62,7 +62,9 @@ type ReplicaConfig struct {
 	// returned to clients. APIKeyEnv names an environment variable holding it.
 	APIKey    string   `yaml:"api_key"`
 	APIKeyEnv string   `yaml:"api_key_env"`
-	Models    []string `yaml:"models"`
+	// Models are the model names the replica serves: listed in
+	// /v1/models, and routed to this pool when no route names them.
+	Models []string `yaml:"models"`
 	// Kind is vllm, sglang, tgi, llamacpp, ollama, openai or tokentrace;
 	// it selects the metric names queue-aware routing scrapes.
 	Kind string `yaml:"kind"`
@@ -352,9 +354,17 @@ func (c *Config) Validate() error {
 			bad("route %q: negative retries", r.Model)
 		}
 	}
+	served := map[string]bool{}
+	for _, p := range c.Pools {
+		for _, r := range p.Replicas {
+			for _, m := range r.Models {
+				served[m] = true
+			}
+		}
+	}
 	for i := range c.Routes {
-		if f := c.Routes[i].Fallback; f != "" && !models[f] {
-			bad("route %q: fallback %q is not a route", c.Routes[i].Model, f)
+		if f := c.Routes[i].Fallback; f != "" && !models[f] && !served[f] {
+			bad("route %q: fallback %q is neither a route nor a model a replica lists", c.Routes[i].Model, f)
 		}
 		if f := c.Routes[i].Fallback; f == c.Routes[i].Model && f != "" {
 			bad("route %q: falls back to itself", f)

@@ -190,6 +190,17 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	for i := range cfg.Routes {
 		rt.routes[cfg.Routes[i].Model] = &cfg.Routes[i]
 	}
+	// A model a replica lists, with no route of its own, is routed to that
+	// replica's pool (the first pool listing it) with no policies.
+	for _, pc := range cfg.Pools {
+		for _, rc := range pc.Replicas {
+			for _, m := range rc.Models {
+				if _, ok := rt.routes[m]; !ok {
+					rt.routes[m] = &RouteConfig{Model: m, Pool: pc.Name, Length: LengthPolicy{OnExceed: "reject"}}
+				}
+			}
+		}
+	}
 	for _, k := range cfg.Keys {
 		ks := &keyState{cfg: k}
 		if old != nil && old.keys[k.SHA256] != nil && old.keys[k.SHA256].cfg == k {

@@ -577,3 +577,30 @@ routes: [{model: "*", pool: p}]
 		t.Errorf("upstream order %s, want first,high,low", got)
 	}
 }
+
+func TestModelsListedByReplicasAreRouted(t *testing.T) {
+	a := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	b := newFakeUpstream(t, &fakeUpstream{name: "b"})
+	g := mustGateway(t, fmt.Sprintf(`
+pools:
+  - {name: pa, replicas: [{url: %q, models: [model-a]}]}
+  - {name: pb, replicas: [{url: %q, models: [model-b]}]}
+routes: [{model: alias-b, pool: pb, upstream_model: model-b}]
+`, a.URL(), b.URL()))
+	gw := startGateway(t, g)
+	for _, c := range []struct {
+		model string
+		want  *fakeUpstream
+	}{{"model-a", a}, {"model-b", b}, {"alias-b", b}} {
+		before := c.want.served.Load()
+		if s, _, body := do(t, gw.URL, chatBody(c.model, false, "x", ""), nil); s != 200 {
+			t.Fatalf("%s: %d %s", c.model, s, body)
+		}
+		if c.want.served.Load() != before+1 {
+			t.Errorf("%s not served by %s", c.model, c.want.name)
+		}
+	}
+	if s, _, _ := do(t, gw.URL, chatBody("model-c", false, "x", ""), nil); s != 404 {
+		t.Errorf("unlisted model: %d, want 404", s)
+	}
+}

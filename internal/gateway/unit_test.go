@@ -138,7 +138,7 @@ keys: [{name: k, sha256: abc}]`, "64 hex digits"},
 		{"fallback loop", `pools: [{name: p, replicas: [{url: "http://h"}]}]
 routes: [{model: a, pool: p, fallback: a}]`, "falls back to itself"},
 		{"unknown fallback", `pools: [{name: p, replicas: [{url: "http://h"}]}]
-routes: [{model: a, pool: p, fallback: b}]`, "not a route"},
+routes: [{model: a, pool: p, fallback: b}]`, "neither a route"},
 		{"aimd without concurrency", `pools: [{name: p, replicas: [{url: "http://h"}], queue: {aimd: true}}]`, "needs queue.concurrency"},
 		{"default over max", `pools: [{name: p, replicas: [{url: "http://h"}]}]
 routes: [{model: a, pool: p, length: {default_max_tokens: 10, max_max_tokens: 5}}]`, "exceeds max_max_tokens"},
