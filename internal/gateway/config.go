@@ -60,8 +60,8 @@ type ReplicaConfig struct {
 	URL string `yaml:"url"`
 	// APIKey is sent upstream as a bearer token; it is never logged nor
 	// returned to clients. APIKeyEnv names an environment variable holding it.
-	APIKey    string   `yaml:"api_key"`
-	APIKeyEnv string   `yaml:"api_key_env"`
+	APIKey    string `yaml:"api_key"`
+	APIKeyEnv string `yaml:"api_key_env"`
 	// Models are the model names the replica serves: listed in
 	// /v1/models, and routed to this pool when no route names them.
 	Models []string `yaml:"models"`
