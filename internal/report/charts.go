@@ -54,6 +54,7 @@ func newPlot(title, x, y string) *plot.Plot {
 	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
 		ax.Label.TextStyle.Font = font.From(sans, 11)
 		ax.Tick.Label.Font = font.From(sans, 10)
+		ax.Tick.Marker = niceTicks{}
 	}
 	p.Legend.TextStyle.Font = font.From(sans, 10)
 	p.Legend.Top = true
@@ -138,6 +139,46 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return out
+}
+
+// niceTicks labels a linear axis at about five round values (1, 2 or 5
+// times a power of ten), with unlabelled minor ticks between them.
+type niceTicks struct{}
+
+func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return nil
+	}
+	raw := (hi - lo) / 6
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var out []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		out = append(out, plot.Tick{Value: v, Label: tickLabel(v, step)})
+		for k := 1; k < 5; k++ {
+			if m := v + float64(k)*step/5; m <= hi {
+				out = append(out, plot.Tick{Value: m})
+			}
+		}
+	}
+	return out
+}
+
+func tickLabel(v, step float64) string {
+	if math.Abs(v) < step*1e-9 {
+		return "0"
+	}
+	if math.Abs(v) >= 1e4 && math.Mod(v, 1000) == 0 {
+		return strconv.FormatFloat(v/1000, 'f', -1, 64) + "k"
+	}
+	prec := max(0, int(-math.Floor(math.Log10(step))))
+	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
 // cdfPoints samples an ascending sample's empirical CDF at up to k points.

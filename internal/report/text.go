@@ -44,7 +44,7 @@ func (r *Report) writeText(w io.Writer) error {
 	p("throughput %s req/s (steady %s)  output %s tok/s  total %s tok/s  offered %s req/s\n",
 		num(s.ThroughputRPS), num(s.CompletionRPS), num(s.OutputTPS), num(s.TotalTPS), num(s.OfferedRPS))
 	if s.Warmup > 0 || s.Truncated > 0 {
-		p("warm-up excluded %d  truncated at max_tokens %d\n", s.Warmup, s.Truncated)
+		p("warm-up excluded %d  answers that hit max_tokens %d\n", s.Warmup, s.Truncated)
 	}
 	for _, run := range r.Runs {
 		for _, wmsg := range run.Warnings {
