@@ -105,7 +105,7 @@ failed, 2 for bad flags, 1 when the run could not happen. See docs/bench.md.`,
 			return
 		}
 		f.AddFlag(&pflag.Flag{Name: "sim-" + fl.Name, Usage: "embedded engine: " + fl.Usage,
-			Value: fl.Value, DefValue: fl.DefValue})
+			Value: fl.Value, DefValue: fl.DefValue, NoOptDefVal: fl.NoOptDefVal})
 	})
 	return cmd
 }
