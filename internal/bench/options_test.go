@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+func cfgOf(t *testing.T, mod func(*Options), set ...string) (Config, error) {
+	t.Helper()
+	o := DefaultOptions()
+	if mod != nil {
+		mod(&o)
+	}
+	changed := func(name string) bool {
+		for _, s := range set {
+			if s == name {
+				return true
+			}
+		}
+		return false
+	}
+	return o.Config(changed, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	c, err := cfgOf(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.Target.BaseURL, c.Target.IgnoreEOS, c.Target.ContinuousUsage, c.Load.Rate, c.Load.Requests, c.Load.Arrival, c.OutDir}
+	want := []any{"", true, true, float64(DefaultRate), DefaultRequests, workload.Poisson, filepath.Join("results", "20260102-030405")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("embedded defaults (-want +got):\n%s", diff)
+	}
+	// A real server gets neither extension unless asked.
+	c, err = cfgOf(t, func(o *Options) { o.URL = "http://h:8000"; o.Concurrency = 4 }, "url", "concurrency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Target.IgnoreEOS || c.Target.ContinuousUsage || c.Load.Rate != 0 || c.Load.Concurrency != 4 {
+		t.Errorf("external target %+v load %+v", c.Target, c.Load)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-env")
+	c, _ = cfgOf(t, func(o *Options) { o.Headers = []string{"X-A: 1", "X-A: 2"}; o.Warmup = "5s" })
+	if c.Target.APIKey != "sk-env" || !cmp.Equal(c.Target.Headers["X-A"], []string{"1", "2"}) || c.Load.WarmupDuration != 5*time.Second {
+		t.Errorf("key %q headers %v warm-up %s", c.Target.APIKey, c.Target.Headers, c.Load.WarmupDuration)
+	}
+}
+
+func TestOptionsTraceAndPrompts(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.csv")
+	_ = os.WriteFile(trace, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,2\n1.5,20,3\n3,30,4\n"), 0o644)
+	c, err := cfgOf(t, func(o *Options) { o.Trace = trace; o.TimeScale = 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Load.Requests != 3 || c.Load.Arrivals == nil {
+		t.Fatalf("trace load %+v", c.Load)
+	}
+	a := c.Load.Arrivals()
+	var at []time.Duration
+	for x, ok := a.Next(); ok; x, ok = a.Next() {
+		at = append(at, x)
+	}
+	if diff := cmp.Diff([]time.Duration{0, 3 * time.Second, 6 * time.Second}, at); diff != "" {
+		t.Errorf("arrivals (-want +got):\n%s", diff)
+	}
+	if _, err := cfgOf(t, func(o *Options) { o.Trace = trace; o.Rate = 5 }, "rate"); err == nil {
+		t.Error("--trace with --rate accepted")
+	}
+	prompts := filepath.Join(dir, "p.jsonl")
+	_ = os.WriteFile(prompts, []byte(`{"prompt":"a b c","max_tokens":7}`+"\n"), 0o644)
+	c, err = cfgOf(t, func(o *Options) { o.Prompts = prompts })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := c.Workload.Session(0).Next(0)
+	if r.MaxTokens != 7 || r.InputTokens != 4 {
+		t.Errorf("prompt request %+v", r)
+	}
+}
+
+func TestRecordsAreOnDiskAsTheyFinish(t *testing.T) {
+	path := filepath.Join(t.TempDir(), RequestsFile)
+	w, err := newRecordWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		w.Write(&latency.Record{ID: strings.Repeat("x", i+1)})
+	}
+	// Not closed, not flushed: a killed process leaves exactly this.
+	f, _ := os.Open(path)
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); n++ {
+	}
+	f.Close()
+	if n != 3 {
+		t.Errorf("%d lines on disk before Close, want 3", n)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newRecordWriter(path); err == nil {
+		t.Error("an existing requests file was reopened")
+	}
+}
+
+func TestLiveRunningPercentiles(t *testing.T) {
+	l := &Live{}
+	for i := 1; i <= 100; i++ {
+		l.done(&latency.Record{SentNS: 0, FirstTokenNS: int64(i) * 1e6})
+	}
+	l.done(&latency.Record{ErrorKind: latency.ErrTimeout})
+	p50, p99 := l.ttft()
+	// 1 % buckets.
+	if d := float64(p50) / 50e6; d < 0.98 || d > 1.02 {
+		t.Errorf("p50 %s, want 50ms ± 2%%", p50)
+	}
+	if d := float64(p99) / 99e6; d < 0.98 || d > 1.02 {
+		t.Errorf("p99 %s, want 99ms ± 2%%", p99)
+	}
+	if l.nErr.Load() != 1 || l.nDone.Load() != 101 {
+		t.Errorf("done %d errors %d", l.nDone.Load(), l.nErr.Load())
+	}
+}
+
+func TestCalibrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a loopback server")
+	}
+	c, err := Calibrate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Requests != 200 || c.Errors != 0 || c.TTFTErrP50MS < 0 || c.TTFTErrP50MS > c.TTFTErrP99MS || c.FloorMS != c.TTFTErrP50MS {
+		t.Errorf("%+v", c)
+	}
+}
