@@ -89,3 +89,22 @@ func TestNiceTicks(t *testing.T) {
 		t.Errorf("0.2..1.05: %s", got)
 	}
 }
+
+// Big runs keep the table within 100 columns.
+func TestTextWidthWithBigCounts(t *testing.T) {
+	d := Dist{Metric: "client_queue", Count: 151451836, Mean: 12345.6, P50: 99999, P90: 123456, P95: 0.01,
+		P99: 1, P999: 10, Max: 100000, P95CI: [2]float64{1, 2}, P99CI: [2]float64{12345.6, 99999}, Approx: true}
+	rep := &Report{Summary: Summary{Requests: 1000000}, Metrics: []Dist{d, {Metric: "ttft", Count: 9999999}}}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Errorf("%d columns: %q", n, line)
+		}
+	}
+	if !strings.Contains(b.String(), "151.5M") || !strings.Contains(b.String(), "9999999") {
+		t.Errorf("counts:\n%s", b.String())
+	}
+}

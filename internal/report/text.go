@@ -83,12 +83,19 @@ func (r *Report) writeText(w io.Writer) error {
 			if !d.P99Trusted {
 				ci += "*"
 			}
-			p("%-13s %7d %8s %8s %8s %8s %8s %8s %8s  %s\n", clip(d.Metric, 13), d.Count,
+			name := d.Metric
+			if d.Approx {
+				name += "≈"
+			}
+			p("%-13s %7s %8s %8s %8s %8s %8s %8s %8s  %s\n", clip(name, 13), count(d.Count),
 				fmtMS(d.Mean), fmtMS(d.P50), fmtMS(d.P90), fmtMS(d.P95), fmtMS(d.P99),
 				fmtMS(d.P999), fmtMS(d.Max), ci)
 		}
 		if slices.ContainsFunc(r.Metrics, func(d Dist) bool { return !d.P99Trusted }) {
 			p("* fewer than 1,000 values: under 10 lie above the P99, too few to trust it\n")
+		}
+		if slices.ContainsFunc(r.Metrics, func(d Dist) bool { return d.Approx }) {
+			p("≈ from a histogram of 0.05%% resolution (too many values to keep one by one)\n")
 		}
 	}
 
@@ -176,6 +183,18 @@ func (r *Report) writeText(w io.Writer) error {
 		}
 	}
 	return b.Flush()
+}
+
+// count formats a sample size in at most 7 columns: 1234567 or 151.5M.
+func count(n int64) string {
+	switch {
+	case n < 10_000_000:
+		return fmt.Sprint(n)
+	case n < 1_000_000_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	default:
+		return fmt.Sprintf("%.2fG", float64(n)/1e9)
+	}
 }
 
 func errorList(m map[string]int) string {
