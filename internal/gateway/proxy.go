@@ -153,10 +153,10 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		x.fail(http.StatusNotFound, openai.TypeInvalidRequest, fmt.Sprintf("The model `%s` does not exist or is not served by this gateway.", x.req.Model), "model", "model_not_found", 0)
 		return
 	}
+	x.pool = rt.poolFor(x.route, &x.req)
 	if !x.applyLength() || !x.applyLimits() {
 		return
 	}
-	x.pool = rt.poolFor(x.route, &x.req)
 	if x.route.UpstreamModel != "" && x.route.UpstreamModel != x.req.Model {
 		if !x.rewrite(map[string]any{"model": x.route.UpstreamModel}) {
 			return
