@@ -494,3 +494,21 @@ func TestReloadUnderTraffic(t *testing.T) {
 		t.Errorf("after the traffic: depth %d in flight %d, want 0 0", d, f)
 	}
 }
+
+// TestDocsExampleConfigIsValid keeps docs/gateway.md's example honest.
+func TestDocsExampleConfigIsValid(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/gateway.md")
+	if err != nil {
+		t.Skip("docs/gateway.md not found:", err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	if !ok {
+		t.Fatal("no yaml block in docs/gateway.md")
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	block = strings.ReplaceAll(block, "<tokentrace gateway hash-key KEY>", HashKey("KEY"))
+	t.Setenv("UPSTREAM_KEY", "secret")
+	if _, err := ParseConfig([]byte(block)); err != nil {
+		t.Fatalf("the documented example is invalid: %v", err)
+	}
+}
