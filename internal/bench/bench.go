@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	} else if err := cfg.Sweep.Validate(cfg.SLOs); err != nil {
 		return nil, err
 	}
-	if err := prepareOut(cfg.OutDir); err != nil {
+	if err := checkOut(cfg.OutDir); err != nil {
 		return nil, err
 	}
 	started := time.Now()
@@ -157,6 +157,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		target.Model = m
 	}
 	sum.Target, sum.Model = target.BaseURL, target.Model
+	// The folder is made once the server answered, so a run that cannot
+	// start leaves nothing behind.
+	if err := prepareOut(cfg.OutDir); err != nil {
+		return nil, err
+	}
 	if cfg.Embedded() {
 		sum.Target = "embedded"
 	}

@@ -25,13 +25,21 @@ func DefaultOutDir(now time.Time) string {
 	return filepath.Join("results", now.UTC().Format("20060102-150405"))
 }
 
-// prepareOut creates dir, refusing a folder that already holds a run.
-func prepareOut(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("results folder: %w", err)
-	}
+// checkOut refuses a folder that already holds a run.
+func checkOut(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, RequestsFile)); err == nil {
 		return fmt.Errorf("results folder %s already holds a run (%s); choose another --out", dir, RequestsFile)
+	}
+	return nil
+}
+
+// prepareOut creates dir, refusing a folder that already holds a run.
+func prepareOut(dir string) error {
+	if err := checkOut(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results folder: %w", err)
 	}
 	return nil
 }
