@@ -93,6 +93,7 @@ type exchange struct {
 	tokens  int // output tokens
 	wrote   bool
 	errKind string
+	prio int // priority class in the queues
 	// metricsSplit is the upstream's queue, prefill and decode time from a
 	// per-request metrics object, used when no Server-Timing gives them.
 	metricsSplit *[3]time.Duration
@@ -199,6 +200,7 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 
 	x.tl.in = g.now()
 	x.span.event("queued")
+	x.prio = prio
 	admitted, err := x.pool.adm.acquire(ctx, g.now, prio, deadline, x.route.EarlyReject)
 	if err != nil {
 		var ae *admitError
@@ -494,7 +496,16 @@ func (x *exchange) forward(ctx context.Context) bool {
 					}
 					fellBack = true
 					x.span.event("fallback")
-					pl = rt.poolFor(fr, &x.req)
+					fp := rt.poolFor(fr, &x.req)
+					if fp != pl {
+						// The fallback waits its turn in its own pool.
+						at, err := fp.adm.acquire(ctx, g.now, x.prio, time.Time{}, false)
+						if err != nil {
+							break
+						}
+						defer func() { fp.adm.release(g.now(), g.now().Sub(at), true) }()
+					}
+					pl = fp
 					tries = 1 + fr.Timeouts.Retries
 					ttftTimeout = fr.Timeouts.TTFT.D()
 					clear(tried)
