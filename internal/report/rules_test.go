@@ -106,6 +106,12 @@ func TestRules(t *testing.T) {
 		bursty[i].at = float64(i/20) * 2000 // 20 at once every 2 s: 10 req/s on average
 		bursty[i].sq = float64(i%20) * 60   // each waits for the ones before it
 	}
+	cachedRun := prefillRun(200)
+	for i := range cachedRun {
+		if cachedRun[i].turn > 1 {
+			cachedRun[i].cached = cachedRun[i].input / 2
+		}
+	}
 	tests := []struct {
 		rule    string
 		opts    Options
@@ -123,6 +129,8 @@ func TestRules(t *testing.T) {
 		{"prefill-bound", Options{SLOs: mustSLOs(t, "ttft:p99<=200ms")}, prefillRun(200), nil, true,
 			[]string{"ms per 1k input tokens", "previous turn"}},
 		{"prefill-bound", Options{}, baseline(300, 10, 1), nil, false, nil},
+		{"prefill-bound", Options{SLOs: mustSLOs(t, "ttft:p99<=200ms")}, cachedRun, nil, true,
+			[]string{"served from its prefix cache", "previous turn"}},
 		{"prefill-bound", Options{}, overloadRun(200), nil, false, nil},
 		{"decode-bandwidth", Options{SLOs: mustSLOs(t, "tpot:p99<=20ms")}, bandwidthRun(), nil, true,
 			[]string{"per concurrent request", "memory-bandwidth"}},
