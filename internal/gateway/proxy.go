@@ -93,7 +93,7 @@ type exchange struct {
 	tokens  int // output tokens
 	wrote   bool
 	errKind string
-	prio int // priority class in the queues
+	prio    int // priority class in the queues
 	// metricsSplit is the upstream's queue, prefill and decode time from a
 	// per-request metrics object, used when no Server-Timing gives them.
 	metricsSplit *[3]time.Duration
