@@ -307,3 +307,18 @@ func TestContinuousUsageGivesPerTokenITL(t *testing.T) {
 		t.Errorf("TPOT not observed: %v", err)
 	}
 }
+
+func TestSlowClientTimeIsBackpressure(t *testing.T) {
+	// 200 chunks of 64 KB arrive at once; the client waits before reading,
+	// so the gateway's writes block once the socket buffers are full.
+	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 200, pad: 64 << 10})
+	gw := startGateway(t, quickGateway(t, up.URL()))
+	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
+	time.Sleep(300 * time.Millisecond)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	st := timingMap(resp.Trailer.Get("Server-Timing"))
+	if st[StageBackpressure] <= st[StageDecode] || st[StageBackpressure] < 100*time.Millisecond {
+		t.Errorf("backpressure %v, decode %v: a slow reader's time must count as backpressure", st[StageBackpressure], st[StageDecode])
+	}
+}

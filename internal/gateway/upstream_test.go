@@ -28,6 +28,7 @@ type fakeUpstream struct {
 	dieAfter int  // > 0: close the connection after this many chunks
 	timing   bool // send a Server-Timing trailer queue;dur=…, prefill;dur=…
 	usage    bool // continuous usage on every chunk
+	pad      int  // bytes of padding added to each chunk's content
 
 	srv      *httptest.Server
 	active   atomic.Int64
@@ -150,7 +151,7 @@ func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if f.usage {
 			usage = fmt.Sprintf(`,"usage":{"prompt_tokens":3,"completion_tokens":%d,"total_tokens":%d}`, 2*(i+1), 3+2*(i+1))
 		}
-		fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":\"%v\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"}}]%s}\n\n", m["model"], i, usage)
+		fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":\"%v\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d %s\"}}]%s}\n\n", m["model"], i, strings.Repeat("p", f.pad), usage)
 		fl.Flush()
 	}
 	fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
