@@ -207,7 +207,15 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 			arrival = arrivalClock(info.Conn)
 		},
 		WroteRequest:         func(httptrace.WroteRequestInfo) { rec.WroteNS = c.now() },
-		GotFirstResponseByte: func() { rec.FirstByteNS = c.now() },
+		GotFirstResponseByte: func() {
+			// The read that brought the first byte, on the same stamp as
+			// the events it may have brought with it.
+			if arrival != nil {
+				rec.FirstByteNS = arrival()
+			} else {
+				rec.FirstByteNS = c.now()
+			}
+		},
 	}
 	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, trace))
 
