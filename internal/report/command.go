@@ -22,7 +22,8 @@ type Config struct {
 	// Format is one of Formats; empty means text.
 	Format string
 	// Output is the file to write; empty means standard output, except for
-	// html, which defaults to report.html in the (first) results folder.
+	// html, which defaults to report.html in the (first) results folder
+	// (compare.html in run A's folder with Compare).
 	Output string
 	Options
 }
@@ -43,7 +44,11 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 	}
 	out := cfg.Output
 	if out == "" && format == "html" {
-		out = filepath.Join(resultsDir(cfg.Paths[0]), "report.html")
+		name := "report.html"
+		if cfg.Compare {
+			name = "compare.html" // beside run A, leaving its report.html alone
+		}
+		out = filepath.Join(resultsDir(cfg.Paths[0]), name)
 	}
 	var write func(io.Writer) error
 	if cfg.Compare {

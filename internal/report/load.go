@@ -250,6 +250,9 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 			break
 		}
 	}
+	if err == nil {
+		err = ctx.Err() // the caller's context ended while the reader was stopping
+	}
 	cancel()
 	for range order { // let the reader finish after an early stop
 	}

@@ -221,3 +221,13 @@ func TestLoadGapsPastExactCap(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadCanceled(t *testing.T) {
+	dir := t.TempDir()
+	writeRecords(t, dir, baseline(50, 10, 1), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Load(ctx, []string{dir}, Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
