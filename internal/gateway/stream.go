@@ -145,6 +145,28 @@ func fastContent(data []byte) bool {
 	return false
 }
 
+// completionTokens finds usage.completion_tokens in a whole answer without
+// decoding it (the last occurrence: usage follows the choices); 0 if absent.
+func completionTokens(body []byte) int {
+	key := []byte(`"completion_tokens":`)
+	i := bytes.LastIndex(body, key)
+	if i < 0 {
+		return 0
+	}
+	rest := bytes.TrimLeft(body[i+len(key):], " ")
+	n := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+		if n > 1<<30 {
+			return 0
+		}
+	}
+	return n
+}
+
 // nextEventReady reports whether rd already holds a complete next event
 // (read from the network, not yet consumed), so that a flush may wait for
 // it without waiting on the network.
@@ -214,14 +236,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		timingValues = append(timingValues, a.resp.Trailer.Values("Server-Timing")...)
 		tl.foldServerTiming(timingValues)
 		t0 := g.now()
-		var u struct {
-			Usage *struct {
-				CompletionTokens int `json:"completion_tokens"`
-			} `json:"usage"`
-		}
-		if json.Unmarshal(a.body, &u) == nil && u.Usage != nil {
-			x.tokens = u.Usage.CompletionTokens
-		}
+		x.tokens = completionTokens(a.body)
 		tl.post += g.now().Sub(t0)
 		// No Content-Length: the body goes chunked so that the
 		// Server-Timing trailer can follow it.

@@ -512,3 +512,15 @@ func TestDocsExampleConfigIsValid(t *testing.T) {
 		t.Fatalf("the documented example is invalid: %v", err)
 	}
 }
+
+func TestCompletionTokens(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"choices":[{"message":{"content":"say \"completion_tokens\":99"}}],"usage":{"prompt_tokens":3,"completion_tokens":17,"total_tokens":20}}`: 17,
+		`{"usage":{"completion_tokens": 5}}`: 5,
+		`{"choices":[]}`:                     0,
+	} {
+		if got := completionTokens([]byte(body)); got != want {
+			t.Errorf("%s: %d, want %d", body, got, want)
+		}
+	}
+}
