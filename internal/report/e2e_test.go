@@ -78,3 +78,38 @@ func TestBenchOverloadDiagnosedAsQueueing(t *testing.T) {
 	}
 	t.Logf("\n%s", text)
 }
+
+// TestBenchLongPromptsDiagnosedAsPrefill runs `tokentrace bench` one request
+// at a time (no queue) with prompts of 500 to 8,000 tokens against the
+// embedded engine: the report must say TTFT is prefill, rising with the
+// prompt, and give the fitted cost per 1k input tokens.
+func TestBenchLongPromptsDiagnosedAsPrefill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs bench against the embedded engine (about 5 s)")
+	}
+	dir := filepath.Join(t.TempDir(), "prefill")
+	console, err := tokentrace(t, "bench", "--concurrency", "1", "--requests", "30",
+		"--input-tokens", "uniform:500-8000", "--output-tokens", "4", "--no-calibration", "--out", dir,
+		"--slo", "ttft:p99<=100ms", "--seed", "3")
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
+		t.Fatalf("bench: err %v, want exit status 3 (a failed SLO)\n%s", err, console)
+	}
+	slos, _ := latency.ParseSLOs("ttft:p99<=100ms")
+	rep, err := report.Load(context.Background(), []string{dir}, report.Options{SLOs: slos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "prefill-bound" })
+	if k < 0 {
+		t.Fatalf("no prefill-bound finding; findings: %+v", rep.Findings)
+	}
+	f := rep.Findings[k]
+	if slope := f.Numbers["ms_per_1k_input"]; slope < 5 || slope > 200 || f.Numbers["r2"] < 0.9 {
+		t.Errorf("fit: %v ms per 1k tokens, R² %v", slope, f.Numbers["r2"])
+	}
+	if slices.ContainsFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "server-queueing" }) {
+		t.Errorf("one request at a time cannot queue: %+v", rep.Findings)
+	}
+	t.Logf("%s: %s", f.Title, f.Evidence)
+}
