@@ -206,7 +206,7 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 			}
 			arrival = arrivalClock(info.Conn)
 		},
-		WroteRequest:         func(httptrace.WroteRequestInfo) { rec.WroteNS = c.now() },
+		WroteRequest: func(httptrace.WroteRequestInfo) { rec.WroteNS = c.now() },
 		GotFirstResponseByte: func() {
 			// The read that brought the first byte, on the same stamp as
 			// the events it may have brought with it.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -22,8 +23,8 @@ import (
 type SelfTestOptions struct {
 	// Streams is the number of concurrent streams of the fidelity test.
 	Streams int
-	// Gap is the time between a stream's tokens; the streams' starts are
-	// spread evenly over one gap, so Streams/Gap events arrive per second.
+	// Gap is the time between a stream's tokens (the first comes 500 ms
+	// after the request); starts are spread evenly over a stream's life.
 	Gap time.Duration
 	// Rate and RateDuration drive the rate test; Tokens per stream.
 	Rate         float64
@@ -36,7 +37,7 @@ type SelfTestOptions struct {
 // BindFlags defines the self-test's flags.
 func (o *SelfTestOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Streams, "self-test-streams", 1000, "self-test: concurrent streams of the fidelity test")
-	fs.DurationVar(&o.Gap, "self-test-gap", 50*time.Millisecond, "self-test: time between a stream's tokens (starts spread over one gap)")
+	fs.DurationVar(&o.Gap, "self-test-gap", 50*time.Millisecond, "self-test: time between a stream's tokens (starts spread over a stream's life)")
 	fs.Float64Var(&o.Rate, "self-test-rate", 5000, "self-test: target rate of the rate test (req/s)")
 	fs.DurationVar(&o.RateDuration, "self-test-duration", 2*time.Second, "self-test: length of the rate test")
 	fs.IntVar(&o.Tokens, "self-test-tokens", 16, "self-test: tokens per stream")
@@ -126,99 +127,115 @@ func liveBytes() float64 {
 	return t
 }
 
+// fidelityPass runs Streams concurrent streams through one client kind and
+// returns the TTFT and ITL errors; with mem set it instead samples the live
+// heap per in-flight stream at 0.95 of a stream's life (a forced GC, kept
+// out of the timing passes).
+type fidelityPass struct {
+	ttft, itl []int64
+	errors    int
+	mem       float64
+}
+
 func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
 	clock := NewRealClock()
 	now := func() int64 { return int64(clock.Now()) }
-	// Streams wait 1 s for their first token, so every stream is in flight
-	// when memory is sampled; then Gap between tokens. Starts are spread
-	// over one gap: a steady Streams/Gap events per second.
-	first, gap := time.Second, o.Gap
-	stagger := func(i int) { time.Sleep(time.Duration(i) * gap / time.Duration(o.Streams)) }
+	// Each stream waits 500 ms for its first token, then Gap between
+	// tokens; its life is L = 500 ms + (Tokens − 1) × Gap. Starts are
+	// spread evenly over L, the steady state of Streams concurrent streams:
+	// Streams / L new responses and Streams × Tokens / L events per second.
+	first, gap := 500*time.Millisecond, o.Gap
+	life := first + time.Duration(o.Tokens-1)*gap
 	lb, err := startLoopback(o.Tokens, first, gap, now, true)
 	if err != nil {
 		return err
 	}
 	defer lb.Close()
-	cl, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
+	addr := strings.TrimPrefix(lb.URL(), "http://")
+
+	run := func(minimal, mem bool) (*fidelityPass, error) {
+		var cl *Client
+		if !minimal {
+			c, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			cl = c
+		}
+		fp := &fidelityPass{}
+		var base float64
+		if mem {
+			base = liveBytes()
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var inflight atomic.Int64
+		for i := range o.Streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i) * life / time.Duration(o.Streams))
+				inflight.Add(1)
+				var first int64
+				var chunks []int64
+				id := fmt.Sprintf("fid-%v-%v-%d", minimal, mem, i)
+				ok := false
+				if minimal {
+					c, cancel := context.WithTimeout(ctx, time.Minute)
+					f, _, err := minimalClient(c, addr, id, now)
+					cancel()
+					first, ok = f, err == nil && f != 0
+				} else {
+					req := workload.Request{Prompt: "hi", MaxTokens: o.Tokens, InputTokens: 2}
+					rec := &latency.Record{ID: id}
+					cl.Do(ctx, &req, rec)
+					first, chunks, ok = rec.FirstTokenNS, rec.ChunkNS, rec.OK()
+				}
+				inflight.Add(-1)
+				fl := lb.flushed(id)
+				mu.Lock()
+				defer mu.Unlock()
+				if !ok || len(fl) == 0 || (!minimal && len(fl) != len(chunks)) {
+					fp.errors++
+					return
+				}
+				fp.ttft = append(fp.ttft, first-fl[0])
+				for k := 1; k < len(chunks); k++ {
+					fp.itl = append(fp.itl, abs64((chunks[k]-chunks[k-1])-(fl[k]-fl[k-1])))
+				}
+			}()
+		}
+		if mem {
+			time.Sleep(life * 95 / 100)
+			fp.mem = (liveBytes() - base) / float64(max(inflight.Load(), 1))
+		}
+		wg.Wait()
+		slices.Sort(fp.ttft)
+		slices.Sort(fp.itl)
+		return fp, ctx.Err()
+	}
+	b, err := run(false, false)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-
-	// Bench's client.
-	base := liveBytes()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var ttft, itl []int64
-	started := make(chan struct{}, o.Streams)
-	for i := range o.Streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := workload.Request{Prompt: "hi", MaxTokens: o.Tokens, InputTokens: 2}
-			rec := &latency.Record{ID: fmt.Sprintf("st-%d", i)}
-			stagger(i)
-			started <- struct{}{}
-			cl.Do(ctx, &req, rec)
-			fl := lb.flushed(rec.ID)
-			mu.Lock()
-			defer mu.Unlock()
-			if !rec.OK() || len(fl) != len(rec.ChunkNS) || len(fl) == 0 {
-				res.Errors++
-				return
-			}
-			ttft = append(ttft, rec.FirstTokenNS-fl[0])
-			for k := 1; k < len(fl); k++ {
-				itl = append(itl, abs64((rec.ChunkNS[k]-rec.ChunkNS[k-1])-(fl[k]-fl[k-1])))
-			}
-		}()
+	res.TTFTErr = [3]float64{pctMS(b.ttft, 50), pctMS(b.ttft, 99), pctMS(b.ttft, 100)}
+	res.ITLErrP99MS, res.Errors = pctMS(b.itl, 99), b.errors
+	m, err := run(true, false)
+	if err != nil {
+		return err
 	}
-	for range o.Streams {
-		<-started
+	res.FloorTTFTErr = [3]float64{pctMS(m.ttft, 50), pctMS(m.ttft, 99), pctMS(m.ttft, 100)}
+	res.FloorErrors = m.errors
+	if b, err = run(false, true); err != nil {
+		return err
 	}
-	time.Sleep(first / 2)
-	res.BytesPerStream = (liveBytes() - base) / float64(o.Streams)
-	wg.Wait()
-	slices.Sort(ttft)
-	slices.Sort(itl)
-	res.TTFTErr = [3]float64{pctMS(ttft, 50), pctMS(ttft, 99), pctMS(ttft, 100)}
-	res.ITLErrP99MS = pctMS(itl, 99)
-	cl.Close()
-
-	// The floor: a minimal client, one raw connection per stream.
-	addr := strings.TrimPrefix(lb.URL(), "http://")
-	base = liveBytes()
-	var floor []int64
-	started = make(chan struct{}, o.Streams)
-	for i := range o.Streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id := fmt.Sprintf("min-%d", i)
-			c, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			stagger(i)
-			started <- struct{}{}
-			f, _, err := minimalClient(c, addr, id, now)
-			fl := lb.flushed(id)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil || f == 0 || len(fl) == 0 {
-				res.FloorErrors++
-				return
-			}
-			floor = append(floor, f-fl[0])
-		}()
+	res.BytesPerStream = b.mem
+	if m, err = run(true, true); err != nil {
+		return err
 	}
-	for range o.Streams {
-		<-started
-	}
-	time.Sleep(first / 2)
-	res.FloorBytesPerStream = (liveBytes() - base) / float64(o.Streams)
-	wg.Wait()
-	slices.Sort(floor)
-	res.FloorTTFTErr = [3]float64{pctMS(floor, 50), pctMS(floor, 99), pctMS(floor, 100)}
-	return ctx.Err()
+	res.FloorBytesPerStream = m.mem
+	return nil
 }
 
 // countDoer sends through a Client and only counts.
