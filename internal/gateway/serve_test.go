@@ -149,25 +149,9 @@ func TestServeSplitFoldedAndDisconnectStopsEngine(t *testing.T) {
 func TestStagesSumAgainstServe(t *testing.T) {
 	s := startServe(t, time.Millisecond)
 	gw := startGateway(t, quickGateway(t, serveBase(s)))
-	const n = 50
-	within := 0
-	for i := range n {
-		t0 := time.Now()
-		resp := post(t, context.Background(), gw.URL, chatBody(simModel, true, fmt.Sprintf("request %d", i), `,"max_tokens":8,"ignore_eos":true`), nil)
-		_, err := io.Copy(io.Discard, resp.Body)
-		e2e := time.Since(t0)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("%d: %v %d", i, err, resp.StatusCode)
-		}
-		total := timingMap(resp.Trailer.Get("Server-Timing"))["total"]
-		if gap := e2e - total; gap >= 0 && gap <= time.Millisecond {
-			within++
-		}
-	}
-	if !raceEnabled && within < n*99/100 {
-		t.Errorf("within 1 ms of client E2E on %d/%d", within, n)
-	}
+	checkStagesWithin1ms(t, gw.URL, 100, func(i int) string {
+		return chatBody(simModel, true, fmt.Sprintf("request %d", i), `,"max_tokens":8,"ignore_eos":true`)
+	}, true)
 }
 
 func errorsAs(err error, target **oai.Error) bool {
