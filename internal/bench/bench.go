@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 			return nil, err
 		}
 	} else {
-		oc, err := runSweep(ctx, runner, cfg, coll, logw, &sum.Phases)
+		oc, err := runSweep(ctx, runner, cfg, logw, &sum.Phases)
 		sum.Sweep = oc
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return nil, err

@@ -64,14 +64,13 @@ type SelfTestResult struct {
 	// pacer's own ceiling on this machine.
 	PacerOnlyRPS float64
 
-	Many          int
-	BytesPerReq   float64 // live heap growth per finished request
-	HeapStartMB   float64
-	HeapEndMB     float64
-	ManyWall      time.Duration
-	CPUs          int
-	GoMaxProcs    int
-	RateLimitNote string
+	Many        int
+	BytesPerReq float64 // live heap growth per finished request
+	HeapStartMB float64
+	HeapEndMB   float64
+	ManyWall    time.Duration
+	CPUs        int
+	GoMaxProcs  int
 }
 
 // SelfTest measures this client against loopback servers and prints the
@@ -238,7 +237,8 @@ func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) e
 	return nil
 }
 
-// countDoer sends through a Client and only counts.
+// rateTest drives an open loop at o.Rate through bench's client, then the
+// same schedule with requests that do nothing (the pacer's floor).
 func rateTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
 	clock := NewRealClock()
 	now := func() int64 { return int64(clock.Now()) }

@@ -74,6 +74,7 @@ func (s *Sweep) Validate(slos []latency.SLO) error {
 	return nil
 }
 
+// String describes the sweep in words.
 func (s *Sweep) String() string {
 	switch {
 	case s.Auto:
@@ -212,7 +213,9 @@ func (sw *sweeper) probe(v float64) (SweepPoint, error) {
 	return pt, sw.ctx.Err()
 }
 
-func runSweep(ctx context.Context, r *Runner, cfg Config, _ *report.Collector, log io.Writer, phases *[]PhaseResult) (*SweepOutcome, error) {
+// runSweep runs cfg.Sweep's points through r, appending each phase's
+// result to phases.
+func runSweep(ctx context.Context, r *Runner, cfg Config, log io.Writer, phases *[]PhaseResult) (*SweepOutcome, error) {
 	s := *cfg.Sweep
 	s.defaults()
 	sw := &sweeper{ctx: ctx, runner: r, cfg: cfg, log: log, phases: phases, out: &SweepOutcome{Kind: s.Kind}, seen: map[string]int{}}

@@ -60,7 +60,7 @@ func sweepRun(t *testing.T, d *rateDoer, clock *fakeClock, sw *Sweep, slos strin
 	cfg := Config{Load: Load{Rate: 1, Arrival: workload.Constant, Requests: 20}, Sweep: sw, SLOs: mustSLOs(t, slos)}
 	r := &Runner{Doer: d, Source: synth(1, 0), Clock: clock, RunID: "s", Emit: func(*latency.Record) {}}
 	var phases []PhaseResult
-	out, err := runSweep(context.Background(), r, cfg, nil, io.Discard, &phases)
+	out, err := runSweep(context.Background(), r, cfg, io.Discard, &phases)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,7 @@ func (f Fixed) Sample(*rand.Rand) int { return max(int(f), 1) }
 // Mean returns the constant.
 func (f Fixed) Mean() float64 { return float64(f) }
 
+// String is the spec ParseDist reads back.
 func (f Fixed) String() string { return strconv.Itoa(int(f)) }
 
 // Uniform is uniform over Lo..Hi inclusive.
@@ -109,6 +110,7 @@ func (u Uniform) Sample(r *rand.Rand) int { return u.Lo + r.IntN(u.Hi-u.Lo+1) }
 // Mean is (Lo+Hi)/2.
 func (u Uniform) Mean() float64 { return float64(u.Lo+u.Hi) / 2 }
 
+// String is the spec ParseDist reads back.
 func (u Uniform) String() string { return fmt.Sprintf("uniform:%d-%d", u.Lo, u.Hi) }
 
 // Normal is a rounded normal distribution, floored at 1.
@@ -122,6 +124,7 @@ func (n Normal) Sample(r *rand.Rand) int {
 // Mean returns the mean.
 func (n Normal) Mean() float64 { return n.MeanLen }
 
+// String is the spec ParseDist reads back.
 func (n Normal) String() string { return fmt.Sprintf("normal:%g,%g", n.MeanLen, n.SD) }
 
 // LogNormal is exp(Mu + Sigma·Z), rounded, floored at 1: its median is e^Mu.
@@ -135,6 +138,7 @@ func (l LogNormal) Sample(r *rand.Rand) int {
 // Mean is e^(Mu + Sigma²/2).
 func (l LogNormal) Mean() float64 { return math.Exp(l.Mu + l.Sigma*l.Sigma/2) }
 
+// String is the spec ParseDist reads back.
 func (l LogNormal) String() string { return fmt.Sprintf("lognormal:%g,%g", l.Mu, l.Sigma) }
 
 // Empirical draws uniformly from a list of observed lengths.
@@ -158,4 +162,5 @@ func (e Empirical) Mean() float64 {
 	return s / float64(len(e.vals))
 }
 
+// String is the spec ParseDist reads back.
 func (e Empirical) String() string { return e.spec }
