@@ -421,6 +421,13 @@ func (x *exchange) forward(ctx context.Context) bool {
 		running[a] = true
 		tries--
 		body := x.body
+		if !route.Timeouts.Hedge {
+			// Attempts never overlap: run this one here (no goroutine
+			// hand-off on the path to the first byte). The result channel
+			// has room for it.
+			results <- x.run(a, body)
+			return
+		}
 		go func() { results <- x.run(a, body) }()
 	}
 	launch()
