@@ -70,9 +70,9 @@ func CompatOf(r *latency.Record) CompatRequest {
 	return c
 }
 
-// CompatStat is one metric's distribution in milliseconds (nearest-rank
-// percentiles for per-request values; gap distributions from a histogram
-// of 0.1 % resolution).
+// CompatStat is one metric's distribution in milliseconds: an exact mean,
+// and nearest-rank percentiles, exact up to 65,536 values and from a log
+// histogram of 0.1 % resolution beyond.
 type CompatStat struct {
 	Count int64   `json:"count"`
 	Mean  float64 `json:"mean_ms"`
@@ -98,10 +98,11 @@ type CompatViews struct {
 	} `json:"guidellm"`
 }
 
-// compatAgg accumulates the views over a run: per-request values exactly,
-// gaps in histograms, so memory stays bounded.
+// compatAgg accumulates the views over a run: exactly up to 65,536 values
+// each, then in log histograms of 0.1 % resolution (exact means), so its
+// memory stops growing with the number of requests.
 type compatAgg struct {
-	vTTFT, vTPOT, aTTFT, aITL, gTPOT []int64
+	vTTFT, vTPOT, aTTFT, aITL, gTPOT gapHist
 	vITL, aICL                       gapHist
 }
 
@@ -113,9 +114,9 @@ func (a *compatAgg) add(r *latency.Record) {
 	if c.VLLMTTFT < 0 {
 		return
 	}
-	push := func(dst *[]int64, v int64) {
+	push := func(h *gapHist, v int64) {
 		if v >= 0 {
-			*dst = append(*dst, v)
+			h.add(v)
 		}
 	}
 	push(&a.vTTFT, c.VLLMTTFT)
@@ -132,59 +133,68 @@ func (a *compatAgg) add(r *latency.Record) {
 }
 
 func (a *compatAgg) views() *CompatViews {
-	if len(a.vTTFT) == 0 {
+	if a.vTTFT.n == 0 {
 		return nil
 	}
 	v := &CompatViews{}
-	v.VLLM.TTFT, v.VLLM.TPOT, v.VLLM.ITL = exactStat(a.vTTFT), exactStat(a.vTPOT), a.vITL.stat()
-	v.AIPerf.TTFT, v.AIPerf.ITL, v.AIPerf.ICL = exactStat(a.aTTFT), exactStat(a.aITL), a.aICL.stat()
-	v.Guidellm.TPOT = exactStat(a.gTPOT)
+	v.VLLM.TTFT, v.VLLM.TPOT, v.VLLM.ITL = a.vTTFT.stat(), a.vTPOT.stat(), a.vITL.stat()
+	v.AIPerf.TTFT, v.AIPerf.ITL, v.AIPerf.ICL = a.aTTFT.stat(), a.aITL.stat(), a.aICL.stat()
+	v.Guidellm.TPOT = a.gTPOT.stat()
 	return v
 }
 
-func exactStat(xs []int64) CompatStat {
-	if len(xs) == 0 {
-		return CompatStat{}
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	var sum float64
-	for _, x := range s {
-		sum += float64(x)
-	}
-	at := func(p float64) float64 {
-		i := int(math.Ceil(p/100*float64(len(s)))) - 1
-		return float64(s[max(i, 0)]) / 1e6
-	}
-	return CompatStat{Count: int64(len(s)), Mean: sum / float64(len(s)) / 1e6, P50: at(50), P90: at(90), P99: at(99)}
-}
-
-// gapHist is a log histogram of durations with 0.1 % wide buckets.
+// gapHist keeps durations exactly up to gapExact of them, then in a log
+// histogram with 0.1 % wide buckets, so its memory is bounded.
 type gapHist struct {
+	exact  []int64
 	counts map[int32]int64
 	n      int64
 	sum    float64
 	zeros  int64
 }
 
-const gapRes = 0.001
+const (
+	gapRes   = 0.001
+	gapExact = 1 << 16
+)
 
 func (h *gapHist) add(v int64) {
 	h.n++
 	h.sum += float64(v)
+	if h.counts == nil {
+		if len(h.exact) < gapExact {
+			h.exact = append(h.exact, v)
+			return
+		}
+		h.counts = map[int32]int64{}
+		for _, x := range h.exact {
+			h.bucket(x)
+		}
+		h.exact = nil
+	}
+	h.bucket(v)
+}
+
+func (h *gapHist) bucket(v int64) {
 	if v <= 0 {
 		h.zeros++
 		return
 	}
-	if h.counts == nil {
-		h.counts = map[int32]int64{}
-	}
 	h.counts[int32(math.Log(float64(v))/math.Log1p(gapRes))]++
 }
 
+// stat gives nearest-rank percentiles: exact while the values are kept,
+// the bucket's geometric middle after.
 func (h *gapHist) stat() CompatStat {
 	if h.n == 0 {
 		return CompatStat{}
+	}
+	st := CompatStat{Count: h.n, Mean: h.sum / float64(h.n) / 1e6}
+	if h.counts == nil {
+		s := slices.Clone(h.exact)
+		slices.Sort(s)
+		st.P50, st.P90, st.P99 = pctMS(s, 50), pctMS(s, 90), pctMS(s, 99)
+		return st
 	}
 	keys := make([]int32, 0, len(h.counts))
 	for k := range h.counts {
@@ -200,11 +210,11 @@ func (h *gapHist) stat() CompatStat {
 		for _, k := range keys {
 			c += h.counts[k]
 			if c >= want {
-				// The bucket's geometric middle.
 				return math.Exp((float64(k)+0.5)*math.Log1p(gapRes)) / 1e6
 			}
 		}
 		return 0
 	}
-	return CompatStat{Count: h.n, Mean: h.sum / float64(h.n) / 1e6, P50: at(50), P90: at(90), P99: at(99)}
+	st.P50, st.P90, st.P99 = at(50), at(90), at(99)
+	return st
 }

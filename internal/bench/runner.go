@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -147,7 +146,8 @@ type phaseRun struct {
 
 	mu                           sync.Mutex
 	res                          PhaseResult
-	lags                         []int64
+	lags                         gapHist // send lags, bounded memory
+	lagMax                       int64
 	firstI, lastI, firstS, lastS int64
 	firstE, lastE                int64
 	measured                     int
@@ -395,7 +395,9 @@ func (p *phaseRun) note(rec *latency.Record, scheduled bool) {
 	}
 	p.lastS = max(p.lastS, rec.SentNS)
 	if scheduled {
-		p.lags = append(p.lags, rec.SentNS-rec.IntendedNS)
+		lag := max(rec.SentNS-rec.IntendedNS, 0)
+		p.lags.add(lag)
+		p.lagMax = max(p.lagMax, lag)
 	}
 }
 
@@ -414,14 +416,9 @@ func (p *phaseRun) summarize() {
 	if d := p.lastE - p.firstE; p.res.Succeeded > 1 && d > 0 {
 		p.res.CompletionRPS = float64(p.res.Succeeded-1) / (float64(d) / 1e9)
 	}
-	if len(p.lags) > 0 {
-		slices.Sort(p.lags)
-		pick := func(q float64) float64 {
-			i := int(math.Ceil(q/100*float64(len(p.lags)))) - 1
-			return float64(p.lags[max(i, 0)]) / 1e6
-		}
-		p.res.SendLagP50MS, p.res.SendLagP99MS = pick(50), pick(99)
-		p.res.SendLagMaxMS = float64(p.lags[len(p.lags)-1]) / 1e6
+	if p.lags.n > 0 {
+		st := p.lags.stat()
+		p.res.SendLagP50MS, p.res.SendLagP99MS = st.P50, st.P99
+		p.res.SendLagMaxMS = float64(p.lagMax) / 1e6
 	}
-	p.lags = nil
 }
