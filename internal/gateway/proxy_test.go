@@ -12,6 +12,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 func quickGateway(t testing.TB, urls ...string) *Gateway {
@@ -70,13 +72,7 @@ func TestStreamPassesThroughUnbuffered(t *testing.T) {
 }
 
 // timingMap parses Server-Timing values into name → duration.
-func timingMap(values ...string) map[string]time.Duration {
-	m := map[string]time.Duration{}
-	for _, v := range values {
-		parseServerTiming(v, m)
-	}
-	return m
-}
+func timingMap(values ...string) map[string]time.Duration { return latency.ParseServerTiming(values) }
 
 // stagesBatch sends n requests one after another and returns how many had
 // client E2E − gateway total within 1 ms, and the largest such gap. Every

@@ -2,8 +2,9 @@ package gateway
 
 import (
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // The gateway's stages of one request. They partition the request's time
@@ -163,44 +164,13 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 	return string(b)
 }
 
-// parseServerTiming reads a Server-Timing value ("queue;dur=12.5, prefill;
-// dur=40") into name → duration; entries without dur are skipped.
-func parseServerTiming(v string, into map[string]time.Duration) {
-	for _, part := range strings.Split(v, ",") {
-		fields := strings.Split(part, ";")
-		name := strings.TrimSpace(fields[0])
-		if name == "" {
-			continue
-		}
-		for _, f := range fields[1:] {
-			k, val, ok := strings.Cut(strings.TrimSpace(f), "=")
-			if !ok || !strings.EqualFold(strings.TrimSpace(k), "dur") {
-				continue
-			}
-			ms, err := strconv.ParseFloat(strings.Trim(strings.TrimSpace(val), `"`), 64)
-			if err != nil || ms < 0 || ms > 1e9 {
-				continue
-			}
-			into[name] = time.Duration(ms * 1e6)
-		}
-	}
-}
-
 // foldServerTiming records the upstream's split from its Server-Timing
 // header and trailer values. tokentrace serve names them queue, prefill and
 // decode; server_queue is accepted for queue.
 func (t *timeline) foldServerTiming(values []string) {
-	m := map[string]time.Duration{}
-	for _, v := range values {
-		parseServerTiming(v, m)
-	}
-	q, okq := m["queue"]
-	if !okq {
-		q, okq = m["server_queue"]
-	}
-	p, okp := m["prefill"]
-	if !okq && !okp {
+	sp, ok := latency.ServerSplitFromTiming(values)
+	if !ok {
 		return
 	}
-	t.serverQueue, t.serverPrefill, t.serverDecode, t.serverSplit = q, p, m["decode"], true
+	t.serverQueue, t.serverPrefill, t.serverDecode, t.serverSplit = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS), true
 }

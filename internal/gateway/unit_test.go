@@ -62,15 +62,6 @@ func TestStagesPartitionByHand(t *testing.T) {
 	}
 }
 
-func TestParseServerTiming(t *testing.T) {
-	m := map[string]time.Duration{}
-	parseServerTiming(`frontend;dur=0.25, queue;desc="wait";dur=12.5,prefill;dur=40, bad;dur=x, nodur, neg;dur=-1`, m)
-	want := map[string]time.Duration{"frontend": 250 * time.Microsecond, "queue": 12500 * time.Microsecond, "prefill": 40 * time.Millisecond}
-	if d := cmp.Diff(want, m); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-}
-
 func TestGoldenMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics()

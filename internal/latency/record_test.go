@@ -30,8 +30,8 @@ func TestRecordMetricsByHand(t *testing.T) {
 		"queue": r.ClientQueue(), "stall": r.MaxStall(),
 	}
 	want := map[string]time.Duration{
-		"ttft":          100 * time.Millisecond,  // 102 − 2
-		"e2e":           149 * time.Millisecond,  // 151 − 2
+		"ttft":          100 * time.Millisecond,      // 102 − 2
+		"e2e":           149 * time.Millisecond,      // 151 − 2
 		"tpot":          time.Duration(49000000 / 6), // (149 − 100) / (7 − 1)
 		"ttft_intended": 102 * time.Millisecond,
 		"queue":         2 * time.Millisecond,
