@@ -91,6 +91,10 @@ failed, 2 for bad flags, 1 when the run could not happen. See docs/bench.md.`,
 			return nil
 		},
 	}
+	// Flags that do not parse are bad flags too: exit status 2.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: 2, Err: fmt.Errorf("bench: %w", err)}
+	})
 	f := cmd.Flags()
 	opts.BindFlags(f)
 	f.BoolVar(&selfTest, "self-test", false, "measure this client's own speed and fidelity against loopback servers, then exit")

@@ -25,6 +25,8 @@ func TestBenchBadFlagsFailAtStart(t *testing.T) {
 		{[]string{"--sweep", "1,x"}, "--sweep"},
 		{[]string{"--endpoint", "embeddings"}, "--endpoint"},
 		{[]string{"--sim-model", "no-such-model"}, "embedded engine"},
+		{[]string{"--rate", "fast"}, "invalid argument"},
+		{[]string{"--no-such-flag"}, "unknown flag"},
 	} {
 		_, err := run(t, append([]string{"bench", "--out", filepath.Join(dir, "x")}, tt.args...)...)
 		var ee *ExitError
