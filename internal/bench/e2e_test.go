@@ -182,3 +182,39 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 		t.Errorf("output tokens %d from %d successes: failed requests leaked into the totals", sum.OutputTokens, sum.Succeeded)
 	}
 }
+
+// A stop (SIGINT) ends sending, lets requests in flight finish within the
+// grace, and still writes the summary of what finished.
+func TestStopWritesSummary(t *testing.T) {
+	clock := NewRealClock()
+	lb, err := startLoopback(8, 20*time.Millisecond, 20*time.Millisecond, func() int64 { return int64(clock.Now()) }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(400*time.Millisecond, cancel)
+	res, err := Run(ctx, Config{
+		Target:   Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: time.Minute},
+		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(8), Turns: 1, Seed: 1},
+		Load:     Load{Rate: 50, Arrival: workload.Constant, Duration: time.Minute},
+		OutDir:   dir, SkipCalibration: true, Grace: 5 * time.Second,
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, filepath.Join(dir, RequestsFile))
+	if !res.Summary.Interrupted || len(recs) == 0 || len(recs) > 30 {
+		t.Fatalf("interrupted %v with %d records", res.Summary.Interrupted, len(recs))
+	}
+	for _, r := range recs {
+		if !r.OK() {
+			t.Errorf("%s: %s — requests in flight should finish within the grace", r.ID, r.ErrorKind)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil || !strings.Contains(string(b), `"interrupted": true`) {
+		t.Errorf("summary.json: %v", err)
+	}
+}
