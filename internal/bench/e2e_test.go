@@ -218,3 +218,29 @@ func TestStopWritesSummary(t *testing.T) {
 		t.Errorf("summary.json: %v", err)
 	}
 }
+
+// Requests still in flight when the grace runs out are recorded as canceled.
+func TestGraceRunsOut(t *testing.T) {
+	clock := NewRealClock()
+	lb, err := startLoopback(2, 10*time.Second, time.Millisecond, func() int64 { return int64(clock.Now()) }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	res, err := Run(ctx, Config{
+		Target:   Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: time.Minute},
+		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(2), Turns: 1, Seed: 1},
+		Load:     Load{Concurrency: 3, Requests: 100},
+		OutDir:   dir, SkipCalibration: true, Grace: 100 * time.Millisecond,
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, filepath.Join(dir, RequestsFile))
+	if len(recs) != 3 || res.Report.Summary.Errors[latency.ErrCanceled] != 3 {
+		t.Fatalf("%d records, errors %v: want the 3 in flight, canceled", len(recs), res.Report.Summary.Errors)
+	}
+}
