@@ -91,7 +91,8 @@ type Client struct {
 	hc      *http.Client
 	now     func() int64
 	timeout time.Duration
-	bufs    sync.Pool
+	bufs    sync.Pool // request bodies
+	readers sync.Pool // *sse.Reader, with their buffers
 }
 
 // NewClient returns a client of t. now reads the run's monotonic clock
@@ -164,29 +165,6 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 	watch := time.AfterFunc(c.timeout, func() { cancel(errSilence) })
 	defer watch.Stop()
 
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		fail(rec, latency.ErrConnect, err.Error())
-		return
-	}
-	h := hreq.Header
-	h.Set("Content-Type", "application/json")
-	if c.target.Stream {
-		h.Set("Accept", "text/event-stream")
-	}
-	if c.target.APIKey != "" {
-		h.Set("Authorization", "Bearer "+c.target.APIKey)
-	}
-	h.Set("X-Request-Id", rec.ID)
-	tp := traceparent()
-	rec.TraceID = tp[3:35]
-	h.Set("Traceparent", tp)
-	for k, vs := range c.target.Headers {
-		for _, v := range vs {
-			h.Add(k, v)
-		}
-	}
-
 	var connStart int64
 	var arrival func() int64 // when the bytes being read reached the process
 	trace := &httptrace.ClientTrace{
@@ -217,7 +195,28 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 			}
 		},
 	}
-	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, trace))
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		fail(rec, latency.ErrConnect, err.Error())
+		return
+	}
+	h := hreq.Header
+	h.Set("Content-Type", "application/json")
+	if c.target.Stream {
+		h.Set("Accept", "text/event-stream")
+	}
+	if c.target.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.target.APIKey)
+	}
+	h.Set("X-Request-Id", rec.ID)
+	tp := traceparent()
+	rec.TraceID = tp[3:35]
+	h.Set("Traceparent", tp)
+	for k, vs := range c.target.Headers {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
 
 	rec.SentNS = c.now()
 	resp, err := c.hc.Do(hreq)
@@ -397,7 +396,13 @@ func failStatus(rec *latency.Record, resp *http.Response, body io.Reader) {
 
 // readStream reads an SSE response into rec.
 func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader, arrival func() int64) {
-	rd := sse.NewReader(body, arrival, 0)
+	rd, _ := c.readers.Get().(*sse.Reader)
+	if rd == nil {
+		rd = sse.NewReader(body, arrival, 0)
+	} else {
+		rd.Reset(body, arrival)
+	}
+	defer func() { rd.Reset(nil, nil); c.readers.Put(rd) }()
 	if n := min(max(req.MaxTokens, 1), 4096); cap(rec.ChunkNS) < n {
 		rec.ChunkNS = make([]int64, 0, n)
 		if c.target.ContinuousUsage {

@@ -65,9 +65,13 @@ func NewReader(r io.Reader, now func() int64, maxLine int) *Reader {
 	return &Reader{r: r, now: now, buf: make([]byte, 0, 2048), maxLine: maxLine}
 }
 
-// Reset makes rd read from r, keeping its buffers.
-func (rd *Reader) Reset(r io.Reader) {
+// Reset makes rd read from r with clock now (nil keeps the clock), keeping
+// its buffers, so one Reader can serve many streams.
+func (rd *Reader) Reset(r io.Reader, now func() int64) {
 	rd.r = r
+	if now != nil {
+		rd.now = now
+	}
 	rd.buf = rd.buf[:0]
 	rd.off = 0
 	rd.readAt = 0

@@ -216,7 +216,7 @@ func BenchmarkReader(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
 	for b.Loop() {
-		rd.Reset(bytes.NewReader(payload))
+		rd.Reset(bytes.NewReader(payload), nil)
 		for {
 			if _, err := rd.Next(); err != nil {
 				break
