@@ -220,6 +220,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		stopLive = func() { cancel(); <-done }
 	}
 
+	defer tuneGC()()
 	usage0 := cpuTime()
 	gc0 := gcPauses()
 	wall0 := time.Now()

@@ -96,6 +96,7 @@ func RunSelfTest(ctx context.Context, o SelfTestOptions, log io.Writer) (*SelfTe
 	if o.Streams <= 0 || o.Rate <= 0 || o.RateDuration <= 0 || o.Tokens <= 0 || o.Many <= 0 {
 		return nil, fmt.Errorf("self-test: sizes must be positive")
 	}
+	defer tuneGC()()
 	res := &SelfTestResult{Streams: o.Streams, Tokens: o.Tokens, Gap: o.Gap, TargetRPS: o.Rate, Many: o.Many, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0)}
 	fmt.Fprintf(log, "self-test 1/3: %d concurrent streams of %d tokens (bench client, then minimal client)\n", o.Streams, o.Tokens)
 	if err := fidelityTest(ctx, o, res); err != nil {

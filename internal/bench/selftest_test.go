@@ -12,6 +12,7 @@ import (
 //
 //	go test -run '^$' -bench Fidelity -benchtime 1x ./internal/bench
 func BenchmarkFidelity1000Streams(b *testing.B) {
+	defer tuneGC()()
 	b.ReportAllocs()
 	for b.Loop() {
 		res := &SelfTestResult{}
@@ -26,6 +27,7 @@ func BenchmarkFidelity1000Streams(b *testing.B) {
 }
 
 func BenchmarkRate5000(b *testing.B) {
+	defer tuneGC()()
 	b.ReportAllocs()
 	for b.Loop() {
 		res := &SelfTestResult{}
@@ -39,6 +41,7 @@ func BenchmarkRate5000(b *testing.B) {
 }
 
 func BenchmarkManyRequestsMemory(b *testing.B) {
+	defer tuneGC()()
 	for b.Loop() {
 		res := &SelfTestResult{}
 		if err := manyTest(context.Background(), SelfTestOptions{Many: 20000, Tokens: 16}, res); err != nil {
