@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -279,53 +277,14 @@ func metricsSplit(rec *latency.Record, raw json.RawMessage) {
 // stages (gateway_in, queue, connect, post_process, backpressure) and
 // names the server's queue server_queue; its time goes to GatewayNS.
 func serverTiming(rec *latency.Record, lists ...[]string) {
-	m := map[string]time.Duration{}
+	var values []string
 	for _, l := range lists {
-		for _, v := range l {
-			parseServerTiming(v, m)
-		}
+		values = append(values, l...)
 	}
-	if len(m) == 0 {
-		return
-	}
-	_, gateway := m["gateway_in"]
-	var q time.Duration
-	var okq bool
-	if gateway {
-		rec.GatewayNS = int64(m["gateway_in"] + m["queue"] + m["connect"] + m["post_process"] + m["backpressure"])
-		q, okq = m["server_queue"]
-	} else {
-		q, okq = m["queue"]
-		if !okq {
-			q, okq = m["server_queue"]
-		}
-	}
-	p, okp := m["prefill"]
-	if !okq && !okp {
-		return
-	}
-	rec.Server = &latency.ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(m["decode"]), Source: "server-timing"}
-}
-
-// parseServerTiming reads one Server-Timing value into name → duration.
-func parseServerTiming(v string, into map[string]time.Duration) {
-	for _, part := range strings.Split(v, ",") {
-		fields := strings.Split(part, ";")
-		name := strings.ToLower(strings.TrimSpace(fields[0]))
-		if name == "" {
-			continue
-		}
-		for _, f := range fields[1:] {
-			k, val, ok := strings.Cut(strings.TrimSpace(f), "=")
-			if !ok || !strings.EqualFold(strings.TrimSpace(k), "dur") {
-				continue
-			}
-			ms, err := strconv.ParseFloat(strings.Trim(strings.TrimSpace(val), `"`), 64)
-			if err != nil || ms < 0 || ms > 1e9 || math.IsNaN(ms) {
-				continue
-			}
-			into[name] = time.Duration(ms * 1e6)
-		}
+	sp, gateway, ok := latency.SplitServerTiming(values)
+	rec.GatewayNS = int64(gateway)
+	if ok {
+		rec.Server = &sp
 	}
 }
 

@@ -168,7 +168,7 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 // header and trailer values. tokentrace serve names them queue, prefill and
 // decode; server_queue is accepted for queue.
 func (t *timeline) foldServerTiming(values []string) {
-	sp, ok := latency.ServerSplitFromTiming(values)
+	sp, _, ok := latency.SplitServerTiming(values)
 	if !ok {
 		return
 	}

@@ -36,19 +36,28 @@ func ParseServerTiming(values []string) map[string]time.Duration {
 	return out
 }
 
-// ServerSplitFromTiming reads a server's own split from its Server-Timing
-// values: tokentrace serve names the stages queue, prefill and decode
-// (server_queue is accepted for queue). ok is false when neither queue nor
-// prefill is present.
-func ServerSplitFromTiming(values []string) (s ServerSplit, ok bool) {
+// SplitServerTiming reads a server's own split from its Server-Timing
+// values: tokentrace serve names the stages queue, prefill and decode. A
+// tokentrace gateway on the path adds its own stages (gateway_in, queue,
+// connect, post_process, backpressure), names the server's queue
+// server_queue and, when it knows it, the server's decode server_decode; the gateway's stages then sum
+// to gateway. ok is false when neither a server queue nor prefill is present.
+func SplitServerTiming(values []string) (s ServerSplit, gateway time.Duration, ok bool) {
 	m := ParseServerTiming(values)
 	q, okq := m["queue"]
-	if !okq {
+	decode := m["decode"]
+	if _, behind := m["gateway_in"]; behind {
+		gateway = m["gateway_in"] + m["queue"] + m["connect"] + m["post_process"] + m["backpressure"]
+		q, okq = m["server_queue"]
+		if d, ok := m["server_decode"]; ok {
+			decode = d
+		}
+	} else if !okq {
 		q, okq = m["server_queue"]
 	}
 	p, okp := m["prefill"]
 	if !okq && !okp {
-		return ServerSplit{}, false
+		return ServerSplit{}, gateway, false
 	}
-	return ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(m["decode"]), Source: "server-timing"}, true
+	return ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(decode), Source: "server-timing"}, gateway, true
 }

@@ -22,14 +22,31 @@ func TestParseServerTiming(t *testing.T) {
 	}
 }
 
-func TestServerSplitFromTiming(t *testing.T) {
-	s, ok := ServerSplitFromTiming([]string{"server_queue;dur=2, prefill;dur=3, decode;dur=4"})
-	want := ServerSplit{QueueNS: 2e6, PrefillNS: 3e6, DecodeNS: 4e6, Source: "server-timing"}
-	if !ok || s != want {
-		t.Errorf("got %+v, %v; want %+v", s, ok, want)
+func TestSplitServerTiming(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      []string
+		want    ServerSplit
+		gateway time.Duration
+		ok      bool
+	}{
+		{"serve", []string{"frontend;dur=0.1, queue;dur=2, prefill;dur=3", "decode;dur=4"},
+			ServerSplit{2e6, 3e6, 4e6, "server-timing"}, 0, true},
+		{"server_queue alone", []string{"server_queue;dur=2, prefill;dur=3"},
+			ServerSplit{2e6, 3e6, 0, "server-timing"}, 0, true},
+		{"behind a gateway", []string{"gateway_in;dur=0.2, queue;dur=5, connect;dur=0.3",
+			"decode;dur=90, post_process;dur=0.1, backpressure;dur=0.4, server_queue;dur=1, prefill;dur=7, server_decode;dur=88"},
+			ServerSplit{1e6, 7e6, 88e6, "server-timing"}, 6 * time.Millisecond, true},
+		{"no split", []string{"frontend;dur=1"}, ServerSplit{}, 0, false},
 	}
-	if _, ok := ServerSplitFromTiming([]string{"frontend;dur=1"}); ok {
-		t.Error("a value without queue or prefill is no split")
+	for _, tt := range tests {
+		got, gw, ok := SplitServerTiming(tt.in)
+		if ok != tt.ok || gw != tt.gateway {
+			t.Errorf("%s: ok %v gateway %v, want %v %v", tt.name, ok, gw, tt.ok, tt.gateway)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
 	}
 }
 
