@@ -19,6 +19,7 @@ func diagnose(a *analysis, rep *Report) []Finding {
 			out = append(out, f)
 		}
 	}
+	out = append(out, breachFindings(rep, out)...)
 	sev := map[string]int{"critical": 0, "warning": 1, "info": 2}
 	slices.SortStableFunc(out, func(x, y Finding) int { return sev[x.Severity] - sev[y.Severity] })
 	return out

@@ -1,0 +1,92 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// explains lists, for each rule, the metrics whose SLO breach a finding of
+// that rule accounts for. A failed SLO that no finding accounts for gets a
+// finding of its own from breachFindings, so a failing run never reads
+// "no problem found".
+var explains = map[string][]latency.Metric{
+	"client-bottleneck":    latency.Metrics,
+	"server-queueing":      {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended, latency.ClientQueue},
+	"prefill-bound":        {latency.TTFT, latency.TTFTIntended},
+	"decode-bandwidth":     {latency.TPOT, latency.ITL, latency.ICL},
+	"prefill-interference": {latency.TPOT, latency.ITL, latency.ICL},
+	"output-length":        {latency.E2E, latency.E2EIntended},
+	"outside-model":        {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended},
+	"stalls":               {latency.ITL, latency.ICL, latency.TPOT},
+}
+
+// breachFindings returns one finding per failed SLO that none of found
+// explains: the largest stage in that metric's tail, with its remedies.
+func breachFindings(rep *Report, found []Finding) []Finding {
+	var out []Finding
+	for _, v := range rep.SLOs {
+		if v.Status != "fail" {
+			continue
+		}
+		m := latency.Metric(v.Metric)
+		if slices.ContainsFunc(found, func(f Finding) bool { return slices.Contains(explains[f.Rule], m) }) {
+			continue
+		}
+		out = append(out, breachFinding(rep, v, m))
+	}
+	return out
+}
+
+func breachFinding(rep *Report, v Verdict, m latency.Metric) Finding {
+	f := Finding{Rule: "slo-breach", Severity: "warning",
+		Numbers: map[string]float64{"value_ms": v.ValueMS, "threshold_ms": v.ThresholdMS}}
+	why := fmt.Sprintf("SLO %s fails (P%s = %s)", v.SLO, pct(v.Percentile), fmtMS(v.ValueMS))
+	var d *Decomposition
+	switch m {
+	case latency.TTFT, latency.TTFTIntended:
+		d = rep.TTFTSplit
+	case latency.E2E, latency.E2EIntended:
+		d = rep.Decomposition
+	}
+	name := "p95+"
+	if v.Percentile >= 99 {
+		name = "p99+"
+	}
+	g := group(d, name)
+	if g == nil || g.Largest == "" {
+		// TPOT, ITL and ICL are decode-step times: no stage split applies.
+		f.Title = fmt.Sprintf("%s: decode steps are slower than the objective", v.SLO)
+		f.Evidence = why + ". The time between tokens is the engine's decode step, set by batch size, " +
+			"context length and memory bandwidth; no rule found a more specific cause in this run."
+		f.Remedies = stageRemedies(latency.StageDecode)
+		return f
+	}
+	top := latency.Stage(g.Largest)
+	f.Title = fmt.Sprintf("%s: the largest term in its tail is %s", v.SLO, top)
+	f.Evidence = fmt.Sprintf("%s. Above its P%s (%d requests) %s takes %.0f%% of %s (mean %s of %s); "+
+		"no rule found a more specific pattern (for example a trend with input length or load).",
+		why, name[1:len(name)-1], g.Requests, top, 100*g.share(top), m, fmtMS(g.meanMS(top)), fmtMS(g.TotalMS))
+	f.Numbers["largest_share"] = g.share(top)
+	f.Remedies = stageRemedies(top)
+	return f
+}
+
+// stageRemedies are the levers that act on one stage.
+func stageRemedies(s latency.Stage) []string {
+	switch s {
+	case latency.StagePrefill:
+		return []string{"prefix caching, if prompts share a system prompt or history",
+			"chunked prefill (bounds one long prompt's cost to others)",
+			"shorter prompts", "more compute per replica, or a smaller or quantized model (prefill is compute-bound)"}
+	case latency.StageServerQueue, latency.StageClientQueue:
+		return []string{"more replicas, or fewer requests per replica (admission control, load shedding)",
+			"priority scheduling for latency-sensitive requests"}
+	case latency.StageDecode:
+		return []string{"smaller batches (max_num_seqs) for latency", "quantized weights or KV cache (FP8, INT8)",
+			"speculative decoding", "cap max_tokens where answers run long"}
+	default:
+		return outsideRemedies(s)
+	}
+}
