@@ -2,8 +2,8 @@ package bench
 
 import (
 	"bytes"
-	"errors"
-	"strconv"
+
+	"github.com/tokentrace/tokentrace/internal/jsonscan"
 )
 
 // fastChunk is what the client needs from one streamed event, read by
@@ -22,151 +22,20 @@ type fastChunk struct {
 	errorRaw, metricsRaw             []byte
 }
 
-var errSyntax = errors.New("invalid JSON")
+// maxDepth is how deeply scanChunk lets a chunk nest (the top-level
+// object is depth 0).
+const maxDepth = 64
 
-type scan struct {
-	b []byte
-	i int
+// skip reads any value at nesting depth depth.
+func skip(s *jsonscan.Scanner, depth int) error {
+	s.MaxDepth = maxDepth - depth
+	return s.Skip()
 }
 
-func (s *scan) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *scan) peek() byte {
-	s.ws()
-	if s.i >= len(s.b) {
-		return 0
-	}
-	return s.b[s.i]
-}
-
-// str reads a string and returns its raw (escaped) content.
-func (s *scan) str() ([]byte, error) {
-	if s.peek() != '"' {
-		return nil, errSyntax
-	}
-	s.i++
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			raw := s.b[start:s.i]
-			s.i++
-			return raw, nil
-		case c == '\\':
-			if s.i+1 >= len(s.b) {
-				return nil, errSyntax
-			}
-			switch s.b[s.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i += 2
-			case 'u':
-				if s.i+6 > len(s.b) {
-					return nil, errSyntax
-				}
-				for _, h := range s.b[s.i+2 : s.i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return nil, errSyntax
-					}
-				}
-				s.i += 6
-			default:
-				return nil, errSyntax
-			}
-		case c < 0x20:
-			return nil, errSyntax
-		default:
-			s.i++
-		}
-	}
-	return nil, errSyntax
-}
-
-// num reads a number and returns its text.
-func (s *scan) num() ([]byte, error) {
-	s.ws()
-	start := s.i
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.i++
-	}
-	digits := func() int {
-		n := 0
-		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-			s.i++
-			n++
-		}
-		return n
-	}
-	if s.i < len(s.b) && s.b[s.i] == '0' {
-		s.i++
-	} else if digits() == 0 {
-		return nil, errSyntax
-	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
-		s.i++
-		if digits() == 0 {
-			return nil, errSyntax
-		}
-	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
-			s.i++
-		}
-		if digits() == 0 {
-			return nil, errSyntax
-		}
-	}
-	return s.b[start:s.i], nil
-}
-
-func (s *scan) lit(word string) error {
-	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
-		return errSyntax
-	}
-	s.i += len(word)
-	return nil
-}
-
-// skip reads any value and returns its raw text.
-func (s *scan) skip(depth int) ([]byte, error) {
-	if depth > 64 {
-		return nil, errSyntax
-	}
-	c := s.peek()
-	start := s.i
-	var err error
-	switch {
-	case c == '"':
-		_, err = s.str()
-	case c == '{':
-		err = s.object(func(string) error { _, err := s.skip(depth + 1); return err })
-	case c == '[':
-		err = s.array(func(int) error { _, err := s.skip(depth + 1); return err })
-	case c == 't':
-		err = s.lit("true")
-	case c == 'f':
-		err = s.lit("false")
-	case c == 'n':
-		err = s.lit("null")
-	case c == '-' || c >= '0' && c <= '9':
-		_, err = s.num()
-	default:
-		err = errSyntax
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.b[start:s.i], nil
+// value reads any value at nesting depth depth and returns its text.
+func value(s *jsonscan.Scanner, depth int) ([]byte, error) {
+	s.MaxDepth = maxDepth - depth
+	return s.Value()
 }
 
 // keys are the field names the client reads.
@@ -187,199 +56,135 @@ func canon(k []byte) string {
 
 // object calls fn with each key's canonical name ("" for fields the client
 // does not read); fn must read the value.
-func (s *scan) object(fn func(key string) error) error {
-	if s.peek() != '{' {
-		return errSyntax
-	}
-	s.i++
-	if s.peek() == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		k, err := s.str()
-		if err != nil {
-			return err
-		}
-		if s.peek() != ':' {
-			return errSyntax
-		}
-		s.i++
-		if err := fn(canon(k)); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return errSyntax
-		}
-	}
-}
-
-// array calls fn for each element; fn must read it.
-func (s *scan) array(fn func(i int) error) error {
-	if s.peek() != '[' {
-		return errSyntax
-	}
-	s.i++
-	if s.peek() == ']' {
-		s.i++
-		return nil
-	}
-	for n := 0; ; n++ {
-		if err := fn(n); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return errSyntax
-		}
-	}
+func object(s *jsonscan.Scanner, fn func(key string) error) error {
+	return s.Object(func(k jsonscan.Str) error { return fn(canon(k.Raw)) })
 }
 
 // strOrNull reads a string (raw) or null (nil, false).
-func (s *scan) strOrNull() ([]byte, bool, error) {
-	if s.peek() == 'n' {
-		return nil, false, s.lit("null")
+func strOrNull(s *jsonscan.Scanner) ([]byte, bool, error) {
+	if s.Null() {
+		return nil, false, nil
 	}
-	r, err := s.str()
-	return r, err == nil, err
+	t, err := s.String()
+	return t.Raw, err == nil, err
 }
 
 // intOrNull reads a whole number (or null).
-func (s *scan) intOrNull() (int, bool, error) {
-	if s.peek() == 'n' {
-		return 0, false, s.lit("null")
+func intOrNull(s *jsonscan.Scanner) (int, bool, error) {
+	if s.Null() {
+		return 0, false, nil
 	}
-	t, err := s.num()
+	v, err := s.Int64() // refuses a fraction, or a number out of range
 	if err != nil {
 		return 0, false, err
 	}
-	v, err := strconv.Atoi(string(t))
-	if err != nil {
-		return 0, false, errSyntax // a fraction, or out of range
-	}
-	return v, true, nil
+	return int(v), true, nil
 }
 
 // scanChunk reads one event's JSON into c, validating all of it.
 func scanChunk(b []byte, c *fastChunk) error {
 	*c = fastChunk{}
-	s := scan{b: b}
-	err := s.object(func(k string) error {
+	s := jsonscan.New(b)
+	err := object(&s, func(k string) error {
 		var err error
 		switch k {
 		case "choices":
-			if s.peek() == 'n' {
-				return s.lit("null")
+			if s.Null() {
+				return nil
 			}
-			err = s.array(func(i int) error {
+			err = s.Array(func(i int) error {
 				c.choices++
 				if i > 0 {
-					_, err := s.skip(1)
-					return err
+					return skip(&s, 1)
 				}
-				return s.choice(c)
+				return choice(&s, c)
 			})
 		case "usage":
-			if s.peek() == 'n' {
-				return s.lit("null")
+			if s.Null() {
+				return nil
 			}
 			c.hasUsage = true
-			err = s.object(func(k string) error {
+			err = object(&s, func(k string) error {
 				var err error
 				switch k {
 				case "prompt_tokens":
-					c.prompt, c.hasPrompt, err = s.intOrNull()
+					c.prompt, c.hasPrompt, err = intOrNull(&s)
 				case "completion_tokens":
-					c.completion, c.hasCompletion, err = s.intOrNull()
+					c.completion, c.hasCompletion, err = intOrNull(&s)
 				case "prompt_tokens_details":
-					err = s.details("cached_tokens", &c.cached)
+					err = details(&s, "cached_tokens", &c.cached)
 				case "completion_tokens_details":
-					err = s.details("reasoning_tokens", &c.reasoningTokens)
+					err = details(&s, "reasoning_tokens", &c.reasoningTokens)
 				default:
-					_, err = s.skip(1)
+					err = skip(&s, 1)
 				}
 				return err
 			})
 		case "error":
-			c.errorRaw, err = s.skip(1)
+			c.errorRaw, err = value(&s, 1)
 			if string(c.errorRaw) == "null" {
 				c.errorRaw = nil
 			}
 		case "metrics":
-			c.metricsRaw, err = s.skip(1)
+			c.metricsRaw, err = value(&s, 1)
 			if string(c.metricsRaw) == "null" {
 				c.metricsRaw = nil
 			}
 		default:
-			_, err = s.skip(1)
+			err = skip(&s, 1)
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if s.ws(); s.i != len(s.b) {
-		return errSyntax // trailing data
-	}
-	return nil
+	return s.End() // no trailing data
 }
 
-func (s *scan) details(key string, dst *int) error {
-	if s.peek() == 'n' {
-		return s.lit("null")
+func details(s *jsonscan.Scanner, key string, dst *int) error {
+	if s.Null() {
+		return nil
 	}
-	return s.object(func(k string) error {
+	return object(s, func(k string) error {
 		if k == key {
-			v, _, err := s.intOrNull()
+			v, _, err := intOrNull(s)
 			*dst = v
 			return err
 		}
-		_, err := s.skip(2)
-		return err
+		return skip(s, 2)
 	})
 }
 
-func (s *scan) choice(c *fastChunk) error {
-	return s.object(func(k string) error {
+func choice(s *jsonscan.Scanner, c *fastChunk) error {
+	return object(s, func(k string) error {
 		var err error
 		switch k {
 		case "delta", "message":
-			if s.peek() == 'n' {
-				return s.lit("null")
+			if s.Null() {
+				return nil
 			}
-			err = s.object(func(k string) error {
+			err = object(s, func(k string) error {
 				var err error
 				var v []byte
 				switch k {
 				case "content":
-					v, _, err = s.strOrNull()
+					v, _, err = strOrNull(s)
 					c.content = v
 				case "reasoning_content", "reasoning":
-					if v, _, err = s.strOrNull(); len(v) > 0 {
+					if v, _, err = strOrNull(s); len(v) > 0 {
 						c.reasoning = v
 					}
 				default:
-					_, err = s.skip(2)
+					err = skip(s, 2)
 				}
 				return err
 			})
 		case "text":
-			c.text, _, err = s.strOrNull()
+			c.text, _, err = strOrNull(s)
 		case "finish_reason":
-			c.finish, c.hasFinish, err = s.strOrNull()
+			c.finish, c.hasFinish, err = strOrNull(s)
 		default:
-			_, err = s.skip(2)
+			err = skip(s, 2)
 		}
 		return err
 	})
