@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/tokentrace/tokentrace/internal/jsonscan"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
 
@@ -63,8 +64,7 @@ func (r *Request) InputTokens() int {
 			n += tokenizer.Count(string(raw))
 			continue
 		}
-		var s string
-		if err := json.Unmarshal(r.body[t.start-1:t.end+1], &s); err == nil {
+		if s, err := jsonscan.Unquote(raw); err == nil {
 			n += tokenizer.Count(s)
 		}
 	}
@@ -85,7 +85,7 @@ var errScan = errors.New("invalid request")
 // rules; prefixBytes bounds the text hashed for prefix affinity.
 func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 	r := Request{body: body, input: -1}
-	s := &scanner{b: body}
+	s := newScanner(body)
 	var model string
 	var haveModel, sawMessages, sawPrompt bool
 	var maxTokens, maxCompletion *int
@@ -114,7 +114,7 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 				maxCompletion = v
 			}
 		case "stream_options":
-			if s.peek() != '{' {
+			if s.Peek() != '{' {
 				return s.skip()
 			}
 			return s.object(func(k []byte) error {
@@ -143,9 +143,8 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 		return nil
 	})
 	if err == nil {
-		s.ws()
-		if s.i != len(s.b) {
-			err = s.errorf("unexpected data after the request object")
+		if s.SkipSpace(); s.Pos() != len(body) {
+			err = s.Errorf("unexpected data after the request object")
 		}
 	}
 	if err != nil {
@@ -188,171 +187,51 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 	return r, nil
 }
 
-// scanner walks JSON without building values.
-type scanner struct {
-	b []byte
-	i int
-}
+// scanner is a jsonscan.Scanner with the readers ScanRequest needs.
+type scanner struct{ jsonscan.Scanner }
 
-func (s *scanner) errorf(format string, a ...any) error {
-	return fmt.Errorf("offset %d: %s", s.i, fmt.Sprintf(format, a...))
-}
-
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *scanner) peek() byte {
-	s.ws()
-	if s.i < len(s.b) {
-		return s.b[s.i]
-	}
-	return 0
-}
-
-func (s *scanner) expect(c byte) error {
-	if s.peek() != c {
-		if s.i >= len(s.b) {
-			return s.errorf("unexpected end of input, want %q", c)
-		}
-		return s.errorf("unexpected %q, want %q", s.b[s.i], c)
-	}
-	s.i++
-	return nil
-}
+func newScanner(b []byte) *scanner { return &scanner{jsonscan.New(b)} }
 
 // str scans a string and returns its raw content span.
 func (s *scanner) str() (textSpan, error) {
-	if err := s.expect('"'); err != nil {
-		return textSpan{}, err
-	}
-	start := s.i
-	for {
-		j := bytes.IndexByte(s.b[s.i:], '"')
-		if j < 0 {
-			s.i = len(s.b)
-			return textSpan{}, s.errorf("unterminated string")
-		}
-		s.i += j
-		bs := 0 // backslashes right before the quote
-		for k := s.i - 1; k >= start && s.b[k] == '\\'; k-- {
-			bs++
-		}
-		if bs%2 == 0 {
-			break
-		}
-		s.i++
-	}
-	t := textSpan{start: start, end: s.i, escaped: bytes.IndexByte(s.b[start:s.i], '\\') >= 0}
-	s.i++
-	for _, c := range s.b[t.start:t.end] {
-		if c < 0x20 {
-			return textSpan{}, s.errorf("control character in string")
-		}
-	}
-	if t.escaped {
-		raw := s.b[t.start:t.end]
-		for k := bytes.IndexByte(raw, '\\'); k >= 0; {
-			if k+1 >= len(raw) {
-				return textSpan{}, s.errorf("bad escape in string")
-			}
-			switch raw[k+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				k += 2
-			case 'u':
-				if k+6 > len(raw) {
-					return textSpan{}, s.errorf("bad \\u escape in string")
-				}
-				for _, h := range raw[k+2 : k+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return textSpan{}, s.errorf("bad \\u escape in string")
-					}
-				}
-				k += 6
-			default:
-				return textSpan{}, s.errorf("bad escape in string")
-			}
-			next := bytes.IndexByte(raw[k:], '\\')
-			if next < 0 {
-				break
-			}
-			k += next
-		}
-	}
-	return t, nil
+	t, err := s.String()
+	return textSpan{start: t.Start, end: t.End(), escaped: t.Escaped}, err
 }
 
 func (s *scanner) stringValue() (string, error) {
-	t, err := s.str()
-	if err != nil {
-		return "", err
+	t, err := s.String()
+	if err != nil || !t.Escaped {
+		return string(t.Raw), err
 	}
-	if !t.escaped {
-		return string(s.b[t.start:t.end]), nil
-	}
-	var v string
-	if err := json.Unmarshal(s.b[t.start-1:t.end+1], &v); err != nil {
-		return "", fmt.Errorf("bad string: %w", err)
-	}
-	return v, nil
+	return jsonscan.Unquote(t.Raw)
 }
 
-func (s *scanner) literal(word string) error {
-	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
-		return s.errorf("invalid literal")
-	}
-	s.i += len(word)
-	return nil
-}
-
+// boolValue reads true, false or null (false).
 func (s *scanner) boolValue() (bool, error) {
-	switch s.peek() {
-	case 't':
-		return true, s.literal("true")
-	case 'f':
-		return false, s.literal("false")
+	switch s.Peek() {
+	case 't', 'f':
+		return s.Bool()
 	case 'n':
-		return false, s.literal("null")
-	}
-	return false, s.errorf("want true or false")
-}
-
-func (s *scanner) number() ([]byte, error) {
-	s.ws()
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
-			s.i++
-			continue
+		if s.Null() {
+			return false, nil
 		}
-		break
+		return false, s.Errorf("invalid literal")
 	}
-	num := s.b[start:s.i]
-	if len(num) == 0 || !json.Valid(num) {
-		s.i = start
-		return nil, s.errorf("invalid number")
-	}
-	return num, nil
+	return false, s.Errorf("want true or false")
 }
 
-// intValue reads an integer or null (nil).
+// intValue reads an integer or null (nil). A number with a fraction or
+// exponent is accepted when its value is a whole number within ±2⁴⁰.
 func (s *scanner) intValue() (*int, error) {
-	if s.peek() == 'n' {
-		return nil, s.literal("null")
+	if s.Null() {
+		return nil, nil
 	}
-	num, err := s.number()
+	num, err := s.Number()
 	if err != nil {
 		return nil, err
 	}
-	v, err := strconv.Atoi(string(num))
+	v64, err := jsonscan.ParseInt(num)
+	v := int(v64)
 	if err != nil {
 		f, ferr := strconv.ParseFloat(string(num), 64)
 		if ferr != nil || f != float64(int(f)) || f > 1<<40 || f < -(1<<40) {
@@ -363,109 +242,37 @@ func (s *scanner) intValue() (*int, error) {
 	return &v, nil
 }
 
-// object scans an object, calling field with each key; field must consume
-// the value.
+// object scans an object, calling field with each key (unescaped); field
+// must consume the value.
 func (s *scanner) object(field func(key []byte) error) error {
-	if err := s.expect('{'); err != nil {
-		return err
-	}
-	if s.peek() == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		k, err := s.str()
-		if err != nil {
-			return err
-		}
-		if err := s.expect(':'); err != nil {
-			return err
-		}
-		key := s.b[k.start:k.end]
-		if k.escaped {
-			var v string
-			if json.Unmarshal(s.b[k.start-1:k.end+1], &v) == nil {
+	return s.Object(func(k jsonscan.Str) error {
+		key := k.Raw
+		if k.Escaped {
+			if v, err := jsonscan.Unquote(k.Raw); err == nil {
 				key = []byte(v)
 			}
 		}
-		if err := field(key); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.errorf("want ',' or '}' in object")
-		}
-	}
+		return field(key)
+	})
 }
 
 // array scans an array, calling elem for each element (which must consume it).
 func (s *scanner) array(elem func() error) error {
-	if err := s.expect('['); err != nil {
-		return err
-	}
-	if s.peek() == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		if err := elem(); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errorf("want ',' or ']' in array")
-		}
-	}
+	return s.Array(func(int) error { return elem() })
 }
 
-// maxDepth bounds nesting, so a hostile body cannot exhaust the stack.
-const maxDepth = 128
-
-func (s *scanner) skip() error { return s.skipDepth(0) }
-
-func (s *scanner) skipDepth(depth int) error {
-	if depth > maxDepth {
-		return s.errorf("nested too deeply")
-	}
-	switch s.peek() {
-	case '{':
-		return s.object(func([]byte) error { return s.skipDepth(depth + 1) })
-	case '[':
-		return s.array(func() error { return s.skipDepth(depth + 1) })
-	case '"':
-		_, err := s.str()
-		return err
-	case 't':
-		return s.literal("true")
-	case 'f':
-		return s.literal("false")
-	case 'n':
-		return s.literal("null")
-	case 0:
-		return s.errorf("unexpected end of input")
-	}
-	_, err := s.number()
-	return err
-}
+// skip passes over one value of any kind; jsonscan's default depth limit
+// (128 levels) keeps a hostile body from exhausting the stack.
+func (s *scanner) skip() error { return s.Skip() }
 
 // messages scans a chat messages array.
 func (s *scanner) messages(r *Request) error {
-	if s.peek() != '[' {
-		return s.errorf("'messages' must be an array")
+	if s.Peek() != '[' {
+		return s.Errorf("'messages' must be an array")
 	}
 	return s.array(func() error {
-		if s.peek() != '{' {
-			return s.errorf("each message must be an object")
+		if s.Peek() != '{' {
+			return s.Errorf("each message must be an object")
 		}
 		r.messages++
 		return s.object(func(key []byte) error {
@@ -488,7 +295,7 @@ func (s *scanner) messages(r *Request) error {
 // content scans a message's content: a string, an array of parts (text
 // parts counted) or null.
 func (s *scanner) content(r *Request) error {
-	switch s.peek() {
+	switch s.Peek() {
 	case '"':
 		t, err := s.str()
 		if err == nil {
@@ -496,14 +303,16 @@ func (s *scanner) content(r *Request) error {
 		}
 		return err
 	case 'n':
-		return s.literal("null")
+		if s.Null() {
+			return nil
+		}
 	case '[':
 		return s.array(func() error {
-			if s.peek() != '{' {
-				return s.errorf("content parts must be objects")
+			if s.Peek() != '{' {
+				return s.Errorf("content parts must be objects")
 			}
 			return s.object(func(key []byte) error {
-				if string(key) != "text" || s.peek() != '"' {
+				if string(key) != "text" || s.Peek() != '"' {
 					return s.skip()
 				}
 				t, err := s.str()
@@ -514,13 +323,13 @@ func (s *scanner) content(r *Request) error {
 			})
 		})
 	}
-	return s.errorf("content must be a string, an array of parts or null")
+	return s.Errorf("content must be a string, an array of parts or null")
 }
 
 // prompt scans a completion prompt: a string, or an array of strings,
 // token ids, or arrays of token ids.
 func (s *scanner) prompt(r *Request, depth int) error {
-	switch c := s.peek(); {
+	switch c := s.Peek(); {
 	case c == '"':
 		t, err := s.str()
 		if err == nil {
@@ -531,18 +340,18 @@ func (s *scanner) prompt(r *Request, depth int) error {
 		return s.array(func() error { return s.prompt(r, depth+1) })
 	case (c >= '0' && c <= '9') || c == '-':
 		if depth == 0 {
-			return s.errorf("prompt must be a string or an array")
+			return s.Errorf("prompt must be a string or an array")
 		}
-		num, err := s.number()
+		num, err := s.Number()
 		if err == nil {
-			if _, perr := strconv.ParseInt(string(num), 10, 64); perr != nil {
-				return s.errorf("token ids must be integers")
+			if _, perr := jsonscan.ParseInt(num); perr != nil {
+				return s.Errorf("token ids must be integers")
 			}
 			r.ids++
 		}
 		return err
 	}
-	return s.errorf("prompt must be a string, an array of strings or token ids")
+	return s.Errorf("prompt must be a string, an array of strings or token ids")
 }
 
 // rewriteFields returns body with the given top-level fields replaced (or
@@ -553,15 +362,15 @@ func rewriteFields(body []byte, set map[string]any) ([]byte, error) {
 		start, end int
 		val        []byte
 	}
-	s := &scanner{b: body}
+	s := newScanner(body)
 	found := map[string]edit{}
 	if err := s.object(func(key []byte) error {
-		start := s.i
+		start := s.Pos()
 		if err := s.skip(); err != nil {
 			return err
 		}
 		if _, ok := set[string(key)]; ok {
-			found[string(key)] = edit{start: start, end: s.i}
+			found[string(key)] = edit{start: start, end: s.Pos()}
 		}
 		return nil
 	}); err != nil {
