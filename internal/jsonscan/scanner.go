@@ -264,15 +264,7 @@ func (s *Scanner) Int64() (int64, error) {
 		i++
 	}
 	start := i
-	var v uint64
-	for i < len(b) {
-		c := b[i] - '0'
-		if c > 9 {
-			break
-		}
-		v = v*10 + uint64(c)
-		i++
-	}
+	v, i := decimal(b, i)
 	n := i - start
 	if n == 0 || n > 1 && b[start] == '0' || i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
 		return s.notInt()
@@ -285,6 +277,33 @@ func (s *Scanner) Int64() (int64, error) {
 		return -int64(v), nil
 	}
 	return int64(v), nil
+}
+
+// decimal reads the digits from b[i:] and returns their value (correct for
+// up to 19 digits) and the offset past them. It takes eight digits at a time
+// where it can.
+func decimal(b []byte, i int) (uint64, int) {
+	var v uint64
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if (x&0xF0F0F0F0F0F0F0F0)|((x+0x0606060606060606)&0xF0F0F0F0F0F0F0F0)>>4 != 0x3333333333333333 {
+			break
+		}
+		x = (x & 0x0F0F0F0F0F0F0F0F) * 2561 >> 8
+		x = (x & 0x00FF00FF00FF00FF) * 6553601 >> 16
+		x = (x & 0x0000FFFF0000FFFF) * 42949672960001 >> 32
+		v = v*100000000 + x
+		i += 8
+	}
+	for i < len(b) {
+		c := b[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + uint64(c)
+		i++
+	}
+	return v, i
 }
 
 // notInt makes Int64's error: an invalid number, or one that is not an
@@ -339,20 +358,42 @@ func AppendInts[T int | int32 | int64](s *Scanner, dst []T) ([]T, error) {
 		s.pos++
 		return dst, nil
 	}
+	b, i := s.buf, s.pos
 	for {
-		at := s.pos
-		v, err := s.Int64()
-		if err != nil {
-			return dst, err
+		// The common case inline: up to 18 digits, no sign, no leading
+		// zero, then ',' or ']'. Anything else takes Int64.
+		at := i
+		var u uint64
+		u, i = decimal(b, i)
+		v := int64(u)
+		if n := i - at; n == 0 || n > 18 || n > 1 && b[at] == '0' || i >= len(b) || b[i] != ',' && b[i] != ']' {
+			s.pos = at
+			var err error
+			if v, err = s.Int64(); err != nil {
+				return dst, err
+			}
+			i = s.pos
 		}
 		if int64(T(v)) != v {
 			s.pos = at
+			s.SkipSpace()
 			return dst, s.Errorf("integer %d out of range", v)
 		}
 		dst = append(dst, T(v))
+		if i < len(b) {
+			switch b[i] {
+			case ',':
+				i++
+				continue
+			case ']':
+				s.pos = i + 1
+				return dst, nil
+			}
+		}
+		s.pos = i
 		switch s.Peek() {
 		case ',':
-			s.pos++
+			i = s.pos + 1
 		case ']':
 			s.pos++
 			return dst, nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestString(t *testing.T) {
@@ -236,7 +237,7 @@ func FuzzAgainstEncodingJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"a":[1,-2.5e3,true,false,null,{"b":"c"}],"d":""}`,
 		`"caf\u00e9 \ud83d\ude00 \ud800 \"x\""`, "\"\xff\xfe plain\"", `-0.0e-0`, `9223372036854775808`, `-42`,
-		`[1, 2 ,3]`, `{"a" : {"b" : [ ] } }`, `01`, `[1,]`, `"\u12"`, `nul`,
+		`[1, 2 ,3]`, `[12345678,123456789012345678,1234567890123456789, -0 ,0]`, `[1,2147483648]`, `{"a" : {"b" : [ ] } }`, `01`, `[1,]`, `"\u12"`, `nul`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -255,6 +256,17 @@ func FuzzAgainstEncodingJSON(f *testing.F) {
 			return
 		}
 		switch {
+		case first[0] == '[':
+			s := New(b)
+			got, err := AppendInts(&s, []int64(nil))
+			if err == nil {
+				err = s.End()
+			}
+			var want []int64
+			jerr := json.Unmarshal(b, &want)
+			if (err == nil) != (jerr == nil) || err == nil && !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+				t.Fatalf("AppendInts %v (%v), encoding/json %v (%v): %q", got, err, want, jerr, b)
+			}
 		case first[0] == '"':
 			s := New(b)
 			st, err := s.String()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/jsonscan"
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
@@ -35,7 +36,7 @@ const (
 
 // decode is decodeRecord with a cache kept across calls (one per goroutine).
 func (sc *strCache) decode(b []byte, r *latency.Record) error {
-	d := fastDecoder{b: b, cache: sc}
+	d := fastDecoder{s: jsonscan.New(b), cache: sc}
 	if err := d.record(r); err == nil {
 		return nil
 	}
@@ -45,56 +46,34 @@ func (sc *strCache) decode(b []byte, r *latency.Record) error {
 
 var errSlow = errors.New("not on the fast path")
 
+// fastDecoder reads the common case of a record: anything the fast path is
+// not sure of returns an error, and the line goes to encoding/json.
 type fastDecoder struct {
-	b     []byte
-	i     int
+	s     jsonscan.Scanner
 	cache *strCache
 }
 
-func (d *fastDecoder) ws() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
+// plain returns a string's raw bytes if it has no escapes and only ASCII
+// bytes (so it is its own value and, as a key, matches only by ASCII case
+// folding), else errSlow.
+func plain(t jsonscan.Str, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
 	}
+	if t.Escaped || t.NonASCII {
+		return nil, errSlow
+	}
+	return t.Raw, nil
 }
 
-func (d *fastDecoder) expect(c byte) error {
-	d.ws()
-	if d.i >= len(d.b) || d.b[d.i] != c {
-		return errSlow
-	}
-	d.i++
-	return nil
-}
-
-// str reads a string with no escapes and only ASCII bytes.
 func (d *fastDecoder) str() (string, error) {
-	if err := d.expect('"'); err != nil {
-		return "", err
-	}
-	start := d.i
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		switch {
-		case c == '"':
-			s := string(d.b[start:d.i])
-			d.i++
-			return s, nil
-		case c == '\\' || c >= 0x80 || c < 0x20:
-			return "", errSlow
-		}
-		d.i++
-	}
-	return "", errSlow
+	b, err := plain(d.s.String())
+	return string(b), err
 }
 
 // strc reads a string like str, reusing the cached value of a slot when equal.
 func (d *fastDecoder) strc(slot int) (string, error) {
-	k, err := d.key() // same rules as a key: no escapes, ASCII only
+	k, err := plain(d.s.String())
 	if err != nil {
 		return "", err
 	}
@@ -105,237 +84,39 @@ func (d *fastDecoder) strc(slot int) (string, error) {
 	return d.cache[slot], nil
 }
 
-// key reads an object key as bytes (no copy).
-func (d *fastDecoder) key() ([]byte, error) {
-	if err := d.expect('"'); err != nil {
-		return nil, err
-	}
-	start := d.i
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		if c == '"' {
-			k := d.b[start:d.i]
-			d.i++
-			return k, nil
-		}
-		if c == '\\' || c >= 0x80 || c < 0x20 {
-			return nil, errSlow
-		}
-		d.i++
-	}
-	return nil, errSlow
-}
-
-// isNull consumes a null literal if one is next.
-func (d *fastDecoder) isNull() bool {
-	d.ws()
-	if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
-		d.i += 4
-		return true
-	}
-	return false
-}
-
-// int64 reads an integer; fractions, exponents and numbers of more than 18
-// digits are left to encoding/json.
-func (d *fastDecoder) int64() (int64, error) {
-	d.ws()
-	b, i := d.b, d.i
-	neg := false
-	if i < len(b) && b[i] == '-' {
-		neg = true
-		i++
-	}
-	start := i
-	var v int64
-	for i < len(b) {
-		c := b[i] - '0'
-		if c > 9 {
-			break
-		}
-		v = v*10 + int64(c)
-		i++
-	}
-	n := i - start
-	if n == 0 || n > 18 || (n > 1 && b[start] == '0') {
-		return 0, errSlow
-	}
-	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
-		return 0, errSlow
-	}
-	d.i = i
-	if neg {
-		return -v, nil
-	}
-	return v, nil
-}
+func (d *fastDecoder) int64() (int64, error) { return d.s.Int64() }
 
 func (d *fastDecoder) int32() (int32, error) {
-	v, err := d.int64()
+	v, err := d.s.Int64()
 	if err != nil || v != int64(int32(v)) {
 		return 0, errSlow
 	}
 	return int32(v), nil
 }
 
-func (d *fastDecoder) bool() (bool, error) {
-	d.ws()
-	switch {
-	case len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "true":
-		d.i += 4
-		return true, nil
-	case len(d.b)-d.i >= 5 && string(d.b[d.i:d.i+5]) == "false":
-		d.i += 5
-		return false, nil
-	}
-	return false, errSlow
-}
-
 func (d *fastDecoder) int64s(dst []int64) ([]int64, error) {
-	dst = dst[:0]
-	if d.isNull() {
+	if d.s.Null() {
 		return nil, nil
 	}
-	if err := d.expect('['); err != nil {
-		return nil, err
-	}
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
-		return dst, nil
-	}
-	b, i := d.b, d.i
-	for {
-		// The common case inline: non-negative integers, "," or "]" right after.
-		start := i
-		var v int64
-		for i < len(b) {
-			c := b[i] - '0'
-			if c > 9 {
-				break
-			}
-			v = v*10 + int64(c)
-			i++
-		}
-		n := i - start
-		if n == 0 || n > 18 || (n > 1 && b[start] == '0') || i >= len(b) {
-			// Anything else (a sign, spaces, a fraction): the general path.
-			d.i = start
-			var err error
-			if v, err = d.int64(); err != nil {
-				return nil, err
-			}
-			d.ws()
-			i = d.i
-			if i >= len(b) {
-				return nil, errSlow
-			}
-		}
-		dst = append(dst, v)
-		c := b[i]
-		i++
-		switch c {
-		case ',':
-			continue
-		case ']':
-			d.i = i
-			return dst, nil
-		case '.', 'e', 'E':
-			return nil, errSlow
-		case ' ', '\t', '\n', '\r':
-			d.i = i
-			d.ws()
-			i = d.i
-			if i >= len(b) {
-				return nil, errSlow
-			}
-			c = b[i]
-			i++
-			if c == ']' {
-				d.i = i
-				return dst, nil
-			}
-			if c != ',' {
-				return nil, errSlow
-			}
-			// the next element may begin with spaces: let the general path skip them
-			d.i = i
-			d.ws()
-			i = d.i
-		default:
-			return nil, errSlow
-		}
-	}
+	return jsonscan.AppendInts(&d.s, dst[:0])
 }
 
 func (d *fastDecoder) int32s(dst []int32) ([]int32, error) {
-	dst = dst[:0]
-	if d.isNull() {
+	if d.s.Null() {
 		return nil, nil
 	}
-	if err := d.expect('['); err != nil {
-		return nil, err
-	}
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
-		return dst, nil
-	}
-	for {
-		v, err := d.int32()
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, v)
-		d.ws()
-		if d.i >= len(d.b) {
-			return nil, errSlow
-		}
-		c := d.b[d.i]
-		d.i++
-		if c == ']' {
-			return dst, nil
-		}
-		if c != ',' {
-			return nil, errSlow
-		}
-	}
+	return jsonscan.AppendInts(&d.s, dst[:0])
 }
 
-// object walks an object's members, calling field for each key.
+// object walks an object's members, calling field for each (plain) key.
 func (d *fastDecoder) object(field func(k []byte) error) error {
-	if err := d.expect('{'); err != nil {
-		return err
-	}
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-		return nil
-	}
-	for {
-		k, err := d.key()
+	return d.s.Object(func(k jsonscan.Str) error {
+		key, err := plain(k, nil)
 		if err != nil {
 			return err
 		}
-		if err := d.expect(':'); err != nil {
-			return err
-		}
-		if err := field(k); err != nil {
-			return err
-		}
-		d.ws()
-		if d.i >= len(d.b) {
-			return errSlow
-		}
-		c := d.b[d.i]
-		d.i++
-		if c == '}' {
-			return nil
-		}
-		if c != ',' {
-			return errSlow
-		}
-	}
+		return field(key)
+	})
 }
 
 // recordKeys are the JSON names of latency.Record; a key matching one of
@@ -350,7 +131,7 @@ func (d *fastDecoder) record(r *latency.Record) error {
 	*r = resetRecord(*r)
 	err := d.object(func(k []byte) error {
 		var err error
-		if d.isNull() {
+		if d.s.Null() {
 			return d.nullField(r, k)
 		}
 		switch string(k) {
@@ -365,9 +146,9 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		case "model":
 			r.Model, err = d.strc(scModel)
 		case "stream":
-			r.Stream, err = d.bool()
+			r.Stream, err = d.s.Bool()
 		case "warmup":
-			r.Warmup, err = d.bool()
+			r.Warmup, err = d.s.Bool()
 		case "phase":
 			r.Phase, err = d.strc(scPhase)
 		case "session":
@@ -459,18 +240,15 @@ func (d *fastDecoder) record(r *latency.Record) error {
 					return errSlow
 				}
 			}
-			return d.skip(0)
+			d.s.MaxDepth = 64
+			return d.s.Skip()
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	d.ws()
-	if d.i != len(d.b) {
-		return errSlow
-	}
-	return nil
+	return d.s.End()
 }
 
 // nullField handles "key": null, which leaves a field as it is except for
@@ -487,57 +265,4 @@ func (d *fastDecoder) nullField(r *latency.Record, k []byte) error {
 		r.Server = nil
 	}
 	return nil
-}
-
-// skip passes over one value of any kind (an unknown field).
-func (d *fastDecoder) skip(depth int) error {
-	if depth > 64 {
-		return errSlow
-	}
-	d.ws()
-	if d.i >= len(d.b) {
-		return errSlow
-	}
-	switch c := d.b[d.i]; {
-	case c == '"':
-		_, err := d.str()
-		return err
-	case c == '{':
-		return d.object(func([]byte) error { return d.skip(depth + 1) })
-	case c == '[':
-		d.i++
-		d.ws()
-		if d.i < len(d.b) && d.b[d.i] == ']' {
-			d.i++
-			return nil
-		}
-		for {
-			if err := d.skip(depth + 1); err != nil {
-				return err
-			}
-			d.ws()
-			if d.i >= len(d.b) {
-				return errSlow
-			}
-			c := d.b[d.i]
-			d.i++
-			if c == ']' {
-				return nil
-			}
-			if c != ',' {
-				return errSlow
-			}
-		}
-	case c == 't' || c == 'f':
-		_, err := d.bool()
-		return err
-	case c == 'n':
-		if d.isNull() {
-			return nil
-		}
-		return errSlow
-	default:
-		_, err := d.int64()
-		return err
-	}
 }
