@@ -144,7 +144,6 @@ func (o *SweepOutcome) mode() string {
 
 // sweeper runs probes.
 type sweeper struct {
-	ctx    context.Context
 	runner *Runner
 	cfg    Config
 	log    io.Writer
@@ -158,7 +157,7 @@ type sweeper struct {
 // scheduled rate) with ≤ 5 % failures; a concurrency point when anything
 // succeeded (its saturation is judged by the caller); with SLOs, whether
 // every SLO held over the point.
-func (sw *sweeper) probe(v float64) (SweepPoint, error) {
+func (sw *sweeper) probe(ctx context.Context, v float64) (SweepPoint, error) {
 	load := sw.cfg.Load
 	pt := SweepPoint{}
 	name := ""
@@ -182,7 +181,7 @@ func (sw *sweeper) probe(v float64) (SweepPoint, error) {
 		sw.runner.Emit = func(r *latency.Record) { orig(r); pc.Add(r) }
 		defer func() { sw.runner.Emit = orig }()
 	}
-	res, err := sw.runner.Run(sw.ctx, name, load)
+	res, err := sw.runner.Run(ctx, name, load)
 	*sw.phases = append(*sw.phases, res)
 	if err != nil {
 		return pt, err
@@ -210,7 +209,7 @@ func (sw *sweeper) probe(v float64) (SweepPoint, error) {
 		verdict = map[bool]string{true: ", SLOs hold", false: ", SLOs fail"}[*pt.SLOsHold]
 	}
 	fmt.Fprintf(sw.log, "bench: %s: completion %.2f req/s of %.2f scheduled%s\n", name, res.CompletionRPS, res.ScheduledRPS, verdict)
-	return pt, sw.ctx.Err()
+	return pt, ctx.Err()
 }
 
 // runSweep runs cfg.Sweep's points through r, appending each phase's
@@ -218,20 +217,20 @@ func (sw *sweeper) probe(v float64) (SweepPoint, error) {
 func runSweep(ctx context.Context, r *Runner, cfg Config, log io.Writer, phases *[]PhaseResult) (*SweepOutcome, error) {
 	s := *cfg.Sweep
 	s.defaults()
-	sw := &sweeper{ctx: ctx, runner: r, cfg: cfg, log: log, phases: phases, out: &SweepOutcome{Kind: s.Kind}, seen: map[string]int{}}
+	sw := &sweeper{runner: r, cfg: cfg, log: log, phases: phases, out: &SweepOutcome{Kind: s.Kind}, seen: map[string]int{}}
 	switch {
 	case !s.Auto:
 		for _, v := range s.Values {
-			if _, err := sw.probe(v); err != nil {
+			if _, err := sw.probe(ctx, v); err != nil {
 				return sw.out, err
 			}
 		}
 		sw.out.Line = fmt.Sprintf("sweep     %d points over %s", len(s.Values), s.Kind)
 		return sw.out, nil
 	case len(cfg.SLOs) > 0:
-		return sw.out, sw.capacity(s)
+		return sw.out, sw.capacity(ctx, s)
 	default:
-		return sw.out, sw.saturation(s)
+		return sw.out, sw.saturation(ctx, s)
 	}
 }
 
@@ -251,12 +250,12 @@ func (sw *sweeper) start(s Sweep) float64 {
 // saturation doubles the rate (concurrency) until throughput stops keeping
 // up (for concurrency: until doubling adds under 10 % throughput), then
 // spreads Points evenly up to the last point that kept up.
-func (sw *sweeper) saturation(s Sweep) error {
+func (sw *sweeper) saturation(ctx context.Context, s Sweep) error {
 	v := sw.start(s)
 	var sat float64
 	prevTP := 0.0
 	for range s.MaxPoints - s.Points {
-		pt, err := sw.probe(v)
+		pt, err := sw.probe(ctx, v)
 		if err != nil {
 			return err
 		}
@@ -280,7 +279,7 @@ func (sw *sweeper) saturation(s Sweep) error {
 		if s.Kind == "concurrency" {
 			x = math.Max(1, math.Round(x))
 		}
-		if _, err := sw.probe(x); err != nil {
+		if _, err := sw.probe(ctx, x); err != nil {
 			return err
 		}
 	}
@@ -294,7 +293,7 @@ func (sw *sweeper) saturation(s Sweep) error {
 
 // capacity brackets the highest rate whose SLOs hold, bisects to the
 // tolerance, and repeats the answer; a failing repeat moves it down.
-func (sw *sweeper) capacity(s Sweep) error {
+func (sw *sweeper) capacity(ctx context.Context, s Sweep) error {
 	slos := make([]string, len(sw.cfg.SLOs))
 	for i, x := range sw.cfg.SLOs {
 		slos[i] = x.String()
@@ -304,7 +303,7 @@ func (sw *sweeper) capacity(s Sweep) error {
 	n := 0
 	probe := func(x float64) (bool, error) {
 		n++
-		pt, err := sw.probe(x)
+		pt, err := sw.probe(ctx, x)
 		if err != nil {
 			return false, err
 		}

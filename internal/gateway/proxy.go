@@ -340,8 +340,7 @@ func (x *exchange) finish() {
 type attempt struct {
 	pool    *pool
 	rep     *Replica
-	ctx     context.Context
-	cancel  context.CancelFunc
+	cancel  context.CancelFunc // ends the attempt's upstream request
 	started time.Time
 	gotConn atomic.Pointer[time.Time] // when the connection was obtained
 	resp    *http.Response
@@ -417,7 +416,8 @@ func (x *exchange) forward(ctx context.Context) bool {
 		a := &attempt{pool: pl, ttftTimeout: ttftTimeout}
 		a.rep = pickReplica(pl, &x.req, tried)
 		tried[a.rep] = true
-		a.ctx, a.cancel = context.WithCancel(ctx)
+		actx, cancel := context.WithCancel(ctx)
+		a.cancel = cancel
 		running[a] = true
 		tries--
 		body := x.body
@@ -425,10 +425,10 @@ func (x *exchange) forward(ctx context.Context) bool {
 			// Attempts never overlap: run this one here (no goroutine
 			// hand-off on the path to the first byte). The result channel
 			// has room for it.
-			results <- x.run(a, body)
+			results <- x.run(actx, a, body)
 			return
 		}
-		go func() { results <- x.run(a, body) }()
+		go func() { results <- x.run(actx, a, body) }()
 	}
 	launch()
 
@@ -604,7 +604,7 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Pro
 
 // run performs one attempt up to the first content token (or the whole
 // body when not streaming). It returns a with its outcome set.
-func (x *exchange) run(a *attempt, body []byte) *attempt {
+func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 	g := x.g
 	a.rep.outstanding.Add(1)
 	a.started = g.now()
@@ -630,7 +630,7 @@ func (x *exchange) run(a *attempt, body []byte) *attempt {
 		t := g.now()
 		a.gotConn.Store(&t)
 	}}
-	ctx := httptrace.WithClientTrace(a.ctx, trace)
+	ctx = httptrace.WithClientTrace(ctx, trace)
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, a.rep.cfg.URL+x.r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		a.err = fmt.Errorf("build upstream request: %w", err)

@@ -21,7 +21,6 @@ var propagator = propagation.TraceContext{}
 // nothing but still carries the client's traceparent upstream.
 type spanRecorder struct {
 	span trace.Span
-	ctx  context.Context
 	// passthrough headers when there is no tracer
 	traceparent, tracestate string
 }
@@ -36,14 +35,14 @@ func (g *Gateway) startSpan(r *http.Request, id string) (context.Context, spanRe
 	ctx, span := g.Tracer.Start(ctx, "gateway "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
 			attribute.String("tokentrace.request_id", id)))
-	return ctx, spanRecorder{span: span, ctx: ctx}
+	return ctx, spanRecorder{span: span}
 }
 
 // inject sets traceparent (and tracestate) on an upstream request: the
 // gateway's span as parent, or the client's header passed through.
 func (s *spanRecorder) inject(h http.Header) {
 	if s.span != nil {
-		propagator.Inject(s.ctx, propagation.HeaderCarrier(h))
+		propagator.Inject(trace.ContextWithSpan(context.Background(), s.span), propagation.HeaderCarrier(h))
 		return
 	}
 	if s.traceparent != "" {
