@@ -61,8 +61,8 @@ func DecodeChat(body []byte) (*ChatCompletionRequest, *APIError) {
 	if err := unmarshal(body, &r); err != nil {
 		return nil, err
 	}
-	if r.Model == "" {
-		return nil, BadRequest("model", "you must provide a model parameter")
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	if len(r.Messages) == 0 {
 		return nil, BadRequest("messages", "messages must be a non-empty array of messages")
@@ -76,18 +76,11 @@ func DecodeChat(body []byte) (*ChatCompletionRequest, *APIError) {
 			return nil, BadRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d] has an unknown role %q (want system, user, assistant, tool or developer)", i, m.Role)
 		}
 	}
-	if err := checkCommon(r.N, r.Stream, r.StreamOptions, r.Temperature, r.TopP, r.MinTokens, r.Priority); err != nil {
-		return nil, err
-	}
-	if err := checkMax("max_tokens", r.MaxTokens); err != nil {
-		return nil, err
-	}
 	if err := checkMax("max_completion_tokens", r.MaxCompletionTokens); err != nil {
 		return nil, err
 	}
-	p := r.Params()
-	if p.MaxTokens > 0 && p.MinTokens > p.MaxTokens {
-		return nil, BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", p.MinTokens, p.MaxTokens)
+	if err := checkMinMax(r.Params()); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -95,23 +88,9 @@ func DecodeChat(body []byte) (*ChatCompletionRequest, *APIError) {
 // Params returns the request's generation parameters;
 // max_completion_tokens wins over max_tokens when both are set.
 func (r *ChatCompletionRequest) Params() Params {
-	p := Params{
-		Model: r.Model, IgnoreEOS: r.IgnoreEOS, Priority: int(r.Priority), Stream: r.Stream,
-		ReturnMetrics: r.ReturnMetrics,
-	}
-	switch {
-	case r.MaxCompletionTokens != nil:
+	p := r.params(0)
+	if r.MaxCompletionTokens != nil {
 		p.MaxTokens = int(*r.MaxCompletionTokens)
-	case r.MaxTokens != nil:
-		p.MaxTokens = int(*r.MaxTokens)
-	}
-	if r.MinTokens != nil {
-		p.MinTokens = int(*r.MinTokens)
-	}
-	if r.Stream && r.StreamOptions != nil {
-		p.IncludeUsage = r.StreamOptions.IncludeUsage
-		// As vLLM: continuous stats only together with include_usage.
-		p.ContinuousUsage = r.StreamOptions.IncludeUsage && r.StreamOptions.ContinuousUsageStats
 	}
 	return p
 }
@@ -122,8 +101,8 @@ func DecodeCompletion(body []byte) (*CompletionRequest, *APIError) {
 	if err := unmarshal(body, &r); err != nil {
 		return nil, err
 	}
-	if r.Model == "" {
-		return nil, BadRequest("model", "you must provide a model parameter")
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	switch {
 	case !r.Prompt.Set:
@@ -146,38 +125,53 @@ func DecodeCompletion(body []byte) (*CompletionRequest, *APIError) {
 	if r.Echo {
 		return nil, BadRequest("echo", "echo is not supported")
 	}
-	if err := checkCommon(r.N, r.Stream, r.StreamOptions, r.Temperature, r.TopP, r.MinTokens, r.Priority); err != nil {
+	if err := checkMinMax(r.Params()); err != nil {
 		return nil, err
-	}
-	if err := checkMax("max_tokens", r.MaxTokens); err != nil {
-		return nil, err
-	}
-	p := r.Params()
-	if p.MaxTokens > 0 && p.MinTokens > p.MaxTokens {
-		return nil, BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", p.MinTokens, p.MaxTokens)
 	}
 	return &r, nil
 }
 
 // Params returns the request's generation parameters. Like OpenAI's
 // completions endpoint, an absent max_tokens means 16.
-func (r *CompletionRequest) Params() Params {
+func (r *CompletionRequest) Params() Params { return r.params(16) }
+
+// params returns the shared generation parameters; defaultMax applies when
+// max_tokens is absent (0: the server decides).
+func (g *Generation) params(defaultMax int) Params {
 	p := Params{
-		Model: r.Model, MaxTokens: 16, IgnoreEOS: r.IgnoreEOS, Priority: int(r.Priority), Stream: r.Stream,
-		ReturnMetrics: r.ReturnMetrics,
+		Model: g.Model, MaxTokens: defaultMax, IgnoreEOS: g.IgnoreEOS, Priority: int(g.Priority), Stream: g.Stream,
+		ReturnMetrics: g.ReturnMetrics,
 	}
-	if r.MaxTokens != nil {
-		p.MaxTokens = int(*r.MaxTokens)
+	if g.MaxTokens != nil {
+		p.MaxTokens = int(*g.MaxTokens)
 	}
-	if r.MinTokens != nil {
-		p.MinTokens = int(*r.MinTokens)
+	if g.MinTokens != nil {
+		p.MinTokens = int(*g.MinTokens)
 	}
-	if r.Stream && r.StreamOptions != nil {
-		p.IncludeUsage = r.StreamOptions.IncludeUsage
+	if g.Stream && g.StreamOptions != nil {
+		p.IncludeUsage = g.StreamOptions.IncludeUsage
 		// As vLLM: continuous stats only together with include_usage.
-		p.ContinuousUsage = r.StreamOptions.IncludeUsage && r.StreamOptions.ContinuousUsageStats
+		p.ContinuousUsage = g.StreamOptions.IncludeUsage && g.StreamOptions.ContinuousUsageStats
 	}
 	return p
+}
+
+// check validates the shared fields.
+func (g *Generation) check() *APIError {
+	if g.Model == "" {
+		return BadRequest("model", "you must provide a model parameter")
+	}
+	if err := checkCommon(g.N, g.Stream, g.StreamOptions, g.Temperature, g.TopP, g.MinTokens, g.Priority); err != nil {
+		return err
+	}
+	return checkMax("max_tokens", g.MaxTokens)
+}
+
+func checkMinMax(p Params) *APIError {
+	if p.MaxTokens > 0 && p.MinTokens > p.MaxTokens {
+		return BadRequest("min_tokens", "min_tokens (%d) must be at most max_tokens (%d)", p.MinTokens, p.MaxTokens)
+	}
+	return nil
 }
 
 func checkMax(name string, v *int64) *APIError {
@@ -239,7 +233,10 @@ func unmarshal(body []byte, v any) *APIError {
 		if typ.Field == "" {
 			return BadRequest("", "request body must be a JSON object, got %s", typ.Value)
 		}
-		return BadRequest(typ.Field, "field %s: expected %s, got %s", typ.Field, typeName(typ.Type.Kind().String()), typ.Value)
+		// encoding/json names a promoted field by its embedded struct's Go
+		// name too; clients know only the JSON name.
+		field := strings.TrimPrefix(typ.Field, "Generation.")
+		return BadRequest(field, "field %s: expected %s, got %s", field, typeName(typ.Type.Kind().String()), typ.Value)
 	default:
 		return BadRequest("", "invalid request body: %v", err)
 	}

@@ -88,22 +88,20 @@ type ChatMessage struct {
 	Name    string  `json:"name,omitempty"`
 }
 
-// ChatCompletionRequest is the body of POST /v1/chat/completions. Sampling
-// fields are accepted and type-checked; the simulated engine does not
-// sample, so they do not change the output.
-type ChatCompletionRequest struct {
-	Model               string         `json:"model"`
-	Messages            []ChatMessage  `json:"messages"`
-	MaxTokens           *int64         `json:"max_tokens"`
-	MaxCompletionTokens *int64         `json:"max_completion_tokens"`
-	N                   *int64         `json:"n"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *StreamOptions `json:"stream_options"`
-	Temperature         *float64       `json:"temperature"`
-	TopP                *float64       `json:"top_p"`
-	Seed                *int64         `json:"seed"`
-	Stop                StopField      `json:"stop"`
-	User                string         `json:"user"`
+// Generation holds the request fields both completion endpoints share.
+// Sampling fields are accepted and type-checked; the simulated engine does
+// not sample, so they do not change the output.
+type Generation struct {
+	Model         string         `json:"model"`
+	MaxTokens     *int64         `json:"max_tokens"`
+	N             *int64         `json:"n"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *StreamOptions `json:"stream_options"`
+	Temperature   *float64       `json:"temperature"`
+	TopP          *float64       `json:"top_p"`
+	Seed          *int64         `json:"seed"`
+	Stop          StopField      `json:"stop"`
+	User          string         `json:"user"`
 
 	// vLLM's extensions.
 	MinTokens *int64 `json:"min_tokens"`
@@ -116,26 +114,19 @@ type ChatCompletionRequest struct {
 	ReturnMetrics bool `json:"return_metrics"`
 }
 
+// ChatCompletionRequest is the body of POST /v1/chat/completions.
+type ChatCompletionRequest struct {
+	Generation
+	Messages            []ChatMessage `json:"messages"`
+	MaxCompletionTokens *int64        `json:"max_completion_tokens"`
+}
+
 // CompletionRequest is the body of POST /v1/completions.
 type CompletionRequest struct {
-	Model         string         `json:"model"`
-	Prompt        Prompt         `json:"prompt"`
-	MaxTokens     *int64         `json:"max_tokens"`
-	N             *int64         `json:"n"`
-	BestOf        *int64         `json:"best_of"`
-	Echo          bool           `json:"echo"`
-	Stream        bool           `json:"stream"`
-	StreamOptions *StreamOptions `json:"stream_options"`
-	Temperature   *float64       `json:"temperature"`
-	TopP          *float64       `json:"top_p"`
-	Seed          *int64         `json:"seed"`
-	Stop          StopField      `json:"stop"`
-	User          string         `json:"user"`
-
-	MinTokens     *int64 `json:"min_tokens"`
-	IgnoreEOS     bool   `json:"ignore_eos"`
-	Priority      int64  `json:"priority"`
-	ReturnMetrics bool   `json:"return_metrics"`
+	Generation
+	Prompt Prompt `json:"prompt"`
+	BestOf *int64 `json:"best_of"`
+	Echo   bool   `json:"echo"`
 }
 
 // StopField is "stop": a string, an array of strings, or null. The
