@@ -397,12 +397,14 @@ func (c *Config) Validate() error {
 }
 
 // Watch re-reads the configuration file at path every interval until ctx
-// ends. When its content changes it is parsed and validated, then given to
+// ends. When its content changes, and reads the same on the next poll too
+// (so a half-written file is never parsed), it is parsed and validated, then given to
 // apply (Gateway.SetConfig); a file that fails either step is logged with
 // the reason and the running configuration is kept. It returns when ctx
 // is done.
 func Watch(ctx context.Context, path string, interval time.Duration, apply func(*Config) error, log *slog.Logger) {
 	last, _ := os.ReadFile(path)
+	var pending []byte // a change seen once, waiting to read the same again
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -420,9 +422,17 @@ func Watch(ctx context.Context, path string, interval time.Duration, apply func(
 			continue
 		}
 		if bytes.Equal(data, last) {
+			pending = nil
 			continue
 		}
-		last = data
+		// Apply a change only once it has read the same on two polls in a
+		// row, so a file caught half-written (an editor or a copy writing
+		// in place) is never parsed.
+		if !bytes.Equal(data, pending) {
+			pending = data
+			continue
+		}
+		last, pending = data, nil
 		c, err := ParseConfig(data)
 		if err == nil {
 			err = apply(c)
