@@ -369,7 +369,12 @@ func TestQueueFull(t *testing.T) {
 					}
 				}
 			}
-			for range 2 {
+			// The first request must be running before the second is sent:
+			// while it still waits, it alone fills the one waiting place.
+			for _, want := range []func(engine.Stats) bool{
+				func(st engine.Stats) bool { return st.Running == 1 },
+				func(st engine.Stats) bool { return st.Running == 1 && st.Waiting == 1 },
+			} {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -377,9 +382,8 @@ func TestQueueFull(t *testing.T) {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 				}()
-				wait(func(st engine.Stats) bool { return st.Running+st.Waiting >= 1 })
+				wait(want)
 			}
-			wait(func(st engine.Stats) bool { return st.Running == 1 && st.Waiting == 1 })
 			resp := post(t, context.Background(), s.URL()+"/completions", long)
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
