@@ -89,6 +89,11 @@ func TestMetricsFromRequests(t *testing.T) {
 		resp.Body.Close()
 	}
 	m := s.metrics
+	// The running gauge is published after the engine's step, which may
+	// come a moment after the client has read the last token.
+	for deadline := time.Now().Add(2 * time.Second); testutil.ToFloat64(m.running) != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	for _, c := range []struct {
 		name      string
 		got, want float64
