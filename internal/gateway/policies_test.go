@@ -414,7 +414,10 @@ routes:
 		wg.Add(1)
 		go func() { defer wg.Done(); do(t, gw.URL, chatBody("m", true, longPrompt, ""), nil) }()
 	}
-	waitFor(t, "long pool saturated", func() bool { d, f, _ := poolState(g, "long"); return d == 4 && f == 4 })
+	waitFor(t, "long pool saturated", func() bool {
+		d, f, _ := poolState(g, "long")
+		return d == 4 && f == 4 && long.served.Load() == 4 // the 4 dispatched have reached the upstream
+	})
 	for range 5 {
 		if s, _, b := do(t, gw.URL, chatBody("m", true, "short question", ""), nil); s != 200 || !strings.Contains(b, "[DONE]") {
 			t.Fatalf("short request during the flood: %d %s", s, b)
