@@ -260,31 +260,11 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 	if x.p.ContinuousUsage {
 		usageP = &usage
 	}
-	sent, first, stalled := 0, true, false
-	var prevAt time.Time
-	for {
-		ev, err := st.Recv(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil { // the client went away; the engine aborts the request
-			s.metrics.aborted()
-			return
-		}
-		s.observe(st, x, ev, prevAt, first)
-		switch s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
-		case faultReset:
-			s.abortConn(w)
-			return
-		case faultClientGone:
-			s.metrics.aborted()
-			return
-		}
+	emit := func(ev engine.Event, first bool, sent int) bool {
 		if first && x.chat {
 			buf = enc.AppendRole(buf[:0], usageP)
 			if sw.Data(buf) != nil {
-				s.metrics.aborted()
-				return
+				return false
 			}
 		}
 		sent += ev.Tokens
@@ -292,16 +272,16 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 		txt = text.append(txt[:0], ev.Tokens)
 		buf = enc.AppendText(buf[:0], txt, string(ev.Finish), usageP)
 		if sw.Data(buf) != nil {
-			s.metrics.aborted()
-			return
+			return false
 		}
 		late := s.clock.Now().Sub(ev.At)
 		s.late.Observe(late)
 		s.metrics.lateness(late)
-		first, prevAt = false, ev.At
+		return true
 	}
-	x.tl, x.hasTL = st.Timeline(), true
-	s.metrics.finished(x.tl, x.received)
+	if _, ok := s.events(ctx, w, st, x, emit); !ok {
+		return
+	}
 	if x.p.IncludeUsage || x.p.ReturnMetrics {
 		usage.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: x.tl.CachedTokens}
 		var m *openai.RequestMetrics
@@ -322,31 +302,10 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 
 // complete answers with one JSON body once the request finished.
 func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine.Stream, x *exchange) {
-	sent, first, stalled := 0, true, false
-	var prevAt time.Time
-	for {
-		ev, err := st.Recv(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			s.metrics.aborted()
-			return
-		}
-		s.observe(st, x, ev, prevAt, first)
-		switch s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
-		case faultReset:
-			s.abortConn(w)
-			return
-		case faultClientGone:
-			s.metrics.aborted()
-			return
-		}
-		sent += ev.Tokens
-		first, prevAt = false, ev.At
+	sent, ok := s.events(ctx, w, st, x, nil)
+	if !ok {
+		return
 	}
-	x.tl, x.hasTL = st.Timeline(), true
-	s.metrics.finished(x.tl, x.received)
 	text := newTextWriter(idSeed(x.rid))
 	content := string(text.append(make([]byte, 0, 6*sent), sent))
 	usage := openai.Usage{PromptTokens: len(x.prompt), CompletionTokens: sent, TotalTokens: len(x.prompt) + sent,
@@ -372,6 +331,47 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine
 	writeJSON(w, http.StatusOK, body)
 	// The header carried the timing; the declared trailer repeats it.
 	w.Header().Set(ServerTimingHeader, x.serverTiming())
+}
+
+// events runs one request's event loop: it receives each engine event,
+// feeds the metrics, applies the request's faults, and hands the event to
+// emit (nil: nothing to write per event) with the tokens sent before it;
+// emit returns false when the client is gone. events returns the tokens
+// sent and true once the request finished, with x's timeline complete, or
+// false when the answer must stop (the client left, a write failed, or a
+// fault reset the connection).
+func (s *Server) events(ctx context.Context, w http.ResponseWriter, st *engine.Stream, x *exchange,
+	emit func(ev engine.Event, first bool, sent int) bool) (sent int, ok bool) {
+	first, stalled := true, false
+	var prevAt time.Time
+	for {
+		ev, err := st.Recv(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil { // the client went away; the engine aborts the request
+			s.metrics.aborted()
+			return sent, false
+		}
+		s.observe(st, x, ev, prevAt, first)
+		switch s.faultsBeforeWrite(ctx, x, &stalled, first, sent, ev) {
+		case faultReset:
+			s.abortConn(w)
+			return sent, false
+		case faultClientGone:
+			s.metrics.aborted()
+			return sent, false
+		}
+		if emit != nil && !emit(ev, first, sent) {
+			s.metrics.aborted()
+			return sent, false
+		}
+		sent += ev.Tokens
+		first, prevAt = false, ev.At
+	}
+	x.tl, x.hasTL = st.Timeline(), true
+	s.metrics.finished(x.tl, x.received)
+	return sent, true
 }
 
 // observe feeds the Prometheus metrics from one engine event.
