@@ -39,8 +39,9 @@ type Options struct {
 	TimeScale   float64
 	TraceWindow string
 
-	Sweep string
-	SLO   string
+	Sweep        string
+	SweepMinSpan time.Duration
+	SLO          string
 
 	InputTokens, OutputTokens  string
 	PrefixTokens, PrefixGroups int
@@ -65,7 +66,7 @@ func DefaultOptions() Options {
 		Endpoint: EndpointChat, Stream: true, Timeout: 5 * time.Minute,
 		Arrival: string(workload.Poisson), Burstiness: 1, Seed: 1,
 		TimeScale: 1, InputTokens: "256", OutputTokens: "64", PrefixGroups: 1, Turns: 1,
-		Grace: 5 * time.Second,
+		Grace: 5 * time.Second, SweepMinSpan: 10 * time.Second,
 	}
 }
 
@@ -97,6 +98,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TraceWindow, "trace-window", o.TraceWindow, "replay only START-END or START+LENGTH of the trace, e.g. 10m+5m")
 
 	fs.StringVar(&o.Sweep, "sweep", o.Sweep, "run several points: a list of rates (or of concurrencies without --rate), or auto")
+	fs.DurationVar(&o.SweepMinSpan, "sweep-min-span", o.SweepMinSpan, "sweep: each rate point sends for at least this long (more requests than --requests if needed), so a short burst that the server absorbs is not taken for sustained capacity")
 	fs.StringVar(&o.SLO, "slo", o.SLO, `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"; with --sweep auto: capacity search`)
 
 	fs.StringVar(&o.InputTokens, "input-tokens", o.InputTokens, "prompt length: N, uniform:A-B, normal:MEAN,SD, lognormal:MU,SIGMA or trace:FILE")
@@ -253,6 +255,10 @@ func (o Options) Config(changed func(name string) bool, now time.Time) (Config, 
 		if err != nil {
 			return cfg, fmt.Errorf("--sweep: %w", err)
 		}
+		if o.SweepMinSpan < 0 {
+			return cfg, fmt.Errorf("--sweep-min-span %s: must not be negative", o.SweepMinSpan)
+		}
+		sw.MinSpan = o.SweepMinSpan
 		if err := sw.Validate(slos); err != nil {
 			return cfg, fmt.Errorf("--sweep: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -33,6 +34,12 @@ type Sweep struct {
 	Tolerance float64
 	Repeat    int
 	MaxPoints int
+	// MinSpan is the least time a rate point sends for: its request count
+	// is raised to rate × MinSpan (and its duration to MinSpan) when lower.
+	// A point shorter than a few end-to-end latencies is a burst that an
+	// engine with a large batch absorbs whatever its sustained capacity,
+	// so without it a capacity search overstates capacity. 0: no minimum.
+	MinSpan time.Duration
 }
 
 // ParseSweep reads --sweep: "auto", or a comma-separated list of values.
@@ -164,6 +171,14 @@ func (sw *sweeper) probe(ctx context.Context, v float64) (SweepPoint, error) {
 	if sw.out.Kind == "rate" {
 		load.Rate, pt.Rate = v, v
 		name = "rate=" + strconv.FormatFloat(v, 'g', 4, 64)
+		if span := sw.cfg.Sweep.MinSpan; span > 0 {
+			if load.Duration > 0 && load.Duration < span {
+				load.Duration = span
+			}
+			if n := int(math.Ceil(v * span.Seconds())); load.Requests > 0 && load.Requests < n {
+				load.Requests = n
+			}
+		}
 	} else {
 		load.Rate, load.Arrivals = 0, nil
 		load.Concurrency, pt.Concurrency = int(v), int(v)

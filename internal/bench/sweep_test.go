@@ -125,3 +125,24 @@ func TestParseSweep(t *testing.T) {
 		t.Error("fractional concurrency accepted")
 	}
 }
+
+// TestSweepMinSpan: a rate point sends for at least MinSpan, so 20
+// requests at 8 req/s with a 5 s span become 40, and at 2 req/s stay 20
+// (they already span 10 s).
+func TestSweepMinSpan(t *testing.T) {
+	clock, d := newRateDoer(100, 0)
+	cfg := Config{Load: Load{Rate: 1, Arrival: workload.Constant, Requests: 20},
+		Sweep: &Sweep{Kind: "rate", Values: []float64{2, 8}, MinSpan: 5 * time.Second}}
+	r := &Runner{Doer: d, Source: synth(1, 0), Clock: clock, RunID: "s", Emit: func(*latency.Record) {}}
+	var phases []PhaseResult
+	if _, err := runSweep(context.Background(), r, cfg, io.Discard, &phases); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, p := range phases {
+		got = append(got, p.Sent)
+	}
+	if diff := cmp.Diff([]int{20, 40}, got); diff != "" {
+		t.Errorf("requests per point (-want +got):\n%s", diff)
+	}
+}
