@@ -158,6 +158,19 @@ func (a *analysis) summary(rep *Report, warmup int) {
 // completionRate is (n − 1) / (last end − first end) over the successful
 // rows that keep returns true for, per source, summed.
 func completionRate(rows []row, keep func(*row) bool) float64 {
+	return eventRate(rows, func(r *row) bool { return r.ok() && (keep == nil || keep(r)) },
+		func(r *row) int64 { return r.end })
+}
+
+// offeredRate is (n − 1) / (last − first intended send) over the rows that
+// keep returns true for (all when keep is nil), per source, summed.
+func offeredRate(rows []row, keep func(*row) bool) float64 {
+	return eventRate(rows, keep, func(r *row) int64 { return r.intended })
+}
+
+// eventRate is (n − 1) / (last − first instant at(r)) over the rows that
+// keep returns true for (all when keep is nil), per source, summed.
+func eventRate(rows []row, keep func(*row) bool, at func(*row) int64) float64 {
 	type acc struct {
 		n      int
 		lo, hi int64
@@ -165,47 +178,17 @@ func completionRate(rows []row, keep func(*row) bool) float64 {
 	bySrc := map[uint16]*acc{}
 	for i := range rows {
 		r := &rows[i]
-		if !r.ok() || (keep != nil && !keep(r)) {
-			continue
-		}
-		x := bySrc[r.src]
-		if x == nil {
-			x = &acc{lo: r.end, hi: r.end}
-			bySrc[r.src] = x
-		}
-		x.n++
-		x.lo, x.hi = min(x.lo, r.end), max(x.hi, r.end)
-	}
-	var rate float64
-	for _, x := range bySrc {
-		if x.n > 1 && x.hi > x.lo {
-			rate += float64(x.n-1) / (float64(x.hi-x.lo) / 1e9)
-		}
-	}
-	return rate
-}
-
-// offeredRate is (n − 1) / (last − first intended send) over the rows that
-// keep returns true for (all when keep is nil), per source, summed.
-func offeredRate(rows []row, keep func(*row) bool) float64 {
-	type acc struct {
-		n       int
-		lo, hi  int64
-		started bool
-	}
-	bySrc := map[uint16]*acc{}
-	for i := range rows {
-		r := &rows[i]
 		if keep != nil && !keep(r) {
 			continue
 		}
+		t := at(r)
 		x := bySrc[r.src]
 		if x == nil {
-			x = &acc{lo: r.intended, hi: r.intended}
+			x = &acc{lo: t, hi: t}
 			bySrc[r.src] = x
 		}
 		x.n++
-		x.lo, x.hi = min(x.lo, r.intended), max(x.hi, r.intended)
+		x.lo, x.hi = min(x.lo, t), max(x.hi, t)
 	}
 	var rate float64
 	for _, x := range bySrc {
