@@ -191,6 +191,20 @@ func benchClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true}}
 }
 
+// benchPaths starts an upstream from h, the gateway and the floor proxy in
+// front of it, all closed when b ends, and returns their URLs and a client.
+func benchPaths(b *testing.B, h http.Handler) (direct, gateway, floor string, client *http.Client) {
+	up := httptest.NewServer(h)
+	b.Cleanup(up.Close)
+	g := quickGateway(b, up.URL)
+	gw := httptest.NewServer(g)
+	b.Cleanup(gw.Close)
+	b.Cleanup(g.Close)
+	fl := httptest.NewServer(floorProxy(up.URL))
+	b.Cleanup(fl.Close)
+	return up.URL, gw.URL, fl.URL, benchClient()
+}
+
 // BenchmarkStreamsAddedLatency runs n concurrent streams (20 chunks, 20 ms
 // apart) directly against an upstream and through the gateway, side by
 // side in the same process, and reports the P50/P99 time to first byte
@@ -199,31 +213,23 @@ func benchClient() *http.Client {
 func BenchmarkStreamsAddedLatency(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
-			up := httptest.NewServer(benchUpstream(20, 20*time.Millisecond))
-			defer up.Close()
-			g := quickGateway(b, up.URL)
-			gw := httptest.NewServer(g)
-			defer gw.Close()
-			defer g.Close()
-			fl := httptest.NewServer(floorProxy(up.URL))
-			defer fl.Close()
-			client := benchClient()
+			upURL, gwURL, flURL, client := benchPaths(b, benchUpstream(20, 20*time.Millisecond))
 			// warm the paths' connection pools
-			runStreams(client, up.URL, min(n, 100), false)
-			runStreams(client, gw.URL, min(n, 100), false)
-			runStreams(client, fl.URL, min(n, 100), false)
+			runStreams(client, upURL, min(n, 100), false)
+			runStreams(client, gwURL, min(n, 100), false)
+			runStreams(client, flURL, min(n, 100), false)
 			b.ReportAllocs()
 			var direct, proxied, floor streamStats
 			for b.Loop() {
 				runtime.GC()
-				d := runStreams(client, up.URL, n, true)
+				d := runStreams(client, upURL, n, true)
 				runtime.GC()
-				f := runStreams(client, fl.URL, n, true)
+				f := runStreams(client, flURL, n, true)
 				floor.ttfb = append(floor.ttfb, f.ttfb...)
 				floor.chunks = append(floor.chunks, f.chunks...)
 				floor.errors += f.errors
 				runtime.GC()
-				p := runStreams(client, gw.URL, n, true)
+				p := runStreams(client, gwURL, n, true)
 				direct.ttfb = append(direct.ttfb, d.ttfb...)
 				direct.chunks = append(direct.chunks, d.chunks...)
 				direct.errors += d.errors
@@ -261,15 +267,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // 256 KB prompt directly and through the gateway, alternating, and reports
 // P50/P99 of each.
 func BenchmarkLargeBodyAddedLatency(b *testing.B) {
-	up := httptest.NewServer(benchUpstream(1, 0))
-	defer up.Close()
-	g := quickGateway(b, up.URL)
-	gw := httptest.NewServer(g)
-	defer gw.Close()
-	defer g.Close()
-	fl := httptest.NewServer(floorProxy(up.URL))
-	defer fl.Close()
-	client := benchClient()
+	upURL, gwURL, flURL, client := benchPaths(b, benchUpstream(1, 0))
 	prompt := strings.Repeat("lorem ipsum dolor sit amet, ", 256<<10/28)
 	body := []byte(fmt.Sprintf(`{"model":"m","max_tokens":16,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":%q}]}`, prompt))
 	one := func(base string) time.Duration {
@@ -286,17 +284,17 @@ func BenchmarkLargeBodyAddedLatency(b *testing.B) {
 		return time.Since(t0)
 	}
 	for range 20 {
-		one(up.URL)
-		one(gw.URL)
-		one(fl.URL)
+		one(upURL)
+		one(gwURL)
+		one(flURL)
 	}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	var direct, proxied, floor []time.Duration
 	for b.Loop() {
-		direct = append(direct, one(up.URL))
-		floor = append(floor, one(fl.URL))
-		proxied = append(proxied, one(gw.URL))
+		direct = append(direct, one(upURL))
+		floor = append(floor, one(flURL))
+		proxied = append(proxied, one(gwURL))
 	}
 	b.ReportMetric(us(pct(floor, 0.5)), "floor-p50-µs")
 	b.ReportMetric(us(pct(floor, 0.99)), "floor-p99-µs")
@@ -325,26 +323,18 @@ func BenchmarkScanRequest(b *testing.B) {
 // the first content chunk of each: the gateway's added latency without
 // contention from other streams.
 func BenchmarkFirstByteSequential(b *testing.B) {
-	up := httptest.NewServer(benchUpstream(2, time.Millisecond))
-	defer up.Close()
-	g := quickGateway(b, up.URL)
-	gw := httptest.NewServer(g)
-	defer gw.Close()
-	defer g.Close()
-	fl := httptest.NewServer(floorProxy(up.URL))
-	defer fl.Close()
-	client := benchClient()
+	upURL, gwURL, flURL, client := benchPaths(b, benchUpstream(2, time.Millisecond))
 	for range 20 {
-		runStreams(client, up.URL, 1, false)
-		runStreams(client, fl.URL, 1, false)
-		runStreams(client, gw.URL, 1, false)
+		runStreams(client, upURL, 1, false)
+		runStreams(client, flURL, 1, false)
+		runStreams(client, gwURL, 1, false)
 	}
 	b.ReportAllocs()
 	var direct, floor, proxied []time.Duration
 	for b.Loop() {
-		direct = append(direct, runStreams(client, up.URL, 1, false).ttfb...)
-		floor = append(floor, runStreams(client, fl.URL, 1, false).ttfb...)
-		proxied = append(proxied, runStreams(client, gw.URL, 1, false).ttfb...)
+		direct = append(direct, runStreams(client, upURL, 1, false).ttfb...)
+		floor = append(floor, runStreams(client, flURL, 1, false).ttfb...)
+		proxied = append(proxied, runStreams(client, gwURL, 1, false).ttfb...)
 	}
 	b.ReportMetric(us(pct(direct, 0.5)), "direct-p50-µs")
 	b.ReportMetric(us(pct(direct, 0.99)), "direct-p99-µs")
