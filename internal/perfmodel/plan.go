@@ -33,14 +33,13 @@ type Request struct {
 
 // Result is a Request resolved and estimated, one Estimate per batch size.
 type Result struct {
-	Est     *Estimator
-	Model   ModelSpec
-	GPU     GPU
-	TPAuto  bool
-	Work    Workload
-	Draft   *ModelSpec
-	Rows    []Estimate
-	Explain Workload // the workload of the first row, for --explain
+	Est    *Estimator
+	Model  ModelSpec
+	GPU    GPU
+	TPAuto bool
+	Work   Workload
+	Draft  *ModelSpec
+	Rows   []Estimate
 	// FitNote says why the auto-chosen TP is above 1 (the TP-1 no-fit error).
 	FitNote string
 }
@@ -145,7 +144,6 @@ func Plan(req Request) (*Result, error) {
 	}
 	work.Batch = req.Batches[0]
 	res.Work = work
-	res.Explain = work
 	return res, nil
 }
 
