@@ -120,8 +120,10 @@ value state block layer head gate unit core sum set map key`)
 
 // Filler returns text of exactly n tokens (n ≥ 0), one word per token,
 // chosen deterministically from seed: the same n and seed give the same
-// text, and different seeds give different token ids, so prompts built with
-// distinct seeds share no prefix.
+// text, and different seeds give different texts. Two seeds pick the same
+// word with a chance of about 1 in 75, so texts of distinct seeds may share
+// a chance prefix of a word or two (k words with a chance of about 75^-k;
+// 10 of seeds 0..199 share their first two words with another seed).
 func Filler(n int, seed uint64) string {
 	if n <= 0 {
 		return ""

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,5 +96,20 @@ func BenchmarkCount(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		Count(s)
+	}
+}
+
+// TestFillerChancePrefix checks the bound docs/tokenizer.md gives: distinct
+// seeds share at most a chance prefix of a word or two, so among seeds
+// 0..199 no two texts agree on their first four words.
+func TestFillerChancePrefix(t *testing.T) {
+	seen := map[string]uint64{}
+	for seed := uint64(0); seed < 200; seed++ {
+		w := strings.Fields(Filler(4, seed))
+		key := strings.Join(w, " ")
+		if other, ok := seen[key]; ok {
+			t.Errorf("seeds %d and %d share the 4-word prefix %q", other, seed, key)
+		}
+		seen[key] = seed
 	}
 }
