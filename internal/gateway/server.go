@@ -60,7 +60,10 @@ func Run(ctx context.Context, rc RunConfig) error {
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = tp.Shutdown(sctx)
+			// Shutdown exports the spans still batched; a failure loses them.
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Error("tracing: spans not exported at shutdown", "endpoint", cfg.OTLPEndpoint, "err", err)
+			}
 		}()
 		g.Tracer = tp.Tracer("github.com/tokentrace/tokentrace/internal/gateway")
 	}
