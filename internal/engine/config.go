@@ -112,7 +112,7 @@ type Config struct {
 
 	// BlockSize is the KV block size in tokens (default 16).
 	BlockSize int
-	// NumBlocks is the KV cache capacity in blocks. Required: FromPerfModel
+	// NumBlocks is the KV cache capacity in blocks. Required: FromEstimator
 	// derives it from the performance model.
 	NumBlocks int
 	// MaxModelLen is the longest prompt + output a request may have.
