@@ -385,3 +385,38 @@ func TestPriorityVictimAlreadyPlanned(t *testing.T) {
 		t.Fatalf("preemptions lo=%d hi=%d", lo.preemptions, hi.preemptions)
 	}
 }
+
+// TestSteadyStepAllocatesNothing guards the scheduler's hot path: once
+// requests are admitted, a step (plan, price, complete) reuses the plan,
+// batch and emission buffers and the block tables sized at admission, so
+// it allocates nothing, with speculative decoding and prefix caching on.
+func TestSteadyStepAllocatesNothing(t *testing.T) {
+	cfg := testConfig()
+	cfg.EnablePrefixCaching = true
+	cfg.Speculative = Speculative{K: 2, Alpha: 0.5}
+	s := newTestScheduler(t, cfg)
+	for i := range 4 {
+		submitPrompt(s, fmt.Sprint(i), tokens(32, 40, int32(100*i)), 400, 0)
+	}
+	var now int64
+	for range 5 { // admit and prefill all four
+		_, now = step(t, s, now)
+	}
+	if len(s.running) != 4 || s.numWaiting() != 0 {
+		t.Fatalf("%d running, %d waiting; want 4, 0", len(s.running), s.numWaiting())
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		dur, ok := s.schedule(now)
+		if !ok {
+			t.Fatal("nothing scheduled")
+		}
+		now += int64(dur)
+		s.complete(now)
+	})
+	if allocs != 0 {
+		t.Errorf("a steady step allocates %v times", allocs)
+	}
+	if err := s.check(); err != nil {
+		t.Fatal(err)
+	}
+}
