@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/sse"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
 
@@ -72,14 +74,22 @@ func TestMixedLoad(t *testing.T) {
 			// Good requests (kinds 0 and 1): exact token counts.
 			got := 0
 			if stream {
-				for _, line := range strings.Split(string(raw), "\n") {
-					data, ok := strings.CutPrefix(line, "data: ")
-					if !ok || data == "[DONE]" {
+				rd := sse.NewReader(bytes.NewReader(raw), func() int64 { return 0 }, 0)
+				for {
+					ev, err := rd.Next()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						errs <- fmt.Errorf("job %d: %w", i, err)
+						return
+					}
+					if string(ev.Data) == "[DONE]" {
 						continue
 					}
 					var c openai.CompletionChunk
-					if err := json.Unmarshal([]byte(data), &c); err != nil {
-						errs <- err
+					if err := json.Unmarshal(ev.Data, &c); err != nil {
+						errs <- fmt.Errorf("job %d: %w: %s", i, err, ev.Data)
 						return
 					}
 					if c.Usage != nil && c.Usage.CompletionTokens != j.tokens {
