@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // appendBenchRecord appends one realistic requests.jsonl line: a streamed
@@ -134,4 +136,19 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCollectorAdd is bench's per-request cost: one decoded record
+// (115 one-token chunks, the server's split) added to a collector.
+func BenchmarkCollectorAdd(b *testing.B) {
+	line := appendBenchRecord(nil, 1, rand.New(rand.NewPCG(1, 2)))
+	var r latency.Record
+	if err := decodeRecord(line, &r); err != nil {
+		b.Fatal(err)
+	}
+	c := NewCollector(Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Add(&r)
+	}
 }

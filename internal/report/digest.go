@@ -20,6 +20,7 @@ type digest struct {
 	hists            bool
 	// noExact skips the exact gap lists: the collector has left exact mode.
 	noExact bool
+	scratch []int64 // the record's gaps when noExact
 	warmup  int
 
 	// Reading state, for Load.
@@ -33,7 +34,7 @@ type digest struct {
 
 func (d *digest) reset() {
 	*d = digest{rows: d.rows[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
-		itl: d.itl[:0], icl: d.icl[:0], itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0]}
+		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0]}
 	d.itlHist.clear()
 	d.iclHist.clear()
 }
@@ -80,56 +81,38 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	if r.Phase != "" {
 		w.phase = uint16(min(d.index(&d.phases, r.Phase), 65535))
 	}
-	ok := w.ok()
-	for i := range r.ChunkNS {
-		k := int64(1)
-		if i < len(r.ChunkTokens) {
-			k = int64(r.ChunkTokens[i])
-		}
-		if i == 0 {
-			if ok {
-				for j := int64(1); j < k; j++ { // tokens that came with the first
-					d.addITL(0)
-				}
-			}
-			continue
-		}
-		g := r.ChunkNS[i] - r.ChunkNS[i-1]
-		if g > w.stall {
+	for i := 1; i < len(r.ChunkNS); i++ {
+		if g := r.ChunkNS[i] - r.ChunkNS[i-1]; g > w.stall {
 			w.stall, w.stallAt = g, r.ChunkNS[i-1]
 		}
-		if !ok {
-			continue
-		}
-		if !d.noExact {
-			d.icl = append(d.icl, g)
-		}
-		if d.hists {
-			d.iclHist.add(g)
-		}
-		if k <= 0 {
-			continue
-		}
-		// The same split as latency.Record.ITLs: k gaps of g/k, the
-		// remainder spread one nanosecond at a time.
-		q, rem := g/k, g%k
-		w.itlMax = max(w.itlMax, q+min(rem, 1))
-		for j := int64(0); j < k; j++ {
-			v := q
-			if j < rem {
-				v++
-			}
-			d.addITL(v)
-		}
+	}
+	if w.ok() {
+		w.itlMax = d.addGaps(&d.itl, &d.itlHist, r.ITLs)
+		d.addGaps(&d.icl, &d.iclHist, r.ICLs)
 	}
 	d.rows = append(d.rows, w)
 }
 
-func (d *digest) addITL(v int64) {
-	if !d.noExact {
-		d.itl = append(d.itl, v)
+// addGaps appends a record's gaps, as gen (latency.Record.ITLs or ICLs)
+// computes them, to the exact list and the histogram the batch keeps, and
+// returns the largest.
+func (d *digest) addGaps(exact *[]int64, hist *logHist, gen func([]int64) []int64) (largest int64) {
+	buf := *exact
+	if d.noExact {
+		buf = d.scratch[:0]
 	}
-	if d.hists {
-		d.itlHist.add(v)
+	n := len(buf)
+	buf = gen(buf)
+	for _, v := range buf[n:] {
+		largest = max(largest, v)
+		if d.hists {
+			hist.add(v)
+		}
 	}
+	if d.noExact {
+		d.scratch = buf
+	} else {
+		*exact = buf
+	}
+	return largest
 }
