@@ -327,10 +327,11 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine
 			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m,
 			Choices: []openai.CompletionChoice{{Text: content, Logprobs: json.RawMessage("null"), FinishReason: &finish}}}
 	}
-	w.Header().Set(ServerTimingHeader, x.serverTiming())
+	timing := x.serverTiming()
+	w.Header().Set(ServerTimingHeader, timing)
 	writeJSON(w, http.StatusOK, body)
 	// The header carried the timing; the declared trailer repeats it.
-	w.Header().Set(ServerTimingHeader, x.serverTiming())
+	w.Header().Set(ServerTimingHeader, timing)
 }
 
 // events runs one request's event loop: it receives each engine event,
