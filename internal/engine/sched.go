@@ -37,15 +37,12 @@ type request struct {
 	output   int // tokens emitted
 
 	state                                reqState
-	planned                              bool // in the current step's plan
-	admitted                             bool // admitted at least once
 	arrival, scheduled, firstTok, finish int64
 	cachedTokens, chunks, preemptions    int
 	reason                               FinishReason
 
 	stream    *Stream     // serving only
 	stopAbort func() bool // serving only: unregisters the context hook
-	abortReq  bool        // serving only: an abort is queued
 }
 
 // numTokens is the prompt plus the tokens emitted so far: what a
@@ -213,7 +210,6 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 		if r == nil {
 			continue
 		}
-		r.planned = true
 		s.plan = append(s.plan, planned{r: r, n: n, ctx: r.computed, decode: decode})
 		budget -= n
 	}
@@ -258,13 +254,11 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 				s.prefixQueries += int64(numTok)
 				s.prefixHits += int64(hitTok)
 			}
-			if !r.admitted {
-				r.admitted = true
+			if r.scheduled < 0 { // first admission
 				r.cachedTokens = hitTok
 				r.scheduled = now
 			}
 			r.state = stRunning
-			r.planned = true
 			s.running = append(s.running, r)
 			s.plan = append(s.plan, planned{r: r, n: n, ctx: hitTok})
 			budget -= n
@@ -331,7 +325,6 @@ func (s *scheduler) preempt(i int) {
 	s.kv.free(r.blocks)
 	r.blocks = r.blocks[:0]
 	r.computed = 0
-	r.planned = false
 	r.preemptions++
 	r.state = stWaiting
 	s.waiting.pushFront(r)
@@ -348,7 +341,6 @@ func (s *scheduler) complete(end int64) {
 	finished := false
 	for _, p := range s.plan {
 		r := p.r
-		r.planned = false
 		emit := 0
 		if p.decode {
 			acc := 0
