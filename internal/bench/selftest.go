@@ -241,21 +241,13 @@ func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) e
 // rateTest drives an open loop at o.Rate through bench's client, then the
 // same schedule with requests that do nothing (the pacer's floor).
 func rateTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
-	clock := NewRealClock()
-	now := func() int64 { return int64(clock.Now()) }
-	lb, err := startLoopback(o.Tokens, 0, 0, now, false)
+	g, err := newLoopbackRig(o)
 	if err != nil {
 		return err
 	}
-	defer lb.Close()
-	cl, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(o.Tokens), Turns: 1, Seed: 1}
+	defer g.Close()
 	var errs int
-	r := &Runner{Doer: cl, Source: src, Clock: clock, RunID: "rate", Emit: func(rec *latency.Record) {
+	r := &Runner{Doer: g.cl, Source: g.src, Clock: g.clock, RunID: "rate", Emit: func(rec *latency.Record) {
 		if !rec.OK() {
 			errs++
 		}
@@ -272,16 +264,48 @@ func rateTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 
 	// The pacer alone: same schedule, requests that do nothing.
 	nop := DoerFunc(func(_ context.Context, _ *workload.Request, rec *latency.Record) {
-		rec.SentNS = now()
+		rec.SentNS = int64(g.clock.Now())
 		rec.EndNS, rec.FirstTokenNS = rec.SentNS, rec.SentNS
 	})
-	r2 := &Runner{Doer: nop, Source: src, Clock: clock, RunID: "pace", Emit: func(*latency.Record) {}}
+	r2 := &Runner{Doer: nop, Source: g.src, Clock: g.clock, RunID: "pace", Emit: func(*latency.Record) {}}
 	ph2, err := r2.Run(ctx, "pace", Load{Rate: o.Rate, Arrival: workload.Constant, Duration: o.RateDuration})
 	if err != nil {
 		return err
 	}
 	res.PacerOnlyRPS = ph2.AchievedRPS
 	return ctx.Err()
+}
+
+// loopbackRig is bench's client of a loopback server that streams o.Tokens
+// tokens without delay, the workload that asks for them, and the run's
+// clock: what the rate and memory tests drive.
+type loopbackRig struct {
+	clock Clock
+	lb    *loopback
+	cl    *Client
+	src   *workload.Synthetic
+}
+
+func newLoopbackRig(o SelfTestOptions) (*loopbackRig, error) {
+	clock := NewRealClock()
+	now := func() int64 { return int64(clock.Now()) }
+	lb, err := startLoopback(o.Tokens, 0, 0, now, false)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
+	if err != nil {
+		lb.Close()
+		return nil, err
+	}
+	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(o.Tokens), Turns: 1, Seed: 1}
+	return &loopbackRig{clock: clock, lb: lb, cl: cl, src: src}, nil
+}
+
+// Close closes the client, then the server.
+func (g *loopbackRig) Close() {
+	g.cl.Close()
+	g.lb.Close()
 }
 
 // DoerFunc adapts a function to Doer.
@@ -296,26 +320,18 @@ func (f DoerFunc) Do(ctx context.Context, req *workload.Request, rec *latency.Re
 // (records serialized, the report's collector, the compatibility views)
 // and measures how the live heap grows per finished request.
 func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
-	clock := NewRealClock()
-	now := func() int64 { return int64(clock.Now()) }
-	lb, err := startLoopback(o.Tokens, 0, 0, now, false)
+	g, err := newLoopbackRig(o)
 	if err != nil {
 		return err
 	}
-	defer lb.Close()
-	cl, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(o.Tokens), Turns: 1, Seed: 1}
+	defer g.Close()
 	coll := report.NewCollector(report.Options{})
 	var compat compatAgg
 	w := &recordWriter{f: nil}
 	n := 0
 	var first float64
 	tenth := max(o.Many/10, 1)
-	r := &Runner{Doer: cl, Source: src, Clock: clock, RunID: "many", Emit: func(rec *latency.Record) {
+	r := &Runner{Doer: g.cl, Source: g.src, Clock: g.clock, RunID: "many", Emit: func(rec *latency.Record) {
 		w.encode(rec)
 		coll.Add(rec)
 		compat.add(rec)
