@@ -2,7 +2,6 @@ package serve
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -97,9 +96,7 @@ type faultPlan struct {
 // overrides the draws.
 func (f Faults) plan(key string, maxTokens int, header string) (faultPlan, error) {
 	var p faultPlan
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	rng := rand.New(rand.NewPCG(f.Seed, h.Sum64()))
+	rng := rand.New(rand.NewPCG(f.Seed, idSeed(key)))
 	pos := func() int {
 		if maxTokens <= 1 {
 			return 1
