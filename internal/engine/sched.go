@@ -28,9 +28,8 @@ type request struct {
 	priority  int
 	seq       uint64 // arrival order
 
-	prompt []int32  // kept until hashed
+	prompt []int32  // kept until hashed (at the first admission try); nil after, or when caching is off
 	hashes []uint64 // chained hashes of the prompt's full blocks
-	hashed bool
 
 	blocks   []int32
 	computed int // tokens whose KV is in the cache
@@ -125,7 +124,6 @@ func (s *scheduler) initRequest(r *request, q *Request, now int64) {
 	r.target, r.finishAs = s.drawOutput(q)
 	if !s.cfg.EnablePrefixCaching {
 		r.prompt = nil
-		r.hashed = true
 	}
 }
 
@@ -225,10 +223,9 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 			numTok := r.numTokens()
 			hits, evict := 0, 0
 			if s.cfg.EnablePrefixCaching {
-				if !r.hashed {
+				if r.prompt != nil {
 					r.hashes = blockHashes(r.prompt, bs)
 					r.prompt = nil
-					r.hashed = true
 				}
 				hits, evict = s.kv.lookup(r.hashes, (numTok-1)/bs)
 			}
