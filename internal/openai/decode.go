@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,7 +218,7 @@ func checkCommon(n *int64, stream bool, so *StreamOptions, temp, topP *float64, 
 // unmarshal decodes body into v, turning decoding errors into 400s that
 // name the offending field where encoding/json tells it.
 func unmarshal(body []byte, v any) *APIError {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return BadRequest("", "request body is empty; expected a JSON object")
 	}
 	err := json.Unmarshal(body, v)
