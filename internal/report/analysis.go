@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
@@ -200,30 +201,19 @@ func eventRate(rows []row, keep func(*row) bool, at func(*row) int64) float64 {
 }
 
 // metricValue is one successful request's value of a metric; ok false when
-// it has none.
+// it has none. The per-request formulas are latency.Record's; ITL and ICL
+// are the request's largest gaps, kept on the row.
 func metricValue(r *row, m string) (int64, bool) {
 	switch m {
-	case "ttft":
-		return r.firstTok - r.sent, r.firstTok > 0
-	case "ttft_intended":
-		return r.firstTok - r.intended, r.firstTok > 0
-	case "tpot":
-		if r.output < 2 || r.firstTok == 0 {
-			return 0, false
-		}
-		return (r.end - r.firstTok) / int64(r.output-1), true
-	case "e2e":
-		return r.end - r.sent, true
-	case "e2e_intended":
-		return r.end - r.intended, true
-	case "client_queue":
-		return r.sent - r.intended, true
 	case "itl":
 		return r.itlMax, r.output >= 2 && r.nchunks > 0
 	case "icl":
 		return r.stall, r.nchunks >= 2
 	}
-	return 0, false
+	rec := latency.Record{IntendedNS: r.intended, SentNS: r.sent, FirstTokenNS: r.firstTok, EndNS: r.end,
+		OutputTokens: int(r.output)}
+	d, ok := rec.Value(latency.Metric(m))
+	return int64(d), ok
 }
 
 var headMetrics = []string{"ttft", "tpot", "itl", "e2e", "ttft_intended", "e2e_intended", "client_queue"}
@@ -496,7 +486,7 @@ func meets(r *row, s latency.SLO) bool {
 		return false
 	}
 	v, ok := metricValue(r, string(s.Metric))
-	return !ok || v <= int64(s.Max)
+	return !ok || s.Met(time.Duration(v))
 }
 
 func (a *analysis) verdicts(rep *Report) {
