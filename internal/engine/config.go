@@ -144,6 +144,9 @@ type Config struct {
 
 const gib = 1 << 30
 
+// defaultBlockSize is the KV block size in tokens when Config.BlockSize is 0.
+const defaultBlockSize = 16
+
 // DefaultBatchLimits returns vLLM's default max_num_batched_tokens and
 // max_num_seqs for an OpenAI-compatible server on the given GPU.
 func DefaultBatchLimits(gpu string, memBytes int64) (maxTokens, maxSeqs int) {
@@ -157,7 +160,7 @@ func DefaultBatchLimits(gpu string, memBytes int64) (maxTokens, maxSeqs int) {
 // not validate.
 func (c Config) WithDefaults() Config {
 	if c.BlockSize == 0 {
-		c.BlockSize = 16
+		c.BlockSize = defaultBlockSize
 	}
 	dt, ds := DefaultBatchLimits(c.GPU, c.GPUMemoryBytes)
 	if c.MaxNumSeqs == 0 {

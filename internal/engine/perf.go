@@ -17,7 +17,7 @@ func FromEstimator(cfg Config, est *perfmodel.Estimator) Config {
 		cfg.StepTimer = est
 	}
 	if cfg.BlockSize == 0 {
-		cfg.BlockSize = 16
+		cfg.BlockSize = defaultBlockSize
 	}
 	if cfg.NumBlocks == 0 && cfg.BlockSize > 0 {
 		cfg.NumBlocks = int(est.KVCapacityTokens() / int64(cfg.BlockSize))
