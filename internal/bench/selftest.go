@@ -328,14 +328,11 @@ func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 	coll := report.NewCollector(report.Options{})
 	var compat compatAgg
 	w := &recordWriter{f: nil}
-	n := 0
-	var first float64
 	tenth := max(o.Many/10, 1)
 	r := &Runner{Doer: g.cl, Source: g.src, Clock: g.clock, RunID: "many", Emit: func(rec *latency.Record) {
 		w.encode(rec)
 		coll.Add(rec)
 		compat.add(rec)
-		n++
 	}}
 	// Let the previous test's connections and goroutines wind down.
 	time.Sleep(time.Second)
@@ -344,7 +341,7 @@ func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 	if _, err := r.Run(ctx, "many", Load{Concurrency: 32, Requests: tenth}); err != nil {
 		return err
 	}
-	first = liveBytes()
+	first := liveBytes()
 	if _, err := r.Run(ctx, "many", Load{Concurrency: 32, Requests: o.Many - tenth}); err != nil {
 		return err
 	}
