@@ -351,7 +351,7 @@ func (s *scheduler) complete(end int64) {
 			r.computed += p.n
 			r.chunks++
 			s.promptTokens += int64(p.n)
-			if s.kv.caching && len(r.hashes) > old {
+			if len(r.hashes) > old { // hashes is nil when caching is off
 				s.kv.publish(r.blocks, r.hashes, old, r.computed/bs)
 			}
 			if r.computed == r.numTokens() {
