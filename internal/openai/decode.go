@@ -162,8 +162,28 @@ func (g *Generation) check() *APIError {
 	if g.Model == "" {
 		return BadRequest("model", "you must provide a model parameter")
 	}
-	if err := checkCommon(g.N, g.Stream, g.StreamOptions, g.Temperature, g.TopP, g.MinTokens, g.Priority); err != nil {
-		return err
+	if g.N != nil {
+		if *g.N < 1 {
+			return BadRequest("n", "n must be at least 1, got %d", *g.N)
+		}
+		if *g.N > 1 {
+			return BadRequest("n", "n > 1 is not supported (got %d)", *g.N)
+		}
+	}
+	if g.StreamOptions != nil && !g.Stream {
+		return BadRequest("stream_options", "stream_options is allowed only when stream is true")
+	}
+	if t := g.Temperature; t != nil && (*t < 0 || *t > 2 || math.IsNaN(*t)) {
+		return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *t)
+	}
+	if p := g.TopP; p != nil && (*p <= 0 || *p > 1 || math.IsNaN(*p)) {
+		return BadRequest("top_p", "top_p must be in (0, 1], got %g", *p)
+	}
+	if m := g.MinTokens; m != nil && (*m < 0 || *m > MaxTokensLimit) {
+		return BadRequest("min_tokens", "min_tokens must be between 0 and %d, got %d", MaxTokensLimit, *m)
+	}
+	if g.Priority < math.MinInt32 || g.Priority > math.MaxInt32 {
+		return BadRequest("priority", "priority must fit in 32 bits, got %d", g.Priority)
 	}
 	return checkMax("max_tokens", g.MaxTokens)
 }
@@ -184,33 +204,6 @@ func checkMax(name string, v *int64) *APIError {
 	}
 	if *v > MaxTokensLimit {
 		return BadRequest(name, "%s = %d is beyond any context length", name, *v)
-	}
-	return nil
-}
-
-func checkCommon(n *int64, stream bool, so *StreamOptions, temp, topP *float64, minTokens *int64, priority int64) *APIError {
-	if n != nil {
-		if *n < 1 {
-			return BadRequest("n", "n must be at least 1, got %d", *n)
-		}
-		if *n > 1 {
-			return BadRequest("n", "n > 1 is not supported (got %d)", *n)
-		}
-	}
-	if so != nil && !stream {
-		return BadRequest("stream_options", "stream_options is allowed only when stream is true")
-	}
-	if temp != nil && (*temp < 0 || *temp > 2 || math.IsNaN(*temp)) {
-		return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *temp)
-	}
-	if topP != nil && (*topP <= 0 || *topP > 1 || math.IsNaN(*topP)) {
-		return BadRequest("top_p", "top_p must be in (0, 1], got %g", *topP)
-	}
-	if minTokens != nil && (*minTokens < 0 || *minTokens > MaxTokensLimit) {
-		return BadRequest("min_tokens", "min_tokens must be between 0 and %d, got %d", MaxTokensLimit, *minTokens)
-	}
-	if priority < math.MinInt32 || priority > math.MaxInt32 {
-		return BadRequest("priority", "priority must fit in 32 bits, got %d", priority)
 	}
 	return nil
 }
