@@ -68,9 +68,6 @@ func TestKVBytesPerTokenHandComputed(t *testing.T) {
 			}
 		})
 	}
-	if got := int64(2 * 32 * 8 * 128 * 2); got != 128*1024 {
-		t.Fatalf("hand arithmetic: %d != 128 KiB", got)
-	}
 }
 
 func TestKVHeadReplication(t *testing.T) {
@@ -156,9 +153,6 @@ func TestWorkedExampleLlama2_70B(t *testing.T) {
 	pre := e1.PrefillStep(512)
 	if got := pre.FLOPs / 1e12; math.Abs(got-70.44) > 0.02 {
 		t.Errorf("prefill FLOPs %.2f T, want ≈ 70.44", got)
-	}
-	if nominal := 2 * 70e9 * 512 / 1e12; math.Abs(nominal-71.68) > 0.01 {
-		t.Errorf("nominal %.2f", nominal)
 	}
 	if got := pre.Compute.Seconds() * 1e3; math.Abs(got-226) > 1.5 {
 		t.Errorf("prefill compute %.1f ms, want ≈ 226", got)
