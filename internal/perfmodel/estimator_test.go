@@ -196,11 +196,17 @@ func TestSpeculativeDecoding(t *testing.T) {
 	if small.Spec.Speedup <= 1.3 {
 		t.Errorf("batch 1, α 0.8: speed-up %.2f, want a clear gain", small.Spec.Speedup)
 	}
-	low, _ := e.Estimate(Workload{Input: 512, Output: 256, Batch: 1, SpecK: 4, SpecAlpha: 0.1})
+	low, err := e.Estimate(Workload{Input: 512, Output: 256, Batch: 1, SpecK: 4, SpecAlpha: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if low.Spec.Speedup >= 1 {
 		t.Errorf("α 0.1: speed-up %.2f, want < 1 (draft cost not repaid)", low.Spec.Speedup)
 	}
-	big, _ := e.Estimate(Workload{Input: 512, Output: 256, Batch: 256, SpecK: 4, SpecAlpha: 0.8})
+	big, err := e.Estimate(Workload{Input: 512, Output: 256, Batch: 256, SpecK: 4, SpecAlpha: 0.8})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if big.Spec.Speedup >= small.Spec.Speedup || big.Spec.Bound != "compute" {
 		t.Errorf("batch 256: speed-up %.2f (bound %s), want below batch 1's %.2f and compute-bound", big.Spec.Speedup, big.Spec.Bound, small.Spec.Speedup)
 	}
