@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // Buckets. The GenAI histograms use the OpenTelemetry GenAI semantic
@@ -122,8 +124,11 @@ type observation struct {
 	tl          *timeline
 	ttft        time.Duration // 0 when no token was produced
 	outTokens   int
-	gaps        []time.Duration // content-event gaps
-	itls        []time.Duration
+	// chunkNS and chunkTokens are the content events' instants and, with
+	// continuous usage, their token counts: the chunk gaps and ITLs follow
+	// latency.Record's formulas (ICLs, ITLs).
+	chunkNS     []int64
+	chunkTokens []int32
 }
 
 // observe records one finished request.
@@ -159,10 +164,13 @@ func (m *Metrics) observe(o *observation) {
 	if o.outTokens >= 2 {
 		ss.tpot.Observe((e2e - o.ttft).Seconds() / float64(o.outTokens-1))
 	}
-	for _, d := range o.gaps {
-		ss.gap.Observe(d.Seconds())
+	rec := latency.Record{ChunkNS: o.chunkNS, ChunkTokens: o.chunkTokens}
+	for _, d := range rec.ICLs(nil) {
+		ss.gap.Observe(time.Duration(d).Seconds())
 	}
-	for _, d := range o.itls {
-		ss.itl.Observe(d.Seconds())
+	if len(o.chunkTokens) > 0 { // without token counts there is no per-token gap
+		for _, d := range rec.ITLs(nil) {
+			ss.itl.Observe(time.Duration(d).Seconds())
+		}
 	}
 }

@@ -75,25 +75,29 @@ func (g *Gateway) requestID(r *http.Request) string {
 
 // exchange is one request's state inside the gateway.
 type exchange struct {
-	g       *Gateway
-	w       http.ResponseWriter
-	r       *http.Request
-	id      string
-	chat    bool
-	req     Request
-	body    []byte
-	route   *RouteConfig
-	pool    *pool
-	key     *keyState
-	tl      timeline
-	status  int
-	span    spanRecorder
-	gaps    []time.Duration
-	itls    []time.Duration
-	tokens  int // output tokens
-	wrote   bool
-	errKind string
-	prio    int // priority class in the queues
+	g      *Gateway
+	w      http.ResponseWriter
+	r      *http.Request
+	id     string
+	chat   bool
+	req    Request
+	body   []byte
+	route  *RouteConfig
+	pool   *pool
+	key    *keyState
+	tl     timeline
+	status int
+	span   spanRecorder
+	// chunkNS is the instant (ns since start) of every content event read
+	// from upstream, the first token's first; chunkTokens, only while the
+	// upstream sends continuous usage, the output tokens each carried
+	// (latency.Record's ChunkNS and ChunkTokens).
+	chunkNS     []int64
+	chunkTokens []int32
+	tokens      int // output tokens
+	wrote       bool
+	errKind     string
+	prio        int // priority class in the queues
 	// metricsSplit is the upstream's queue, prefill and decode time from a
 	// per-request metrics object, used when no Server-Timing gives them.
 	metricsSplit *[3]time.Duration
@@ -331,7 +335,7 @@ func (x *exchange) finish() {
 		x.status = http.StatusOK
 	}
 	x.g.Metrics.observe(&observation{pool: pool, model: model, status: x.status, stream: x.req.Stream, stages: st, tl: &x.tl,
-		ttft: ttft, outTokens: x.tokens, gaps: x.gaps, itls: x.itls})
+		ttft: ttft, outTokens: x.tokens, chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
 	x.span.end(x, st)
 }
 

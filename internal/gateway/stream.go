@@ -250,10 +250,11 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	}
 
 	x.w.WriteHeader(http.StatusOK)
-	x.tokens, x.gaps = a.tokens, make([]time.Duration, 0, 64)
+	x.tokens = a.tokens
+	x.chunkNS = append(make([]int64, 0, 64), a.first.Sub(tl.start).Nanoseconds())
 	lastUse, continuous := a.lastUse, a.lastUse > 0
-	for range a.lastUse - 1 { // the first chunk's extra tokens: gaps of 0
-		x.itls = append(x.itls, 0)
+	if continuous {
+		x.chunkTokens = append(make([]int32, 0, 64), int32(a.lastUse))
 	}
 	if err := write(a.pending); err != nil {
 		x.clientGone()
@@ -264,7 +265,6 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		x.endStream(a, timingValues, nil)
 		return true
 	}
-	lastContent := a.first
 	buf := make([]byte, 0, 1024)
 	var probe chunkProbe
 	for {
@@ -288,26 +288,21 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		}
 		switch probe.inspect(buf) {
 		case eventContent:
-			gap := t0.Sub(lastContent)
-			lastContent = t0
-			x.gaps = append(x.gaps, gap)
+			x.chunkNS = append(x.chunkNS, t0.Sub(tl.start).Nanoseconds())
 			k := 1
 			if probe.Usage != nil && (continuous || x.tokens == 1) {
+				if !continuous { // usage from the second chunk on: the first carried one token
+					x.chunkTokens = append(x.chunkTokens, 1)
+				}
 				continuous = true
 				k = probe.Usage.CompletionTokens - lastUse
 				lastUse = probe.Usage.CompletionTokens
 			}
+			if continuous {
+				x.chunkTokens = append(x.chunkTokens, int32(k))
+			}
 			if k > 0 {
 				x.tokens += k
-				if continuous {
-					for i := range k {
-						d := gap / time.Duration(k)
-						if i < int(gap%time.Duration(k)) {
-							d++
-						}
-						x.itls = append(x.itls, d)
-					}
-				}
 			}
 		case eventDone:
 			tl.post += g.now().Sub(t0)

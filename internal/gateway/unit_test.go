@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
@@ -62,6 +63,34 @@ func TestStagesPartitionByHand(t *testing.T) {
 	}
 }
 
+// TestChunkGapsAndITLsByHand: three content events 10 ms apart carrying
+// 2, 2 and 3 tokens give chunk gaps 10, 10 ms and the ITLs 0 (the first
+// event's second token), 5, 5, then 10/3 ms three times (3 333 334 +
+// 3 333 333 + 3 333 333 ns): 6 gaps summing to 20 ms.
+func TestChunkGapsAndITLsByHand(t *testing.T) {
+	m := NewMetrics()
+	tl := handTimeline()
+	m.observe(&observation{pool: "p", model: "m", status: 200, stream: true, stages: tl.stages(), tl: tl,
+		ttft: time.Millisecond, outTokens: 7, chunkNS: []int64{1e6, 11e6, 21e6}, chunkTokens: []int32{2, 2, 3}})
+	for _, c := range []struct {
+		name  string
+		h     *prometheus.HistogramVec
+		count uint64
+		sum   float64
+	}{{"chunk gap", m.ChunkGap, 2, 0.020}, {"itl", m.ITL, 6, 0.020}} {
+		var d dto.Metric
+		if err := c.h.WithLabelValues("p", "m").(prometheus.Histogram).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.GetHistogram().GetSampleCount(); got != c.count {
+			t.Errorf("%s: %d samples, want %d", c.name, got, c.count)
+		}
+		if got := d.GetHistogram().GetSampleSum(); got < c.sum-1e-9 || got > c.sum+1e-9 {
+			t.Errorf("%s: sum %v s, want %v", c.name, got, c.sum)
+		}
+	}
+}
+
 func TestGoldenMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics()
@@ -70,7 +99,7 @@ func TestGoldenMetrics(t *testing.T) {
 	}
 	tl := handTimeline()
 	m.observe(&observation{pool: "p", model: "m", status: 200, stream: true, stages: tl.stages(), tl: tl,
-		ttft: 20150 * time.Microsecond, outTokens: 5, gaps: []time.Duration{20 * time.Millisecond, 30 * time.Millisecond}})
+		ttft: 20150 * time.Microsecond, outTokens: 5, chunkNS: []int64{20150e3, 40150e3, 70150e3}})
 	m.observe(&observation{pool: "p", model: "m", status: 429, stages: stageDurations{In: 40 * time.Microsecond}, tl: &timeline{}})
 	// Hand-computed: TPOT = (100.2 − 20.15) ms / (5 − 1) = 20.0125 ms.
 	if got := testutil.ToFloat64(m.Requests.WithLabelValues("p", "m", "429")); got != 1 {
