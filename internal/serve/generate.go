@@ -116,7 +116,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 // parse decodes and validates the body, checks the model, tokenizes the
 // prompt and settles max_tokens.
 func (s *Server) parse(x *exchange, body []byte, metricsHeader string) *openai.APIError {
-	param := "prompt"
 	if x.chat {
 		req, apiErr := openai.DecodeChat(body)
 		if apiErr != nil {
@@ -128,7 +127,6 @@ func (s *Server) parse(x *exchange, body []byte, metricsHeader string) *openai.A
 			msgs[i] = tokenizer.Message{Role: m.Role, Content: string(m.Content)}
 		}
 		x.prompt = tokenizer.EncodeChat(make([]int32, 0, tokenizer.CountChat(msgs)), msgs)
-		param = "messages"
 	} else {
 		req, apiErr := openai.DecodeCompletion(body)
 		if apiErr != nil {
@@ -164,6 +162,7 @@ func (s *Server) parse(x *exchange, body []byte, metricsHeader string) *openai.A
 	if x.p.MaxTokens == 0 {
 		x.p.MaxTokens = maxLen - len(x.prompt)
 		if x.p.MaxTokens < 1 {
+			param := x.promptParam()
 			return contextLengthError(param, fmt.Sprintf(
 				"This model's maximum context length is %d tokens. However, your prompt has %d tokens, which leaves no room for output. Please reduce the length of the %s.",
 				maxLen, len(x.prompt), param))
