@@ -217,8 +217,9 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	timingValues := a.resp.Header.Values("Server-Timing")
 
 	rc := http.NewResponseController(x.w)
-	write := func(b []byte) error {
-		t0 := g.now()
+	// write sends b, counting the time from t0 (now, read by the caller)
+	// as backpressure.
+	write := func(b []byte, t0 time.Time) error {
 		_, err := x.w.Write(b)
 		// Flush unless the next event is already read and waiting: nothing
 		// is ever held back for input that has not arrived, but events that
@@ -241,7 +242,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		// No Content-Length: the body goes chunked so that the
 		// Server-Timing trailer can follow it.
 		x.w.WriteHeader(http.StatusOK)
-		if err := write(a.body); err != nil {
+		if err := write(a.body, g.now()); err != nil {
 			x.clientGone()
 			return true
 		}
@@ -256,7 +257,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	if continuous {
 		x.chunkTokens = append(make([]int32, 0, 64), int32(a.lastUse))
 	}
-	if err := write(a.pending); err != nil {
+	if err := write(a.pending, g.now()); err != nil {
 		x.clientGone()
 		return true
 	}
@@ -319,8 +320,9 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 				x.metricsSplit = &[3]time.Duration{ms(m.QueueTimeMs), ms(m.PrefillTimeMs), ms(m.GenerationTimeMs)}
 			}
 		}
-		tl.post += g.now().Sub(t0)
-		if err := write(buf); err != nil {
+		t1 := g.now() // post-processing ends, the write begins
+		tl.post += t1.Sub(t0)
+		if err := write(buf, t1); err != nil {
 			x.clientGone()
 			return true
 		}
