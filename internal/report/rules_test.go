@@ -254,3 +254,96 @@ func TestPrefillInterference(t *testing.T) {
 		}
 	}
 }
+
+// noSplit drops the server's stage split from every request, as a server
+// that sends no Server-Timing would.
+func noSplit(reqs []synthReq) []synthReq {
+	out := slices.Clone(reqs)
+	for i := range out {
+		out[i].split = false
+	}
+	return out
+}
+
+// TestRulesWithoutSplit covers the branches of server-queueing and
+// prefill-bound that judge TTFT alone when the server gave no stage split.
+func TestRulesWithoutSplit(t *testing.T) {
+	tests := []struct {
+		rule    string
+		opts    Options
+		reqs    []synthReq
+		want    bool
+		mention string
+	}{
+		{"server-queueing", Options{}, noSplit(overloadRun(200)), true, "no stage split, but TTFT grows"},
+		{"server-queueing", Options{}, noSplit(baseline(300, 10, 1)), false, ""},
+		{"prefill-bound", Options{}, noSplit(prefillRun(200)), true, "no stage split, but TTFT rises with the prompt"},
+		{"prefill-bound", Options{}, noSplit(baseline(300, 10, 1)), false, ""},
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprintf("%d-%s-%v", i, tt.rule, tt.want), func(t *testing.T) {
+			rep := collect(tt.opts, tt.reqs)
+			if rep.Summary.ServerSplit != 0 {
+				t.Fatalf("%d requests carry a split, want none", rep.Summary.ServerSplit)
+			}
+			k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == tt.rule })
+			if got := k >= 0; got != tt.want {
+				t.Fatalf("rule %s fired = %v, want %v; findings: %+v", tt.rule, got, tt.want, rep.Findings)
+			}
+			if k >= 0 && !strings.Contains(rep.Findings[k].Evidence, tt.mention) {
+				t.Errorf("evidence lacks %q:\n%s", tt.mention, rep.Findings[k].Evidence)
+			}
+		})
+	}
+}
+
+// TestRuleSeverity checks the severity each rule gives: the table in
+// docs/report.md marks which findings are critical.
+func TestRuleSeverity(t *testing.T) {
+	fewErrors := baseline(300, 10, 8)
+	fewErrors[5].err = latency.ErrTimeout // 1 of 300: under 1 %
+	manyErrors := baseline(300, 10, 8)
+	for i := range 6 {
+		manyErrors[i*40].err = latency.ErrHTTP5xx // 6 of 300: 2 %
+	}
+	bursty := baseline(300, 10, 12)
+	for i := range bursty {
+		bursty[i].at = float64(i/20) * 2000
+		bursty[i].sq = float64(i%20) * 60
+	}
+	tests := []struct {
+		name, rule string
+		opts       Options
+		reqs       []synthReq
+		run        *RunInfo
+		want       string
+	}{
+		{"errors under 1%", "errors", Options{}, fewErrors, nil, "warning"},
+		{"errors from 1%", "errors", Options{}, manyErrors, nil, "critical"},
+		{"overloaded queue", "server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, overloadRun(200), nil, "critical"},
+		{"bursty queue", "server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=300ms")}, bursty, nil, "warning"},
+		{"overhead floor", "client-bottleneck", Options{}, baseline(300, 10, 1),
+			&RunInfo{OverheadFloor: 8 * time.Millisecond}, "critical"},
+		{"warnings only", "client-bottleneck", Options{}, baseline(300, 10, 1),
+			&RunInfo{Warnings: []string{"CPU 95%"}}, "info"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewCollector(tt.opts)
+			if tt.run != nil {
+				c.SetRun(*tt.run)
+			}
+			for j, s := range tt.reqs {
+				c.Add(s.record(j))
+			}
+			rep := c.Report()
+			k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == tt.rule })
+			if k < 0 {
+				t.Fatalf("rule %s did not fire; findings: %+v", tt.rule, rep.Findings)
+			}
+			if got := rep.Findings[k].Severity; got != tt.want {
+				t.Errorf("severity %q, want %q: %s", got, tt.want, rep.Findings[k].Evidence)
+			}
+		})
+	}
+}
