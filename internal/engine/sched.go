@@ -268,8 +268,12 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 	s.batch.Reset()
 	anyDecode := false
 	for _, p := range s.plan {
-		s.batch.Add(p.n, p.ctx)
-		anyDecode = anyDecode || p.decode
+		if p.decode {
+			s.batch.AddDecode(p.n, p.ctx)
+			anyDecode = true
+		} else {
+			s.batch.Add(p.n, p.ctx)
+		}
 	}
 	if anyDecode && s.k > 0 {
 		s.batch.DraftK = s.k

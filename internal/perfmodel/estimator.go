@@ -356,7 +356,6 @@ func (e *Estimator) StepTime(b *Batch) time.Duration { return e.Breakdown(b).Tot
 // Breakdown is StepTime with every term.
 func (e *Estimator) Breakdown(b *Batch) Step {
 	var a agg
-	verify := b.DraftK + 1
 	var nDec, decCtx float64
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
@@ -368,7 +367,7 @@ func (e *Estimator) Breakdown(b *Batch) Step {
 		a.tokens += n
 		a.ctx += c
 		a.pairs += n * (c + (n+1)/2)
-		if b.DraftK > 0 && s.NewTokens == verify {
+		if b.DraftK > 0 && s.Decode {
 			a.rows += n
 			nDec++
 			decCtx += c

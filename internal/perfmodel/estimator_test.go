@@ -346,3 +346,23 @@ func TestStepTimeAllocs(t *testing.T) {
 		t.Errorf("StepTime allocates %v times per call", n)
 	}
 }
+
+// In a speculative step only decoding sequences are verifies: a prompt
+// chunk as long as a verify (k+1 tokens) gets one logit row and no draft
+// cost.
+func TestBreakdownVerifyIsMarkedNotInferred(t *testing.T) {
+	draft := mustModel(t, "Llama-3.1-8B")
+	e := mustNew(t, Config{Model: mustModel(t, "Llama-3.1-70B"), GPU: mustGPU(t, "H100-SXM"), TP: 4, DraftModel: &draft})
+	const k, ctx = 2, 700
+	dec := Batch{DraftK: k}
+	dec.AddDecode(k+1, ctx)
+	chunk := Batch{DraftK: k}
+	chunk.Add(k+1, ctx)
+	d, c := e.Breakdown(&dec), e.Breakdown(&chunk)
+	if want := e.verifyStep(1, ctx, k); d.Total != want.Total || d.Draft != want.Draft || d.Draft == 0 {
+		t.Errorf("verify: total %v draft %v, want %v and %v", d.Total, d.Draft, want.Total, want.Draft)
+	}
+	if c.Draft != 0 || c.LinearFLOPs >= d.LinearFLOPs {
+		t.Errorf("prompt chunk of %d tokens priced as a verify: draft %v, linear FLOPs %g (verify %g)", k+1, c.Draft, c.LinearFLOPs, d.LinearFLOPs)
+	}
+}
