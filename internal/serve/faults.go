@@ -20,26 +20,26 @@ const FaultHeader = "X-TokenTrace-Fault"
 // arrival number otherwise), so a run that sends the same ids gets the same
 // faults whatever the timing.
 type Faults struct {
-	Seed uint64 `yaml:"seed"`
+	Seed uint64
 	// Error responses before the request reaches the engine. Their rates
 	// must sum to at most 1.
-	Rate429           float64 `yaml:"error-429-rate"`
-	Rate500           float64 `yaml:"error-500-rate"`
-	Rate503           float64 `yaml:"error-503-rate"`
-	RateContextLength float64 `yaml:"error-400-rate"`
+	Rate429           float64
+	Rate500           float64
+	Rate503           float64
+	RateContextLength float64
 	// SlowFirstTokenRate of the requests wait SlowFirstTokenDelay before
 	// their first token is written (tokens produced meanwhile are sent
 	// together after it).
-	SlowFirstTokenRate  float64       `yaml:"slow-first-token-rate"`
-	SlowFirstTokenDelay time.Duration `yaml:"slow-first-token-delay"`
+	SlowFirstTokenRate  float64
+	SlowFirstTokenDelay time.Duration
 	// StallRate of the requests pause StallDuration once, at a token
 	// position drawn uniformly in [1, max_tokens).
-	StallRate     float64       `yaml:"stall-rate"`
-	StallDuration time.Duration `yaml:"stall-duration"`
+	StallRate     float64
+	StallDuration time.Duration
 	// ResetRate of the requests have their connection reset (TCP RST) at a
 	// token position drawn uniformly in [1, max_tokens), or before the last
 	// chunk if the output ends sooner.
-	ResetRate float64 `yaml:"reset-rate"`
+	ResetRate float64
 }
 
 // Default fault durations, used when a rate is set without one and by the
@@ -64,20 +64,20 @@ func (f Faults) validate() error {
 		name string
 		v    float64
 	}{
-		{"error-429-rate", f.Rate429}, {"error-500-rate", f.Rate500}, {"error-503-rate", f.Rate503},
-		{"error-400-rate", f.RateContextLength}, {"slow-first-token-rate", f.SlowFirstTokenRate},
-		{"stall-rate", f.StallRate}, {"reset-rate", f.ResetRate},
+		{"fault-429-rate", f.Rate429}, {"fault-500-rate", f.Rate500}, {"fault-503-rate", f.Rate503},
+		{"fault-400-rate", f.RateContextLength}, {"fault-slow-first-token-rate", f.SlowFirstTokenRate},
+		{"fault-stall-rate", f.StallRate}, {"fault-reset-rate", f.ResetRate},
 	}
 	for _, r := range rates {
 		if !(r.v >= 0 && r.v <= 1) {
-			return fmt.Errorf("fault %s must be in [0, 1] (got %g)", r.name, r.v)
+			return fmt.Errorf("--%s must be in [0, 1] (got %g)", r.name, r.v)
 		}
 	}
 	if s := f.Rate429 + f.Rate500 + f.Rate503 + f.RateContextLength; s > 1+1e-9 {
 		return fmt.Errorf("fault error rates sum to %g, more than 1", s)
 	}
 	if f.SlowFirstTokenDelay < 0 || f.StallDuration < 0 {
-		return fmt.Errorf("fault delays must not be negative")
+		return fmt.Errorf("--fault-slow-first-token-delay and --fault-stall-duration must not be negative")
 	}
 	return nil
 }

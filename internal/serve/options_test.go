@@ -101,7 +101,8 @@ func TestOptionsThatCannotRun(t *testing.T) {
 		{func(o *Options) { o.DType = "fp3" }, "dtype"},
 		{func(o *Options) { o.QueueFullStatus = 418 }, "429 or 503"},
 		{func(o *Options) { o.OutputLength.Dist = "zipf" }, "distribution"},
-		{func(o *Options) { o.Faults.StallRate = 2 }, "stall-rate"},
+		{func(o *Options) { o.Faults.StallRate = 2 }, "--fault-stall-rate"},
+		{func(o *Options) { o.Faults.Rate429 = -0.1 }, "--fault-429-rate"},
 		{func(o *Options) { o.NumGPUBlocksOverride, o.MaxModelLen = 10, 4096 }, "KV cache holds"},
 	}
 	for _, tt := range tests {
