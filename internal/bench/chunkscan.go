@@ -43,11 +43,25 @@ var keys = []string{"choices", "usage", "error", "metrics", "prompt_tokens", "co
 	"prompt_tokens_details", "completion_tokens_details", "cached_tokens", "reasoning_tokens",
 	"delta", "message", "content", "reasoning_content", "reasoning", "text", "finish_reason"}
 
+// keysByLen are the keys indexed by length (the longest has 25 bytes).
+var keysByLen = func() (t [26][]string) {
+	for _, k := range keys {
+		t[len(k)] = append(t[len(k)], k)
+	}
+	return t
+}()
+
 // canon returns the known field name k matches case-insensitively (as
-// encoding/json matches names), or "".
+// encoding/json matches names), or "". It runs for every key of every
+// event, so it folds only against the names of k's length: the names are
+// ASCII, and the non-ASCII runes that fold to ASCII letters are longer
+// than them, so no key of another length can match.
 func canon(k []byte) string {
-	for _, name := range keys {
-		if len(name) == len(k) && bytes.EqualFold(k, []byte(name)) {
+	if len(k) >= len(keysByLen) {
+		return ""
+	}
+	for _, name := range keysByLen[len(k)] {
+		if bytes.EqualFold(k, []byte(name)) {
 			return name
 		}
 	}
