@@ -86,12 +86,9 @@ func (d *fastDecoder) strc(slot int) (string, error) {
 
 func (d *fastDecoder) int64() (int64, error) { return d.s.Int64() }
 
-func (d *fastDecoder) int32() (int32, error) {
+func (d *fastDecoder) int() (int, error) {
 	v, err := d.s.Int64()
-	if err != nil || v != int64(int32(v)) {
-		return 0, errSlow
-	}
-	return int32(v), nil
+	return int(v), err
 }
 
 func (d *fastDecoder) int64s(dst []int64) ([]int64, error) {
@@ -136,9 +133,7 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		}
 		switch string(k) {
 		case "v":
-			var v int64
-			v, err = d.int64()
-			r.Schema = int(v)
+			r.Schema, err = d.int()
 		case "id":
 			r.ID, err = d.str()
 		case "server_id":
@@ -154,9 +149,7 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		case "session":
 			r.Session, err = d.int64()
 		case "turn":
-			var v int64
-			v, err = d.int64()
-			r.Turn = int(v)
+			r.Turn, err = d.int()
 		case "intended_ns":
 			r.IntendedNS, err = d.int64()
 		case "sent_ns":
@@ -182,21 +175,13 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		case "last_event_ns":
 			r.LastEventNS, err = d.int64()
 		case "input_tokens":
-			var v int64
-			v, err = d.int64()
-			r.InputTokens = int(v)
+			r.InputTokens, err = d.int()
 		case "output_tokens":
-			var v int64
-			v, err = d.int64()
-			r.OutputTokens = int(v)
+			r.OutputTokens, err = d.int()
 		case "reasoning_tokens":
-			var v int64
-			v, err = d.int64()
-			r.ReasoningTokens = int(v)
+			r.ReasoningTokens, err = d.int()
 		case "cached_tokens":
-			var v int64
-			v, err = d.int64()
-			r.CachedTokens = int(v)
+			r.CachedTokens, err = d.int()
 		case "input_source":
 			r.InputSource, err = d.strc(scInputSource)
 		case "output_source":
@@ -204,9 +189,7 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		case "finish_reason":
 			r.FinishReason, err = d.strc(scFinish)
 		case "status":
-			var v int64
-			v, err = d.int64()
-			r.Status = int(v)
+			r.Status, err = d.int()
 		case "error_kind":
 			r.ErrorKind, err = d.strc(scErrorKind)
 		case "error":
