@@ -96,7 +96,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("engine: submit: %w", err)
 	}
-	st := &Stream{e: e, ready: make(chan struct{}, 1)}
+	st := &Stream{ready: make(chan struct{}, 1)}
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
@@ -347,7 +347,6 @@ func (e *Engine) Stats() Stats {
 
 // Stream is one request's token events.
 type Stream struct {
-	e     *Engine
 	r     *request
 	ready chan struct{}
 
