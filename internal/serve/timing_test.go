@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 )
 
@@ -45,6 +46,13 @@ func TestRequestTiming(t *testing.T) {
 	}
 	if got, want := x.serverTiming(), "frontend;dur=0.400, queue;dur=10.000, prefill;dur=50.000, decode;dur=40.000, fault;dur=250.000"; got != want {
 		t.Errorf("Server-Timing %q, want %q", got, want)
+	}
+	// bench reads the trailer with latency.SplitServerTiming: the stages
+	// come back as they were measured.
+	split, gateway, ok := latency.SplitServerTiming([]string{x.serverTiming()})
+	wantSplit := latency.ServerSplit{QueueNS: 10e6, PrefillNS: 50e6, DecodeNS: 40e6, Source: "server-timing"}
+	if diff := cmp.Diff(wantSplit, split); !ok || gateway != 0 || diff != "" {
+		t.Errorf("SplitServerTiming: ok %v, gateway %v, split (-want +got):\n%s", ok, gateway, diff)
 	}
 	early := &exchange{frontend: 120 * time.Microsecond}
 	if got := early.serverTiming(); got != "frontend;dur=0.120" {
