@@ -2,7 +2,6 @@ package perfmodel
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -77,13 +76,4 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(rb)]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
