@@ -50,7 +50,6 @@ type recordWriter struct {
 	mu  sync.Mutex
 	f   *os.File
 	buf []byte
-	n   int
 	err error
 }
 
@@ -87,7 +86,6 @@ func (w *recordWriter) Write(rec *latency.Record) {
 		w.err = fmt.Errorf("requests file: %w", err)
 		return
 	}
-	w.n++
 }
 
 func (w *recordWriter) Close() error {
