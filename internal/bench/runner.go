@@ -395,7 +395,7 @@ func (p *phaseRun) note(rec *latency.Record, scheduled bool) {
 	}
 	p.lastS = max(p.lastS, rec.SentNS)
 	if scheduled {
-		lag := max(rec.SentNS-rec.IntendedNS, 0)
+		lag := max(int64(rec.ClientQueue()), 0)
 		p.lags.add(lag)
 		p.lagMax = max(p.lagMax, lag)
 	}
