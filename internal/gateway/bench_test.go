@@ -391,3 +391,26 @@ func BenchmarkStreamsCPU(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInspectEvent is the gateway's per-event classification of a
+// content chunk: compact (as tokentrace serve and vLLM send it), with
+// "usage":null on every chunk (OpenAI-style include_usage), and with
+// continuous usage.
+func BenchmarkInspectEvent(b *testing.B) {
+	for _, c := range []struct{ name, ev string }{
+		{"plain", `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null}]}` + "\n\n"},
+		{"usage-null", `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"},
+		{"usage", `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}` + "\n\n"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ev := []byte(c.ev)
+			var p chunkProbe
+			b.ReportAllocs()
+			for b.Loop() {
+				if p.inspect(ev) != eventContent {
+					b.Fatal("not content")
+				}
+			}
+		})
+	}
+}

@@ -67,9 +67,8 @@ type chunkProbe struct {
 		} `json:"delta"`
 		Text string `json:"text"`
 	} `json:"choices"`
-	Usage *struct {
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	Usage *chunkUsage     `json:"usage"`
+	usage chunkUsage      // what Usage points to when fastContent read it
 	Error json.RawMessage `json:"error"`
 	// Metrics is the vLLM-style per-request timing object some servers
 	// (tokentrace serve among them) put on the final usage chunk.
@@ -78,6 +77,11 @@ type chunkProbe struct {
 		PrefillTimeMs    float64 `json:"prefill_time_ms"`
 		GenerationTimeMs float64 `json:"generation_time_ms"`
 	} `json:"metrics"`
+}
+
+// chunkUsage is the part of a chunk's usage the gateway reads.
+type chunkUsage struct {
+	CompletionTokens int `json:"completion_tokens"`
 }
 
 var doneMarker = []byte("[DONE]")
@@ -104,8 +108,12 @@ func (p *chunkProbe) inspect(ev []byte) eventKind {
 		if bytes.Equal(data, doneMarker) {
 			return eventDone
 		}
-		if fastContent(data) {
+		if ok, used := fastContent(data); ok {
 			kind = eventContent
+			if used > 0 {
+				p.usage.CompletionTokens = used
+				p.Usage = &p.usage
+			}
 			continue
 		}
 		if err := json.Unmarshal(data, p); err != nil {
@@ -129,20 +137,38 @@ func (p *chunkProbe) inspect(ev []byte) eventKind {
 // them.
 var contentPatterns = [][]byte{[]byte(`"content":"`), []byte(`"text":"`), []byte(`"reasoning_content":"`), []byte(`"reasoning":"`)}
 
+var usageKey = []byte(`"usage":`)
+
 // fastContent recognises the common content chunk without decoding it:
-// one of the patterns followed by a non-empty string, and none of the keys
-// (usage, error, metrics) whose values the gateway needs. Anything else
-// (role-only and finish chunks, spaced JSON) takes the full decode.
-func fastContent(data []byte) bool {
-	if bytes.Contains(data, []byte(`"usage"`)) || bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"metrics"`)) {
-		return false
+// one of the patterns followed by a non-empty string, neither error nor
+// metrics (whose values the gateway needs), and at most one usage, either
+// null (sent on every chunk by servers that honour include_usage) or an
+// object with a positive completion_tokens (continuous usage), which it
+// returns as used (0: none). Anything else (role-only and finish chunks,
+// spaced JSON, a usage it cannot read so) takes the full decode.
+func fastContent(data []byte) (ok bool, used int) {
+	if bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"metrics"`)) {
+		return false, 0
+	}
+	if i := bytes.Index(data, usageKey); i >= 0 {
+		rest := data[i+len(usageKey):]
+		if bytes.Contains(rest, usageKey) {
+			return false, 0
+		}
+		if !bytes.HasPrefix(rest, []byte("null")) {
+			if used = completionTokens(rest); used <= 0 {
+				return false, 0
+			}
+		}
+	} else if bytes.Contains(data, []byte(`"usage"`)) { // spaced, or not a key
+		return false, 0
 	}
 	for _, p := range contentPatterns {
 		if i := bytes.Index(data, p); i >= 0 && i+len(p) < len(data) && data[i+len(p)] != '"' {
-			return true
+			return true, used
 		}
 	}
-	return false
+	return false, 0
 }
 
 // completionTokens finds usage.completion_tokens in a whole answer without

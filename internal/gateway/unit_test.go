@@ -455,8 +455,42 @@ func TestInspectClassifiesEvents(t *testing.T) {
 	}
 	// A role chunk whose content string merely looks like a pattern inside
 	// an escaped string is not content.
-	if fastContent([]byte(`{"choices":[{"delta":{"role":"assistant","content":""}}]}`)) {
+	if ok, _ := fastContent([]byte(`{"choices":[{"delta":{"role":"assistant","content":""}}]}`)); ok {
 		t.Error("empty content taken as content")
+	}
+}
+
+// TestInspectUsageAsDecoded: whatever path inspect takes, the kind and the
+// usage it reads are those a full decode of the chunk gives.
+func TestInspectUsageAsDecoded(t *testing.T) {
+	for _, ev := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"tok"}}],"usage":null}`,
+		`{"choices":[{"index":0,"delta":{"content":"tok"}}],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}`,
+		`{"usage":{"prompt_tokens":1,"completion_tokens":30,"total_tokens":31,"completion_tokens_details":{"reasoning_tokens":2}},"choices":[{"index":0,"text":"x"}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"tok"}}],"usage":{"prompt_tokens":12,"completion_tokens":0,"total_tokens":12}}`,
+		`{"choices":[{"index":0,"delta":{"content":"usage"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"\"usage\":{\"completion_tokens\":9}"}}],"usage":null}`,
+		`{"choices":[{"index":0,"delta":{"content":"tok"}}], "usage" : {"completion_tokens": 4}}`,
+		`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}}`,
+	} {
+		var p chunkProbe
+		kind := p.inspect([]byte("data: " + ev + "\n\n"))
+		var want chunkProbe
+		if err := json.Unmarshal([]byte(ev), &want); err != nil {
+			t.Fatalf("%s: %v", ev, err)
+		}
+		wantKind := eventOther
+		for _, c := range want.Choices {
+			if c.Text != "" || (c.Delta != nil && c.Delta.Content != "") {
+				wantKind = eventContent
+			}
+		}
+		if kind != wantKind {
+			t.Errorf("%s: kind %d, want %d", ev, kind, wantKind)
+		}
+		if diff := cmp.Diff(want.Usage, p.Usage); diff != "" {
+			t.Errorf("%s: usage (-decoded +inspect):\n%s", ev, diff)
+		}
 	}
 }
 
