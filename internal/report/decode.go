@@ -9,7 +9,8 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-// decodeRecord parses one requests.jsonl line into r, reusing r's slices.
+// decodeRecord parses one requests.jsonl line into r, reusing r's slices
+// and server split.
 // A hand-written scanner handles the lines bench writes (about ten times
 // faster than encoding/json on long chunk arrays); anything it is not sure
 // of — escapes, non-ASCII text, fractions, a key in another case — goes to
@@ -125,6 +126,7 @@ var recordKeys = []string{"v", "id", "server_id", "model", "stream", "warmup", "
 	"error_kind", "error", "server", "gateway_ns", "trace_id"}
 
 func (d *fastDecoder) record(r *latency.Record) error {
+	spare := r.Server // the previous record's split, reused for this one's
 	*r = resetRecord(*r)
 	err := d.object(func(k []byte) error {
 		var err error
@@ -199,7 +201,15 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		case "trace_id":
 			r.TraceID, err = d.str()
 		case "server":
-			s := &latency.ServerSplit{}
+			// Like encoding/json, a repeated "server" fills the same split.
+			if r.Server == nil {
+				if spare == nil {
+					spare = &latency.ServerSplit{}
+				}
+				*spare = latency.ServerSplit{}
+				r.Server, spare = spare, nil
+			}
+			s := r.Server
 			err = d.object(func(k []byte) error {
 				var err error
 				switch string(k) {
@@ -216,7 +226,6 @@ func (d *fastDecoder) record(r *latency.Record) error {
 				}
 				return err
 			})
-			r.Server = s
 		default:
 			for _, name := range recordKeys {
 				if strings.EqualFold(name, string(k)) {

@@ -22,6 +22,8 @@ func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 		[]byte(`{"v":1,"id":"dup","chunk_ns":[1,2,3],"chunk_ns":[4]}`),
 		[]byte(` { "v" : 1 , "stream" : false , "server" : { "queue_ns" : 1 , "source" : "vllm-metrics" } } `),
 		[]byte(`{"v":01}`),
+		[]byte(`{"v":1,"server":{"queue_ns":3},"server":{"prefill_ns":4}}`), // encoding/json merges into the same split
+		[]byte(`{"v":1,"server":{"queue_ns":3},"server":null,"server":{"prefill_ns":4}}`),
 		[]byte(`{"v":1,"chunk_ns":[ 1 , -2 ,3 ,	4]}`),
 		[]byte(`{"v":1,"chunk_ns":[1.5]}`),
 		[]byte(`{"v":1,"chunk_ns":[01]}`),
