@@ -82,6 +82,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"completion empty prompt", `{"model":"m","prompt":""}`, "prompt", "empty", true},
 		{"completion batch", `{"model":"m","prompt":["a","b"]}`, "prompt", "batched", true},
 		{"completion negative id", `{"model":"m","prompt":[1,-2]}`, "prompt", "negative", true},
+		{"completion empty array", `{"model":"m","prompt":[ ]}`, "prompt", "empty array", true},
+		{"completion mixed ids", `{"model":"m","prompt":[1,"a"]}`, "", "integers", true},
+		{"completion mixed strings", `{"model":"m","prompt":["a",1]}`, "", "prompt must be", true},
 		{"completion bad prompt", `{"model":"m","prompt":{"a":1}}`, "", "prompt", true},
 		{"completion echo", `{"model":"m","prompt":"x","echo":true}`, "echo", "echo", true},
 		{"completion best_of", `{"model":"m","prompt":"x","best_of":3}`, "best_of", "best_of", true},
@@ -125,6 +128,9 @@ func TestDecodeCompletionPrompts(t *testing.T) {
 		{`{"model":"m","prompt":["one"],"max_tokens":3}`, "one", nil, 3},
 		{`{"model":"m","prompt":[5,6,7]}`, "", []int32{5, 6, 7}, 16},
 		{`{"model":"m","prompt":[[8,9]]}`, "", []int32{8, 9}, 16},
+		{`{"model":"m","prompt":[ ` + "\n\t" + `5 ,6]}`, "", []int32{5, 6}, 16},
+		{`{"model":"m","prompt":[  [8] ]}`, "", []int32{8}, 16},
+		{`{"model":"m","prompt":[ "two words" ]}`, "two words", nil, 16},
 	}
 	for _, tt := range tests {
 		r, err := DecodeCompletion([]byte(tt.body))

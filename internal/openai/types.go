@@ -187,16 +187,17 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 	default:
 		return errPromptShape
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(b, &elems); err != nil {
+	// encoding/json checked the whole body before calling UnmarshalJSON,
+	// so the first byte of the first element tells the array's kind; the
+	// array is decoded once, into that kind.
+	first := bytes.TrimLeft(b[1:], " \t\r\n")
+	if len(first) == 0 {
 		return errPromptShape
 	}
 	p.Set = true
-	if len(elems) == 0 {
-		p.Batch = 0
-		return nil
-	}
-	switch elems[0][0] {
+	switch first[0] {
+	case ']':
+		return nil // an empty array: Batch 0
 	case '"':
 		var ss []string
 		if err := json.Unmarshal(b, &ss); err != nil {
