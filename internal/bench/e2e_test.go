@@ -186,24 +186,10 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 // A stop (SIGINT) ends sending, lets requests in flight finish within the
 // grace, and still writes the summary of what finished.
 func TestStopWritesSummary(t *testing.T) {
-	clock := NewRealClock()
-	lb, err := startLoopback(8, 20*time.Millisecond, 20*time.Millisecond, func() int64 { return int64(clock.Now()) }, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Close()
-	dir := filepath.Join(t.TempDir(), "run")
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(400*time.Millisecond, cancel)
-	res, err := Run(ctx, Config{
-		Target:   Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: time.Minute},
-		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(8), Turns: 1, Seed: 1},
-		Load:     Load{Rate: 50, Arrival: workload.Constant, Duration: time.Minute},
-		OutDir:   dir, SkipCalibration: true, Grace: 5 * time.Second,
-	}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, dir := runStopped(t, 8, 20*time.Millisecond, 20*time.Millisecond, 400*time.Millisecond, Config{
+		Load:  Load{Rate: 50, Arrival: workload.Constant, Duration: time.Minute},
+		Grace: 5 * time.Second,
+	})
 	recs := readRecords(t, filepath.Join(dir, RequestsFile))
 	if !res.Summary.Interrupted || len(recs) == 0 || len(recs) > 30 {
 		t.Fatalf("interrupted %v with %d records", res.Summary.Interrupted, len(recs))
@@ -221,26 +207,37 @@ func TestStopWritesSummary(t *testing.T) {
 
 // Requests still in flight when the grace runs out are recorded as canceled.
 func TestGraceRunsOut(t *testing.T) {
-	clock := NewRealClock()
-	lb, err := startLoopback(2, 10*time.Second, time.Millisecond, func() int64 { return int64(clock.Now()) }, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lb.Close()
-	dir := filepath.Join(t.TempDir(), "run")
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	res, err := Run(ctx, Config{
-		Target:   Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: time.Minute},
-		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(2), Turns: 1, Seed: 1},
-		Load:     Load{Concurrency: 3, Requests: 100},
-		OutDir:   dir, SkipCalibration: true, Grace: 100 * time.Millisecond,
-	}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, dir := runStopped(t, 2, 10*time.Second, time.Millisecond, 200*time.Millisecond, Config{
+		Load:  Load{Concurrency: 3, Requests: 100},
+		Grace: 100 * time.Millisecond,
+	})
 	recs := readRecords(t, filepath.Join(dir, RequestsFile))
 	if len(recs) != 3 || res.Report.Summary.Errors[latency.ErrCanceled] != 3 {
 		t.Fatalf("%d records, errors %v: want the 3 in flight, canceled", len(recs), res.Report.Summary.Errors)
 	}
+}
+
+// runStopped runs cfg (its load and grace) against a loopback server whose
+// streams carry tokens tokens, the first after first and the others gap
+// apart, and stops the run after stop as Ctrl-C would. It returns the
+// result and the results folder.
+func runStopped(t *testing.T, tokens int, first, gap, stop time.Duration, cfg Config) (*Result, string) {
+	t.Helper()
+	clock := NewRealClock()
+	lb, err := startLoopback(tokens, first, gap, func() int64 { return int64(clock.Now()) }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	cfg.Target = Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: time.Minute}
+	cfg.Workload = &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(tokens), Turns: 1, Seed: 1}
+	cfg.OutDir, cfg.SkipCalibration = filepath.Join(t.TempDir(), "run"), true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(stop, cancel)
+	res, err := Run(ctx, cfg, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, cfg.OutDir
 }
