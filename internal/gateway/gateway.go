@@ -248,10 +248,23 @@ func (g *Gateway) scrapeLoop(ctx context.Context, p *pool) {
 	client := &http.Client{Transport: g.transport, Timeout: max(time.Second, p.cfg.ScrapeInterval.D())}
 	t := time.NewTicker(p.cfg.ScrapeInterval.D())
 	defer t.Stop()
+	// A replica whose scrapes fail is routed and shed on without its
+	// figures: say so once when it starts failing and once when it
+	// recovers (every failure in between at debug level).
+	failing := map[*Replica]bool{}
 	for {
 		for _, r := range p.replicas {
-			if err := r.scrape(ctx, client, g.now()); err != nil && ctx.Err() == nil {
+			err := r.scrape(ctx, client, g.now())
+			switch {
+			case ctx.Err() != nil:
+			case err != nil && !failing[r]:
+				failing[r] = true
+				g.log().Warn("scrape failing: the replica's queue figures are ignored until it recovers", "pool", p.name, "replica", r.cfg.URL, "err", err)
+			case err != nil:
 				g.log().Debug("scrape failed", "pool", p.name, "replica", r.cfg.URL, "err", err)
+			case failing[r]:
+				delete(failing, r)
+				g.log().Info("scrape recovered", "pool", p.name, "replica", r.cfg.URL)
 			}
 		}
 		select {
