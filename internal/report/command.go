@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -36,7 +37,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if format == "" {
 		format = "text"
 	}
-	if !contains(Formats, format) {
+	if !slices.Contains(Formats, format) {
 		return fmt.Errorf("unknown format %q (known: %s)", cfg.Format, strings.Join(Formats, ", "))
 	}
 	if len(cfg.Paths) == 0 {
@@ -110,13 +111,4 @@ func resultsDir(p string) string {
 		return p
 	}
 	return filepath.Dir(p)
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
