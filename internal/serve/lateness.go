@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -74,7 +75,7 @@ func (l *Lateness) Quantile(q float64) time.Duration {
 	if n == 0 {
 		return 0
 	}
-	rank := int64(q*float64(n) + 0.999999)
+	rank := int64(math.Ceil(q * float64(n))) // nearest rank
 	rank = min(max(rank, 1), n)
 	var seen int64
 	for i := range l.counts {

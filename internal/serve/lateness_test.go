@@ -41,3 +41,15 @@ func TestLatenessQuantiles(t *testing.T) {
 		t.Error("reset left observations")
 	}
 }
+
+// TestLatenessQuantileNearestRank: the rank is ⌈q·n⌉ even when q·n is just
+// above an integer (q = 0.1000000001 of 10 observations is rank 2).
+func TestLatenessQuantileNearestRank(t *testing.T) {
+	var l Lateness
+	for i := 1; i <= 10; i++ {
+		l.Observe(time.Duration(i) * time.Millisecond)
+	}
+	if got, want := l.Quantile(0.1000000001), 2010*time.Microsecond; got != want {
+		t.Errorf("Quantile(0.1000000001) = %v, want %v (rank 2: 2 ms, bucket [2.00, 2.01) ms)", got, want)
+	}
+}
