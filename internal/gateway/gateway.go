@@ -26,7 +26,8 @@ type Gateway struct {
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
 	// Log receives configuration changes and upstream failures; nil uses
-	// slog.Default. API keys are never logged.
+	// slog.Default. API keys are never logged. Set it before SetConfig:
+	// a pool's scraper logs from its own goroutine.
 	Log *slog.Logger
 	// Metrics receives every finished request; nil records nothing.
 	Metrics *Metrics
@@ -74,13 +75,17 @@ type pool struct {
 
 // New returns a Gateway for cfg with its own Prometheus registry serving
 // /metrics. cfg must have passed Validate (ParseConfig and QuickConfig do it).
-func New(cfg *Config) (*Gateway, error) {
+func New(cfg *Config) (*Gateway, error) { return newWithLog(cfg, nil) }
+
+// newWithLog is New with Log set before the configuration's scrapers start
+// (they log from their own goroutines, so Log cannot be set after).
+func newWithLog(cfg *Config, log *slog.Logger) (*Gateway, error) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics()
 	if err := m.Register(reg); err != nil {
 		return nil, err
 	}
-	g := &Gateway{Metrics: m, MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	g := &Gateway{Log: log, Metrics: m, MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
 	if err := g.SetConfig(cfg); err != nil {
 		return nil, err
 	}

@@ -46,11 +46,10 @@ func Run(ctx context.Context, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	g, err := New(cfg)
+	g, err := newWithLog(cfg, log)
 	if err != nil {
 		return err
 	}
-	g.Log = log
 	defer g.Close()
 	if cfg.OTLPEndpoint != "" {
 		tp, err := NewOTLPTracerProvider(ctx, cfg.OTLPEndpoint)

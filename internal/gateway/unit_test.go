@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -576,5 +578,31 @@ func TestCompletionTokens(t *testing.T) {
 		if got := completionTokens([]byte(body)); got != want {
 			t.Errorf("%s: %d, want %d", body, got, want)
 		}
+	}
+}
+
+// TestScrapeFailureLoggedOnce: a replica whose /metrics fails is reported
+// at warn once, not once per scrape, and the logger is in place before the
+// first scrape (the race detector checks it).
+func TestScrapeFailureLoggedOnce(t *testing.T) {
+	var scrapes atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scrapes.Add(1)
+		http.Error(w, "no metrics here", http.StatusInternalServerError)
+	}))
+	defer up.Close()
+	cfg, err := ParseConfig([]byte(fmt.Sprintf("pools: [{name: p, scrape_interval: 2ms, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	g, err := newWithLog(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	waitFor(t, "five scrapes", func() bool { return scrapes.Load() >= 5 })
+	if n := strings.Count(logs.String(), "scrape failing"); n != 1 || !strings.Contains(logs.String(), "status 500") {
+		t.Errorf("%d warnings for one failing replica, want 1 saying why: %s", n, logs.String())
 	}
 }
