@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -334,9 +335,10 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 			return true
 		}
 	}
-	w.Header().Set("Allow", methods[0])
+	allowed := strings.Join(methods, ", ")
+	w.Header().Set("Allow", allowed)
 	openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest,
-		fmt.Sprintf("method %s is not allowed on %s (use %s)", r.Method, r.URL.Path, methods[0]), "", "method_not_allowed"), 0)
+		fmt.Sprintf("method %s is not allowed on %s (use %s)", r.Method, r.URL.Path, allowed), "", "method_not_allowed"), 0)
 	return false
 }
 

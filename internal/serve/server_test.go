@@ -312,6 +312,14 @@ func TestRoutes(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d with an OpenAI error", path, code, b, wantCode)
 		}
 	}
+	resp, err := http.Post(base+"/health", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST /health: %d, Allow %q; want 405, Allow \"GET, HEAD\"", resp.StatusCode, resp.Header.Get("Allow"))
+	}
 	code, b = get("/metrics")
 	if code != 200 || !bytes.Contains(b, []byte("vllm:num_requests_running")) {
 		t.Errorf("/metrics: %d %s", code, b)
