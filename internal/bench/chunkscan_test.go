@@ -92,6 +92,13 @@ func BenchmarkScanChunk(b *testing.B) {
 	})
 }
 
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 func isASCII(b []byte) bool {
 	for _, c := range b {
 		if c >= 0x80 {

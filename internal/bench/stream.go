@@ -208,13 +208,6 @@ func (s *streamState) finish(rec *latency.Record, req *workload.Request) {
 	}
 }
 
-func str(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 func errorText(raw json.RawMessage) string {
 	var e struct {
 		Message string `json:"message"`
