@@ -62,13 +62,7 @@ func (c *Collector) Report() *Report {
 	a.dists(rep)
 	if len(a.ok) > 0 {
 		rep.Decomposition = a.decompose("e2e_intended", func(r *row) int64 { return r.end - r.intended }, allStages())
-		rep.TTFTSplit = a.decompose("ttft_intended", func(r *row) int64 {
-			first := r.firstTok
-			if first == 0 {
-				first = r.end
-			}
-			return first - r.intended
-		}, ttftStages)
+		rep.TTFTSplit = a.decompose("ttft_intended", func(r *row) int64 { return r.firstOut() - r.intended }, ttftStages)
 	}
 	a.verdicts(rep)
 	a.phaseSummaries(rep)

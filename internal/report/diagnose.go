@@ -160,7 +160,8 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	if split {
 		w0, w1 = a.quarters(func(r *row) int64 { return r.sq })
 	} else {
-		w0, w1 = a.quarters(func(r *row) int64 { return r.firstTok - r.sent })
+		// An answer that came whole (no first-token instant) counts to its end.
+		w0, w1 = a.quarters(func(r *row) int64 { return r.firstOut() - r.sent })
 	}
 	growing := w1 > 1.5*w0 && w1-w0 > 1
 	isOver := func(offered, completed float64) bool {

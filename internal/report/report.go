@@ -204,6 +204,15 @@ const (
 // ttftStages are the stages before the first token.
 var ttftStages = []int{stCQ, stConnect, stSend, stGateway, stNetwork, stSQ, stPrefill, stUnattr}
 
+// firstOut is the instant the first of the answer reached the client: the
+// first token, or the end for an answer that came whole.
+func (r *row) firstOut() int64 {
+	if r.firstTok == 0 {
+		return r.end
+	}
+	return r.firstTok
+}
+
 // stages splits a successful request's E2E from the intended send into
 // stageOrder; the parts sum exactly to end − intended (docs/metrics.md,
 // "Decomposition formulas").
@@ -216,10 +225,7 @@ func (r *row) stages() (s [nStages]int64) {
 	}
 	s[stSend] = wrote - r.sent - r.connect
 	s[stGateway] = r.gateway
-	first := r.firstTok
-	if first == 0 {
-		first = r.end
-	}
+	first := r.firstOut()
 	pre := first - wrote - r.gateway
 	if r.hasServer() {
 		s[stSQ], s[stPrefill] = r.sq, r.prefill

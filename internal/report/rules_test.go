@@ -347,3 +347,24 @@ func TestRuleSeverity(t *testing.T) {
 		})
 	}
 }
+
+// TestServerQueueingWholeAnswers: answers that come whole (no first-token
+// instant, no split) still show an overloaded server's growing queue.
+func TestServerQueueingWholeAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		reqs []synthReq
+		want bool
+	}{{noSplit(overloadRun(200)), true}, {noSplit(baseline(300, 10, 1)), false}} {
+		c := NewCollector(Options{})
+		for j, s := range tt.reqs {
+			r := s.record(j)
+			r.Stream, r.FirstTokenNS, r.ChunkNS, r.ChunkTokens = false, 0, nil, nil
+			c.Add(r)
+		}
+		rep := c.Report()
+		k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == "server-queueing" })
+		if (k >= 0) != tt.want {
+			t.Errorf("server-queueing fired = %v, want %v; findings %+v", k >= 0, tt.want, rep.Findings)
+		}
+	}
+}
