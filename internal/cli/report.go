@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,7 +38,7 @@ difference larger than its confidence interval.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			slos, err := latency.ParseSLOs(slo)
 			if err != nil {
-				return err
+				return fmt.Errorf("report: --slo: %w", err)
 			}
 			cfg.SLOs = slos
 			cfg.Paths = args

@@ -38,3 +38,10 @@ func TestHelpListsSubcommands(t *testing.T) {
 		}
 	}
 }
+
+func TestReportBadSLONamesTheFlag(t *testing.T) {
+	_, err := run(t, "report", t.TempDir(), "--slo", "ttft:p99>1s")
+	if err == nil || !strings.Contains(err.Error(), "--slo") {
+		t.Fatalf("err %v, want one naming --slo", err)
+	}
+}
