@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -62,7 +63,11 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 			wg.Add(1)
 			go func(rep *Replica, pool string) {
 				defer wg.Done()
-				for _, e := range g.upstreamModels(ctx, rep) {
+				models, err := g.upstreamModels(ctx, rep)
+				if err != nil {
+					g.log().Warn("list models: replica left out of /v1/models", "pool", pool, "replica", rep.cfg.URL, "err", err)
+				}
+				for _, e := range models {
 					if e.OwnedBy == "" {
 						e.OwnedBy = pool
 					}
@@ -87,30 +92,30 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": list})
 }
 
-func (g *Gateway) upstreamModels(ctx context.Context, rep *Replica) []modelEntry {
+// upstreamModels asks one replica for its /v1/models list.
+func (g *Gateway) upstreamModels(ctx context.Context, rep *Replica) ([]modelEntry, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rep.cfg.URL+modelsPath, nil)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("build request: %w", err)
 	}
 	if rep.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+rep.cfg.APIKey)
 	}
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
-		g.log().Debug("list models failed", "replica", rep.cfg.URL, "err", err)
-		return nil
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	var body struct {
 		Data []modelEntry `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&body); err != nil {
-		return nil
+		return nil, fmt.Errorf("decode the model list: %w", err)
 	}
-	return body.Data
+	return body.Data, nil
 }
 
 // health answers GET /health: the gateway is up; each pool's queue state

@@ -606,3 +606,23 @@ func TestScrapeFailureLoggedOnce(t *testing.T) {
 		t.Errorf("%d warnings for one failing replica, want 1 saying why: %s", n, logs.String())
 	}
 }
+
+// TestModelsLogsReplicaLeftOut: a replica whose /v1/models fails is left
+// out of the list, and the log says which and why.
+func TestModelsLogsReplicaLeftOut(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	defer up.Close()
+	g := mustGateway(t, fmt.Sprintf("pools: [{name: p, replicas: [{url: %q, models: [listed]}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL))
+	var logs lockedBuffer
+	g.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"listed"`) {
+		t.Fatalf("status %d body %s", rec.Code, rec.Body.String())
+	}
+	if l := logs.String(); !strings.Contains(l, "left out") || !strings.Contains(l, up.URL) || !strings.Contains(l, "status 503") {
+		t.Errorf("log does not say which replica was left out and why: %s", l)
+	}
+}
