@@ -82,6 +82,24 @@ func outputRun(n int) []synthReq {
 	return out
 }
 
+// collectRun reports on synthetic requests, with bench's run metadata when
+// run is not nil.
+func collectRun(opts Options, run *RunInfo, reqs []synthReq) *Report {
+	c := NewCollector(opts)
+	if run != nil {
+		c.SetRun(*run)
+	}
+	for j, s := range reqs {
+		c.Add(s.record(j))
+	}
+	return c.Report()
+}
+
+// findingIndex is the index of rule's finding in rep, or −1.
+func findingIndex(rep *Report, rule string) int {
+	return slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == rule })
+}
+
 func TestRules(t *testing.T) {
 	errorsRun := baseline(300, 10, 8)
 	for i := 0; i < 15; i++ {
@@ -159,15 +177,8 @@ func TestRules(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprintf("%d-%s-%v", i, tt.rule, tt.want), func(t *testing.T) {
-			c := NewCollector(tt.opts)
-			if tt.run != nil {
-				c.SetRun(*tt.run)
-			}
-			for j, s := range tt.reqs {
-				c.Add(s.record(j))
-			}
-			rep := c.Report()
-			k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == tt.rule })
+			rep := collectRun(tt.opts, tt.run, tt.reqs)
+			k := findingIndex(rep, tt.rule)
 			if got := k >= 0; got != tt.want {
 				t.Fatalf("rule %s fired = %v, want %v; findings: %+v", tt.rule, got, tt.want, rep.Findings)
 			}
@@ -286,7 +297,7 @@ func TestRulesWithoutSplit(t *testing.T) {
 			if rep.Summary.ServerSplit != 0 {
 				t.Fatalf("%d requests carry a split, want none", rep.Summary.ServerSplit)
 			}
-			k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == tt.rule })
+			k := findingIndex(rep, tt.rule)
 			if got := k >= 0; got != tt.want {
 				t.Fatalf("rule %s fired = %v, want %v; findings: %+v", tt.rule, got, tt.want, rep.Findings)
 			}
@@ -329,15 +340,8 @@ func TestRuleSeverity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := NewCollector(tt.opts)
-			if tt.run != nil {
-				c.SetRun(*tt.run)
-			}
-			for j, s := range tt.reqs {
-				c.Add(s.record(j))
-			}
-			rep := c.Report()
-			k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == tt.rule })
+			rep := collectRun(tt.opts, tt.run, tt.reqs)
+			k := findingIndex(rep, tt.rule)
 			if k < 0 {
 				t.Fatalf("rule %s did not fire; findings: %+v", tt.rule, rep.Findings)
 			}
@@ -362,7 +366,7 @@ func TestServerQueueingWholeAnswers(t *testing.T) {
 			c.Add(r)
 		}
 		rep := c.Report()
-		k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == "server-queueing" })
+		k := findingIndex(rep, "server-queueing")
 		if (k >= 0) != tt.want {
 			t.Errorf("server-queueing fired = %v, want %v; findings %+v", k >= 0, tt.want, rep.Findings)
 		}
