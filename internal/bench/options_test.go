@@ -59,7 +59,9 @@ func TestOptionsDefaults(t *testing.T) {
 func TestOptionsTraceAndPrompts(t *testing.T) {
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "t.csv")
-	_ = os.WriteFile(trace, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,2\n1.5,20,3\n3,30,4\n"), 0o644)
+	if err := os.WriteFile(trace, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,2\n1.5,20,3\n3,30,4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, err := cfgOf(t, func(o *Options) { o.Trace = trace; o.TimeScale = 2 })
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +81,9 @@ func TestOptionsTraceAndPrompts(t *testing.T) {
 		t.Error("--trace with --rate accepted")
 	}
 	prompts := filepath.Join(dir, "p.jsonl")
-	_ = os.WriteFile(prompts, []byte(`{"prompt":"a b c","max_tokens":7}`+"\n"), 0o644)
+	if err := os.WriteFile(prompts, []byte(`{"prompt":"a b c","max_tokens":7}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, err = cfgOf(t, func(o *Options) { o.Prompts = prompts })
 	if err != nil {
 		t.Fatal(err)
