@@ -610,7 +610,9 @@ func (a *analysis) phaseSummaries(rep *Report) {
 			if v, ok := metricValue(r, "tpot"); ok {
 				tpot = append(tpot, v)
 			}
-			e2e = append(e2e, r.end-r.sent)
+			if v, ok := metricValue(r, "e2e"); ok {
+				e2e = append(e2e, v)
+			}
 		}
 		var d int64
 		for k, sp := range spans {

@@ -395,22 +395,20 @@ func (a *analysis) scatterCharts(add addFunc) error {
 	type spec struct {
 		id, title, x, y string
 		xv              func(*row) float64
-		yv              func(*row) (float64, bool)
+		metric          string // y: the request's value of this metric
 	}
 	specs := []spec{
 		{"ttft-input", "TTFT vs input tokens", "input tokens", "TTFT (ms)",
-			func(r *row) float64 { return float64(r.input) },
-			func(r *row) (float64, bool) { return ms(r.firstTok - r.sent), r.firstTok > 0 }},
+			func(r *row) float64 { return float64(r.input) }, "ttft"},
 		{"e2e-output", "E2E vs output tokens", "output tokens", "E2E (ms)",
-			func(r *row) float64 { return float64(r.output) },
-			func(r *row) (float64, bool) { return ms(r.end - r.sent), true }},
+			func(r *row) float64 { return float64(r.output) }, "e2e"},
 	}
 	for _, s := range specs {
 		var xs, ys []float64
 		for _, i := range a.ok {
 			row := &a.rows[i]
-			if y, ok := s.yv(row); ok {
-				xs, ys = append(xs, s.xv(row)), append(ys, y)
+			if y, ok := metricValue(row, s.metric); ok {
+				xs, ys = append(xs, s.xv(row)), append(ys, ms(y))
 			}
 		}
 		if len(xs) == 0 {

@@ -258,10 +258,10 @@ func rulePrefillBound(a *analysis, rep *Report) (Finding, bool) {
 	var xs, ys []float64
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		if r.firstTok == 0 {
+		y, ok := metricValue(r, "ttft")
+		if !ok {
 			continue
 		}
-		y := r.firstTok - r.sent
 		if split && r.hasServer() {
 			y = r.prefill
 		}
@@ -525,7 +525,8 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 	outs := make([]int64, 0, len(a.ok))
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		xs, ys = append(xs, float64(r.output)), append(ys, ms(r.end-r.sent))
+		e2e, _ := metricValue(r, "e2e")
+		xs, ys = append(xs, float64(r.output)), append(ys, ms(e2e))
 		outs = append(outs, int64(r.output))
 	}
 	f, ok := linearFit(xs, ys)
@@ -538,7 +539,7 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 	after := make([]int64, 0, len(a.ok))
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		e := r.end - r.sent
+		e, _ := metricValue(r, "e2e")
 		if tpot, ok := metricValue(r, "tpot"); ok && int64(r.output) > capTok {
 			e -= (int64(r.output) - capTok) * tpot
 		}
