@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
@@ -151,14 +152,14 @@ type Prompts struct {
 	Chat   bool
 	Output Dist
 	Seed   uint64
-	perm   []int
+
+	once sync.Once // closed-loop workers ask for sessions concurrently
+	perm []int
 }
 
 // Session returns session i.
 func (p *Prompts) Session(i int64) Session {
-	if p.perm == nil {
-		p.perm = rand.New(rand.NewPCG(p.Seed, 0xF11E)).Perm(len(p.List))
-	}
+	p.once.Do(func() { p.perm = rand.New(rand.NewPCG(p.Seed, 0xF11E)).Perm(len(p.List)) })
 	e := p.List[p.perm[int(i%int64(len(p.List)))]]
 	req := Request{Session: i, MaxTokens: e.MaxTokens}
 	if req.MaxTokens == 0 {

@@ -38,7 +38,8 @@ type Session interface {
 }
 
 // Source makes the sessions of a workload. Session i is the same for the
-// same seed whatever order sessions are asked for in.
+// same seed whatever order sessions are asked for in. Session may be called
+// from several goroutines at once (closed-loop workers do).
 type Source interface {
 	Session(i int64) Session
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,4 +337,29 @@ func FuzzReadJSONL(f *testing.F) {
 			t.Fatal("no error and no prompts")
 		}
 	})
+}
+
+// Closed-loop workers ask a source for sessions from several goroutines at
+// once; a prompt file's sessions are the same as when asked one by one.
+func TestPromptsConcurrentSessions(t *testing.T) {
+	list := []Prompt{{Prompt: "a b", MaxTokens: 3}, {Prompt: "c d e", MaxTokens: 4}, {Prompt: "f", MaxTokens: 5}}
+	want := make([]Request, 8)
+	seq := &Prompts{List: list, Seed: 7}
+	for i := range want {
+		want[i], _ = seq.Session(int64(i)).Next(0)
+	}
+	p := &Prompts{List: list, Seed: 7}
+	got := make([]Request, len(want))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = p.Session(int64(i)).Next(0)
+		}()
+	}
+	wg.Wait()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-one by one +concurrent):\n%s", diff)
+	}
 }
