@@ -94,7 +94,8 @@ type exchange struct {
 	// (latency.Record's ChunkNS and ChunkTokens).
 	chunkNS     []int64
 	chunkTokens []int32
-	tokens      int // output tokens
+	fields      map[string]any // body fields the policies change (setField)
+	tokens      int            // output tokens
 	wrote       bool
 	errKind     string
 	prio        int // priority class in the queues
@@ -163,9 +164,11 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	if x.route.UpstreamModel != "" && x.route.UpstreamModel != x.req.Model {
-		if !x.rewrite(map[string]any{"model": x.route.UpstreamModel}) {
-			return
-		}
+		x.setField("model", x.route.UpstreamModel)
+	}
+	// The policies' field changes are applied in one pass over the body.
+	if len(x.fields) > 0 && !x.rewrite(x.fields) {
+		return
 	}
 
 	var cancel context.CancelFunc
@@ -276,11 +279,12 @@ func (x *exchange) applyLength() bool {
 	switch {
 	case x.req.MaxTokens == 0 && l.DefaultMaxTokens > 0:
 		x.req.MaxTokens = l.DefaultMaxTokens
-		return x.rewrite(map[string]any{field: l.DefaultMaxTokens})
+		x.setField(field, l.DefaultMaxTokens)
 	case l.MaxMaxTokens > 0 && x.req.MaxTokens > l.MaxMaxTokens:
 		if l.OnExceed == "clamp" {
 			x.req.MaxTokens = l.MaxMaxTokens
-			return x.rewrite(map[string]any{field: l.MaxMaxTokens})
+			x.setField(field, l.MaxMaxTokens)
+			break
 		}
 		x.reject("max_tokens", http.StatusBadRequest, openai.TypeInvalidRequest,
 			fmt.Sprintf("%s is %d, over this route's limit of %d", field, x.req.MaxTokens, l.MaxMaxTokens), 0)
@@ -302,6 +306,15 @@ func (x *exchange) applyLimits() bool {
 		return false
 	}
 	return true
+}
+
+// setField notes a body field a policy changes; complete applies them all
+// with one rewrite.
+func (x *exchange) setField(name string, v any) {
+	if x.fields == nil {
+		x.fields = map[string]any{}
+	}
+	x.fields[name] = v
 }
 
 func (x *exchange) rewrite(set map[string]any) bool {
