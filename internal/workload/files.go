@@ -123,8 +123,11 @@ func ReadPromptFile(path string) ([]Prompt, error) {
 	var first byte
 	for {
 		b, err := br.ReadByte()
-		if err != nil {
+		if err == io.EOF {
 			return nil, fmt.Errorf("prompts %s: empty file", path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("prompts %s: %w", path, err)
 		}
 		if !strings.ContainsRune(" \t\r\n", rune(b)) {
 			first = b

@@ -3,6 +3,8 @@ package workload
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -361,5 +363,28 @@ func TestPromptsConcurrentSessions(t *testing.T) {
 	wg.Wait()
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-one by one +concurrent):\n%s", diff)
+	}
+}
+
+// ReadPromptFile tells an empty file from one it could not read.
+func TestReadPromptFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	blank := filepath.Join(dir, "blank.jsonl")
+	if err := os.WriteFile(blank, []byte(" \n\t\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPromptFile(blank); err == nil || !strings.Contains(err.Error(), "empty file") {
+		t.Errorf("blank file: err %v, want empty file", err)
+	}
+	// A folder opens but cannot be read: that is not an empty file.
+	if _, err := ReadPromptFile(dir); err == nil || strings.Contains(err.Error(), "empty file") {
+		t.Errorf("folder: err %v, want the read error", err)
+	}
+	ok := filepath.Join(dir, "p.jsonl")
+	if err := os.WriteFile(ok, []byte("\n"+`{"prompt":"a b","max_tokens":2}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := ReadPromptFile(ok); err != nil || len(ps) != 1 || ps[0].Prompt != "a b" {
+		t.Errorf("jsonl file: %+v, %v", ps, err)
 	}
 }
