@@ -147,9 +147,6 @@ type Empirical struct {
 	spec string
 }
 
-// NewEmpirical returns a distribution over vals (not empty).
-func NewEmpirical(vals []int, name string) Empirical { return Empirical{vals: vals, spec: name} }
-
 // Sample draws one of the lengths, at least 1.
 func (e Empirical) Sample(r *rand.Rand) int { return max(1, e.vals[r.IntN(len(e.vals))]) }
 
