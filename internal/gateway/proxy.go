@@ -79,7 +79,6 @@ type exchange struct {
 	w      http.ResponseWriter
 	r      *http.Request
 	id     string
-	chat   bool
 	req    Request
 	body   []byte
 	route  *RouteConfig
@@ -121,7 +120,7 @@ func (x *exchange) fail(status int, typ, msg, param, code string, retryAfter tim
 }
 
 func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
-	x := &exchange{g: g, w: w, r: r, chat: chat}
+	x := &exchange{g: g, w: w, r: r}
 	x.tl.start = g.now()
 	x.id = g.requestID(r)
 	w.Header().Set(headerRequestID, x.id)
