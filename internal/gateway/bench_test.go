@@ -68,6 +68,14 @@ type streamStats struct {
 	peak   uint64 // heap + stack in use mid-run minus before the run, both after a GC
 }
 
+// add folds o's samples and errors into s, keeping the larger peak.
+func (s *streamStats) add(o streamStats) {
+	s.ttfb = append(s.ttfb, o.ttfb...)
+	s.chunks = append(s.chunks, o.chunks...)
+	s.errors += o.errors
+	s.peak = max(s.peak, o.peak)
+}
+
 func pct(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -225,35 +233,21 @@ func BenchmarkStreamsAddedLatency(b *testing.B) {
 				d := runStreams(client, upURL, n, true)
 				runtime.GC()
 				f := runStreams(client, flURL, n, true)
-				floor.ttfb = append(floor.ttfb, f.ttfb...)
-				floor.chunks = append(floor.chunks, f.chunks...)
-				floor.errors += f.errors
+				floor.add(f)
 				runtime.GC()
 				p := runStreams(client, gwURL, n, true)
-				direct.ttfb = append(direct.ttfb, d.ttfb...)
-				direct.chunks = append(direct.chunks, d.chunks...)
-				direct.errors += d.errors
-				direct.peak = max(direct.peak, d.peak)
-				proxied.ttfb = append(proxied.ttfb, p.ttfb...)
-				proxied.chunks = append(proxied.chunks, p.chunks...)
-				proxied.errors += p.errors
-				proxied.peak = max(proxied.peak, p.peak)
+				direct.add(d)
+				proxied.add(p)
 			}
 			if direct.errors+proxied.errors+floor.errors > 0 {
 				b.Fatalf("errors: direct %d, gateway %d, floor proxy %d", direct.errors, proxied.errors, floor.errors)
 			}
-			b.ReportMetric(us(pct(direct.ttfb, 0.5)), "direct-ttfb-p50-µs")
-			b.ReportMetric(us(pct(direct.ttfb, 0.99)), "direct-ttfb-p99-µs")
-			b.ReportMetric(us(pct(floor.ttfb, 0.5)), "floor-ttfb-p50-µs")
-			b.ReportMetric(us(pct(floor.ttfb, 0.99)), "floor-ttfb-p99-µs")
-			b.ReportMetric(us(pct(floor.chunks, 0.5)), "floor-chunk-p50-µs")
-			b.ReportMetric(us(pct(floor.chunks, 0.99)), "floor-chunk-p99-µs")
-			b.ReportMetric(us(pct(proxied.ttfb, 0.5)), "gw-ttfb-p50-µs")
-			b.ReportMetric(us(pct(proxied.ttfb, 0.99)), "gw-ttfb-p99-µs")
-			b.ReportMetric(us(pct(direct.chunks, 0.5)), "direct-chunk-p50-µs")
-			b.ReportMetric(us(pct(direct.chunks, 0.99)), "direct-chunk-p99-µs")
-			b.ReportMetric(us(pct(proxied.chunks, 0.5)), "gw-chunk-p50-µs")
-			b.ReportMetric(us(pct(proxied.chunks, 0.99)), "gw-chunk-p99-µs")
+			reportP50P99(b, "direct-ttfb", direct.ttfb)
+			reportP50P99(b, "floor-ttfb", floor.ttfb)
+			reportP50P99(b, "floor-chunk", floor.chunks)
+			reportP50P99(b, "gw-ttfb", proxied.ttfb)
+			reportP50P99(b, "direct-chunk", direct.chunks)
+			reportP50P99(b, "gw-chunk", proxied.chunks)
 			if proxied.peak > direct.peak {
 				b.ReportMetric(float64(proxied.peak-direct.peak)/float64(n), "gw-bytes/stream")
 			}
@@ -262,6 +256,13 @@ func BenchmarkStreamsAddedLatency(b *testing.B) {
 }
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+// reportP50P99 reports the P50 and P99 of d in µs as name-p50-µs and
+// name-p99-µs.
+func reportP50P99(b *testing.B, name string, d []time.Duration) {
+	b.ReportMetric(us(pct(d, 0.5)), name+"-p50-µs")
+	b.ReportMetric(us(pct(d, 0.99)), name+"-p99-µs")
+}
 
 // BenchmarkLargeBodyAddedLatency sends non-streaming requests with a
 // 256 KB prompt directly and through the gateway, alternating, and reports
@@ -296,12 +297,9 @@ func BenchmarkLargeBodyAddedLatency(b *testing.B) {
 		floor = append(floor, one(flURL))
 		proxied = append(proxied, one(gwURL))
 	}
-	b.ReportMetric(us(pct(floor, 0.5)), "floor-p50-µs")
-	b.ReportMetric(us(pct(floor, 0.99)), "floor-p99-µs")
-	b.ReportMetric(us(pct(direct, 0.5)), "direct-p50-µs")
-	b.ReportMetric(us(pct(direct, 0.99)), "direct-p99-µs")
-	b.ReportMetric(us(pct(proxied, 0.5)), "gw-p50-µs")
-	b.ReportMetric(us(pct(proxied, 0.99)), "gw-p99-µs")
+	reportP50P99(b, "floor", floor)
+	reportP50P99(b, "direct", direct)
+	reportP50P99(b, "gw", proxied)
 }
 
 // BenchmarkScanRequest is the gateway's parse of a 256 KB chat body: the
@@ -336,12 +334,9 @@ func BenchmarkFirstByteSequential(b *testing.B) {
 		floor = append(floor, runStreams(client, flURL, 1, false).ttfb...)
 		proxied = append(proxied, runStreams(client, gwURL, 1, false).ttfb...)
 	}
-	b.ReportMetric(us(pct(direct, 0.5)), "direct-p50-µs")
-	b.ReportMetric(us(pct(direct, 0.99)), "direct-p99-µs")
-	b.ReportMetric(us(pct(floor, 0.5)), "floor-p50-µs")
-	b.ReportMetric(us(pct(floor, 0.99)), "floor-p99-µs")
-	b.ReportMetric(us(pct(proxied, 0.5)), "gw-p50-µs")
-	b.ReportMetric(us(pct(proxied, 0.99)), "gw-p99-µs")
+	reportP50P99(b, "direct", direct)
+	reportP50P99(b, "floor", floor)
+	reportP50P99(b, "gw", proxied)
 }
 
 func cpuTime() time.Duration {
