@@ -201,8 +201,14 @@ func (l *lockedBuffer) String() string {
 func TestHotReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	// Replace the file atomically: a loaded machine can stall a plain
+	// write between truncating and writing for longer than two polls.
 	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
 	}
