@@ -192,17 +192,19 @@ func ParseConfig(data []byte) (*Config, error) {
 	return &c, nil
 }
 
-// LoadConfig reads and validates the configuration file at path.
-func LoadConfig(path string) (*Config, error) {
+// LoadConfig reads, parses and validates the configuration file at path.
+// It also returns the bytes it parsed, for Watch to compare later reads
+// against.
+func LoadConfig(path string) (*Config, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
 	c, err := ParseConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return c, nil
+	return c, data, nil
 }
 
 // QuickConfig is the configuration of `tokentrace gateway --upstream URL`:
@@ -397,13 +399,15 @@ func (c *Config) Validate() error {
 }
 
 // Watch re-reads the configuration file at path every interval until ctx
-// ends. When its content changes, and reads the same on the next poll too
+// ends. loaded is the content the running configuration was parsed from
+// (LoadConfig returns it), so a change made before Watch starts is not
+// missed. When the content changes, and reads the same on the next poll too
 // (so a half-written file is never parsed), it is parsed and validated, then given to
 // apply (Gateway.SetConfig); a file that fails either step is logged with
 // the reason and the running configuration is kept. It returns when ctx
 // is done.
-func Watch(ctx context.Context, path string, interval time.Duration, apply func(*Config) error, log *slog.Logger) {
-	last, _ := os.ReadFile(path)
+func Watch(ctx context.Context, path string, loaded []byte, interval time.Duration, apply func(*Config) error, log *slog.Logger) {
+	last := loaded
 	var pending []byte // a change seen once, waiting to read the same again
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -32,12 +32,13 @@ func Run(ctx context.Context, rc RunConfig) error {
 		log = slog.Default()
 	}
 	var cfg *Config
+	var loaded []byte
 	var err error
 	switch {
 	case rc.ConfigPath != "" && len(rc.Upstreams) > 0:
 		return errors.New("give either --config or --upstream, not both")
 	case rc.ConfigPath != "":
-		cfg, err = LoadConfig(rc.ConfigPath)
+		cfg, loaded, err = LoadConfig(rc.ConfigPath)
 	case len(rc.Upstreams) > 0:
 		cfg, err = QuickConfig(rc.Upstreams)
 	default:
@@ -71,7 +72,7 @@ func Run(ctx context.Context, rc RunConfig) error {
 		if iv <= 0 {
 			iv = 2 * time.Second
 		}
-		go Watch(ctx, rc.ConfigPath, iv, g.SetConfig, log)
+		go Watch(ctx, rc.ConfigPath, loaded, iv, g.SetConfig, log)
 	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", rc.Addr)
 	if err != nil {

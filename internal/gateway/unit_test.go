@@ -214,7 +214,7 @@ func TestHotReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 	}
 	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\n", up.URL())
 	write(base + "routes: [{model: one, pool: p}]\n")
-	cfg, err := LoadConfig(path)
+	cfg, loaded, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestHotReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 	var logs lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go Watch(ctx, path, 5*time.Millisecond, g.SetConfig, slog.New(slog.NewTextHandler(&logs, nil)))
+	go Watch(ctx, path, loaded, 5*time.Millisecond, g.SetConfig, slog.New(slog.NewTextHandler(&logs, nil)))
 
 	status := func(model string) int { s, _, _ := do(t, gw.URL, chatBody(model, false, "x", ""), nil); return s }
 	if status("two") != 404 {
