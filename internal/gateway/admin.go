@@ -98,8 +98,8 @@ func (g *Gateway) upstreamModels(ctx context.Context, rep *Replica) ([]modelEntr
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
-	if rep.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+rep.cfg.APIKey)
+	if auth := rep.cfg.authorization(); auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {

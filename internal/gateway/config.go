@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 // Config is the gateway's whole configuration, as read from YAML
@@ -57,11 +60,17 @@ type PoolConfig struct {
 
 // ReplicaConfig is one upstream server.
 type ReplicaConfig struct {
+	// URL is the replica's base URL. Credentials in it
+	// (http://user:password@host) are sent as HTTP Basic authentication
+	// unless APIKey is set; Validate moves them out of URL, so URL can be
+	// logged.
 	URL string `yaml:"url"`
 	// APIKey is sent upstream as a bearer token; it is never logged nor
 	// returned to clients. APIKeyEnv names an environment variable holding it.
 	APIKey    string `yaml:"api_key"`
 	APIKeyEnv string `yaml:"api_key_env"`
+	// userinfo is the credentials Validate took out of URL.
+	userinfo *url.Userinfo
 	// Models are the model names the replica serves: listed in
 	// /v1/models, and routed to this pool when no route names them.
 	Models []string `yaml:"models"`
@@ -139,6 +148,43 @@ type TimeoutsPolicy struct {
 	HedgeMinDelay Duration `yaml:"hedge_min_delay"`
 }
 
+// authorization is the Authorization header sent to the replica: its
+// api_key as a bearer token, else its URL's credentials as Basic
+// authentication, else "" (none).
+func (r *ReplicaConfig) authorization() string {
+	if r.APIKey != "" {
+		return "Bearer " + r.APIKey
+	}
+	if b := r.basic(); b != "" {
+		return "Basic " + b
+	}
+	return ""
+}
+
+// basic is the URL's credentials encoded for Basic authentication; "" when
+// the URL had none.
+func (r *ReplicaConfig) basic() string {
+	if r.userinfo == nil {
+		return ""
+	}
+	pw, _ := r.userinfo.Password()
+	return base64.StdEncoding.EncodeToString([]byte(r.userinfo.Username() + ":" + pw))
+}
+
+// credentials are the replica's secret values, masked in any text of the
+// upstream's that the gateway passes on (an error answer quoting them).
+func (r *ReplicaConfig) credentials() []string {
+	c := []string{r.APIKey, r.basic()}
+	if r.userinfo != nil {
+		if pw, ok := r.userinfo.Password(); ok {
+			c = append(c, pw)
+		} else {
+			c = append(c, r.userinfo.Username()) // a token as the user name
+		}
+	}
+	return c
+}
+
 // KeyConfig is one accepted API key, stored as the hex SHA-256 of the key.
 type KeyConfig struct {
 	Name   string `yaml:"name"`
@@ -180,16 +226,29 @@ func HashKey(key string) string {
 }
 
 // ParseConfig reads and validates a YAML configuration. Unknown fields are
-// errors, so a typo is not silently ignored.
+// errors, so a typo is not silently ignored. Errors carry no credential
+// of the document (see yamlError).
 func ParseConfig(data []byte) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("parse config: %w", err)
+		return nil, yamlError(data, err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// yamlError is a YAML parse error of data without the document's
+// credentials: the parser's own error quotes the lines around the problem
+// (api_key values, URLs with passwords), so only the position and the
+// problem are kept, credentials Text recognises are masked, and so is any
+// api_key or password of the document that the message quotes bare (a
+// duration error quoting its value). The parser's error is not wrapped,
+// so nothing can print its source excerpt later.
+func yamlError(data []byte, err error) error {
+	msg := redact.Values(redact.Text(yaml.FormatError(err, false, false)), redact.Secrets(string(data))...)
+	return errors.New("parse config: " + msg)
 }
 
 // LoadConfig reads, parses and validates the configuration file at path.
@@ -273,7 +332,12 @@ func (c *Config) Validate() error {
 			r := &p.Replicas[j]
 			u, err := url.Parse(r.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("pool %q replica %d: url %q must be an absolute http(s) URL", p.Name, j, r.URL)
+				bad("pool %q replica %d: url %q must be an absolute http(s) URL", p.Name, j, redact.URL(r.URL))
+			} else if u.User != nil {
+				// The credentials leave the URL, which is logged and
+				// shown; authorization sends them.
+				r.userinfo, u.User = u.User, nil
+				r.URL = u.String()
 			}
 			r.URL = strings.TrimSuffix(r.URL, "/")
 			if !kinds[r.Kind] {
@@ -389,7 +453,7 @@ func (c *Config) Validate() error {
 	}
 	if c.OTLPEndpoint != "" {
 		if u, err := url.Parse(c.OTLPEndpoint); err != nil || u.Host == "" {
-			bad("otlp_endpoint %q must be a URL", c.OTLPEndpoint)
+			bad("otlp_endpoint %q must be a URL", redact.URL(c.OTLPEndpoint))
 		}
 	}
 	if len(errs) > 0 {
@@ -407,6 +471,7 @@ func (c *Config) Validate() error {
 // the reason and the running configuration is kept. It returns when ctx
 // is done.
 func Watch(ctx context.Context, path string, loaded []byte, interval time.Duration, apply func(*Config) error, log *slog.Logger) {
+	log = slog.New(redact.Handler(log.Handler()))
 	last := loaded
 	var pending []byte // a change seen once, waiting to read the same again
 	t := time.NewTicker(interval)

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 // Gateway is the proxy, an http.Handler. Like httputil.ReverseProxy its
@@ -118,11 +120,14 @@ func (g *Gateway) now() time.Time {
 	return time.Now()
 }
 
+// log is Log (or slog.Default) with every record's credentials masked
+// (redact.Handler).
 func (g *Gateway) log() *slog.Logger {
-	if g.Log != nil {
-		return g.Log
+	l := g.Log
+	if l == nil {
+		l = slog.Default()
 	}
-	return slog.Default()
+	return slog.New(redact.Handler(l.Handler()))
 }
 
 // SetConfig validates cfg and makes it live. Pools and replicas that keep
@@ -332,5 +337,5 @@ func (rt *liveConfig) poolFor(r *RouteConfig, req *Request) *pool {
 }
 
 func sameReplica(a, b ReplicaConfig) bool {
-	return a.URL == b.URL && a.APIKey == b.APIKey && a.APIKeyEnv == b.APIKeyEnv && a.Kind == b.Kind && slices.Equal(a.Models, b.Models)
+	return a.URL == b.URL && a.userinfo.String() == b.userinfo.String() && a.APIKey == b.APIKey && a.APIKeyEnv == b.APIKeyEnv && a.Kind == b.Kind && slices.Equal(a.Models, b.Models)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 // The paths the gateway serves.
@@ -554,7 +555,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 	default:
 		msg := "upstream unavailable"
 		if last != nil && last.err != nil {
-			msg += ": " + last.err.Error()
+			msg += ": " + redact.Text(last.err.Error())
 		}
 		x.fail(http.StatusBadGateway, openai.TypeServer, msg, "", "upstream_error", 0)
 	}
@@ -605,7 +606,9 @@ func (x *exchange) passError(a *attempt) {
 			h.Set("Retry-After", ra)
 		}
 	}
-	body := a.errBody
+	// The upstream's words are passed on without credentials, in case
+	// it quotes what it was sent.
+	body := []byte(redact.Values(redact.Text(string(a.errBody)), a.rep.cfg.credentials()...))
 	if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
 		b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer,
 			fmt.Sprintf("upstream answered %d: %s", a.status, strings.TrimSpace(string(body))), "", "upstream_error")})
@@ -656,8 +659,8 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 	out.Header.Set(headerRequestID, x.id)
 	out.Header.Set("Content-Type", "application/json")
 	x.span.inject(out.Header)
-	if a.rep.cfg.APIKey != "" {
-		out.Header.Set("Authorization", "Bearer "+a.rep.cfg.APIKey)
+	if auth := a.rep.cfg.authorization(); auth != "" {
+		out.Header.Set("Authorization", auth)
 	} else if x.key != nil {
 		out.Header.Del("Authorization") // the gateway's key is not the upstream's
 	}

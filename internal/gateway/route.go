@@ -237,8 +237,8 @@ func (r *Replica) scrape(ctx context.Context, client *http.Client, now time.Time
 	if err != nil {
 		return err
 	}
-	if r.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
+	if auth := r.cfg.authorization(); auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := client.Do(req)
 	if err == nil && resp.StatusCode != http.StatusOK {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 // RunConfig is what `tokentrace gateway` needs: either a configuration
@@ -31,6 +33,7 @@ func Run(ctx context.Context, rc RunConfig) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	log = slog.New(redact.Handler(log.Handler())) // no credential reaches a log line
 	var cfg *Config
 	var loaded []byte
 	var err error

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 // maxEventBytes bounds one SSE event read from upstream.
@@ -337,6 +338,9 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 			return true
 		case eventError:
 			x.errKind = "upstream_stream_error"
+			// Passed on without the replica's credentials, should the
+			// upstream quote them.
+			buf = append(buf[:0], redact.Values(redact.Text(string(buf)), a.rep.cfg.credentials()...)...)
 		case eventOther:
 			if probe.Usage != nil && probe.Usage.CompletionTokens > 0 {
 				x.tokens = probe.Usage.CompletionTokens // final usage chunk
@@ -404,6 +408,7 @@ func (x *exchange) setTrailer() {
 // streamError ends a started stream with an error event (the OpenAI
 // streaming error shape) instead of [DONE].
 func (x *exchange) streamError(msg, code string) {
+	msg = redact.Text(msg)
 	x.errKind = code
 	x.status = http.StatusBadGateway // for the metrics: the 200 already sent did not end well
 	if code == "timeout" {

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 var propagator = propagation.TraceContext{}
@@ -99,7 +101,7 @@ func (s *spanRecorder) end(x *exchange, st stageDurations) {
 func NewOTLPTracerProvider(ctx context.Context, endpoint string) (*sdktrace.TracerProvider, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("otlp endpoint %q: not a URL", endpoint)
+		return nil, fmt.Errorf("otlp endpoint %q: not a URL", redact.URL(endpoint))
 	}
 	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host)}
 	if u.Scheme == "http" {
