@@ -12,7 +12,8 @@
 // The package is split by concern: proxy.go (the handler and the streaming
 // loop), scan.go (reading the few request fields the gateway needs),
 // config.go (YAML configuration, validation, hot reload), queue.go
-// (admission), route.go (balancers), limits.go (per-key limits), timing.go
+// (admission: internal/route's queue under a mutex, with blocking waits),
+// route.go (replica state and scraping; the balancers are internal/route's), limits.go (per-key limits), timing.go
 // (stages and Server-Timing), metrics.go (Prometheus) and tracing.go
 // (OpenTelemetry). docs/gateway.md describes it for users.
 package gateway

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/route"
 )
 
 // Gateway is the proxy, an http.Handler. Like httputil.ReverseProxy its
@@ -324,17 +325,16 @@ func (rt *liveConfig) poolFor(r *RouteConfig, req *Request) *pool {
 	if len(r.LengthPools) == 0 {
 		return rt.pools[r.Pool]
 	}
-	inputTokens := req.InputTokens()
-	for _, lp := range r.LengthPools {
-		if lp.MaxInputTokens == 0 || inputTokens <= lp.MaxInputTokens {
-			return rt.pools[lp.Pool]
-		}
+	if i := route.Band(r.LengthPools, LengthPool.maxInput, req.InputTokens()); i >= 0 {
+		return rt.pools[r.LengthPools[i].Pool]
 	}
 	if r.Pool != "" {
 		return rt.pools[r.Pool]
 	}
 	return rt.pools[r.LengthPools[len(r.LengthPools)-1].Pool]
 }
+
+func (lp LengthPool) maxInput() int { return lp.MaxInputTokens }
 
 func sameReplica(a, b ReplicaConfig) bool {
 	return a.URL == b.URL && a.userinfo.String() == b.userinfo.String() && a.APIKey == b.APIKey && a.APIKeyEnv == b.APIKeyEnv && a.Kind == b.Kind && slices.Equal(a.Models, b.Models)

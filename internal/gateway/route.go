@@ -4,16 +4,15 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/route"
 )
 
 // Replica is one upstream server of a pool, with the live state routing
@@ -45,136 +44,40 @@ func (r *Replica) load(now time.Time, maxAge time.Duration) (waiting, kv float64
 	return r.waiting, r.kvUsage, fresh
 }
 
+// Name is the replica's URL: prefix affinity hashes it (route.Replica).
+func (r *Replica) Name() string { return r.cfg.URL }
+
+// Load returns the last scraped queue figures and whether they are fresh
+// (scraped within maxAge of now), for route.Replica.
+func (r *Replica) Load(now time.Time, maxAge time.Duration) (waiting, kv float64, fresh bool) {
+	return r.load(now, maxAge)
+}
+
+// AffinityKey is the prefix hash, the key of prefix-affinity routing
+// (route.Request).
+func (q *Request) AffinityKey() uint64 { return q.PrefixHash }
+
 // Balancer picks a replica for a request among the candidates (never
-// empty). Implementations must be safe for concurrent use.
-type Balancer interface {
-	Pick(req *Request, candidates []*Replica) *Replica
-}
+// empty). Implementations must be safe for concurrent use. The policies
+// are internal/route's, shared with the simulator.
+type Balancer = route.Balancer[*Request, *Replica]
 
-// RoundRobin cycles through the candidates.
-type RoundRobin struct{ n atomic.Uint64 }
+// The balancers, internal/route's policies over the gateway's replicas.
+type (
+	RoundRobin       = route.RoundRobin[*Request, *Replica]
+	LeastOutstanding = route.LeastOutstanding[*Request, *Replica]
+	QueueAware       = route.QueueAware[*Request, *Replica]
+	PrefixAffinity   = route.PrefixAffinity[*Request, *Replica]
+)
 
-// Pick implements Balancer.
-func (b *RoundRobin) Pick(_ *Request, c []*Replica) *Replica {
-	return c[(b.n.Add(1)-1)%uint64(len(c))]
-}
-
-// LeastOutstanding picks the candidate with the fewest requests in flight
-// through this gateway; ties go round robin.
-type LeastOutstanding struct{ n atomic.Uint64 }
-
-// Pick implements Balancer.
-func (b *LeastOutstanding) Pick(_ *Request, c []*Replica) *Replica {
-	start := int(b.n.Add(1)-1) % len(c)
-	best := c[start]
-	for i := 1; i < len(c); i++ {
-		r := c[(start+i)%len(c)]
-		if r.Outstanding() < best.Outstanding() {
-			best = r
-		}
-	}
-	return best
-}
-
-// QueueAware scores each candidate by its outstanding requests plus the
-// waiting requests it reported, with a penalty when its KV cache is nearly
-// full (≥ 90 %: + 4 per point above). Figures older than MaxAge are stale
-// and ignored: the score falls back to outstanding requests alone.
-type QueueAware struct {
-	MaxAge time.Duration
-	Now    func() time.Time
-	lo     LeastOutstanding
-}
-
-// Pick implements Balancer.
-func (b *QueueAware) Pick(req *Request, c []*Replica) *Replica {
-	now := b.Now()
-	var best *Replica
-	bestScore := math.Inf(1)
-	start := int(b.lo.n.Add(1)-1) % len(c)
-	for i := range c {
-		r := c[(start+i)%len(c)]
-		s := float64(r.Outstanding())
-		if w, kv, fresh := r.load(now, b.MaxAge); fresh {
-			s += w
-			if kv >= 0.9 {
-				s += 4 * 100 * (kv - 0.9)
-			}
-		}
-		if s < bestScore {
-			best, bestScore = r, s
-		}
-	}
-	return best
-}
-
-// PrefixAffinity sends requests whose prompts share their leading bytes to
-// the same replica, by rendezvous (highest-random-weight) hashing of the
-// prefix hash with each replica's URL: adding or removing a replica moves
-// only the prefixes that hashed to it. When the preferred replica has more
-// than Slack requests outstanding beyond the least loaded candidate, the
-// next replica in hash order is tried, then least outstanding.
-type PrefixAffinity struct {
-	Slack int64
-	lo    LeastOutstanding
-}
-
-// Pick implements Balancer.
-func (b *PrefixAffinity) Pick(req *Request, c []*Replica) *Replica {
-	minOut := c[0].Outstanding()
-	for _, r := range c[1:] {
-		minOut = min(minOut, r.Outstanding())
-	}
-	order := make([]*Replica, len(c))
-	copy(order, c)
-	key := req.PrefixHash
-	slices.SortFunc(order, func(x, y *Replica) int {
-		hx, hy := hrw(key, x.cfg.URL), hrw(key, y.cfg.URL)
-		switch {
-		case hx > hy:
-			return -1
-		case hx < hy:
-			return 1
-		}
-		return 0
-	})
-	for _, r := range order[:min(2, len(order))] {
-		if r.Outstanding() <= minOut+b.Slack {
-			return r
-		}
-	}
-	return b.lo.Pick(req, c)
-}
-
-func hrw(key uint64, url string) uint64 {
-	h := fnv.New64a()
-	var k [8]byte
-	for i := range k {
-		k[i] = byte(key >> (8 * i))
-	}
-	_, _ = h.Write(k[:])
-	_, _ = h.Write([]byte(url))
-	// final mix (splitmix64) so close keys spread
-	x := h.Sum64()
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
-// newBalancer builds the balancer a pool's configuration names.
+// newBalancer builds the balancer a pool's configuration names (validated,
+// so known).
 func newBalancer(cfg PoolConfig, now func() time.Time) Balancer {
-	switch cfg.Balancer {
-	case "round_robin":
-		return &RoundRobin{}
-	case "queue_aware":
-		return &QueueAware{MaxAge: 3 * cfg.ScrapeInterval.D(), Now: now}
-	case "prefix_affinity":
-		return &PrefixAffinity{Slack: 8}
+	b, err := route.New[*Request, *Replica](cfg.Balancer, route.Options{MaxAge: 3 * cfg.ScrapeInterval.D(), Now: now})
+	if err != nil {
+		return &LeastOutstanding{}
 	}
-	return &LeastOutstanding{}
+	return b
 }
 
 // metricNames are the queue gauges scraped per replica kind: requests

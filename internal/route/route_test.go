@@ -1,0 +1,277 @@
+package route
+
+import (
+	"errors"
+	"hash/fnv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type fakeReplica struct {
+	name    string
+	out     int64
+	waiting float64
+	kv      float64
+	at      time.Time
+}
+
+func (r *fakeReplica) Name() string       { return r.name }
+func (r *fakeReplica) Outstanding() int64 { return r.out }
+func (r *fakeReplica) Load(now time.Time, maxAge time.Duration) (float64, float64, bool) {
+	return r.waiting, r.kv, !r.at.IsZero() && now.Sub(r.at) <= maxAge
+}
+
+type key uint64
+
+func (k key) AffinityKey() uint64 { return uint64(k) }
+
+func replicas(names ...string) []*fakeReplica {
+	var out []*fakeReplica
+	for _, n := range names {
+		out = append(out, &fakeReplica{name: n})
+	}
+	return out
+}
+
+func names(picks []*fakeReplica) string {
+	var s []string
+	for _, p := range picks {
+		s = append(s, p.name)
+	}
+	return strings.Join(s, ",")
+}
+
+func TestRoundRobinAndLeastOutstanding(t *testing.T) {
+	c := replicas("a", "b", "c")
+	rr, _ := New[key, *fakeReplica](NameRoundRobin, Options{})
+	var got []*fakeReplica
+	for range 4 {
+		got = append(got, rr.Pick(0, c))
+	}
+	if names(got) != "a,b,c,a" {
+		t.Errorf("round robin picked %s", names(got))
+	}
+	lo, _ := New[key, *fakeReplica]("", Options{})
+	c[0].out, c[1].out, c[2].out = 3, 1, 1
+	got = got[:0]
+	for range 3 {
+		got = append(got, lo.Pick(0, c))
+	}
+	// Ties between b and c go round robin from a rotating start.
+	if names(got) != "b,b,c" {
+		t.Errorf("least outstanding picked %s, want b,b,c", names(got))
+	}
+}
+
+func TestQueueAwareScoresAndStaleness(t *testing.T) {
+	now := time.Unix(100, 0)
+	c := replicas("a", "b")
+	c[0].waiting, c[0].at = 10, now
+	c[1].at = now
+	b := &QueueAware[key, *fakeReplica]{MaxAge: 3 * time.Second, Now: func() time.Time { return now }}
+	if got := b.Pick(0, c); got != c[1] {
+		t.Fatalf("picked %s, want b (a reports 10 waiting)", got.name)
+	}
+	c[1].kv, c[1].out = 0.99, 1 // 1 + 4 × 9 = 37 > 10
+	if got := b.Pick(0, c); got != c[0] {
+		t.Fatalf("picked %s, want a (b's KV cache is nearly full)", got.name)
+	}
+	now = now.Add(10 * time.Second)
+	if got := b.Pick(0, c); got != c[0] {
+		t.Fatalf("stale figures: picked %s, want a (fewer outstanding)", got.name)
+	}
+	if _, err := New[key, *fakeReplica](NameQueueAware, Options{}); err == nil {
+		t.Error("queue_aware without a clock was accepted")
+	}
+	if _, err := New[key, *fakeReplica]("fastest", Options{}); err == nil || !strings.Contains(err.Error(), "round_robin") {
+		t.Errorf("unknown balancer: err = %v", err)
+	}
+}
+
+func TestPrefixAffinityPrefersHashOrderThenLeastOutstanding(t *testing.T) {
+	c := replicas("http://a", "http://b", "http://c", "http://d")
+	b, _ := New[key, *fakeReplica](NamePrefixAffinity, Options{Slack: 2})
+	// The two replicas of highest rendezvous weight, computed here by sorting.
+	ranked := append([]*fakeReplica(nil), c...)
+	for i := range ranked {
+		for j := i + 1; j < len(ranked); j++ {
+			if hrw(42, ranked[j].name) > hrw(42, ranked[i].name) {
+				ranked[i], ranked[j] = ranked[j], ranked[i]
+			}
+		}
+	}
+	if got := b.Pick(42, c); got != ranked[0] {
+		t.Fatalf("picked %s, want the highest weight %s", got.name, ranked[0].name)
+	}
+	ranked[0].out = 3 // 3 > 0 + slack 2
+	if got := b.Pick(42, c); got != ranked[1] {
+		t.Fatalf("picked %s, want the second in hash order %s", got.name, ranked[1].name)
+	}
+	ranked[1].out = 3
+	if got := b.Pick(42, c); got == ranked[0] || got == ranked[1] {
+		t.Fatalf("both preferred overloaded: picked %s, want a least-outstanding one", got.name)
+	}
+	// Equal keys stick; a single candidate is always picked.
+	if got := b.Pick(7, c[:1]); got != c[0] {
+		t.Fatalf("one candidate: picked %s", got.name)
+	}
+}
+
+func TestHRWIsFNV1aThenSplitmix(t *testing.T) {
+	ref := func(key uint64, name string) uint64 {
+		h := fnv.New64a()
+		var k [8]byte
+		for i := range k {
+			k[i] = byte(key >> (8 * i))
+		}
+		h.Write(k[:])
+		h.Write([]byte(name))
+		x := h.Sum64()
+		x ^= x >> 30
+		x *= 0xbf58476d1ce4e5b9
+		x ^= x >> 27
+		x *= 0x94d049bb133111eb
+		x ^= x >> 31
+		return x
+	}
+	for _, k := range []uint64{0, 1, 42, 1 << 63, 0xdeadbeefcafe} {
+		for _, n := range []string{"", "http://a", "replica-7"} {
+			if got, want := hrw(k, n), ref(k, n); got != want {
+				t.Errorf("hrw(%d, %q) = %x, want %x", k, n, got, want)
+			}
+		}
+	}
+}
+
+func TestBand(t *testing.T) {
+	id := func(m int) int { return m }
+	for _, tc := range []struct {
+		bands []int
+		in    int
+		want  int
+	}{
+		{[]int{512, 4096, 0}, 100, 0},
+		{[]int{512, 4096, 0}, 512, 0},
+		{[]int{512, 4096, 0}, 513, 1},
+		{[]int{512, 4096, 0}, 100000, 2},
+		{[]int{512, 4096}, 5000, -1},
+		{nil, 5, -1},
+	} {
+		if got := Band(tc.bands, id, tc.in); got != tc.want {
+			t.Errorf("Band(%v, %d) = %d, want %d", tc.bands, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestQueueOrderPriorityDeadlineArrival(t *testing.T) {
+	q := NewQueue[string](Limits{Concurrency: 1, MaxSize: 10})
+	var order []string
+	q.OnAdmit = func(s string) { order = append(order, s) }
+	if !q.TryAdmit() {
+		t.Fatal("first request not admitted at once")
+	}
+	now := time.Unix(0, 0)
+	base := now.Add(time.Hour)
+	for _, it := range []struct {
+		name     string
+		prio     int
+		deadline time.Time
+	}{
+		{"low-nodeadline", 0, time.Time{}},
+		{"low-late", 0, base.Add(2 * time.Second)},
+		{"low-early", 0, base.Add(time.Second)},
+		{"high", 5, time.Time{}},
+	} {
+		if q.TryAdmit() {
+			t.Fatalf("%s admitted past the limit", it.name)
+		}
+		if _, err := q.Enqueue(now, it.prio, it.deadline, false, it.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		q.Release(time.Millisecond)
+	}
+	want := []string{"high", "low-early", "low-late", "low-nodeadline"}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("admission order (-want +got):\n%s", diff)
+	}
+	if q.Depth() != 0 || q.InFlight() != 0 {
+		t.Errorf("depth %d, in flight %d after all released", q.Depth(), q.InFlight())
+	}
+}
+
+func TestQueueFullEarlyRejectAndAbandon(t *testing.T) {
+	q := NewQueue[int](Limits{Concurrency: 2, MaxSize: 2})
+	now := time.Unix(0, 0)
+	q.TryAdmit()
+	q.TryAdmit()
+	q.Release(time.Second) // hold estimate: 1 s per slot
+	q.TryAdmit()
+	a, err := q.Enqueue(now, 0, time.Time{}, false, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A deadline ranks before no deadline: rank 0 waits 1 × 1 s / 2 slots
+	// = 500 ms, so a 400 ms deadline is hopeless.
+	if _, err := q.Enqueue(now, 0, now.Add(400*time.Millisecond), true, 2); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("hopeless deadline: err = %v", err)
+	} else if r := new(Rejection); !errors.As(err, &r) || r.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("rejection %+v, want Retry-After 500ms", err)
+	}
+	if _, err := q.Enqueue(now, 0, now.Add(2*time.Second), true, 3); err != nil {
+		t.Fatalf("reachable deadline rejected: %v", err)
+	}
+	if _, err := q.Enqueue(now, 0, time.Time{}, false, 4); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("third waiter in a queue of 2: err = %v", err)
+	}
+	if !q.Abandon(a) || q.Depth() != 1 {
+		t.Fatalf("abandon: depth %d", q.Depth())
+	}
+	var admitted []int
+	q.OnAdmit = func(v int) { admitted = append(admitted, v) }
+	q.Release(time.Second)
+	if diff := cmp.Diff([]int{3}, admitted); diff != "" {
+		t.Errorf("admitted after abandon (-want +got):\n%s", diff)
+	}
+}
+
+func TestQueueAIMD(t *testing.T) {
+	q := NewQueue[int](Limits{Concurrency: 4, MinConcurrency: 1, MaxConcurrency: 8, AIMD: true, TargetTTFT: 100 * time.Millisecond, MaxSize: 10})
+	t0 := time.Unix(1000, 0)
+	q.ObserveTTFT(t0, 50*time.Millisecond, 40*time.Millisecond, nil)
+	if q.Limit() != 4.25 {
+		t.Errorf("after a met TTFT limit = %v, want 4.25", q.Limit())
+	}
+	q.ObserveTTFT(t0.Add(time.Second), 200*time.Millisecond, 0, nil)
+	q.ObserveTTFT(t0.Add(time.Second+50*time.Millisecond), 200*time.Millisecond, 0, nil)
+	l0 := 4.25
+	if want := l0 * 0.7; q.Limit() != want {
+		t.Errorf("after two misses within one interval limit = %v, want one cut to %v", q.Limit(), want)
+	}
+	hint := func(time.Time) (float64, bool) { return 2, true }
+	before := q.Limit()
+	q.ObserveTTFT(t0.Add(time.Minute), 10*time.Millisecond, 0, hint)
+	if q.Limit() != before {
+		t.Errorf("a fresh upstream queue hint let the limit grow to %v", q.Limit())
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	for _, l := range []Limits{
+		{MaxSize: -1},
+		{Concurrency: -1},
+		{Concurrency: 4, AIMD: true, MinConcurrency: 0, MaxConcurrency: 8, TargetTTFT: time.Second},
+		{Concurrency: 4, AIMD: true, MinConcurrency: 1, MaxConcurrency: 8},
+	} {
+		if l.Validate() == nil {
+			t.Errorf("%+v accepted", l)
+		}
+	}
+	if err := (Limits{MaxSize: 10, Concurrency: 4}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
