@@ -12,6 +12,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -618,8 +620,49 @@ func (x *exchange) passError(a *attempt) {
 	_, _ = x.w.Write(body)
 }
 
-// hopHeaders are not forwarded in either direction (RFC 9110 §7.6.1).
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+// hopHeaders are not forwarded in either direction (RFC 9110 §7.6.1; the
+// list httputil.ReverseProxy strips, Proxy-Connection included).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// removeHopHeaders deletes from h the headers its Connection header names,
+// then the standard hop-by-hop headers.
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for k := range strings.SplitSeq(f, ",") {
+			if k = textproto.TrimString(k); k != "" {
+				h.Del(k)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// copyResponseHeaders adds to dst the end-to-end headers of src, an
+// upstream's response: neither the hop-by-hop headers nor those its
+// Connection header names (so that it cannot remove the gateway's own).
+func copyResponseHeaders(dst, src http.Header) {
+	conn := src.Values("Connection")
+	for k, vs := range src {
+		if slices.Contains(hopHeaders, k) || namedIn(conn, k) {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+}
+
+// namedIn reports whether a Connection header's values name the header k.
+func namedIn(connection []string, k string) bool {
+	for _, f := range connection {
+		for n := range strings.SplitSeq(f, ",") {
+			if strings.EqualFold(textproto.TrimString(n), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // run performs one attempt up to the first content token (or the whole
 // body when not streaming). It returns a with its outcome set.
@@ -727,14 +770,7 @@ func copyRequestHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		dst[k] = append([]string(nil), vs...)
 	}
-	for _, h := range hopHeaders {
-		dst.Del(h)
-	}
-	for _, f := range src.Values("Connection") {
-		for _, k := range strings.Split(f, ",") {
-			dst.Del(strings.TrimSpace(k))
-		}
-	}
+	removeHopHeaders(dst)
 	dst.Del("Accept-Encoding") // keep the stream uncompressed, readable event by event
 	dst.Del("Content-Length")
 	dst.Del("Traceparent") // set by the span (or copied back by inject)

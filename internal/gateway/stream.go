@@ -231,12 +231,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	x.status = http.StatusOK
 
 	h := x.w.Header()
-	for k, vs := range a.resp.Header {
-		h[k] = append([]string(nil), vs...)
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
+	copyResponseHeaders(h, a.resp.Header)
 	h.Del("Content-Length")
 	h.Del("Server-Timing")
 	h.Set(headerRequestID, x.id)
