@@ -368,6 +368,7 @@ type attempt struct {
 	body    []byte // non-streaming body
 	first   time.Time
 	done    bool // the stream ended ([DONE]) before any content
+	doneAt  int  // with done: where the [DONE] event starts in pending
 	// outcome
 	err error
 	// phase: 0 waiting for the first token, 1 got it, 2 timed out; the
@@ -755,7 +756,7 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 			return a
 		case eventDone:
 			a.first = g.now()
-			a.done = true
+			a.done, a.doneAt = true, start
 			ok = a.claimFirst()
 			return a
 		case eventError:

@@ -279,13 +279,21 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	if continuous {
 		x.chunkTokens = append(make([]int32, 0, 64), int32(a.lastUse))
 	}
-	if err := write(a.pending, g.now()); err != nil {
-		x.clientGone()
+	if a.done {
+		// A stream without content: its events, then its [DONE] after
+		// the server-timing comment, as for any stream.
+		x.tokens = 0
+		if a.doneAt > 0 {
+			if err := write(a.pending[:a.doneAt], g.now()); err != nil {
+				x.clientGone()
+				return true
+			}
+		}
+		x.endStream(a, timingValues, a.pending[a.doneAt:])
 		return true
 	}
-	if a.done {
-		x.tokens = 0
-		x.endStream(a, timingValues, nil)
+	if err := write(a.pending, g.now()); err != nil {
+		x.clientGone()
 		return true
 	}
 	buf := make([]byte, 0, 1024)
