@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // scriptedUpstream answers every completion with the given SSE body,
@@ -77,5 +79,86 @@ func TestStreamWithOnlyAnErrorEvent(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "model overloaded") || strings.Contains(string(b), "[DONE]") {
 		t.Fatalf("status %d body %s, want 502 with the upstream's error and no [DONE]", resp.StatusCode, b)
+	}
+}
+
+// upstreamErrors reads tokentrace_gateway_upstream_errors_total.
+func upstreamErrors(g *Gateway, pool, kind string) float64 {
+	return testutil.ToFloat64(g.Metrics.UpstreamErrors.WithLabelValues(pool, kind))
+}
+
+// TestGarbageBeforeFirstTokenIs502: a 200 event stream whose events are
+// not JSON is an upstream protocol error: the attempt fails (502
+// upstream_protocol_error, counted), nothing of it reaches the client.
+func TestGarbageBeforeFirstTokenIs502(t *testing.T) {
+	for _, c := range []struct{ name, body string }{
+		{"text", "data: hello world\n\n" + doneEvent},
+		{"html", "data: <html><body>502 Bad Gateway</body></html>\n\n" + doneEvent},
+		{"truncated JSON that looks like content", `data: {"choices":[{"delta":{"content":"hi"` + "\n\n" + doneEvent},
+		{"a number", "data: 42\n\n" + doneEvent},
+		{"empty data", "data:\n\n" + doneEvent},
+		{"after a role chunk", roleChunk + "data: oops\n\n" + textChunk + doneEvent},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := quickGateway(t, scriptedUpstream(t, c.body))
+			gw := startGateway(t, g)
+			resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), `"code":"upstream_protocol_error"`) {
+				t.Fatalf("status %d body %s, want 502 upstream_protocol_error", resp.StatusCode, b)
+			}
+			if strings.Contains(string(b), "[DONE]") {
+				t.Errorf("the upstream's stream reached the client: %s", b)
+			}
+			if n := upstreamErrors(g, "default", "protocol_error"); n != 1 {
+				t.Errorf("upstream_errors_total{kind=protocol_error} = %v, want 1", n)
+			}
+		})
+	}
+}
+
+// TestGarbageRetriedOnAnotherReplica: a protocol error before the first
+// token is retryable like a 5xx.
+func TestGarbageRetriedOnAnotherReplica(t *testing.T) {
+	bad := scriptedUpstream(t, "data: <html>\n\n"+doneEvent)
+	good := scriptedUpstream(t, roleChunk+textChunk+doneEvent)
+	g := mustGateway(t, "pools: [{name: p, balancer: round_robin, replicas: [{url: "+bad+"}, {url: "+good+"}]}]\n"+
+		"routes: [{model: \"*\", pool: p, timeouts: {retries: 1}}]\n")
+	gw := startGateway(t, g)
+	for range 2 { // the round robin starts once on each
+		resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"hi"`) || strings.Contains(string(b), "<html>") {
+			t.Fatalf("status %d body %s, want the good replica's answer", resp.StatusCode, b)
+		}
+	}
+}
+
+// TestGarbageMidStreamEndsWithErrorEvent: after the first token, an event
+// that is not JSON ends the client's stream with an
+// upstream_protocol_error event (no [DONE], the garbage not forwarded),
+// counted as a 502 and a protocol error.
+func TestGarbageMidStreamEndsWithErrorEvent(t *testing.T) {
+	for _, garbage := range []string{"data: <html>oops</html>\n\n", "data: [1,2]\n\n", `data: {"choices":[{"delta":{"content":"cut` + "\n\n"} {
+		g := quickGateway(t, scriptedUpstream(t, roleChunk+textChunk+garbage+textChunk+doneEvent))
+		gw := startGateway(t, g)
+		resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		data, _ := sseEvents(t, strings.NewReader(string(b)))
+		if resp.StatusCode != 200 || len(data) != 3 || !strings.Contains(data[2], `"code":"upstream_protocol_error"`) {
+			t.Fatalf("%q: status %d, events %q: want role, content, then an upstream_protocol_error event", garbage, resp.StatusCode, data)
+		}
+		if strings.Contains(string(b), "[DONE]") || strings.Contains(string(b), strings.TrimSpace(garbage)) {
+			t.Errorf("%q: [DONE] or the garbage reached the client: %s", garbage, b)
+		}
+		if n := upstreamErrors(g, "default", "protocol_error"); n != 1 {
+			t.Errorf("%q: upstream_errors_total{kind=protocol_error} = %v, want 1", garbage, n)
+		}
+		if n := testutil.ToFloat64(g.Metrics.Requests.WithLabelValues("default", "*", "502")); n != 1 {
+			t.Errorf("%q: requests_total{code=502} = %v, want 1", garbage, n)
+		}
 	}
 }

@@ -38,6 +38,11 @@ type Metrics struct {
 	Requests *prometheus.CounterVec // by pool, model, code
 	Rejected *prometheus.CounterVec // by pool, reason
 	Attempts *prometheus.CounterVec // upstream attempts by pool, outcome
+	// UpstreamErrors counts the upstream's faults by pool and kind:
+	// protocol_error (an event that is not JSON), stream_broken (the
+	// stream ended before [DONE] after the first token), idle_timeout
+	// (no event within the idle timeout after the first token).
+	UpstreamErrors *prometheus.CounterVec
 
 	QueueDepth  *prometheus.GaugeVec // waiting requests by pool
 	InFlight    *prometheus.GaugeVec // admitted requests by pool
@@ -86,6 +91,8 @@ func NewMetrics() *Metrics {
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_requests_total", Help: "Completion requests by final HTTP status."}, []string{"pool", "model", "code"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_rejected_total", Help: "Requests refused by a policy, by reason."}, []string{"pool", "reason"}),
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_upstream_attempts_total", Help: "Upstream attempts by outcome (won, failed, timeout, cancelled)."}, []string{"pool", "outcome"}),
+		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_upstream_errors_total",
+			Help: "Upstream faults by kind (protocol_error, stream_broken, idle_timeout)."}, []string{"pool", "kind"}),
 
 		QueueDepth:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_queue_depth", Help: "Requests waiting for admission."}, []string{"pool"}),
 		InFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_in_flight", Help: "Requests admitted and not finished."}, []string{"pool"}),
@@ -99,7 +106,7 @@ func NewMetrics() *Metrics {
 
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.QueueDepth, m.InFlight, m.Concurrency}
+	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency}
 	for _, s := range append(append([]string{}, gatewayStages...), SplitServerQueue, SplitPrefill, SplitNetwork) {
 		cs = append(cs, m.Stage[s])
 	}

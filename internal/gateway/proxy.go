@@ -556,6 +556,11 @@ func (x *exchange) forward(ctx context.Context) bool {
 	case last != nil && last.status != 0:
 		x.passError(last)
 	default:
+		var pe *protocolError
+		if last != nil && errors.As(last.err, &pe) {
+			x.fail(http.StatusBadGateway, openai.TypeServer, protocolErrorMsg, "", "upstream_protocol_error", 0)
+			break
+		}
 		msg := "upstream unavailable"
 		if last != nil && last.err != nil {
 			msg += ": " + redact.Text(last.err.Error())
@@ -570,6 +575,37 @@ func (g *Gateway) countAttempt(p *pool, outcome string) {
 		g.Metrics.Attempts.WithLabelValues(p.name, outcome).Inc()
 	}
 }
+
+// The kinds of tokentrace_gateway_upstream_errors_total.
+const (
+	faultProtocol    = "protocol_error"
+	faultStreamBroke = "stream_broken"
+	faultIdle        = "idle_timeout"
+)
+
+func (g *Gateway) countFault(p *pool, kind string) {
+	if g.Metrics != nil {
+		g.Metrics.UpstreamErrors.WithLabelValues(p.name, kind).Inc()
+	}
+}
+
+// protocolError is an upstream event the gateway cannot parse: its data
+// is neither [DONE] nor a JSON object. Its Error, logged, quotes the
+// event's start; the client is told protocolErrorMsg only (an upstream's
+// error page can name internal hosts).
+type protocolError struct{ excerpt string }
+
+const protocolErrorMsg = "upstream protocol error: the upstream sent an event that is not JSON"
+
+func newProtocolError(ev []byte) *protocolError {
+	ev = bytes.TrimSpace(ev)
+	if len(ev) > 64 {
+		ev = ev[:64]
+	}
+	return &protocolError{excerpt: redact.Text(strconv.Quote(string(ev)))}
+}
+
+func (e *protocolError) Error() string { return protocolErrorMsg + ": " + e.excerpt }
 
 // pickReplica asks the pool's balancer among replicas not yet tried (all of
 // them when every one was).
@@ -762,6 +798,10 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 		case eventError:
 			a.status = http.StatusBadGateway
 			a.errBody = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(a.pending[start:]), []byte("data:")))
+			return a
+		case eventInvalid:
+			a.err = newProtocolError(a.pending[start:])
+			g.countFault(a.pool, faultProtocol)
 			return a
 		}
 	}

@@ -170,7 +170,8 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 
 func TestUpstreamDyingMidStreamEndsWithErrorEvent(t *testing.T) {
 	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 5, dieAfter: 2})
-	gw := startGateway(t, quickGateway(t, up.URL()))
+	g := quickGateway(t, up.URL())
+	gw := startGateway(t, g)
 	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "hi", ""), nil)
 	defer resp.Body.Close()
 	data, _ := sseEvents(t, resp.Body)
@@ -190,6 +191,9 @@ func TestUpstreamDyingMidStreamEndsWithErrorEvent(t *testing.T) {
 		if d == "[DONE]" {
 			t.Error("[DONE] sent after the upstream died")
 		}
+	}
+	if n := upstreamErrors(g, "default", "stream_broken"); n != 1 {
+		t.Errorf("upstream_errors_total{kind=stream_broken} = %v, want 1", n)
 	}
 }
 

@@ -55,6 +55,7 @@ const (
 	eventContent                  // carries output tokens
 	eventDone                     // data: [DONE]
 	eventError                    // data: {"error": ...}
+	eventInvalid                  // a data payload that is neither [DONE] nor a JSON object
 )
 
 // chunkProbe decodes the few fields of a stream chunk the gateway needs.
@@ -68,9 +69,10 @@ type chunkProbe struct {
 		} `json:"delta"`
 		Text string `json:"text"`
 	} `json:"choices"`
-	Usage *chunkUsage     `json:"usage"`
-	usage chunkUsage      // what Usage points to when fastContent read it
-	Error json.RawMessage `json:"error"`
+	Usage  *chunkUsage     `json:"usage"`
+	usage  chunkUsage      // what Usage points to when fastContent read it
+	joined []byte          // the data of an event with several data lines
+	Error  json.RawMessage `json:"error"`
 	// Metrics is the vLLM-style per-request timing object some servers
 	// (tokentrace serve among them) put on the final usage chunk.
 	Metrics *struct {
@@ -87,13 +89,61 @@ type chunkUsage struct {
 
 var doneMarker = []byte("[DONE]")
 
-// inspect classifies one SSE event.
+// inspect classifies one SSE event by its data: the payload of its data
+// lines (joined by newlines, as SSE does, when there are several). An
+// event without data (comments, other fields) is eventOther. A payload
+// that is neither [DONE] nor a JSON object is eventInvalid: an upstream
+// protocol error. A JSON object of an unexpected shape is eventOther
+// (forwarded untouched); the fast path recognises content chunks by their
+// patterns without validating every byte.
 func (p *chunkProbe) inspect(ev []byte) eventKind {
 	// encoding/json decodes into reused slice elements without zeroing
 	// them: clear the whole backing array first.
 	clear(p.Choices[:cap(p.Choices)])
 	p.Choices, p.Usage, p.Error, p.Metrics = p.Choices[:0], nil, nil, nil
-	kind := eventOther
+	data, ok := p.data(ev)
+	if !ok {
+		return eventOther
+	}
+	data = bytes.TrimSpace(data)
+	if bytes.Equal(data, doneMarker) {
+		return eventDone
+	}
+	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
+		return eventInvalid
+	}
+	if ok, used := fastContent(data); ok {
+		if used > 0 {
+			p.usage.CompletionTokens = used
+			p.Usage = &p.usage
+		}
+		return eventContent
+	}
+	if err := json.Unmarshal(data, p); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return eventInvalid
+		}
+		return eventOther // valid JSON of another shape: forwarded untouched
+	}
+	if len(p.Error) > 0 && string(p.Error) != "null" {
+		return eventError
+	}
+	for _, c := range p.Choices {
+		if c.Text != "" || (c.Delta != nil && (c.Delta.Content != "" || c.Delta.ReasoningContent != "" ||
+			c.Delta.Reasoning != "" || (len(c.Delta.ToolCalls) > 0 && string(c.Delta.ToolCalls) != "null"))) {
+			return eventContent
+		}
+	}
+	return eventOther
+}
+
+// data returns the payload of an event's data lines, false when it has
+// none. One line's payload is a slice of ev; several are joined with
+// newlines into p.joined.
+func (p *chunkProbe) data(ev []byte) ([]byte, bool) {
+	var first []byte
+	n := 0
 	for len(ev) > 0 {
 		line := ev
 		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
@@ -101,36 +151,26 @@ func (p *chunkProbe) inspect(ev []byte) eventKind {
 		} else {
 			ev = nil
 		}
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		d, ok := bytes.CutPrefix(bytes.TrimSuffix(line, []byte("\r")), []byte("data:"))
 		if !ok {
 			continue
 		}
-		data = bytes.TrimSpace(data)
-		if bytes.Equal(data, doneMarker) {
-			return eventDone
-		}
-		if ok, used := fastContent(data); ok {
-			kind = eventContent
-			if used > 0 {
-				p.usage.CompletionTokens = used
-				p.Usage = &p.usage
-			}
-			continue
-		}
-		if err := json.Unmarshal(data, p); err != nil {
-			continue // not JSON: forwarded untouched
-		}
-		if len(p.Error) > 0 && string(p.Error) != "null" {
-			return eventError
-		}
-		for _, c := range p.Choices {
-			if c.Text != "" || (c.Delta != nil && (c.Delta.Content != "" || c.Delta.ReasoningContent != "" ||
-				c.Delta.Reasoning != "" || (len(c.Delta.ToolCalls) > 0 && string(c.Delta.ToolCalls) != "null"))) {
-				kind = eventContent
-			}
+		switch n++; n {
+		case 1:
+			first = d
+		case 2:
+			p.joined = append(append(append(p.joined[:0], first...), '\n'), d...)
+		default:
+			p.joined = append(append(p.joined, '\n'), d...)
 		}
 	}
-	return kind
+	switch n {
+	case 0:
+		return nil, false
+	case 1:
+		return first, true
+	}
+	return p.joined, true
 }
 
 // Patterns of a non-empty output field in a compact chunk. Inside a JSON
@@ -313,6 +353,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 					err = io.ErrUnexpectedEOF
 				}
 				g.log().Warn("upstream stream broke", "request_id", x.id, "replica", a.rep.cfg.URL, "err", err)
+				g.countFault(a.pool, faultStreamBroke)
 				x.streamError("upstream stream ended before [DONE]: "+err.Error(), "upstream_stream_error")
 			}
 			return true
@@ -338,6 +379,14 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		case eventDone:
 			tl.post += g.now().Sub(t0)
 			x.endStream(a, timingValues, buf)
+			return true
+		case eventInvalid:
+			// Not forwarded: the client's stream ends with an error
+			// event, as for a reset, and the upstream is cancelled.
+			pe := newProtocolError(buf)
+			g.log().Warn("upstream protocol error", "request_id", x.id, "replica", a.rep.cfg.URL, "err", pe)
+			g.countFault(a.pool, faultProtocol)
+			x.streamError(protocolErrorMsg, "upstream_protocol_error")
 			return true
 		case eventError:
 			x.errKind = "upstream_stream_error"

@@ -632,3 +632,29 @@ func TestModelsLogsReplicaLeftOut(t *testing.T) {
 		t.Errorf("log does not say which replica was left out and why: %s", l)
 	}
 }
+
+// TestInspectFlagsWhatIsNotJSON: a data payload that is neither [DONE]
+// nor a JSON object is a protocol error; comments, other SSE fields and
+// JSON objects of unexpected shape are not.
+func TestInspectFlagsWhatIsNotJSON(t *testing.T) {
+	for ev, want := range map[string]eventKind{
+		"data: hello\n\n":  eventInvalid,
+		"data: <html>\n\n": eventInvalid,
+		"data: 42\n\n":     eventInvalid,
+		"data: null\n\n":   eventInvalid,
+		"data: [1]\n\n":    eventInvalid,
+		"data:\n\n":        eventInvalid,
+		`data: {"choices":[{"delta":{"content":"x"` + "\n\n": eventInvalid,
+		`data: x {"content":"looks like content"}` + "\n\n":  eventInvalid,
+		`data: {"choices":"not a list"}` + "\n\n":            eventOther,
+		"event: ping\ndata: {}\n\n":                          eventOther,
+		": keep-alive\n\n":                                   eventOther,
+		"id: 7\nretry: 100\n\n":                              eventOther,
+		"data:[DONE]\r\n\r\n":                                eventDone,
+	} {
+		var p chunkProbe
+		if got := p.inspect([]byte(ev)); got != want {
+			t.Errorf("%q: kind %d, want %d", ev, got, want)
+		}
+	}
+}
