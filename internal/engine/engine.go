@@ -209,7 +209,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.afterDeliver(-e.clock.Now().Sub(e.at(deadline)))
 		}
 		for _, m := range s.emits {
-			e.deliver(m.r, m.n, m.finish, deadline)
+			e.deliver(m.r, m.Tokens, m.Finish, deadline)
 		}
 		if e.afterDeliver != nil {
 			e.afterDeliver(e.clock.Now().Sub(e.at(deadline)))

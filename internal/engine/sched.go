@@ -55,12 +55,6 @@ type planned struct {
 	decode bool
 }
 
-type emitted struct {
-	r      *request
-	n      int
-	finish FinishReason
-}
-
 // scheduler is the engine core shared by both clocks. It is not safe for
 // concurrent use: one goroutine (Run, or Simulate) owns it.
 type scheduler struct {
@@ -79,7 +73,7 @@ type scheduler struct {
 
 	plan     []planned
 	batch    perfmodel.Batch
-	emits    []emitted
+	emits    []Output
 	nPreempt int // preemptions in the current plan
 
 	steps, preemptions, prefixQueries, prefixHits, promptTokens, genTokens int64
@@ -379,7 +373,7 @@ func (s *scheduler) complete(end int64) {
 			s.finishReq(r, end, fin)
 			finished = true
 		}
-		s.emits = append(s.emits, emitted{r: r, n: emit, finish: fin})
+		s.emits = append(s.emits, Output{r: r, Tokens: emit, Finish: fin})
 	}
 	s.plan = s.plan[:0]
 	if finished {

@@ -80,8 +80,11 @@ func Offset(t time.Time) time.Duration { return t.Sub(SimEpoch) }
 // request's timeline. It never sleeps; the same cfg (Seed included) and
 // arrivals give the same result, token for token and step for step. A
 // request that fails validation makes Simulate return an error naming it.
+// MaxWaiting does not apply: every arrival is queued (Virtual.Submit
+// enforces it for callers that can handle a rejection).
 func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, error) {
 	cfg = cfg.WithDefaults()
+	cfg.MaxWaiting = 0
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -112,8 +115,10 @@ func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, erro
 	}
 	slices.SortStableFunc(aborts, func(i, j int) int { return cmpDur(arrivals[i].AbortAt, arrivals[j].AbortAt) })
 
-	s := newScheduler(cfg)
-	reqs := make([]request, len(arrivals))
+	v, err := NewVirtual(cfg)
+	if err != nil {
+		return nil, err
+	}
 	res := &SimResult{Timelines: make([]Timeline, len(arrivals))}
 	if opts.Emissions {
 		res.Emissions = make([][]Emission, len(arrivals))
@@ -121,95 +126,75 @@ func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, erro
 	if opts.Chunks {
 		res.Chunks = make([][]Chunk, len(arrivals))
 	}
+	var handles []Handle
+	if len(aborts) > 0 {
+		handles = make([]Handle, len(arrivals))
+	}
 	var (
-		now      int64
-		next     int // into order
-		nextAb   int // into aborts
-		live     int
-		finished bool
+		now    time.Duration
+		next   int // into order
+		nextAb int // into aborts
 	)
 	for {
-		for next < len(order) && int64(arrivals[order[next]].At) <= now {
+		for next < len(order) && arrivals[order[next]].At <= now {
 			i := order[next]
 			next++
-			r := &reqs[i]
-			s.initRequest(r, &arrivals[i].Request, int64(arrivals[i].At))
-			r.idx = i
-			s.add(r)
-			live++
-		}
-		for nextAb < len(aborts) && int64(arrivals[aborts[nextAb]].AbortAt) <= now {
-			r := &reqs[aborts[nextAb]]
-			nextAb++
-			if r.state != stNew && s.abort(r, now) {
-				live--
-				finished = true
+			h, err := v.Submit(arrivals[i].At, i, &arrivals[i].Request)
+			if err != nil {
+				return nil, fmt.Errorf("arrival %d (%q): %w", i, arrivals[i].Request.ID, err)
+			}
+			if handles != nil {
+				handles[i] = h
 			}
 		}
-		if finished {
-			s.compactRunning()
-			finished = false
+		for nextAb < len(aborts) && arrivals[aborts[nextAb]].AbortAt <= now {
+			i := aborts[nextAb]
+			nextAb++
+			if handles[i].r == nil {
+				continue // not arrived (cannot happen: AbortAt >= At)
+			}
+			if tl, ok := v.Abort(handles[i], now); ok {
+				res.Timelines[i] = tl
+			}
 		}
-		dur, ok := s.schedule(now)
+		end, ok := v.Start(now)
 		if !ok {
 			if next == len(order) {
-				if live > 0 {
+				if v.Live() > 0 {
 					return nil, errors.New("engine: simulation stalled with requests left (a scheduler bug)")
 				}
 				break
 			}
-			now = int64(arrivals[order[next]].At)
+			now = arrivals[order[next]].At
 			continue
 		}
 		if opts.Steps {
-			rec := StepRecord{Start: time.Duration(now), Duration: dur, Seqs: len(s.plan),
-				Running: len(s.running), Waiting: s.numWaiting(), UsedBlocks: s.kv.used(), Preempted: s.nPreempt}
-			for _, p := range s.plan {
-				if p.decode {
-					rec.DecodeSeqs++
-				} else {
-					rec.PrefillTokens += p.n
-				}
-			}
-			res.Steps = append(res.Steps, rec)
+			res.Steps = append(res.Steps, v.LastStep())
 		}
-		end := now + int64(dur)
 		if opts.Chunks {
-			for _, p := range s.plan {
-				if !p.decode {
-					res.Chunks[p.r.idx] = append(res.Chunks[p.r.idx], Chunk{Start: time.Duration(now), End: time.Duration(end), Tokens: p.n})
-				}
-			}
+			v.EachPrefill(func(id, n int) {
+				res.Chunks[id] = append(res.Chunks[id], Chunk{Start: now, End: end, Tokens: n})
+			})
 		}
-		s.complete(end)
-		for _, m := range s.emits {
+		outs := v.Finish()
+		for i := range outs {
+			o := &outs[i]
 			if opts.Emissions {
-				res.Emissions[m.r.idx] = append(res.Emissions[m.r.idx], Emission{At: time.Duration(end), Tokens: m.n})
+				res.Emissions[o.ID()] = append(res.Emissions[o.ID()], Emission{At: end, Tokens: o.Tokens})
 			}
-			if m.finish != "" {
-				live--
+			if o.Finish != "" {
+				res.Timelines[o.ID()] = o.Timeline()
 			}
 		}
 		now = end
 	}
-	for i := range reqs {
-		r := &reqs[i]
-		res.Timelines[i] = r.timeline(SimEpoch)
-		if t := time.Duration(r.finish); r.finish >= 0 && t > res.End {
-			res.End = t
+	for i := range res.Timelines {
+		if t := res.Timelines[i].Finished; !t.IsZero() && Offset(t) > res.End {
+			res.End = Offset(t)
 		}
 	}
-	res.Stats = Stats{
-		PrefixQueries:    s.prefixQueries,
-		PrefixHits:       s.prefixHits,
-		Preemptions:      s.preemptions,
-		NumBlocks:        cfg.NumBlocks,
-		BlockSize:        cfg.BlockSize,
-		Steps:            s.steps,
-		PromptTokens:     s.promptTokens,
-		GenerationTokens: s.genTokens,
-		KVUsage:          float64(s.kv.used()) / float64(cfg.NumBlocks),
-	}
+	res.Stats = v.Stats()
+	res.Stats.Running, res.Stats.Waiting = 0, 0
 	return res, nil
 }
 
