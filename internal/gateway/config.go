@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
@@ -34,13 +35,36 @@ type Config struct {
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
 }
 
-// ServerConfig holds the listening server's limits.
+// ServerConfig holds the listening server's limits. The deadlines and
+// the connection cap are read once, when the gateway starts listening.
 type ServerConfig struct {
 	MaxBodyBytes      int64    `yaml:"max_body_bytes"`      // default 4 MiB
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"` // default 10s
-	IdleTimeout       Duration `yaml:"idle_timeout"`        // default 120s
+	// BodyTimeout bounds the request body's arrival, from the end of the
+	// headers (408 after it); default 30s.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	IdleTimeout Duration `yaml:"idle_timeout"` // default 120s
+	// MaxConnections caps the client connections open at once (more wait
+	// to be accepted); default from the descriptor limit, two per
+	// connection (httplimit.DefaultMaxConns).
+	MaxConnections int `yaml:"max_connections"`
 	// PrefixBytes is how much of the prompt prefix affinity hashes; default 512.
 	PrefixBytes int `yaml:"prefix_bytes"`
+}
+
+// fdsPerConn is what a client connection costs the gateway in
+// descriptors: its own and one upstream.
+const fdsPerConn = 2
+
+// limits returns the listening server's deadlines and connection cap.
+func (s ServerConfig) limits() httplimit.Limits {
+	return httplimit.Limits{ReadHeaderTimeout: s.ReadHeaderTimeout.D(), BodyTimeout: s.BodyTimeout.D(),
+		IdleTimeout: s.IdleTimeout.D(), MaxConns: s.MaxConnections}
+}
+
+func (s *ServerConfig) setLimits(l httplimit.Limits) {
+	s.ReadHeaderTimeout, s.BodyTimeout, s.IdleTimeout = Duration(l.ReadHeaderTimeout), Duration(l.BodyTimeout), Duration(l.IdleTimeout)
+	s.MaxConnections = l.MaxConns
 }
 
 // PoolConfig is a named set of interchangeable replicas.
@@ -297,12 +321,10 @@ func (c *Config) Validate() error {
 	if c.Server.MaxBodyBytes == 0 {
 		c.Server.MaxBodyBytes = 4 << 20
 	}
-	if c.Server.ReadHeaderTimeout == 0 {
-		c.Server.ReadHeaderTimeout = Duration(10 * time.Second)
+	if c.Server.MaxConnections < 0 {
+		bad("server.max_connections is negative")
 	}
-	if c.Server.IdleTimeout == 0 {
-		c.Server.IdleTimeout = Duration(120 * time.Second)
-	}
+	c.Server.setLimits(c.Server.limits().WithDefaults(fdsPerConn))
 	if c.Server.PrefixBytes <= 0 {
 		c.Server.PrefixBytes = 512
 	}

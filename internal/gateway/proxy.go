@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 )
@@ -145,6 +146,11 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			x.fail(http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), "", "body_too_large", 0)
+			return
+		}
+		if httplimit.IsBodyTimeout(err) {
+			w.Header().Set("Connection", "close")
+			x.fail(http.StatusRequestTimeout, openai.TypeInvalidRequest, "the request body was not received within server.body_timeout", "", "request_timeout", 0)
 			return
 		}
 		x.fail(http.StatusBadRequest, openai.TypeInvalidRequest, "reading request body: "+err.Error(), "", "bad_body", 0)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/redact"
@@ -81,12 +80,9 @@ func Run(ctx context.Context, rc RunConfig) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           g,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
-		IdleTimeout:       cfg.Server.IdleTimeout.D(),
-		MaxHeaderBytes:    64 << 10,
-	}
+	limits := cfg.Server.limits()
+	srv := limits.Server(g)
+	ln = limits.Listener(ln)
 	log.Info("gateway listening", "addr", ln.Addr().String(), "pools", len(cfg.Pools), "routes", len(cfg.Routes))
 	if rc.Ready != nil {
 		rc.Ready(ln.Addr())

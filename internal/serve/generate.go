@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/sse"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
@@ -71,6 +72,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		if errors.As(err, &tooBig) {
 			s.fail(w, x, &openai.APIError{Status: http.StatusRequestEntityTooLarge, Err: openai.NewError(openai.TypeInvalidRequest,
 				fmt.Sprintf("request body is larger than the limit of %d bytes", tooBig.Limit), "", "request_too_large")}, 0)
+			return
+		}
+		if httplimit.IsBodyTimeout(err) {
+			h.Set("Connection", "close")
+			s.fail(w, x, &openai.APIError{Status: http.StatusRequestTimeout, Err: openai.NewError(openai.TypeInvalidRequest,
+				fmt.Sprintf("the request body was not received within %v", s.cfg.Limits.BodyTimeout), "", "request_timeout")}, 0)
 			return
 		}
 		// The client went away while sending: nobody reads an answer.
@@ -431,7 +438,7 @@ func (s *Server) abortConn(w http.ResponseWriter) {
 	s.metrics.httpError("reset")
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err == nil {
-		if tc, ok := conn.(*net.TCPConn); ok {
+		if tc, ok := httplimit.NetConn(conn).(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
 		}
 		_ = conn.Close()

@@ -7,11 +7,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/pflag"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
@@ -36,6 +38,9 @@ type Options struct {
 	MaxBodyBytes                                    int64
 	QueueFullStatus                                 int
 	Faults                                          Faults
+	// The HTTP server's deadlines and connection cap (httplimit.Limits).
+	ReadHeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	MaxConnections                              int
 }
 
 // DefaultMaxModelLen is the context length used when --max-model-len is
@@ -49,7 +54,9 @@ func DefaultOptions() Options {
 		GPUMemoryUtilization: perfmodel.DefaultMemUtil, BlockSize: 16, EnableChunkedPrefill: true,
 		SchedulingPolicy: engine.PolicyFCFS, OutputLength: engine.DefaultOutputLength,
 		Host: "127.0.0.1", Port: 8000, MaxBodyBytes: DefaultMaxBodyBytes, QueueFullStatus: 429,
-		Faults: Faults{SlowFirstTokenDelay: DefaultSlowFirstTokenDelay, StallDuration: DefaultStallDuration},
+		Faults:            Faults{SlowFirstTokenDelay: DefaultSlowFirstTokenDelay, StallDuration: DefaultStallDuration},
+		ReadHeaderTimeout: httplimit.DefaultReadHeaderTimeout, BodyTimeout: httplimit.DefaultBodyTimeout,
+		IdleTimeout: httplimit.DefaultIdleTimeout,
 	}
 }
 
@@ -86,6 +93,10 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "port to listen on (0: any free port)")
 	fs.StringVar(&o.ServedModelName, "served-model-name", o.ServedModelName, "model name clients send (default: the model's name)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest request body accepted")
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "deadline for a request's headers, from the connection's accept or its previous answer")
+	fs.DurationVar(&o.BodyTimeout, "body-timeout", o.BodyTimeout, "deadline for a request's body, from the end of its headers (408 after it)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "how long a keep-alive connection may wait for its next request")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "most client connections open at once; more wait to be accepted (0: from the descriptor limit)")
 	f := &o.Faults
 	fs.Uint64Var(&f.Seed, "fault-seed", f.Seed, "seed of fault injection draws")
 	fs.Float64Var(&f.Rate429, "fault-429-rate", f.Rate429, "fraction of requests answered 429")
@@ -163,6 +174,10 @@ func (o Options) Config() (Config, error) {
 		return Config{}, fmt.Errorf("--max-model-len, --num-gpu-blocks-override, --max-num-seqs and --max-num-batched-tokens must not be negative")
 	case o.Port < 0 || o.Port > 65535:
 		return Config{}, fmt.Errorf("--port %d is not a port", o.Port)
+	case o.ReadHeaderTimeout < 0 || o.BodyTimeout < 0 || o.IdleTimeout < 0:
+		return Config{}, fmt.Errorf("--read-header-timeout, --body-timeout and --idle-timeout must not be negative")
+	case o.MaxConnections < 0:
+		return Config{}, fmt.Errorf("--max-connections must not be negative (got %d)", o.MaxConnections)
 	}
 	model, err := perfmodel.ResolveModel(o.Model)
 	if err != nil {
@@ -212,6 +227,8 @@ func (o Options) Config() (Config, error) {
 	cfg := Config{
 		Engine: ec, ServedModelName: o.ServedModelName, MaxBodyBytes: o.MaxBodyBytes,
 		QueueFullStatus: o.QueueFullStatus, Faults: o.Faults, CacheDType: kv, GPUMemoryUtilization: o.GPUMemoryUtilization,
+		Limits: httplimit.Limits{ReadHeaderTimeout: o.ReadHeaderTimeout, BodyTimeout: o.BodyTimeout,
+			IdleTimeout: o.IdleTimeout, MaxConns: o.MaxConnections},
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

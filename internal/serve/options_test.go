@@ -21,6 +21,9 @@ func TestDefaultOptionsRun(t *testing.T) {
 	if e.NumBlocks < 1000 || e.MaxModelLen != DefaultMaxModelLen || e.MaxNumBatchedTokens != 8192 || e.MaxNumSeqs != 1024 {
 		t.Errorf("engine config %+v", e)
 	}
+	if l := cfg.Limits; l.ReadHeaderTimeout != 10*time.Second || l.BodyTimeout != 30*time.Second || l.IdleTimeout != 2*time.Minute || l.MaxConns != 0 {
+		t.Errorf("server limits %+v, want 10s, 30s, 2m and the cap from the descriptor limit", l)
+	}
 }
 
 // TestConfigFileKeysAreFlags sets every flag from a YAML file and checks
@@ -36,7 +39,8 @@ func TestConfigFileKeysAreFlags(t *testing.T) {
 		"served-model-name": "m", "max-body-bytes": "4096", "fault-seed": "5", "fault-429-rate": "0.1",
 		"fault-500-rate": "0.05", "fault-503-rate": "0.02", "fault-400-rate": "0.01", "fault-slow-first-token-rate": "0.2",
 		"fault-slow-first-token-delay": "3s", "fault-stall-rate": "0.3", "fault-stall-duration": "250ms",
-		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml",
+		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml", "read-header-timeout": "3s", "body-timeout": "7s",
+		"idle-timeout": "1m", "max-connections": "100",
 	}
 	fromFlags, fromFile := DefaultOptions(), DefaultOptions()
 	fsFlags := pflag.NewFlagSet("a", pflag.ContinueOnError)
@@ -65,7 +69,8 @@ func TestConfigFileKeysAreFlags(t *testing.T) {
 	if diff := cmp.Diff(fromFlags, fromFile); diff != "" {
 		t.Errorf("file and flags differ (-flags +file):\n%s", diff)
 	}
-	if fromFile.Faults.StallDuration != 250*time.Millisecond || !fromFile.EnablePrefixCaching || fromFile.EnableChunkedPrefill {
+	if fromFile.Faults.StallDuration != 250*time.Millisecond || !fromFile.EnablePrefixCaching || fromFile.EnableChunkedPrefill ||
+		fromFile.BodyTimeout != 7*time.Second || fromFile.MaxConnections != 100 {
 		t.Errorf("options %+v", fromFile)
 	}
 }
@@ -104,6 +109,8 @@ func TestOptionsThatCannotRun(t *testing.T) {
 		{func(o *Options) { o.Faults.StallRate = 2 }, "--fault-stall-rate"},
 		{func(o *Options) { o.Faults.Rate429 = -0.1 }, "--fault-429-rate"},
 		{func(o *Options) { o.NumGPUBlocksOverride, o.MaxModelLen = 10, 4096 }, "KV cache holds"},
+		{func(o *Options) { o.BodyTimeout = -time.Second }, "--body-timeout"},
+		{func(o *Options) { o.MaxConnections = -1 }, "--max-connections"},
 	}
 	for _, tt := range tests {
 		o := DefaultOptions()

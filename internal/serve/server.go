@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
 )
 
@@ -53,6 +54,10 @@ type Config struct {
 	// vllm:cache_config_info.
 	CacheDType           string
 	GPUMemoryUtilization float64
+	// Limits are the HTTP server's deadlines (request headers, request
+	// body, idle keep-alive) and its connection cap; zero fields take
+	// httplimit's defaults, the cap from the descriptor limit.
+	Limits httplimit.Limits
 	// Clock is the engine's and the server's clock; default the wall clock.
 	Clock engine.Clock
 }
@@ -80,6 +85,7 @@ func (c Config) withDefaults() Config {
 		c.Clock = engine.WallClock()
 	}
 	c.Faults = c.Faults.withDefaults()
+	c.Limits = c.Limits.WithDefaults(1)
 	return c
 }
 
@@ -91,6 +97,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("max body size %d bytes is below 1 KiB", c.MaxBodyBytes)
+	}
+	if l := c.Limits; l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.IdleTimeout < 0 {
+		return fmt.Errorf("read-header, body and idle timeouts must not be negative (got %v, %v, %v)", l.ReadHeaderTimeout, l.BodyTimeout, l.IdleTimeout)
+	}
+	if c.Limits.MaxConns < 0 {
+		return fmt.Errorf("max connections must not be negative (got %d)", c.Limits.MaxConns)
 	}
 	if c.QueueFullStatus != http.StatusTooManyRequests && c.QueueFullStatus != http.StatusServiceUnavailable {
 		return fmt.Errorf("queue-full status must be 429 or 503 (got %d)", c.QueueFullStatus)
@@ -167,7 +179,7 @@ func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: listen: %w", err)
 	}
-	s.ln = ln
+	s.ln = s.cfg.Limits.Listener(ln)
 	engCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopEng = stop
 	s.engDone = make(chan struct{})
@@ -176,14 +188,9 @@ func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
 		_ = s.eng.Run(engCtx)
 	}()
 	s.active = make(map[net.Conn]bool)
-	s.hs = &http.Server{
-		Handler:           s.handler,
-		ConnState:         s.connState,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
-	go func() { _ = s.hs.Serve(ln) }()
+	s.hs = s.cfg.Limits.Server(s.handler)
+	s.hs.ConnState = s.connState
+	go func() { _ = s.hs.Serve(s.ln) }()
 	s.closeMu.Lock() // Close, run by the hook, waits for the assignment
 	s.stopCtx = context.AfterFunc(ctx, func() { _ = s.Close() })
 	s.closeMu.Unlock()

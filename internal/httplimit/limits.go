@@ -1,0 +1,86 @@
+// Package httplimit holds what keeps an HTTP server's connections bounded
+// against slow or hostile clients: the deadlines every server sets (request
+// headers, request body, idle keep-alive), a listener that caps the
+// connections open at once, and the handler that puts the body deadline on
+// each request and lifts it once the body has been read, so that a long
+// streamed answer is never cut by it. `serve` and `gateway` build their
+// http.Server with it.
+//
+// There is deliberately no whole-request read timeout and no write
+// timeout: both would end a streamed answer that legitimately lasts
+// minutes.
+package httplimit
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// Defaults of Limits' zero fields.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes = 64 << 10
+)
+
+// Limits are an HTTP server's deadlines and its connection cap. Zero
+// fields take the defaults (WithDefaults).
+type Limits struct {
+	// ReadHeaderTimeout bounds the time from a connection's accept (or the
+	// end of the previous answer) to the end of the request's headers.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout bounds the time from the end of the headers to the last
+	// byte of the request body. A handler reading past it gets an error
+	// that IsBodyTimeout recognizes (answer 408); a body still unread when
+	// the handler returns is abandoned at the same instant and the
+	// connection closed.
+	BodyTimeout time.Duration
+	// IdleTimeout bounds a keep-alive connection's wait for its next
+	// request.
+	IdleTimeout time.Duration
+	// MaxConns caps the connections open at once; further connections
+	// wait in the kernel's accept queue until one closes.
+	MaxConns int
+}
+
+// WithDefaults fills l's zero fields: the timeouts from the Default
+// constants, MaxConns from DefaultMaxConns(fdsPerConn).
+func (l Limits) WithDefaults(fdsPerConn int) Limits {
+	if l.ReadHeaderTimeout == 0 {
+		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if l.BodyTimeout == 0 {
+		l.BodyTimeout = DefaultBodyTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.MaxConns == 0 {
+		l.MaxConns = DefaultMaxConns(fdsPerConn)
+	}
+	return l
+}
+
+// Server returns an http.Server for h with l's header and idle deadlines,
+// h wrapped by Handler for the body deadline. The caller serves it on
+// Listener(ln) to cap the connections.
+func (l Limits) Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           l.Handler(h),
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+	}
+}
+
+// Listener returns ln capped at l.MaxConns open connections (ln itself
+// when MaxConns is not positive).
+func (l Limits) Listener(ln net.Listener) net.Listener {
+	if l.MaxConns <= 0 {
+		return ln
+	}
+	return LimitListener(ln, l.MaxConns)
+}

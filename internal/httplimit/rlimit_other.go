@@ -1,0 +1,5 @@
+//go:build !unix
+
+package httplimit
+
+func openFileLimit() int { return fallbackFileLimit }
