@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,20 +60,7 @@ func TestSlowBodiesAreTimedOut(t *testing.T) {
 	const bodyTimeout = 5 * time.Second
 	addr := runGateway(t, fmt.Sprintf("server: {body_timeout: %v}\npools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n",
 		bodyTimeout, up.URL()))
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
-	normal := func() error {
-		resp, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("m", false, "hi", "")))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("status %d: %s", resp.StatusCode, b)
-		}
-		return err
-	}
-	httplimittest.SlowBodies{Addr: addr, Path: "/v1/chat/completions", Clients: 500, Normal: normal, Wait: bodyTimeout + 30*time.Second}.Run(t)
+	httplimittest.SlowBodies{Addr: addr, Path: "/v1/chat/completions", Clients: 500, Normal: httplimittest.PostOK("http://"+addr+"/v1/chat/completions", chatBody("m", false, "hi", "")), Wait: bodyTimeout + 30*time.Second}.Run(t)
 }
 
 func TestServerLimitsConfig(t *testing.T) {

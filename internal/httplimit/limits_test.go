@@ -164,18 +164,8 @@ func TestSlowBodies(t *testing.T) {
 			return
 		}
 	}))
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
-	httplimittest.SlowBodies{Addr: addr, Path: "/", Clients: 500, Wait: l.BodyTimeout + 30*time.Second, Normal: func() error {
-		resp, err := client.Post("http://"+addr+"/", "application/json", strings.NewReader("{}"))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	}}.Run(t)
+	httplimittest.SlowBodies{Addr: addr, Path: "/", Clients: 500, Wait: l.BodyTimeout + 30*time.Second,
+		Normal: httplimittest.PostOK("http://"+addr+"/", "{}")}.Run(t)
 }
 
 // TestConnectionCap: with MaxConns connections open, the next one is not

@@ -1,10 +1,6 @@
 package serve
 
 import (
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,20 +19,8 @@ func TestSlowBodiesAreTimedOut(t *testing.T) {
 	cfg := testConfig(time.Millisecond)
 	cfg.Limits.BodyTimeout = 5 * time.Second
 	s := startServer(t, cfg)
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
-	normal := func() error {
-		resp, err := client.Post(s.URL()+"/chat/completions", "application/json",
-			strings.NewReader(`{"model":"`+testModel+`","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("status %d: %s", resp.StatusCode, b)
-		}
-		return err
-	}
+	normal := httplimittest.PostOK(s.URL()+"/chat/completions",
+		`{"model":"`+testModel+`","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`)
 	httplimittest.SlowBodies{Addr: s.Addr().String(), Path: "/v1/chat/completions", Clients: 500,
 		Normal: normal, Wait: cfg.Limits.BodyTimeout + 30*time.Second}.Run(t)
 }

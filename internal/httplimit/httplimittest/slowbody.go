@@ -151,3 +151,21 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// PostOK returns a SlowBodies.Normal that POSTs body (JSON) to url on a
+// fresh connection and wants a 200 answer read to its end.
+func PostOK(url, body string) func() error {
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+	return func() error {
+		resp, err := client.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		return err
+	}
+}
