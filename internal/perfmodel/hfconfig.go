@@ -78,6 +78,7 @@ func ParseModelConfig(data []byte, fallbackName string) (ModelSpec, error) {
 	}
 	m.HeadDim = c.optional("head_dim")
 	m.TiedEmbeddings = c.boolean("tie_word_embeddings")
+	m.MaxContext = c.optional("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 	mt := strings.ToLower(c.str("model_type"))
 	m.QKVBias = c.boolean("attention_bias") || c.boolean("qkv_bias") || mt == "qwen2" || mt == "qwen2_moe"
 

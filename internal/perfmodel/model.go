@@ -52,6 +52,12 @@ type ModelSpec struct {
 	QKRopeHeadDim int `yaml:"qk_rope_head_dim" json:"qk_rope_head_dim,omitempty"`
 	VHeadDim      int `yaml:"v_head_dim" json:"v_head_dim,omitempty"`
 
+	// MaxContext is the longest sequence (prompt + output) the model was
+	// trained for: config.json's max_position_embeddings; 0 when unknown.
+	// A server's default max_model_len (vLLM's) is this, lowered to what the
+	// KV cache holds.
+	MaxContext int `yaml:"max_context" json:"max_context,omitempty"`
+
 	Source string `yaml:"source" json:"source,omitempty"`
 	// Aliases are other names LookupModel accepts.
 	Aliases []string `yaml:"aliases" json:"-"`
@@ -105,7 +111,8 @@ func (m ModelSpec) Validate() error {
 	}{{"layers", m.Layers, 10_000}, {"hidden", m.Hidden, 1 << 20}, {"heads", m.Heads, 1 << 16}, {"head_dim", m.HeadDim, 1 << 16},
 		{"intermediate", m.Intermediate, 1 << 22}, {"moe_intermediate", m.MoEIntermediate, 1 << 22}, {"vocab", m.Vocab, 1 << 24},
 		{"experts", m.Experts, 1 << 16}, {"kv_lora_rank", m.KVLoraRank, 1 << 16}, {"q_lora_rank", m.QLoraRank, 1 << 16},
-		{"qk_nope_head_dim", m.QKNopeHeadDim, 1 << 16}, {"qk_rope_head_dim", m.QKRopeHeadDim, 1 << 16}, {"v_head_dim", m.VHeadDim, 1 << 16}}
+		{"qk_nope_head_dim", m.QKNopeHeadDim, 1 << 16}, {"qk_rope_head_dim", m.QKRopeHeadDim, 1 << 16}, {"v_head_dim", m.VHeadDim, 1 << 16},
+		{"max_context", m.MaxContext, MaxLength}}
 	for _, l := range limits {
 		if l.v > l.max {
 			return fmt.Errorf("%s: %s = %d is implausibly large (max %d)", name, l.f, l.v, l.max)
@@ -118,6 +125,9 @@ func (m ModelSpec) Validate() error {
 	}
 	if m.Heads%m.KVHeads != 0 {
 		return fmt.Errorf("%s: heads (%d) must be a multiple of kv_heads (%d)", name, m.Heads, m.KVHeads)
+	}
+	if m.MaxContext < 0 {
+		return fmt.Errorf("%s: max_context must be ≥ 0 (got %d)", name, m.MaxContext)
 	}
 	if m.Experts < 0 || m.ExpertsPerToken < 0 || m.SharedExperts < 0 || m.DenseLayers < 0 {
 		return fmt.Errorf("%s: negative expert counts", name)

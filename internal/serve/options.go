@@ -44,7 +44,9 @@ type Options struct {
 }
 
 // DefaultMaxModelLen is the context length used when --max-model-len is
-// not given (lowered to the KV cache's capacity when that is smaller).
+// not given and the model's own context length (config.json's
+// max_position_embeddings) is unknown; either is lowered to the KV cache's
+// capacity when that is smaller.
 const DefaultMaxModelLen = 8192
 
 // DefaultOptions are the defaults of `tokentrace serve`.
@@ -74,7 +76,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", o.MaxNumBatchedTokens, "token budget per step (0: vLLM's default for the GPU)")
 	fs.IntVar(&o.BlockSize, "block-size", o.BlockSize, "KV cache block size in tokens")
 	fs.IntVar(&o.NumGPUBlocksOverride, "num-gpu-blocks-override", o.NumGPUBlocksOverride, "KV cache blocks, instead of what fits in GPU memory (0: derived)")
-	fs.IntVar(&o.MaxModelLen, "max-model-len", o.MaxModelLen, fmt.Sprintf("longest prompt + output (0: %d, or less if the KV cache holds less)", DefaultMaxModelLen))
+	fs.IntVar(&o.MaxModelLen, "max-model-len", o.MaxModelLen, fmt.Sprintf("longest prompt + output (0: the model's context length, or %d when unknown; less if the KV cache holds less)", DefaultMaxModelLen))
 	fs.IntVar(&o.MaxWaiting, "max-waiting", o.MaxWaiting, "bound on the waiting queue; requests beyond it get --queue-full-status (0: unbounded)")
 	fs.IntVar(&o.QueueFullStatus, "queue-full-status", o.QueueFullStatus, "status when the waiting queue is full: 429 or 503")
 	fs.BoolVar(&o.EnablePrefixCaching, "enable-prefix-caching", o.EnablePrefixCaching, "reuse KV blocks of shared prompt prefixes")
@@ -218,7 +220,7 @@ func (o Options) Config() (Config, error) {
 			model.Name, o.TP, gpu.Name, o.GPUMemoryUtilization)
 	}
 	if ec.MaxModelLen == 0 {
-		ec.MaxModelLen = min(DefaultMaxModelLen, ec.NumBlocks*ec.BlockSize-ec.Speculative.K)
+		ec.MaxModelLen = DefaultModelLen(model, ec.NumBlocks*ec.BlockSize-ec.Speculative.K)
 	}
 	kv := o.KVDType
 	if kv == "" {
@@ -234,6 +236,17 @@ func (o Options) Config() (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// DefaultModelLen is vLLM's default max_model_len: the model's context
+// length (DefaultMaxModelLen when the catalog or config.json does not give
+// one), lowered to kvTokens, what the KV cache holds.
+func DefaultModelLen(m perfmodel.ModelSpec, kvTokens int) int {
+	n := m.MaxContext
+	if n <= 0 {
+		n = DefaultMaxModelLen
+	}
+	return min(n, kvTokens)
 }
 
 func (o Options) lookupGPU() (perfmodel.GPU, error) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
 )
 
 func TestDefaultOptionsRun(t *testing.T) {
@@ -18,11 +20,49 @@ func TestDefaultOptionsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := cfg.Engine.WithDefaults()
-	if e.NumBlocks < 1000 || e.MaxModelLen != DefaultMaxModelLen || e.MaxNumBatchedTokens != 8192 || e.MaxNumSeqs != 1024 {
+	if e.NumBlocks < 1000 || e.MaxModelLen != 131072 || e.MaxNumBatchedTokens != 8192 || e.MaxNumSeqs != 1024 {
 		t.Errorf("engine config %+v", e)
 	}
 	if l := cfg.Limits; l.ReadHeaderTimeout != 10*time.Second || l.BodyTimeout != 30*time.Second || l.IdleTimeout != 2*time.Minute || l.MaxConns != 0 {
 		t.Errorf("server limits %+v, want 10s, 30s, 2m and the cap from the descriptor limit", l)
+	}
+}
+
+// TestDefaultMaxModelLen: with no --max-model-len the context is the
+// model's own (Llama-3.1: 131,072, as vLLM serves it), lowered to the KV
+// cache's capacity; an 8,192-in / 1,024-out request, which an 8,192 default
+// rejected, is served.
+func TestDefaultMaxModelLen(t *testing.T) {
+	for _, tc := range []struct {
+		model, gpu string
+		want       func(kvTokens int) int
+	}{
+		{"Llama-3.1-8B", "H100-SXM", func(int) int { return 131072 }},
+		{"Llama-3.1-8B", "L4", func(kv int) int { return kv }},     // 24 GB: the KV cache holds less than 131,072
+		{"Llama-2-7B", "H100-SXM", func(int) int { return 4096 }}, // its config.json's max_position_embeddings
+	} {
+		o := DefaultOptions()
+		o.Model, o.GPU = tc.model, tc.gpu
+		cfg, err := o.Config()
+		if err != nil {
+			t.Fatalf("%s on %s: %v", tc.model, tc.gpu, err)
+		}
+		e := cfg.Engine.WithDefaults()
+		kv := e.NumBlocks * e.BlockSize
+		if want := tc.want(kv); e.MaxModelLen != want {
+			t.Errorf("%s on %s: max_model_len %d, want %d (KV cache %d tokens)", tc.model, tc.gpu, e.MaxModelLen, want, kv)
+		}
+	}
+	cfg, err := DefaultOptions().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := engine.Simulate(cfg.Engine, []engine.Arrival{{Request: engine.Request{ID: "long", PromptLen: 8192, MaxTokens: 1024, IgnoreEOS: true}}}, engine.SimOptions{})
+	if err != nil {
+		t.Fatalf("8,192-in / 1,024-out on Llama-3.1-8B: %v", err)
+	}
+	if tl := res.Timelines[0]; tl.OutputTokens != 1024 {
+		t.Errorf("served %d output tokens, want 1024", tl.OutputTokens)
 	}
 }
 
