@@ -4,18 +4,28 @@ import "slices"
 
 // Sample holds a metric's values one by one up to a cap, so its
 // percentiles are exact, and moves them into a [Histogram] once there are
-// more, so its memory stops growing. A zero Sample has a cap of 0 and
-// counts in a histogram from the first value.
+// more, so its memory stops growing. The zero value is empty and ready to
+// use.
 type Sample struct {
+	// ExactCap is how many values are kept one by one; 0 means
+	// DefaultExactCap. Set it before the first value.
+	ExactCap int
+
 	values []int64
 	hist   *Histogram
 	n, sum int64
-	cap    int
 }
 
-// NewSample returns an empty sample that keeps up to exactCap values one by
-// one.
-func NewSample(exactCap int) Sample { return Sample{cap: exactCap} }
+// DefaultExactCap is how many values a Sample keeps one by one unless told
+// otherwise: 512 KiB of values.
+const DefaultExactCap = 1 << 16
+
+func (s *Sample) exactCap() int {
+	if s.ExactCap <= 0 {
+		return DefaultExactCap
+	}
+	return s.ExactCap
+}
 
 // Add adds one value.
 func (s *Sample) Add(v int64) {
@@ -26,7 +36,7 @@ func (s *Sample) Add(v int64) {
 		return
 	}
 	s.values = append(s.values, v)
-	if len(s.values) > s.cap {
+	if len(s.values) > s.exactCap() {
 		s.toHist()
 	}
 }
@@ -39,7 +49,7 @@ func (s *Sample) Add(v int64) {
 // needs; h, when given, must hold exactly the values of vs when vs is not
 // empty.
 func (s *Sample) AddBatch(vs []int64, h *Histogram) {
-	if s.hist == nil && len(s.values)+len(vs) <= s.cap && (h == nil || h.n == int64(len(vs))) {
+	if s.hist == nil && len(s.values)+len(vs) <= s.exactCap() && (h == nil || h.n == int64(len(vs))) {
 		s.values = append(s.values, vs...)
 		s.n += int64(len(vs))
 		for _, v := range vs {

@@ -1,0 +1,75 @@
+package stats
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestSampleMovesToHistogram(t *testing.T) {
+	s := Sample{ExactCap: 10}
+	for v := int64(1); v <= 10; v++ {
+		s.Add(v * 1000)
+	}
+	if s.Hist() != nil || len(s.Values()) != 10 {
+		t.Fatalf("up to the cap the sample must be exact")
+	}
+	got, approx := s.Percentiles(50, 99)
+	if approx || got[0] != 5000 || got[1] != 10000 {
+		t.Errorf("exact percentiles %v approx %v", got, approx)
+	}
+	snap := s.Snapshot()
+	for v := int64(11); v <= 100; v++ {
+		s.Add(v * 1000)
+	}
+	if s.Hist() == nil || s.Values() != nil || s.Count() != 100 || s.Mean() != 50500 {
+		t.Fatalf("after the cap the sample must move to the histogram: count %d mean %v", s.Count(), s.Mean())
+	}
+	got, approx = s.Percentiles(50)
+	if !approx || math.Abs(float64(got[0]-50000)) > 50000*RelativeError {
+		t.Errorf("p50 %d (approx %v), want ≈ 50000", got[0], approx)
+	}
+	if snap.Count() != 10 || len(snap.Values()) != 10 {
+		t.Errorf("the snapshot changed: %d", snap.Count())
+	}
+}
+
+// TestSampleAddBatch: batches merged as histograms once past the cap give
+// the histogram of every value, as if added one by one.
+func TestSampleAddBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	one, batched := Sample{ExactCap: 500}, Sample{ExactCap: 500}
+	var all []int64
+	for range 20 {
+		vs := randomValues(r, r.IntN(100))
+		all = append(all, vs...)
+		for _, v := range vs {
+			one.Add(v)
+		}
+		batched.AddBatch(vs, histOf(vs))
+	}
+	if one.Hist() == nil || batched.Hist() == nil {
+		t.Fatal("both must have left exact mode")
+	}
+	if encode(t, one.Hist()) != encode(t, batched.Hist()) || batched.Count() != int64(len(all)) || one.Mean() != batched.Mean() {
+		t.Error("batched and one-by-one samples differ")
+	}
+	// Exact values only, no histogram.
+	s := Sample{ExactCap: 5}
+	s.AddBatch([]int64{1, 2, 3}, nil)
+	s.AddBatch([]int64{4, 5, 6}, nil)
+	if s.Hist() == nil || s.Count() != 6 || s.Hist().Percentile(100) != 6 {
+		t.Errorf("values past the cap without a histogram: count %d", s.Count())
+	}
+	// The zero value keeps DefaultExactCap values.
+	var z Sample
+	for i := range int64(DefaultExactCap) {
+		z.Add(i)
+	}
+	if z.Hist() != nil {
+		t.Error("the zero sample left exact mode before DefaultExactCap values")
+	}
+	if z.Add(1); z.Hist() == nil {
+		t.Error("the zero sample kept more than DefaultExactCap values")
+	}
+}
