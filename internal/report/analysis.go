@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // analysis keeps the per-request numbers behind a Report for the charts,
@@ -23,7 +24,7 @@ type analysis struct {
 	phases   []string
 	sources  []string
 	runs     []RunInfo
-	itl, icl gaps
+	itl, icl stats.Sample
 
 	// Sorted samples over successful requests, nanoseconds.
 	sorted   map[string][]int64
@@ -37,7 +38,7 @@ type analysis struct {
 func (c *Collector) Report() *Report {
 	a := &analysis{
 		opts: c.opts, rows: c.rows, errKinds: c.errKinds, phases: c.phases,
-		sources: c.sources, runs: c.runs, itl: c.itl.snapshot(), icl: c.icl.snapshot(),
+		sources: c.sources, runs: c.runs, itl: c.itl.Snapshot(), icl: c.icl.Snapshot(),
 		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()),
 	}
 	rep := &Report{Schema: Schema, Sources: nonEmpty(c.sources), Runs: c.runs, a: a}
@@ -278,11 +279,11 @@ func (a *analysis) precompute() {
 	}
 	for _, g := range []struct {
 		name string
-		gaps *gaps
+		gaps *stats.Sample
 	}{{"itl", &a.itl}, {"icl", &a.icl}} {
-		if g.gaps.hist == nil {
+		if g.gaps.Hist() == nil {
 			names = append(names, g.name)
-			samples = append(samples, slices.Clone(g.gaps.exact))
+			samples = append(samples, slices.Clone(g.gaps.Values()))
 		}
 	}
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
@@ -328,36 +329,36 @@ func (a *analysis) distOf(name string, sorted []int64) Dist {
 	if len(sorted) == 0 {
 		return d
 	}
-	d.Mean = msf(mean(sorted))
-	d.P50, d.P90 = ms(percentile(sorted, 50)), ms(percentile(sorted, 90))
-	d.P95, d.P99 = ms(percentile(sorted, 95)), ms(percentile(sorted, 99))
-	d.P999, d.Max = ms(percentile(sorted, 99.9)), ms(sorted[len(sorted)-1])
-	lo, hi := bootstrapCI(sorted, 95, a.opts.resamples(), a.rng)
+	d.Mean = msf(stats.Mean(sorted))
+	d.P50, d.P90 = ms(stats.Percentile(sorted, 50)), ms(stats.Percentile(sorted, 90))
+	d.P95, d.P99 = ms(stats.Percentile(sorted, 95)), ms(stats.Percentile(sorted, 99))
+	d.P999, d.Max = ms(stats.Percentile(sorted, 99.9)), ms(sorted[len(sorted)-1])
+	lo, hi := stats.BootstrapCI(sorted, 95, a.opts.resamples(), a.rng)
 	d.P95CI = [2]float64{ms(lo), ms(hi)}
-	lo, hi = bootstrapCI(sorted, 99, a.opts.resamples(), a.rng)
+	lo, hi = stats.BootstrapCI(sorted, 99, a.opts.resamples(), a.rng)
 	d.P99CI = [2]float64{ms(lo), ms(hi)}
 	d.P99Trusted = len(sorted) >= 1000
 	return d
 }
 
-func (a *analysis) gapDist(name string, g *gaps) Dist {
-	if g.hist == nil {
+func (a *analysis) gapDist(name string, g *stats.Sample) Dist {
+	h := g.Hist()
+	if h == nil {
 		if _, ok := a.sorted[name]; !ok {
-			s := slices.Clone(g.exact)
+			s := slices.Clone(g.Values())
 			slices.Sort(s)
 			a.sorted[name] = s
 		}
 		return a.distOf(name, a.sorted[name])
 	}
-	h := g.hist
-	d := Dist{Metric: name, Count: h.n, Approx: true, P99Trusted: h.n >= 1000}
-	d.Mean = msf(h.mean())
-	d.P50, d.P90, d.P95 = ms(h.percentile(50)), ms(h.percentile(90)), ms(h.percentile(95))
-	d.P99, d.P999, d.Max = ms(h.percentile(99)), ms(h.percentile(99.9)), ms(h.percentile(100))
+	d := Dist{Metric: name, Count: h.Count(), Approx: true, P99Trusted: h.Count() >= 1000}
+	d.Mean = msf(h.Mean())
+	d.P50, d.P90, d.P95 = ms(h.Percentile(50)), ms(h.Percentile(90)), ms(h.Percentile(95))
+	d.P99, d.P999, d.Max = ms(h.Percentile(99)), ms(h.Percentile(99.9)), ms(h.Max())
 	// With millions of gaps the bootstrap interval is narrower than the
 	// histogram's resolution; report the resolution instead.
-	d.P95CI = [2]float64{d.P95 * (1 - 1.0/2048), d.P95 * (1 + 1.0/2048)}
-	d.P99CI = [2]float64{d.P99 * (1 - 1.0/2048), d.P99 * (1 + 1.0/2048)}
+	d.P95CI = [2]float64{d.P95 * (1 - stats.RelativeError), d.P95 * (1 + stats.RelativeError)}
+	d.P99CI = [2]float64{d.P99 * (1 - stats.RelativeError), d.P99 * (1 + stats.RelativeError)}
 	return d
 }
 
@@ -368,7 +369,7 @@ func (a *analysis) dists(rep *Report) {
 	}
 	for _, m := range headMetrics {
 		if m == "itl" {
-			if a.itl.n > 0 {
+			if a.itl.Count() > 0 {
 				rep.Metrics = append(rep.Metrics, a.gapDist("itl", &a.itl))
 			}
 			continue
@@ -408,14 +409,15 @@ func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *D
 	})
 
 	d := &Decomposition{Of: of}
-	lo, hi := rank(40, n)-1, rank(60, n)
+	rank := func(p float64) int { return int(stats.Rank(p, int64(n))) }
+	lo, hi := rank(40)-1, rank(60)
 	groups := []struct {
 		name   string
 		lo, hi int
 	}{
 		{"median", lo, max(hi, lo+1)},
-		{"p95+", min(rank(95, n), n-1), n},
-		{"p99+", min(rank(99, n), n-1), n},
+		{"p95+", min(rank(95), n-1), n},
+		{"p99+", min(rank(99), n-1), n},
 	}
 	for _, g := range groups {
 		var sum [nStages]float64
@@ -510,24 +512,24 @@ func (a *analysis) verdicts(rep *Report) {
 		}
 		fill(&v, meeting)
 		var sample []int64
-		var hist *logHist
+		var hist *stats.Histogram
 		switch s.Metric {
 		case latency.ITL:
 			a.gapDist("itl", &a.itl)
-			sample, hist = a.sorted["itl"], a.itl.hist
+			sample, hist = a.sorted["itl"], a.itl.Hist()
 		case latency.ICL:
 			a.gapDist("icl", &a.icl)
-			sample, hist = a.sorted["icl"], a.icl.hist
+			sample, hist = a.sorted["icl"], a.icl.Hist()
 		default:
 			sample = a.sample(string(s.Metric))
 		}
 		switch {
 		case hist != nil:
-			v.ValueMS = ms(hist.percentile(s.Percentile))
+			v.ValueMS = ms(hist.Percentile(s.Percentile))
 			v.CI = [2]float64{v.ValueMS, v.ValueMS}
 		case len(sample) > 0:
-			v.ValueMS = ms(percentile(sample, s.Percentile))
-			lo, hi := bootstrapCI(sample, s.Percentile, a.opts.resamples(), a.rng)
+			v.ValueMS = ms(stats.Percentile(sample, s.Percentile))
+			lo, hi := stats.BootstrapCI(sample, s.Percentile, a.opts.resamples(), a.rng)
 			v.CI = [2]float64{ms(lo), ms(hi)}
 		}
 		switch {
@@ -639,9 +641,9 @@ func (a *analysis) phaseSummaries(rep *Report) {
 		for _, s := range [][]int64{ttft, tpot, e2e} {
 			slices.Sort(s)
 		}
-		ph.TTFTP50, ph.TTFTP99 = ms(percentile(ttft, 50)), ms(percentile(ttft, 99))
-		ph.TPOTP50, ph.TPOTP99 = ms(percentile(tpot, 50)), ms(percentile(tpot, 99))
-		ph.E2EP50, ph.E2EP99 = ms(percentile(e2e, 50)), ms(percentile(e2e, 99))
+		ph.TTFTP50, ph.TTFTP99 = ms(stats.Percentile(ttft, 50)), ms(stats.Percentile(ttft, 99))
+		ph.TPOTP50, ph.TPOTP99 = ms(stats.Percentile(tpot, 50)), ms(stats.Percentile(tpot, 99))
+		ph.E2EP50, ph.E2EP99 = ms(stats.Percentile(e2e, 50)), ms(stats.Percentile(e2e, 99))
 		ph.SLOsMet = ph.Succeeded > 0 && phaseMeets(a.opts.SLOs, ttft, tpot, e2e)
 		rep.Phases = append(rep.Phases, ph)
 	}
@@ -683,7 +685,7 @@ func phaseMeets(slos []latency.SLO, ttft, tpot, e2e []int64) bool {
 		default:
 			continue
 		}
-		if len(x) == 0 || percentile(x, s.Percentile) > int64(s.Max) {
+		if len(x) == 0 || stats.Percentile(x, s.Percentile) > int64(s.Max) {
 			return false
 		}
 	}

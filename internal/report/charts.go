@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -287,12 +288,12 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 		slices.Sort(ttft[b])
 		slices.Sort(e2e[b])
 		if len(ttft[b]) > 0 {
-			series[0] = append(series[0], plotter.XY{X: mid(b), Y: ms(percentile(ttft[b], 50))})
-			series[1] = append(series[1], plotter.XY{X: mid(b), Y: ms(percentile(ttft[b], 99))})
+			series[0] = append(series[0], plotter.XY{X: mid(b), Y: ms(stats.Percentile(ttft[b], 50))})
+			series[1] = append(series[1], plotter.XY{X: mid(b), Y: ms(stats.Percentile(ttft[b], 99))})
 		}
 		if len(e2e[b]) > 0 {
-			series[2] = append(series[2], plotter.XY{X: mid(b), Y: ms(percentile(e2e[b], 50))})
-			series[3] = append(series[3], plotter.XY{X: mid(b), Y: ms(percentile(e2e[b], 99))})
+			series[2] = append(series[2], plotter.XY{X: mid(b), Y: ms(stats.Percentile(e2e[b], 50))})
+			series[3] = append(series[3], plotter.XY{X: mid(b), Y: ms(stats.Percentile(e2e[b], 99))})
 		}
 	}
 	p := newPlot("Latency over the run", "time since start (s), by send instant", "ms (log scale)")

@@ -2,6 +2,7 @@ package report
 
 import (
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // Options configures a report.
@@ -67,7 +68,7 @@ type Collector struct {
 	opts Options
 
 	rows     []row
-	itl, icl gaps
+	itl, icl stats.Sample
 	errKinds []string
 	errIndex map[string]uint8
 	phases   []string
@@ -89,8 +90,8 @@ func NewCollector(opts Options) *Collector {
 		phases:   []string{""},
 		phaseIdx: map[string]uint16{"": 0},
 		sources:  []string{""},
-		itl:      gaps{exactCap: itlExactCap},
-		icl:      gaps{exactCap: itlExactCap},
+		itl:      stats.Sample{ExactCap: itlExactCap},
+		icl:      stats.Sample{ExactCap: itlExactCap},
 	}
 }
 
@@ -154,8 +155,8 @@ func (c *Collector) absorb(d *digest) {
 		w.src = c.src
 		c.rows = append(c.rows, w)
 	}
-	c.itl.merge(d.itl, &d.itlHist)
-	c.icl.merge(d.icl, &d.iclHist)
+	c.itl.AddBatch(d.itl, &d.itlHist)
+	c.icl.AddBatch(d.icl, &d.iclHist)
 }
 
 func (c *Collector) kind(k string) uint8 {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // Comparison sets two runs side by side: A is the baseline, B the
@@ -76,10 +78,10 @@ func Compare(a, b *Report) *Comparison {
 			continue
 		}
 		for _, p := range []float64{50, 95, 99} {
-			va, vb := ms(percentile(sa, p)), ms(percentile(sb, p))
+			va, vb := ms(stats.Percentile(sa, p)), ms(stats.Percentile(sb, p))
 			row := CompareRow{Metric: m, Stat: "p" + pct(p), Unit: "ms", A: va, B: vb, Delta: vb - va,
 				DeltaPct: relDelta(va, vb)}
-			if lo, hi, ok := bootstrapDiffCI(sa, sb, p, resamples, rng); ok {
+			if lo, hi, ok := stats.BootstrapDiffCI(sa, sb, p, resamples, rng); ok {
 				row.CI, row.HasCI = [2]float64{msf(lo), msf(hi)}, true
 				row.Significant = lo > 0 || hi < 0
 			}
@@ -94,7 +96,7 @@ func Compare(a, b *Report) *Comparison {
 			}
 		}
 	}
-	if a.a.itl.hist != nil || b.a.itl.hist != nil {
+	if a.a.itl.Hist() != nil || b.a.itl.Hist() != nil {
 		c.Notes = append(c.Notes, "ITL came from a histogram in at least one run; its differences carry no interval")
 	}
 	return c
@@ -112,7 +114,7 @@ func stageNames() []string {
 // kept exactly).
 func (a *analysis) sampleFor(m string) []int64 {
 	if m == "itl" {
-		if a.itl.hist != nil {
+		if a.itl.Hist() != nil {
 			return nil
 		}
 		a.gapDist("itl", &a.itl)

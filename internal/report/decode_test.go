@@ -103,10 +103,10 @@ func TestCollectorGapsMatchRecord(t *testing.T) {
 			icl = r.ICLs(icl)
 		}
 	}
-	if diff := cmp.Diff(itl, c.itl.exact); diff != "" {
+	if diff := cmp.Diff(itl, c.itl.Values()); diff != "" {
 		t.Errorf("ITL (-record +collector):\n%s", diff)
 	}
-	if diff := cmp.Diff(icl, c.icl.exact); diff != "" {
+	if diff := cmp.Diff(icl, c.icl.Values()); diff != "" {
 		t.Errorf("ICL (-record +collector):\n%s", diff)
 	}
 	for i, r := range recs[:3] {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // diagnose runs every rule over the run and returns their findings,
@@ -458,7 +459,7 @@ func rulePrefillInterference(a *analysis, rep *Report) (Finding, bool) {
 		return Finding{}, false
 	}
 	slices.Sort(stallLens)
-	medStall := percentile(stallLens, 50)
+	medStall := stats.Percentile(stallLens, 50)
 	union := func(w []iv) []iv {
 		w = slices.Clone(w)
 		slices.SortFunc(w, func(x, y iv) int { return cmpInt64(x.lo, y.lo) })
@@ -534,7 +535,7 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 		return Finding{}, false
 	}
 	slices.Sort(outs)
-	capTok := percentile(outs, 90)
+	capTok := stats.Percentile(outs, 90)
 	before := a.sample("e2e")
 	after := make([]int64, 0, len(a.ok))
 	for _, i := range a.ok {
@@ -546,18 +547,18 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 		after = append(after, e)
 	}
 	slices.Sort(after)
-	p99b, p99a := percentile(before, 99), percentile(after, 99)
+	p99b, p99a := stats.Percentile(before, 99), stats.Percentile(after, 99)
 	cut := 1 - float64(p99a)/float64(p99b)
 	if p99b <= 0 || cut < 0.1 {
 		return Finding{}, false
 	}
 	nums := map[string]float64{"ms_per_output_token": f.Slope, "r2": f.R2, "cap_tokens": float64(capTok),
 		"p99_e2e_ms": ms(p99b), "p99_e2e_capped_ms": ms(p99a), "p99_cut": cut,
-		"output_p50": float64(percentile(outs, 50)), "output_p99": float64(percentile(outs, 99))}
+		"output_p50": float64(stats.Percentile(outs, 50)), "output_p99": float64(stats.Percentile(outs, 99))}
 	ev := fmt.Sprintf("%sE2E follows the answer's length: %.1f ms per output token (R² %.2f). Output "+
 		"tokens: P50 %d, P90 %d, P99 %d. Capping max_tokens at the P90 (%d) would cut P99 E2E from %s "+
 		"to %s (−%.0f%%), computed from each request's own TPOT.", prefix(why), f.Slope, f.R2,
-		percentile(outs, 50), capTok, percentile(outs, 99), capTok, fmtMS(ms(p99b)), fmtMS(ms(p99a)), 100*cut)
+		stats.Percentile(outs, 50), capTok, stats.Percentile(outs, 99), capTok, fmtMS(ms(p99b)), fmtMS(ms(p99a)), 100*cut)
 	return Finding{Severity: "warning", Title: "E2E tail is driven by long answers", Evidence: ev, Numbers: nums,
 		Remedies: []string{
 			fmt.Sprintf("cap max_tokens (at the P90 output, %d tokens, P99 E2E drops %.0f%%)", capTok, 100*cut),

@@ -2,6 +2,7 @@ package report
 
 import (
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // digest is a batch of records reduced to rows and gaps without touching
@@ -16,7 +17,7 @@ type digest struct {
 	// itlHist and iclHist hold the same gaps when the batch was built with
 	// histograms (large inputs), so a collector past its exact cap merges
 	// bucket counts instead of adding values one by one.
-	itlHist, iclHist logHist
+	itlHist, iclHist stats.Histogram
 	hists            bool
 	// noExact skips the exact gap lists: the collector has left exact mode.
 	noExact bool
@@ -35,8 +36,8 @@ type digest struct {
 func (d *digest) reset() {
 	*d = digest{rows: d.rows[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
 		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0]}
-	d.itlHist.clear()
-	d.iclHist.clear()
+	d.itlHist.Reset()
+	d.iclHist.Reset()
 }
 
 func (d *digest) index(tab *[]string, s string) int {
@@ -96,7 +97,7 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 // addGaps appends a record's gaps, as gen (latency.Record.ITLs or ICLs)
 // computes them, to the exact list and the histogram the batch keeps, and
 // returns the largest.
-func (d *digest) addGaps(exact *[]int64, hist *logHist, gen func([]int64) []int64) (largest int64) {
+func (d *digest) addGaps(exact *[]int64, hist *stats.Histogram, gen func([]int64) []int64) (largest int64) {
 	buf := *exact
 	if d.noExact {
 		buf = d.scratch[:0]
@@ -106,7 +107,7 @@ func (d *digest) addGaps(exact *[]int64, hist *logHist, gen func([]int64) []int6
 	for _, v := range buf[n:] {
 		largest = max(largest, v)
 		if d.hists {
-			hist.add(v)
+			hist.Add(v)
 		}
 	}
 	if d.noExact {

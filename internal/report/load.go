@@ -226,7 +226,7 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 			break
 		}
 		c.absorb(d)
-		exactDone.Store(c.itl.hist != nil && c.icl.hist != nil)
+		exactDone.Store(c.itl.Hist() != nil && c.icl.Hist() != nil)
 		n += len(d.rows) + d.warmup
 		for _, b := range d.bad {
 			bad = append(bad, lineOff+b)
