@@ -25,6 +25,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -434,6 +435,7 @@ func health(cpu, wall time.Duration, gc0, gc1 *metrics.Float64Histogram, phases 
 		}
 		h.GCPauses = int64(n)
 		var c uint64
+		k := uint64(stats.Rank(99, int64(n))) // nearest rank of the P99 pause
 		for i, d := range diff {
 			if d == 0 {
 				continue
@@ -444,7 +446,7 @@ func health(cpu, wall time.Duration, gc0, gc1 *metrics.Float64Histogram, phases 
 				hi = gc1.Buckets[i]
 			}
 			h.GCPauseMaxMS = hi * 1e3
-			if float64(c) >= 0.99*float64(n) && h.GCPauseP99MS == 0 {
+			if c >= k && h.GCPauseP99MS == 0 {
 				h.GCPauseP99MS = hi * 1e3
 			}
 		}

@@ -3,12 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -110,15 +110,6 @@ func abs64(x int64) int64 {
 	return x
 }
 
-// pctMS is the nearest-rank percentile of sorted nanoseconds, in ms.
-func pctMS(sorted []int64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return float64(sorted[min(max(i, 0), len(sorted)-1)]) / 1e6
-}
-
 // Calibrate measures the client's overhead floor: 200 requests of 8-chunk
 // streams at concurrency 8 (about a quarter of a second).
 func Calibrate(ctx context.Context) (*Calibration, error) {
@@ -130,9 +121,11 @@ func Calibrate(ctx context.Context) (*Calibration, error) {
 	if len(f.ttftErr) == 0 {
 		return nil, fmt.Errorf("calibration: every loopback request failed (%d)", f.errors)
 	}
+	ttft := func(p float64) float64 { return ms(stats.Percentile(f.ttftErr, p)) }
+	itl := func(p float64) float64 { return ms(stats.Percentile(f.itlErr, p)) }
 	c := &Calibration{Requests: n, Concurrency: conc, Errors: f.errors,
-		TTFTErrP50MS: pctMS(f.ttftErr, 50), TTFTErrP99MS: pctMS(f.ttftErr, 99), TTFTErrMaxMS: pctMS(f.ttftErr, 100),
-		ITLErrP50MS: pctMS(f.itlErr, 50), ITLErrP99MS: pctMS(f.itlErr, 99)}
+		TTFTErrP50MS: ttft(50), TTFTErrP99MS: ttft(99), TTFTErrMaxMS: ttft(100),
+		ITLErrP50MS: itl(50), ITLErrP99MS: itl(99)}
 	c.FloorMS = c.TTFTErrP50MS
 	return c, nil
 }

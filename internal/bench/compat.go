@@ -1,10 +1,10 @@
 package bench
 
 import (
-	"math"
 	"slices"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // Compatibility views: the same records measured the way other tools
@@ -71,8 +71,8 @@ func CompatOf(r *latency.Record) CompatRequest {
 }
 
 // CompatStat is one metric's distribution in milliseconds: an exact mean,
-// and nearest-rank percentiles, exact up to 65,536 values and from a log
-// histogram of 0.1 % resolution beyond.
+// and nearest-rank percentiles (internal/stats), exact up to 65,536 values
+// and from its histogram (within 0.05 %) beyond.
 type CompatStat struct {
 	Count int64   `json:"count"`
 	Mean  float64 `json:"mean_ms"`
@@ -99,11 +99,11 @@ type CompatViews struct {
 }
 
 // compatAgg accumulates the views over a run: exactly up to 65,536 values
-// each, then in log histograms of 0.1 % resolution (exact means), so its
-// memory stops growing with the number of requests.
+// each, then in histograms within 0.05 % (exact means), so its memory
+// stops growing with the number of requests.
 type compatAgg struct {
-	vTTFT, vTPOT, aTTFT, aITL, gTPOT gapHist
-	vITL, aICL                       gapHist
+	vTTFT, vTPOT, aTTFT, aITL, gTPOT stats.Sample
+	vITL, aICL                       stats.Sample
 }
 
 func (a *compatAgg) add(r *latency.Record) {
@@ -114,9 +114,9 @@ func (a *compatAgg) add(r *latency.Record) {
 	if c.VLLMTTFT < 0 {
 		return
 	}
-	push := func(h *gapHist, v int64) {
+	push := func(h *stats.Sample, v int64) {
 		if v >= 0 {
-			h.add(v)
+			h.Add(v)
 		}
 	}
 	push(&a.vTTFT, c.VLLMTTFT)
@@ -125,96 +125,32 @@ func (a *compatAgg) add(r *latency.Record) {
 	push(&a.aITL, c.AIPerfITL)
 	push(&a.gTPOT, c.GuidellmTPOT)
 	for _, g := range c.VLLMITL {
-		a.vITL.add(g)
+		a.vITL.Add(g)
 	}
 	for _, g := range c.AIPerfICL {
-		a.aICL.add(g)
+		a.aICL.Add(g)
 	}
 }
 
 func (a *compatAgg) views() *CompatViews {
-	if a.vTTFT.n == 0 {
+	if a.vTTFT.Count() == 0 {
 		return nil
 	}
 	v := &CompatViews{}
-	v.VLLM.TTFT, v.VLLM.TPOT, v.VLLM.ITL = a.vTTFT.stat(), a.vTPOT.stat(), a.vITL.stat()
-	v.AIPerf.TTFT, v.AIPerf.ITL, v.AIPerf.ICL = a.aTTFT.stat(), a.aITL.stat(), a.aICL.stat()
-	v.Guidellm.TPOT = a.gTPOT.stat()
+	v.VLLM.TTFT, v.VLLM.TPOT, v.VLLM.ITL = compatStat(&a.vTTFT), compatStat(&a.vTPOT), compatStat(&a.vITL)
+	v.AIPerf.TTFT, v.AIPerf.ITL, v.AIPerf.ICL = compatStat(&a.aTTFT), compatStat(&a.aITL), compatStat(&a.aICL)
+	v.Guidellm.TPOT = compatStat(&a.gTPOT)
 	return v
 }
 
-// gapHist keeps durations exactly up to gapExact of them, then in a log
-// histogram with 0.1 % wide buckets, so its memory is bounded.
-type gapHist struct {
-	exact  []int64
-	counts map[int32]int64
-	n      int64
-	sum    float64
-	zeros  int64
-}
-
-const (
-	gapRes   = 0.001
-	gapExact = 1 << 16
-)
-
-func (h *gapHist) add(v int64) {
-	h.n++
-	h.sum += float64(v)
-	if h.counts == nil {
-		if len(h.exact) < gapExact {
-			h.exact = append(h.exact, v)
-			return
-		}
-		h.counts = map[int32]int64{}
-		for _, x := range h.exact {
-			h.bucket(x)
-		}
-		h.exact = nil
-	}
-	h.bucket(v)
-}
-
-func (h *gapHist) bucket(v int64) {
-	if v <= 0 {
-		h.zeros++
-		return
-	}
-	h.counts[int32(math.Log(float64(v))/math.Log1p(gapRes))]++
-}
-
-// stat gives nearest-rank percentiles: exact while the values are kept,
-// the bucket's geometric middle after.
-func (h *gapHist) stat() CompatStat {
-	if h.n == 0 {
+// compatStat summarises one view's sample in milliseconds.
+func compatStat(s *stats.Sample) CompatStat {
+	if s.Count() == 0 {
 		return CompatStat{}
 	}
-	st := CompatStat{Count: h.n, Mean: h.sum / float64(h.n) / 1e6}
-	if h.counts == nil {
-		s := slices.Clone(h.exact)
-		slices.Sort(s)
-		st.P50, st.P90, st.P99 = pctMS(s, 50), pctMS(s, 90), pctMS(s, 99)
-		return st
-	}
-	keys := make([]int32, 0, len(h.counts))
-	for k := range h.counts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	at := func(p float64) float64 {
-		want := int64(math.Ceil(p / 100 * float64(h.n)))
-		c := h.zeros
-		if c >= want {
-			return 0
-		}
-		for _, k := range keys {
-			c += h.counts[k]
-			if c >= want {
-				return math.Exp((float64(k)+0.5)*math.Log1p(gapRes)) / 1e6
-			}
-		}
-		return 0
-	}
-	st.P50, st.P90, st.P99 = at(50), at(90), at(99)
-	return st
+	p, _ := s.Percentiles(50, 90, 99)
+	return CompatStat{Count: s.Count(), Mean: s.Mean() / 1e6, P50: ms(p[0]), P90: ms(p[1]), P99: ms(p[2])}
 }
+
+// ms converts nanoseconds to milliseconds.
+func ms(ns int64) float64 { return float64(ns) / 1e6 }

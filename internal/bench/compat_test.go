@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -132,13 +133,13 @@ func TestCompatAggregate(t *testing.T) {
 	if v.VLLM.ITL.P99 != 50 {
 		t.Errorf("vLLM ITL P99 %g ms, want 50", v.VLLM.ITL.P99)
 	}
-	// Past 65,536 values, percentiles come from 0.1 %-wide buckets.
-	var h gapHist
+	// Past 65,536 values, percentiles come from the histogram (within 0.05 %).
+	var h stats.Sample
 	for i := range int64(100000) {
-		h.add(1e6 + i*100) // 1 ms .. 11 ms
+		h.Add(1e6 + i*100) // 1 ms .. 11 ms
 	}
-	st := h.stat()
-	if want := float64(1e6+98999*100) / 1e6; st.P99 < want*0.999 || st.P99 > want*1.001 || h.exact != nil {
+	st := compatStat(&h)
+	if want := float64(1e6+98999*100) / 1e6; st.P99 < want*0.999 || st.P99 > want*1.001 || h.Values() != nil {
 		t.Errorf("histogram P99 %g ms, want %g ± 0.1%%", st.P99, want)
 	}
 }

@@ -4,24 +4,24 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // Live is the progress line shown on a terminal while a run goes: sent,
-// done, errors, the completion rate, and running P50/P99 TTFT (from a
-// log-bucket histogram of 1 % resolution; the final numbers come from the
-// report, not from here).
+// done, errors, the completion rate, and running P50/P99 TTFT (nearest
+// rank from internal/stats's histogram, within 0.05 %; the final numbers
+// come from the report, not from here).
 type Live struct {
 	nSent, nDone, nErr atomic.Int64
 
-	mu   sync.Mutex
-	hist [2048]uint32
-	n    uint32
+	ttfts stats.Concurrent
+	mu    sync.Mutex      // guards snap
+	snap  stats.Histogram // scratch for reading ttfts
 }
 
 func (l *Live) sent() { l.nSent.Add(1) }
@@ -33,11 +33,7 @@ func (l *Live) done(rec *latency.Record) {
 		return
 	}
 	if d, ok := rec.TTFT(); ok && d > 0 {
-		i := min(int(math.Log(float64(d)/1e3)*100), len(l.hist)-1) // 1 µs .. ~ 10^8 s
-		l.mu.Lock()
-		l.hist[max(i, 0)]++
-		l.n++
-		l.mu.Unlock()
+		l.ttfts.Add(int64(d))
 	}
 }
 
@@ -45,21 +41,8 @@ func (l *Live) done(rec *latency.Record) {
 func (l *Live) ttft() (p50, p99 time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n == 0 {
-		return 0, 0
-	}
-	at := func(q float64) time.Duration {
-		want := uint32(math.Ceil(q * float64(l.n)))
-		var c uint32
-		for i, v := range l.hist {
-			c += v
-			if c >= want {
-				return time.Duration(math.Exp(float64(i)/100) * 1e3)
-			}
-		}
-		return 0
-	}
-	return at(0.5), at(0.99)
+	h := l.ttfts.Snapshot(&l.snap)
+	return time.Duration(h.Percentile(50)), time.Duration(h.Percentile(99))
 }
 
 // Show redraws the progress line on w every interval until ctx is done,

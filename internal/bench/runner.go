@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -146,7 +147,7 @@ type phaseRun struct {
 
 	mu                           sync.Mutex
 	res                          PhaseResult
-	lags                         gapHist // send lags, bounded memory
+	lags                         stats.Sample // send lags, bounded memory
 	lagMax                       int64
 	firstI, lastI, firstS, lastS int64
 	firstE, lastE                int64
@@ -396,7 +397,7 @@ func (p *phaseRun) note(rec *latency.Record, scheduled bool) {
 	p.lastS = max(p.lastS, rec.SentNS)
 	if scheduled {
 		lag := max(int64(rec.ClientQueue()), 0)
-		p.lags.add(lag)
+		p.lags.Add(lag)
 		p.lagMax = max(p.lagMax, lag)
 	}
 }
@@ -416,8 +417,8 @@ func (p *phaseRun) summarize() {
 	if d := p.lastE - p.firstE; p.res.Succeeded > 1 && d > 0 {
 		p.res.CompletionRPS = float64(p.res.Succeeded-1) / (float64(d) / 1e9)
 	}
-	if p.lags.n > 0 {
-		st := p.lags.stat()
+	if p.lags.Count() > 0 {
+		st := compatStat(&p.lags)
 		p.res.SendLagP50MS, p.res.SendLagP99MS = st.P50, st.P99
 		p.res.SendLagMaxMS = float64(p.lagMax) / 1e6
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -219,13 +220,13 @@ func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) e
 	if err != nil {
 		return err
 	}
-	res.TTFTErr = [3]float64{pctMS(b.ttft, 50), pctMS(b.ttft, 99), pctMS(b.ttft, 100)}
-	res.ITLErrP99MS, res.Errors = pctMS(b.itl, 99), b.errors
+	res.TTFTErr = p50p99max(b.ttft)
+	res.ITLErrP99MS, res.Errors = ms(stats.Percentile(b.itl, 99)), b.errors
 	m, err := run(true, false)
 	if err != nil {
 		return err
 	}
-	res.FloorTTFTErr = [3]float64{pctMS(m.ttft, 50), pctMS(m.ttft, 99), pctMS(m.ttft, 100)}
+	res.FloorTTFTErr = p50p99max(m.ttft)
 	res.FloorErrors = m.errors
 	if b, err = run(false, true); err != nil {
 		return err
@@ -372,4 +373,9 @@ func (r *SelfTestResult) write(w io.Writer) {
 	fmt.Fprintf(w, "  pacer alone (no requests) achieved %.1f req/s  ← floor of this host\n", r.PacerOnlyRPS)
 	fmt.Fprintf(w, "memory over %d requests (records, report collector, compatibility views):\n", r.Many)
 	fmt.Fprintf(w, "  live heap %.1f MiB → %.1f MiB: %.0f bytes per finished request (%s)\n", r.HeapStartMB, r.HeapEndMB, r.BytesPerReq, r.ManyWall.Round(time.Millisecond))
+}
+
+// p50p99max is the P50, P99 and maximum of sorted nanoseconds, in ms.
+func p50p99max(sorted []int64) [3]float64 {
+	return [3]float64{ms(stats.Percentile(sorted, 50)), ms(stats.Percentile(sorted, 99)), ms(stats.Percentile(sorted, 100))}
 }
