@@ -6,9 +6,9 @@ import (
 )
 
 // TestLatenessQuantiles: the values 0 and 0.5 ms × i for i = 1..100 (101
-// observations). The q-quantile is the observation of rank ⌈q·101⌉, reported
-// as its bucket's upper edge (10 µs buckets below 10 ms, 100 µs above),
-// capped at the maximum.
+// observations). The q-quantile is the observation of rank ⌈q·101⌉,
+// reported as the midpoint of its internal/stats bucket (width 2^e for
+// values in [2^(e+10), 2^(e+11)) ns), the largest exactly.
 func TestLatenessQuantiles(t *testing.T) {
 	var l Lateness
 	for i := 1; i <= 100; i++ {
@@ -22,10 +22,10 @@ func TestLatenessQuantiles(t *testing.T) {
 		q    float64
 		want time.Duration
 	}{
-		{0.01, 510 * time.Microsecond},   // rank 2: 0.5 ms, bucket [500, 510) µs
-		{0.5, 25100 * time.Microsecond},  // rank 51: 25 ms, bucket [25.0, 25.1) ms
-		{0.99, 49600 * time.Microsecond}, // rank 100: 49.5 ms, bucket [49.5, 49.6) ms
-		{1, 50 * time.Millisecond},       // rank 101: 50 ms, bucket edge 50.1 ms capped at the max
+		{0.01, 500_096},            // rank 2: 0.5 ms, bucket [499,968, +256) ns
+		{0.5, 24_993_792},          // rank 51: 25 ms, bucket [24,985,600, +16,384) ns
+		{0.99, 49_496_064},         // rank 100: 49.5 ms, bucket [49,479,680, +32,768) ns
+		{1, 50 * time.Millisecond}, // rank 101: the maximum, exact
 	}
 	for _, tt := range tests {
 		if got := l.Quantile(tt.q); got != tt.want {
@@ -49,7 +49,7 @@ func TestLatenessQuantileNearestRank(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		l.Observe(time.Duration(i) * time.Millisecond)
 	}
-	if got, want := l.Quantile(0.1000000001), 2010*time.Microsecond; got != want {
-		t.Errorf("Quantile(0.1000000001) = %v, want %v (rank 2: 2 ms, bucket [2.00, 2.01) ms)", got, want)
+	if got, want := l.Quantile(0.1000000001), time.Duration(2_000_384); got != want {
+		t.Errorf("Quantile(0.1000000001) = %v, want %v (rank 2: 2 ms, bucket [1,999,872, +1,024) ns)", got, want)
 	}
 }
