@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // BenchmarkIdleStreamMemory measures the heap one submitted, not yet
@@ -124,17 +125,17 @@ func BenchmarkWallStreams(b *testing.B) {
 				b.Fatalf("read %d tokens, want %d", tokens, n*out*b.N)
 			}
 			slices.Sort(late)
-			q := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))].Microseconds()) }
-			b.ReportMetric(q(0.5), "p50-late-µs")
-			b.ReportMetric(q(0.99), "p99-late-µs")
-			b.ReportMetric(q(1), "max-late-µs")
+			µs := func(s []time.Duration, p float64) float64 { return float64(stats.Percentile(s, p).Microseconds()) }
+			b.ReportMetric(µs(late, 50), "p50-late-µs")
+			b.ReportMetric(µs(late, 99), "p99-late-µs")
+			b.ReportMetric(µs(late, 100), "max-late-µs")
 			b.ReportMetric(float64(tokens)/float64(events), "tokens/event")
 			slices.Sort(engineLag)
 			slices.Sort(startLag)
-			b.ReportMetric(float64(startLag[len(startLag)/2].Microseconds()), "p50-start-lag-µs")
-			b.ReportMetric(float64(startLag[len(startLag)*99/100].Microseconds()), "p99-start-lag-µs")
-			b.ReportMetric(float64(engineLag[len(engineLag)/2].Microseconds()), "p50-engine-lag-µs")
-			b.ReportMetric(float64(engineLag[len(engineLag)*99/100].Microseconds()), "p99-engine-lag-µs")
+			b.ReportMetric(µs(startLag, 50), "p50-start-lag-µs")
+			b.ReportMetric(µs(startLag, 99), "p99-start-lag-µs")
+			b.ReportMetric(µs(engineLag, 50), "p50-engine-lag-µs")
+			b.ReportMetric(µs(engineLag, 99), "p99-engine-lag-µs")
 		})
 	}
 }

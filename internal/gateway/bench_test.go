@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // benchEpoch is the shared clock origin: the upstream stamps each chunk
@@ -76,13 +78,9 @@ func (s *streamStats) add(o streamStats) {
 	s.peak = max(s.peak, o.peak)
 }
 
+// pct is the nearest-rank percentile p (0..100) of d.
 func pct(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(p*float64(len(s))))]
+	return stats.Percentile(slices.Sorted(slices.Values(d)), p)
 }
 
 // runStreams opens n concurrent streams against base and measures them.
@@ -260,8 +258,8 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // reportP50P99 reports the P50 and P99 of d in µs as name-p50-µs and
 // name-p99-µs.
 func reportP50P99(b *testing.B, name string, d []time.Duration) {
-	b.ReportMetric(us(pct(d, 0.5)), name+"-p50-µs")
-	b.ReportMetric(us(pct(d, 0.99)), name+"-p99-µs")
+	b.ReportMetric(us(pct(d, 50)), name+"-p50-µs")
+	b.ReportMetric(us(pct(d, 99)), name+"-p99-µs")
 }
 
 // BenchmarkLargeBodyAddedLatency sends non-streaming requests with a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/route"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // Gateway is the proxy, an http.Handler. Like httputil.ReverseProxy its
@@ -308,8 +309,7 @@ func (p *pool) p95TTFT() (time.Duration, bool) {
 		return 0, false
 	}
 	slices.Sort(s)
-	rank := (95*len(s) + 99) / 100 // ceil(0.95 n)
-	return s[rank-1], true
+	return stats.Percentile(s, 95), true
 }
 
 // route finds the route for a public model name: its own, else "*".
