@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -52,4 +53,23 @@ func TestLatenessQuantileNearestRank(t *testing.T) {
 	if got, want := l.Quantile(0.1000000001), time.Duration(2_000_384); got != want {
 		t.Errorf("Quantile(0.1000000001) = %v, want %v (rank 2: 2 ms, bucket [1,999,872, +1,024) ns)", got, want)
 	}
+}
+
+// BenchmarkLatenessObserve is the per-chunk cost of recording lateness
+// from every core at once (exponential values, mean 2 ms).
+func BenchmarkLatenessObserve(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	vs := make([]time.Duration, 1<<16)
+	for i := range vs {
+		vs[i] = time.Duration(r.ExpFloat64() * 2e6)
+	}
+	var l Lateness
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			l.Observe(vs[i&(len(vs)-1)])
+			i++
+		}
+	})
 }
