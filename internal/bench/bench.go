@@ -43,7 +43,7 @@ type Config struct {
 	// is empty.
 	StartEmbedded func(ctx context.Context) (*Embedded, error)
 	Workload      workload.Source
-	Load          Load
+	Load          workload.Load
 	// Sweep, when set, runs several phases instead of Load alone.
 	Sweep *Sweep
 	SLOs  []latency.SLO
@@ -221,7 +221,6 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		stopLive = func() { cancel(); <-done }
 	}
 
-	defer tuneGC()()
 	usage0 := cpuTime()
 	gc0 := gcPauses()
 	wall0 := time.Now()

@@ -20,7 +20,7 @@ import (
 func startSim(t *testing.T) *serve.Server {
 	t.Helper()
 	opts := serve.DefaultOptions()
-	opts.EnablePrefixCaching = true
+	opts.Engine.EnablePrefixCaching = true
 	cfg, err := opts.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestEndToEndAgainstEmbeddedEngine(t *testing.T) {
 		Target: Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true,
 			ContinuousUsage: true, Timeout: time.Minute},
 		Workload: src,
-		Load:     Load{Rate: 40, Arrival: workload.Poisson, Requests: 24, WarmupRequests: 4, Seed: 1},
+		Load:     workload.Load{Rate: 40, Arrival: workload.Poisson, Requests: 24, WarmupRequests: 4, Seed: 1},
 		SLOs:     mustSLOs(t, "ttft:p99<=1ms"),
 		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
 	}
@@ -164,7 +164,7 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 	cfg := Config{
 		Target:   Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true, ContinuousUsage: true, Timeout: time.Minute},
 		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(32), Output: workload.Fixed(6), Turns: 1, Seed: 1},
-		Load:     Load{Concurrency: 4, Requests: 40},
+		Load:     workload.Load{Concurrency: 4, Requests: 40},
 		OutDir:   dir, SkipCalibration: true,
 	}
 	res, err := Run(context.Background(), cfg, &bytes.Buffer{})
@@ -187,7 +187,7 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 // grace, and still writes the summary of what finished.
 func TestStopWritesSummary(t *testing.T) {
 	res, dir := runStopped(t, 8, 20*time.Millisecond, 20*time.Millisecond, 400*time.Millisecond, Config{
-		Load:  Load{Rate: 50, Arrival: workload.Constant, Duration: time.Minute},
+		Load:  workload.Load{Rate: 50, Arrival: workload.Constant, Duration: time.Minute},
 		Grace: 5 * time.Second,
 	})
 	recs := readRecords(t, filepath.Join(dir, RequestsFile))
@@ -208,7 +208,7 @@ func TestStopWritesSummary(t *testing.T) {
 // Requests still in flight when the grace runs out are recorded as canceled.
 func TestGraceRunsOut(t *testing.T) {
 	res, dir := runStopped(t, 2, 10*time.Second, time.Millisecond, 200*time.Millisecond, Config{
-		Load:  Load{Concurrency: 3, Requests: 100},
+		Load:  workload.Load{Concurrency: 3, Requests: 100},
 		Grace: 100 * time.Millisecond,
 	})
 	recs := readRecords(t, filepath.Join(dir, RequestsFile))

@@ -3,13 +3,17 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -37,12 +41,12 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := []any{c.Target.BaseURL, c.Target.IgnoreEOS, c.Target.ContinuousUsage, c.Load.Rate, c.Load.Requests, c.Load.Arrival, c.OutDir}
-	want := []any{"", true, true, float64(DefaultRate), DefaultRequests, workload.Poisson, filepath.Join("results", "20260102-030405")}
+	want := []any{"", true, true, float64(workload.DefaultRate), workload.DefaultRequests, workload.Poisson, filepath.Join("results", "20260102-030405")}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("embedded defaults (-want +got):\n%s", diff)
 	}
 	// A real server gets neither extension unless asked.
-	c, err = cfgOf(t, func(o *Options) { o.URL = "http://h:8000"; o.Concurrency = 4 }, "url", "concurrency")
+	c, err = cfgOf(t, func(o *Options) { o.URL = "http://h:8000"; o.Workload.Concurrency = 4 }, "url", "concurrency")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +54,7 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Errorf("external target %+v load %+v", c.Target, c.Load)
 	}
 	t.Setenv("OPENAI_API_KEY", "sk-env")
-	c, _ = cfgOf(t, func(o *Options) { o.Headers = []string{"X-A: 1", "X-A: 2"}; o.Warmup = "5s" })
+	c, _ = cfgOf(t, func(o *Options) { o.Headers = []string{"X-A: 1", "X-A: 2"}; o.Workload.Warmup = "5s" })
 	if c.Target.APIKey != "sk-env" || !cmp.Equal(c.Target.Headers["X-A"], []string{"1", "2"}) || c.Load.WarmupDuration != 5*time.Second {
 		t.Errorf("key %q headers %v warm-up %s", c.Target.APIKey, c.Target.Headers, c.Load.WarmupDuration)
 	}
@@ -62,7 +66,7 @@ func TestOptionsTraceAndPrompts(t *testing.T) {
 	if err := os.WriteFile(trace, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,2\n1.5,20,3\n3,30,4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cfgOf(t, func(o *Options) { o.Trace = trace; o.TimeScale = 2 })
+	c, err := cfgOf(t, func(o *Options) { o.Workload.Trace = trace; o.Workload.TimeScale = 2 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +81,18 @@ func TestOptionsTraceAndPrompts(t *testing.T) {
 	if diff := cmp.Diff([]time.Duration{0, 3 * time.Second, 6 * time.Second}, at); diff != "" {
 		t.Errorf("arrivals (-want +got):\n%s", diff)
 	}
-	if _, err := cfgOf(t, func(o *Options) { o.Trace = trace; o.Rate = 5 }, "rate"); err == nil {
-		t.Error("--trace with --rate accepted")
+	for _, given := range []string{"rate", "sweep"} {
+		_, err := cfgOf(t, func(o *Options) { o.Workload.Trace = trace; o.Workload.Rate = 5; o.Sweep = "1,2" }, given)
+		var fe *field.Error
+		if !errors.As(err, &fe) || fe.Field != "trace" || !slices.Contains(fe.Refs, given) {
+			t.Errorf("a trace with a %s: err %v, want a field error about trace naming %s", given, err, given)
+		}
 	}
 	prompts := filepath.Join(dir, "p.jsonl")
 	if err := os.WriteFile(prompts, []byte(`{"prompt":"a b c","max_tokens":7}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err = cfgOf(t, func(o *Options) { o.Prompts = prompts })
+	c, err = cfgOf(t, func(o *Options) { o.Workload.Prompts = prompts })
 	if err != nil {
 		t.Fatal(err)
 	}

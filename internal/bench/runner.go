@@ -2,9 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,59 +15,6 @@ import (
 // Doer sends one request and measures it into a record (Client does).
 type Doer interface {
 	Do(ctx context.Context, req *workload.Request, rec *latency.Record)
-}
-
-// Load is how one phase schedules requests.
-type Load struct {
-	// Rate is the open-loop arrival rate in requests per second; 0 runs a
-	// closed loop of Concurrency workers.
-	Rate       float64
-	Arrival    workload.Process
-	Burstiness float64
-	// Concurrency is the number of closed-loop workers, or with Rate the
-	// cap on requests in flight (0: no cap).
-	Concurrency int
-	// Requests bounds the measured requests, Duration the measured span
-	// (from the end of the warm-up); at least one of them is set.
-	Requests int
-	Duration time.Duration
-	// Warm-up requests are sent first and marked Warmup (excluded from
-	// results): the first WarmupRequests, or those meant to be sent before
-	// WarmupDuration.
-	WarmupRequests int
-	WarmupDuration time.Duration
-	// Arrivals, when set, replaces the Rate process (trace replay).
-	Arrivals func() workload.Arrivals
-	Seed     uint64
-}
-
-// Mode is "open" or "closed".
-func (l Load) Mode() string {
-	if l.Rate > 0 || l.Arrivals != nil {
-		return "open"
-	}
-	return "closed"
-}
-
-// Validate checks a load.
-func (l Load) Validate() error {
-	switch {
-	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
-		return fmt.Errorf("rate %g: must be a positive number of requests per second", l.Rate)
-	case l.Concurrency < 0:
-		return fmt.Errorf("concurrency %d: must be positive", l.Concurrency)
-	case l.Rate == 0 && l.Arrivals == nil && l.Concurrency == 0:
-		return errors.New("give a --rate (open loop), a --concurrency (closed loop), or both")
-	case l.Requests < 0:
-		return fmt.Errorf("requests %d: must be positive", l.Requests)
-	case l.Duration < 0:
-		return fmt.Errorf("duration %s: must be positive", l.Duration)
-	case l.Requests == 0 && l.Duration == 0 && l.Arrivals == nil:
-		return errors.New("give --requests or --duration")
-	case l.WarmupRequests < 0 || l.WarmupDuration < 0:
-		return errors.New("warm-up must not be negative")
-	}
-	return nil
 }
 
 // PhaseResult is what the runner measured about its own schedule in one
@@ -135,7 +79,7 @@ type Runner struct {
 type phaseRun struct {
 	r       *Runner
 	name    string
-	load    Load
+	load    workload.Load
 	sendCtx context.Context // done: stop sending
 	reqCtx  context.Context // done: cancel in-flight requests
 	sem     chan struct{}
@@ -156,7 +100,7 @@ type phaseRun struct {
 
 // Run runs one phase. ctx stops sending; requests in flight then get Grace
 // to finish. It returns when every started request has been emitted.
-func (r *Runner) Run(ctx context.Context, name string, load Load) (PhaseResult, error) {
+func (r *Runner) Run(ctx context.Context, name string, load workload.Load) (PhaseResult, error) {
 	if err := load.Validate(); err != nil {
 		return PhaseResult{}, err
 	}

@@ -99,7 +99,7 @@ func synth(turns int, think time.Duration) workload.Source {
 	return &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(2), Turns: turns, Think: think, Seed: 1}
 }
 
-func runFake(t *testing.T, ctx context.Context, clock *fakeClock, d *fakeDoer, src workload.Source, load Load) (PhaseResult, []*latency.Record) {
+func runFake(t *testing.T, ctx context.Context, clock *fakeClock, d *fakeDoer, src workload.Source, load workload.Load) (PhaseResult, []*latency.Record) {
 	t.Helper()
 	var recs []*latency.Record
 	r := &Runner{Doer: d, Source: src, Clock: clock, RunID: "t", Emit: func(rec *latency.Record) { recs = append(recs, rec) }}
@@ -121,7 +121,7 @@ func runFake(t *testing.T, ctx context.Context, clock *fakeClock, d *fakeDoer, s
 func TestOpenLoopScheduleIsAbsolute(t *testing.T) {
 	clock, d := newFake(3*time.Millisecond, 0)
 	res, recs := runFake(t, context.Background(), clock, d, synth(1, 0),
-		Load{Rate: 10, Arrival: workload.Constant, Requests: 5})
+		workload.Load{Rate: 10, Arrival: workload.Constant, Requests: 5})
 	var intended, sent []int64
 	for _, r := range recs {
 		intended, sent = append(intended, r.IntendedNS), append(sent, r.SentNS)
@@ -158,7 +158,7 @@ func abs(x float64) float64 {
 func TestWarmupAndDuration(t *testing.T) {
 	clock, d := newFake(0, 0)
 	_, recs := runFake(t, context.Background(), clock, d, synth(1, 0),
-		Load{Rate: 10, Arrival: workload.Constant, Requests: 3, WarmupRequests: 2})
+		workload.Load{Rate: 10, Arrival: workload.Constant, Requests: 3, WarmupRequests: 2})
 	var warm []bool
 	for _, r := range recs {
 		warm = append(warm, r.Warmup)
@@ -168,7 +168,7 @@ func TestWarmupAndDuration(t *testing.T) {
 	}
 	clock, d = newFake(0, 0)
 	res, recs := runFake(t, context.Background(), clock, d, synth(1, 0),
-		Load{Rate: 10, Arrival: workload.Constant, Duration: time.Second, WarmupDuration: 500 * time.Millisecond})
+		workload.Load{Rate: 10, Arrival: workload.Constant, Duration: time.Second, WarmupDuration: 500 * time.Millisecond})
 	if len(recs) != 15 || res.Warmup != 5 {
 		t.Errorf("1.5 s at 10 req/s: %d records, %d warm-up; want 15 and 5", len(recs), res.Warmup)
 	}
@@ -176,7 +176,7 @@ func TestWarmupAndDuration(t *testing.T) {
 
 func TestClosedLoopKeepsConcurrency(t *testing.T) {
 	clock, d := newFake(0, 2*time.Millisecond)
-	res, recs := runFake(t, context.Background(), clock, d, synth(1, 0), Load{Concurrency: 3, Requests: 12})
+	res, recs := runFake(t, context.Background(), clock, d, synth(1, 0), workload.Load{Concurrency: 3, Requests: 12})
 	if len(recs) != 12 || res.Mode != "closed" {
 		t.Fatalf("%d records in mode %s", len(recs), res.Mode)
 	}
@@ -193,7 +193,7 @@ func TestClosedLoopKeepsConcurrency(t *testing.T) {
 func TestRateWithCapQueuesInTheClient(t *testing.T) {
 	clock, d := newFake(0, time.Millisecond)
 	_, recs := runFake(t, context.Background(), clock, d, synth(1, 0),
-		Load{Rate: 1000, Arrival: workload.Constant, Concurrency: 1, Requests: 20})
+		workload.Load{Rate: 1000, Arrival: workload.Constant, Concurrency: 1, Requests: 20})
 	if m := d.maxIn.Load(); m != 1 {
 		t.Errorf("max in flight %d, want 1", m)
 	}
@@ -220,7 +220,7 @@ func TestStopEndsSending(t *testing.T) {
 			cancel()
 		}
 	}
-	res, recs := runFake(t, ctx, clock, d, synth(1, 0), Load{Rate: 100, Arrival: workload.Constant, Requests: 1000})
+	res, recs := runFake(t, ctx, clock, d, synth(1, 0), workload.Load{Rate: 100, Arrival: workload.Constant, Requests: 1000})
 	if len(recs) < 3 || len(recs) > 5 || !res.Interrupted {
 		t.Errorf("%d records after a stop at the 3rd (interrupted %v)", len(recs), res.Interrupted)
 	}
@@ -229,7 +229,7 @@ func TestStopEndsSending(t *testing.T) {
 func TestSessionsSendTurnsAfterThinkTime(t *testing.T) {
 	clock, d := newFake(0, 0)
 	one := func() workload.Arrivals { return &workload.AtOffsets{At: []time.Duration{0}} }
-	_, recs := runFake(t, context.Background(), clock, d, synth(3, time.Second), Load{Arrivals: one, Requests: 3})
+	_, recs := runFake(t, context.Background(), clock, d, synth(3, time.Second), workload.Load{Arrivals: one, Requests: 3})
 	if len(recs) != 3 {
 		t.Fatalf("%d records, want the 3 turns of one session", len(recs))
 	}
@@ -247,7 +247,7 @@ func TestSessionsSendTurnsAfterThinkTime(t *testing.T) {
 }
 
 func TestLoadValidate(t *testing.T) {
-	for _, l := range []Load{
+	for _, l := range []workload.Load{
 		{Rate: -1, Requests: 1},
 		{Requests: 1},
 		{Rate: 1},

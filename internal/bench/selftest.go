@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -35,14 +33,10 @@ type SelfTestOptions struct {
 	Many int
 }
 
-// BindFlags defines the self-test's flags.
-func (o *SelfTestOptions) BindFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Streams, "self-test-streams", 1000, "self-test: concurrent streams of the fidelity test")
-	fs.DurationVar(&o.Gap, "self-test-gap", 50*time.Millisecond, "self-test: time between a stream's tokens (starts spread over a stream's life)")
-	fs.Float64Var(&o.Rate, "self-test-rate", 5000, "self-test: target rate of the rate test (req/s)")
-	fs.DurationVar(&o.RateDuration, "self-test-duration", 2*time.Second, "self-test: length of the rate test")
-	fs.IntVar(&o.Tokens, "self-test-tokens", 16, "self-test: tokens per stream")
-	fs.IntVar(&o.Many, "self-test-requests", 50000, "self-test: requests of the memory-bound test")
+// DefaultSelfTestOptions are the sizes of `bench --self-test`.
+func DefaultSelfTestOptions() SelfTestOptions {
+	return SelfTestOptions{Streams: 1000, Gap: 50 * time.Millisecond, Rate: 5000, RateDuration: 2 * time.Second,
+		Tokens: 16, Many: 50000}
 }
 
 // SelfTestResult is what the self-test measured.
@@ -97,7 +91,6 @@ func RunSelfTest(ctx context.Context, o SelfTestOptions, log io.Writer) (*SelfTe
 	if o.Streams <= 0 || o.Rate <= 0 || o.RateDuration <= 0 || o.Tokens <= 0 || o.Many <= 0 {
 		return nil, fmt.Errorf("self-test: sizes must be positive")
 	}
-	defer tuneGC()()
 	res := &SelfTestResult{Streams: o.Streams, Tokens: o.Tokens, Gap: o.Gap, TargetRPS: o.Rate, Many: o.Many, CPUs: runtime.NumCPU(), GoMaxProcs: runtime.GOMAXPROCS(0)}
 	fmt.Fprintf(log, "self-test 1/3: %d concurrent streams of %d tokens (bench client, then minimal client)\n", o.Streams, o.Tokens)
 	if err := fidelityTest(ctx, o, res); err != nil {
@@ -254,7 +247,7 @@ func rateTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 		}
 	}}
 	// A short warm-up opens connections first.
-	ph, err := r.Run(ctx, "rate", Load{Rate: o.Rate, Arrival: workload.Constant, Duration: o.RateDuration,
+	ph, err := r.Run(ctx, "rate", workload.Load{Rate: o.Rate, Arrival: workload.Constant, Duration: o.RateDuration,
 		WarmupDuration: o.RateDuration / 4})
 	if err != nil {
 		return err
@@ -269,7 +262,7 @@ func rateTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 		rec.EndNS, rec.FirstTokenNS = rec.SentNS, rec.SentNS
 	})
 	r2 := &Runner{Doer: nop, Source: g.src, Clock: g.clock, RunID: "pace", Emit: func(*latency.Record) {}}
-	ph2, err := r2.Run(ctx, "pace", Load{Rate: o.Rate, Arrival: workload.Constant, Duration: o.RateDuration})
+	ph2, err := r2.Run(ctx, "pace", workload.Load{Rate: o.Rate, Arrival: workload.Constant, Duration: o.RateDuration})
 	if err != nil {
 		return err
 	}
@@ -339,11 +332,11 @@ func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 	time.Sleep(time.Second)
 	start := time.Now()
 	// Warm the path up, then measure from the tenth request on.
-	if _, err := r.Run(ctx, "many", Load{Concurrency: 32, Requests: tenth}); err != nil {
+	if _, err := r.Run(ctx, "many", workload.Load{Concurrency: 32, Requests: tenth}); err != nil {
 		return err
 	}
 	first := liveBytes()
-	if _, err := r.Run(ctx, "many", Load{Concurrency: 32, Requests: o.Many - tenth}); err != nil {
+	if _, err := r.Run(ctx, "many", workload.Load{Concurrency: 32, Requests: o.Many - tenth}); err != nil {
 		return err
 	}
 	last := liveBytes()

@@ -8,11 +8,11 @@ import (
 )
 
 // The self-test's figures as Go benchmarks (docs/performance.md). Each
-// reports its measurements as custom metrics; run one at a time:
+// reports its measurements as custom metrics; run one at a time, with the
+// garbage-collector settings tokentrace bench runs under:
 //
-//	go test -run '^$' -bench Fidelity -benchtime 1x ./internal/bench
+//	GOGC=400 GOMEMLIMIT=1GiB go test -run '^$' -bench Fidelity -benchtime 1x ./internal/bench
 func BenchmarkFidelity1000Streams(b *testing.B) {
-	defer tuneGC()()
 	b.ReportAllocs()
 	for b.Loop() {
 		res := &SelfTestResult{}
@@ -27,7 +27,6 @@ func BenchmarkFidelity1000Streams(b *testing.B) {
 }
 
 func BenchmarkRate5000(b *testing.B) {
-	defer tuneGC()()
 	b.ReportAllocs()
 	for b.Loop() {
 		res := &SelfTestResult{}
@@ -41,7 +40,6 @@ func BenchmarkRate5000(b *testing.B) {
 }
 
 func BenchmarkManyRequestsMemory(b *testing.B) {
-	defer tuneGC()()
 	for b.Loop() {
 		res := &SelfTestResult{}
 		if err := manyTest(context.Background(), SelfTestOptions{Many: 20000, Tokens: 16}, res); err != nil {

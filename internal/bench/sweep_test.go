@@ -57,7 +57,7 @@ func (d *rateDoer) Do(_ context.Context, req *workload.Request, rec *latency.Rec
 
 func sweepRun(t *testing.T, d *rateDoer, clock *fakeClock, sw *Sweep, slos string) *SweepOutcome {
 	t.Helper()
-	cfg := Config{Load: Load{Rate: 1, Arrival: workload.Constant, Requests: 20}, Sweep: sw, SLOs: mustSLOs(t, slos)}
+	cfg := Config{Load: workload.Load{Rate: 1, Arrival: workload.Constant, Requests: 20}, Sweep: sw, SLOs: mustSLOs(t, slos)}
 	r := &Runner{Doer: d, Source: synth(1, 0), Clock: clock, RunID: "s", Emit: func(*latency.Record) {}}
 	var phases []PhaseResult
 	out, err := runSweep(context.Background(), r, cfg, io.Discard, &phases)
@@ -131,7 +131,7 @@ func TestParseSweep(t *testing.T) {
 // (they already span 10 s).
 func TestSweepMinSpan(t *testing.T) {
 	clock, d := newRateDoer(100, 0)
-	cfg := Config{Load: Load{Rate: 1, Arrival: workload.Constant, Requests: 20},
+	cfg := Config{Load: workload.Load{Rate: 1, Arrival: workload.Constant, Requests: 20},
 		Sweep: &Sweep{Kind: "rate", Values: []float64{2, 8}, MinSpan: 5 * time.Second}}
 	r := &Runner{Doer: d, Source: synth(1, 0), Clock: clock, RunID: "s", Emit: func(*latency.Record) {}}
 	var phases []PhaseResult

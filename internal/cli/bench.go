@@ -16,14 +16,12 @@ import (
 
 func init() { register(newBenchCmd) }
 
-// ExitSLOFailed is bench's exit status when an SLO given with --slo fails.
-const ExitSLOFailed = 3
-
 func newBenchCmd() *cobra.Command {
 	opts := bench.DefaultOptions()
 	sim := serve.DefaultOptions()
-	var self bench.SelfTestOptions
+	self := bench.DefaultSelfTestOptions()
 	var selfTest bool
+	var g, simG *flagGroup
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark an OpenAI-compatible server (or the embedded engine) with numbers that are right",
@@ -34,14 +32,15 @@ closed loop with --concurrency, both for a rate with a cap), so latency is
 reported from the intended send time too, free of coordinated omission.
 
 With no --url it starts the embedded simulated engine (tokentrace serve) on a
-loopback port; its options are the --sim-* flags.
+loopback port; its settings are serve's flags with a sim- prefix
+(--sim-model, --sim-tensor-parallel-size, --sim-enable-prefix-caching, …).
 
-Results go to a folder (--out): requests.jsonl (one record per request,
-written as each finishes), summary.json, run.json, command.txt and config.json.
-The console summary is tokentrace report's.
+Results go to a folder (--output-dir): requests.jsonl (one record per
+request, written as each finishes), summary.json, run.json, command.txt and
+config.json. The console summary is tokentrace report's.
 
 Exit status: 0 when the run completed (and every --slo holds), 3 when an SLO
-failed, 2 for bad flags, 1 when the run could not happen. See docs/bench.md.`,
+failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 		Example: `  tokentrace bench
   tokentrace bench --url http://localhost:8000 --rate 20 --duration 2m --slo "ttft:p99<=1.5s,tpot:p99<=50ms"
   tokentrace bench --url http://localhost:8000 --concurrency 64 --requests 2000 --input-tokens uniform:500-1500
@@ -54,26 +53,13 @@ failed, 2 for bad flags, 1 when the run could not happen. See docs/bench.md.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			defer tuneGC()()
 			if selfTest {
 				return bench.SelfTest(ctx, self, cmd.OutOrStdout())
 			}
-			changed := func(name string) bool { return cmd.Flags().Changed(name) }
-			cfg, err := opts.Config(changed, time.Now())
+			cfg, err := benchConfig(opts, sim, g, simG)
 			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("bench: %w", err)}
-			}
-			if cfg.Target.BaseURL == "" {
-				scfg, err := sim.Config()
-				if err != nil {
-					return &ExitError{Code: 2, Err: fmt.Errorf("bench: embedded engine (--sim-* flags): %w", err)}
-				}
-				cfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
-					srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
-					if err != nil {
-						return nil, err
-					}
-					return &bench.Embedded{URL: srv.URL(), Describe: srv.Describe(), Close: srv.Close}, nil
-				}
+				return err
 			}
 			cfg.Command = os.Args
 			cfg.Echo = flagValues(cmd.Flags())
@@ -91,33 +77,87 @@ failed, 2 for bad flags, 1 when the run could not happen. See docs/bench.md.`,
 			return nil
 		},
 	}
-	// Flags that do not parse are bad flags too: exit status 2.
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: 2, Err: fmt.Errorf("bench: %w", err)}
-	})
 	f := cmd.Flags()
-	opts.BindFlags(f)
+	g = newFlagGroup(f, "", "")
+	bindBenchFlags(g, &opts)
 	f.BoolVar(&selfTest, "self-test", false, "measure this client's own speed and fidelity against loopback servers, then exit")
-	self.BindFlags(f)
-	// The embedded engine's options, as tokentrace serve names them, with a
-	// sim- prefix (host, port and the model name clients send are bench's).
-	simFlags := pflag.NewFlagSet("sim", pflag.ContinueOnError)
-	sim.BindFlags(simFlags)
-	simFlags.VisitAll(func(fl *pflag.Flag) {
-		switch fl.Name {
-		case "host", "port":
-			return
-		}
-		f.AddFlag(&pflag.Flag{Name: "sim-" + fl.Name, Usage: "embedded engine: " + fl.Usage,
-			Value: fl.Value, DefValue: fl.DefValue, NoOptDefVal: fl.NoOptDefVal})
-	})
+	bindSelfTestFlags(g, &self)
+	// The embedded engine's settings, as tokentrace serve names them, with
+	// a sim- prefix (where it listens is bench's business).
+	simG = newFlagGroup(f, "sim-", "embedded engine: ")
+	bindEngineFlags(simG, &sim.Engine)
+	bindServerFlags(simG, &sim)
 	return cmd
 }
 
-// flagValues is the configuration as given, for config.json (secrets hidden).
+// benchConfig checks bench's flags and, without --url, the embedded
+// engine's, and wires the engine in.
+func benchConfig(opts bench.Options, sim serve.Options, g, simG *flagGroup) (bench.Config, error) {
+	cfg, err := opts.Config(g.given, time.Now())
+	if err != nil {
+		return cfg, usageError(fmt.Errorf("bench: %w", err), g)
+	}
+	if cfg.Target.BaseURL != "" {
+		return cfg, nil
+	}
+	if err := simG.finish(); err != nil {
+		return cfg, usageError(fmt.Errorf("bench: embedded engine: %w", err), simG)
+	}
+	scfg, err := sim.Config()
+	if err != nil {
+		return cfg, usageError(fmt.Errorf("bench: embedded engine: %w", err), simG)
+	}
+	cfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
+		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		return &bench.Embedded{URL: srv.URL(), Describe: srv.Describe(), Close: srv.Close}, nil
+	}
+	return cfg, nil
+}
+
+// bindBenchFlags binds bench's flags: the target, the workload group,
+// sweeps and SLOs, and the results folder.
+func bindBenchFlags(g *flagGroup, o *bench.Options) {
+	g.stringVar(&o.URL, "url", "base URL of an OpenAI-compatible server (with or without /v1); none: start the embedded engine")
+	g.stringVar(&o.Endpoint, "endpoint", "API: chat (/v1/chat/completions) or completions (/v1/completions)")
+	g.stringVar(&o.Model, "model", "model name to send (default: the first of GET /v1/models)")
+	g.stringVar(&o.APIKey, "api-key", "bearer token (default: $OPENAI_API_KEY)")
+	g.stringArrayVar(&o.Headers, "header", `extra request header "Name: value" (repeatable)`)
+	g.boolVar(&o.Stream, "stream", "stream the answers (server-sent events)")
+	g.boolVar(&o.IgnoreEOS, "ignore-eos", "send ignore_eos so answers run to max_tokens (vLLM, SGLang; on by default for the embedded engine)")
+	g.boolVar(&o.MinTokens, "min-tokens", "send min_tokens = max_tokens (vLLM)")
+	g.boolVar(&o.ContinuousUsage, "continuous-usage", "ask for token counts on every chunk (vLLM's continuous_usage_stats; on by default for the embedded engine)")
+	g.boolVar(&o.ReturnMetrics, "return-metrics", "ask a tokentrace server for its per-request metrics object")
+	g.durationVar(&o.Timeout, "timeout", "fail a request that receives nothing for this long")
+	bindWorkloadFlags(g, &o.Workload)
+	g.stringVar(&o.Sweep, "sweep", "run several points: a list of rates (or of concurrencies without --rate), or auto")
+	g.durationVar(&o.SweepMinSpan, "sweep-min-span", "sweep: each rate point sends for at least this long (more requests than --requests if needed), so a short burst that the server absorbs is not taken for sustained capacity")
+	g.stringVar(&o.SLO, "slo", `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"; with --sweep auto: capacity search`)
+	bindOutputDir(g, &o.OutputDir, "results folder (default ./results/<timestamp>/)")
+	g.boolVar(&o.NoCalibration, "no-calibration", "skip the loopback calibration of the client's overhead")
+	g.durationVar(&o.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")
+}
+
+// bindSelfTestFlags binds the sizes of bench --self-test.
+func bindSelfTestFlags(g *flagGroup, o *bench.SelfTestOptions) {
+	g.intVar(&o.Streams, "self-test-streams", "self-test: concurrent streams of the fidelity test")
+	g.durationVar(&o.Gap, "self-test-gap", "self-test: time between a stream's tokens (starts spread over a stream's life)")
+	g.float64Var(&o.Rate, "self-test-rate", "self-test: target rate of the rate test (req/s)")
+	g.durationVar(&o.RateDuration, "self-test-duration", "self-test: length of the rate test")
+	g.intVar(&o.Tokens, "self-test-tokens", "self-test: tokens per stream")
+	g.intVar(&o.Many, "self-test-requests", "self-test: requests of the memory-bound test")
+}
+
+// flagValues is the configuration as given, for config.json (secrets
+// hidden), under the canonical flag names.
 func flagValues(fs *pflag.FlagSet) map[string]string {
 	m := map[string]string{}
 	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Annotations[aliasOf] != nil {
+			return
+		}
 		v := fl.Value.String()
 		if fl.Name == "api-key" && v != "" {
 			v = "(set)"

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
@@ -13,10 +16,9 @@ import (
 func init() { register(newReportCmd) }
 
 func newReportCmd() *cobra.Command {
-	var (
-		cfg report.Config
-		slo string
-	)
+	cfg := report.Config{Format: "text", Options: report.Options{Seed: 1, Resamples: 2000}}
+	var slo, output string
+	var g *flagGroup
 	cmd := &cobra.Command{
 		Use:   "report RESULTS... | report --compare A B",
 		Short: "Report percentiles, stage split, SLO verdicts and a diagnosis from bench results",
@@ -28,9 +30,13 @@ verdicts with goodput and attainment, and a diagnosis naming the cause of each
 breach with the numbers that show it and what to do.
 
 Formats: text (default), md, json (schema in docs/report.md), csv (one line per
-request) and html (one self-contained file; -o, default report.html in the
-results folder). --compare A B sets two runs side by side and marks each
-difference larger than its confidence interval.`,
+request) and html (one self-contained file; --output/-o, default report.html
+in the results folder). --compare A B sets two runs side by side and marks
+each difference larger than its confidence interval.
+
+Exit status: 0 when the report is written (and every --slo holds), 3 when an
+SLO failed, 2 for bad flags or results that cannot be read, 1 when the
+output cannot be written (docs/cli.md).`,
 		Example: `  tokentrace report results/run1
   tokentrace report results/run1 --slo "ttft:p99<=1.5s,tpot:p99<=50ms" --format html
   tokentrace report --compare results/before results/after --format md`,
@@ -38,20 +44,57 @@ difference larger than its confidence interval.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			slos, err := latency.ParseSLOs(slo)
 			if err != nil {
-				return fmt.Errorf("report: --slo: %w", err)
+				return usageError(fmt.Errorf("report: %w", field.Wrap("slo", err)), g)
 			}
 			cfg.SLOs = slos
 			cfg.Paths = args
-			return report.Run(cmd.Context(), cfg, cmd.OutOrStdout())
+			r, err := report.Render(cmd.Context(), cfg)
+			if err != nil {
+				return usageError(fmt.Errorf("report: %w", err), g)
+			}
+			if err := writeReport(r, output, cfg.DefaultFile(), cmd.OutOrStdout()); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			if r.Report != nil && len(slos) > 0 && r.Report.SLOsFailed() {
+				return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("report: an SLO failed (%s)", slo)}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&slo, "slo", "", `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms,e2e:p95<=10s"`)
-	f.StringVarP(&cfg.Format, "format", "f", "text", "output format: "+strings.Join(report.Formats, ", "))
-	f.StringVarP(&cfg.Output, "output", "o", "", "write to this file (html defaults to report.html in the results folder)")
-	f.BoolVar(&cfg.Compare, "compare", false, "compare two runs: report --compare A B")
-	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the bootstrap's random source")
-	f.IntVar(&cfg.Resamples, "resamples", 2000, "bootstrap resamples for confidence intervals")
-	f.BoolVar(&cfg.IncludeWarmup, "include-warmup", false, "keep warm-up requests in the results")
+	g = newFlagGroup(f, "", "")
+	g.stringVar(&slo, "slo", `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms,e2e:p95<=10s"`)
+	if full, ok := g.define("format"); ok {
+		f.StringVarP(&cfg.Format, full, "f", cfg.Format, "output format: "+strings.Join(report.Formats, ", "))
+	}
+	bindOutputFile(g, &output, "write to this file, - for standard output (html defaults to report.html in the results folder)")
+	g.boolVar(&cfg.Compare, "compare", "compare two runs: report --compare A B")
+	g.uint64Var(&cfg.Seed, "seed", "seed of the bootstrap's random source")
+	g.intVar(&cfg.Resamples, "resamples", "bootstrap resamples for confidence intervals")
+	g.boolVar(&cfg.IncludeWarmup, "include-warmup", "keep warm-up requests in the results")
 	return cmd
+}
+
+// writeReport writes r to the named file, or to the default one, or to
+// stdout ("" or "-"); a file's path is printed to stdout.
+func writeReport(r *report.Rendered, output, defaultFile string, stdout io.Writer) error {
+	if output == "" {
+		output = defaultFile
+	}
+	if output == "" || output == "-" {
+		return r.Write(stdout)
+	}
+	f, err := os.Create(output)
+	if err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	if err := r.Write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", output, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "report written to %s\n", output)
+	return err
 }

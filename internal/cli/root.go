@@ -1,12 +1,17 @@
-// Package cli holds tokentrace's command line: one file per subcommand, each
-// turning flags into a typed configuration and calling the package that does
-// the work. No logic lives here.
+// Package cli holds tokentrace's command line: flags (one name per concept,
+// each defined once in flaggroups.go and bound by every command that takes
+// it), config files, process settings, exit statuses, and the mapping from
+// the domain packages' field errors to flag names. One file per
+// subcommand turns flags into a typed configuration and calls the package
+// that does the work; no domain logic lives here, and no domain package
+// imports cobra or pflag (imports_test.go checks it).
 package cli
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,22 +21,6 @@ import (
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
 var Version = "dev"
-
-// ExitError carries a process exit status out of a command, with an optional
-// message. bench uses it to report failed SLOs with a distinct status.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit status %d", e.Code)
-	}
-	return e.Err.Error()
-}
-
-func (e *ExitError) Unwrap() error { return e.Err }
 
 // NewRoot builds the root command with every subcommand attached.
 func NewRoot() *cobra.Command {
@@ -47,6 +36,15 @@ OpenAI-compatible server, reports where the time went against your SLOs, and
 proxies traffic while measuring and defending every stage.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// A flag that does not parse is bad input, for every command.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: err}
+	})
+	// Marks that a command got past cobra's checks (command name,
+	// arguments, flags): an error before this is bad usage.
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		cmd.Root().Annotations = map[string]string{startedKey: "yes"}
 	}
 	root.AddCommand(newVersionCmd())
 	for _, add := range subcommands {
@@ -67,19 +65,30 @@ func Main(args []string) int {
 	defer stop()
 	root := NewRoot()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	return exitStatus(root, root.ExecuteContext(ctx), os.Stderr)
+}
+
+const startedKey = "tokentrace/started"
+
+// exitStatus prints err (if any) and returns the process exit status: the
+// ExitError's code, ExitUsage for what cobra rejects before a command runs
+// (unknown commands, wrong arguments), ExitFailed for anything else.
+func exitStatus(root *cobra.Command, err error, stderr io.Writer) int {
 	if err == nil {
-		return 0
+		return ExitOK
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintln(os.Stderr, "tokentrace:", ee.Err)
+			fmt.Fprintln(stderr, "tokentrace:", ee.Err)
 		}
 		return ee.Code
 	}
-	fmt.Fprintln(os.Stderr, "tokentrace:", err)
-	return 1
+	fmt.Fprintln(stderr, "tokentrace:", err)
+	if root.Annotations[startedKey] == "" {
+		return ExitUsage
+	}
+	return ExitFailed
 }
 
 func newVersionCmd() *cobra.Command {

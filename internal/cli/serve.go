@@ -12,7 +12,9 @@ func init() { register(newServeCmd) }
 
 func newServeCmd() *cobra.Command {
 	opts := serve.DefaultOptions()
+	listen := listenAddr{Host: "127.0.0.1", Port: 8000}
 	var configPath string
+	var g *flagGroup
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a step-level simulated inference engine behind an OpenAI-compatible API",
@@ -23,31 +25,45 @@ model, behind an OpenAI-compatible API: /v1/chat/completions, /v1/completions,
 /v1/models, /health and vLLM's /metrics. See docs/serve.md.
 
 Every flag can also be given in a YAML file (--config) under the same name;
-flags given on the command line win.`,
+flags given on the command line win.
+
+Exit status: 0 after a clean stop, 2 for bad flags or settings that cannot
+run, 1 when it cannot listen (docs/cli.md).`,
 		Example: `  tokentrace serve --model Llama-3.1-8B --gpu H100-SXM --port 8000
   tokentrace serve --config serve.yaml --enable-prefix-caching
   tokentrace serve --max-waiting 64 --fault-503-rate 0.01 --fault-seed 7`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath != "" {
-				if err := serve.ApplyConfigFile(configPath, cmd.Flags()); err != nil {
-					return &ExitError{Code: 2, Err: err}
+				if err := applyConfigFile(configPath, cmd.Flags(), cmd.ErrOrStderr()); err != nil {
+					return usageError(err)
 				}
+			}
+			if err := g.finish(); err != nil {
+				return usageError(fmt.Errorf("serve: %w", err), g)
+			}
+			addr, err := listen.addr()
+			if err != nil {
+				return usageError(fmt.Errorf("serve: %w", err), g)
 			}
 			cfg, err := opts.Config()
 			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("serve: %w", err)}
+				return usageError(fmt.Errorf("serve: %w", err), g)
 			}
-			srv, err := serve.Start(cmd.Context(), cfg, opts.Addr())
+			srv, err := serve.Start(cmd.Context(), cfg, addr)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), srv.Describe())
 			<-cmd.Context().Done()
 			return srv.Close()
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "", "YAML file of settings named like the flags")
-	opts.BindFlags(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "YAML file of settings named like the flags")
+	g = newFlagGroup(f, "", "")
+	bindEngineFlags(g, &opts.Engine)
+	bindServerFlags(g, &opts)
+	bindListenFlags(g, &listen)
 	return cmd
 }

@@ -2,11 +2,13 @@ package engine
 
 import (
 	"fmt"
-	"math"
+	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 // StepTimer prices one engine step: the performance model's
@@ -36,64 +38,30 @@ type Speculative struct {
 	Alpha float64
 }
 
-// Output-length distributions for OutputLength.Dist.
-const (
-	DistLognormal   = "lognormal"   // mean Mean, shape Sigma (default 1)
-	DistExponential = "exponential" // mean Mean
-	DistUniform     = "uniform"     // integers in [Min, Max]
-	DistFixed       = "fixed"       // always Mean
-	DistMax         = "max"         // always max_tokens (never stops early)
-)
+// DefaultOutputLength is the natural output length when
+// Config.OutputLength is nil: log-normal with mean 256 and shape 1.
+var DefaultOutputLength workload.Dist = workload.LogNormal{MeanLen: 256, Sigma: 1}
 
-// OutputLength is the distribution of the natural output length (where the
-// model would emit its end of sequence). The drawn length is raised to
-// min_tokens and capped by max_tokens; ignore_eos skips the draw.
-type OutputLength struct {
-	Dist     string
-	Mean     float64
-	Sigma    float64
-	Min, Max int
-}
+// OutputToMaxTokens is the natural length of a model that never ends early:
+// every answer runs to its max_tokens. Its spec is "max".
+var OutputToMaxTokens workload.Dist = untilMax{}
 
-// DefaultOutputLength is used when Config.OutputLength.Dist is empty.
-var DefaultOutputLength = OutputLength{Dist: DistLognormal, Mean: 256, Sigma: 1}
-
-func (o OutputLength) String() string {
-	switch o.Dist {
-	case DistLognormal:
-		return fmt.Sprintf("lognormal(mean=%g, sigma=%g)", o.Mean, o.Sigma)
-	case DistExponential:
-		return fmt.Sprintf("exponential(mean=%g)", o.Mean)
-	case DistUniform:
-		return fmt.Sprintf("uniform[%d, %d]", o.Min, o.Max)
-	case DistFixed:
-		return fmt.Sprintf("fixed(%g)", o.Mean)
-	case DistMax:
-		return "max_tokens"
+// ParseOutputLength reads a natural output length: "max"
+// (OutputToMaxTokens) or a length distribution in workload.ParseDist's
+// vocabulary, e.g. lognormal:mean=256,sigma=1.
+func ParseOutputLength(spec string) (workload.Dist, error) {
+	if strings.EqualFold(strings.TrimSpace(spec), "max") {
+		return OutputToMaxTokens, nil
 	}
-	return o.Dist
+	return workload.ParseDist(spec, "output")
 }
 
-func (o OutputLength) validate() error {
-	switch o.Dist {
-	case DistLognormal:
-		if !(o.Mean >= 1) || o.Sigma < 0 || math.IsInf(o.Mean, 0) || math.IsNaN(o.Sigma) {
-			return fmt.Errorf("lognormal output length needs mean >= 1 and sigma >= 0 (got mean %g, sigma %g)", o.Mean, o.Sigma)
-		}
-	case DistExponential, DistFixed:
-		if !(o.Mean >= 1) || math.IsInf(o.Mean, 0) {
-			return fmt.Errorf("%s output length needs mean >= 1 (got %g)", o.Dist, o.Mean)
-		}
-	case DistUniform:
-		if o.Min < 1 || o.Max < o.Min {
-			return fmt.Errorf("uniform output length needs 1 <= min <= max (got [%d, %d])", o.Min, o.Max)
-		}
-	case DistMax:
-	default:
-		return fmt.Errorf("unknown output length distribution %q (want lognormal, exponential, uniform, fixed or max)", o.Dist)
-	}
-	return nil
-}
+type untilMax struct{}
+
+func (untilMax) Sample(*rand.Rand) int { return workload.MaxLen }
+func (untilMax) Mean() float64         { return workload.MaxLen }
+func (untilMax) String() string        { return "max" }
+func (untilMax) Validate() error       { return nil }
 
 // Config configures an engine. Zero fields take the defaults documented on
 // each; Describe prints the values in force.
@@ -131,9 +99,11 @@ type Config struct {
 	Speculative Speculative
 	// Policy is PolicyFCFS (default) or PolicyPriority.
 	Policy string
-	// OutputLength is the natural output-length distribution
-	// (DefaultOutputLength when Dist is empty).
-	OutputLength OutputLength
+	// OutputLength is the natural output length: where the model would
+	// emit its end of sequence, drawn per request, raised to min_tokens and
+	// capped by max_tokens; ignore_eos skips the draw. Nil means
+	// DefaultOutputLength.
+	OutputLength workload.Dist
 	// MaxWaiting bounds the waiting queue; Submit returns ErrQueueFull
 	// beyond it. 0 means unbounded.
 	MaxWaiting int
@@ -175,49 +145,49 @@ func (c Config) WithDefaults() Config {
 	if c.Policy == "" {
 		c.Policy = PolicyFCFS
 	}
-	if c.OutputLength.Dist == "" {
+	if c.OutputLength == nil {
 		c.OutputLength = DefaultOutputLength
-	}
-	if c.OutputLength.Dist == DistLognormal && c.OutputLength.Sigma == 0 && c.OutputLength.Mean == 0 {
-		c.OutputLength.Sigma = 1
 	}
 	return c
 }
 
-// Validate reports why c (after WithDefaults) cannot run.
+// Validate reports why c (after WithDefaults) cannot run; a bad setting
+// gives a *field.Error named as Options names it.
 func (c Config) Validate() error {
 	switch {
 	case c.StepTimer == nil:
 		return fmt.Errorf("engine config: no step timer (performance model)")
 	case c.BlockSize < 1:
-		return fmt.Errorf("engine config: block size must be at least 1 (got %d)", c.BlockSize)
+		return field.Invalid("block_size", c.BlockSize, "must be at least 1")
 	case c.NumBlocks < 1:
-		return fmt.Errorf("engine config: the KV cache has %d blocks; the model does not fit in GPU memory or the KV cache was not sized", c.NumBlocks)
+		return field.Invalid("num_gpu_blocks_override", c.NumBlocks, "the KV cache has no blocks; the model does not fit in GPU memory or the KV cache was not sized")
 	case c.MaxModelLen < 2:
-		return fmt.Errorf("engine config: max_model_len must be at least 2 (got %d)", c.MaxModelLen)
+		return field.Invalid("max_model_len", c.MaxModelLen, "must be at least 2")
 	case c.MaxNumSeqs < 1:
-		return fmt.Errorf("engine config: max_num_seqs must be at least 1 (got %d)", c.MaxNumSeqs)
+		return field.Invalid("max_num_seqs", c.MaxNumSeqs, "must be at least 1")
 	case c.MaxNumBatchedTokens < c.BlockSize:
-		return fmt.Errorf("engine config: max_num_batched_tokens %d is below one block (%d tokens)", c.MaxNumBatchedTokens, c.BlockSize)
+		return field.Invalid("max_num_batched_tokens", c.MaxNumBatchedTokens, "below one block (%d tokens)", c.BlockSize)
 	case c.DisableChunkedPrefill && c.MaxNumBatchedTokens < c.MaxModelLen:
-		return fmt.Errorf("engine config: with chunked prefill off, max_num_batched_tokens (%d) must be at least max_model_len (%d)", c.MaxNumBatchedTokens, c.MaxModelLen)
+		return field.Invalid("max_num_batched_tokens", c.MaxNumBatchedTokens, "with {enable_chunked_prefill} off, must be at least {max_model_len} (%d)", c.MaxModelLen)
 	case c.Speculative.K < 0 || c.Speculative.K > 64:
-		return fmt.Errorf("engine config: speculative draft length must be in 0..64 (got %d)", c.Speculative.K)
+		return field.Invalid("speculative_k", c.Speculative.K, "must be in 0..64")
 	case c.Speculative.K > 0 && !(c.Speculative.Alpha >= 0 && c.Speculative.Alpha <= 1):
-		return fmt.Errorf("engine config: speculative acceptance rate must be in [0, 1] (got %g)", c.Speculative.Alpha)
+		return field.Invalid("speculative_alpha", c.Speculative.Alpha, "must be in [0, 1]")
 	case c.Speculative.K > 0 && c.MaxNumBatchedTokens < c.Speculative.K+1:
-		return fmt.Errorf("engine config: max_num_batched_tokens %d cannot hold one speculative verify (%d tokens)", c.MaxNumBatchedTokens, c.Speculative.K+1)
+		return field.Invalid("max_num_batched_tokens", c.MaxNumBatchedTokens, "cannot hold one speculative verify (%d tokens)", c.Speculative.K+1)
 	case c.Policy != PolicyFCFS && c.Policy != PolicyPriority:
-		return fmt.Errorf("engine config: unknown scheduling policy %q (want fcfs or priority)", c.Policy)
+		return field.Invalid("scheduling_policy", c.Policy, "want fcfs or priority")
 	case c.MaxWaiting < 0:
-		return fmt.Errorf("engine config: max waiting must be >= 0 (got %d)", c.MaxWaiting)
+		return field.Invalid("max_waiting", c.MaxWaiting, "must not be negative")
+	case c.OutputLength == nil:
+		return field.Errorf("natural_output_tokens", "no output length distribution")
 	}
 	if need := c.MaxModelLen + c.Speculative.K; c.NumBlocks*c.BlockSize < need {
-		return fmt.Errorf("engine config: the KV cache holds %d tokens (%d blocks of %d), fewer than max_model_len %d needs; lower max_model_len or raise GPU memory utilization",
+		return field.Invalid("max_model_len", c.MaxModelLen, "the KV cache holds %d tokens (%d blocks of %d), fewer than %d; lower it or raise {gpu_memory_utilization}",
 			c.NumBlocks*c.BlockSize, c.NumBlocks, c.BlockSize, need)
 	}
-	if err := c.OutputLength.validate(); err != nil {
-		return fmt.Errorf("engine config: %w", err)
+	if err := c.OutputLength.Validate(); err != nil {
+		return field.Invalid("natural_output_tokens", c.OutputLength, "%w", err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 // fakeClock is a manual clock: After registers a timer that Advance fires.
@@ -369,8 +371,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"cache too small": func(c *Config) { c.NumBlocks = 10 },
 		"policy":          func(c *Config) { c.Policy = "lifo" },
 		"alpha":           func(c *Config) { c.Speculative = Speculative{K: 2, Alpha: 1.5} },
-		"dist":            func(c *Config) { c.OutputLength = OutputLength{Dist: "zipf"} },
-		"uniform":         func(c *Config) { c.OutputLength = OutputLength{Dist: DistUniform, Min: 5, Max: 2} },
+		"lognormal mean":  func(c *Config) { c.OutputLength = workload.LogNormal{MeanLen: 0, Sigma: 1} },
+		"uniform":         func(c *Config) { c.OutputLength = workload.Uniform{Lo: 5, Hi: 2} },
 		"max model len":   func(c *Config) { c.MaxModelLen = 0 },
 	} {
 		cfg := testConfig()
@@ -402,7 +404,7 @@ func TestDescribeAndDefaults(t *testing.T) {
 	want := "engine: m on L4 (24 GiB)\n" +
 		"  KV cache: 1000 blocks x 16 tokens = 16000 tokens\n" +
 		"  max_model_len=4096 max_num_batched_tokens=4096 max_num_seqs=256 chunked_prefill=off prefix_caching=off scheduling=fcfs\n" +
-		"  speculative=off output_length=lognormal(mean=256, sigma=1) max_waiting=unbounded seed=0"
+		"  speculative=off output_length=lognormal:mean=256,sigma=1 max_waiting=unbounded seed=0"
 	if diff := cmp.Diff(want, cfg.Describe()); diff != "" {
 		t.Fatalf("Describe (-want +got):\n%s", diff)
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"math/rand/v2"
 	"time"
 
@@ -135,27 +134,7 @@ func (s *scheduler) drawOutput(q *Request) (int, FinishReason) {
 	if q.IgnoreEOS || q.MinTokens >= maxT {
 		return maxT, FinishLength
 	}
-	var x float64
-	o := s.cfg.OutputLength
-	switch o.Dist {
-	case DistLognormal:
-		mu := math.Log(o.Mean) - o.Sigma*o.Sigma/2
-		x = math.Exp(mu + o.Sigma*s.outRng.NormFloat64())
-	case DistExponential:
-		x = s.outRng.ExpFloat64() * o.Mean
-	case DistUniform:
-		x = float64(o.Min + s.outRng.IntN(o.Max-o.Min+1))
-	case DistFixed:
-		x = o.Mean
-	default: // DistMax
-		return maxT, FinishLength
-	}
-	n := 1
-	if x >= float64(maxT) {
-		n = maxT
-	} else if x > 1 {
-		n = int(math.Round(x))
-	}
+	n := min(s.cfg.OutputLength.Sample(s.outRng), maxT)
 	n = max(n, q.MinTokens)
 	if n >= maxT {
 		return maxT, FinishLength

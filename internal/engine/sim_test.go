@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 func TestSpeculativeDecoding(t *testing.T) {
@@ -89,7 +90,7 @@ func pow(x float64, n int) float64 {
 
 func TestOutputLength(t *testing.T) {
 	cfg := testConfig()
-	cfg.OutputLength = OutputLength{Dist: DistFixed, Mean: 10}
+	cfg.OutputLength = workload.Fixed(10)
 	arr := []Arrival{
 		{Request: Request{ID: "ignore", PromptLen: 5, MaxTokens: 30, IgnoreEOS: true}},
 		{Request: Request{ID: "natural", PromptLen: 5, MaxTokens: 30}},
@@ -116,12 +117,12 @@ func TestOutputLength(t *testing.T) {
 }
 
 func TestOutputLengthDistributions(t *testing.T) {
-	for _, o := range []OutputLength{
-		{Dist: DistLognormal, Mean: 100, Sigma: 1},
-		{Dist: DistExponential, Mean: 100},
-		{Dist: DistUniform, Min: 50, Max: 150},
+	for _, o := range []workload.Dist{
+		workload.LogNormal{MeanLen: 100, Sigma: 1},
+		workload.Exponential{MeanLen: 100},
+		workload.Uniform{Lo: 50, Hi: 150},
 	} {
-		t.Run(o.Dist, func(t *testing.T) {
+		t.Run(o.String(), func(t *testing.T) {
 			cfg := testConfig()
 			cfg.OutputLength = o
 			s := newTestScheduler(t, cfg)
@@ -131,7 +132,7 @@ func TestOutputLengthDistributions(t *testing.T) {
 				if k < 1 || why != FinishStop {
 					t.Fatalf("draw %d %s", k, why)
 				}
-				if o.Dist == DistUniform && (k < 50 || k > 150) {
+				if _, ok := o.(workload.Uniform); ok && (k < 50 || k > 150) {
 					t.Fatalf("uniform draw %d outside [50, 150]", k)
 				}
 				sum += k
@@ -239,7 +240,7 @@ func TestRandomizedInvariants(t *testing.T) {
 			cfg.Policy = PolicyPriority
 		}
 		cfg.Seed = seed
-		cfg.OutputLength = OutputLength{Dist: DistExponential, Mean: 40}
+		cfg.OutputLength = workload.Exponential{MeanLen: 40}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			runChecked(t, cfg, randomArrivals(seed, 300, 200, cfg.MaxModelLen))
 		})
@@ -338,7 +339,7 @@ func FuzzScheduler(f *testing.F) {
 			cfg.Speculative = Speculative{K: 1 + int(data[5]%8), Alpha: float64(data[5]) / 255}
 		}
 		cfg.Seed = uint64(data[5])
-		cfg.OutputLength = OutputLength{Dist: DistUniform, Min: 1, Max: 30}
+		cfg.OutputLength = workload.Uniform{Lo: 1, Hi: 30}
 		var arr []Arrival
 		var at time.Duration
 		for i := 6; i+2 < len(data) && len(arr) < 64; i += 3 {
@@ -416,7 +417,7 @@ func TestSimulateArrivalOrderIndependent(t *testing.T) {
 	// Arrivals given out of order are simulated in time order, and results
 	// come back in the order given.
 	cfg := testConfig()
-	cfg.OutputLength = OutputLength{Dist: DistFixed, Mean: 5}
+	cfg.OutputLength = workload.Fixed(5)
 	arr := []Arrival{
 		{At: 30 * time.Millisecond, Request: Request{ID: "late", PromptLen: 10, MaxTokens: 5}},
 		{At: 0, Request: Request{ID: "early", PromptLen: 10, MaxTokens: 5}},

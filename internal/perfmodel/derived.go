@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // Workload is what a derived estimate is asked about: B concurrent requests
@@ -24,23 +26,23 @@ const MaxLength = 10_000_000
 // when speculative decoding is asked for.
 func (w Workload) Validate() error {
 	if w.Input <= 0 {
-		return fmt.Errorf("input length must be > 0 (got %d)", w.Input)
+		return field.Invalid("input_tokens", w.Input, "must be > 0")
 	}
 	if w.Output <= 0 {
-		return fmt.Errorf("output length must be > 0 (got %d)", w.Output)
+		return field.Invalid("output_tokens", w.Output, "must be > 0")
 	}
 	if w.Input+w.Output > MaxLength || w.Input > MaxLength || w.Output > MaxLength {
-		return fmt.Errorf("input + output must be ≤ %d tokens", MaxLength)
+		return field.Errorf("input_tokens", "{input_tokens} + {output_tokens} must be ≤ %d tokens", MaxLength)
 	}
 	if w.Batch < 1 || w.Batch > 1_000_000 {
-		return fmt.Errorf("batch size must be in [1, 1000000] (got %d)", w.Batch)
+		return field.Invalid("batch", w.Batch, "batch size must be in [1, 1000000]")
 	}
 	if w.SpecK != 0 || w.SpecAlpha != 0 {
 		if w.SpecK < 1 || w.SpecK > 64 {
-			return fmt.Errorf("speculative draft length k must be in [1, 64] (got %d)", w.SpecK)
+			return field.Invalid("speculative_k", w.SpecK, "speculative draft length k must be in [1, 64]")
 		}
 		if !(w.SpecAlpha >= 0 && w.SpecAlpha < 1) {
-			return fmt.Errorf("speculative acceptance rate α must be in [0, 1) (got %g)", w.SpecAlpha)
+			return field.Invalid("speculative_alpha", w.SpecAlpha, "speculative acceptance rate α must be in [0, 1)")
 		}
 	}
 	return nil

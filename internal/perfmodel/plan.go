@@ -4,15 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // Request is what `tokentrace estimate` asks: names as the user typed them,
-// resolved by Plan.
+// resolved by Plan. A bad one gives a *field.Error named by the setting:
+// model, gpu, gpu_file, tensor_parallel_size, dtype, kv_cache_dtype,
+// gpu_memory_utilization, input_tokens, output_tokens, batch,
+// speculative_k, speculative_alpha, draft_model.
 type Request struct {
 	Model   string // catalog name, or a path to a config.json
 	GPU     string
 	GPUFile string // optional YAML catalog extending/overriding the built-in one
-	// TP is the tensor-parallel degree; 0 picks the smallest that fits.
+	// TP is the tensor-parallel degree; 0 picks the smallest power of two
+	// at which the weights fit.
 	TP          int
 	WeightDType string
 	KVDType     string
@@ -51,35 +57,32 @@ type Result struct {
 func Plan(req Request) (*Result, error) {
 	model, err := ResolveModel(req.Model)
 	if err != nil {
-		return nil, err
+		return nil, field.Wrap("model", err)
 	}
-	cat := BuiltinGPUs()
-	if req.GPUFile != "" {
-		if cat, err = LoadGPUCatalogFile(req.GPUFile); err != nil {
-			return nil, err
-		}
+	cat, err := GPUCatalogFor(req.GPUFile)
+	if err != nil {
+		return nil, field.Wrap("gpu_file", err)
 	}
 	gpu, err := cat.Lookup(req.GPU)
 	if err != nil {
-		return nil, err
+		return nil, field.Wrap("gpu", err)
+	}
+	if req.TP < 0 {
+		return nil, field.Invalid("tensor_parallel_size", req.TP, "must be ≥ 1, or 0 for the smallest that fits")
 	}
 	wd, err := ParseDType(orDefault(req.WeightDType, "bf16"))
 	if err != nil {
-		return nil, fmt.Errorf("--dtype: %w", err)
+		return nil, field.Wrap("dtype", err)
 	}
-	kvDefault := "bf16" // the engine's activation precision, as vLLM's kv_cache_dtype "auto"
-	if wd == FP16 {
-		kvDefault = "fp16"
-	}
-	kd, err := ParseDType(orDefault(req.KVDType, kvDefault))
+	kd, err := ParseDType(KVDTypeFor(req.KVDType, wd))
 	if err != nil {
-		return nil, fmt.Errorf("--kv-dtype: %w", err)
+		return nil, field.Wrap("kv_cache_dtype", err)
 	}
 	if !kd.validKV() {
-		return nil, fmt.Errorf("--kv-dtype: %s is not a KV-cache precision (bf16, fp16, fp8, int8)", kd)
+		return nil, field.Invalid("kv_cache_dtype", string(kd), "not a KV-cache precision (bf16, fp16, fp8, int8)")
 	}
 	if len(req.Batches) == 0 {
-		return nil, errors.New("at least one batch size is required")
+		return nil, field.Errorf("batch", "at least one batch size is required")
 	}
 	work := Workload{Input: req.Input, Output: req.Output, Batch: req.Batches[0], SpecK: req.SpecK, SpecAlpha: req.Alpha}
 	for _, b := range req.Batches {
@@ -89,7 +92,7 @@ func Plan(req Request) (*Result, error) {
 		}
 	}
 	if req.MemUtil != 0 && !(req.MemUtil > 0 && req.MemUtil <= 1) {
-		return nil, fmt.Errorf("--mem-util must be in (0, 1] (got %g)", req.MemUtil)
+		return nil, field.Invalid("gpu_memory_utilization", req.MemUtil, "must be in (0, 1]")
 	}
 	eff := DefaultEfficiency(gpu)
 	if req.Roofline {
@@ -104,7 +107,7 @@ func Plan(req Request) (*Result, error) {
 	if req.DraftModel != "" {
 		d, err := ResolveModel(req.DraftModel)
 		if err != nil {
-			return nil, fmt.Errorf("--draft-model: %w", err)
+			return nil, field.Wrap("draft_model", err)
 		}
 		draft = &d
 		cfg.DraftModel = draft
@@ -147,6 +150,19 @@ func Plan(req Request) (*Result, error) {
 	return res, nil
 }
 
+// KVDTypeFor is the KV cache precision a setting names: "auto" or empty
+// follows the weights when they are 16-bit and is bf16 (the activations')
+// otherwise, as vLLM's kv_cache_dtype "auto".
+func KVDTypeFor(kv string, weights DType) string {
+	if kv != "" && kv != "auto" {
+		return kv
+	}
+	if weights == FP16 {
+		return string(FP16)
+	}
+	return string(BF16)
+}
+
 func orDefault(s, d string) string {
 	if s == "" {
 		return d
@@ -183,3 +199,12 @@ func overlay(base Efficiency, o EffOverride) Efficiency {
 
 // durationMS is a duration in milliseconds, for JSON.
 func durationMS(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// GPUCatalogFor is the built-in GPU catalog, extended and overridden by the
+// YAML file at path when path is not empty.
+func GPUCatalogFor(path string) (*GPUCatalog, error) {
+	if path == "" {
+		return BuiltinGPUs(), nil
+	}
+	return LoadGPUCatalogFile(path)
+}

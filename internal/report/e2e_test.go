@@ -38,7 +38,7 @@ func TestBenchOverloadDiagnosedAsQueueing(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "overload")
 	console, err := tokentrace(t, "bench", "--rate", "60", "--requests", "80", "--sim-max-num-seqs", "2",
-		"--output-tokens", "16", "--input-tokens", "128", "--no-calibration", "--out", dir,
+		"--output-tokens", "16", "--input-tokens", "128", "--no-calibration", "--output-dir", dir,
 		"--slo", "ttft:p99<=200ms", "--seed", "7")
 	var ee *cli.ExitError
 	if !errors.As(err, &ee) || ee.Code != 3 {
@@ -49,9 +49,10 @@ func TestBenchOverloadDiagnosedAsQueueing(t *testing.T) {
 		t.Errorf("bench's summary lacks the diagnosis:\n%s", console)
 	}
 
+	// report judges the SLO as bench did: exit status 3, the report written.
 	out, err := tokentrace(t, "report", dir, "--slo", "ttft:p99<=200ms", "--format", "json")
-	if err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
+	if !errors.As(err, &ee) || ee.Code != cli.ExitSLOFailed {
+		t.Fatalf("report: err %v, want exit status 3 (a failed SLO)\n%s", err, out)
 	}
 	var rep report.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -73,8 +74,8 @@ func TestBenchOverloadDiagnosedAsQueueing(t *testing.T) {
 		t.Errorf("verdict %+v, summary %+v", rep.SLOs[0], rep.Summary)
 	}
 	text, err := tokentrace(t, "report", dir, "--slo", "ttft:p99<=200ms")
-	if err != nil {
-		t.Fatal(err)
+	if !errors.As(err, &ee) || ee.Code != cli.ExitSLOFailed {
+		t.Fatalf("report: err %v, want exit status 3", err)
 	}
 	t.Logf("\n%s", text)
 }
@@ -89,7 +90,7 @@ func TestBenchLongPromptsDiagnosedAsPrefill(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "prefill")
 	console, err := tokentrace(t, "bench", "--concurrency", "1", "--requests", "30",
-		"--input-tokens", "uniform:500-8000", "--output-tokens", "4", "--no-calibration", "--out", dir,
+		"--input-tokens", "uniform:500-8000", "--output-tokens", "4", "--no-calibration", "--output-dir", dir,
 		"--slo", "ttft:p99<=100ms", "--seed", "3")
 	var ee *cli.ExitError
 	if !errors.As(err, &ee) || ee.Code != 3 {

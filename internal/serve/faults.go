@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // FaultHeader is the request header that forces faults on one request
@@ -64,20 +66,23 @@ func (f Faults) validate() error {
 		name string
 		v    float64
 	}{
-		{"fault-429-rate", f.Rate429}, {"fault-500-rate", f.Rate500}, {"fault-503-rate", f.Rate503},
-		{"fault-400-rate", f.RateContextLength}, {"fault-slow-first-token-rate", f.SlowFirstTokenRate},
-		{"fault-stall-rate", f.StallRate}, {"fault-reset-rate", f.ResetRate},
+		{"fault_429_rate", f.Rate429}, {"fault_500_rate", f.Rate500}, {"fault_503_rate", f.Rate503},
+		{"fault_400_rate", f.RateContextLength}, {"fault_slow_first_token_rate", f.SlowFirstTokenRate},
+		{"fault_stall_rate", f.StallRate}, {"fault_reset_rate", f.ResetRate},
 	}
 	for _, r := range rates {
 		if !(r.v >= 0 && r.v <= 1) {
-			return fmt.Errorf("--%s must be in [0, 1] (got %g)", r.name, r.v)
+			return field.Invalid(r.name, r.v, "must be in [0, 1]")
 		}
 	}
 	if s := f.Rate429 + f.Rate500 + f.Rate503 + f.RateContextLength; s > 1+1e-9 {
-		return fmt.Errorf("fault error rates sum to %g, more than 1", s)
+		return field.Errorf("fault_429_rate", "the error rates ({fault_429_rate}, {fault_500_rate}, {fault_503_rate}, {fault_400_rate}) sum to %g, more than 1", s)
 	}
-	if f.SlowFirstTokenDelay < 0 || f.StallDuration < 0 {
-		return fmt.Errorf("--fault-slow-first-token-delay and --fault-stall-duration must not be negative")
+	if f.SlowFirstTokenDelay < 0 {
+		return field.Invalid("fault_slow_first_token_delay", f.SlowFirstTokenDelay, "must not be negative")
+	}
+	if f.StallDuration < 0 {
+		return field.Invalid("fault_stall_duration", f.StallDuration, "must not be negative")
 	}
 	return nil
 }

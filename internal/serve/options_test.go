@@ -1,17 +1,14 @@
 package serve
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
-
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 func TestDefaultOptionsRun(t *testing.T) {
@@ -24,11 +21,14 @@ func TestDefaultOptionsRun(t *testing.T) {
 		t.Errorf("engine config %+v", e)
 	}
 	if l := cfg.Limits; l.ReadHeaderTimeout != 10*time.Second || l.BodyTimeout != 30*time.Second || l.IdleTimeout != 2*time.Minute || l.MaxConns != 0 {
-		t.Errorf("server limits %+v, want 10s, 30s, 2m and the cap from the descriptor limit", l)
+		t.Errorf("limits %+v", l)
+	}
+	if e.OutputLength != (workload.LogNormal{MeanLen: 256, Sigma: 1}) {
+		t.Errorf("natural output length %v", e.OutputLength)
 	}
 }
 
-// TestDefaultMaxModelLen: with no --max-model-len the context is the
+// TestDefaultMaxModelLen: with no max_model_len the context is the
 // model's own (Llama-3.1: 131,072, as vLLM serves it), lowered to the KV
 // cache's capacity; an 8,192-in / 1,024-out request, which an 8,192 default
 // rejected, is served.
@@ -38,11 +38,11 @@ func TestDefaultMaxModelLen(t *testing.T) {
 		want       func(kvTokens int) int
 	}{
 		{"Llama-3.1-8B", "H100-SXM", func(int) int { return 131072 }},
-		{"Llama-3.1-8B", "L4", func(kv int) int { return kv }},    // 24 GB: the KV cache holds less than 131,072
+		{"Llama-3.1-8B", "L4", func(kv int) int { return kv }},     // 24 GB: the KV cache holds less than 131,072
 		{"Llama-2-7B", "H100-SXM", func(int) int { return 4096 }}, // its config.json's max_position_embeddings
 	} {
 		o := DefaultOptions()
-		o.Model, o.GPU = tc.model, tc.gpu
+		o.Engine.Model, o.Engine.GPU = tc.model, tc.gpu
 		cfg, err := o.Config()
 		if err != nil {
 			t.Fatalf("%s on %s: %v", tc.model, tc.gpu, err)
@@ -66,97 +66,54 @@ func TestDefaultMaxModelLen(t *testing.T) {
 	}
 }
 
-// TestConfigFileKeysAreFlags sets every flag from a YAML file and checks
-// the options equal those set from the command line.
-func TestConfigFileKeysAreFlags(t *testing.T) {
-	values := map[string]string{
-		"model": "Qwen2.5-7B", "gpu": "A100-80GB-SXM", "tp": "2", "dtype": "fp8", "kv-dtype": "fp8",
-		"gpu-memory-utilization": "0.8", "max-num-seqs": "64", "max-num-batched-tokens": "4096", "block-size": "32",
-		"num-gpu-blocks-override": "900", "max-model-len": "4096", "max-waiting": "10", "queue-full-status": "503",
-		"enable-prefix-caching": "true", "enable-chunked-prefill": "false", "speculative-k": "3", "speculative-alpha": "0.7",
-		"draft-model": "Llama-3.1-8B", "scheduling-policy": "priority", "output-dist": "uniform", "output-mean": "5",
-		"output-sigma": "0.5", "output-min": "3", "output-max": "9", "seed": "11", "host": "0.0.0.0", "port": "9000",
-		"served-model-name": "m", "max-body-bytes": "4096", "fault-seed": "5", "fault-429-rate": "0.1",
-		"fault-500-rate": "0.05", "fault-503-rate": "0.02", "fault-400-rate": "0.01", "fault-slow-first-token-rate": "0.2",
-		"fault-slow-first-token-delay": "3s", "fault-stall-rate": "0.3", "fault-stall-duration": "250ms",
-		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml", "read-header-timeout": "3s", "body-timeout": "7s",
-		"idle-timeout": "1m", "max-connections": "100",
-	}
-	fromFlags, fromFile := DefaultOptions(), DefaultOptions()
-	fsFlags := pflag.NewFlagSet("a", pflag.ContinueOnError)
-	fromFlags.BindFlags(fsFlags)
-	fsFile := pflag.NewFlagSet("b", pflag.ContinueOnError)
-	fromFile.BindFlags(fsFile)
-	var yaml strings.Builder
-	fsFlags.VisitAll(func(f *pflag.Flag) {
-		v, ok := values[f.Name]
-		if !ok {
-			t.Errorf("flag --%s has no test value", f.Name)
-			return
-		}
-		if err := fsFlags.Set(f.Name, v); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&yaml, "%s: %q\n", strings.ReplaceAll(f.Name, "-", "_"), v)
-	})
-	path := filepath.Join(t.TempDir(), "serve.yaml")
-	if err := os.WriteFile(path, []byte(yaml.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := ApplyConfigFile(path, fsFile); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(fromFlags, fromFile); diff != "" {
-		t.Errorf("file and flags differ (-flags +file):\n%s", diff)
-	}
-	if fromFile.Faults.StallDuration != 250*time.Millisecond || !fromFile.EnablePrefixCaching || fromFile.EnableChunkedPrefill ||
-		fromFile.BodyTimeout != 7*time.Second || fromFile.MaxConnections != 100 {
-		t.Errorf("options %+v", fromFile)
-	}
-}
-
-func TestCommandLineWinsOverFile(t *testing.T) {
-	o := DefaultOptions()
-	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
-	o.BindFlags(fs)
-	if err := fs.Parse([]string{"--max-num-seqs", "7"}); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("max-num-seqs: 99\nseed: 3\nfault-429-rate: 0.5\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := ApplyConfigFile(path, fs); err != nil {
-		t.Fatal(err)
-	}
-	if o.MaxNumSeqs != 7 || o.Seed != 3 || o.Faults.Rate429 != 0.5 {
-		t.Errorf("max-num-seqs %d seed %d rate %g", o.MaxNumSeqs, o.Seed, o.Faults.Rate429)
-	}
-}
-
+// A bad setting is reported under its field's name, so the command line
+// can say which flag to fix.
 func TestOptionsThatCannotRun(t *testing.T) {
 	tests := []struct {
 		mutate func(*Options)
+		field  string // "" when no single setting is at fault
 		want   string
 	}{
-		{func(o *Options) { o.BlockSize = 0 }, "block-size"},
-		{func(o *Options) { o.Model, o.GPU = "Llama-3.1-405B", "L4" }, "does not fit"},
-		{func(o *Options) { o.MaxNumBatchedTokens = 4 }, "below one block"},
-		{func(o *Options) { o.GPUMemoryUtilization = 1.5 }, "gpu-memory-utilization"},
-		{func(o *Options) { o.DType = "fp3" }, "dtype"},
-		{func(o *Options) { o.QueueFullStatus = 418 }, "429 or 503"},
-		{func(o *Options) { o.OutputLength.Dist = "zipf" }, "distribution"},
-		{func(o *Options) { o.Faults.StallRate = 2 }, "--fault-stall-rate"},
-		{func(o *Options) { o.Faults.Rate429 = -0.1 }, "--fault-429-rate"},
-		{func(o *Options) { o.NumGPUBlocksOverride, o.MaxModelLen = 10, 4096 }, "KV cache holds"},
-		{func(o *Options) { o.BodyTimeout = -time.Second }, "--body-timeout"},
-		{func(o *Options) { o.MaxConnections = -1 }, "--max-connections"},
+		{func(o *Options) { o.Engine.BlockSize = 0 }, "block_size", "at least 1"},
+		{func(o *Options) { o.Engine.Model, o.Engine.GPU = "Llama-3.1-405B", "L4" }, "", "does not fit"},
+		{func(o *Options) { o.Engine.MaxNumBatchedTokens = 4 }, "max_num_batched_tokens", "below one block"},
+		{func(o *Options) { o.Engine.GPUMemoryUtilization = 1.5 }, "gpu_memory_utilization", "(0, 1]"},
+		{func(o *Options) { o.Engine.TensorParallelSize = -1 }, "tensor_parallel_size", "0 for the smallest"},
+		{func(o *Options) { o.Engine.DType = "fp3" }, "dtype", "fp3"},
+		{func(o *Options) { o.Engine.Model = "no-such-model" }, "model", "no-such-model"},
+		{func(o *Options) { o.QueueFullStatus = 418 }, "", "429 or 503"},
+		{func(o *Options) { o.Engine.NaturalOutputTokens = "zipf:1" }, "natural_output_tokens", "distribution"},
+		{func(o *Options) { o.Faults.StallRate = 2 }, "fault_stall_rate", "[0, 1]"},
+		{func(o *Options) { o.Faults.Rate429 = -0.1 }, "fault_429_rate", "[0, 1]"},
+		{func(o *Options) { o.BodyTimeout = -time.Second }, "body_timeout", "negative"},
+		{func(o *Options) { o.MaxConnections = -1 }, "max_connections", "negative"},
+		{func(o *Options) { o.Engine.NumGPUBlocksOverride, o.Engine.MaxModelLen = 10, 4096 }, "max_model_len", "KV cache holds"},
 	}
 	for _, tt := range tests {
 		o := DefaultOptions()
 		tt.mutate(&o)
-		if _, err := o.Config(); err == nil || !strings.Contains(err.Error(), tt.want) {
+		_, err := o.Config()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v, want an error about %q", err, tt.want)
+			continue
 		}
+		var fe *field.Error
+		if tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field) {
+			t.Errorf("%v: want a field error about %s", err, tt.field)
+		}
+	}
+}
+
+// Tensor parallel size 0 picks the smallest that fits: Llama-3.1-70B in
+// bf16 needs two H100s.
+func TestTensorParallelZeroFits(t *testing.T) {
+	o := DefaultOptions()
+	o.Engine.Model, o.Engine.TensorParallelSize = "Llama-3.1-70B", 0
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cfg.Engine.GPU, "2 x ") {
+		t.Errorf("GPU %q, want 2 x H100-SXM", cfg.Engine.GPU)
 	}
 }

@@ -414,7 +414,7 @@ func TestStartRejectsConfigThatCannotRun(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{"block size 0 after defaults", func(c *Config) { c.Engine.BlockSize = -1 }, "block size"},
+		{"block size 0 after defaults", func(c *Config) { c.Engine.BlockSize = -1 }, "block_size"},
 		{"no KV blocks", func(c *Config) { c.Engine.NumBlocks = 0 }, "blocks"},
 		{"budget below one block", func(c *Config) { c.Engine.MaxNumBatchedTokens = 8 }, "below one block"},
 		{"queue-full status", func(c *Config) { c.QueueFullStatus = 500 }, "429 or 503"},

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Arrivals yields the intended send instants of a run, as offsets from its
@@ -47,12 +49,16 @@ func NewArrivals(p Process, rate, burstiness float64, seed uint64) (Arrivals, er
 	case Constant:
 		return &constant{rate: rate}, nil
 	case Poisson:
-		return &random{rate: rate, r: rand.New(rand.NewPCG(seed, 0xA11))}, nil
+		r := rand.New(rand.NewPCG(seed, 0xA11))
+		return &random{gap: func() float64 { return r.ExpFloat64() / rate }}, nil
 	case Gamma:
 		if !(burstiness > 0) || math.IsInf(burstiness, 0) {
 			return nil, fmt.Errorf("burstiness %g: must be positive", burstiness)
 		}
-		return &random{rate: rate, shape: burstiness, r: rand.New(rand.NewPCG(seed, 0xA11))}, nil
+		// Shape k and rate k·rate: the mean gap is 1/rate, the coefficient
+		// of variation 1/√k.
+		g := distuv.Gamma{Alpha: burstiness, Beta: burstiness * rate, Src: rand.NewPCG(seed, 0xA11)}
+		return &random{gap: g.Rand}, nil
 	}
 	return nil, fmt.Errorf("arrival process %q: want poisson, gamma or constant", p)
 }
@@ -69,10 +75,8 @@ func (c *constant) Next() (time.Duration, bool) {
 }
 
 type random struct {
-	rate  float64
-	shape float64 // 0: exponential
-	r     *rand.Rand
-	t     float64 // seconds
+	gap   func() float64 // seconds to the next arrival
+	t     float64        // seconds
 	first bool
 }
 
@@ -81,34 +85,8 @@ func (g *random) Next() (time.Duration, bool) {
 		g.first = true
 		return 0, true
 	}
-	if g.shape == 0 {
-		g.t += g.r.ExpFloat64() / g.rate
-	} else {
-		g.t += gammaSample(g.r, g.shape) / (g.shape * g.rate)
-	}
+	g.t += g.gap()
 	return time.Duration(g.t * 1e9), true
-}
-
-// gammaSample draws from Gamma(shape, 1) (Marsaglia and Tsang, 2000).
-func gammaSample(r *rand.Rand, shape float64) float64 {
-	if shape < 1 {
-		// Gamma(a) = Gamma(a+1) · U^(1/a).
-		return gammaSample(r, shape+1) * math.Pow(r.Float64(), 1/shape)
-	}
-	d := shape - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := r.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := r.Float64()
-		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v
-		}
-	}
 }
 
 // AtOffsets replays a fixed list of offsets.

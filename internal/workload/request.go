@@ -1,11 +1,11 @@
 package workload
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
 
@@ -61,20 +61,23 @@ type Synthetic struct {
 
 // Validate checks the description.
 func (s *Synthetic) Validate() error {
-	if s.Input == nil || s.Output == nil {
-		return fmt.Errorf("workload: input and output lengths are required")
+	if s.Input == nil {
+		return field.Errorf("input_tokens", "a prompt length distribution is required")
+	}
+	if s.Output == nil {
+		return field.Errorf("output_tokens", "an output length distribution is required")
 	}
 	if s.PrefixTokens < 0 {
-		return fmt.Errorf("prefix tokens %d: must not be negative", s.PrefixTokens)
+		return field.Invalid("prefix_tokens", s.PrefixTokens, "must not be negative")
 	}
 	if s.PrefixTokens > 0 && s.PrefixGroups < 1 {
-		return fmt.Errorf("prefix groups %d: must be at least 1", s.PrefixGroups)
+		return field.Invalid("prefix_groups", s.PrefixGroups, "must be at least 1")
 	}
 	if s.Turns < 1 {
-		return fmt.Errorf("turns %d: must be at least 1", s.Turns)
+		return field.Invalid("turns", s.Turns, "must be at least 1")
 	}
 	if s.Think < 0 {
-		return fmt.Errorf("think time %s: must not be negative", s.Think)
+		return field.Invalid("think_time", s.Think, "must not be negative")
 	}
 	return nil
 }

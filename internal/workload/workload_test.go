@@ -16,11 +16,16 @@ import (
 
 func TestParseDist(t *testing.T) {
 	for spec, want := range map[string]Dist{
-		"128":              Fixed(128),
-		"uniform:10-20":    Uniform{10, 20},
-		"normal:100,10":    Normal{100, 10},
-		"lognormal:5,0.5":  LogNormal{5, 0.5},
-		" uniform: 1 - 1 ": Uniform{1, 1},
+		"128":                           Fixed(128),
+		"uniform:10-20":                 Uniform{10, 20},
+		"normal:100,10":                 Normal{100, 10},
+		"normal:sd=10,mean=100":         Normal{100, 10},
+		"lognormal:mean=256,sigma=1":    LogNormal{256, 1},
+		"LogNormal: sigma=0 , mean=40 ": LogNormal{40, 0},
+		"lognormal:5,0.5":               LogNormal{math.Exp(5 + 0.5*0.5/2), 0.5}, // MU, SIGMA: the mean is e^(MU+SIGMA²/2)
+		"exponential:mean=40":           Exponential{40},
+		"exponential:40":                Exponential{40},
+		" uniform: 1 - 1 ":              Uniform{1, 1},
 	} {
 		got, err := ParseDist(spec, "input")
 		if err != nil {
@@ -34,7 +39,11 @@ func TestParseDist(t *testing.T) {
 	for spec, want := range map[string]string{
 		"0": "at least 1", "x": "want N", "uniform:5-1": "A <= B", "zipf:1": "unknown distribution",
 		"normal:1": "two numbers", "normal:10,-1": "negative", "trace:/nonexistent": "no such file",
-		"lognormal:50,1": "mu is the log",
+		"lognormal:50,1": "mu is the log", "lognormal:mean=0.5,sigma=1": "mean must be in",
+		"lognormal:mean=10": "two numbers", "lognormal:mean=10,sd=1": "unknown parameter",
+		"lognormal:mean=10,mean=1": "given twice", "lognormal:mean=x,sigma=1": "not a number",
+		"lognormal:mean=10,sigma=-1": "negative", "exponential:mean=0": "mean must be in",
+		"1073741825": "at most", "max": "want N",
 	} {
 		if _, err := ParseDist(spec, "input"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want it to mention %q", spec, err, want)
@@ -56,7 +65,7 @@ func TestDistSamples(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("uniform:3-5 drew %v, want all of 3, 4, 5", seen)
 	}
-	for _, d := range []Dist{Normal{200, 30}, LogNormal{5, 0.4}} {
+	for _, d := range []Dist{Normal{200, 30}, LogNormal{160, 0.4}, LogNormal{256, 1}, Exponential{100}} {
 		s := 0.0
 		const n = 20000
 		for range n {
@@ -64,6 +73,33 @@ func TestDistSamples(t *testing.T) {
 		}
 		if m := s / n; math.Abs(m-d.Mean())/d.Mean() > 0.02 {
 			t.Errorf("%s: sample mean %.1f, want %.1f ± 2%%", d, m, d.Mean())
+		}
+	}
+}
+
+// Every distribution's String is a spec ParseDist reads back as the same
+// distribution.
+func TestDistStringRoundTrip(t *testing.T) {
+	for _, d := range []Dist{Fixed(7), Uniform{3, 9}, Normal{200, 30.5}, LogNormal{256, 1}, LogNormal{1000.25, 0.5}, Exponential{42}} {
+		got, err := ParseDist(d.String(), "input")
+		if err != nil {
+			t.Errorf("%s: %v", d, err)
+			continue
+		}
+		if diff := cmp.Diff(d, got); diff != "" {
+			t.Errorf("%s read back (-want +got):\n%s", d, diff)
+		}
+	}
+}
+
+// A long tail never overflows: draws are capped at MaxLen.
+func TestDistSamplesCapped(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, d := range []Dist{LogNormal{1e9, 20}, Exponential{MaxLen}, Normal{MaxLen, 1e12}} {
+		for range 1000 {
+			if v := d.Sample(r); v < 1 || v > MaxLen {
+				t.Fatalf("%s sampled %d", d, v)
+			}
 		}
 	}
 }
@@ -313,7 +349,7 @@ func TestReplayWindowAndScale(t *testing.T) {
 }
 
 func FuzzParseDist(f *testing.F) {
-	for _, s := range []string{"5", "uniform:1-9", "normal:5,1", "lognormal:2,1", "x:y"} {
+	for _, s := range []string{"5", "uniform:1-9", "normal:5,1", "lognormal:2,1", "lognormal:mean=300,sigma=1.5", "exponential:mean=9", "x:y"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -325,8 +361,11 @@ func FuzzParseDist(f *testing.F) {
 			return
 		}
 		r := rand.New(rand.NewPCG(1, 1))
-		if v := d.Sample(r); v < 1 {
+		if v := d.Sample(r); v < 1 || v > MaxLen {
 			t.Fatalf("%q sampled %d", s, v)
+		}
+		if back, err := ParseDist(d.String(), "input"); err != nil || back.String() != d.String() {
+			t.Fatalf("%q: String %q reads back as %v, %v", s, d.String(), back, err)
 		}
 	})
 }
@@ -386,5 +425,28 @@ func TestReadPromptFileErrors(t *testing.T) {
 	}
 	if ps, err := ReadPromptFile(ok); err != nil || len(ps) != 1 || ps[0].Prompt != "a b" {
 		t.Errorf("jsonl file: %+v, %v", ps, err)
+	}
+}
+
+// Random arrivals are a function of the seed alone.
+func TestArrivalsSeeded(t *testing.T) {
+	offsets := func(p Process, seed uint64) []time.Duration {
+		a, err := NewArrivals(p, 50, 0.5, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]time.Duration, 200)
+		for i := range out {
+			out[i], _ = a.Next()
+		}
+		return out
+	}
+	for _, p := range []Process{Poisson, Gamma} {
+		if diff := cmp.Diff(offsets(p, 3), offsets(p, 3)); diff != "" {
+			t.Errorf("%s: same seed, different arrivals:\n%s", p, diff)
+		}
+		if cmp.Equal(offsets(p, 3), offsets(p, 4)) {
+			t.Errorf("%s: seeds 3 and 4 gave the same arrivals", p)
+		}
 	}
 }

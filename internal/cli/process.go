@@ -1,4 +1,4 @@
-package bench
+package cli
 
 import (
 	"math"
@@ -6,11 +6,13 @@ import (
 	"runtime/debug"
 )
 
-// Garbage-collector settings during a run: a GC cycle's mark phase takes a
-// share of the 2 processors a small machine has and delays the goroutines
-// stamping arrivals (the self-test's P99 TTFT error fell from 0.84–1.77 ms to
-// 0.51–0.64 ms at 1,000 streams, docs/performance.md). Fewer, larger cycles
-// are kept in bounds by a soft memory limit.
+// Garbage-collector settings during a bench run and its self-test (process
+// settings, so the command line's, not package bench's): a GC cycle's mark
+// phase takes a share of the 2 processors a small machine has and delays
+// the goroutines stamping arrivals (the self-test's P99 TTFT error fell
+// from 0.84–1.77 ms to 0.51–0.64 ms at 1,000 streams,
+// docs/performance.md). Fewer, larger cycles are kept in bounds by a soft
+// memory limit.
 const (
 	runGCPercent = 400
 	runMemLimit  = 1 << 30

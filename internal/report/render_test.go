@@ -5,20 +5,34 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"os"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
-func TestRunFormats(t *testing.T) {
+// renderText renders cfg to a buffer.
+func renderText(cfg Config) (string, error) {
+	r, err := Render(context.Background(), cfg)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = r.Write(&out)
+	return out.String(), err
+}
+
+func TestRenderFormats(t *testing.T) {
 	dir := t.TempDir()
 	writeRecords(t, dir, baseline(50, 10, 1), "")
-	for _, format := range []string{"text", "md", "json", "csv"} {
-		var out bytes.Buffer
-		if err := Run(context.Background(), Config{Paths: []string{dir}, Format: format}, &out); err != nil {
+	for _, format := range []string{"text", "md", "json", "csv", "html"} {
+		s, err := renderText(Config{Paths: []string{dir}, Format: format})
+		if err != nil {
 			t.Fatalf("%s: %v", format, err)
 		}
+		out := bytes.NewBufferString(s)
 		switch format {
 		case "json":
 			var rep Report
@@ -26,7 +40,7 @@ func TestRunFormats(t *testing.T) {
 				t.Errorf("json: %v %+v", err, rep.Summary)
 			}
 		case "csv":
-			rows, err := csv.NewReader(&out).ReadAll()
+			rows, err := csv.NewReader(out).ReadAll()
 			if err != nil || len(rows) != 51 || len(rows[0]) != len(csvHeader) {
 				t.Fatalf("csv: %v, %d rows", err, len(rows))
 			}
@@ -43,31 +57,41 @@ func TestRunFormats(t *testing.T) {
 			if rows[1][col("ok")] != "true" || rows[1][col("server_queue_ms")] == "" || rows[1][col("unattributed_ms")] != "" {
 				t.Errorf("csv row: %v", rows[1])
 			}
+		case "html":
+			if !strings.Contains(out.String(), "<svg") {
+				t.Errorf("html output has no chart")
+			}
 		default:
 			if !strings.Contains(out.String(), "tokentrace report") {
 				t.Errorf("%s output: %s", format, out.String())
 			}
 		}
 	}
-	// html goes to report.html in the results folder and says so.
-	var out bytes.Buffer
-	if err := Run(context.Background(), Config{Paths: []string{dir}, Format: "html"}, &out); err != nil {
-		t.Fatal(err)
+	// html goes to report.html in the results folder (compare.html beside
+	// run A); the other formats to standard output.
+	if got, want := (Config{Paths: []string{dir}, Format: "html"}).DefaultFile(), filepath.Join(dir, "report.html"); got != want {
+		t.Errorf("html goes to %q, want %q", got, want)
 	}
-	want := filepath.Join(dir, "report.html")
-	if !strings.Contains(out.String(), want) {
-		t.Errorf("html: printed %q, want the path %s", out.String(), want)
+	if got, want := (Config{Paths: []string{filepath.Join(dir, "requests.jsonl"), dir}, Compare: true, Format: "HTML"}).DefaultFile(), filepath.Join(dir, "compare.html"); got != want {
+		t.Errorf("compare html goes to %q, want %q", got, want)
 	}
-	if b, err := os.ReadFile(want); err != nil || !bytes.Contains(b, []byte("<svg")) {
-		t.Errorf("report.html: %v", err)
+	if got := (Config{Paths: []string{dir}, Format: "md"}).DefaultFile(); got != "" {
+		t.Errorf("md goes to %q, want standard output", got)
 	}
-	if err := Run(context.Background(), Config{Paths: []string{dir}, Format: "pdf"}, &out); err == nil ||
-		!strings.Contains(err.Error(), "unknown format") {
-		t.Errorf("unknown format: %v", err)
-	}
-	if err := Run(context.Background(), Config{Paths: []string{dir}, Compare: true}, &out); err == nil ||
-		!strings.Contains(err.Error(), "exactly two") {
-		t.Errorf("compare with one run: %v", err)
+	for _, tt := range []struct {
+		cfg   Config
+		field string
+		want  string
+	}{
+		{Config{Paths: []string{dir}, Format: "pdf"}, "format", "unknown format"},
+		{Config{Paths: []string{dir}, Compare: true}, "compare", "exactly two"},
+		{Config{Paths: []string{dir, dir}, Compare: true, Format: "csv"}, "format", "comparison"},
+	} {
+		_, err := renderText(tt.cfg)
+		var fe *field.Error
+		if !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want a field error about %s mentioning %q", tt.cfg, err, tt.field, tt.want)
+		}
 	}
 }
 
@@ -113,10 +137,11 @@ func TestCompare(t *testing.T) {
 	if r := row(c, "decode", "p50"); r.Significant && (r.Delta > 100 || r.Delta < -100) {
 		t.Errorf("decode did not change: %+v", r)
 	}
-	var out bytes.Buffer
-	if err := Run(context.Background(), Config{Paths: []string{a, slow}, Compare: true}, &out); err != nil {
+	s, err := renderText(Config{Paths: []string{a, slow}, Compare: true})
+	if err != nil {
 		t.Fatal(err)
 	}
+	out := bytes.NewBufferString(s)
 	for _, line := range strings.Split(out.String(), "\n") {
 		if len([]rune(line)) > 100 {
 			t.Errorf("compare line too wide: %q", line)
@@ -126,9 +151,7 @@ func TestCompare(t *testing.T) {
 		t.Errorf("compare text marks no difference beyond its CI:\n%s", out.String())
 	}
 	for _, f := range []string{"md", "json", "html"} {
-		out.Reset()
-		if err := Run(context.Background(), Config{Paths: []string{a, slow}, Compare: true, Format: f,
-			Output: filepath.Join(root, "cmp."+f)}, &out); err != nil {
+		if s, err := renderText(Config{Paths: []string{a, slow}, Compare: true, Format: f}); err != nil || len(s) == 0 {
 			t.Fatalf("compare %s: %v", f, err)
 		}
 	}

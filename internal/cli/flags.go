@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tokentrace/tokentrace/internal/field"
+)
+
+// flagGroup binds the fields of a typed configuration to flags, and
+// remembers which flag sets which field. It is the one place a field's
+// name (snake_case, as a domain package's *field.Error names it) becomes a
+// flag's: the flag is the field with dashes, behind the group's prefix
+// (bench's embedded engine binds the engine's flags as --sim-*). Several
+// groups may share a FlagSet; each reports its own fields' errors.
+//
+// A group is created with newFlagGroup, filled by the bind* functions of
+// flaggroups.go, and after parsing (and any config file) its finish hooks
+// run once (finish) before the configuration is built.
+type flagGroup struct {
+	fs     *pflag.FlagSet
+	prefix string          // prepended to every flag name, e.g. "sim-"
+	usage  string          // prepended to every usage line
+	skip   map[string]bool // flag names (without prefix) not bound
+	fields map[string]string
+	hooks  []func() error
+}
+
+// aliasOf is the annotation an alias flag carries: the canonical flag it
+// sets.
+const aliasOf = "tokentrace/alias-of"
+
+// newFlagGroup returns a group binding onto fs. Flags whose names (without
+// prefix) are in skip are not defined: their fields keep the value they
+// had (bench leaves out the engine's own seed when it has one, simulate
+// its workload's).
+func newFlagGroup(fs *pflag.FlagSet, prefix, usage string, skip ...string) *flagGroup {
+	g := &flagGroup{fs: fs, prefix: prefix, usage: usage, skip: map[string]bool{}, fields: map[string]string{}}
+	for _, s := range skip {
+		g.skip[s] = true
+	}
+	return g
+}
+
+// flagName is the flag that sets field.
+func fieldFlag(field string) string { return strings.ReplaceAll(field, "_", "-") }
+
+// define registers name's field and says whether to define the flag.
+func (g *flagGroup) define(name string) (full string, ok bool) {
+	if g.skip[name] {
+		return "", false
+	}
+	full = g.prefix + name
+	g.fields[strings.ReplaceAll(name, "-", "_")] = full
+	return full, true
+}
+
+func (g *flagGroup) stringVar(p *string, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.StringVar(p, full, *p, g.usage+usage)
+	}
+}
+
+func (g *flagGroup) stringArrayVar(p *[]string, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.StringArrayVar(p, full, *p, g.usage+usage)
+	}
+}
+
+func (g *flagGroup) intVar(p *int, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.IntVar(p, full, *p, g.usage+usage)
+	}
+}
+
+func (g *flagGroup) int64Var(p *int64, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.Int64Var(p, full, *p, g.usage+usage)
+	}
+}
+
+func (g *flagGroup) uint64Var(p *uint64, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.Uint64Var(p, full, *p, g.usage+usage)
+	}
+}
+
+func (g *flagGroup) float64Var(p *float64, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.Float64Var(p, full, *p, g.usage+usage)
+	}
+}
+
+func (g *flagGroup) boolVar(p *bool, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.BoolVar(p, full, *p, g.usage+usage)
+	}
+}
+
+func (g *flagGroup) durationVar(p *time.Duration, name, usage string) {
+	if full, ok := g.define(name); ok {
+		g.fs.DurationVar(p, full, *p, g.usage+usage)
+	}
+}
+
+// alias defines old as a hidden second spelling of the canonical flag
+// name (both without prefix): it sets the same value. A deprecated alias
+// prints a one-line notice naming the canonical flag when used.
+func (g *flagGroup) alias(old, name string, deprecated bool) {
+	canon := g.fs.Lookup(g.prefix + name)
+	if canon == nil || g.skip[old] {
+		return
+	}
+	a := &pflag.Flag{Name: g.prefix + old, Usage: canon.Usage, Value: canon.Value, DefValue: canon.DefValue,
+		NoOptDefVal: canon.NoOptDefVal, Hidden: true,
+		Annotations: map[string][]string{aliasOf: {canon.Name}}}
+	if deprecated {
+		a.Deprecated = "use --" + canon.Name
+	}
+	g.fs.AddFlag(a)
+}
+
+// legacy defines a hidden, deprecated flag that is not a plain alias (it
+// sets part of a canonical setting); its value is folded in by a finish
+// hook.
+func (g *flagGroup) legacy(v pflag.Value, old, canonical, usage string) {
+	if g.skip[canonical] {
+		return
+	}
+	g.fs.AddFlag(&pflag.Flag{Name: g.prefix + old, Usage: usage, Value: v, DefValue: v.String(), Hidden: true,
+		Deprecated: "use --" + g.prefix + canonical, Annotations: map[string][]string{aliasOf: {g.prefix + canonical}}})
+}
+
+// onFinish adds a hook run by finish.
+func (g *flagGroup) onFinish(f func() error) { g.hooks = append(g.hooks, f) }
+
+// finish runs the group's hooks (folding legacy spellings into their
+// canonical settings) once flags and config files are applied.
+func (g *flagGroup) finish() error {
+	for _, h := range g.hooks {
+		if err := h(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// given reports whether the user set field, under its name or an alias,
+// on the command line or in a config file.
+func (g *flagGroup) given(field string) bool {
+	name, ok := g.fields[field]
+	return ok && flagGiven(g.fs, name)
+}
+
+// flagGiven reports whether name, or an alias of it, was set.
+func flagGiven(fs *pflag.FlagSet, name string) bool {
+	given := false
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed && (f.Name == name || canonicalName(f) == name) {
+			given = true
+		}
+	})
+	return given
+}
+
+// canonicalName is the flag an alias sets, or the flag's own name.
+func canonicalName(f *pflag.Flag) string {
+	if a := f.Annotations[aliasOf]; len(a) == 1 {
+		return a[0]
+	}
+	return f.Name
+}
+
+// flagOf is the flag spelling of a field: --name when the group binds it,
+// the field's own name otherwise.
+func (g *flagGroup) flagOf(field string) string {
+	if name, ok := g.fields[field]; ok {
+		return "--" + name
+	}
+	return field
+}
+
+// flagError rewrites the first *field.Error in err under the flags' names
+// ("rate 0: must be positive" becomes "--rate 0: must be positive"),
+// keeping any context around it. Errors about fields the group does not
+// bind are left as they are.
+func (g *flagGroup) flagError(err error) error {
+	var fe *field.Error
+	if !errors.As(err, &fe) {
+		return err
+	}
+	if _, ok := g.fields[fe.Field]; !ok {
+		return err
+	}
+	return &renamedError{msg: strings.Replace(err.Error(), fe.Error(), fe.Render(g.flagOf), 1), err: err}
+}
+
+// renamedError is an error whose text names flags; it unwraps to the
+// domain error.
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"math"
+
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// Options describe an engine as a user gives it: catalog names and vLLM's
+// settings. Config resolves the model and GPU with the performance model,
+// sizes the KV cache and returns a runnable Config, or a *field.Error
+// naming the setting that is wrong. The field names (snake_case, as in
+// the comments) are vLLM's where vLLM has the setting.
+type Options struct {
+	Model   string // model: catalog name or a Hugging Face config.json (file or folder)
+	GPU     string // gpu: catalog name
+	GPUFile string // gpu_file: YAML catalog that adds to or overrides the built-in one
+	// TensorParallelSize is the number of GPUs per replica
+	// (tensor_parallel_size); 0 picks the smallest power of two at which
+	// the weights fit.
+	TensorParallelSize   int
+	DType                string  // dtype: weight precision; "auto" (or empty): bf16
+	KVCacheDType         string  // kv_cache_dtype: "auto" (or empty): perfmodel.KVDTypeFor
+	GPUMemoryUtilization float64 // gpu_memory_utilization, in (0, 1]
+	MaxNumSeqs           int     // max_num_seqs; 0: vLLM's default for the GPU
+	MaxNumBatchedTokens  int     // max_num_batched_tokens; 0: vLLM's default for the GPU
+	BlockSize            int     // block_size, tokens per KV block
+	NumGPUBlocksOverride int     // num_gpu_blocks_override; 0: what fits in memory
+	MaxModelLen          int     // max_model_len; 0: DefaultModelLen
+	MaxWaiting           int     // max_waiting: waiting-queue bound; 0: unbounded
+	EnablePrefixCaching  bool    // enable_prefix_caching
+	EnableChunkedPrefill bool    // enable_chunked_prefill
+	SpeculativeK         int     // speculative_k: draft tokens per step; 0: off
+	SpeculativeAlpha     float64 // speculative_alpha: per-token acceptance rate
+	DraftModel           string  // draft_model: catalog name or config.json
+	SchedulingPolicy     string  // scheduling_policy: fcfs or priority
+	// NaturalOutputTokens (natural_output_tokens) is where answers would
+	// end on their own, in workload.ParseDist's vocabulary, or "max"
+	// (ParseOutputLength); empty means DefaultOutputLength.
+	NaturalOutputTokens string
+	Seed                uint64 // seed of output lengths and speculative acceptance
+}
+
+// DefaultMaxModelLen is the context length used when MaxModelLen is 0
+// and the model's own context length (config.json's
+// max_position_embeddings) is unknown; either is lowered to the KV cache's
+// capacity when that is smaller.
+const DefaultMaxModelLen = 8192
+
+// DefaultModelLen is vLLM's default max_model_len: the model's context
+// length (DefaultMaxModelLen when the catalog or config.json does not give
+// one), lowered to kvTokens, what the KV cache holds.
+func DefaultModelLen(m perfmodel.ModelSpec, kvTokens int) int {
+	n := m.MaxContext
+	if n <= 0 {
+		n = DefaultMaxModelLen
+	}
+	return min(n, kvTokens)
+}
+
+// DefaultOptions are `tokentrace serve`'s defaults: Llama-3.1-8B on one
+// H100-SXM with vLLM's settings.
+func DefaultOptions() Options {
+	return Options{
+		Model: "Llama-3.1-8B", GPU: "H100-SXM", TensorParallelSize: 1, DType: "bf16", KVCacheDType: "auto",
+		GPUMemoryUtilization: perfmodel.DefaultMemUtil, BlockSize: 16, EnableChunkedPrefill: true,
+		SchedulingPolicy: PolicyFCFS, NaturalOutputTokens: DefaultOutputLength.String(),
+	}
+}
+
+// Config resolves the options into an engine configuration timed by the
+// performance model, whose estimator it also returns.
+func (o Options) Config() (Config, *perfmodel.Estimator, error) {
+	if err := o.check(); err != nil {
+		return Config{}, nil, err
+	}
+	pc, err := o.perfConfig()
+	if err != nil {
+		return Config{}, nil, err
+	}
+	if pc.TP == 0 {
+		if pc.TP = perfmodel.MinTP(pc); pc.TP == 0 {
+			pc.TP = 64
+			_, err := perfmodel.New(pc)
+			return Config{}, nil, field.Errorf("tensor_parallel_size", "%v (tried 1 to 64)", err)
+		}
+	}
+	est, err := perfmodel.New(pc)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	out := workload.Dist(nil)
+	if o.NaturalOutputTokens != "" {
+		if out, err = ParseOutputLength(o.NaturalOutputTokens); err != nil {
+			return Config{}, nil, field.Invalid("natural_output_tokens", o.NaturalOutputTokens, "%w", err)
+		}
+	}
+	ec := FromEstimator(Config{
+		BlockSize: o.BlockSize, NumBlocks: o.NumGPUBlocksOverride, MaxModelLen: o.MaxModelLen,
+		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens,
+		DisableChunkedPrefill: !o.EnableChunkedPrefill, EnablePrefixCaching: o.EnablePrefixCaching,
+		Speculative: Speculative{K: o.SpeculativeK, Alpha: o.SpeculativeAlpha},
+		Policy:      o.SchedulingPolicy, OutputLength: out, MaxWaiting: o.MaxWaiting, Seed: o.Seed,
+	}, est)
+	if ec.NumBlocks < 1 {
+		return Config{}, nil, field.Invalid("gpu_memory_utilization", o.GPUMemoryUtilization,
+			"%s on %d × %s leaves no memory for the KV cache; raise it, add GPUs ({tensor_parallel_size}) or use a smaller {dtype}",
+			pc.Model.Name, pc.TP, pc.GPU.Name)
+	}
+	if ec.MaxModelLen == 0 {
+		ec.MaxModelLen = DefaultModelLen(pc.Model, ec.NumBlocks*ec.BlockSize-ec.Speculative.K)
+	}
+	if err := ec.WithDefaults().Validate(); err != nil {
+		return Config{}, nil, err
+	}
+	return ec, est, nil
+}
+
+// check rejects values no resolution can rescue.
+func (o Options) check() error {
+	switch {
+	case o.BlockSize < 1:
+		return field.Invalid("block_size", o.BlockSize, "must be at least 1")
+	case o.TensorParallelSize < 0:
+		return field.Invalid("tensor_parallel_size", o.TensorParallelSize, "must be at least 1, or 0 for the smallest that fits")
+	case !(o.GPUMemoryUtilization > 0 && o.GPUMemoryUtilization <= 1):
+		return field.Invalid("gpu_memory_utilization", o.GPUMemoryUtilization, "must be in (0, 1]")
+	case o.MaxModelLen < 0:
+		return field.Invalid("max_model_len", o.MaxModelLen, "must not be negative")
+	case o.NumGPUBlocksOverride < 0:
+		return field.Invalid("num_gpu_blocks_override", o.NumGPUBlocksOverride, "must not be negative")
+	case o.MaxNumSeqs < 0:
+		return field.Invalid("max_num_seqs", o.MaxNumSeqs, "must not be negative")
+	case o.MaxNumBatchedTokens < 0:
+		return field.Invalid("max_num_batched_tokens", o.MaxNumBatchedTokens, "must not be negative")
+	case math.IsNaN(o.SpeculativeAlpha):
+		return field.Invalid("speculative_alpha", o.SpeculativeAlpha, "must be a number")
+	}
+	return nil
+}
+
+// perfConfig resolves the names into the performance model's configuration.
+func (o Options) perfConfig() (perfmodel.Config, error) {
+	model, err := perfmodel.ResolveModel(o.Model)
+	if err != nil {
+		return perfmodel.Config{}, field.Wrap("model", err)
+	}
+	cat, err := perfmodel.GPUCatalogFor(o.GPUFile)
+	if err != nil {
+		return perfmodel.Config{}, field.Wrap("gpu_file", err)
+	}
+	gpu, err := cat.Lookup(o.GPU)
+	if err != nil {
+		return perfmodel.Config{}, field.Wrap("gpu", err)
+	}
+	pc := perfmodel.Config{Model: model, GPU: gpu, TP: o.TensorParallelSize, MemUtil: o.GPUMemoryUtilization}
+	dtype := o.DType
+	if dtype == "" || dtype == "auto" { // vLLM's auto: the checkpoint's, bf16 for the catalog's
+		dtype = string(perfmodel.BF16)
+	}
+	if pc.WeightDType, err = perfmodel.ParseDType(dtype); err != nil {
+		return perfmodel.Config{}, field.Wrap("dtype", err)
+	}
+	if pc.KVDType, err = perfmodel.ParseDType(perfmodel.KVDTypeFor(o.KVCacheDType, pc.WeightDType)); err != nil {
+		return perfmodel.Config{}, field.Wrap("kv_cache_dtype", err)
+	}
+	if o.DraftModel != "" {
+		d, err := perfmodel.ResolveModel(o.DraftModel)
+		if err != nil {
+			return perfmodel.Config{}, field.Wrap("draft_model", err)
+		}
+		pc.DraftModel = &d
+	}
+	return pc, nil
+}

@@ -1,0 +1,129 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/field"
+)
+
+// Formats lists the output formats of `tokentrace report`.
+var Formats = []string{"text", "md", "json", "csv", "html"}
+
+// compareFormats are the formats a comparison is written in.
+var compareFormats = []string{"text", "md", "json", "html"}
+
+// Config is what to report: one report over Paths, or with Compare the
+// comparison of two runs, in Format. A bad one gives a *field.Error
+// (format, compare).
+type Config struct {
+	// Paths are results folders or requests.jsonl files, reported together;
+	// with Compare, exactly two: the baseline A and the candidate B.
+	Paths   []string
+	Compare bool
+	// Format is one of Formats; empty means text.
+	Format string
+	Options
+}
+
+// format is the configured format, lower case, text by default.
+func (c Config) format() string {
+	if c.Format == "" {
+		return "text"
+	}
+	return strings.ToLower(c.Format)
+}
+
+// Validate checks the format and the number of runs.
+func (c Config) Validate() error {
+	f := c.format()
+	switch {
+	case !slices.Contains(Formats, f):
+		return field.Invalid("format", c.Format, "unknown format (known: %s)", strings.Join(Formats, ", "))
+	case len(c.Paths) == 0:
+		return field.Errorf("paths", "give a results folder or a requests.jsonl file")
+	case c.Compare && len(c.Paths) != 2:
+		return field.Errorf("compare", "takes exactly two runs (A B), got %d", len(c.Paths))
+	case c.Compare && !slices.Contains(compareFormats, f):
+		return field.Invalid("format", c.Format, "a comparison is written as %s", strings.Join(compareFormats, ", "))
+	}
+	return nil
+}
+
+// DefaultFile is where the configured format goes when no file is named:
+// "" (standard output), except html, which goes to report.html in the
+// (first) results folder, or compare.html in run A's with Compare.
+func (c Config) DefaultFile() string {
+	if c.format() != "html" || len(c.Paths) == 0 {
+		return ""
+	}
+	name := "report.html"
+	if c.Compare {
+		name = "compare.html" // beside run A, leaving its report.html alone
+	}
+	return filepath.Join(resultsDir(c.Paths[0]), name)
+}
+
+// Rendered is a loaded report or comparison, ready to write.
+type Rendered struct {
+	// Report is the report; nil for a comparison.
+	Report *Report
+	write  func(io.Writer) error
+}
+
+// Write writes the report in the configured format.
+func (r *Rendered) Write(w io.Writer) error { return r.write(w) }
+
+// Render validates cfg and loads its runs.
+func Render(ctx context.Context, cfg Config) (*Rendered, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	format := cfg.format()
+	if cfg.Compare {
+		ra, err := Load(ctx, cfg.Paths[:1], cfg.Options)
+		if err != nil {
+			return nil, fmt.Errorf("run A: %w", err)
+		}
+		rb, err := Load(ctx, cfg.Paths[1:], cfg.Options)
+		if err != nil {
+			return nil, fmt.Errorf("run B: %w", err)
+		}
+		c := Compare(ra, rb)
+		return &Rendered{write: map[string]func(io.Writer) error{
+			"text": c.WriteText, "md": c.WriteMarkdown, "json": c.WriteJSON, "html": c.WriteHTML,
+		}[format]}, nil
+	}
+	rep, err := Load(ctx, cfg.Paths, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &Rendered{Report: rep, write: map[string]func(io.Writer) error{
+		"text": rep.WriteText, "md": rep.WriteMarkdown, "json": rep.WriteJSON,
+		"csv": rep.WriteCSV, "html": rep.WriteHTML,
+	}[format]}, nil
+}
+
+// SLOsFailed reports whether any SLO verdict of the report is not a pass
+// (a failure, or no data to judge).
+func (r *Report) SLOsFailed() bool {
+	for _, v := range r.SLOs {
+		if v.Status != "pass" {
+			return true
+		}
+	}
+	return false
+}
+
+// resultsDir is the folder a path stands for: itself, or a file's folder.
+func resultsDir(p string) string {
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return p
+	}
+	return filepath.Dir(p)
+}

@@ -1,0 +1,68 @@
+package workload
+
+import (
+	"math"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
+)
+
+// Load is how one phase of a run schedules requests.
+type Load struct {
+	// Rate is the open-loop arrival rate in requests per second; 0 runs a
+	// closed loop of Concurrency workers.
+	Rate       float64
+	Arrival    Process
+	Burstiness float64
+	// Concurrency is the number of closed-loop workers, or with Rate the
+	// cap on requests in flight (0: no cap).
+	Concurrency int
+	// Requests bounds the measured requests, Duration the measured span
+	// (from the end of the warm-up); at least one of them is set.
+	Requests int
+	Duration time.Duration
+	// Warm-up requests are sent first and marked Warmup (excluded from
+	// results): the first WarmupRequests, or those meant to be sent before
+	// WarmupDuration.
+	WarmupRequests int
+	WarmupDuration time.Duration
+	// Arrivals, when set, replaces the Rate process (trace replay).
+	Arrivals func() Arrivals
+	Seed     uint64
+}
+
+// Defaults of a load when neither is given.
+const (
+	DefaultRate     = 10
+	DefaultRequests = 100
+)
+
+// Mode is "open" or "closed".
+func (l Load) Mode() string {
+	if l.Rate > 0 || l.Arrivals != nil {
+		return "open"
+	}
+	return "closed"
+}
+
+// Validate checks a load; a bad one gives a *field.Error named as Options
+// names the setting.
+func (l Load) Validate() error {
+	switch {
+	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
+		return field.Invalid("rate", l.Rate, "must be a positive number of requests per second")
+	case l.Concurrency < 0:
+		return field.Invalid("concurrency", l.Concurrency, "must be positive")
+	case l.Rate == 0 && l.Arrivals == nil && l.Concurrency == 0:
+		return field.Errorf("rate", "give a {rate} (open loop), a {concurrency} (closed loop), or both")
+	case l.Requests < 0:
+		return field.Invalid("requests", l.Requests, "must be positive")
+	case l.Duration < 0:
+		return field.Invalid("duration", l.Duration, "must be positive")
+	case l.Requests == 0 && l.Duration == 0 && l.Arrivals == nil:
+		return field.Errorf("requests", "give {requests} or {duration}")
+	case l.WarmupRequests < 0 || l.WarmupDuration < 0:
+		return field.Errorf("warmup", "must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package workload
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
+)
+
+// Options describe a workload as a user gives it: what is sent (lengths,
+// shared prefixes, sessions, a prompt file or a trace) and when (rate,
+// arrival process, concurrency, count, warm-up). Build checks them into a
+// Source and a Load, or returns a *field.Error naming the setting that is
+// wrong (the snake_case names in the comments).
+type Options struct {
+	Rate        float64       // rate: open-loop arrivals per second
+	Arrival     string        // arrival: poisson, gamma or constant
+	Burstiness  float64       // burstiness: the gamma shape (1 is Poisson)
+	Concurrency int           // concurrency: closed-loop workers, or with a rate the cap in flight
+	Requests    int           // requests: measured requests
+	Duration    time.Duration // duration: measured span
+	Warmup      string        // warmup: a number of requests or a duration
+	Seed        uint64        // seed: arrivals and prompts
+
+	Trace       string  // trace: an Azure LLM inference trace CSV to replay
+	TimeScale   float64 // time_scale: multiplies trace times
+	TraceWindow string  // trace_window: START-END or START+LENGTH
+
+	InputTokens  string        // input_tokens: prompt length (ParseDist)
+	OutputTokens string        // output_tokens: max_tokens (ParseDist)
+	PrefixTokens int           // prefix_tokens: shared by a prefix group
+	PrefixGroups int           // prefix_groups: distinct shared prefixes
+	Turns        int           // turns per session
+	ThinkTime    time.Duration // think_time between turns
+	Prompts      string        // prompts: a prompt file (JSONL or ShareGPT JSON)
+}
+
+// DefaultOptions are bench's defaults.
+func DefaultOptions() Options {
+	return Options{
+		Arrival: string(Poisson), Burstiness: 1, Seed: 1, TimeScale: 1,
+		InputTokens: "256", OutputTokens: "64", PrefixGroups: 1, Turns: 1,
+	}
+}
+
+// Build checks the options and returns what to send and when. chat builds
+// chat messages (else completion prompts). given reports whether the user
+// set a field, by its snake_case name: a rate of 0 given is an error, not
+// given it means the default (DefaultRate, or none with a concurrency).
+func (o Options) Build(chat bool, given func(field string) bool) (Source, Load, error) {
+	l, err := o.load(given)
+	if err != nil {
+		return nil, Load{}, err
+	}
+	out, err := ParseDist(o.OutputTokens, "output")
+	if err != nil {
+		return nil, Load{}, field.Wrap("output_tokens", err)
+	}
+	var src Source
+	switch {
+	case o.Trace != "":
+		rp, err := o.replay(chat, given)
+		if err != nil {
+			return nil, Load{}, err
+		}
+		l.Arrivals = rp.Arrivals
+		if !given("requests") {
+			l.Requests = rp.Len()
+		}
+		src = rp
+	case o.Prompts != "":
+		ps, err := ReadPromptFile(o.Prompts)
+		if err != nil {
+			return nil, Load{}, field.Wrap("prompts", err)
+		}
+		src = &Prompts{List: ps, Chat: chat, Output: out, Seed: o.Seed}
+	default:
+		in, err := ParseDist(o.InputTokens, "input")
+		if err != nil {
+			return nil, Load{}, field.Wrap("input_tokens", err)
+		}
+		s := &Synthetic{Chat: chat, Input: in, Output: out, PrefixTokens: o.PrefixTokens,
+			PrefixGroups: o.PrefixGroups, Turns: o.Turns, Think: o.ThinkTime, Seed: o.Seed}
+		if err := s.Validate(); err != nil {
+			return nil, Load{}, err
+		}
+		src = s
+	}
+	if o.Trace == "" {
+		if l.Rate == 0 && l.Concurrency == 0 {
+			l.Rate = DefaultRate
+		}
+		if l.Requests == 0 && l.Duration == 0 {
+			l.Requests = DefaultRequests
+		}
+	}
+	return src, l, nil
+}
+
+// load checks the schedule's settings.
+func (o Options) load(given func(string) bool) (Load, error) {
+	l := Load{Rate: o.Rate, Burstiness: o.Burstiness, Concurrency: o.Concurrency, Requests: o.Requests,
+		Duration: o.Duration, Seed: o.Seed}
+	if given("rate") && !(o.Rate > 0) || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) || o.Rate < 0 {
+		return l, field.Invalid("rate", o.Rate, "must be a positive number of requests per second")
+	}
+	if o.Concurrency < 0 || given("concurrency") && o.Concurrency == 0 {
+		return l, field.Invalid("concurrency", o.Concurrency, "must be at least 1")
+	}
+	if o.Requests < 0 || given("requests") && o.Requests == 0 {
+		return l, field.Invalid("requests", o.Requests, "must be at least 1")
+	}
+	if o.Duration < 0 || given("duration") && o.Duration == 0 {
+		return l, field.Invalid("duration", o.Duration, "must be positive")
+	}
+	p, err := ParseProcess(o.Arrival)
+	if err != nil {
+		return l, field.Wrap("arrival", err)
+	}
+	l.Arrival = p
+	if p == Gamma && !(o.Burstiness > 0 && !math.IsInf(o.Burstiness, 0)) {
+		return l, field.Invalid("burstiness", o.Burstiness, "must be positive")
+	}
+	if err := parseWarmup(o.Warmup, &l); err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// replay reads the trace and its window.
+func (o Options) replay(chat bool, given func(string) bool) (*Replay, error) {
+	if o.Prompts != "" {
+		return nil, field.Errorf("trace", "cannot be combined with {prompts}: the trace gives the lengths")
+	}
+	if given("rate") {
+		return nil, field.Errorf("trace", "sets the arrival times; leave out {rate} (use {time_scale})")
+	}
+	rows, err := ReadAzureTraceFile(o.Trace)
+	if err != nil {
+		return nil, field.Wrap("trace", err)
+	}
+	w, err := ParseWindow(o.TraceWindow)
+	if err != nil {
+		return nil, field.Wrap("trace_window", err)
+	}
+	if !(o.TimeScale > 0) || math.IsInf(o.TimeScale, 0) {
+		return nil, field.Invalid("time_scale", o.TimeScale, "must be positive")
+	}
+	rp, err := NewReplay(rows, w, o.TimeScale, chat, o.Seed)
+	if err != nil {
+		return nil, field.Wrap("trace_window", err)
+	}
+	return rp, nil
+}
+
+// parseWarmup reads a warm-up: a whole number of requests or a duration.
+func parseWarmup(s string, l *Load) error {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 0 {
+			return field.Invalid("warmup", n, "must not be negative")
+		}
+		l.WarmupRequests = n
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return field.Invalid("warmup", s, "want a number of requests or a duration such as 10s")
+	}
+	l.WarmupDuration = d
+	return nil
+}
