@@ -26,10 +26,10 @@ const MaxLength = 10_000_000
 // when speculative decoding is asked for.
 func (w Workload) Validate() error {
 	if w.Input <= 0 {
-		return field.Invalid("input_tokens", w.Input, "must be > 0")
+		return field.Invalid("input_tokens", w.Input, "input length must be > 0")
 	}
 	if w.Output <= 0 {
-		return field.Invalid("output_tokens", w.Output, "must be > 0")
+		return field.Invalid("output_tokens", w.Output, "output length must be > 0")
 	}
 	if w.Input+w.Output > MaxLength || w.Input > MaxLength || w.Output > MaxLength {
 		return field.Errorf("input_tokens", "{input_tokens} + {output_tokens} must be ≤ %d tokens", MaxLength)
