@@ -38,7 +38,7 @@ func TestDefaultMaxModelLen(t *testing.T) {
 		want       func(kvTokens int) int
 	}{
 		{"Llama-3.1-8B", "H100-SXM", func(int) int { return 131072 }},
-		{"Llama-3.1-8B", "L4", func(kv int) int { return kv }},     // 24 GB: the KV cache holds less than 131,072
+		{"Llama-3.1-8B", "L4", func(kv int) int { return kv }},    // 24 GB: the KV cache holds less than 131,072
 		{"Llama-2-7B", "H100-SXM", func(int) int { return 4096 }}, // its config.json's max_position_embeddings
 	} {
 		o := DefaultOptions()
