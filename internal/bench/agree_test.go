@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // agreeRecords builds 1,000 streamed answers of two one-token chunks and no
@@ -116,5 +119,54 @@ func TestSameP99Everywhere(t *testing.T) {
 	}
 	if consoleP99["ttft"] != "99.9ms" || consoleP99["itl"] != "60.3ms" {
 		t.Errorf("console P99s %v, want ttft 99.9ms and itl 60.3ms:\n%s", consoleP99, console.String())
+	}
+}
+
+// TestSameP99PastTheExactCaps: with more gaps than report keeps one by one
+// (2,097,152) the ITL comes from a histogram in report and in the compat
+// views alike, and it is the same histogram, so the P99s are still equal
+// (and within 0.05 % of the exact value).
+func TestSameP99PastTheExactCaps(t *testing.T) {
+	const requests, chunks = 2100, 1001 // 2,100,000 one-token gaps
+	r := rand.New(rand.NewPCG(9, 9))
+	coll := report.NewCollector(report.Options{Resamples: 10})
+	var compat compatAgg
+	rec := &latency.Record{Schema: latency.RecordSchema, ID: "r", Stream: true, InputTokens: 10,
+		OutputTokens: chunks, InputSource: latency.SourceUsage, OutputSource: latency.SourceUsage,
+		FinishReason: "stop", Status: 200, ChunkNS: make([]int64, chunks), ChunkTokens: make([]int32, chunks)}
+	var exact []int64
+	for i := range requests {
+		sent := int64(i) * int64(time.Minute)
+		rec.IntendedNS, rec.SentNS = sent, sent
+		at := sent + int64(time.Millisecond)
+		for k := range rec.ChunkNS {
+			if k > 0 {
+				g := int64(time.Millisecond) + r.Int64N(int64(50*time.Millisecond))
+				at += g
+				exact = append(exact, g)
+			}
+			rec.ChunkNS[k], rec.ChunkTokens[k] = at, 1
+		}
+		rec.FirstTokenNS, rec.LastEventNS, rec.EndNS = rec.ChunkNS[0], at, at+int64(time.Millisecond)
+		coll.Add(rec)
+		compat.add(rec)
+	}
+	var itl report.Dist
+	for _, d := range coll.Report().Metrics {
+		if d.Metric == "itl" {
+			itl = d
+		}
+	}
+	v := compat.views()
+	if !itl.Approx || itl.Count != int64(len(exact)) {
+		t.Fatalf("report ITL: approx %v count %d, want a histogram of %d", itl.Approx, itl.Count, len(exact))
+	}
+	if itl.P99 != v.VLLM.ITL.P99 || itl.P99 != v.AIPerf.ICL.P99 {
+		t.Errorf("ITL P99: report %v ms, vLLM view %v, AIPerf ICL %v", itl.P99, v.VLLM.ITL.P99, v.AIPerf.ICL.P99)
+	}
+	slices.Sort(exact)
+	want := float64(stats.Percentile(exact, 99)) / 1e6
+	if math.Abs(itl.P99-want) > want*stats.RelativeError {
+		t.Errorf("ITL P99 %v ms, exact %v ms: off by more than %v", itl.P99, want, stats.RelativeError)
 	}
 }
