@@ -45,6 +45,8 @@ With policies (queue, deadlines, timeouts, limits, routing): --config gateway.ya
 	f.StringArrayVar(&rc.Upstreams, "upstream", nil, "upstream base URL, e.g. http://localhost:8000 (repeatable; quick start without a config)")
 	f.StringVar(&rc.ConfigPath, "config", "", "YAML configuration file (watched and reloaded on change)")
 	f.DurationVar(&rc.ReloadInterval, "reload-interval", 2*time.Second, "how often the config file is checked for changes")
+	f.DurationVar(&rc.DrainDelay, "drain-delay", 0, "after SIGTERM/Ctrl-C, how long to keep accepting requests while /health answers 503 (load balancers take the replica out)")
+	f.DurationVar(&rc.Grace, "grace", gateway.DefaultGrace, "after a stop (SIGTERM/Ctrl-C, then --drain-delay), how long in-flight requests may finish before their connections are closed (0: the default)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "hash-key KEY",

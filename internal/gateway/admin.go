@@ -118,7 +118,9 @@ func (g *Gateway) upstreamModels(ctx context.Context, rep *Replica) ([]modelEntr
 	return body.Data, nil
 }
 
-// health answers GET /health: the gateway is up; each pool's queue state
+// health answers GET /health: 200 {"status":"ok"} while the gateway takes
+// traffic, 503 {"status":"draining"} once Drain was called (a readiness
+// probe then takes the replica out of rotation); each pool's queue state
 // is included for operators.
 func (g *Gateway) health(w http.ResponseWriter) {
 	type poolHealth struct {
@@ -127,7 +129,11 @@ func (g *Gateway) health(w http.ResponseWriter) {
 		InFlight    int     `json:"in_flight"`
 		Concurrency float64 `json:"concurrency_limit"`
 	}
-	out := map[string]any{"status": "ok"}
+	status, code := "ok", http.StatusOK
+	if g.draining.Load() {
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	out := map[string]any{"status": status}
 	if rt := g.rt.Load(); rt != nil {
 		pools := map[string]poolHealth{}
 		for name, p := range rt.pools {
@@ -137,5 +143,6 @@ func (g *Gateway) health(w http.ResponseWriter) {
 		out["pools"] = pools
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(out)
 }

@@ -47,6 +47,7 @@ type Gateway struct {
 	transport http.RoundTripper
 	idPrefix  string
 	idSeq     atomic.Uint64
+	draining  atomic.Bool // set by Drain: /health answers 503
 }
 
 // liveConfig is one configuration made live.
@@ -222,6 +223,7 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 		}
 		rt.keys[k.SHA256] = ks
 	}
+	g.Metrics.initSeries(rt)
 	g.rt.Store(rt)
 	if old != nil {
 		old.cancel()

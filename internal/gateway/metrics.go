@@ -181,3 +181,40 @@ func (m *Metrics) observe(o *observation) {
 		}
 	}
 }
+
+// The fixed label values of Rejected and Attempts (proxy.go).
+var (
+	rejectReasons   = []string{"queue_full", "deadline", "input_too_long", "max_tokens", "rate_limit"}
+	attemptOutcomes = []string{"won", "failed", "timeout", "cancelled"}
+)
+
+// initSeries creates at zero the series the live configuration can
+// produce with known label values: each route's histograms for every pool
+// it can send to, and each pool's rejection reasons and attempt outcomes.
+// A series born with its first increment hides that increment from
+// rate() and increase(); born at zero, every request counts from the
+// first, and a dashboard shows 0 rather than no data.
+func (m *Metrics) initSeries(rt *liveConfig) {
+	if m == nil {
+		return
+	}
+	for _, r := range rt.routes {
+		pools := []string{r.Pool}
+		for _, lp := range r.LengthPools {
+			pools = append(pools, lp.Pool)
+		}
+		for _, p := range pools {
+			if rt.pools[p] != nil {
+				m.seriesFor(p, r.Model)
+			}
+		}
+	}
+	for name := range rt.pools {
+		for _, reason := range rejectReasons {
+			m.Rejected.WithLabelValues(name, reason)
+		}
+		for _, o := range attemptOutcomes {
+			m.Attempts.WithLabelValues(name, o)
+		}
+	}
+}

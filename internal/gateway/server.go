@@ -22,17 +22,39 @@ type RunConfig struct {
 	Log            *slog.Logger
 	// Ready, if set, receives the listening address once serving.
 	Ready func(addr net.Addr)
+	// DrainDelay is how long the gateway keeps accepting requests after
+	// ctx ends while /health answers 503, so that load balancers stop
+	// sending before the port closes (0: close at once).
+	DrainDelay time.Duration
+	// Grace is how long requests in flight may then finish before their
+	// connections are closed (default DefaultGrace).
+	Grace time.Duration
 }
 
-// Run serves the gateway until ctx ends, then shuts down gracefully
-// (in-flight streams get 10 s). An invalid configuration stops it before
-// it listens.
+// Validate reports a RunConfig field that cannot work.
+func (rc RunConfig) Validate() error {
+	if rc.DrainDelay < 0 {
+		return fmt.Errorf("drain delay %s: must not be negative", rc.DrainDelay)
+	}
+	if rc.Grace < 0 {
+		return fmt.Errorf("grace %s: must not be negative", rc.Grace)
+	}
+	return nil
+}
+
+// Run serves the gateway until ctx ends, then drains (Drain, DrainDelay)
+// and shuts down gracefully: new connections are refused and requests in
+// flight, streams included, get Grace to finish. An invalid configuration
+// stops it before it listens.
 func Run(ctx context.Context, rc RunConfig) error {
 	log := rc.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	log = slog.New(redact.Handler(log.Handler())) // no credential reaches a log line
+	if err := rc.Validate(); err != nil {
+		return err
+	}
 	var cfg *Config
 	var loaded []byte
 	var err error
@@ -94,10 +116,9 @@ func Run(ctx context.Context, rc RunConfig) error {
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("gateway: shutdown: %w", err)
+	grace := rc.Grace
+	if grace == 0 {
+		grace = DefaultGrace
 	}
-	return nil
+	return g.drainAndStop(srv, rc.DrainDelay, grace, log)
 }
