@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,8 +14,10 @@ import (
 func init() { register(newGatewayCmd) }
 
 func newGatewayCmd() *cobra.Command {
-	var rc gateway.RunConfig
+	rc := gateway.RunConfig{ReloadInterval: 2 * time.Second, Grace: gateway.DefaultGrace}
+	listen := listenAddr{Host: "127.0.0.1", Port: 8080}
 	var verbose bool
+	var g *flagGroup
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run an OpenAI-compatible proxy that measures every stage and defends the SLOs",
@@ -29,7 +32,10 @@ and, when configured, OpenTelemetry spans.
 
 Quick start:  tokentrace gateway --upstream http://localhost:8000
 With policies (queue, deadlines, timeouts, limits, routing): --config gateway.yaml
-(hot-reloaded; see docs/gateway.md).`,
+(hot-reloaded; see docs/gateway.md).
+
+Exit status: 0 after a clean stop, 2 for bad flags or a configuration that
+does not load, 1 when it cannot listen (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			level := slog.LevelInfo
@@ -37,16 +43,29 @@ With policies (queue, deadlines, timeouts, limits, routing): --config gateway.ya
 				level = slog.LevelDebug
 			}
 			rc.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			return gateway.Run(cmd.Context(), rc)
+			addr, err := listen.addr()
+			if err != nil {
+				return usageError(fmt.Errorf("gateway: %w", err), g)
+			}
+			srv, err := gateway.NewServer(rc)
+			if err != nil {
+				return usageError(fmt.Errorf("gateway: %w", err), g)
+			}
+			ln, err := (&net.ListenConfig{}).Listen(cmd.Context(), "tcp", addr)
+			if err != nil {
+				return fmt.Errorf("gateway: listen: %w", err)
+			}
+			return srv.Serve(cmd.Context(), ln)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&rc.Addr, "addr", "127.0.0.1:8080", "listen address")
-	f.StringArrayVar(&rc.Upstreams, "upstream", nil, "upstream base URL, e.g. http://localhost:8000 (repeatable; quick start without a config)")
-	f.StringVar(&rc.ConfigPath, "config", "", "YAML configuration file (watched and reloaded on change)")
-	f.DurationVar(&rc.ReloadInterval, "reload-interval", 2*time.Second, "how often the config file is checked for changes")
-	f.DurationVar(&rc.DrainDelay, "drain-delay", 0, "after SIGTERM/Ctrl-C, how long to keep accepting requests while /health answers 503 (load balancers take the replica out)")
-	f.DurationVar(&rc.Grace, "grace", gateway.DefaultGrace, "after a stop (SIGTERM/Ctrl-C, then --drain-delay), how long in-flight requests may finish before their connections are closed (0: the default)")
+	g = newFlagGroup(f, "", "")
+	bindListenFlags(g, &listen)
+	g.stringArrayVar(&rc.Upstreams, "upstream", "upstream base URL, e.g. http://localhost:8000 (repeatable; quick start without a config)")
+	g.stringVar(&rc.ConfigPath, "config", "YAML configuration file (watched and reloaded on change)")
+	g.durationVar(&rc.ReloadInterval, "reload-interval", "how often the config file is checked for changes")
+	g.durationVar(&rc.DrainDelay, "drain-delay", "after SIGTERM/Ctrl-C, how long to keep accepting requests while /health answers 503 (load balancers take the replica out)")
+	g.durationVar(&rc.Grace, "grace", "after a stop (SIGTERM/Ctrl-C, then --drain-delay), how long in-flight requests may finish before their connections are closed (0: the default)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "hash-key KEY",

@@ -53,16 +53,14 @@ func TestDrainTurnsHealthNotReadyAndKeepsServing(t *testing.T) {
 	}
 }
 
-// startRun runs Run on a loopback port and returns its address and the
+// startRun serves rc on a loopback port and returns its address and the
 // channel its result arrives on.
 func startRun(t *testing.T, ctx context.Context, rc RunConfig) (string, chan error) {
 	t.Helper()
 	addrc := make(chan net.Addr, 1)
 	errc := make(chan error, 1)
-	rc.Addr = "127.0.0.1:0"
 	rc.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	rc.Ready = func(a net.Addr) { addrc <- a }
-	go func() { errc <- Run(ctx, rc) }()
+	go func() { errc <- run(ctx, rc, func(a net.Addr) { addrc <- a }) }()
 	select {
 	case a := <-addrc:
 		return a.String(), errc
@@ -198,8 +196,8 @@ func TestRunDrainDelayServesWhileNotReady(t *testing.T) {
 func TestRunConfigRejectsNegativeDurations(t *testing.T) {
 	for _, rc := range []RunConfig{{DrainDelay: -time.Second}, {Grace: -time.Second}} {
 		rc.Upstreams = []string{"http://127.0.0.1:1"}
-		if err := Run(context.Background(), rc); err == nil || !strings.Contains(err.Error(), "negative") {
-			t.Errorf("Run(%+v) = %v, want a negative-duration error", rc, err)
+		if _, err := NewServer(rc); err == nil || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("NewServer(%+v) = %v, want a negative-duration error", rc, err)
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/httplimit/httplimittest"
 )
 
-// runGateway runs Run on a loopback port with the YAML configuration
+// runGateway serves a gateway on a loopback port with the YAML configuration
 // given, until the test ends, and returns its address.
 func runGateway(t *testing.T, yamlText string) string {
 	t.Helper()
@@ -28,8 +28,8 @@ func runGateway(t *testing.T, yamlText string) string {
 	addrc := make(chan net.Addr, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Run(ctx, RunConfig{Addr: "127.0.0.1:0", ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Ready: func(a net.Addr) { addrc <- a }})
+		errc <- run(ctx, RunConfig{ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			func(a net.Addr) { addrc <- a })
 	}()
 	t.Cleanup(func() {
 		cancel()

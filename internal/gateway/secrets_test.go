@@ -65,7 +65,7 @@ func TestConfigErrorsCarryNoSecrets(t *testing.T) {
 	}
 }
 
-// TestBadConfigFileCarriesNoSecrets: the error Run returns when started on
+// TestBadConfigFileCarriesNoSecrets: the error NewServer returns when started on
 // a bad file (what the command prints to stderr), and the log of a reload
 // that fails, carry no secret.
 func TestBadConfigFileCarriesNoSecrets(t *testing.T) {
@@ -77,7 +77,7 @@ func TestBadConfigFileCarriesNoSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs lockedBuffer
-		err := Run(context.Background(), RunConfig{Addr: "127.0.0.1:0", ConfigPath: path, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		_, err := NewServer(RunConfig{ConfigPath: path, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err == nil {
 			t.Fatalf("%s: started", name)
 		}

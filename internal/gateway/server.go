@@ -2,83 +2,105 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
-// RunConfig is what `tokentrace gateway` needs: either a configuration
-// file or quick-start upstreams, and where to listen.
+// RunConfig is a gateway to run: either a configuration file or
+// quick-start upstreams, and how it stops. A bad one gives a *field.Error
+// (config, upstream, reload_interval, drain_delay, grace).
 type RunConfig struct {
-	Addr       string
-	ConfigPath string   // YAML file, watched for changes
-	Upstreams  []string // quick start when ConfigPath is empty
-	// ReloadInterval is how often the file is checked (default 2s).
+	ConfigPath string   // config: YAML file, watched for changes
+	Upstreams  []string // upstream: quick start when ConfigPath is empty
+	// ReloadInterval (reload_interval) is how often the file is checked
+	// (default 2s).
 	ReloadInterval time.Duration
 	Log            *slog.Logger
-	// Ready, if set, receives the listening address once serving.
-	Ready func(addr net.Addr)
-	// DrainDelay is how long the gateway keeps accepting requests after
-	// ctx ends while /health answers 503, so that load balancers stop
-	// sending before the port closes (0: close at once).
+	// DrainDelay (drain_delay) is how long the gateway keeps accepting
+	// requests after ctx ends while /health answers 503, so that load
+	// balancers stop sending before the port closes (0: close at once).
 	DrainDelay time.Duration
-	// Grace is how long requests in flight may then finish before their
-	// connections are closed (default DefaultGrace).
+	// Grace (grace) is how long requests in flight may then finish before
+	// their connections are closed (default DefaultGrace).
 	Grace time.Duration
 }
 
-// Validate reports a RunConfig field that cannot work.
+// Validate reports a RunConfig duration that cannot work.
 func (rc RunConfig) Validate() error {
-	if rc.DrainDelay < 0 {
-		return fmt.Errorf("drain delay %s: must not be negative", rc.DrainDelay)
-	}
-	if rc.Grace < 0 {
-		return fmt.Errorf("grace %s: must not be negative", rc.Grace)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"reload_interval", rc.ReloadInterval}, {"drain_delay", rc.DrainDelay}, {"grace", rc.Grace}} {
+		if d.v < 0 {
+			return field.Invalid(d.name, d.v, "must not be negative")
+		}
 	}
 	return nil
 }
 
-// Run serves the gateway until ctx ends, then drains (Drain, DrainDelay)
-// and shuts down gracefully: new connections are refused and requests in
-// flight, streams included, get Grace to finish. An invalid configuration
-// stops it before it listens.
-func Run(ctx context.Context, rc RunConfig) error {
+// Server is a gateway whose configuration is loaded and checked, ready to
+// serve.
+type Server struct {
+	g      *Gateway
+	cfg    *Config
+	loaded []byte // the file's bytes cfg was parsed from (for Watch)
+	rc     RunConfig
+	log    *slog.Logger
+}
+
+// NewServer loads the configuration (the file, or the quick start over the
+// upstreams) and builds the gateway; an invalid configuration is refused
+// before anything listens. The Server must be run with Serve.
+func NewServer(rc RunConfig) (*Server, error) {
 	log := rc.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	log = slog.New(redact.Handler(log.Handler())) // no credential reaches a log line
 	if err := rc.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	var cfg *Config
 	var loaded []byte
 	var err error
 	switch {
 	case rc.ConfigPath != "" && len(rc.Upstreams) > 0:
-		return errors.New("give either --config or --upstream, not both")
+		return nil, field.Errorf("config", "give either {config} or {upstream}, not both")
 	case rc.ConfigPath != "":
 		cfg, loaded, err = LoadConfig(rc.ConfigPath)
 	case len(rc.Upstreams) > 0:
 		cfg, err = QuickConfig(rc.Upstreams)
+		err = field.Wrap("upstream", err)
 	default:
-		return errors.New("no upstreams: give --upstream URL (repeatable) or --config FILE")
+		return nil, field.Errorf("upstream", "no upstreams: give {upstream} URL (repeatable) or {config} FILE")
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	g, err := newWithLog(cfg, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return &Server{g: g, cfg: cfg, loaded: loaded, rc: rc, log: log}, nil
+}
+
+// Serve serves the gateway on ln until ctx ends, then drains (DrainDelay)
+// and shuts down gracefully: new connections are refused and requests in
+// flight, streams included, get Grace to finish. It exports spans when the
+// configuration names an OTLP endpoint and reloads a configuration file
+// when it changes.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	g, cfg, log := s.g, s.cfg, s.log
 	defer g.Close()
 	if cfg.OTLPEndpoint != "" {
 		tp, err := NewOTLPTracerProvider(ctx, cfg.OTLPEndpoint)
 		if err != nil {
+			ln.Close()
 			return err
 		}
 		defer func() {
@@ -91,24 +113,17 @@ func Run(ctx context.Context, rc RunConfig) error {
 		}()
 		g.Tracer = tp.Tracer("github.com/tokentrace/tokentrace/internal/gateway")
 	}
-	if rc.ConfigPath != "" {
-		iv := rc.ReloadInterval
+	if s.rc.ConfigPath != "" {
+		iv := s.rc.ReloadInterval
 		if iv <= 0 {
 			iv = 2 * time.Second
 		}
-		go Watch(ctx, rc.ConfigPath, loaded, iv, g.SetConfig, log)
-	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", rc.Addr)
-	if err != nil {
-		return fmt.Errorf("gateway: listen: %w", err)
+		go Watch(ctx, s.rc.ConfigPath, s.loaded, iv, g.SetConfig, log)
 	}
 	limits := cfg.Server.limits()
 	srv := limits.Server(g)
 	ln = limits.Listener(ln)
 	log.Info("gateway listening", "addr", ln.Addr().String(), "pools", len(cfg.Pools), "routes", len(cfg.Routes))
-	if rc.Ready != nil {
-		rc.Ready(ln.Addr())
-	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -116,9 +131,9 @@ func Run(ctx context.Context, rc RunConfig) error {
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
 	}
-	grace := rc.Grace
+	grace := s.rc.Grace
 	if grace == 0 {
 		grace = DefaultGrace
 	}
-	return g.drainAndStop(srv, rc.DrainDelay, grace, log)
+	return g.drainAndStop(srv, s.rc.DrainDelay, grace, log)
 }

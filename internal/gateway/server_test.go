@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -11,7 +12,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
+
+// run serves rc on a loopback port until ctx ends; ready receives the
+// address once it listens.
+func run(ctx context.Context, rc RunConfig, ready func(net.Addr)) error {
+	s, err := NewServer(rc)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	return s.Serve(ctx, ln)
+}
 
 func TestRunQuickStartServesAndShutsDown(t *testing.T) {
 	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
@@ -19,8 +39,8 @@ func TestRunQuickStartServesAndShutsDown(t *testing.T) {
 	addrc := make(chan net.Addr, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Run(ctx, RunConfig{Addr: "127.0.0.1:0", Upstreams: []string{up.URL()}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Ready: func(a net.Addr) { addrc <- a }})
+		errc <- run(ctx, RunConfig{Upstreams: []string{up.URL()}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			func(a net.Addr) { addrc <- a })
 	}()
 	var addr net.Addr
 	select {
@@ -45,12 +65,15 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("pools: [{name: p, replicas: []}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := Run(context.Background(), RunConfig{Addr: "127.0.0.1:0", ConfigPath: path})
+	_, err := NewServer(RunConfig{ConfigPath: path})
 	if err == nil || !strings.Contains(err.Error(), "no replicas") {
 		t.Fatalf("err = %v, want a refusal naming the problem", err)
 	}
-	if err := Run(context.Background(), RunConfig{Addr: "127.0.0.1:0"}); err == nil {
-		t.Fatal("started with no upstreams")
+	for _, rc := range []RunConfig{{}, {ConfigPath: path, Upstreams: []string{"http://127.0.0.1:1"}}} {
+		var fe *field.Error
+		if _, err := NewServer(rc); !errors.As(err, &fe) {
+			t.Fatalf("%+v: err %v, want a field error", rc, err)
+		}
 	}
 }
 
@@ -65,7 +88,7 @@ func TestRunAppliesReadHeaderTimeout(t *testing.T) {
 	defer cancel()
 	addrc := make(chan net.Addr, 1)
 	go func() {
-		_ = Run(ctx, RunConfig{Addr: "127.0.0.1:0", ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func(a net.Addr) { addrc <- a }})
+		_ = run(ctx, RunConfig{ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, func(a net.Addr) { addrc <- a })
 	}()
 	addr := <-addrc
 	c, err := net.Dial("tcp", addr.String())
