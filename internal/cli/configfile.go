@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func applyConfigFile(path string, fs *pflag.FlagSet, warn io.Writer) error {
 		if f == nil || name == "config" {
 			return fmt.Errorf("config file %s: unknown key %q", path, k)
 		}
-		if flagGiven(fs, canonicalName(f)) {
+		if slices.ContainsFunc(canonicalNames(f), func(n string) bool { return flagGiven(fs, n) }) {
 			continue // the command line wins
 		}
 		v, err := configValue(kv[k])

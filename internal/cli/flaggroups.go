@@ -86,8 +86,8 @@ func bindLegacyOutputLength(g *flagGroup, o *engine.Options) {
 		for _, n := range names {
 			used = used || flagGiven(g.fs, g.prefix+n)
 		}
-		if !used || flagGiven(g.fs, g.prefix+"natural-output-tokens") {
-			return nil
+		if !used || g.fs.Lookup(g.prefix+"natural-output-tokens").Changed {
+			return nil // the canonical flag wins
 		}
 		switch l.dist {
 		case "lognormal":
@@ -168,7 +168,8 @@ func bindListenFlags(g *flagGroup, l *listenAddr) {
 	}
 	g.fs.AddFlag(&pflag.Flag{Name: g.prefix + "addr", Usage: "listen address HOST:PORT", Value: (*hostPort)(l),
 		DefValue: net.JoinHostPort(l.Host, strconv.Itoa(l.Port)), Hidden: true,
-		Deprecated: "use --" + g.prefix + "host and --" + g.prefix + "port"})
+		Deprecated:  "use --" + g.prefix + "host and --" + g.prefix + "port",
+		Annotations: map[string][]string{aliasOf: {g.prefix + "host", g.prefix + "port"}}})
 }
 
 // addr checks the port and returns HOST:PORT.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,19 +160,19 @@ func (g *flagGroup) given(field string) bool {
 func flagGiven(fs *pflag.FlagSet, name string) bool {
 	given := false
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed && (f.Name == name || canonicalName(f) == name) {
+		if f.Changed && (f.Name == name || slices.Contains(canonicalNames(f), name)) {
 			given = true
 		}
 	})
 	return given
 }
 
-// canonicalName is the flag an alias sets, or the flag's own name.
-func canonicalName(f *pflag.Flag) string {
-	if a := f.Annotations[aliasOf]; len(a) == 1 {
-		return a[0]
+// canonicalNames are the flags an alias sets, or the flag's own name.
+func canonicalNames(f *pflag.Flag) []string {
+	if a := f.Annotations[aliasOf]; len(a) > 0 {
+		return a
 	}
-	return f.Name
+	return []string{f.Name}
 }
 
 // flagOf is the flag spelling of a field: --name when the group binds it,
