@@ -59,7 +59,7 @@ type Params struct {
 // DecodeChat parses and validates a chat completion request body.
 func DecodeChat(body []byte) (*ChatCompletionRequest, *APIError) {
 	var r ChatCompletionRequest
-	if err := unmarshal(body, &r); err != nil {
+	if err := unmarshal(body, &r, chatShape); err != nil {
 		return nil, err
 	}
 	if err := r.check(); err != nil {
@@ -99,7 +99,7 @@ func (r *ChatCompletionRequest) Params() Params {
 // DecodeCompletion parses and validates a text completion request body.
 func DecodeCompletion(body []byte) (*CompletionRequest, *APIError) {
 	var r CompletionRequest
-	if err := unmarshal(body, &r); err != nil {
+	if err := unmarshal(body, &r, completionShape); err != nil {
 		return nil, err
 	}
 	if err := r.check(); err != nil {
@@ -208,18 +208,35 @@ func checkMax(name string, v *int64) *APIError {
 	return nil
 }
 
-// unmarshal decodes body into v, turning decoding errors into 400s that
-// name the offending field where encoding/json tells it.
-func unmarshal(body []byte, v any) *APIError {
+// unmarshal checks body's keys against sh (checkKeys: exact keys, no
+// duplicates), then decodes it into v, turning errors into 400s that name
+// the offending field.
+func unmarshal(body []byte, v any, sh *shape) *APIError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return BadRequest("", "request body is empty; expected a JSON object")
 	}
-	err := json.Unmarshal(body, v)
-	if err == nil {
-		return nil
+	scanErr := checkKeys(body, sh)
+	var ke *keyError
+	if errors.As(scanErr, &ke) {
+		return BadRequest(ke.param, "%s", ke.msg)
 	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return decodeError(body, err)
+	}
+	if scanErr != nil {
+		// encoding/json took what the key scan refused (nesting deeper
+		// than jsonscan's limit): the keys past it were not checked.
+		return BadRequest("", "request body is not accepted: %v", scanErr)
+	}
+	return nil
+}
+
+// decodeError turns an encoding/json error into a 400 naming the field
+// where it can.
+func decodeError(body []byte, err error) *APIError {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var fe *fieldError
 	switch {
 	case errors.As(err, &syn):
 		return BadRequest("", "request body is not valid JSON: %v (at byte %d)", syn, syn.Offset)
@@ -229,11 +246,40 @@ func unmarshal(body []byte, v any) *APIError {
 		}
 		// encoding/json names a promoted field by its embedded struct's Go
 		// name too; clients know only the JSON name.
-		field := strings.TrimPrefix(typ.Field, "Generation.")
+		field := messagePath(body, strings.TrimPrefix(typ.Field, "Generation."))
 		return BadRequest(field, "field %s: expected %s, got %s", field, typeName(typ.Type.Kind().String()), typ.Value)
+	case errors.As(err, &fe):
+		field := fe.field
+		if field == "content" {
+			field = messagePath(body, "messages.content")
+		}
+		return BadRequest(field, "%s", fe.msg)
 	default:
 		return BadRequest("", "invalid request body: %v", err)
 	}
+}
+
+// messagePath turns "messages.FIELD", as encoding/json names a field of a
+// message, into "messages[i].FIELD" with the index of the first message
+// that does not decode. Other fields are returned as they are.
+func messagePath(body []byte, field string) string {
+	rest, ok := strings.CutPrefix(field, "messages.")
+	if !ok {
+		return field
+	}
+	var probe struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &probe) != nil {
+		return field
+	}
+	for i, m := range probe.Messages {
+		var cm ChatMessage
+		if json.Unmarshal(m, &cm) != nil {
+			return fmt.Sprintf("messages[%d].%s", i, rest)
+		}
+	}
+	return field
 }
 
 func typeName(kind string) string {

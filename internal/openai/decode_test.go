@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,16 +77,19 @@ func TestDecodeErrors(t *testing.T) {
 		{"negative min", `{"model":"m",` + msgs + `,"min_tokens":-1}`, "min_tokens", "between", false},
 		{"stream_options without stream", `{"model":"m",` + msgs + `,"stream_options":{"include_usage":true}}`, "stream_options", "only when stream", false},
 		{"temperature", `{"model":"m",` + msgs + `,"temperature":3}`, "temperature", "between", false},
-		{"image part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "", "text", false},
-		{"content number", `{"model":"m","messages":[{"role":"user","content":5}]}`, "", "content", false},
+		{"image part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content", "text", false},
+		{"content number", `{"model":"m","messages":[{"role":"user","content":5}]}`, "messages[0].content", "content", false},
+		{"second content object", `{"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","content":{}}]}`, "messages[1].content", "content", false},
+		{"role number", `{"model":"m","messages":[{"role":"user","content":"a"},{"role":5,"content":"b"}]}`, "messages[1].role", "string", false},
 		{"completion missing prompt", `{"model":"m"}`, "prompt", "prompt", true},
 		{"completion empty prompt", `{"model":"m","prompt":""}`, "prompt", "empty", true},
 		{"completion batch", `{"model":"m","prompt":["a","b"]}`, "prompt", "batched", true},
 		{"completion negative id", `{"model":"m","prompt":[1,-2]}`, "prompt", "negative", true},
 		{"completion empty array", `{"model":"m","prompt":[ ]}`, "prompt", "empty array", true},
-		{"completion mixed ids", `{"model":"m","prompt":[1,"a"]}`, "", "integers", true},
-		{"completion mixed strings", `{"model":"m","prompt":["a",1]}`, "", "prompt must be", true},
-		{"completion bad prompt", `{"model":"m","prompt":{"a":1}}`, "", "prompt", true},
+		{"completion mixed ids", `{"model":"m","prompt":[1,"a"]}`, "prompt", "integers", true},
+		{"completion mixed strings", `{"model":"m","prompt":["a",1]}`, "prompt", "prompt must be", true},
+		{"completion bad prompt", `{"model":"m","prompt":{"a":1}}`, "prompt", "prompt", true},
+		{"stop number", `{"model":"m","prompt":"x","stop":5}`, "stop", "stop", true},
 		{"completion echo", `{"model":"m","prompt":"x","echo":true}`, "echo", "echo", true},
 		{"completion best_of", `{"model":"m","prompt":"x","best_of":3}`, "best_of", "best_of", true},
 	}
@@ -112,6 +116,57 @@ func TestDecodeErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Err.Message, tt.msgPart) {
 				t.Errorf("message %q lacks %q", err.Err.Message, tt.msgPart)
+			}
+		})
+	}
+}
+
+// TestExactKeys: keys are matched exactly, as OpenAI's API does. A key
+// that differs from a known one only in case (under the folding
+// encoding/json matches keys with, which includes ſ for s and the Kelvin
+// sign for k) is an unrecognized argument, and a key given twice in one
+// object is rejected, so that no proxy in front can read a different
+// value than the one acted on. Other unknown keys are ignored.
+func TestExactKeys(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, body, param, msgPart string
+		completion                 bool
+	}{
+		{"upper-case variant next to the key", `{"model":"m",` + msgs + `,"max_tokens":5,"MAX_TOKENS":5000}`, "MAX_TOKENS", "Unrecognized request argument supplied: MAX_TOKENS", false},
+		{"variant alone", `{"model":"m",` + msgs + `,"Max_Tokens":5000}`, "Max_Tokens", "Unrecognized", false},
+		{"variant of model", `{"model":"m","MODEL":"other",` + msgs + `}`, "MODEL", "Unrecognized", false},
+		{"long s folds to s", `{"model":"m",` + msgs + `,"ſtream":true}`, "ſtream", "Unrecognized", false},
+		{"Kelvin sign folds to k", `{"model":"m",` + msgs + `,"max_toKens":5000}`, "max_toKens", "Unrecognized", false},
+		{"escaped variant", `{"model":"m",` + msgs + `,"MAX_TOKENS":5000}`, "MAX_TOKENS", "Unrecognized", false},
+		{"nested in stream_options", `{"model":"m",` + msgs + `,"stream":true,"stream_options":{"INCLUDE_USAGE":true}}`, "stream_options.INCLUDE_USAGE", "Unrecognized", false},
+		{"nested in a message", `{"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","Content":"b"}]}`, "messages[1].Content", "Unrecognized", false},
+		{"nested in a content part", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","TEXT":"b"}]}]}`, "messages[0].content[0].TEXT", "Unrecognized", false},
+		{"completion prompt variant", `{"model":"m","prompt":"x","Prompt":"a much longer prompt"}`, "Prompt", "Unrecognized", true},
+		{"duplicate max_tokens", `{"model":"m",` + msgs + `,"max_tokens":5,"max_tokens":5000}`, "max_tokens", "duplicate", false},
+		{"duplicate through an escape", `{"model":"m",` + msgs + `,"max_tokens":5,"max_tokens":5000}`, "max_tokens", "duplicate", false},
+		{"duplicate unknown key", `{"model":"m",` + msgs + `,"foo":1,"foo":2}`, "foo", "duplicate", false},
+		{"duplicate content", `{"model":"m","messages":[{"role":"user","content":"a","content":"b"}]}`, "messages[0].content", "duplicate", false},
+		{"duplicate completion prompt", `{"model":"m","prompt":"x","prompt":"y"}`, "prompt", "duplicate", true},
+		{"nesting beyond the scanner's depth", `{"model":"m",` + msgs + `,"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, "", "deep", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err *APIError
+			if tt.completion {
+				_, err = DecodeCompletion([]byte(tt.body))
+			} else {
+				_, err = DecodeChat([]byte(tt.body))
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			param := ""
+			if err.Err.Param != nil {
+				param = *err.Err.Param
+			}
+			if err.Status != http.StatusBadRequest || param != tt.param || !strings.Contains(err.Err.Message, tt.msgPart) {
+				t.Errorf("%d param %q message %q, want 400 param %q message with %q", err.Status, param, err.Err.Message, tt.param, tt.msgPart)
 			}
 		})
 	}
@@ -179,6 +234,39 @@ func FuzzDecode(f *testing.F) {
 			p := r.Params()
 			if p.Model == "" || p.MaxTokens < 1 || (r.Prompt.Text == "" && len(r.Prompt.Tokens) == 0) {
 				t.Fatalf("accepted invalid completion request: %+v %+v", p, r.Prompt)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeChat decodes a chat request of 16 messages (about 8 KB):
+// the whole of DecodeChat, and its exact-key walk alone.
+func BenchmarkDecodeChat(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":128,"temperature":0.7,"messages":[`)
+	for i := range 16 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"role":"user","content":%q}`, strings.Repeat("lorem ipsum dolor sit amet ", 18))
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.Run("DecodeChat", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := DecodeChat(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("checkKeys", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if err := checkKeys(body, chatShape); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

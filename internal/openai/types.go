@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 )
 
@@ -37,15 +36,31 @@ type StreamOptions struct {
 // "\n". JSON null is the empty string.
 type Content string
 
+// contentPart is one part of an array content.
+type contentPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+// fieldError is a value a field's own decoder (UnmarshalJSON) refuses;
+// field is the field's JSON name.
+type fieldError struct {
+	field, msg string
+}
+
+func (e *fieldError) Error() string { return e.msg }
+
+var errContentShape = &fieldError{"content", "content must be a string, null or an array of text parts"}
+
 // UnmarshalJSON accepts a string, null, or an array of text parts.
 func (c *Content) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	switch {
 	case len(b) == 0:
-		return errors.New("empty content")
+		return errContentShape
 	case b[0] == 'n':
 		if string(b) != "null" {
-			return errors.New("content must be a string or an array of text parts")
+			return errContentShape
 		}
 		*c = ""
 		return nil
@@ -57,17 +72,14 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		*c = Content(s)
 		return nil
 	case b[0] == '[':
-		var parts []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
+		var parts []contentPart
 		if err := json.Unmarshal(b, &parts); err != nil {
-			return errors.New("content must be a string or an array of text parts")
+			return errContentShape
 		}
 		var buf bytes.Buffer
 		for i, p := range parts {
 			if p.Type != "text" || p.Text == nil {
-				return fmt.Errorf("content part %d: only parts of type \"text\" with a text field are supported", i)
+				return &fieldError{"content", fmt.Sprintf("content part %d: only parts of type \"text\" with a text field are supported", i)}
 			}
 			if i > 0 {
 				buf.WriteByte('\n')
@@ -77,7 +89,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		*c = Content(buf.String())
 		return nil
 	default:
-		return errors.New("content must be a string or an array of text parts")
+		return errContentShape
 	}
 }
 
@@ -146,7 +158,7 @@ func (s *StopField) UnmarshalJSON(b []byte) error {
 	}
 	var many []string
 	if err := json.Unmarshal(b, &many); err != nil {
-		return errors.New("stop must be a string or an array of strings")
+		return &fieldError{"stop", "stop must be a string, an array of strings or null"}
 	}
 	*s = many
 	return nil
@@ -169,7 +181,7 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	*p = Prompt{}
 	if len(b) == 0 {
-		return errors.New("empty prompt")
+		return errPromptShape
 	}
 	switch b[0] {
 	case 'n':
@@ -207,7 +219,7 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 	case '[':
 		var ids [][]int32
 		if err := json.Unmarshal(b, &ids); err != nil {
-			return errors.New("prompt token ids must be integers in the int32 range")
+			return errPromptIDs
 		}
 		p.Batch, p.Tokens = len(ids), ids[0]
 		if p.Tokens == nil {
@@ -216,14 +228,17 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 	default:
 		ids := []int32{}
 		if err := json.Unmarshal(b, &ids); err != nil {
-			return errors.New("prompt token ids must be integers in the int32 range")
+			return errPromptIDs
 		}
 		p.Batch, p.Tokens = 1, ids
 	}
 	return nil
 }
 
-var errPromptShape = errors.New("prompt must be a string, an array of strings, or an array of token ids")
+var (
+	errPromptShape = &fieldError{"prompt", "prompt must be a string, an array of strings, or an array of token ids"}
+	errPromptIDs   = &fieldError{"prompt", "prompt token ids must be integers in the int32 range"}
+)
 
 // Usage is the token accounting of a response.
 type Usage struct {
