@@ -76,20 +76,43 @@ func (r *Request) InputTokens() int {
 // meant for the client.
 var errScan = errors.New("invalid request")
 
+// The keys ScanRequest reads, per object. The upstream acts on them, so
+// each must be spelled exactly and given at most once: a duplicate, or a
+// key equal to one of them under Unicode case folding (which encoding/json
+// servers, serve among them, would also take), is refused with 400, the
+// rule internal/openai applies. Other keys are not looked at.
+var (
+	chatKeys          = []string{"model", "stream", "max_tokens", "max_completion_tokens", "stream_options", "messages"}
+	completionKeys    = []string{"model", "stream", "max_tokens", "stream_options", "prompt"}
+	streamOptionsKeys = []string{"include_usage"}
+	messageKeys       = []string{"role", "content"}
+	contentPartKeys   = []string{"text"}
+)
+
+// keyError is a key refused by the rule above.
+type keyError struct{ msg string }
+
+func (e *keyError) Error() string { return e.msg }
+
 // ScanRequest reads the fields the gateway needs from a request body in one
 // pass without building the body's values: it validates the JSON's
-// structure, decodes model, stream, max_tokens / max_completion_tokens
-// and stream_options.include_usage, and notes where the prompt's text is
-// (messages[].content as a string or text parts, or prompt) for
-// InputTokens and prefix affinity. chat selects /v1/chat/completions
-// rules; prefixBytes bounds the text hashed for prefix affinity.
+// structure, decodes model, stream, max_tokens (and, for chat,
+// max_completion_tokens) and stream_options.include_usage, and notes where
+// the prompt's text is (messages[].content as a string or text parts, or
+// prompt) for InputTokens and prefix affinity. Those keys must be exact
+// and unique (chatKeys). chat selects /v1/chat/completions rules;
+// prefixBytes bounds the text hashed for prefix affinity.
 func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 	r := Request{body: body, input: -1}
 	s := newScanner(body)
 	var model string
 	var haveModel, sawMessages, sawPrompt bool
 	var maxTokens, maxCompletion *int
-	err := s.object(func(key []byte) error {
+	keys := completionKeys
+	if chat {
+		keys = chatKeys
+	}
+	err := s.exactObject(keys, func(key []byte) error {
 		switch string(key) {
 		case "model":
 			v, err := s.stringValue()
@@ -104,6 +127,9 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 			}
 			r.Stream = v
 		case "max_tokens", "max_completion_tokens":
+			if !chat && string(key) == "max_completion_tokens" {
+				return s.skip() // not a completions parameter: the upstream ignores it
+			}
 			v, err := s.intValue()
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
@@ -117,7 +143,7 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 			if s.Peek() != '{' {
 				return s.skip()
 			}
-			return s.object(func(k []byte) error {
+			return s.exactObject(streamOptionsKeys, func(k []byte) error {
 				if string(k) != "include_usage" {
 					return s.skip()
 				}
@@ -146,6 +172,10 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 		if s.SkipSpace(); s.Pos() != len(body) {
 			err = s.Errorf("unexpected data after the request object")
 		}
+	}
+	var ke *keyError
+	if errors.As(err, &ke) {
+		return Request{}, fmt.Errorf("%w: %s", errScan, ke.msg)
 	}
 	if err != nil {
 		return Request{}, fmt.Errorf("%w: body is not valid JSON: %v", errScan, err)
@@ -198,9 +228,11 @@ func (s *scanner) str() (textSpan, error) {
 	return textSpan{start: t.Start, end: t.End(), escaped: t.Escaped}, err
 }
 
+// stringValue reads a string's value as encoding/json does (escapes
+// resolved, invalid UTF-8 replaced by U+FFFD).
 func (s *scanner) stringValue() (string, error) {
 	t, err := s.String()
-	if err != nil || !t.Escaped {
+	if err != nil || !t.Escaped && !t.NonASCII {
 		return string(t.Raw), err
 	}
 	return jsonscan.Unquote(t.Raw)
@@ -242,14 +274,36 @@ func (s *scanner) intValue() (*int, error) {
 	return &v, nil
 }
 
-// object scans an object, calling field with each key (unescaped); field
-// must consume the value.
+// object scans an object, calling field with each key (its value as
+// encoding/json reads it); field must consume the value.
 func (s *scanner) object(field func(key []byte) error) error {
 	return s.Object(func(k jsonscan.Str) error {
 		key := k.Raw
-		if k.Escaped {
+		if k.Escaped || k.NonASCII {
 			if v, err := jsonscan.Unquote(k.Raw); err == nil {
 				key = []byte(v)
+			}
+		}
+		return field(key)
+	})
+}
+
+// exactObject is object for an object whose keys among known the gateway
+// reads: a known key given twice, or a key equal to a known one under
+// case folding but not exactly, is a keyError.
+func (s *scanner) exactObject(known []string, field func(key []byte) error) error {
+	var seen uint64 // bit i: known[i] was seen
+	return s.object(func(key []byte) error {
+		for i, k := range known {
+			switch {
+			case string(key) == k:
+				if seen&(1<<i) != 0 {
+					return &keyError{msg: fmt.Sprintf("duplicate key %q in the request body", k)}
+				}
+				seen |= 1 << i
+				return field(key)
+			case bytes.EqualFold(key, []byte(k)):
+				return &keyError{msg: "Unrecognized request argument supplied: " + string(key)}
 			}
 		}
 		return field(key)
@@ -275,7 +329,7 @@ func (s *scanner) messages(r *Request) error {
 			return s.Errorf("each message must be an object")
 		}
 		r.messages++
-		return s.object(func(key []byte) error {
+		return s.exactObject(messageKeys, func(key []byte) error {
 			switch string(key) {
 			case "role":
 				t, err := s.str()
@@ -311,7 +365,7 @@ func (s *scanner) content(r *Request) error {
 			if s.Peek() != '{' {
 				return s.Errorf("content parts must be objects")
 			}
-			return s.object(func(key []byte) error {
+			return s.exactObject(contentPartKeys, func(key []byte) error {
 				if string(key) != "text" || s.Peek() != '"' {
 					return s.skip()
 				}
