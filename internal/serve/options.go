@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
-	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 )
 
@@ -42,17 +41,6 @@ func DefaultOptions() Options {
 // performance model and returns the server configuration, or the reason it
 // cannot run.
 func (o Options) Config() (Config, error) {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"read_header_timeout", o.ReadHeaderTimeout}, {"body_timeout", o.BodyTimeout}, {"idle_timeout", o.IdleTimeout}} {
-		if d.v < 0 {
-			return Config{}, field.Invalid(d.name, d.v, "must not be negative")
-		}
-	}
-	if o.MaxConnections < 0 {
-		return Config{}, field.Invalid("max_connections", o.MaxConnections, "must not be negative")
-	}
 	ec, _, err := o.Engine.Config()
 	if err != nil {
 		return Config{}, err

@@ -81,7 +81,7 @@ func TestOptionsThatCannotRun(t *testing.T) {
 		{func(o *Options) { o.Engine.TensorParallelSize = -1 }, "tensor_parallel_size", "0 for the smallest"},
 		{func(o *Options) { o.Engine.DType = "fp3" }, "dtype", "fp3"},
 		{func(o *Options) { o.Engine.Model = "no-such-model" }, "model", "no-such-model"},
-		{func(o *Options) { o.QueueFullStatus = 418 }, "", "429 or 503"},
+		{func(o *Options) { o.QueueFullStatus = 418 }, "queue_full_status", "429 or 503"},
 		{func(o *Options) { o.Engine.NaturalOutputTokens = "zipf:1" }, "natural_output_tokens", "distribution"},
 		{func(o *Options) { o.Faults.StallRate = 2 }, "fault_stall_rate", "[0, 1]"},
 		{func(o *Options) { o.Faults.Rate429 = -0.1 }, "fault_429_rate", "[0, 1]"},

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
 )
@@ -96,16 +97,21 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.MaxBodyBytes < 1024 {
-		return fmt.Errorf("max body size %d bytes is below 1 KiB", c.MaxBodyBytes)
+		return field.Invalid("max_body_bytes", c.MaxBodyBytes, "below 1 KiB")
 	}
-	if l := c.Limits; l.ReadHeaderTimeout < 0 || l.BodyTimeout < 0 || l.IdleTimeout < 0 {
-		return fmt.Errorf("read-header, body and idle timeouts must not be negative (got %v, %v, %v)", l.ReadHeaderTimeout, l.BodyTimeout, l.IdleTimeout)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read_header_timeout", c.Limits.ReadHeaderTimeout}, {"body_timeout", c.Limits.BodyTimeout}, {"idle_timeout", c.Limits.IdleTimeout}} {
+		if d.v < 0 {
+			return field.Invalid(d.name, d.v, "must not be negative")
+		}
 	}
 	if c.Limits.MaxConns < 0 {
-		return fmt.Errorf("max connections must not be negative (got %d)", c.Limits.MaxConns)
+		return field.Invalid("max_connections", c.Limits.MaxConns, "must not be negative")
 	}
 	if c.QueueFullStatus != http.StatusTooManyRequests && c.QueueFullStatus != http.StatusServiceUnavailable {
-		return fmt.Errorf("queue-full status must be 429 or 503 (got %d)", c.QueueFullStatus)
+		return field.Invalid("queue_full_status", c.QueueFullStatus, "must be 429 or 503")
 	}
 	return c.Faults.validate()
 }
