@@ -207,7 +207,5 @@ func bindOutputDir(g *flagGroup, dir *string, usage string) {
 
 // bindOutputFile binds --output/-o, the file a command writes (report).
 func bindOutputFile(g *flagGroup, file *string, usage string) {
-	if full, ok := g.define("output"); ok {
-		g.fs.StringVarP(file, full, "o", *file, g.usage+usage)
-	}
+	g.bind("output", usage, func(fs *pflag.FlagSet, n, u string) { fs.StringVarP(file, n, "o", *file, u) })
 }

@@ -46,65 +46,47 @@ func newFlagGroup(fs *pflag.FlagSet, prefix, usage string, skip ...string) *flag
 	return g
 }
 
-// flagName is the flag that sets field.
-func fieldFlag(field string) string { return strings.ReplaceAll(field, "_", "-") }
-
-// define registers name's field and says whether to define the flag.
-func (g *flagGroup) define(name string) (full string, ok bool) {
+// bind defines the flag name (behind the group's prefix, with the group's
+// usage prefix) through define, unless the group skips it, and records
+// which field it sets: the name with underscores.
+func (g *flagGroup) bind(name, usage string, define func(fs *pflag.FlagSet, name, usage string)) {
 	if g.skip[name] {
-		return "", false
+		return
 	}
-	full = g.prefix + name
-	g.fields[strings.ReplaceAll(name, "-", "_")] = full
-	return full, true
+	g.fields[strings.ReplaceAll(name, "-", "_")] = g.prefix + name
+	define(g.fs, g.prefix+name, g.usage+usage)
 }
 
 func (g *flagGroup) stringVar(p *string, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.StringVar(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.StringVar(p, n, *p, u) })
 }
 
 func (g *flagGroup) stringArrayVar(p *[]string, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.StringArrayVar(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.StringArrayVar(p, n, *p, u) })
 }
 
 func (g *flagGroup) intVar(p *int, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.IntVar(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.IntVar(p, n, *p, u) })
 }
 
 func (g *flagGroup) int64Var(p *int64, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.Int64Var(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.Int64Var(p, n, *p, u) })
 }
 
 func (g *flagGroup) uint64Var(p *uint64, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.Uint64Var(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.Uint64Var(p, n, *p, u) })
 }
 
 func (g *flagGroup) float64Var(p *float64, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.Float64Var(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.Float64Var(p, n, *p, u) })
 }
 
 func (g *flagGroup) boolVar(p *bool, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.BoolVar(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.BoolVar(p, n, *p, u) })
 }
 
 func (g *flagGroup) durationVar(p *time.Duration, name, usage string) {
-	if full, ok := g.define(name); ok {
-		g.fs.DurationVar(p, full, *p, g.usage+usage)
-	}
+	g.bind(name, usage, func(fs *pflag.FlagSet, n, u string) { fs.DurationVar(p, n, *p, u) })
 }
 
 // alias defines old as a hidden second spelling of the canonical flag

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -64,9 +65,9 @@ output cannot be written (docs/cli.md).`,
 	f := cmd.Flags()
 	g = newFlagGroup(f, "", "")
 	g.stringVar(&slo, "slo", `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms,e2e:p95<=10s"`)
-	if full, ok := g.define("format"); ok {
-		f.StringVarP(&cfg.Format, full, "f", cfg.Format, "output format: "+strings.Join(report.Formats, ", "))
-	}
+	g.bind("format", "output format: "+strings.Join(report.Formats, ", "), func(fs *pflag.FlagSet, n, u string) {
+		fs.StringVarP(&cfg.Format, n, "f", cfg.Format, u)
+	})
 	bindOutputFile(g, &output, "write to this file, - for standard output (html defaults to report.html in the results folder)")
 	g.boolVar(&cfg.Compare, "compare", "compare two runs: report --compare A B")
 	g.uint64Var(&cfg.Seed, "seed", "seed of the bootstrap's random source")

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"math"
-
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -118,7 +116,9 @@ func (o Options) Config() (Config, *perfmodel.Estimator, error) {
 	return ec, est, nil
 }
 
-// check rejects values no resolution can rescue.
+// check rejects the values Config would read as "the default" (0) or
+// that the performance model takes otherwise; the rest Config.Validate
+// judges on the resolved configuration.
 func (o Options) check() error {
 	switch {
 	case o.BlockSize < 1:
@@ -127,16 +127,6 @@ func (o Options) check() error {
 		return field.Invalid("tensor_parallel_size", o.TensorParallelSize, "must be at least 1, or 0 for the smallest that fits")
 	case !(o.GPUMemoryUtilization > 0 && o.GPUMemoryUtilization <= 1):
 		return field.Invalid("gpu_memory_utilization", o.GPUMemoryUtilization, "must be in (0, 1]")
-	case o.MaxModelLen < 0:
-		return field.Invalid("max_model_len", o.MaxModelLen, "must not be negative")
-	case o.NumGPUBlocksOverride < 0:
-		return field.Invalid("num_gpu_blocks_override", o.NumGPUBlocksOverride, "must not be negative")
-	case o.MaxNumSeqs < 0:
-		return field.Invalid("max_num_seqs", o.MaxNumSeqs, "must not be negative")
-	case o.MaxNumBatchedTokens < 0:
-		return field.Invalid("max_num_batched_tokens", o.MaxNumBatchedTokens, "must not be negative")
-	case math.IsNaN(o.SpeculativeAlpha):
-		return field.Invalid("speculative_alpha", o.SpeculativeAlpha, "must be a number")
 	}
 	return nil
 }
