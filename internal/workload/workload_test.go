@@ -450,3 +450,19 @@ func TestArrivalsSeeded(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkArrivals is the cost of one scheduled arrival (docs/performance.md).
+func BenchmarkArrivals(b *testing.B) {
+	for _, p := range []Process{Poisson, Gamma} {
+		b.Run(string(p), func(b *testing.B) {
+			a, err := NewArrivals(p, 1000, 0.5, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				a.Next()
+			}
+		})
+	}
+}
