@@ -25,8 +25,9 @@ type digest struct {
 	warmup  int
 
 	// Reading state, for Load.
-	lines     int   // lines in the batch
-	bad       []int // batch-relative numbers of malformed lines
+	lines     int    // lines in the batch
+	bad       []int  // batch-relative numbers of malformed lines
+	badWhy    string // why the first of them could not be read
 	oldSchema int
 	truncated int // bytes of an incomplete last line that was dropped (0: none)
 	newer     int // batch-relative line of a record from a newer schema (0: none)

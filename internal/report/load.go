@@ -51,6 +51,7 @@ func Collect(ctx context.Context, paths []string, opts Options) (*Collector, err
 		files = append(files, fs...)
 	}
 	total := 0
+	var unread unreadable
 	for _, f := range files {
 		c.source(sourceName(f))
 		if info, ok, err := ReadRunInfo(filepath.Dir(f)); err != nil {
@@ -58,7 +59,7 @@ func Collect(ctx context.Context, paths []string, opts Options) (*Collector, err
 		} else if ok {
 			c.SetRun(info)
 		}
-		n, err := readFile(ctx, c, f)
+		n, u, err := readFile(ctx, c, f)
 		if err != nil {
 			return nil, err
 		}
@@ -66,12 +67,43 @@ func Collect(ctx context.Context, paths []string, opts Options) (*Collector, err
 			c.Note(fmt.Sprintf("%s holds no records", f))
 		}
 		total += n
+		if len(files) > 1 {
+			u.first = f + " " + u.first
+		}
+		unread.add(u)
 	}
-	if total == 0 {
+	switch {
+	case total == 0 && unread.lines > 0:
+		return nil, fmt.Errorf("%s: %w: %v; is it a requests.jsonl written by tokentrace bench?",
+			strings.Join(files, ", "), ErrNoRecords, unread)
+	case total == 0:
 		return nil, fmt.Errorf("%s: %w (the file is empty: was the run killed before any request finished?)",
 			strings.Join(files, ", "), ErrNoRecords)
 	}
 	return c, nil
+}
+
+// unreadable counts the lines of the inputs that are not records:
+// malformed lines and an incomplete last line.
+type unreadable struct {
+	lines int
+	first string // where the first is: "line 3" (of the only input), "FILE line 3"
+	why   string // why it could not be read
+}
+
+func (u *unreadable) add(v unreadable) {
+	if u.lines == 0 {
+		u.first, u.why = v.first, v.why
+	}
+	u.lines += v.lines
+}
+
+// String says how many lines could not be read, and why the first could not.
+func (u unreadable) String() string {
+	if u.lines == 1 {
+		return fmt.Sprintf("1 line could not be read as a record (%s: %s)", u.first, u.why)
+	}
+	return fmt.Sprintf("%d lines could not be read as records (%s: %s)", u.lines, u.first, u.why)
 }
 
 // sourceName names an input by its folder, or by the file when it is not
@@ -105,11 +137,12 @@ func resolve(p string) ([]string, error) {
 		p, ErrNoRecords, RecordsFile)
 }
 
-// readFile adds every record of one requests.jsonl to c and returns how many.
-func readFile(ctx context.Context, c *Collector, path string) (int, error) {
+// readFile adds every record of one requests.jsonl to c and returns how
+// many, and the lines it could not read.
+func readFile(ctx context.Context, c *Collector, path string) (int, unreadable, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, fmt.Errorf("input: %w", err)
+		return 0, unreadable{}, fmt.Errorf("input: %w", err)
 	}
 	defer f.Close()
 	return readRecords(ctx, c, f, path)
@@ -120,8 +153,9 @@ var readBlock = 4 << 20
 
 // readRecords reads JSON lines of latency.Record from rd into c. Blocks of
 // whole lines are decoded and reduced in parallel (one worker per CPU) and
-// merged into c in file order.
-func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (int, error) {
+// merged into c in file order. It returns the records read and the lines
+// that were not records.
+func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (int, unreadable, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -207,6 +241,7 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 	var (
 		n, lineOff int
 		bad        []int
+		unread     unreadable
 		oldSchema  int
 		err        error
 	)
@@ -231,8 +266,12 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 		for _, b := range d.bad {
 			bad = append(bad, lineOff+b)
 		}
+		if len(d.bad) > 0 {
+			unread.add(unreadable{lines: len(d.bad), first: fmt.Sprintf("line %d", lineOff+d.bad[0]), why: d.badWhy})
+		}
 		oldSchema += d.oldSchema
 		if d.truncated > 0 {
+			unread.add(unreadable{lines: 1, first: fmt.Sprintf("line %d", lineOff+d.lines), why: "incomplete last line"})
 			c.Note(fmt.Sprintf("%s: dropped the incomplete last line %d (%d bytes): the run was "+
 				"probably killed while writing it; the %d complete records before it are kept",
 				name, lineOff+d.lines, d.truncated, n))
@@ -258,10 +297,10 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 	}
 	wg.Wait()
 	if err != nil {
-		return n, err
+		return n, unread, err
 	}
 	if readErr != nil {
-		return n, fmt.Errorf("%s: %w", name, readErr)
+		return n, unread, fmt.Errorf("%s: %w", name, readErr)
 	}
 	if len(bad) > 0 {
 		show := bad[:min(len(bad), 5)]
@@ -274,7 +313,7 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 	if oldSchema > 0 {
 		c.Note(fmt.Sprintf("%s: %d record(s) carry no schema version; read as v1", name, oldSchema))
 	}
-	return n, nil
+	return n, unread, nil
 }
 
 // reduceBlock decodes the lines of one block into d. In the input's final
@@ -298,6 +337,9 @@ func reduceBlock(data []byte, final bool, d *digest, rec *latency.Record, sc *st
 			if final && !complete {
 				d.truncated = len(text)
 				return
+			}
+			if len(d.bad) == 0 {
+				d.badWhy = err.Error()
 			}
 			d.bad = append(d.bad, d.lines)
 			continue

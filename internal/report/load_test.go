@@ -94,6 +94,27 @@ func TestLoadNoRecords(t *testing.T) {
 	}
 }
 
+// TestLoadOnlyGarbage: a file whose every line is unreadable is not
+// called empty: the error says how many lines could not be read and why.
+func TestLoadOnlyGarbage(t *testing.T) {
+	for _, tc := range []struct{ name, data, want string }{
+		{"three lines", "hello\nnot json\n{\"id\":\n", "3 lines could not be read as records (line 1: invalid character 'h'"},
+		{"last line without newline", "hello\nworld", "2 lines could not be read as records (line 1: invalid character 'h'"},
+		{"one line", "[1,2]\n", "1 line could not be read as a record (line 1: json: cannot unmarshal array"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, RecordsFile), []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(context.Background(), []string{dir}, Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "empty") || !errors.Is(err, ErrNoRecords) {
+				t.Fatalf("err = %v, want ErrNoRecords saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestOnlyErrorsGivesPartialReport(t *testing.T) {
 	reqs := baseline(10, 10, 1)
 	for i := range reqs {
@@ -182,7 +203,7 @@ func FuzzReadRecords(f *testing.F) {
 	f.Add([]byte("\n\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := NewCollector(Options{Resamples: 20, SLOs: []latency.SLO{{Metric: latency.ITL, Percentile: 99, Max: 1}}})
-		if _, err := readRecords(context.Background(), c, bytes.NewReader(data), "fuzz"); err != nil {
+		if _, _, err := readRecords(context.Background(), c, bytes.NewReader(data), "fuzz"); err != nil {
 			return
 		}
 		rep := c.Report()
