@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 )
 
 // loopback is an in-process server that streams chat completion chunks on
@@ -48,7 +50,7 @@ func startLoopback(tokens int, first, gap time.Duration, now func() int64, keep 
 		return nil, fmt.Errorf("loopback server: %w", err)
 	}
 	l.ln = ln
-	l.srv = &http.Server{Handler: l, ReadHeaderTimeout: 10 * time.Second}
+	l.srv = httplimit.Limits{}.WithDefaults(1).Server(l)
 	go func() { _ = l.srv.Serve(ln) }()
 	return l, nil
 }
