@@ -158,10 +158,28 @@ type LengthPolicy struct {
 	OnExceed string `yaml:"on_exceed"`
 }
 
-// TimeoutsPolicy is the timeouts and degradation policy; zero fields are off.
+// The timeouts a route has when its configuration leaves them unset:
+// generous enough for long prompts behind a queue and for a non-streaming
+// answer of a few thousand tokens, short enough that a silent upstream
+// does not hold a client for ever.
+const (
+	DefaultTTFTTimeout = 5 * time.Minute
+	DefaultIdleTimeout = time.Minute
+)
+
+// TimeoutsPolicy is the timeouts and degradation policy. TTFT and Idle
+// have defaults when unset (nil) and are off at 0; the other fields are
+// off at 0.
 type TimeoutsPolicy struct {
-	TTFT  Duration `yaml:"ttft"`
-	Total Duration `yaml:"total"`
+	// TTFT bounds each attempt's wait for its first content token (for a
+	// non-streaming request, for the whole answer). Default
+	// DefaultTTFTTimeout.
+	TTFT *Duration `yaml:"ttft"`
+	// Idle bounds the wait for the upstream's next data event once the
+	// first token has arrived (keep-alive comments do not count). Default
+	// DefaultIdleTimeout.
+	Idle  *Duration `yaml:"idle"`
+	Total Duration  `yaml:"total"`
 	// Retries is how many other replicas to try after a failure or TTFT
 	// timeout before the first token.
 	Retries int `yaml:"retries"`
@@ -207,6 +225,22 @@ func (r *ReplicaConfig) credentials() []string {
 		}
 	}
 	return c
+}
+
+// ttft is the first-token timeout in force: TTFT, else the default.
+func (t TimeoutsPolicy) ttft() time.Duration {
+	if t.TTFT == nil {
+		return DefaultTTFTTimeout
+	}
+	return t.TTFT.D()
+}
+
+// idle is the idle timeout in force: Idle, else the default.
+func (t TimeoutsPolicy) idle() time.Duration {
+	if t.Idle == nil {
+		return DefaultIdleTimeout
+	}
+	return t.Idle.D()
 }
 
 // KeyConfig is one accepted API key, stored as the hex SHA-256 of the key.

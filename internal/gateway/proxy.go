@@ -386,6 +386,7 @@ type attempt struct {
 	lastUse int // completion_tokens of the last usage seen
 
 	ttftTimeout time.Duration // 0: none
+	idleTimeout time.Duration // between data events after the first token; 0: none
 	whole       bool          // the answer is one body, not an event stream
 }
 
@@ -433,13 +434,13 @@ func (x *exchange) forward(ctx context.Context) bool {
 	// by drain for attempts still running when the loop ends, so that a
 	// loser that got its first token anyway releases its connection.
 	results := make(chan *attempt, 4)
-	ttftTimeout := route.Timeouts.TTFT.D()
+	ttftTimeout, idleTimeout := route.Timeouts.ttft(), route.Timeouts.idle()
 	running := map[*attempt]bool{}
 	fellBack := false
 	var last *attempt
 
 	launch := func() {
-		a := &attempt{pool: pl, ttftTimeout: ttftTimeout}
+		a := &attempt{pool: pl, ttftTimeout: ttftTimeout, idleTimeout: idleTimeout}
 		a.rep = pickReplica(pl, &x.req, tried)
 		tried[a.rep] = true
 		actx, cancel := context.WithCancel(ctx)
@@ -540,7 +541,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 					}
 					pl = fp
 					tries = 1 + fr.Timeouts.Retries
-					ttftTimeout = fr.Timeouts.TTFT.D()
+					ttftTimeout, idleTimeout = fr.Timeouts.ttft(), fr.Timeouts.idle()
 					clear(tried)
 					launch()
 					continue
@@ -558,7 +559,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 		x.fail(http.StatusGatewayTimeout, openai.TypeServer, "total timeout expired before the first token", "", "timeout", 0)
 	case last != nil && last.timedOut():
 		x.fail(http.StatusGatewayTimeout, openai.TypeServer,
-			fmt.Sprintf("no first token within %s (ttft timeout) after all retries", route.Timeouts.TTFT.D()), "", "ttft_timeout", 0)
+			fmt.Sprintf("no first token within %s (ttft timeout) after all retries", last.ttftTimeout), "", "ttft_timeout", 0)
 	case last != nil && last.status != 0:
 		x.passError(last)
 	default:

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
@@ -56,6 +57,7 @@ const (
 	eventDone                     // data: [DONE]
 	eventError                    // data: {"error": ...}
 	eventInvalid                  // a data payload that is neither [DONE] nor a JSON object
+	eventNoData                   // comments or other fields only (a keep-alive)
 )
 
 // chunkProbe decodes the few fields of a stream chunk the gateway needs.
@@ -91,7 +93,7 @@ var doneMarker = []byte("[DONE]")
 
 // inspect classifies one SSE event by its data: the payload of its data
 // lines (joined by newlines, as SSE does, when there are several). An
-// event without data (comments, other fields) is eventOther. A payload
+// event without data (comments, other fields) is eventNoData. A payload
 // that is neither [DONE] nor a JSON object is eventInvalid: an upstream
 // protocol error. A JSON object of an unexpected shape is eventOther
 // (forwarded untouched); the fast path recognises content chunks by their
@@ -103,7 +105,7 @@ func (p *chunkProbe) inspect(ev []byte) eventKind {
 	p.Choices, p.Usage, p.Error, p.Metrics = p.Choices[:0], nil, nil, nil
 	data, ok := p.data(ev)
 	if !ok {
-		return eventOther
+		return eventNoData
 	}
 	data = bytes.TrimSpace(data)
 	if bytes.Equal(data, doneMarker) {
@@ -336,6 +338,17 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		x.clientGone()
 		return true
 	}
+	// The idle timeout cancels the upstream when no data event arrives
+	// in time; each data event re-arms it (keep-alive comments do not).
+	var idle *time.Timer
+	var idleFired atomic.Bool
+	if a.idleTimeout > 0 {
+		idle = time.AfterFunc(a.idleTimeout, func() {
+			idleFired.Store(true)
+			a.cancel()
+		})
+		defer idle.Stop()
+	}
 	buf := make([]byte, 0, 1024)
 	var probe chunkProbe
 	for {
@@ -348,6 +361,10 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 				x.clientGone()
 			case ctx.Err() != nil:
 				x.streamError("total timeout expired during the stream", "timeout")
+			case idleFired.Load():
+				g.log().Warn("upstream idle: no event within the idle timeout", "request_id", x.id, "replica", a.rep.cfg.URL, "idle_timeout", a.idleTimeout)
+				g.countFault(a.pool, faultIdle)
+				x.streamError(fmt.Sprintf("no event from the upstream within %s (idle timeout)", a.idleTimeout), "idle_timeout")
 			default:
 				if errors.Is(err, io.EOF) {
 					err = io.ErrUnexpectedEOF
@@ -358,7 +375,11 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 			}
 			return true
 		}
-		switch probe.inspect(buf) {
+		kind := probe.inspect(buf)
+		if idle != nil && kind != eventNoData {
+			idle.Reset(a.idleTimeout)
+		}
+		switch kind {
 		case eventContent:
 			x.chunkNS = append(x.chunkNS, t0.Sub(tl.start).Nanoseconds())
 			k := 1
@@ -463,7 +484,7 @@ func (x *exchange) streamError(msg, code string) {
 	msg = redact.Text(msg)
 	x.errKind = code
 	x.status = http.StatusBadGateway // for the metrics: the 200 already sent did not end well
-	if code == "timeout" {
+	if code == "timeout" || code == "idle_timeout" {
 		x.status = http.StatusGatewayTimeout
 	}
 	b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer, msg, "", code)})

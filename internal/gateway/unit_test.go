@@ -453,7 +453,7 @@ func TestInspectClassifiesEvents(t *testing.T) {
 		{"data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\n", eventOther},
 		{"data: {\"error\":{\"message\":\"boom\"}}\n\n", eventError},
 		{"data: [DONE]\n\n", eventDone},
-		{": keep-alive\n\n", eventOther},
+		{": keep-alive\n\n", eventNoData},
 	}
 	var p chunkProbe
 	for _, c := range cases {
@@ -648,8 +648,8 @@ func TestInspectFlagsWhatIsNotJSON(t *testing.T) {
 		`data: x {"content":"looks like content"}` + "\n\n":  eventInvalid,
 		`data: {"choices":"not a list"}` + "\n\n":            eventOther,
 		"event: ping\ndata: {}\n\n":                          eventOther,
-		": keep-alive\n\n":                                   eventOther,
-		"id: 7\nretry: 100\n\n":                              eventOther,
+		": keep-alive\n\n":                                   eventNoData,
+		"id: 7\nretry: 100\n\n":                              eventNoData,
 		"data:[DONE]\r\n\r\n":                                eventDone,
 	} {
 		var p chunkProbe
