@@ -230,7 +230,7 @@ pools:
   - {name: big, replicas: [{url: %q}]}
   - {name: small, replicas: [{url: %q}]}
 routes:
-  - {model: big-model, pool: big, fallback: small-model, timeouts: {ttft: 500ms}}
+  - {model: big-model, pool: big, fallback: small-model, timeouts: {ttft: 1s}}
   - {model: small-model, pool: small}
 `, big.URL(), small.URL()))
 			gw := startGateway(t, g)
@@ -282,12 +282,18 @@ routes: [{model: "*", pool: p, timeouts: {retries: %d}}]
 	}
 }
 
+// TestHedgeCancelsTheLoser: a first pick that has no token after
+// hedge_min_delay is hedged, and the loser cancelled; one that answers
+// before it is not. The delays are far from what a busy machine can
+// stretch: the slow replica's 3 s against a 50 ms delay, and a 1 min delay
+// against the fast replica's immediate answer.
 func TestHedgeCancelsTheLoser(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		slowFirst  bool
+		delay      string
 		wantHedges float64
-	}{{"first pick slow: hedged", true, 1}, {"first pick fast: not hedged", false, 0}} {
+	}{{"first pick slow: hedged", true, "50ms", 1}, {"first pick fast: not hedged", false, "1m", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			slow := newFakeUpstream(t, &fakeUpstream{name: "slow", ttft: 3 * time.Second})
 			fast := newFakeUpstream(t, &fakeUpstream{name: "fast"})
@@ -297,8 +303,8 @@ func TestHedgeCancelsTheLoser(t *testing.T) {
 			}
 			g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, balancer: round_robin, replicas: [%s]}]
-routes: [{model: "*", pool: p, timeouts: {hedge: true, hedge_min_delay: 50ms}}]
-`, reps))
+routes: [{model: "*", pool: p, timeouts: {hedge: true, hedge_min_delay: %s}}]
+`, reps, tc.delay))
 			gw := startGateway(t, g)
 			if s, _, b := do(t, gw.URL, chatBody("m", true, "x", ""), nil); s != 200 || !strings.Contains(b, "[DONE]") {
 				t.Fatalf("status %d %s", s, b)

@@ -369,9 +369,10 @@ type attempt struct {
 	started time.Time
 	gotConn atomic.Pointer[time.Time] // when the connection was obtained
 	resp    *http.Response
-	rd      *bufio.Reader
-	pending []byte // stream bytes read up to and including the first content event
-	body    []byte // non-streaming body
+	rd      *bufio.Reader // over up
+	up      *waitReader   // the upstream's stream, timed
+	pending []byte        // stream bytes read up to and including the first content event
+	body    []byte        // non-streaming body
 	first   time.Time
 	done    bool // the stream ended ([DONE]) before any content
 	doneAt  int  // with done: where the [DONE] event starts in pending
@@ -775,7 +776,8 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 		ok = a.claimFirst()
 		return a
 	}
-	a.rd = bufio.NewReaderSize(resp.Body, 4<<10)
+	a.up = &waitReader{r: resp.Body, now: g.now}
+	a.rd = bufio.NewReaderSize(a.up, 4<<10)
 	var probe chunkProbe
 	for {
 		start := len(a.pending)

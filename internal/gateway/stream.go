@@ -281,6 +281,8 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	timingValues := a.resp.Header.Values("Server-Timing")
 
 	rc := http.NewResponseController(x.w)
+	// wrote is when the last write ended.
+	var wrote time.Time
 	// write sends b, counting the time from t0 (now, read by the caller)
 	// as backpressure.
 	write := func(b []byte, t0 time.Time) error {
@@ -291,7 +293,8 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		if err == nil && !nextEventReady(a.rd) {
 			err = rc.Flush()
 		}
-		tl.backpressure += g.now().Sub(t0)
+		wrote = g.now()
+		tl.backpressure += wrote.Sub(t0)
 		return err
 	}
 	x.wrote = true
@@ -353,8 +356,14 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	var probe chunkProbe
 	for {
 		var err error
+		waited := a.up.waited
 		buf, err = readEvent(a.rd, buf[:0])
 		t0 := g.now()
+		// Reading the event took t0 − wrote; what was not spent waiting
+		// for the upstream's bytes was the gateway's own work.
+		if work := t0.Sub(wrote) - (a.up.waited - waited); work > 0 {
+			tl.post += work
+		}
 		if err != nil {
 			switch {
 			case x.r.Context().Err() != nil:
@@ -438,7 +447,9 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	g := x.g
 	t0 := g.now()
+	waited := a.up.waited
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.rd, 1<<20))
+	t0 = t0.Add(a.up.waited - waited) // waiting for the upstream's end is not post-processing
 	timing = append(timing, a.resp.Trailer.Values("Server-Timing")...)
 	x.tl.foldServerTiming(timing)
 	if !x.tl.serverSplit && x.metricsSplit != nil {

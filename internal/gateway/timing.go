@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"io"
 	"strconv"
 	"time"
 
@@ -51,6 +52,24 @@ type timeline struct {
 	// whole: the answer was one body (not streamed), so upstream_ttft
 	// spans the server's decode too.
 	whole bool
+}
+
+// waitReader is the upstream's body, timed: waited is the total time
+// spent in its Read, waiting for the upstream's bytes (and the transport
+// decoding them). The rest of the time the gateway spends reading events
+// (splitting them from the buffer, copying) is its own work:
+// post_process, not decode.
+type waitReader struct {
+	r      io.Reader
+	now    func() time.Time
+	waited time.Duration
+}
+
+func (w *waitReader) Read(p []byte) (int, error) {
+	t0 := w.now()
+	n, err := w.r.Read(p)
+	w.waited += w.now().Sub(t0)
+	return n, err
 }
 
 // stageDurations are the partitioning stages of one request.
