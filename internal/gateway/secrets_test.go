@@ -105,13 +105,7 @@ func TestBadConfigFileCarriesNoSecrets(t *testing.T) {
 	go Watch(ctx, path, loaded, 2*time.Millisecond, g.SetConfig, slog.New(slog.NewTextHandler(&logs, nil)))
 	n := 0
 	for name, text := range badConfigs {
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(text+"# "+name+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
+		replaceFile(t, path, text+"# "+name+"\n")
 		n++
 		waitFor(t, "reload "+name+" to be refused", func() bool { return strings.Count(logs.String(), "keeping the running configuration") >= n })
 	}

@@ -198,20 +198,24 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// replaceFile replaces the file at path with text atomically: a loaded
+// machine can stall a plain write between truncating and writing for
+// longer than two polls of Watch.
+func replaceFile(t testing.TB, path, text string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestHotReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	// Replace the file atomically: a loaded machine can stall a plain
-	// write between truncating and writing for longer than two polls.
-	write := func(s string) {
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(s string) { replaceFile(t, path, s) }
 	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\n", up.URL())
 	write(base + "routes: [{model: one, pool: p}]\n")
 	cfg, loaded, err := LoadConfig(path)
