@@ -109,14 +109,31 @@ type QueueConfig struct {
 	// queue gets 429. Default 1024.
 	MaxSize int `yaml:"max_size"`
 	// Concurrency is the initial limit on requests in flight upstream;
-	// 0 means unlimited (no queueing). With AIMD it moves between
+	// 0 means unlimited (no queueing). When adaptive it moves between
 	// MinConcurrency and MaxConcurrency.
-	Concurrency    int  `yaml:"concurrency"`
-	MinConcurrency int  `yaml:"min_concurrency"`
-	MaxConcurrency int  `yaml:"max_concurrency"`
-	AIMD           bool `yaml:"aimd"`
-	// TargetTTFT is the TTFT the AIMD controller defends (default 1s).
+	Concurrency    int `yaml:"concurrency"`
+	MinConcurrency int `yaml:"min_concurrency"`
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// Adaptive, when "gradient", moves the limit with the upstream TTFT
+	// of admitted requests ("" = a fixed limit).
+	Adaptive string `yaml:"adaptive"`
+	// AIMD: true is the older spelling of Adaptive: gradient.
+	AIMD bool `yaml:"aimd"`
+	// TargetTTFT, when set, caps the upstream TTFT (admission to first
+	// token) the adaptive limit accepts: a window whose mean exceeds it
+	// cuts the limit. 0 = no cap.
 	TargetTTFT Duration `yaml:"target_ttft"`
+}
+
+// AdaptiveGradient is QueueConfig.Adaptive's one controller.
+const AdaptiveGradient = "gradient"
+
+// adaptive is the controller in effect, aimd: true included.
+func (q QueueConfig) adaptive() string {
+	if q.AIMD {
+		return AdaptiveGradient
+	}
+	return q.Adaptive
 }
 
 // RouteConfig maps a public model name to a pool and its policies. The
@@ -413,9 +430,12 @@ func (c *Config) Validate() error {
 		if q.MaxSize == 0 {
 			q.MaxSize = 1024
 		}
-		if q.AIMD {
+		if q.Adaptive != "" && q.Adaptive != AdaptiveGradient {
+			bad("pool %q: queue.adaptive is %q, want gradient (or leave it out for a fixed limit)", p.Name, q.Adaptive)
+		}
+		if q.adaptive() != "" {
 			if q.Concurrency == 0 {
-				bad("pool %q: queue.aimd needs queue.concurrency", p.Name)
+				bad("pool %q: queue.adaptive needs queue.concurrency", p.Name)
 			}
 			if q.MinConcurrency == 0 {
 				q.MinConcurrency = 1
@@ -425,9 +445,6 @@ func (c *Config) Validate() error {
 			}
 			if q.MinConcurrency > q.Concurrency || q.Concurrency > q.MaxConcurrency {
 				bad("pool %q: need min_concurrency ≤ concurrency ≤ max_concurrency", p.Name)
-			}
-			if q.TargetTTFT == 0 {
-				q.TargetTTFT = Duration(time.Second)
 			}
 		}
 	}

@@ -5,9 +5,10 @@
 // upstream time to first token split into server queue + prefill + network,
 // decode, post-processing, client backpressure) and defends latency SLOs with
 // policies: length control, a bounded priority/deadline queue with early
-// rejection and AIMD shedding, TTFT and total timeouts with retry, fallback
-// and hedging, per-key rate and token limits, and routing (round robin, least
-// outstanding, queue-aware, prefix affinity, length pools).
+// rejection and an adaptive concurrency limit, TTFT and total timeouts with
+// retry, fallback and hedging, per-key rate and token limits, and routing
+// (round robin, least outstanding, queue-aware, prefix affinity, length
+// pools).
 //
 // The package is split by concern: proxy.go (the handler and the streaming
 // loop), scan.go (reading the few request fields the gateway needs),

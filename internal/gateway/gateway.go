@@ -238,7 +238,7 @@ func (g *Gateway) Close() {
 	}
 }
 
-// upstreamHint is the AIMD controller's hint: the requests the pool's
+// upstreamHint is the adaptive limit's hint: the requests the pool's
 // replicas report waiting, fresh only when every replica was scraped
 // within maxAge. Stale or missing figures are ignored (no hint).
 func (p *pool) upstreamHint(maxAge time.Duration) func(time.Time) (float64, bool) {

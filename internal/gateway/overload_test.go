@@ -77,14 +77,14 @@ func overloadRun(client *http.Client, base string, rate float64, dur, slo time.D
 
 // BenchmarkOverloadGoodput offers tokentrace serve (8 sequences, 5 ms per
 // step, 16-token answers: capacity ≈ 8 / (17 × 5 ms) ≈ 94 req/s) open-loop
-// load at 0.9× and 2× capacity, directly and through the gateway with a
-// concurrency limit of 8 under AIMD and early rejection at a 100 ms TTFT
-// deadline, and reports goodput (requests whose TTFT from the intended send
-// met 100 ms, per second).
+// load at 0.9× and 2× capacity, directly and through the gateway with an
+// adaptive concurrency limit starting at 8 and early rejection at a 100 ms
+// TTFT deadline, and reports goodput (requests whose TTFT from the intended
+// send met 100 ms, per second).
 func BenchmarkOverloadGoodput(b *testing.B) {
 	s := startServeSeqs(b, 5*time.Millisecond, 8)
 	g := mustGateway(b, fmt.Sprintf(`
-pools: [{name: sim, replicas: [{url: %q, kind: tokentrace}], queue: {concurrency: 8, min_concurrency: 2, max_concurrency: 16, aimd: true, target_ttft: 100ms, max_size: 256}}]
+pools: [{name: sim, replicas: [{url: %q, kind: tokentrace}], queue: {concurrency: 8, min_concurrency: 2, max_concurrency: 16, adaptive: gradient, max_size: 256}}]
 routes: [{model: "*", pool: sim, deadline_ttft: 100ms, early_reject: true}]
 `, serveBase(s)))
 	gw := startGatewayB(b, g)

@@ -176,46 +176,6 @@ func TestAdmissionOrderPriorityThenDeadline(t *testing.T) {
 	}
 }
 
-func TestAIMDConcurrencyLimit(t *testing.T) {
-	cfg := QueueConfig{Concurrency: 4, MinConcurrency: 1, MaxConcurrency: 8, AIMD: true, TargetTTFT: Duration(100 * time.Millisecond), MaxSize: 10}
-	t0 := time.Unix(1000, 0)
-	a := newAdmission(cfg)
-	a.observeTTFT(t0, 50*time.Millisecond, 40*time.Millisecond)
-	if _, _, l := a.snapshot(); l != 4.25 {
-		t.Errorf("after a met TTFT limit = %v, want 4 + 1/4 = 4.25", l)
-	}
-	a.observeTTFT(t0.Add(time.Second), 200*time.Millisecond, 40*time.Millisecond)
-	l0 := 4.25
-	cut := l0 * 0.7
-	if _, _, l := a.snapshot(); l != cut {
-		t.Errorf("after a missed TTFT limit = %v, want 4.25 × 0.7 = %v", l, cut)
-	}
-	// A second miss within one target interval does not cut again.
-	a.observeTTFT(t0.Add(time.Second+50*time.Millisecond), 200*time.Millisecond, 40*time.Millisecond)
-	if _, _, l := a.snapshot(); l != cut {
-		t.Errorf("second miss within the interval: limit = %v, want unchanged %v", l, cut)
-	}
-	// Never below the minimum.
-	for i := range 20 {
-		a.observeTTFT(t0.Add(time.Duration(2+i)*time.Second), time.Second, time.Second)
-	}
-	if _, _, l := a.snapshot(); l != 1 {
-		t.Errorf("limit = %v, want the minimum 1", l)
-	}
-	// A fresh upstream hint of waiting requests stops growth; a stale one is ignored.
-	fresh := true
-	a.hint = func(time.Time) (float64, bool) { return 3, fresh }
-	a.observeTTFT(t0.Add(time.Minute), 10*time.Millisecond, 10*time.Millisecond)
-	if _, _, l := a.snapshot(); l != 1 {
-		t.Errorf("with upstream queueing: limit = %v, want held at 1", l)
-	}
-	fresh = false
-	a.observeTTFT(t0.Add(time.Minute), 10*time.Millisecond, 10*time.Millisecond)
-	if _, _, l := a.snapshot(); l != 2 {
-		t.Errorf("with a stale hint: limit = %v, want 1 + 1/1 = 2", l)
-	}
-}
-
 func TestTTFTTimeoutFallsBackToSmallerModel(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

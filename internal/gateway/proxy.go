@@ -234,6 +234,9 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	x.span.event("admitted")
 	ok := false
 	defer func() {
+		if !ok && overloadStatus(x.status) {
+			x.pool.adm.observeDrop(g.now())
+		}
 		x.pool.adm.release(g.now(), g.now().Sub(admitted), ok)
 	}()
 	ok = x.forward(ctx)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"time"
 
@@ -27,7 +28,8 @@ func (e *admitError) Unwrap() error { return e.err }
 
 // admission is a pool's bounded queue in front of a concurrency limit: the
 // decisions are internal/route's Queue (shared with the simulator; see its
-// doc for the order, early rejection and AIMD), made under a mutex, with
+// doc for the order, early rejection and the adaptive limit), made under a
+// mutex, with
 // each waiting request parked on a channel until it is admitted, its
 // context ends or its deadline passes.
 type admission struct {
@@ -43,7 +45,7 @@ type waiter struct{ ready chan struct{} }
 
 func limitsOf(cfg QueueConfig) route.Limits {
 	return route.Limits{MaxSize: cfg.MaxSize, Concurrency: cfg.Concurrency, MinConcurrency: cfg.MinConcurrency,
-		MaxConcurrency: cfg.MaxConcurrency, AIMD: cfg.AIMD, TargetTTFT: cfg.TargetTTFT.D()}
+		MaxConcurrency: cfg.MaxConcurrency, Adaptive: cfg.adaptive() != "", TargetTTFT: cfg.TargetTTFT.D()}
 }
 
 func newAdmission(cfg QueueConfig) *admission {
@@ -128,13 +130,30 @@ func (a *admission) release(_ time.Time, held time.Duration, _ bool) {
 	a.changedLocked()
 }
 
-// observeTTFT feeds a request's measured TTFT (from gateway arrival) and
-// its post-admission part to the predictor and the AIMD controller.
-func (a *admission) observeTTFT(now time.Time, ttft, afterAdmit time.Duration) {
+// observeFirstToken feeds an admitted request's upstream TTFT (from
+// leaving the queue to its first token; never the time it waited in the
+// queue) to the predictor and the adaptive limit.
+func (a *admission) observeFirstToken(now time.Time, upstream time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.q.ObserveTTFT(now, ttft, afterAdmit, a.hint)
+	a.q.ObserveFirstToken(now, upstream, a.hint)
 	a.changedLocked()
+}
+
+// observeDrop tells the adaptive limit that an admitted request ended
+// without a first token on a sign of upstream overload.
+func (a *admission) observeDrop(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.q.ObserveDrop(now)
+	a.changedLocked()
+}
+
+// overloadStatus reports whether an admitted request that got no first
+// token failed on a sign of upstream overload: a 429 or 503 answer, or a
+// timeout (504).
+func overloadStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
 }
 
 func (a *admission) changedLocked() {

@@ -269,7 +269,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	}
 	x.span.event("first_token")
 	a.pool.recordTTFT(tl.firstTok.Sub(tl.conn))
-	x.pool.adm.observeTTFT(g.now(), tl.firstTok.Sub(tl.start), tl.firstTok.Sub(tl.admitted))
+	x.pool.adm.observeFirstToken(g.now(), tl.firstTok.Sub(tl.admitted))
 	x.status = http.StatusOK
 
 	h := x.w.Header()

@@ -32,11 +32,12 @@ type Limits struct {
 	// ErrQueueFull.
 	MaxSize int
 	// Concurrency is the initial limit on requests admitted and not yet
-	// released; 0 means unlimited (no queueing). With AIMD it moves between
-	// MinConcurrency and MaxConcurrency.
+	// released; 0 means unlimited (no queueing). When Adaptive it moves
+	// between MinConcurrency and MaxConcurrency (see gradientLimiter).
 	Concurrency, MinConcurrency, MaxConcurrency int
-	AIMD                                        bool
-	// TargetTTFT is the TTFT the AIMD controller defends.
+	Adaptive                                    bool
+	// TargetTTFT, when positive, caps the upstream TTFT the adaptive
+	// controller accepts: a window whose mean exceeds it cuts the limit.
 	TargetTTFT time.Duration
 }
 
@@ -47,10 +48,10 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("queue max size %d: must not be negative", l.MaxSize)
 	case l.Concurrency < 0:
 		return fmt.Errorf("queue concurrency %d: must not be negative", l.Concurrency)
-	case l.AIMD && (l.MinConcurrency < 1 || l.MaxConcurrency < l.MinConcurrency):
-		return fmt.Errorf("AIMD needs 1 <= min concurrency <= max concurrency (got %d, %d)", l.MinConcurrency, l.MaxConcurrency)
-	case l.AIMD && l.TargetTTFT <= 0:
-		return fmt.Errorf("AIMD needs a positive target TTFT (got %s)", l.TargetTTFT)
+	case l.Adaptive && (l.MinConcurrency < 1 || l.MaxConcurrency < l.MinConcurrency):
+		return fmt.Errorf("an adaptive limit needs 1 <= min concurrency <= max concurrency (got %d, %d)", l.MinConcurrency, l.MaxConcurrency)
+	case l.TargetTTFT < 0:
+		return fmt.Errorf("target TTFT %s: must not be negative", l.TargetTTFT)
 	}
 	return nil
 }
@@ -60,10 +61,8 @@ func (l Limits) Validate() error {
 // first), then earliest deadline first (no deadline last), then arrival
 // order.
 //
-// With AIMD on, the limit grows by 1/limit for every request whose TTFT met
-// the target and is cut by a factor of 0.7 when one misses it, at most once
-// per target interval; a fresh upstream hint of waiting requests stops the
-// growth.
+// With Adaptive on, the limit follows the upstream TTFT of admitted
+// requests (see gradientLimiter), never the time they waited in the queue.
 //
 // A Queue is not safe for concurrent use and never blocks: the gateway
 // holds a mutex around it and parks each waiter on a channel; the simulator
@@ -79,9 +78,9 @@ type Queue[T any] struct {
 	waiting  waitHeap[T]
 	seq      uint64
 
-	hold         ewma // how long an admitted request holds its slot
-	ttft         ewma // TTFT after admission
-	lastDecrease time.Time
+	hold ewma             // how long an admitted request holds its slot
+	ttft ewma             // TTFT after admission
+	ctl  *gradientLimiter // nil: fixed limit
 }
 
 // Ticket is a request waiting in a Queue.
@@ -99,14 +98,29 @@ func (t *Ticket[T]) Admitted() bool { return t.admitted }
 
 // NewQueue returns an empty queue with limits l.
 func NewQueue[T any](l Limits) *Queue[T] {
-	return &Queue[T]{cfg: l, limit: float64(l.Concurrency)}
+	return &Queue[T]{cfg: l, limit: float64(l.Concurrency), ctl: newLimiter(l)}
+}
+
+// newLimiter returns l's adaptive controller, nil for a fixed limit.
+func newLimiter(l Limits) *gradientLimiter {
+	if !l.Adaptive {
+		return nil
+	}
+	return &gradientLimiter{}
 }
 
 // Update applies new limits (a configuration reload), keeping the queue and
-// the counts; the limit restarts from Concurrency when it or AIMD changed.
+// the counts; the limit restarts from Concurrency, and the adaptive
+// controller from scratch, when Concurrency or Adaptive changed; otherwise
+// an adaptive limit keeps its value (within the new bounds) and what it
+// learnt.
 func (q *Queue[T]) Update(l Limits) {
-	if l.Concurrency != q.cfg.Concurrency || l.AIMD != q.cfg.AIMD {
+	switch {
+	case l.Concurrency != q.cfg.Concurrency || l.Adaptive != q.cfg.Adaptive:
 		q.limit = float64(l.Concurrency)
+		q.ctl = newLimiter(l)
+	case q.ctl != nil:
+		q.limit = math.Max(float64(l.MinConcurrency), math.Min(float64(l.MaxConcurrency), q.limit))
 	}
 	q.cfg = l
 	q.dispatch()
@@ -242,27 +256,33 @@ func (q *Queue[T]) Release(held time.Duration) {
 	q.dispatch()
 }
 
-// ObserveTTFT feeds a request's TTFT (from its arrival) and its part after
-// admission to the predictor and the AIMD controller. hint, when not nil,
-// reports the requests the replicas say are waiting and whether that
-// figure is fresh; a fresh positive figure stops growth.
-func (q *Queue[T]) ObserveTTFT(now time.Time, ttft, afterAdmit time.Duration, hint func(time.Time) (float64, bool)) {
-	q.ttft.add(float64(afterAdmit))
-	if !q.cfg.AIMD {
+// ObserveFirstToken feeds an admitted request's upstream TTFT (from
+// leaving the queue to its first token; never the time it waited in the
+// queue) to the wait predictor and the adaptive controller. hint, when not
+// nil, reports the requests the replicas say are waiting and whether that
+// figure is fresh; a fresh positive figure stops the limit's growth.
+func (q *Queue[T]) ObserveFirstToken(now time.Time, upstream time.Duration, hint func(time.Time) (float64, bool)) {
+	q.ttft.add(float64(upstream))
+	q.adapt(limitSample{now: now, upstream: upstream}, hint)
+}
+
+// ObserveDrop tells the adaptive controller that an admitted request ended
+// without a first token on a sign of upstream overload (a 429 or 503
+// answer, a timeout).
+func (q *Queue[T]) ObserveDrop(now time.Time) {
+	q.adapt(limitSample{now: now, drop: true}, nil)
+}
+
+func (q *Queue[T]) adapt(s limitSample, hint func(time.Time) (float64, bool)) {
+	if q.ctl == nil {
 		return
 	}
-	target := q.cfg.TargetTTFT
-	if ttft <= target {
-		if hint != nil {
-			if w, fresh := hint(now); fresh && w > 0 {
-				return // the upstreams already queue: do not grow
-			}
-		}
-		q.limit = math.Min(float64(q.cfg.MaxConcurrency), q.limit+1/q.limit)
-	} else if q.lastDecrease.IsZero() || now.Sub(q.lastDecrease) >= target {
-		q.limit = math.Max(float64(q.cfg.MinConcurrency), q.limit*0.7)
-		q.lastDecrease = now
+	s.inflight = q.inflight
+	if hint != nil {
+		w, fresh := hint(s.now)
+		s.upstreamQueued = fresh && w > 0
 	}
+	q.limit = q.ctl.next(q.cfg, q.limit, s)
 	q.dispatch()
 }
 

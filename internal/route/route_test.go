@@ -239,39 +239,21 @@ func TestQueueFullEarlyRejectAndAbandon(t *testing.T) {
 	}
 }
 
-func TestQueueAIMD(t *testing.T) {
-	q := NewQueue[int](Limits{Concurrency: 4, MinConcurrency: 1, MaxConcurrency: 8, AIMD: true, TargetTTFT: 100 * time.Millisecond, MaxSize: 10})
-	t0 := time.Unix(1000, 0)
-	q.ObserveTTFT(t0, 50*time.Millisecond, 40*time.Millisecond, nil)
-	if q.Limit() != 4.25 {
-		t.Errorf("after a met TTFT limit = %v, want 4.25", q.Limit())
-	}
-	q.ObserveTTFT(t0.Add(time.Second), 200*time.Millisecond, 0, nil)
-	q.ObserveTTFT(t0.Add(time.Second+50*time.Millisecond), 200*time.Millisecond, 0, nil)
-	l0 := 4.25
-	if want := l0 * 0.7; q.Limit() != want {
-		t.Errorf("after two misses within one interval limit = %v, want one cut to %v", q.Limit(), want)
-	}
-	hint := func(time.Time) (float64, bool) { return 2, true }
-	before := q.Limit()
-	q.ObserveTTFT(t0.Add(time.Minute), 10*time.Millisecond, 0, hint)
-	if q.Limit() != before {
-		t.Errorf("a fresh upstream queue hint let the limit grow to %v", q.Limit())
-	}
-}
-
 func TestLimitsValidate(t *testing.T) {
 	for _, l := range []Limits{
 		{MaxSize: -1},
 		{Concurrency: -1},
-		{Concurrency: 4, AIMD: true, MinConcurrency: 0, MaxConcurrency: 8, TargetTTFT: time.Second},
-		{Concurrency: 4, AIMD: true, MinConcurrency: 1, MaxConcurrency: 8},
+		{Concurrency: 4, Adaptive: true, MinConcurrency: 0, MaxConcurrency: 8},
+		{Concurrency: 4, Adaptive: true, MinConcurrency: 4, MaxConcurrency: 2},
+		{Concurrency: 4, Adaptive: true, MinConcurrency: 1, MaxConcurrency: 8, TargetTTFT: -time.Second},
 	} {
 		if l.Validate() == nil {
 			t.Errorf("%+v accepted", l)
 		}
 	}
-	if err := (Limits{MaxSize: 10, Concurrency: 4}).Validate(); err != nil {
-		t.Error(err)
+	for _, l := range []Limits{{MaxSize: 10, Concurrency: 4}, {MaxSize: 10, Concurrency: 4, Adaptive: true, MinConcurrency: 1, MaxConcurrency: 16}} {
+		if err := l.Validate(); err != nil {
+			t.Errorf("%+v: %v", l, err)
+		}
 	}
 }
