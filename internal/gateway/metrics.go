@@ -182,15 +182,19 @@ func (m *Metrics) observe(o *observation) {
 	}
 }
 
-// The fixed label values of Rejected and Attempts (proxy.go).
+// The fixed label values of Rejected and Attempts (proxy.go), and the
+// statuses the gateway answers a routed request with itself (an
+// upstream's other statuses pass through and make their series then).
 var (
 	rejectReasons   = []string{"queue_full", "deadline", "input_too_long", "max_tokens", "rate_limit"}
 	attemptOutcomes = []string{"won", "failed", "timeout", "cancelled"}
+	routedCodes     = []string{"200", "400", "401", "413", "429", "500", "502", "503", "504"}
 )
 
 // initSeries creates at zero the series the live configuration can
-// produce with known label values: each route's histograms for every pool
-// it can send to, and each pool's rejection reasons and attempt outcomes.
+// produce with known label values: each route's histograms and request
+// counts by status for every pool it can send to, and each pool's
+// rejection reasons and attempt outcomes.
 // A series born with its first increment hides that increment from
 // rate() and increase(); born at zero, every request counts from the
 // first, and a dashboard shows 0 rather than no data.
@@ -204,8 +208,12 @@ func (m *Metrics) initSeries(rt *liveConfig) {
 			pools = append(pools, lp.Pool)
 		}
 		for _, p := range pools {
-			if rt.pools[p] != nil {
-				m.seriesFor(p, r.Model)
+			if rt.pools[p] == nil {
+				continue
+			}
+			m.seriesFor(p, r.Model)
+			for _, code := range routedCodes {
+				m.Requests.WithLabelValues(p, r.Model, code)
 			}
 		}
 	}

@@ -25,6 +25,10 @@ var (
 		0.025, 0.05, 0.1, 0.25, 0.5, 1}
 )
 
+// errorCodes are the values of tokentrace:http_errors_total's code label:
+// the statuses the completion endpoints answer errors with, and "reset".
+var errorCodes = []string{"400", "404", "408", "413", "429", "500", "503", "reset"}
+
 // StatsFunc returns the engine's state; (*engine.Engine).Stats is one.
 type StatsFunc func() engine.Stats
 
@@ -112,6 +116,12 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo) *Metrics {
 		}, []string{"code"}),
 	}
 	m.cacheInfo.Set(1)
+	// The error series exist at zero from the start, so rate() and
+	// increase() count the first error of each kind (a series born with
+	// its first increment hides it).
+	for _, code := range errorCodes {
+		m.httpErrors.WithLabelValues(code)
+	}
 	m.successStop = m.success.WithLabelValues(string(engine.FinishStop))
 	m.successLength = m.success.WithLabelValues(string(engine.FinishLength))
 	m.successAbrt = m.success.WithLabelValues(string(engine.FinishAbort))
