@@ -50,7 +50,8 @@ const simModel = "sim-model"
 //  3. requests the server fails with 500 (its fault header): the
 //     availability SLO burns.
 //
-// Then every PromQL expression of the dashboards (panels and variables)
+// The recorded SLIs must equal the shares bench's records give. Then
+// every PromQL expression of the dashboards (panels and variables)
 // and of the rules is evaluated through Prometheus's HTTP API and must
 // return data, and every alert must be pending or firing for both jobs.
 func TestDashboardsAndRulesAgainstRealPrometheus(t *testing.T) {
@@ -150,6 +151,42 @@ func TestDashboardsAndRulesAgainstRealPrometheus(t *testing.T) {
 		return true, nil
 	})
 
+	// The SLIs, by hand: over the whole run (the 1 h window), the share of
+	// first tokens after the 0.5 s threshold, and of requests failed.
+	var slow, firsts, failed, requests int
+	for _, r := range []*bench.Result{res, res2, res3} {
+		for _, rec := range readRecords(t, r) {
+			requests++
+			if !rec.OK() {
+				failed++
+			}
+			if d, ok := rec.TTFT(); ok {
+				firsts++
+				if d > 500*time.Millisecond {
+					slow++
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		record string
+		want   float64
+	}{
+		{"tokentrace:ttft_slo_errors:ratio_rate1h", float64(slow) / float64(firsts)},
+		{"tokentrace:availability_errors:ratio_rate1h", float64(failed) / float64(requests)},
+	} {
+		for _, job := range []string{"tokentrace-serve", "tokentrace-gateway"} {
+			q := fmt.Sprintf("%s{job=%q}", c.record, job)
+			prom.waitFor(ctx, t, fmt.Sprintf("%s to be %.6f", q, c.want), func() (bool, error) {
+				v, err := prom.scalar(ctx, q, time.Now())
+				if err == nil && math.Abs(v-c.want) > 1e-9 {
+					err = fmt.Errorf("%s = %.6f", q, v)
+				}
+				return err == nil, err
+			})
+		}
+	}
+
 	tq = time.Now()
 	window = promDuration(tq.Sub(t0))
 	vars := dashboardVars(t)
@@ -194,27 +231,24 @@ func startServe(t *testing.T) *serve.Server {
 	return s
 }
 
-// startGatewayProcess runs gateway.Run (what `tokentrace gateway
-// --upstream` runs) until the test ends and returns its address.
+// startGatewayProcess runs the gateway as `tokentrace gateway --upstream`
+// does, on a loopback port, until the test ends, and returns its address.
 func startGatewayProcess(t *testing.T, ctx context.Context, upstream string) string {
 	t.Helper()
-	gctx, stop := context.WithCancel(ctx)
-	addrc := make(chan net.Addr, 1)
-	errc := make(chan error, 1)
-	go func() {
-		errc <- gateway.Run(gctx, gateway.RunConfig{Addr: "127.0.0.1:0", Upstreams: []string{upstream},
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func(a net.Addr) { addrc <- a }, Grace: 5 * time.Second})
-	}()
-	t.Cleanup(func() { stop(); <-errc })
-	select {
-	case a := <-addrc:
-		return a.String()
-	case err := <-errc:
-		t.Fatalf("gateway: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the gateway did not start")
+	gs, err := gateway.NewServer(gateway.RunConfig{Upstreams: []string{upstream},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ""
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(gctx, ln) }()
+	t.Cleanup(func() { stop(); <-errc })
+	return ln.Addr().String()
 }
 
 func runBench(t *testing.T, ctx context.Context, base string, hdr http.Header, src workload.Source, load workload.Load) *bench.Result {
@@ -229,6 +263,24 @@ func runBench(t *testing.T, ctx context.Context, base string, hdr http.Header, s
 		t.Fatal(err)
 	}
 	return res
+}
+
+// readRecords reads a bench run's requests.jsonl.
+func readRecords(t *testing.T, res *bench.Result) []latency.Record {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(res.OutDir, bench.RequestsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []latency.Record
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var r latency.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
 }
 
 func dist(t *testing.T, res *bench.Result, m latency.Metric) reportDist {
