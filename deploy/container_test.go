@@ -207,19 +207,7 @@ func TestGatewayBinaryDrainsOnSIGTERM(t *testing.T) {
 	addr := freeAddr(t)
 	base := "http://" + addr
 	cmd := exec.Command(bin, manifestGatewayArgs(t, addr, slowServe(t))...)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
+	logs, exited := startLogged(t, cmd, "gateway", func() { _ = cmd.Process.Kill() })
 	waitHealth(t, base, 200, exited)
 	rest := openLongStream(t, base)
 
@@ -325,19 +313,7 @@ func runContainer(t *testing.T, podman, tag string) {
 		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
 		tag, "gateway", "--addr="+addr, "--upstream="+upstream, "--grace=20s")
 	cmd := exec.Command(podman, args...)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = exec.Command(podman, "rm", "-f", name).Run()
-		if t.Failed() {
-			t.Logf("podman run:\n%s", logs.String())
-		}
-	})
+	logs, exited := startLogged(t, cmd, "podman run", func() { _ = exec.Command(podman, "rm", "-f", name).Run() })
 	deadline := time.Now().Add(2 * time.Minute)
 	for healthCode(base) != 200 {
 		select {
@@ -368,6 +344,27 @@ func runContainer(t *testing.T, podman, tag string) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the container did not exit after SIGTERM")
 	}
+}
+
+// startLogged starts cmd with its output captured, and returns the output
+// and the channel its exit arrives on; at cleanup, stop runs and the
+// output is logged if the test failed.
+func startLogged(t *testing.T, cmd *exec.Cmd, what string, stop func()) (*lockedBuffer, <-chan error) {
+	t.Helper()
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", what, logs.String())
+		}
+	})
+	return logs, exited
 }
 
 func run(t *testing.T, limit time.Duration, name string, args ...string) string {

@@ -49,6 +49,14 @@ func decodeStrict(doc []byte, v any) error {
 	return nil
 }
 
+// decodeAppend decodes one object strictly and appends it to list.
+func decodeAppend[T any](doc []byte, list *[]T) error {
+	var o T
+	err := decodeStrict(doc, &o)
+	*list = append(*list, o)
+	return err
+}
+
 // readManifests splits path into its YAML documents, converts each to
 // JSON (duplicate keys are errors) and decodes it strictly into the
 // k8s.io/api type its apiVersion and kind name; an unknown kind fails.
@@ -77,25 +85,15 @@ func readManifests(t *testing.T, path string) manifests {
 		where := fmt.Sprintf("%s document %d (%s %s)", path, i, tm.APIVersion, tm.Kind)
 		switch tm.APIVersion + " " + tm.Kind {
 		case "v1 Namespace":
-			var o corev1.Namespace
-			err = decodeStrict(js, &o)
-			m.namespaces = append(m.namespaces, o)
+			err = decodeAppend(js, &m.namespaces)
 		case "v1 ConfigMap":
-			var o corev1.ConfigMap
-			err = decodeStrict(js, &o)
-			m.configMaps = append(m.configMaps, o)
+			err = decodeAppend(js, &m.configMaps)
 		case "v1 Service":
-			var o corev1.Service
-			err = decodeStrict(js, &o)
-			m.services = append(m.services, o)
+			err = decodeAppend(js, &m.services)
 		case "apps/v1 Deployment":
-			var o appsv1.Deployment
-			err = decodeStrict(js, &o)
-			m.deploys = append(m.deploys, o)
+			err = decodeAppend(js, &m.deploys)
 		case "policy/v1 PodDisruptionBudget":
-			var o policyv1.PodDisruptionBudget
-			err = decodeStrict(js, &o)
-			m.pdbs = append(m.pdbs, o)
+			err = decodeAppend(js, &m.pdbs)
 		default:
 			t.Fatalf("%s: a kind this test does not decode", where)
 		}
