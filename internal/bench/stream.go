@@ -265,10 +265,11 @@ func metricsSplit(rec *latency.Record, raw json.RawMessage) {
 }
 
 // serverTiming reads the Server-Timing header and trailer values
-// ("queue;dur=1.2, prefill;dur=30.5, decode;dur=812" in milliseconds, the
-// W3C Server-Timing syntax). A tokentrace gateway on the path adds its own
-// stages (gateway_in, queue, connect, post_process, backpressure) and
-// names the server's queue server_queue; its time goes to GatewayNS.
+// ("server_queue;dur=1.2, prefill;dur=30.5, server_decode;dur=812" in
+// milliseconds, the W3C Server-Timing syntax; the names are latency's,
+// former ones included). A tokentrace gateway on the path adds its own
+// stages (gateway_in, gateway_queue, connect, post_process, backpressure);
+// their time goes to GatewayNS.
 func serverTiming(rec *latency.Record, lists ...[]string) {
 	var values []string
 	for _, l := range lists {

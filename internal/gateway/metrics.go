@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -30,8 +31,8 @@ type Metrics struct {
 	TPOT     *prometheus.HistogramVec // gen_ai_server_time_per_output_token_seconds
 	Duration *prometheus.HistogramVec // gen_ai_server_request_duration_seconds
 	// Stage has one histogram per gateway stage and per upstream split
-	// part, keyed by stage name.
-	Stage    map[string]*prometheus.HistogramVec
+	// part, keyed by its Server-Timing name (promStage names the series).
+	Stage    map[latency.TimingName]*prometheus.HistogramVec
 	ChunkGap *prometheus.HistogramVec // gap between content events written to the client
 	ITL      *prometheus.HistogramVec // per-token gap, when usage is continuous
 
@@ -55,7 +56,7 @@ type Metrics struct {
 // request's observations do not hash label values again.
 type seriesSet struct {
 	ttft, tpot, duration, gap, itl prometheus.Observer
-	stage                          map[string]prometheus.Observer
+	stage                          map[latency.TimingName]prometheus.Observer
 }
 
 func (m *Metrics) seriesFor(pool, model string) *seriesSet {
@@ -66,7 +67,7 @@ func (m *Metrics) seriesFor(pool, model string) *seriesSet {
 	s := &seriesSet{
 		ttft: m.TTFT.WithLabelValues(pool, model), tpot: m.TPOT.WithLabelValues(pool, model),
 		duration: m.Duration.WithLabelValues(pool, model), gap: m.ChunkGap.WithLabelValues(pool, model),
-		itl: m.ITL.WithLabelValues(pool, model), stage: map[string]prometheus.Observer{},
+		itl: m.ITL.WithLabelValues(pool, model), stage: map[latency.TimingName]prometheus.Observer{},
 	}
 	for name, h := range m.Stage {
 		s.stage[name] = h.WithLabelValues(pool, model)
@@ -87,7 +88,7 @@ func NewMetrics() *Metrics {
 		Duration: h("gen_ai_server_request_duration_seconds", "Gateway-observed end-to-end request duration (successful and failed).", durationBuckets),
 		ChunkGap: h("tokentrace_gateway_chunk_gap_seconds", "Gap between consecutive content-bearing stream events read from upstream.", stageBuckets),
 		ITL:      h("tokentrace_gateway_itl_seconds", "Per-token gap, from upstream chunks carrying continuous usage.", stageBuckets),
-		Stage:    map[string]*prometheus.HistogramVec{},
+		Stage:    map[latency.TimingName]*prometheus.HistogramVec{},
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_requests_total", Help: "Completion requests by final HTTP status."}, []string{"pool", "model", "code"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_rejected_total", Help: "Requests refused by a policy, by reason."}, []string{"pool", "reason"}),
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_upstream_attempts_total", Help: "Upstream attempts by outcome (won, failed, timeout, cancelled)."}, []string{"pool", "outcome"}),
@@ -98,16 +99,32 @@ func NewMetrics() *Metrics {
 		InFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_in_flight", Help: "Requests admitted and not finished."}, []string{"pool"}),
 		Concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_concurrency_limit", Help: "Current concurrency limit (0 = unlimited)."}, []string{"pool"}),
 	}
-	for _, s := range append(append([]string{}, gatewayStages...), SplitServerQueue, SplitPrefill, SplitNetwork) {
-		m.Stage[s] = h("tokentrace_gateway_stage_"+s+"_seconds", "Time per request in stage "+s+" (docs/metrics.md, Gateway stages).", stageBuckets)
+	for _, s := range stageSeries {
+		m.Stage[s] = h("tokentrace_gateway_stage_"+promStage(s)+"_seconds", "Time per request in stage "+string(s)+" (docs/metrics.md, Gateway stages).", stageBuckets)
 	}
 	return m
+}
+
+// stageSeries are the stages with a histogram: the gateway's stages and
+// the parts of the upstream's split.
+var stageSeries = append(slices.Clone(latency.GatewayStages), latency.TimingServerQueue, latency.TimingPrefill, latency.TimingNetwork)
+
+// promStage names a stage's histogram: its Server-Timing name, except the
+// gateway's own queue, whose series keeps the name it had before the wire
+// name gained its prefix (tokentrace_gateway_stage_queue_seconds, which
+// dashboards and recording rules read; in the gateway's own namespace it
+// cannot be mistaken for the server's queue, server_queue).
+func promStage(s latency.TimingName) string {
+	if s == latency.TimingGatewayQueue {
+		return "queue"
+	}
+	return string(s)
 }
 
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency}
-	for _, s := range append(append([]string{}, gatewayStages...), SplitServerQueue, SplitPrefill, SplitNetwork) {
+	for _, s := range stageSeries {
 		cs = append(cs, m.Stage[s])
 	}
 	var errs []error
@@ -152,17 +169,17 @@ func (m *Metrics) observe(o *observation) {
 		return
 	}
 	st := o.stages
-	ss.stage[StageIn].Observe(st.In.Seconds())
-	ss.stage[StageQueue].Observe(st.Queue.Seconds())
-	ss.stage[StageConnect].Observe(st.Connect.Seconds())
-	ss.stage[StageUpstreamTTFT].Observe(st.UpstreamTTFT.Seconds())
-	ss.stage[StageDecode].Observe(st.Decode.Seconds())
-	ss.stage[StagePostProcess].Observe(st.Post.Seconds())
-	ss.stage[StageBackpressure].Observe(st.Backpressure.Seconds())
+	ss.stage[latency.TimingGatewayIn].Observe(st.In.Seconds())
+	ss.stage[latency.TimingGatewayQueue].Observe(st.Queue.Seconds())
+	ss.stage[latency.TimingConnect].Observe(st.Connect.Seconds())
+	ss.stage[latency.TimingUpstreamTTFT].Observe(st.UpstreamTTFT.Seconds())
+	ss.stage[latency.TimingDecode].Observe(st.Decode.Seconds())
+	ss.stage[latency.TimingPostProcess].Observe(st.Post.Seconds())
+	ss.stage[latency.TimingBackpressure].Observe(st.Backpressure.Seconds())
 	if q, p, n, ok := o.tl.split(st.UpstreamTTFT); ok {
-		ss.stage[SplitServerQueue].Observe(q.Seconds())
-		ss.stage[SplitPrefill].Observe(p.Seconds())
-		ss.stage[SplitNetwork].Observe(n.Seconds())
+		ss.stage[latency.TimingServerQueue].Observe(q.Seconds())
+		ss.stage[latency.TimingPrefill].Observe(p.Seconds())
+		ss.stage[latency.TimingNetwork].Observe(n.Seconds())
 	}
 	if !o.stream {
 		return

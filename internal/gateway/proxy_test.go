@@ -71,7 +71,9 @@ func TestStreamPassesThroughUnbuffered(t *testing.T) {
 }
 
 // timingMap parses Server-Timing values into name → duration.
-func timingMap(values ...string) map[string]time.Duration { return latency.ParseServerTiming(values) }
+func timingMap(values ...string) map[latency.TimingName]time.Duration {
+	return latency.ParseServerTiming(values)
+}
 
 // stagesBatch sends n requests one after another and returns how many had
 // client E2E − gateway total within 1 ms, and every such gap. Every
@@ -91,7 +93,7 @@ func stagesBatch(t testing.TB, url string, n int, body func(i int) string, needS
 		}
 		st := timingMap(resp.Header.Get("Server-Timing"), resp.Trailer.Get("Server-Timing"))
 		var sum time.Duration
-		for _, s := range gatewayStages {
+		for _, s := range latency.GatewayStages {
 			d, ok := st[s]
 			if !ok {
 				t.Fatalf("request %d: stage %s missing from %v", i, s, st)
@@ -102,7 +104,7 @@ func stagesBatch(t testing.TB, url string, n int, body func(i int) string, needS
 		if diff := sum - st["total"]; diff < -10*time.Microsecond || diff > 10*time.Microsecond {
 			t.Fatalf("request %d: stages sum to %v, total says %v", i, sum, st["total"])
 		}
-		if _, ok := st[SplitPrefill]; needSplit && !ok {
+		if _, ok := st[latency.TimingPrefill]; needSplit && !ok {
 			t.Fatalf("request %d: the upstream's split was not folded: %v", i, st)
 		}
 		gap := e2e - st["total"]
@@ -199,14 +201,14 @@ func TestNonStreamingPassesBodyAndTiming(t *testing.T) {
 		t.Errorf("upstream X-Request-Id = %q", got)
 	}
 	st := timingMap(resp.Trailer.Get("Server-Timing"))
-	if st[SplitServerQueue] != 1500*time.Microsecond || st[SplitPrefill] != 2500*time.Microsecond || st["server_decode"] != 3*time.Millisecond {
+	if st[latency.TimingServerQueue] != 1500*time.Microsecond || st[latency.TimingPrefill] != 2500*time.Microsecond || st["server_decode"] != 3*time.Millisecond {
 		t.Errorf("split = %v, want server_queue 1.5 ms, prefill 2.5 ms, server_decode 3 ms", st)
 	}
 	head := timingMap(resp.Header.Get("Server-Timing"))
 	// A whole answer: upstream_ttft = server_queue + prefill + server_decode + network.
-	if got := st[SplitServerQueue] + st[SplitPrefill] + st["server_decode"] + st[SplitNetwork]; got < head[StageUpstreamTTFT]-5*time.Microsecond || got > head[StageUpstreamTTFT]+5*time.Microsecond {
-		if st[SplitNetwork] != 0 { // network is clamped at 0 when the fake's figures exceed the real time
-			t.Errorf("split parts sum to %v, upstream_ttft %v", got, head[StageUpstreamTTFT])
+	if got := st[latency.TimingServerQueue] + st[latency.TimingPrefill] + st["server_decode"] + st[latency.TimingNetwork]; got < head[latency.TimingUpstreamTTFT]-5*time.Microsecond || got > head[latency.TimingUpstreamTTFT]+5*time.Microsecond {
+		if st[latency.TimingNetwork] != 0 { // network is clamped at 0 when the fake's figures exceed the real time
+			t.Errorf("split parts sum to %v, upstream_ttft %v", got, head[latency.TimingUpstreamTTFT])
 		}
 	}
 }

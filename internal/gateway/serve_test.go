@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
@@ -124,11 +125,11 @@ func TestServeSplitFoldedAndDisconnectStopsEngine(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	st := timingMap(resp.Trailer.Get("Server-Timing"))
-	if _, ok := st[SplitPrefill]; !ok {
+	if _, ok := st[latency.TimingPrefill]; !ok {
 		t.Fatalf("trailer %q lacks the server split", resp.Trailer.Get("Server-Timing"))
 	}
-	if st[SplitPrefill] < 2*time.Millisecond {
-		t.Errorf("prefill %v, want ≥ one 2 ms step", st[SplitPrefill])
+	if st[latency.TimingPrefill] < 2*time.Millisecond {
+		t.Errorf("prefill %v, want ≥ one 2 ms step", st[latency.TimingPrefill])
 	}
 
 	// A long stream, abandoned: the engine's running count drops to 0.

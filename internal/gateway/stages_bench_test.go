@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // BenchmarkStagesVsClientE2E sends 100 requests one after another per
@@ -76,9 +78,9 @@ func BenchmarkLargeEventStages(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		st := timingMap(resp.Trailer.Get("Server-Timing"))
-		decode += st[StageDecode]
-		postp += st[StagePostProcess]
-		bp += st[StageBackpressure]
+		decode += st[latency.TimingDecode]
+		postp += st[latency.TimingPostProcess]
+		bp += st[latency.TimingBackpressure]
 		total += st["total"]
 	}
 	n := float64(b.N)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // The stage tests run the gateway on a clock they move themselves, with an
@@ -160,7 +162,7 @@ func (h *stepHarness) client(d time.Duration) {
 
 // finish waits for the handler and returns the stages of its
 // Server-Timing header and trailer.
-func (h *stepHarness) finish() map[string]time.Duration {
+func (h *stepHarness) finish() map[latency.TimingName]time.Duration {
 	h.t.Helper()
 	h.waitOn(h.done, "finished")
 	return timingMap(h.w.h.Get("Server-Timing"), h.w.h.Get(http.TrailerPrefix+"Server-Timing"))
@@ -183,9 +185,9 @@ func TestSlowClientTimeIsBackpressure(t *testing.T) {
 	h.upstreamEnd(4 * time.Millisecond) // its trailers come late
 	h.client(5 * time.Millisecond)      // the server-timing comment and [DONE]
 	st := h.finish()
-	want := map[string]time.Duration{
-		StageIn: 0, StageQueue: 0, StageConnect: 0, StageUpstreamTTFT: 10 * time.Millisecond,
-		StageDecode: 64 * time.Millisecond, StagePostProcess: 0, StageBackpressure: 912 * time.Millisecond, "total": 986 * time.Millisecond,
+	want := map[latency.TimingName]time.Duration{
+		latency.TimingGatewayIn: 0, latency.TimingGatewayQueue: 0, latency.TimingConnect: 0, latency.TimingUpstreamTTFT: 10 * time.Millisecond,
+		latency.TimingDecode: 64 * time.Millisecond, latency.TimingPostProcess: 0, latency.TimingBackpressure: 912 * time.Millisecond, "total": 986 * time.Millisecond,
 	}
 	for k, v := range want {
 		if st[k] != v {

@@ -8,31 +8,13 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-// The gateway's stages of one request. They partition the request's time
-// inside the gateway, from the handler's first instruction to the last byte
-// written, so they sum exactly to the gateway-observed E2E (docs/metrics.md,
-// "Gateway stages").
-const (
-	StageIn           = "gateway_in"    // parse, auth, length/limit policy, routing
-	StageQueue        = "queue"         // waiting for admission to the pool
-	StageConnect      = "connect"       // admission → connection to the replica that answered (failed attempts included)
-	StageUpstreamTTFT = "upstream_ttft" // connection → first content token read from upstream
-	StageDecode       = "decode"        // first token → end, less post-processing and backpressure
-	StagePostProcess  = "post_process"  // the gateway's own work on response events
-	StageBackpressure = "backpressure"  // time blocked writing to the client
-)
-
-// Upstream TTFT split, when the upstream reports its own queue and prefill
-// time in a Server-Timing trailer: upstream_ttft = server_queue + prefill +
-// network.
-const (
-	SplitServerQueue = "server_queue"
-	SplitPrefill     = "prefill"
-	SplitNetwork     = "network"
-)
-
-// gatewayStages lists the partitioning stages in path order.
-var gatewayStages = []string{StageIn, StageQueue, StageConnect, StageUpstreamTTFT, StageDecode, StagePostProcess, StageBackpressure}
+// The gateway's stages of one request are latency's gateway timing names
+// (latency.GatewayStages, in path order): they partition the request's
+// time inside the gateway, from the handler's first instruction to the
+// last byte written, so they sum exactly to the gateway-observed E2E
+// (docs/metrics.md, "Gateway stages"). When the upstream reports its own
+// queue and prefill time, upstream_ttft is split into latency's
+// TimingServerQueue + TimingPrefill + TimingNetwork.
 
 // timeline holds one request's instants and accumulated durations. Instants
 // are from the gateway's clock (monotonic with time.Now).
@@ -142,9 +124,9 @@ func (t *timeline) split(upstreamTTFT time.Duration) (queue, prefill, network ti
 	return queue, prefill, network, true
 }
 
-// serverTiming formats Server-Timing metrics "name;dur=ms" (milliseconds,
+// appendTiming appends a Server-Timing metric "name;dur=ms" (milliseconds,
 // three decimals, as the W3C Server Timing spec uses).
-func appendTiming(b []byte, name string, d time.Duration) []byte {
+func appendTiming(b []byte, name latency.TimingName, d time.Duration) []byte {
 	if len(b) > 0 {
 		b = append(b, ", "...)
 	}
@@ -157,10 +139,10 @@ func appendTiming(b []byte, name string, d time.Duration) []byte {
 // the stages known before the first byte.
 func headerTiming(s stageDurations) string {
 	var b []byte
-	b = appendTiming(b, StageIn, s.In)
-	b = appendTiming(b, StageQueue, s.Queue)
-	b = appendTiming(b, StageConnect, s.Connect)
-	b = appendTiming(b, StageUpstreamTTFT, s.UpstreamTTFT)
+	b = appendTiming(b, latency.TimingGatewayIn, s.In)
+	b = appendTiming(b, latency.TimingGatewayQueue, s.Queue)
+	b = appendTiming(b, latency.TimingConnect, s.Connect)
+	b = appendTiming(b, latency.TimingUpstreamTTFT, s.UpstreamTTFT)
 	return string(b)
 }
 
@@ -168,24 +150,24 @@ func headerTiming(s stageDurations) string {
 // stages after the first byte, the upstream split when known, and the total.
 func (t *timeline) trailerTiming(s stageDurations) string {
 	var b []byte
-	b = appendTiming(b, StageDecode, s.Decode)
-	b = appendTiming(b, StagePostProcess, s.Post)
-	b = appendTiming(b, StageBackpressure, s.Backpressure)
+	b = appendTiming(b, latency.TimingDecode, s.Decode)
+	b = appendTiming(b, latency.TimingPostProcess, s.Post)
+	b = appendTiming(b, latency.TimingBackpressure, s.Backpressure)
 	if q, p, n, ok := t.split(s.UpstreamTTFT); ok {
-		b = appendTiming(b, SplitServerQueue, q)
-		b = appendTiming(b, SplitPrefill, p)
-		b = appendTiming(b, SplitNetwork, n)
+		b = appendTiming(b, latency.TimingServerQueue, q)
+		b = appendTiming(b, latency.TimingPrefill, p)
+		b = appendTiming(b, latency.TimingNetwork, n)
 		if t.whole {
-			b = appendTiming(b, "server_decode", t.serverDecode)
+			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
 		}
 	}
-	b = appendTiming(b, "total", s.sum())
+	b = appendTiming(b, latency.TimingTotal, s.sum())
 	return string(b)
 }
 
 // foldServerTiming records the upstream's split from its Server-Timing
-// header and trailer values. tokentrace serve names them queue, prefill and
-// decode; server_queue is accepted for queue.
+// header and trailer values (latency.SplitServerTiming: server_queue,
+// prefill, server_decode, and their former names).
 func (t *timeline) foldServerTiming(values []string) {
 	sp, _, ok := latency.SplitServerTiming(values)
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -14,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
@@ -74,26 +76,31 @@ func (s *spanRecorder) end(x *exchange, st stageDurations) {
 		attribute.Int("gen_ai.request.max_tokens", x.req.MaxTokens),
 		attribute.Int("gen_ai.usage.input_tokens", x.req.InputTokens()),
 		attribute.Int("gen_ai.usage.output_tokens", x.tokens),
-		attribute.Float64("tokentrace.stage.gateway_in", st.In.Seconds()),
-		attribute.Float64("tokentrace.stage.queue", st.Queue.Seconds()),
-		attribute.Float64("tokentrace.stage.connect", st.Connect.Seconds()),
-		attribute.Float64("tokentrace.stage.upstream_ttft", st.UpstreamTTFT.Seconds()),
-		attribute.Float64("tokentrace.stage.decode", st.Decode.Seconds()),
-		attribute.Float64("tokentrace.stage.post_process", st.Post.Seconds()),
-		attribute.Float64("tokentrace.stage.backpressure", st.Backpressure.Seconds()),
+		stageAttr(latency.TimingGatewayIn, st.In),
+		stageAttr(latency.TimingGatewayQueue, st.Queue),
+		stageAttr(latency.TimingConnect, st.Connect),
+		stageAttr(latency.TimingUpstreamTTFT, st.UpstreamTTFT),
+		stageAttr(latency.TimingDecode, st.Decode),
+		stageAttr(latency.TimingPostProcess, st.Post),
+		stageAttr(latency.TimingBackpressure, st.Backpressure),
 	}
 	if x.pool != nil {
 		attrs = append(attrs, attribute.String("tokentrace.pool", x.pool.name))
 	}
 	if q, p, n, ok := x.tl.split(st.UpstreamTTFT); ok {
-		attrs = append(attrs, attribute.Float64("tokentrace.stage.server_queue", q.Seconds()),
-			attribute.Float64("tokentrace.stage.prefill", p.Seconds()), attribute.Float64("tokentrace.stage.network", n.Seconds()))
+		attrs = append(attrs, stageAttr(latency.TimingServerQueue, q), stageAttr(latency.TimingPrefill, p), stageAttr(latency.TimingNetwork, n))
 	}
 	s.span.SetAttributes(attrs...)
 	if x.errKind != "" {
 		s.span.SetStatus(codes.Error, x.errKind)
 	}
 	s.span.End()
+}
+
+// stageAttr is a stage's span attribute: tokentrace.stage.<its
+// Server-Timing name>, in seconds.
+func stageAttr(name latency.TimingName, d time.Duration) attribute.KeyValue {
+	return attribute.Float64("tokentrace.stage."+string(name), d.Seconds())
 }
 
 // NewOTLPTracerProvider exports spans over OTLP/HTTP to endpoint (e.g.

@@ -51,7 +51,7 @@ func TestStagesPartitionByHand(t *testing.T) {
 	if got.sum() != 100200*time.Microsecond {
 		t.Errorf("sum %v, want E2E 100.2 ms", got.sum())
 	}
-	if h := headerTiming(got); h != "gateway_in;dur=0.100, queue;dur=0.000, connect;dur=0.050, upstream_ttft;dur=20.000" {
+	if h := headerTiming(got); h != "gateway_in;dur=0.100, gateway_queue;dur=0.000, connect;dur=0.050, upstream_ttft;dur=20.000" {
 		t.Errorf("header timing %q", h)
 	}
 	if tr := tl.trailerTiming(got); tr != "decode;dur=80.000, post_process;dur=0.030, backpressure;dur=0.020, server_queue;dur=5.000, prefill;dur=10.000, network;dur=5.000, total;dur=100.200" {

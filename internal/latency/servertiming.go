@@ -7,12 +7,64 @@ import (
 	"time"
 )
 
-// ParseServerTiming reads Server-Timing values ("queue;dur=12.5, prefill;
-// dur=40") into metric name → duration. Names are lower-cased; entries without
-// a valid, non-negative dur (milliseconds) are skipped; a later value for a
-// name replaces an earlier one, so a trailer overrides a header.
-func ParseServerTiming(values []string) map[string]time.Duration {
-	out := make(map[string]time.Duration, 4)
+// TimingName is a Server-Timing metric name: the one vocabulary
+// tokentrace serve and the tokentrace gateway send and SplitServerTiming
+// reads. Each name means one thing whoever sends it (docs/metrics.md,
+// "Server-Timing names").
+type TimingName string
+
+// A server's own stages of a request (tokentrace serve sends them; a
+// gateway passes on the upstream's queue, prefill and decode under the
+// same names).
+const (
+	// TimingFrontend is the server's time before the engine: body read,
+	// JSON decode, validation, tokenization.
+	TimingFrontend TimingName = "frontend"
+	// TimingServerQueue is the time the request waited in the server's
+	// scheduler.
+	TimingServerQueue TimingName = "server_queue"
+	// TimingPrefill is the server's time from first scheduled to first token.
+	TimingPrefill TimingName = "prefill"
+	// TimingServerDecode is the server's time from first token to last token.
+	TimingServerDecode TimingName = "server_decode"
+	// TimingFault is delay the server injected on purpose (fault injection).
+	TimingFault TimingName = "fault"
+)
+
+// A tokentrace gateway's stages: they partition its time on the request
+// (docs/metrics.md, "Gateway stages"), in path order, then the network
+// part of the upstream's time to first token and the gateway's total.
+const (
+	TimingGatewayIn    TimingName = "gateway_in"    // parse, auth, length and limit policies, routing
+	TimingGatewayQueue TimingName = "gateway_queue" // waiting in the gateway's queue for admission to the pool
+	TimingConnect      TimingName = "connect"       // admission → connection to the replica that answered
+	TimingUpstreamTTFT TimingName = "upstream_ttft" // that connection → first content token read from upstream
+	TimingDecode       TimingName = "decode"        // first token → end, less post-processing and backpressure
+	TimingPostProcess  TimingName = "post_process"  // the gateway's own work on response events
+	TimingBackpressure TimingName = "backpressure"  // time blocked writing to the client
+	// TimingNetwork is upstream_ttft − server_queue − prefill (− server_decode
+	// for an answer sent whole): transit and the upstream's HTTP frontend.
+	TimingNetwork TimingName = "network"
+	// TimingTotal is the sum of the gateway's stages.
+	TimingTotal TimingName = "total"
+)
+
+// GatewayStages lists the gateway's partitioning stages in path order.
+var GatewayStages = []TimingName{TimingGatewayIn, TimingGatewayQueue, TimingConnect, TimingUpstreamTTFT,
+	TimingDecode, TimingPostProcess, TimingBackpressure}
+
+// timingFormerQueue is a former name, still read so that results of older
+// servers and gateways parse: serve sent its queue as "queue" (and its
+// decode as "decode"); a gateway sent its own queue as "queue".
+const timingFormerQueue TimingName = "queue"
+
+// ParseServerTiming reads Server-Timing values ("server_queue;dur=12.5,
+// prefill;dur=40") into metric name → duration. Names are lower-cased;
+// entries without a valid, non-negative dur (milliseconds) are skipped; a
+// later value for a name replaces an earlier one, so a trailer overrides a
+// header.
+func ParseServerTiming(values []string) map[TimingName]time.Duration {
+	out := make(map[TimingName]time.Duration, 4)
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {
 			fields := strings.Split(part, ";")
@@ -29,7 +81,7 @@ func ParseServerTiming(values []string) map[string]time.Duration {
 				if err != nil || ms < 0 || ms > 1e9 || math.IsNaN(ms) {
 					continue
 				}
-				out[name] = time.Duration(ms * 1e6)
+				out[TimingName(name)] = time.Duration(ms * 1e6)
 			}
 		}
 	}
@@ -37,25 +89,35 @@ func ParseServerTiming(values []string) map[string]time.Duration {
 }
 
 // SplitServerTiming reads a server's own split from its Server-Timing
-// values: tokentrace serve names the stages queue, prefill and decode. A
-// tokentrace gateway on the path adds its own stages (gateway_in, queue,
-// connect, post_process, backpressure), names the server's queue
-// server_queue and, when it knows it, the server's decode server_decode; the gateway's stages then sum
-// to gateway. ok is false when neither a server queue nor prefill is present.
+// values: server_queue, prefill and server_decode. A tokentrace gateway on
+// the path adds its own stages, whose sum is returned as gateway; its
+// decode stage stands for the server's decode when the gateway did not
+// pass server_decode on. The former names are read too: "queue" and
+// "decode" from a server, "queue" as the gateway's own queue from a
+// gateway (gateway_in present, gateway_queue absent). ok is false when
+// neither a server queue nor prefill is present.
 func SplitServerTiming(values []string) (s ServerSplit, gateway time.Duration, ok bool) {
 	m := ParseServerTiming(values)
-	q, okq := m["queue"]
-	decode := m["decode"]
-	if _, behind := m["gateway_in"]; behind {
-		gateway = m["gateway_in"] + m["queue"] + m["connect"] + m["post_process"] + m["backpressure"]
-		q, okq = m["server_queue"]
-		if d, ok := m["server_decode"]; ok {
-			decode = d
+	q, okq := m[TimingServerQueue]
+	decode, okd := m[TimingServerDecode]
+	if _, behind := m[TimingGatewayIn]; behind {
+		gq, ok := m[TimingGatewayQueue]
+		if !ok {
+			gq = m[timingFormerQueue]
 		}
-	} else if !okq {
-		q, okq = m["server_queue"]
+		gateway = m[TimingGatewayIn] + gq + m[TimingConnect] + m[TimingPostProcess] + m[TimingBackpressure]
+		if !okd {
+			decode = m[TimingDecode]
+		}
+	} else {
+		if !okq {
+			q, okq = m[timingFormerQueue]
+		}
+		if !okd {
+			decode = m[TimingDecode] // a server's former name for its decode
+		}
 	}
-	p, okp := m["prefill"]
+	p, okp := m[TimingPrefill]
 	if !okq && !okp {
 		return ServerSplit{}, gateway, false
 	}

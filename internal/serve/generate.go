@@ -15,6 +15,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/sse"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
@@ -452,12 +453,12 @@ func (s *Server) finishTiming(w http.ResponseWriter, x *exchange) {
 	w.Header().Set(ServerTimingHeader, x.serverTiming())
 }
 
-// serverTiming renders the Server-Timing value: frontend, queue, prefill
-// and decode (once known), and fault when delays were injected; dur in
-// milliseconds.
+// serverTiming renders the Server-Timing value: frontend, server_queue,
+// prefill and server_decode (once known), and fault when delays were
+// injected; dur in milliseconds (latency's names).
 func (x *exchange) serverTiming() string {
 	b := make([]byte, 0, 96)
-	add := func(name string, d time.Duration) {
+	add := func(name latency.TimingName, d time.Duration) {
 		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
@@ -465,14 +466,14 @@ func (x *exchange) serverTiming() string {
 		b = append(b, ";dur="...)
 		b = strconv.AppendFloat(b, float64(d)/1e6, 'f', 3, 64)
 	}
-	add("frontend", x.frontend)
+	add(latency.TimingFrontend, x.frontend)
 	if x.hasTL {
-		add("queue", x.tl.Queue())
-		add("prefill", x.tl.Prefill())
-		add("decode", x.tl.Decode())
+		add(latency.TimingServerQueue, x.tl.Queue())
+		add(latency.TimingPrefill, x.tl.Prefill())
+		add(latency.TimingServerDecode, x.tl.Decode())
 	}
 	if x.delay > 0 {
-		add("fault", x.delay)
+		add(latency.TimingFault, x.delay)
 	}
 	return string(b)
 }

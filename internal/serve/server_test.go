@@ -142,7 +142,7 @@ func TestChatStreamFramingAndUsage(t *testing.T) {
 		t.Errorf("usage chunk %s (-want +got):\n%s", evs[len(evs)-2], diff)
 	}
 	st := resp.Trailer.Get(ServerTimingHeader)
-	for _, stage := range []string{"frontend;dur=", "queue;dur=", "prefill;dur=", "decode;dur="} {
+	for _, stage := range []string{"frontend;dur=", "server_queue;dur=", "prefill;dur=", "server_decode;dur="} {
 		if !strings.Contains(st, stage) {
 			t.Errorf("Server-Timing trailer %q lacks %s", st, stage)
 		}

@@ -44,7 +44,7 @@ func TestRequestTiming(t *testing.T) {
 	if diff := cmp.Diff(want, x.requestMetrics()); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
-	if got, want := x.serverTiming(), "frontend;dur=0.400, queue;dur=10.000, prefill;dur=50.000, decode;dur=40.000, fault;dur=250.000"; got != want {
+	if got, want := x.serverTiming(), "frontend;dur=0.400, server_queue;dur=10.000, prefill;dur=50.000, server_decode;dur=40.000, fault;dur=250.000"; got != want {
 		t.Errorf("Server-Timing %q, want %q", got, want)
 	}
 	// bench reads the trailer with latency.SplitServerTiming: the stages
