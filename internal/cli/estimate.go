@@ -104,7 +104,7 @@ func (f *estimateFlags) request(g *flagGroup) (perfmodel.Request, error) {
 	req := perfmodel.Request{
 		Model: m.Model, GPU: m.GPU, GPUFile: m.GPUFile, TP: m.TensorParallelSize, WeightDType: m.DType,
 		KVDType: m.KVCacheDType, MemUtil: m.GPUMemoryUtilization, Roofline: f.roofline, Input: f.input,
-		Output: f.output, Batches: batches, SpecK: m.SpeculativeK, DraftModel: m.DraftModel,
+		Output: f.output, Batches: batches, SpecK: m.SpeculativeK, DraftModel: m.DraftModel, Profile: m.Profile,
 	}
 	if m.GPUMemoryUtilization == 0 { // 0 would mean the default to perfmodel
 		return req, field.Invalid("gpu_memory_utilization", 0, "must be in (0, 1]")

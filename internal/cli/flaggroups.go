@@ -33,6 +33,7 @@ func bindModelFlags(g *flagGroup, o *engine.Options) {
 	g.intVar(&o.SpeculativeK, "speculative-k", "speculative decoding: draft tokens per step (0: off)")
 	g.float64Var(&o.SpeculativeAlpha, "speculative-alpha", "speculative decoding: per-token acceptance rate")
 	g.stringVar(&o.DraftModel, "draft-model", "speculative draft model whose cost is added to each step (catalog name or config.json); none: free n-gram proposals")
+	g.stringVar(&o.Profile, "profile", "performance profile (tokentrace calibrate) for this model, GPU, TP and precisions: its fitted constants replace the GPU family's defaults")
 	g.alias("tp", "tensor-parallel-size", true)
 	g.alias("kv-dtype", "kv-cache-dtype", true)
 	g.alias("mem-util", "gpu-memory-utilization", true)

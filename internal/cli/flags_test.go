@@ -159,7 +159,7 @@ func TestConfigFileKeysAreFlags(t *testing.T) {
 		"served-model-name": "m", "max-body-bytes": "4096", "fault-seed": "5", "fault-429-rate": "0.1",
 		"fault-500-rate": "0.05", "fault-503-rate": "0.02", "fault-400-rate": "0.01", "fault-slow-first-token-rate": "0.2",
 		"fault-slow-first-token-delay": "3s", "fault-stall-rate": "0.3", "fault-stall-duration": "250ms",
-		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml", "read-header-timeout": "5s", "body-timeout": "7s",
+		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml", "profile": "profile.yaml", "read-header-timeout": "5s", "body-timeout": "7s",
 		"idle-timeout": "1m", "max-connections": "100",
 	}
 	fsFlags, _, fromFlags, lFlags := serveFlags("")

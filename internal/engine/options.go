@@ -33,7 +33,11 @@ type Options struct {
 	SpeculativeK         int     // speculative_k: draft tokens per step; 0: off
 	SpeculativeAlpha     float64 // speculative_alpha: per-token acceptance rate
 	DraftModel           string  // draft_model: catalog name or config.json
-	SchedulingPolicy     string  // scheduling_policy: fcfs or priority
+	// Profile (profile) is a performance profile file (tokentrace
+	// calibrate) for this model, GPU, TP and precisions: its fitted
+	// constants time every step instead of the GPU family's defaults.
+	Profile          string
+	SchedulingPolicy string // scheduling_policy: fcfs or priority
 	// NaturalOutputTokens (natural_output_tokens) is where answers would
 	// end on their own, in workload.ParseDist's vocabulary, or "max"
 	// (ParseOutputLength); empty means DefaultOutputLength.
@@ -162,6 +166,19 @@ func (o Options) perfConfig() (perfmodel.Config, error) {
 			return perfmodel.Config{}, field.Wrap("draft_model", err)
 		}
 		pc.DraftModel = &d
+	}
+	if o.Profile != "" {
+		prof, err := perfmodel.LoadProfile(o.Profile)
+		if err != nil {
+			return perfmodel.Config{}, field.Wrap("profile", err)
+		}
+		if pc.TP == 0 {
+			pc.TP = prof.TP
+		}
+		if err := prof.Matches(pc.Model, pc.GPU, pc.TP, pc.WeightDType, pc.KVDType); err != nil {
+			return perfmodel.Config{}, field.Invalid("profile", o.Profile, "%w", err)
+		}
+		pc.Eff = prof.Efficiency()
 	}
 	return pc, nil
 }

@@ -3,6 +3,7 @@ package perfmodel
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/field"
@@ -12,7 +13,7 @@ import (
 // resolved by Plan. A bad one gives a *field.Error named by the setting:
 // model, gpu, gpu_file, tensor_parallel_size, dtype, kv_cache_dtype,
 // gpu_memory_utilization, input_tokens, output_tokens, batch,
-// speculative_k, speculative_alpha, draft_model.
+// speculative_k, speculative_alpha, draft_model, profile.
 type Request struct {
 	Model   string // catalog name, or a path to a config.json
 	GPU     string
@@ -35,6 +36,10 @@ type Request struct {
 	Alpha    float64
 	// DraftModel (catalog name or config.json) is the speculative draft.
 	DraftModel string
+	// Profile is a profile file (tokentrace calibrate) whose constants
+	// replace the GPU family's defaults; Eff still overrides them field by
+	// field. It must be for this model, GPU, TP and precisions.
+	Profile string
 }
 
 // Result is a Request resolved and estimated, one Estimate per batch size.
@@ -48,6 +53,10 @@ type Result struct {
 	Rows   []Estimate
 	// FitNote says why the auto-chosen TP is above 1 (the TP-1 no-fit error).
 	FitNote string
+	// Profile is the loaded profile, if any; OutOfRange says where the
+	// estimated workloads lie outside the range it was fitted on.
+	Profile    *Profile
+	OutOfRange []string
 }
 
 // Plan resolves req and estimates each batch size. Bad input gives an error
@@ -95,6 +104,19 @@ func Plan(req Request) (*Result, error) {
 		return nil, field.Invalid("gpu_memory_utilization", req.MemUtil, "must be in (0, 1]")
 	}
 	eff := DefaultEfficiency(gpu)
+	var prof *Profile
+	if req.Profile != "" {
+		if prof, err = LoadProfile(req.Profile); err != nil {
+			return nil, field.Wrap("profile", err)
+		}
+		if req.TP == 0 {
+			req.TP = prof.TP
+		}
+		if err := prof.Matches(model, gpu, req.TP, wd, kd); err != nil {
+			return nil, field.Invalid("profile", req.Profile, "%w", err)
+		}
+		eff = prof.Efficiency()
+	}
 	if req.Roofline {
 		eff = Roofline()
 	}
@@ -112,7 +134,13 @@ func Plan(req Request) (*Result, error) {
 		draft = &d
 		cfg.DraftModel = draft
 	}
-	res := &Result{Model: model, GPU: gpu, Draft: draft}
+	res := &Result{Model: model, GPU: gpu, Draft: draft, Profile: prof}
+	if prof != nil {
+		for _, b := range req.Batches {
+			res.OutOfRange = append(res.OutOfRange, prof.OutOfRange(b, req.Input, req.Output)...)
+		}
+		res.OutOfRange = slices.Compact(res.OutOfRange)
+	}
 	if req.TP == 0 {
 		res.TPAuto = true
 		tp := MinTP(cfg)

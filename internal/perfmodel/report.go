@@ -27,6 +27,12 @@ func (r *Result) WriteText(w io.Writer) error {
 		gb(float64(e.WeightBytes())), gb(float64(e.WeightBytes())/float64(c.TP)),
 		gb(float64(e.UsableBytesPerGPU())), 100*c.MemUtil, gb(float64(r.GPU.MemoryBytes)), gb(float64(c.ReserveBytes)))
 	fmt.Fprintf(&b, "  KV cache %s per token (all GPUs); capacity %s tokens\n", kib(float64(e.KVBytesPerToken())), group(e.KVCapacityTokens()))
+	if r.Profile != nil {
+		fmt.Fprintf(&b, "  profile: fitted on %s (%d requests)\n", orDefault(r.Profile.Source, "a calibration run"), r.Profile.Requests)
+		for _, n := range r.OutOfRange {
+			fmt.Fprintf(&b, "  warning: %s: outside the profile's range, the prediction is an extrapolation\n", n)
+		}
+	}
 	fmt.Fprintf(&b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer, %v per all-reduce\n",
 		100*c.Eff.Compute, 100*c.Eff.Memory, 100*c.Eff.Interconnect, c.Eff.StepOverhead, c.Eff.LayerOverhead, c.Eff.AllReduceLatency)
 	fmt.Fprintf(&b, "  workload: %d input + %d output tokens per request", r.Work.Input, r.Work.Output)
@@ -359,6 +365,8 @@ type jsonResult struct {
 	Output            int       `json:"output"`
 	DraftModel        string    `json:"draft_model,omitempty"`
 	Rows              []jsonRow `json:"rows"`
+	// OutOfRange lists where the workload lies outside a --profile's fitted range.
+	OutOfRange []string `json:"out_of_profile_range,omitempty"`
 }
 
 type jsonEff struct {
@@ -380,7 +388,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 			float64(c.Eff.StepOverhead) / 1e3, float64(c.Eff.LayerOverhead) / 1e3},
 		TotalParams: r.Model.TotalParams(), ActiveParams: r.Model.ActiveParams(), WeightBytes: e.WeightBytes(),
 		UsableBytesPerGPU: e.UsableBytesPerGPU(), ReserveBytes: c.ReserveBytes, KVBytesPerToken: e.KVBytesPerToken(),
-		KVCapacityTokens: e.KVCapacityTokens(), Input: r.Work.Input, Output: r.Work.Output,
+		KVCapacityTokens: e.KVCapacityTokens(), Input: r.Work.Input, Output: r.Work.Output, OutOfRange: r.OutOfRange,
 	}
 	if r.Draft != nil {
 		out.DraftModel = r.Draft.Name

@@ -1,0 +1,123 @@
+package calibrate
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+)
+
+// ClosedLoop is a closed-loop workload of identical requests: Clients each
+// keep one request in flight; when a request's last token reaches its client
+// the client sends the next one Gap later, until Requests have been sent in
+// all. Gap is the client's turnaround (reading the end of the answer,
+// building and sending the next request) plus the server's intake (parsing,
+// tokenizing) before the engine sees the request.
+type ClosedLoop struct {
+	Clients, Requests int
+	Input, Output     int
+	Gap               time.Duration
+	// Jitter spreads each turnaround uniformly over [Gap, Gap+Jitter]:
+	// clients and servers never take exactly the same time.
+	Jitter time.Duration
+	// Intake is the server's per-request intake (parsing, tokenizing)
+	// before the engine sees a request; requests pass it one at a time, in
+	// the order sent, as through a server's single front-end process.
+	Intake time.Duration
+	// Seed seeds the jitter.
+	Seed uint64
+}
+
+func (w ClosedLoop) validate() error {
+	switch {
+	case w.Clients < 1:
+		return fmt.Errorf("closed loop: clients must be ≥ 1 (got %d)", w.Clients)
+	case w.Requests < w.Clients:
+		return fmt.Errorf("closed loop: requests (%d) must be ≥ clients (%d)", w.Requests, w.Clients)
+	case w.Input < 1 || w.Output < 1:
+		return fmt.Errorf("closed loop: input and output lengths must be ≥ 1 (got %d, %d)", w.Input, w.Output)
+	case w.Gap < 0:
+		return fmt.Errorf("closed loop: gap must be ≥ 0 (got %v)", w.Gap)
+	}
+	return nil
+}
+
+// RunClosedLoop drives an engine on the virtual clock with w and returns
+// every request's timeline in the order sent. The first Clients requests
+// arrive at offset 0, as a benchmark client starts them.
+func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
+	if err := w.validate(); err != nil {
+		return nil, err
+	}
+	v, err := engine.NewVirtual(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Timeline, 0, w.Requests)
+	var intakeFree time.Duration
+	intake := func(sent time.Duration) time.Duration {
+		intakeFree = max(intakeFree, sent) + w.Intake
+		return intakeFree
+	}
+	rng := rand.New(rand.NewPCG(w.Seed, w.Seed^0x9e3779b97f4a7c15))
+	var pending arrivals
+	for range w.Clients {
+		var g time.Duration
+		if w.Jitter > 0 {
+			g = time.Duration(rng.Int64N(int64(w.Jitter) + 1))
+		}
+		heap.Push(&pending, intake(g))
+	}
+	sent, done := 0, 0
+	var now time.Duration
+	for done < w.Requests {
+		for pending.Len() > 0 && pending[0] <= now && sent < w.Requests {
+			heap.Pop(&pending)
+			q := engine.Request{ID: fmt.Sprint(sent), PromptLen: w.Input, MaxTokens: w.Output, IgnoreEOS: true}
+			if _, err := v.Submit(now, sent, &q); err != nil {
+				return nil, fmt.Errorf("closed loop: request %d: %w", sent, err)
+			}
+			out = append(out, engine.Timeline{})
+			sent++
+		}
+		end, ok := v.Start(now)
+		if !ok {
+			if pending.Len() == 0 || sent == w.Requests {
+				return nil, errors.New("closed loop: the engine stalled with requests left")
+			}
+			now = pending[0]
+			continue
+		}
+		now = end
+		for _, o := range v.Finish() {
+			if o.Finish == "" {
+				continue
+			}
+			out[o.ID()] = o.Timeline()
+			done++
+			g := w.Gap
+			if w.Jitter > 0 {
+				g += time.Duration(rng.Int64N(int64(w.Jitter) + 1))
+			}
+			heap.Push(&pending, intake(now+g))
+		}
+	}
+	return out, nil
+}
+
+// arrivals is a min-heap of instants.
+type arrivals []time.Duration
+
+func (a arrivals) Len() int           { return len(a) }
+func (a arrivals) Less(i, j int) bool { return a[i] < a[j] }
+func (a arrivals) Swap(i, j int)      { a[i], a[j] = a[j], a[i] }
+func (a *arrivals) Push(x any)        { *a = append(*a, x.(time.Duration)) }
+func (a *arrivals) Pop() any {
+	old := *a
+	x := old[len(old)-1]
+	*a = old[:len(old)-1]
+	return x
+}

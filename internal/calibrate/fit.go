@@ -1,0 +1,390 @@
+package calibrate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"gonum.org/v1/gonum/optimize"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+)
+
+// Config says what server the records came from and how to fit.
+type Config struct {
+	// Engine is what the server ran, in vLLM's names: model, GPU, tensor
+	// parallel size, precisions, memory fraction and batch limits. Zero
+	// batch limits take vLLM's defaults for the GPU; a Profile gives the
+	// starting constants.
+	Engine engine.Options
+	// Start are the starting constants (zero: Engine's, which are the GPU
+	// family's defaults unless Engine.Profile gives others).
+	Start           perfmodel.Efficiency
+	EngineName      string
+	EngineVersion   string
+	Bootstrap       int    // resamples for the confidence intervals (0: 16)
+	Seed            uint64 // of the bootstrap
+	MaxEvaluations  int    // per optimisation (0: 400)
+	ConfidenceLevel float64
+}
+
+// Result is a calibration: the profile written, the fit at the starting
+// constants for comparison, and the optimiser's work.
+type Result struct {
+	Profile *perfmodel.Profile
+	// Before are the residuals with the starting constants.
+	Before      map[string]perfmodel.Residual
+	Evaluations int
+}
+
+// fitted names the constants calibration moves; the others are held (see
+// docs/calibrate.md: layer overhead and all-reduce latency are fixed costs
+// per step, inseparable from the step overhead for one model and TP).
+var fitted = []string{"compute", "memory", "step_overhead_us"}
+
+type problem struct {
+	base  perfmodel.Config
+	eng   engine.Config
+	start perfmodel.Efficiency
+	arr   []engine.Arrival
+	obs   []Observed
+	// byInput lists request indices by prompt length, for aggregate.
+	byInput []int
+}
+
+// efficiency maps the optimiser's point (log of each fitted constant over
+// its start) to the model's factors; fractions are capped at 1.
+func (p *problem) efficiency(x []float64) perfmodel.Efficiency {
+	e := p.start
+	e.Compute = min(1, e.Compute*math.Exp(x[0]))
+	e.Memory = min(1, e.Memory*math.Exp(x[1]))
+	e.StepOverhead = time.Duration(float64(max(p.start.StepOverhead, 50*time.Microsecond)) * math.Exp(x[2]))
+	return e
+}
+
+// simulate replays the workload with eff and returns per-request losses
+// (Huber on the log ratio of simulated to measured TTFT, TPOT and E2E) and
+// the simulated requests.
+func (p *problem) simulate(eff perfmodel.Efficiency) ([]float64, []engine.Timeline, int, error) {
+	c := p.base
+	c.Eff = eff
+	est, err := perfmodel.New(c)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	cfg := p.eng
+	cfg.StepTimer = est
+	res, err := engine.Simulate(cfg, p.arr, engine.SimOptions{Steps: true})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	maxBatch := 0
+	for _, s := range res.Steps {
+		maxBatch = max(maxBatch, s.Seqs)
+	}
+	loss := make([]float64, len(p.obs))
+	for i, o := range p.obs {
+		tl := res.Timelines[i]
+		st, se := tl.FirstToken.Sub(tl.Arrival), tl.Finished.Sub(tl.Arrival)
+		// TTFT and E2E move in jumps of a step when a simulated arrival
+		// falls on the other side of a step boundary; the server's prefill
+		// (TTFT − queue) and TPOT change smoothly with the constants. With
+		// the server's split, those carry the fit and TTFT/E2E a fifth.
+		var l float64
+		if o.ServerSide {
+			l = 0.2*(huber(logRatio(st, o.TTFT))+huber(logRatio(se, o.E2E))) +
+				huber(logRatio(tl.FirstToken.Sub(tl.Scheduled), o.TTFT-o.Queue))
+		} else {
+			l = huber(logRatio(st, o.TTFT)) + huber(logRatio(se, o.E2E))
+		}
+		if mt, ok := o.TPOT(); ok && tl.OutputTokens > 1 {
+			l += huber(logRatio((se-st)/time.Duration(tl.OutputTokens-1), mt))
+		}
+		loss[i] = l
+	}
+	return loss, res.Timelines, maxBatch, nil
+}
+
+// aggregate is the loss on weighted means over groups of requests of
+// similar prompt length (deciles): a mean over many requests moves nearly
+// smoothly with the constants, where single requests jump by a step; it
+// carries the fit along ridges where the per-request loss is rugged.
+func (p *problem) aggregate(tls []engine.Timeline, weights []float64) float64 {
+	const groups = 10
+	var sim, meas [groups][3]float64
+	var n [groups]float64
+	for j, i := range p.byInput {
+		g := j * groups / len(p.byInput)
+		o, tl := p.obs[i], tls[i]
+		w := weights[i]
+		if w == 0 {
+			continue
+		}
+		st, se := tl.FirstToken.Sub(tl.Arrival), tl.Finished.Sub(tl.Arrival)
+		mp := o.TTFT
+		sp := st
+		if o.ServerSide {
+			mp, sp = o.TTFT-o.Queue, tl.FirstToken.Sub(tl.Scheduled)
+		}
+		sim[g][0] += w * float64(sp)
+		meas[g][0] += w * float64(mp)
+		sim[g][1] += w * float64(se)
+		meas[g][1] += w * float64(o.E2E)
+		if mt, ok := o.TPOT(); ok && tl.OutputTokens > 1 {
+			sim[g][2] += w * float64((se-st)/time.Duration(tl.OutputTokens-1))
+			meas[g][2] += w * float64(mt)
+		}
+		n[g] += w
+	}
+	loss := 0.0
+	for g := range groups {
+		for k := range 3 {
+			if meas[g][k] > 0 && sim[g][k] > 0 {
+				r := math.Log(sim[g][k] / meas[g][k])
+				loss += n[g] * 20 * r * r
+			}
+		}
+	}
+	return loss
+}
+
+func logRatio(sim, meas time.Duration) float64 {
+	return math.Log(float64(max(sim, time.Microsecond)) / float64(max(meas, time.Microsecond)))
+}
+
+// huber is the Huber loss with δ = 0.05 (5 % in log ratio): quadratic for
+// small errors, linear beyond, so a few requests disturbed by the client or
+// the host do not pull the fit.
+func huber(r float64) float64 {
+	const d = 0.05
+	a := math.Abs(r)
+	if a <= d {
+		return r * r / 2
+	}
+	return d * (a - d/2)
+}
+
+// Calibrate fits the performance model's constants to the workload: it
+// replays the requests' arrivals and lengths through the engine on the
+// virtual clock and minimises the robust error between simulated and
+// measured per-request TTFT, TPOT and E2E with Nelder–Mead (constants in
+// log space), then refits on bootstrap resamples of the requests for the
+// confidence intervals.
+func Calibrate(ctx context.Context, w *Workload, cfg Config) (*Result, error) {
+	p, err := newProblem(w, cfg)
+	if err != nil {
+		return nil, err
+	}
+	weights := make([]float64, len(w.Requests))
+	for i := range weights {
+		weights[i] = 1
+	}
+	maxEvals := cfg.MaxEvaluations
+	if maxEvals <= 0 {
+		maxEvals = 400
+	}
+	// Restarts from the best point with a fresh simplex: step boundaries
+	// make the loss piecewise constant at fine scales, where one simplex can
+	// collapse early along the memory/step-overhead ridge.
+	evals := 0
+	best := make([]float64, len(fitted))
+	for range 4 {
+		x, n, err := p.minimize(ctx, best, weights, maxEvals)
+		evals += n
+		if err != nil {
+			return nil, err
+		}
+		best = x
+	}
+	nb := cfg.Bootstrap
+	if nb <= 0 {
+		nb = 16
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xda3e39cb94b95bdb))
+	samples := make([][]float64, len(fitted))
+	for range nb {
+		for i := range weights {
+			weights[i] = 0
+		}
+		for range len(weights) {
+			weights[rng.IntN(len(weights))]++
+		}
+		x, n, err := p.minimize(ctx, best, weights, maxEvals/3)
+		evals += n
+		if err != nil {
+			return nil, err
+		}
+		for j := range fitted {
+			samples[j] = append(samples[j], x[j])
+		}
+	}
+	return p.result(w, cfg, best, samples, evals)
+}
+
+func newProblem(w *Workload, cfg Config) (*problem, error) {
+	ec, est, err := cfg.Engine.Config()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	base := est.Config()
+	start := cfg.Start
+	if start == (perfmodel.Efficiency{}) {
+		start = base.Eff
+	}
+	p := &problem{base: base, eng: ec, start: start, obs: w.Requests}
+	for i, o := range w.Requests {
+		p.arr = append(p.arr, engine.Arrival{At: o.Arrival, Request: engine.Request{ID: fmt.Sprint(i), PromptLen: o.Input, MaxTokens: o.Output, IgnoreEOS: true}})
+	}
+	p.byInput = make([]int, len(w.Requests))
+	for i := range p.byInput {
+		p.byInput[i] = i
+	}
+	slices.SortStableFunc(p.byInput, func(a, b int) int { return w.Requests[a].Input - w.Requests[b].Input })
+	if _, _, _, err := p.simulate(start); err != nil {
+		return nil, fmt.Errorf("%w: the records cannot be replayed on %s: %v", ErrBadInput, base.Model.Name, err)
+	}
+	return p, nil
+}
+
+// minimize runs Nelder–Mead from x0 on the weighted loss.
+func (p *problem) minimize(ctx context.Context, x0, weights []float64, maxEvals int) ([]float64, int, error) {
+	var simErr error
+	f := func(x []float64) float64 {
+		if ctx.Err() != nil {
+			return math.Inf(1)
+		}
+		for _, v := range x {
+			if math.Abs(v) > 5 { // a factor e^5 from the start: outside any plausible constant
+				return math.Inf(1)
+			}
+		}
+		loss, tls, _, err := p.simulate(p.efficiency(x))
+		if err != nil {
+			simErr = err
+			return math.Inf(1)
+		}
+		s := 0.0
+		for i, l := range loss {
+			s += weights[i] * l
+		}
+		return s + p.aggregate(tls, weights)
+	}
+	settings := &optimize.Settings{FuncEvaluations: maxEvals, Converger: &optimize.FunctionConverge{Absolute: 1e-12, Relative: 1e-10, Iterations: 150}}
+	res, err := optimize.Minimize(optimize.Problem{Func: f}, x0, settings, &optimize.NelderMead{SimplexSize: 0.2})
+	if ctx.Err() != nil {
+		return nil, 0, ctx.Err()
+	}
+	if res == nil {
+		if simErr != nil {
+			return nil, 0, simErr
+		}
+		return nil, 0, fmt.Errorf("calibrate: optimiser: %w", err)
+	}
+	if math.IsInf(res.F, 1) {
+		if simErr != nil {
+			return nil, res.FuncEvaluations, simErr
+		}
+		return nil, res.FuncEvaluations, fmt.Errorf("calibrate: optimiser found no point the engine can run: %v", err)
+	}
+	return res.X, res.FuncEvaluations, nil
+}
+
+func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]float64, evals int) (*Result, error) {
+	eff := p.efficiency(best)
+	consts := perfmodel.ProfileFromEfficiency(eff)
+	level := cfg.ConfidenceLevel
+	if level <= 0 || level >= 1 {
+		level = 0.9
+	}
+	interval := func(j int, v float64) perfmodel.Constant {
+		lo, hi := v, v
+		if len(samples[j]) > 0 {
+			xs := slices.Clone(samples[j])
+			slices.Sort(xs)
+			e := func(x float64) perfmodel.Efficiency { y := slices.Clone(best); y[j] = x; return p.efficiency(y) }
+			val := func(e perfmodel.Efficiency) float64 {
+				switch j {
+				case 0:
+					return e.Compute
+				case 1:
+					return e.Memory
+				}
+				return float64(e.StepOverhead) / 1e3
+			}
+			lo = min(v, val(e(quantile(xs, (1-level)/2))))
+			hi = max(v, val(e(quantile(xs, 1-(1-level)/2))))
+		}
+		return perfmodel.Constant{Value: v, Low: lo, High: hi, Fitted: true}
+	}
+	consts.Compute = interval(0, eff.Compute)
+	consts.Memory = interval(1, eff.Memory)
+	consts.StepOverheadUS = interval(2, float64(eff.StepOverhead)/1e3)
+
+	_, tls, maxBatch, err := p.simulate(eff)
+	if err != nil {
+		return nil, err
+	}
+	_, tls0, _, err := p.simulate(p.start)
+	if err != nil {
+		return nil, err
+	}
+	pr := &perfmodel.Profile{
+		Schema: perfmodel.ProfileSchema, Model: p.base.Model.Name, GPU: p.base.GPU.Name, TP: max(p.base.TP, 1),
+		DType: string(p.base.WeightDType), KVDType: string(p.base.KVDType), Engine: cfg.EngineName, EngineVersion: cfg.EngineVersion,
+		Source: w.Dir, Requests: len(w.Requests), Constants: consts, Residuals: residuals(w.Requests, tls),
+		Range: fitRange(w.Requests, maxBatch),
+	}
+	return &Result{Profile: pr, Before: residuals(w.Requests, tls0), Evaluations: evals}, nil
+}
+
+func fitRange(obs []Observed, maxBatch int) perfmodel.FitRange {
+	r := perfmodel.FitRange{BatchMin: 1, BatchMax: max(1, maxBatch), InputMin: math.MaxInt, OutputMin: math.MaxInt}
+	for _, o := range obs {
+		r.InputMin, r.InputMax = min(r.InputMin, o.Input), max(r.InputMax, o.Input)
+		r.OutputMin, r.OutputMax = min(r.OutputMin, o.Output), max(r.OutputMax, o.Output)
+	}
+	return r
+}
+
+// residuals are the absolute relative errors of simulated against measured
+// TTFT, TPOT and E2E at P50, P90 and P99.
+func residuals(obs []Observed, tls []engine.Timeline) map[string]perfmodel.Residual {
+	var tt, tp, ee []float64
+	rel := func(s, m time.Duration) float64 { return math.Abs(float64(s-m)) / float64(max(m, time.Microsecond)) }
+	for i, o := range obs {
+		tl := tls[i]
+		st, se := tl.FirstToken.Sub(tl.Arrival), tl.Finished.Sub(tl.Arrival)
+		tt = append(tt, rel(st, o.TTFT))
+		ee = append(ee, rel(se, o.E2E))
+		if mt, ok := o.TPOT(); ok && tl.OutputTokens > 1 {
+			tp = append(tp, rel((se-st)/time.Duration(tl.OutputTokens-1), mt))
+		}
+	}
+	out := map[string]perfmodel.Residual{}
+	for name, xs := range map[string][]float64{"ttft": tt, "tpot": tp, "e2e": ee} {
+		if len(xs) == 0 {
+			continue
+		}
+		slices.Sort(xs)
+		out[name] = perfmodel.Residual{P50: quantile(xs, 0.5), P90: quantile(xs, 0.9), P99: quantile(xs, 0.99)}
+	}
+	return out
+}
+
+// quantile is the linear-interpolation quantile of sorted xs.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 1 {
+		return xs[0]
+	}
+	pos := q * float64(len(xs)-1)
+	i := int(pos)
+	if i >= len(xs)-1 {
+		return xs[len(xs)-1]
+	}
+	f := pos - float64(i)
+	return xs[i]*(1-f) + xs[i+1]*f
+}

@@ -1,0 +1,71 @@
+package calibrate
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+)
+
+// truth is the set of deliberately non-default constants the recovery tests
+// serve with (defaults on Hopper: compute 0.55, memory 0.80, step 1.5 ms).
+var truth = perfmodel.Efficiency{Compute: 0.42, Memory: 0.66, Interconnect: 0.7, AllReduceLatency: 8 * time.Microsecond,
+	StepOverhead: 2600 * time.Microsecond, LayerOverhead: 25 * time.Microsecond}
+
+// syntheticWorkload simulates an open-loop workload with the true constants
+// and returns it as measured records (server-side times), for a recovery
+// test without a wall clock.
+func syntheticWorkload(t *testing.T, rate float64, n int, seed uint64) *Workload {
+	t.Helper()
+	m, _ := perfmodel.LookupModel("Llama-3.1-8B")
+	g, _ := perfmodel.LookupGPU("H100-SXM")
+	est, err := perfmodel.New(perfmodel.Config{Model: m, GPU: g, Eff: truth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var arr []engine.Arrival
+	var at time.Duration
+	for i := range n {
+		at += time.Duration(rng.ExpFloat64() / rate * 1e9)
+		arr = append(arr, engine.Arrival{At: at, Request: engine.Request{ID: "", PromptLen: 200 + rng.IntN(3000), MaxTokens: 16 + rng.IntN(64), IgnoreEOS: true}})
+		_ = i
+	}
+	cfg := engine.FromEstimator(engine.Config{MaxModelLen: 8192}, est)
+	res, err := engine.Simulate(cfg, arr, engine.SimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Workload{Dir: "synthetic"}
+	for i, tl := range res.Timelines {
+		w.Requests = append(w.Requests, Observed{Arrival: arr[i].At, Input: tl.PromptTokens, Output: tl.OutputTokens,
+			TTFT: tl.FirstToken.Sub(tl.Arrival), Queue: tl.Scheduled.Sub(tl.Arrival), E2E: tl.Finished.Sub(tl.Arrival), ServerSide: true})
+	}
+	return w
+}
+
+func within(t *testing.T, name string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol*want {
+		t.Errorf("%s: recovered %.4g, truth %.4g (%+.1f%%, allowed ±%.0f%%)", name, got, want, 100*(got-want)/want, 100*tol)
+	} else {
+		t.Logf("%s: recovered %.4g, truth %.4g (%+.2f%%)", name, got, want, 100*(got-want)/want)
+	}
+}
+
+func TestCalibrateRecoversVirtual(t *testing.T) {
+	w := Merge(syntheticWorkload(t, 4, 80, 1), syntheticWorkload(t, 14, 120, 2))
+	res, err := Calibrate(context.Background(), w, Config{Engine: engine.DefaultOptions(), Bootstrap: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Profile.Constants
+	within(t, "compute", c.Compute.Value, truth.Compute, 0.05)
+	within(t, "memory", c.Memory.Value, truth.Memory, 0.05)
+	within(t, "step overhead", c.StepOverheadUS.Value, float64(truth.StepOverhead)/1e3, 0.05)
+	t.Logf("evaluations %d, residuals %+v, before %+v, range %+v", res.Evaluations, res.Profile.Residuals, res.Before, res.Profile.Range)
+}

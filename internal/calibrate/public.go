@@ -1,0 +1,187 @@
+package calibrate
+
+import (
+	"time"
+
+	"encoding/csv"
+	"fmt"
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// PublicRow is one published closed-loop measurement of a real server
+// (internal/perfmodel/testdata/loaded.csv; its README gives the columns).
+type PublicRow struct {
+	ID, Engine, EngineVersion  string
+	Model, GPU                 string
+	TP                         int
+	DType, KVDType             string
+	Input, Output, Concurrency int
+	Client                     string
+	// TTFT, TPOT and E2E are in milliseconds (0 when not published), of the
+	// statistic Stat ("mean"); TTFTMedian when the source gives it.
+	TTFT, TPOT, E2E, TTFTMedian float64
+	Stat                        string
+	Source                      string
+}
+
+// LoadPublic reads the public measurements CSV.
+func LoadPublic(path string) ([]PublicRow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParsePublic(f)
+}
+
+// ParsePublic parses the public measurements CSV; a missing column or a
+// malformed number is an error naming the row and column.
+func ParsePublic(r io.Reader) ([]PublicRow, error) {
+	cr := csv.NewReader(r)
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("public measurements: header: %w", err)
+	}
+	col := map[string]int{}
+	for i, h := range head {
+		col[h] = i
+	}
+	for _, need := range []string{"id", "engine", "engine_version", "model", "gpu", "tp", "dtype", "kv_dtype", "input", "output", "concurrency", "client", "ttft_ms", "ttft_median_ms", "tpot_ms", "e2e_ms", "stat", "source"} {
+		if _, ok := col[need]; !ok {
+			return nil, fmt.Errorf("public measurements: no column %q", need)
+		}
+	}
+	var rows []PublicRow
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("public measurements: %w", err)
+		}
+		var perr error
+		get := func(k string) string { return strings.TrimSpace(rec[col[k]]) }
+		num := func(k string, opt bool) float64 {
+			s := get(k)
+			if s == "" && opt {
+				return 0
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil && perr == nil {
+				perr = fmt.Errorf("public measurements: line %d: column %s: %q is not a number", line, k, s)
+			}
+			return v
+		}
+		p := PublicRow{ID: get("id"), Engine: get("engine"), EngineVersion: get("engine_version"), Model: get("model"), GPU: get("gpu"),
+			TP: int(num("tp", false)), DType: get("dtype"), KVDType: get("kv_dtype"), Input: int(num("input", false)), Output: int(num("output", false)),
+			Concurrency: int(num("concurrency", false)), Client: get("client"), TTFT: num("ttft_ms", true), TTFTMedian: num("ttft_median_ms", true),
+			TPOT: num("tpot_ms", true), E2E: num("e2e_ms", true), Stat: get("stat"), Source: get("source")}
+		if perr != nil {
+			return nil, perr
+		}
+		if !strings.HasPrefix(p.Source, "https://") {
+			return nil, fmt.Errorf("public measurements: line %d (%s): no source URL", line, p.ID)
+		}
+		rows = append(rows, p)
+	}
+}
+
+// Prediction is the twin's mean TTFT, TPOT and E2E for a workload, in
+// milliseconds, over the requests after the first round (each client's
+// first request starts in lockstep with the others, which benchmark
+// clients exclude as warm-up or dilute over long runs).
+type Prediction struct {
+	TTFT, TPOT, E2E float64
+	// MaxBatch is the largest number of sequences in one step; MaxTokens
+	// the largest step in tokens.
+	Requests int
+}
+
+// Twin is what a prediction runs: the performance model's constants and
+// the client's turnaround.
+type Twin struct {
+	Eff    perfmodel.Efficiency
+	Gap    time.Duration
+	Jitter time.Duration
+	// IntakeFixed and IntakePerToken price the server's serial intake.
+	IntakeFixed    time.Duration
+	IntakePerToken time.Duration
+	// Rounds is how many requests each client sends (0: 6).
+	Rounds int
+	// Budget overrides the engine's token budget per step when > 0.
+	Budget int
+}
+
+// EngineFor builds the engine configuration a public row ran: its model,
+// GPU, TP and precisions, with the engine's batch limits.
+func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
+	m, err := perfmodel.ResolveModel(p.Model)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	g, err := perfmodel.LookupGPU(p.GPU)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	wd, err := perfmodel.ParseDType(p.DType)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	kd, err := perfmodel.ParseDType(p.KVDType)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	est, err := perfmodel.New(perfmodel.Config{Model: m, GPU: g, TP: p.TP, WeightDType: wd, KVDType: kd, Eff: eff})
+	if err != nil {
+		return engine.Config{}, err
+	}
+	cfg := engine.Config{MaxModelLen: p.Input + p.Output}
+	if strings.Contains(p.Engine, "TensorRT-LLM") {
+		// TensorRT-LLM's defaults: max_num_tokens 8192, max_batch_size 256.
+		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = 8192, 256
+	}
+	return engine.FromEstimator(cfg, est), nil
+}
+
+// Predict runs the twin on p's closed loop and averages.
+func Predict(p PublicRow, tw Twin) (Prediction, error) {
+	cfg, err := EngineFor(p, tw.Eff)
+	if err != nil {
+		return Prediction{}, err
+	}
+	if tw.Budget > 0 {
+		cfg.MaxNumBatchedTokens = tw.Budget
+	}
+	rounds := 6
+	if tw.Rounds > 0 {
+		rounds = tw.Rounds
+	}
+	w := ClosedLoop{Clients: p.Concurrency, Requests: p.Concurrency * rounds, Input: p.Input, Output: p.Output, Gap: tw.Gap, Jitter: tw.Jitter, Seed: 1,
+		Intake: tw.IntakeFixed + time.Duration(p.Input)*tw.IntakePerToken}
+	tls, err := RunClosedLoop(cfg, w)
+	if err != nil {
+		return Prediction{}, err
+	}
+	var pr Prediction
+	for _, tl := range tls[p.Concurrency:] {
+		ttft := tl.FirstToken.Sub(tl.Arrival)
+		e2e := tl.Finished.Sub(tl.Arrival)
+		pr.TTFT += ms(ttft)
+		pr.E2E += ms(e2e)
+		if tl.OutputTokens > 1 {
+			pr.TPOT += ms(e2e-ttft) / float64(tl.OutputTokens-1)
+		}
+		pr.Requests++
+	}
+	n := float64(pr.Requests)
+	pr.TTFT, pr.TPOT, pr.E2E = pr.TTFT/n, pr.TPOT/n, pr.E2E/n
+	return pr, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }

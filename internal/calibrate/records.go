@@ -1,0 +1,158 @@
+package calibrate
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/report"
+)
+
+// ErrBadInput marks a results folder that cannot be calibrated from (no
+// records, or records without lengths or timestamps); the command line maps
+// it to exit status 2.
+var ErrBadInput = errors.New("bad calibration input")
+
+// Observed is one measured request, reduced to what calibration compares:
+// when the server received it (offset from the first arrival), its lengths,
+// and its measured TTFT and E2E.
+type Observed struct {
+	ID            string
+	Arrival       time.Duration
+	Input, Output int
+	TTFT, E2E     time.Duration
+	// Queue is the server's queueing part of TTFT (ServerSide only).
+	Queue time.Duration
+	// ServerSide is true when the times are the server's own split
+	// (Server-Timing or vLLM's metrics), free of the client's overhead.
+	ServerSide bool
+}
+
+// TPOT is (E2E − TTFT) / (Output − 1); ok is false for one-token answers.
+func (o Observed) TPOT() (time.Duration, bool) {
+	if o.Output < 2 {
+		return 0, false
+	}
+	return (o.E2E - o.TTFT) / time.Duration(o.Output-1), true
+}
+
+// Workload is a results folder read for calibration.
+type Workload struct {
+	Dir      string
+	Requests []Observed
+	// Skipped counts records left out: failed, warm-up, or incomplete.
+	Skipped int
+	Run     report.RunInfo
+}
+
+// ReadResults reads a bench results folder (requests.jsonl, run.json) and
+// reconstructs the workload the server saw. Arrivals are the server's when
+// the records carry its split (first token instant − server TTFT), else the
+// client's send instants. A folder without records, or whose successful
+// records lack token counts or timestamps, is an error wrapping ErrBadInput.
+func ReadResults(dir string) (*Workload, error) {
+	path := filepath.Join(dir, report.RecordsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
+	}
+	defer f.Close()
+	w := &Workload{Dir: dir}
+	if info, ok, err := report.ReadRunInfo(dir); err == nil && ok {
+		w.Run = info
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var missing []string
+	var origin int64
+	first := true
+	for line := 1; sc.Scan(); line++ {
+		var r latency.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%w: %s line %d: %v", ErrBadInput, path, line, err)
+		}
+		if !r.OK() || r.Warmup {
+			w.Skipped++
+			continue
+		}
+		switch {
+		case r.InputTokens <= 0 || r.OutputTokens <= 0:
+			missing = append(missing, fmt.Sprintf("line %d (%s): no input/output token counts", line, r.ID))
+			continue
+		case r.FirstTokenNS == 0 || r.EndNS == 0 || r.FirstTokenNS < r.SentNS || r.EndNS < r.FirstTokenNS:
+			missing = append(missing, fmt.Sprintf("line %d (%s): no first-token or end timestamp, or one before the send", line, r.ID))
+			continue
+		}
+		o := Observed{ID: r.ID, Input: r.InputTokens, Output: r.OutputTokens}
+		var arrival int64
+		if s := r.Server; s != nil && s.PrefillNS > 0 {
+			o.ServerSide = true
+			o.Queue = time.Duration(s.QueueNS)
+			o.TTFT = time.Duration(s.QueueNS + s.PrefillNS)
+			o.E2E = o.TTFT + time.Duration(s.DecodeNS)
+			arrival = r.FirstTokenNS - int64(o.TTFT)
+		} else {
+			o.TTFT = time.Duration(r.FirstTokenNS - r.SentNS)
+			o.E2E = time.Duration(r.EndNS - r.SentNS)
+			arrival = r.SentNS
+		}
+		if first || arrival < origin {
+			origin, first = arrival, false
+		}
+		o.Arrival = time.Duration(arrival)
+		w.Requests = append(w.Requests, o)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %s: %d of the successful records lack what calibration needs; first: %s", ErrBadInput, path, len(missing), missing[0])
+	}
+	if len(w.Requests) < 8 {
+		return nil, fmt.Errorf("%w: %s holds %d usable records; calibration needs at least 8", ErrBadInput, path, len(w.Requests))
+	}
+	for i := range w.Requests {
+		w.Requests[i].Arrival -= time.Duration(origin)
+	}
+	slices.SortStableFunc(w.Requests, func(a, b Observed) int { return cmpDur(a.Arrival, b.Arrival) })
+	return w, nil
+}
+
+func cmpDur(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Merge joins workloads of separate runs against the same server into one
+// list of requests, each run shifted after the previous one's last finish
+// (plus a second), so that runs do not overlap in the replay.
+func Merge(ws ...*Workload) *Workload {
+	out := &Workload{}
+	var shift time.Duration
+	for _, w := range ws {
+		var end time.Duration
+		for _, o := range w.Requests {
+			o.Arrival += shift
+			end = max(end, o.Arrival+o.E2E)
+			out.Requests = append(out.Requests, o)
+		}
+		out.Skipped += w.Skipped
+		if out.Dir != "" {
+			out.Dir += ", "
+		}
+		out.Dir += w.Dir
+		shift = end + time.Second
+	}
+	return out
+}

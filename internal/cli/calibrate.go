@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tokentrace/tokentrace/internal/calibrate"
+	"github.com/tokentrace/tokentrace/internal/engine"
+)
+
+func init() { register(newCalibrateCmd) }
+
+func newCalibrateCmd() *cobra.Command {
+	cfg := calibrate.Config{Engine: engine.DefaultOptions(), Bootstrap: 16, Seed: 1}
+	out := "profile.yaml"
+	var g *flagGroup
+	cmd := &cobra.Command{
+		Use:   "calibrate RESULTS...",
+		Short: "Fit the performance model's constants to a real server's bench results and write a profile",
+		Long: `calibrate reads bench results folders from one server (their per-request
+records; the server's own split when it gave one), replays the same arrivals
+and lengths through the simulated engine, and fits the performance model's
+constants (compute efficiency, memory-bandwidth efficiency, step overhead) by
+minimising the error between simulated and measured TTFT, TPOT and E2E
+(Nelder–Mead; bootstrap intervals over requests). It writes a profile that
+serve, simulate, estimate and bench --sim-* load with --profile, and prints
+each constant with its interval, the residuals and the range fitted on.
+
+The engine flags say what the server ran (model, GPU, tensor parallel size,
+precisions, batch limits), with the names serve takes; --profile gives the
+starting constants instead of the GPU family's defaults.
+
+Exit status: 0 when the profile was written, 2 for bad input (a folder
+without records, lengths or timestamps; unknown model or GPU), 1 otherwise
+(docs/cli.md). See docs/calibrate.md.`,
+		Example: `  tokentrace calibrate results/low results/high --model Llama-3.1-8B --gpu H100-SXM -o h100.yaml
+  tokentrace serve --profile h100.yaml`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.finish(); err != nil {
+				return usageError(fmt.Errorf("calibrate: %w", err), g)
+			}
+			if _, _, err := cfg.Engine.Config(); err != nil {
+				return usageError(fmt.Errorf("calibrate: %w", err), g)
+			}
+			var ws []*calibrate.Workload
+			for _, dir := range args {
+				w, err := calibrate.ReadResults(dir)
+				if err != nil {
+					return usageError(fmt.Errorf("calibrate: %w", err))
+				}
+				ws = append(ws, w)
+			}
+			res, err := calibrate.Calibrate(cmd.Context(), calibrate.Merge(ws...), cfg)
+			if err != nil {
+				if errors.Is(err, calibrate.ErrBadInput) {
+					return usageError(fmt.Errorf("calibrate: %w", err), g)
+				}
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			if err := res.Profile.WriteFile(out); err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			if err := res.WriteText(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "profile written to %s (load it with --profile %s)\n", out, out)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	g = newFlagGroup(f, "", "", "natural-output-tokens", "seed", "enable-prefix-caching")
+	bindEngineFlags(g, &cfg.Engine)
+	f.StringVar(&cfg.EngineName, "engine", "", "the server's engine, recorded in the profile (e.g. vLLM)")
+	f.StringVar(&cfg.EngineVersion, "engine-version", "", "the server's engine version, recorded in the profile")
+	f.IntVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "bootstrap resamples for the confidence intervals")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the bootstrap resamples")
+	bindOutputFile(newFlagGroup(f, "", ""), &out, "profile file to write")
+	return cmd
+}
