@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // Config says what server the records came from and how to fit.
@@ -315,8 +316,8 @@ func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]fl
 				}
 				return float64(e.StepOverhead) / 1e3
 			}
-			lo = min(v, val(e(quantile(xs, (1-level)/2))))
-			hi = max(v, val(e(quantile(xs, 1-(1-level)/2))))
+			lo = min(v, val(e(stats.Percentile(xs, 100*(1-level)/2))))
+			hi = max(v, val(e(stats.Percentile(xs, 100*(1-(1-level)/2)))))
 		}
 		return perfmodel.Constant{Value: v, Low: lo, High: hi, Fitted: true}
 	}
@@ -351,7 +352,7 @@ func fitRange(obs []Observed, maxBatch int) perfmodel.FitRange {
 }
 
 // residuals are the absolute relative errors of simulated against measured
-// TTFT, TPOT and E2E at P50, P90 and P99.
+// TTFT, TPOT and E2E at P50, P90 and P99 (nearest rank).
 func residuals(obs []Observed, tls []engine.Timeline) map[string]perfmodel.Residual {
 	var tt, tp, ee []float64
 	rel := func(s, m time.Duration) float64 { return math.Abs(float64(s-m)) / float64(max(m, time.Microsecond)) }
@@ -370,21 +371,7 @@ func residuals(obs []Observed, tls []engine.Timeline) map[string]perfmodel.Resid
 			continue
 		}
 		slices.Sort(xs)
-		out[name] = perfmodel.Residual{P50: quantile(xs, 0.5), P90: quantile(xs, 0.9), P99: quantile(xs, 0.99)}
+		out[name] = perfmodel.Residual{P50: stats.Percentile(xs, 50), P90: stats.Percentile(xs, 90), P99: stats.Percentile(xs, 99)}
 	}
 	return out
-}
-
-// quantile is the linear-interpolation quantile of sorted xs.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 1 {
-		return xs[0]
-	}
-	pos := q * float64(len(xs)-1)
-	i := int(pos)
-	if i >= len(xs)-1 {
-		return xs[len(xs)-1]
-	}
-	f := pos - float64(i)
-	return xs[i]*(1-f) + xs[i+1]*f
 }

@@ -4,12 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 var investigate = flag.Bool("investigate", false, "print the twin against every public row")
@@ -62,10 +63,7 @@ func TestInvestigate(t *testing.T) {
 }
 
 func median(x []float64) float64 {
-	s := append([]float64(nil), x...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	return s[len(s)/2]
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return stats.Percentile(s, 50)
 }

@@ -1,16 +1,16 @@
 package calibrate
 
 import (
-	"time"
-
 	"encoding/csv"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/engine"
-	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
 // PublicRow is one published closed-loop measurement of a real server

@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,18 +121,8 @@ func ReadResults(dir string) (*Workload, error) {
 	for i := range w.Requests {
 		w.Requests[i].Arrival -= time.Duration(origin)
 	}
-	slices.SortStableFunc(w.Requests, func(a, b Observed) int { return cmpDur(a.Arrival, b.Arrival) })
+	slices.SortStableFunc(w.Requests, func(a, b Observed) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	return w, nil
-}
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Merge joins workloads of separate runs against the same server into one
