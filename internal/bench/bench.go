@@ -115,139 +115,233 @@ func (r *Result) SLOsFailed() bool { return r != nil && r.Summary != nil && r.Su
 // error only when the run could not happen (bad configuration, no server,
 // unwritable folder); failed requests are results, not errors. The text
 // summary goes to out.
+//
+// Its phases, in order: check the configuration, reach the target
+// (starting the embedded engine if there is none), open the results
+// folder, calibrate the client, measure (the run or the sweep), and
+// conclude (report, verdict, summary.json, the text summary).
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	r := newRun(cfg)
+	closeTarget, err := r.reachTarget(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeTarget()
+	if err := r.openFolder(); err != nil {
+		return nil, err
+	}
+	r.calibrate(ctx)
+	if err := r.measure(ctx); err != nil {
+		return nil, err
+	}
+	return r.conclude(out)
+}
+
+// check refuses a configuration that cannot run, before anything starts.
+func (c *Config) check() error {
+	if c.Workload == nil {
+		return errors.New("bench: no workload")
+	}
+	if c.Sweep == nil {
+		if err := c.Load.Validate(); err != nil {
+			return err
+		}
+	} else if err := c.Sweep.Validate(c.SLOs); err != nil {
+		return err
+	}
+	return checkOut(c.OutDir)
+}
+
+// run is one Run's state, passed from phase to phase.
+type run struct {
+	cfg     Config
+	log     io.Writer
+	started time.Time
+	target  Target
+	sum     *Summary
+	coll    *report.Collector
+	compat  compatAgg
+}
+
+func newRun(cfg Config) *run {
 	logw := cfg.Log
 	if logw == nil {
 		logw = io.Discard
 	}
-	if cfg.Workload == nil {
-		return nil, errors.New("bench: no workload")
-	}
-	if cfg.Sweep == nil {
-		if err := cfg.Load.Validate(); err != nil {
-			return nil, err
-		}
-	} else if err := cfg.Sweep.Validate(cfg.SLOs); err != nil {
-		return nil, err
-	}
-	if err := checkOut(cfg.OutDir); err != nil {
-		return nil, err
-	}
 	started := time.Now()
-	sum := &Summary{Schema: 1, Command: strings.Join(cfg.Command, " "), Started: started.UTC()}
+	return &run{cfg: cfg, log: logw, started: started, target: cfg.Target,
+		sum:  &Summary{Schema: 1, Command: strings.Join(cfg.Command, " "), Started: started.UTC()},
+		coll: report.NewCollector(report.Options{SLOs: cfg.SLOs})}
+}
 
-	target := cfg.Target
-	if target.BaseURL == "" {
-		if cfg.StartEmbedded == nil {
+// reachTarget starts the embedded engine when there is no URL and asks the
+// server for its model when none was given. The returned function stops
+// what it started.
+func (r *run) reachTarget(ctx context.Context) (func(), error) {
+	stop := func() {}
+	if r.target.BaseURL == "" {
+		if r.cfg.StartEmbedded == nil {
 			return nil, errors.New("bench: no --url and no embedded engine")
 		}
-		emb, err := cfg.StartEmbedded(ctx)
+		emb, err := r.cfg.StartEmbedded(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("embedded engine: %w", err)
 		}
-		defer func() { _ = emb.Close() }()
-		target.BaseURL = emb.URL
-		sum.Embedded = emb.Describe
-		fmt.Fprintf(logw, "bench: no --url: started the embedded engine at %s\n%s\n", emb.URL, indent(emb.Describe))
+		stop = func() { _ = emb.Close() }
+		r.target.BaseURL = emb.URL
+		r.sum.Embedded = emb.Describe
+		fmt.Fprintf(r.log, "bench: no --url: started the embedded engine at %s\n%s\n", emb.URL, indent(emb.Describe))
 	}
-	if target.Model == "" {
-		m, err := firstModel(ctx, target)
+	if r.target.Model == "" {
+		m, err := firstModel(ctx, r.target)
 		if err != nil {
+			stop()
 			return nil, err
 		}
-		target.Model = m
+		r.target.Model = m
 	}
-	sum.Target, sum.Model = target.BaseURL, target.Model
-	// The folder is made once the server answered, so a run that cannot
-	// start leaves nothing behind.
-	if err := prepareOut(cfg.OutDir); err != nil {
-		return nil, err
+	r.sum.Target, r.sum.Model = r.target.BaseURL, r.target.Model
+	if r.cfg.Embedded() {
+		r.sum.Target = "embedded"
 	}
-	if cfg.Embedded() {
-		sum.Target = "embedded"
-	}
-	if err := writeFile(filepath.Join(cfg.OutDir, CommandFile), sum.Command+"\n"); err != nil {
-		return nil, err
-	}
-	if err := writeJSON(filepath.Join(cfg.OutDir, ConfigFile), map[string]any{
-		"target": redact(target), "config": cfg.Echo}); err != nil {
-		return nil, err
-	}
+	return stop, nil
+}
 
-	if !cfg.SkipCalibration {
-		c, err := Calibrate(ctx)
-		if err != nil {
-			fmt.Fprintf(logw, "bench: %v (continuing without a floor)\n", err)
-		} else {
-			sum.Calibration = c
-			fmt.Fprintf(logw, "bench: client overhead floor on this host: %.3f ms (P99 %.3f ms, ITL jitter P99 %.3f ms)\n",
-				c.FloorMS, c.TTFTErrP99MS, c.ITLErrP99MS)
+// openFolder makes the results folder, once the server answered (so a run
+// that cannot start leaves nothing behind), and writes the command line
+// and the configuration.
+func (r *run) openFolder() error {
+	dir := r.cfg.OutDir
+	if err := prepareOut(dir); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(dir, CommandFile), r.sum.Command+"\n"); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, ConfigFile), map[string]any{
+		"target": redact(r.target), "config": r.cfg.Echo})
+}
+
+// calibrate measures the client's overhead floor on this host, unless told
+// not to; a failed calibration is said and the run goes on.
+func (r *run) calibrate(ctx context.Context) {
+	if r.cfg.SkipCalibration {
+		return
+	}
+	c, err := Calibrate(ctx)
+	if err != nil {
+		fmt.Fprintf(r.log, "bench: %v (continuing without a floor)\n", err)
+		return
+	}
+	r.sum.Calibration = c
+	fmt.Fprintf(r.log, "bench: client overhead floor on this host: %.3f ms (P99 %.3f ms, ITL jitter P99 %.3f ms)\n",
+		c.FloorMS, c.TTFTErrP99MS, c.ITLErrP99MS)
+}
+
+// measure sends the load (or the sweep's points), writing each record as
+// it finishes and feeding the report's collector, and judges the client's
+// own health over it.
+func (r *run) measure(ctx context.Context) (err error) {
+	w, err := newRecordWriter(filepath.Join(r.cfg.OutDir, RequestsFile))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := w.Close(); err == nil {
+			err = cerr
 		}
-	}
-
-	w, err := newRecordWriter(filepath.Join(cfg.OutDir, RequestsFile))
-	if err != nil {
-		return nil, err
-	}
+	}()
 	clock := NewRealClock()
-	client, err := NewClient(target, func() int64 { return int64(clock.Now()) }, 0)
+	client, err := NewClient(r.target, func() int64 { return int64(clock.Now()) }, 0)
 	if err != nil {
-		_ = w.Close()
-		return nil, err
+		return err
 	}
 	defer client.Close()
-	coll := report.NewCollector(report.Options{SLOs: cfg.SLOs})
-	var compat compatAgg
 	live := &Live{}
 	runner := &Runner{
-		Doer: client, Source: cfg.Workload, Clock: clock, RunID: runID(started), Grace: cfg.Grace, Live: live,
-		Emit: func(r *latency.Record) {
-			w.Write(r)
-			coll.Add(r)
-			compat.add(r)
-			sum.Records++
+		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: runID(r.started), Grace: r.cfg.Grace, Live: live,
+		Emit: func(rec *latency.Record) {
+			w.Write(rec)
+			r.coll.Add(rec)
+			r.compat.add(rec)
+			r.sum.Records++
 		},
 	}
-	fmt.Fprintf(logw, "bench: %s, model %q, %s\n", client.URL(), target.Model, describeLoad(cfg))
+	fmt.Fprintf(r.log, "bench: %s, model %q, %s\n", client.URL(), r.target.Model, describeLoad(r.cfg))
+	stopLive := r.showLive(live)
+	usage0, gc0, wall0 := cpuTime(), gcPauses(), time.Now()
+	err = r.send(ctx, runner)
+	stopLive()
+	if err != nil {
+		return err
+	}
+	r.sum.Interrupted = ctx.Err() != nil
+	r.sum.Client = health(cpuTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
+	return nil
+}
 
-	var stopLive func()
-	if cfg.Progress != nil {
-		lctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			live.Show(lctx, cfg.Progress, 500*time.Millisecond, func() string { return "bench:" })
-		}()
-		stopLive = func() { cancel(); <-done }
+// showLive draws the progress line while the run goes, when there is a
+// terminal to draw it on; the returned function ends it.
+func (r *run) showLive(live *Live) func() {
+	if r.cfg.Progress == nil {
+		return func() {}
 	}
+	lctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		live.Show(lctx, r.cfg.Progress, 500*time.Millisecond, func() string { return "bench:" })
+	}()
+	return func() { cancel(); <-done }
+}
 
-	usage0 := cpuTime()
-	gc0 := gcPauses()
-	wall0 := time.Now()
-	if cfg.Sweep == nil {
-		res, err := runner.Run(ctx, "", cfg.Load)
-		sum.Phases = append(sum.Phases, res)
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		oc, err := runSweep(ctx, runner, cfg, logw, &sum.Phases)
-		sum.Sweep = oc
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
-		}
+// send runs the load as one phase, or the sweep's points as phases; a
+// stopped sweep is a result, not an error.
+func (r *run) send(ctx context.Context, runner *Runner) error {
+	if r.cfg.Sweep == nil {
+		res, err := runner.Run(ctx, "", r.cfg.Load)
+		r.sum.Phases = append(r.sum.Phases, res)
+		return err
 	}
-	if stopLive != nil {
-		stopLive()
+	oc, err := runSweep(ctx, runner, r.cfg, r.log, &r.sum.Phases)
+	r.sum.Sweep = oc
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
 	}
-	sum.Interrupted = ctx.Err() != nil
-	sum.Client = health(cpuTime()-usage0, time.Since(wall0), gc0, gcPauses(), sum.Phases, sum.Calibration)
-	if err := w.Close(); err != nil {
+	return nil
+}
+
+// conclude writes run.json, builds the report, judges the SLOs, writes
+// summary.json and prints the text summary.
+func (r *run) conclude(out io.Writer) (*Result, error) {
+	info := r.runInfo()
+	r.coll.SetRun(info)
+	if err := report.WriteRunInfo(r.cfg.OutDir, info); err != nil {
 		return nil, err
 	}
+	rep := r.coll.Report()
+	sum := r.sum
+	sum.Report = rep
+	sum.Compat = r.compat.views()
+	sum.SLOsFailed = r.slosFailed(rep)
+	if err := writeJSON(filepath.Join(r.cfg.OutDir, SummaryFile), sum); err != nil {
+		return nil, err
+	}
+	if err := rep.WriteText(out); err != nil {
+		return nil, err
+	}
+	writeBenchText(out, sum, r.cfg.OutDir)
+	return &Result{Summary: sum, Report: rep, OutDir: r.cfg.OutDir}, nil
+}
 
-	info := report.RunInfo{Target: sum.Target, Model: target.Model, Mode: cfg.Load.Mode(),
-		Duration: cfg.Load.Duration, OfferedRate: cfg.Load.Rate, Concurrency: cfg.Load.Concurrency,
+// runInfo is what the report is told about the run (run.json).
+func (r *run) runInfo() report.RunInfo {
+	sum, l := r.sum, r.cfg.Load
+	info := report.RunInfo{Target: sum.Target, Model: r.target.Model, Mode: l.Mode(),
+		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency,
 		Warnings: sum.Client.Warnings}
 	if sum.Calibration != nil {
 		info.OverheadFloor = time.Duration(sum.Calibration.FloorMS * 1e6)
@@ -256,32 +350,22 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		info.Points = sum.Sweep.points()
 		info.Mode = sum.Sweep.mode()
 	}
-	coll.SetRun(info)
-	if err := report.WriteRunInfo(cfg.OutDir, info); err != nil {
-		return nil, err
+	return info
+}
+
+// slosFailed is the run's verdict. A sweep's records pool several loads:
+// its verdict is whether any point met the SLOs (for a capacity search,
+// whether one was found).
+func (r *run) slosFailed(rep *report.Report) bool {
+	if r.sum.Sweep == nil || len(r.cfg.SLOs) == 0 {
+		return slosFailed(rep, r.cfg.SLOs)
 	}
-	rep := coll.Report()
-	sum.Report = rep
-	sum.Compat = compat.views()
-	sum.SLOsFailed = slosFailed(rep, cfg.SLOs)
-	if sum.Sweep != nil && len(cfg.SLOs) > 0 {
-		// A sweep's records pool several loads: its verdict is whether any
-		// point met the SLOs (for a capacity search, whether one was found).
-		sum.SLOsFailed = true
-		for _, p := range sum.Sweep.Points {
-			if p.SLOsHold != nil && *p.SLOsHold {
-				sum.SLOsFailed = false
-			}
+	for _, p := range r.sum.Sweep.Points {
+		if p.SLOsHold != nil && *p.SLOsHold {
+			return false
 		}
 	}
-	if err := writeJSON(filepath.Join(cfg.OutDir, SummaryFile), sum); err != nil {
-		return nil, err
-	}
-	if err := rep.WriteText(out); err != nil {
-		return nil, err
-	}
-	writeBenchText(out, sum, cfg.OutDir)
-	return &Result{Summary: sum, Report: rep, OutDir: cfg.OutDir}, nil
+	return true
 }
 
 // Embedded reports whether the run targets the embedded engine.

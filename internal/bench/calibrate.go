@@ -35,11 +35,52 @@ type Calibration struct {
 	Errors  int     `json:"errors,omitempty"`
 }
 
-// fidelity is what calibrate and the self-test measure.
+// fidelity is what calibrate and the self-test measure: how far this
+// client's instants are from the loopback server's flushes.
 type fidelity struct {
-	ttftErr, itlErr []int64
-	errors          int
-	wall            time.Duration
+	mu      sync.Mutex
+	ttftErr []int64 // client first-token instant − server flush instant
+	itlErr  []int64 // |client gap − server gap| between consecutive chunks
+	errors  int
+	wall    time.Duration
+}
+
+// add compares one answer with the server's flush instants: first is the
+// client's first-token instant; chunks its chunk instants, nil when the
+// client kept only the first (the minimal client). A failed answer, or one
+// whose chunks do not match the flushes, counts as an error.
+func (f *fidelity) add(ok bool, first int64, chunks, flushed []int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !ok || len(flushed) == 0 || (chunks != nil && len(chunks) != len(flushed)) {
+		f.errors++
+		return
+	}
+	f.ttftErr = append(f.ttftErr, first-flushed[0])
+	for k := 1; k < len(chunks); k++ {
+		f.itlErr = append(f.itlErr, abs64((chunks[k]-chunks[k-1])-(flushed[k]-flushed[k-1])))
+	}
+}
+
+// addRecord compares a bench client's record with the server's flushes.
+func (f *fidelity) addRecord(rec *latency.Record, flushed []int64) {
+	f.add(rec.OK(), rec.FirstTokenNS, nonNil(rec.ChunkNS), flushed)
+}
+
+// nonNil is xs, or an empty slice for nil: a client that kept no chunk
+// instants although it should have.
+func nonNil(xs []int64) []int64 {
+	if xs == nil {
+		return []int64{}
+	}
+	return xs
+}
+
+// sorted sorts the errors for percentiles.
+func (f *fidelity) sorted() *fidelity {
+	slices.Sort(f.ttftErr)
+	slices.Sort(f.itlErr)
+	return f
 }
 
 // measureFidelity sends n requests at the given concurrency through a bench
@@ -59,7 +100,6 @@ func measureFidelity(ctx context.Context, n, conc, tokens int, first, gap time.D
 	}
 	defer cl.Close()
 	f := &fidelity{}
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	next := make(chan int)
 	start := time.Now()
@@ -71,18 +111,7 @@ func measureFidelity(ctx context.Context, n, conc, tokens int, first, gap time.D
 			for i := range next {
 				rec := &latency.Record{ID: fmt.Sprintf("cal-%d", i)}
 				cl.Do(ctx, &req, rec)
-				fl := lb.flushed(rec.ID)
-				mu.Lock()
-				if !rec.OK() || len(fl) == 0 || len(rec.ChunkNS) != len(fl) {
-					f.errors++
-				} else {
-					f.ttftErr = append(f.ttftErr, rec.FirstTokenNS-fl[0])
-					for k := 1; k < len(fl); k++ {
-						d := (rec.ChunkNS[k] - rec.ChunkNS[k-1]) - (fl[k] - fl[k-1])
-						f.itlErr = append(f.itlErr, abs64(d))
-					}
-				}
-				mu.Unlock()
+				f.addRecord(rec, lb.flushed(rec.ID))
 			}
 		}()
 	}
@@ -98,9 +127,7 @@ func measureFidelity(ctx context.Context, n, conc, tokens int, first, gap time.D
 	close(next)
 	wg.Wait()
 	f.wall = time.Since(start)
-	slices.Sort(f.ttftErr)
-	slices.Sort(f.itlErr)
-	return f, ctx.Err()
+	return f.sorted(), ctx.Err()
 }
 
 func abs64(x int64) int64 {

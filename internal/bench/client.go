@@ -162,45 +162,73 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	watch := time.AfterFunc(c.timeout, func() { cancel(errSilence) })
-	defer watch.Stop()
+	watch := newSilenceWatch(c.timeout, func() { cancel(errSilence) })
+	defer watch.stop()
 
-	var connStart int64
-	var arrival func() int64 // when the bytes being read reached the process
-	trace := &httptrace.ClientTrace{
-		DNSStart: func(httptrace.DNSStartInfo) {
-			if connStart == 0 {
-				connStart = c.now()
-			}
-		},
-		ConnectStart: func(string, string) {
-			if connStart == 0 {
-				connStart = c.now()
-			}
-		},
-		GotConn: func(info httptrace.GotConnInfo) {
-			if !info.Reused && connStart != 0 {
-				rec.ConnectNS = c.now() - connStart
-			}
-			arrival = arrivalClock(info.Conn)
-		},
-		WroteRequest: func(httptrace.WroteRequestInfo) { rec.WroteNS = c.now() },
-		GotFirstResponseByte: func() {
-			// The read that brought the first byte, on the same stamp as
-			// the events it may have brought with it.
-			if arrival != nil {
-				rec.FirstByteNS = arrival()
-			} else {
-				rec.FirstByteNS = c.now()
-			}
-		},
-	}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.url, bytes.NewReader(body))
+	st := &requestTrace{c: c, rec: rec}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace()), http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		fail(rec, latency.ErrConnect, err.Error())
 		return
 	}
-	h := hreq.Header
+	c.setHeaders(hreq.Header, rec)
+	rec.SentNS = c.now()
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		c.failTransport(ctx, rec, err)
+		return
+	}
+	defer resp.Body.Close()
+	c.readResponse(ctx, rec, req, resp, watch.body(resp.Body), st.arrivalClock())
+}
+
+// requestTrace stamps a request's connection, write and first byte on the
+// run's clock, and learns how the connection stamps its reads.
+type requestTrace struct {
+	c         *Client
+	rec       *latency.Record
+	connStart int64
+	arrival   func() int64 // when the bytes being read reached the process
+}
+
+func (t *requestTrace) trace() *httptrace.ClientTrace {
+	now, rec := t.c.now, t.rec
+	return &httptrace.ClientTrace{
+		DNSStart:     func(httptrace.DNSStartInfo) { t.startConnect() },
+		ConnectStart: func(string, string) { t.startConnect() },
+		GotConn: func(info httptrace.GotConnInfo) {
+			if !info.Reused && t.connStart != 0 {
+				rec.ConnectNS = now() - t.connStart
+			}
+			t.arrival = arrivalClock(info.Conn)
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) { rec.WroteNS = now() },
+		GotFirstResponseByte: func() {
+			// The read that brought the first byte, on the same stamp as
+			// the events it may have brought with it.
+			rec.FirstByteNS = t.arrivalClock()()
+		},
+	}
+}
+
+func (t *requestTrace) startConnect() {
+	if t.connStart == 0 {
+		t.connStart = t.c.now()
+	}
+}
+
+// arrivalClock is the connection's arrival stamp, or the run's clock where
+// the connection cannot stamp its reads.
+func (t *requestTrace) arrivalClock() func() int64 {
+	if t.arrival != nil {
+		return t.arrival
+	}
+	return t.c.now
+}
+
+// setHeaders sets the request's headers: content type, credentials, the
+// request id and a fresh trace context, then the target's own headers.
+func (c *Client) setHeaders(h http.Header, rec *latency.Record) {
 	h.Set("Content-Type", "application/json")
 	if c.target.Stream {
 		h.Set("Accept", "text/event-stream")
@@ -217,30 +245,24 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 			h.Add(k, v)
 		}
 	}
+}
 
-	rec.SentNS = c.now()
-	resp, err := c.hc.Do(hreq)
-	if err != nil {
-		c.failTransport(ctx, rec, err)
-		return
-	}
-	defer resp.Body.Close()
+// readResponse reads the answer into rec: an error status with its
+// message, a stream event by event, or a whole body; then the server's
+// split of a successful answer.
+func (c *Client) readResponse(ctx context.Context, rec *latency.Record, req *workload.Request, resp *http.Response, body io.Reader, arrival func() int64) {
 	rec.Status = resp.StatusCode
 	if id := resp.Header.Get("X-Request-Id"); id != "" && id != rec.ID {
 		rec.ServerID = id
 	}
-	body2 := &watchdog{r: resp.Body, t: watch, d: c.timeout}
 	if resp.StatusCode >= 400 {
-		failStatus(rec, resp, body2)
+		failStatus(rec, resp, body)
 		return
 	}
-	if arrival == nil {
-		arrival = c.now
-	}
 	if c.target.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		c.readStream(ctx, rec, req, body2, arrival)
+		c.readStream(ctx, rec, req, body, arrival)
 	} else {
-		c.readBody(ctx, rec, req, body2, arrival)
+		c.readBody(ctx, rec, req, body, arrival)
 	}
 	if rec.OK() {
 		serverTiming(rec, resp.Header.Values("Server-Timing"), resp.Trailer.Values("Server-Timing"))
@@ -323,17 +345,69 @@ func traceparent() string {
 	return string(b[:])
 }
 
-// watchdog pushes the silence timer back on every read that brings bytes.
-type watchdog struct {
-	r io.Reader
-	t *time.Timer
-	d time.Duration
+// silenceWatch fails a request that receives nothing for d, from the send
+// or since its last byte. A read that brings bytes only stamps the instant
+// (a monotonic clock reading and an atomic store): one timer, armed for the
+// earliest instant the silence could run out, reads the stamp when it fires
+// and either cancels or re-arms for the rest.
+type silenceWatch struct {
+	d      time.Duration
+	start  time.Time
+	last   atomic.Int64 // time since start of the latest byte
+	cancel func()
+
+	rd watchedReader
+
+	mu      sync.Mutex // orders fire against stop
+	t       *time.Timer
+	stopped bool
 }
 
-func (w *watchdog) Read(p []byte) (int, error) {
-	n, err := w.r.Read(p)
+func newSilenceWatch(d time.Duration, cancel func()) *silenceWatch {
+	w := &silenceWatch{d: d, start: time.Now(), cancel: cancel}
+	w.mu.Lock()
+	w.t = time.AfterFunc(d, w.fire)
+	w.mu.Unlock()
+	return w
+}
+
+func (w *silenceWatch) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	idle := time.Since(w.start) - time.Duration(w.last.Load())
+	if idle >= w.d {
+		w.cancel()
+		return
+	}
+	w.t.Reset(w.d - idle)
+}
+
+// stop disarms the watch for good.
+func (w *silenceWatch) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.t.Stop()
+	w.mu.Unlock()
+}
+
+// body wraps r so that every read bringing bytes pushes the silence back.
+func (w *silenceWatch) body(r io.Reader) io.Reader {
+	w.rd = watchedReader{r: r, w: w}
+	return &w.rd
+}
+
+type watchedReader struct {
+	r io.Reader
+	w *silenceWatch
+}
+
+func (b *watchedReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
 	if n > 0 {
-		w.t.Reset(w.d)
+		b.w.last.Store(int64(time.Since(b.w.start)))
 	}
 	return n, err
 }

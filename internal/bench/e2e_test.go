@@ -16,11 +16,15 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-// startSim starts the embedded engine as `bench` does without --url.
-func startSim(t *testing.T) *serve.Server {
+// startSim starts the embedded engine as `bench` does without --url, with
+// prefix caching on; mod, when set, changes its options.
+func startSim(t *testing.T, mod func(*serve.Options)) *serve.Server {
 	t.Helper()
 	opts := serve.DefaultOptions()
 	opts.Engine.EnablePrefixCaching = true
+	if mod != nil {
+		mod(&opts)
+	}
 	cfg, err := opts.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +64,7 @@ func TestEndToEndAgainstEmbeddedEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded engine")
 	}
-	srv := startSim(t)
+	srv := startSim(t, nil)
 	dir := filepath.Join(t.TempDir(), "run")
 	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(64), Output: workload.Fixed(8),
 		PrefixTokens: 32, PrefixGroups: 2, Turns: 1, Seed: 3}
@@ -149,17 +153,10 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded engine")
 	}
-	opts := serve.DefaultOptions()
-	opts.Faults.Rate500, opts.Faults.ResetRate, opts.Faults.Seed = 0.2, 0.2, 5
-	scfg, err := opts.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := serve.Start(context.Background(), scfg, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startSim(t, func(o *serve.Options) {
+		o.Engine.EnablePrefixCaching = false
+		o.Faults.Rate500, o.Faults.ResetRate, o.Faults.Seed = 0.2, 0.2, 5
+	})
 	dir := filepath.Join(t.TempDir(), "run")
 	cfg := Config{
 		Target:   Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true, ContinuousUsage: true, Timeout: time.Minute},

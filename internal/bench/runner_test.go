@@ -62,15 +62,21 @@ type fakeDoer struct {
 // newFake returns a clock and a doer that only advance the clock once every
 // request sent so far has read it.
 func newFake(late, hold time.Duration) (*fakeClock, *fakeDoer) {
-	c := &fakeClock{Late: late}
-	d := &fakeDoer{clock: c, hold: hold}
-	c.settle = func(sleeps int64) {
+	d := &fakeDoer{hold: hold}
+	d.clock = settlingClock(&d.started)
+	d.clock.Late = late
+	return d.clock, d
+}
+
+// settlingClock is a fake clock that advances only once every request sent
+// so far has read it: started counts the requests that have.
+func settlingClock(started *atomic.Int64) *fakeClock {
+	return &fakeClock{settle: func(sleeps int64) {
 		deadline := time.Now().Add(time.Second)
-		for d.started.Load() < sleeps-1 && time.Now().Before(deadline) {
+		for started.Load() < sleeps-1 && time.Now().Before(deadline) {
 			runtime.Gosched()
 		}
-	}
-	return c, d
+	}}
 }
 
 func (d *fakeDoer) Do(ctx context.Context, req *workload.Request, rec *latency.Record) {

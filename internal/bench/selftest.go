@@ -6,7 +6,6 @@ import (
 	"io"
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,115 +120,110 @@ func liveBytes() float64 {
 	return t
 }
 
-// fidelityPass runs Streams concurrent streams through one client kind and
-// returns the TTFT and ITL errors; with mem set it instead samples the live
-// heap per in-flight stream at 0.95 of a stream's life (a forced GC, kept
-// out of the timing passes).
-type fidelityPass struct {
-	ttft, itl []int64
-	errors    int
-	mem       float64
+// fidelityTest measures the TTFT and ITL errors of Streams concurrent
+// streams, for bench's client and for the minimal client, then the memory
+// per in-flight stream of each, in passes of their own.
+func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
+	g, err := newFidelityRig(o)
+	if err != nil {
+		return err
+	}
+	defer g.lb.Close()
+	b, _, err := g.pass(ctx, false, false)
+	if err != nil {
+		return err
+	}
+	res.TTFTErr = p50p99max(b.ttftErr)
+	res.ITLErrP99MS, res.Errors = ms(stats.Percentile(b.itlErr, 99)), b.errors
+	m, _, err := g.pass(ctx, true, false)
+	if err != nil {
+		return err
+	}
+	res.FloorTTFTErr = p50p99max(m.ttftErr)
+	res.FloorErrors = m.errors
+	if _, res.BytesPerStream, err = g.pass(ctx, false, true); err != nil {
+		return err
+	}
+	_, res.FloorBytesPerStream, err = g.pass(ctx, true, true)
+	return err
 }
 
-func fidelityTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error {
+// fidelityRig is the fidelity test's loopback server. Each stream waits
+// 500 ms for its first token, then Gap between tokens; its life is
+// L = 500 ms + (Tokens − 1) × Gap. Starts are spread evenly over L, the
+// steady state of Streams concurrent streams: Streams / L new responses
+// and Streams × Tokens / L events per second.
+type fidelityRig struct {
+	o    SelfTestOptions
+	now  func() int64
+	lb   *loopback
+	life time.Duration
+}
+
+func newFidelityRig(o SelfTestOptions) (*fidelityRig, error) {
 	clock := NewRealClock()
 	now := func() int64 { return int64(clock.Now()) }
-	// Each stream waits 500 ms for its first token, then Gap between
-	// tokens; its life is L = 500 ms + (Tokens − 1) × Gap. Starts are
-	// spread evenly over L, the steady state of Streams concurrent streams:
-	// Streams / L new responses and Streams × Tokens / L events per second.
-	first, gap := 500*time.Millisecond, o.Gap
-	life := first + time.Duration(o.Tokens-1)*gap
-	lb, err := startLoopback(o.Tokens, first, gap, now, true)
+	first := 500 * time.Millisecond
+	lb, err := startLoopback(o.Tokens, first, o.Gap, now, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer lb.Close()
-	addr := strings.TrimPrefix(lb.URL(), "http://")
+	return &fidelityRig{o: o, now: now, lb: lb, life: first + time.Duration(o.Tokens-1)*o.Gap}, nil
+}
 
-	run := func(minimal, mem bool) (*fidelityPass, error) {
-		var cl *Client
-		if !minimal {
-			c, err := NewClient(Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, now, 0)
-			if err != nil {
-				return nil, err
-			}
-			defer c.Close()
-			cl = c
+// pass runs Streams streams through one client kind and returns their
+// errors; with mem it also samples the live heap per in-flight stream at
+// 0.95 of a stream's life (a forced GC, so kept out of the timing passes).
+func (g *fidelityRig) pass(ctx context.Context, minimal, mem bool) (f *fidelity, perStream float64, err error) {
+	var cl *Client
+	if !minimal {
+		c, err := NewClient(Target{BaseURL: g.lb.URL(), Endpoint: EndpointChat, Model: "loopback", Stream: true, Timeout: time.Minute}, g.now, 0)
+		if err != nil {
+			return nil, 0, err
 		}
-		fp := &fidelityPass{}
-		var base float64
-		if mem {
-			base = liveBytes()
-		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var inflight atomic.Int64
-		for i := range o.Streams {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Duration(i) * life / time.Duration(o.Streams))
-				inflight.Add(1)
-				var first int64
-				var chunks []int64
-				id := fmt.Sprintf("fid-%v-%v-%d", minimal, mem, i)
-				ok := false
-				if minimal {
-					c, cancel := context.WithTimeout(ctx, time.Minute)
-					f, _, err := minimalClient(c, addr, id, now)
-					cancel()
-					first, ok = f, err == nil && f != 0
-				} else {
-					req := workload.Request{Prompt: "hi", MaxTokens: o.Tokens, InputTokens: 2}
-					rec := &latency.Record{ID: id}
-					cl.Do(ctx, &req, rec)
-					first, chunks, ok = rec.FirstTokenNS, rec.ChunkNS, rec.OK()
-				}
-				inflight.Add(-1)
-				fl := lb.flushed(id)
-				mu.Lock()
-				defer mu.Unlock()
-				if !ok || len(fl) == 0 || (!minimal && len(fl) != len(chunks)) {
-					fp.errors++
-					return
-				}
-				fp.ttft = append(fp.ttft, first-fl[0])
-				for k := 1; k < len(chunks); k++ {
-					fp.itl = append(fp.itl, abs64((chunks[k]-chunks[k-1])-(fl[k]-fl[k-1])))
-				}
-			}()
-		}
-		if mem {
-			time.Sleep(life * 95 / 100)
-			fp.mem = (liveBytes() - base) / float64(max(inflight.Load(), 1))
-		}
-		wg.Wait()
-		slices.Sort(fp.ttft)
-		slices.Sort(fp.itl)
-		return fp, ctx.Err()
+		defer c.Close()
+		cl = c
 	}
-	b, err := run(false, false)
-	if err != nil {
-		return err
+	f = &fidelity{}
+	var base float64
+	if mem {
+		base = liveBytes()
 	}
-	res.TTFTErr = p50p99max(b.ttft)
-	res.ITLErrP99MS, res.Errors = ms(stats.Percentile(b.itl, 99)), b.errors
-	m, err := run(true, false)
-	if err != nil {
-		return err
+	var wg sync.WaitGroup
+	var inflight atomic.Int64
+	for i := range g.o.Streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * g.life / time.Duration(g.o.Streams))
+			inflight.Add(1)
+			id := fmt.Sprintf("fid-%v-%v-%d", minimal, mem, i)
+			ok, first, chunks := g.stream(ctx, cl, id)
+			inflight.Add(-1)
+			f.add(ok, first, chunks, g.lb.flushed(id))
+		}()
 	}
-	res.FloorTTFTErr = p50p99max(m.ttft)
-	res.FloorErrors = m.errors
-	if b, err = run(false, true); err != nil {
-		return err
+	if mem {
+		time.Sleep(g.life * 95 / 100)
+		perStream = (liveBytes() - base) / float64(max(inflight.Load(), 1))
 	}
-	res.BytesPerStream = b.mem
-	if m, err = run(true, true); err != nil {
-		return err
+	wg.Wait()
+	return f.sorted(), perStream, ctx.Err()
+}
+
+// stream sends one stream through bench's client, or through the minimal
+// client when cl is nil (which keeps no chunk instants: chunks is nil).
+func (g *fidelityRig) stream(ctx context.Context, cl *Client, id string) (ok bool, first int64, chunks []int64) {
+	if cl == nil {
+		c, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		f, _, err := minimalClient(c, strings.TrimPrefix(g.lb.URL(), "http://"), id, g.now)
+		return err == nil && f != 0, f, nil
 	}
-	res.FloorBytesPerStream = m.mem
-	return nil
+	req := workload.Request{Prompt: "hi", MaxTokens: g.o.Tokens, InputTokens: 2}
+	rec := &latency.Record{ID: id}
+	cl.Do(ctx, &req, rec)
+	return rec.OK(), rec.FirstTokenNS, nonNil(rec.ChunkNS)
 }
 
 // rateTest drives an open loop at o.Rate through bench's client, then the

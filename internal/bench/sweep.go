@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 // Sweep runs one phase per point: over a list of rates or concurrencies,
@@ -165,30 +166,8 @@ type sweeper struct {
 // succeeded (its saturation is judged by the caller); with SLOs, whether
 // every SLO held over the point.
 func (sw *sweeper) probe(ctx context.Context, v float64) (SweepPoint, error) {
-	load := sw.cfg.Load
-	pt := SweepPoint{}
-	name := ""
-	if sw.out.Kind == "rate" {
-		load.Rate, pt.Rate = v, v
-		name = "rate=" + strconv.FormatFloat(v, 'g', 4, 64)
-		if span := sw.cfg.Sweep.MinSpan; span > 0 {
-			if load.Duration > 0 && load.Duration < span {
-				load.Duration = span
-			}
-			if n := int(math.Ceil(v * span.Seconds())); load.Requests > 0 && load.Requests < n {
-				load.Requests = n
-			}
-		}
-	} else {
-		load.Rate, load.Arrivals = 0, nil
-		load.Concurrency, pt.Concurrency = int(v), int(v)
-		name = "concurrency=" + strconv.Itoa(int(v))
-	}
-	if n := sw.seen[name]; n > 0 {
-		name += fmt.Sprintf("#%d", n+1)
-	}
-	sw.seen[strings.SplitN(name, "#", 2)[0]]++
-	pt.Phase = name
+	load, pt := sw.point(v)
+	name := pt.Phase
 	var pc *report.Collector
 	if len(sw.cfg.SLOs) > 0 {
 		pc = report.NewCollector(report.Options{SLOs: sw.cfg.SLOs, Resamples: 200})
@@ -225,6 +204,36 @@ func (sw *sweeper) probe(ctx context.Context, v float64) (SweepPoint, error) {
 	}
 	fmt.Fprintf(sw.log, "bench: %s: completion %.2f req/s of %.2f scheduled%s\n", name, res.CompletionRPS, res.ScheduledRPS, verdict)
 	return pt, ctx.Err()
+}
+
+// point is the load of the point at v and its name (repeats of a point
+// are numbered: "rate=4#2").
+func (sw *sweeper) point(v float64) (workload.Load, SweepPoint) {
+	load := sw.cfg.Load
+	pt := SweepPoint{}
+	name := ""
+	if sw.out.Kind == "rate" {
+		load.Rate, pt.Rate = v, v
+		name = "rate=" + strconv.FormatFloat(v, 'g', 4, 64)
+		if span := sw.cfg.Sweep.MinSpan; span > 0 {
+			if load.Duration > 0 && load.Duration < span {
+				load.Duration = span
+			}
+			if n := int(math.Ceil(v * span.Seconds())); load.Requests > 0 && load.Requests < n {
+				load.Requests = n
+			}
+		}
+	} else {
+		load.Rate, load.Arrivals = 0, nil
+		load.Concurrency, pt.Concurrency = int(v), int(v)
+		name = "concurrency=" + strconv.Itoa(int(v))
+	}
+	if n := sw.seen[name]; n > 0 {
+		name += fmt.Sprintf("#%d", n+1)
+	}
+	sw.seen[strings.SplitN(name, "#", 2)[0]]++
+	pt.Phase = name
+	return load, pt
 }
 
 // runSweep runs cfg.Sweep's points through r, appending each phase's
@@ -309,84 +318,122 @@ func (sw *sweeper) saturation(ctx context.Context, s Sweep) error {
 // capacity brackets the highest rate whose SLOs hold, bisects to the
 // tolerance, and repeats the answer; a failing repeat moves it down.
 func (sw *sweeper) capacity(ctx context.Context, s Sweep) error {
-	slos := make([]string, len(sw.cfg.SLOs))
-	for i, x := range sw.cfg.SLOs {
-		slos[i] = x.String()
+	c := &capacitySearch{sw: sw, s: s}
+	if err := c.bracket(ctx, sw.start(s)); err != nil {
+		return err
 	}
-	lo, hi := 0.0, 0.0
-	v := sw.start(s)
-	n := 0
-	probe := func(x float64) (bool, error) {
-		n++
-		pt, err := sw.probe(ctx, x)
-		if err != nil {
-			return false, err
-		}
-		return *pt.SLOsHold, nil
+	if err := c.bisect(ctx); err != nil {
+		return err
 	}
-	// Bracket: double while the SLOs hold, or halve while they fail.
-	ok, err := probe(v)
+	if err := c.repeat(ctx); err != nil {
+		return err
+	}
+	sw.out.Capacity, sw.out.FailsAt = c.lo, c.hi
+	sw.out.Line = c.line()
+	return nil
+}
+
+// capacitySearch is a capacity search's state: lo is the highest rate seen
+// holding the SLOs, hi the lowest seen failing (0: none yet), n the probes.
+type capacitySearch struct {
+	sw     *sweeper
+	s      Sweep
+	lo, hi float64
+	n      int
+}
+
+// holds probes rate x and reports whether its SLOs held.
+func (c *capacitySearch) holds(ctx context.Context, x float64) (bool, error) {
+	c.n++
+	pt, err := c.sw.probe(ctx, x)
+	if err != nil {
+		return false, err
+	}
+	return *pt.SLOsHold, nil
+}
+
+// bracket doubles from v while the SLOs hold, or halves while they fail.
+func (c *capacitySearch) bracket(ctx context.Context, v float64) error {
+	ok, err := c.holds(ctx, v)
 	if err != nil {
 		return err
 	}
 	if ok {
-		lo = v
-		for n < s.MaxPoints {
+		c.lo = v
+		for c.n < c.s.MaxPoints {
 			v *= 2
-			if ok, err = probe(v); err != nil {
+			if ok, err = c.holds(ctx, v); err != nil {
 				return err
 			}
 			if !ok {
-				hi = v
-				break
+				c.hi = v
+				return nil
 			}
-			lo = v
+			c.lo = v
 		}
-	} else {
-		hi = v
-		for n < s.MaxPoints && v > 1e-3 {
-			v /= 2
-			if ok, err = probe(v); err != nil {
-				return err
-			}
-			if ok {
-				lo = v
-				break
-			}
-			hi = v
-		}
+		return nil
 	}
-	for hi > 0 && lo > 0 && (hi-lo)/hi > s.Tolerance && n < s.MaxPoints {
-		mid := (lo + hi) / 2
-		ok, err := probe(mid)
+	c.hi = v
+	for c.n < c.s.MaxPoints && v > 1e-3 {
+		v /= 2
+		if ok, err = c.holds(ctx, v); err != nil {
+			return err
+		}
+		if ok {
+			c.lo = v
+			return nil
+		}
+		c.hi = v
+	}
+	return nil
+}
+
+// bisect narrows the bracket to the tolerance.
+func (c *capacitySearch) bisect(ctx context.Context) error {
+	for c.hi > 0 && c.lo > 0 && (c.hi-c.lo)/c.hi > c.s.Tolerance && c.n < c.s.MaxPoints {
+		mid := (c.lo + c.hi) / 2
+		ok, err := c.holds(ctx, mid)
 		if err != nil {
 			return err
 		}
 		if ok {
-			lo = mid
+			c.lo = mid
 		} else {
-			hi = mid
+			c.hi = mid
 		}
 	}
-	// Repeat the answer: the edge is noisy.
-	for r := 0; lo > 0 && r < s.Repeat && n < s.MaxPoints; r++ {
-		ok, err := probe(lo)
+	return nil
+}
+
+// repeat runs the answer again, since the edge is noisy: a failing repeat
+// moves the answer down by the tolerance and starts the repeats over.
+func (c *capacitySearch) repeat(ctx context.Context) error {
+	for r := 0; c.lo > 0 && r < c.s.Repeat && c.n < c.s.MaxPoints; r++ {
+		ok, err := c.holds(ctx, c.lo)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			hi, lo, r = lo, lo*(1-s.Tolerance), -1
+			c.hi, c.lo, r = c.lo, c.lo*(1-c.s.Tolerance), -1
 		}
 	}
-	sw.out.Capacity, sw.out.FailsAt = lo, hi
-	switch {
-	case lo == 0:
-		sw.out.Line = fmt.Sprintf("capacity: no rate tried meets %s (lowest tried %.3g req/s)", strings.Join(slos, ","), hi)
-	case hi == 0:
-		sw.out.Line = fmt.Sprintf("capacity: at least %.3g req/s meets %s (no failing rate found in %d points)", lo, strings.Join(slos, ","), n)
-	default:
-		sw.out.Line = fmt.Sprintf("capacity: %.3g req/s meets %s (fails at %.3g req/s; %d points, ±%.0f%%)",
-			lo, strings.Join(slos, ","), hi, n, 100*s.Tolerance)
-	}
 	return nil
+}
+
+// line is the search's one-line answer.
+func (c *capacitySearch) line() string {
+	slos := make([]string, len(c.sw.cfg.SLOs))
+	for i, x := range c.sw.cfg.SLOs {
+		slos[i] = x.String()
+	}
+	objectives := strings.Join(slos, ",")
+	switch {
+	case c.lo == 0:
+		return fmt.Sprintf("capacity: no rate tried meets %s (lowest tried %.3g req/s)", objectives, c.hi)
+	case c.hi == 0:
+		return fmt.Sprintf("capacity: at least %.3g req/s meets %s (no failing rate found in %d points)", c.lo, objectives, c.n)
+	default:
+		return fmt.Sprintf("capacity: %.3g req/s meets %s (fails at %.3g req/s; %d points, ±%.0f%%)",
+			c.lo, objectives, c.hi, c.n, 100*c.s.Tolerance)
+	}
 }

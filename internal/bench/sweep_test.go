@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"io"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,15 +26,9 @@ type rateDoer struct {
 // newRateDoer returns a fake clock that advances only once every request
 // sent so far has read it, and a rateDoer on it.
 func newRateDoer(edge, failAbove float64) (*fakeClock, *rateDoer) {
-	c := &fakeClock{}
-	d := &rateDoer{clock: c, edge: edge, failAbove: failAbove}
-	c.settle = func(sleeps int64) {
-		deadline := time.Now().Add(time.Second)
-		for d.started.Load() < sleeps-1 && time.Now().Before(deadline) {
-			runtime.Gosched()
-		}
-	}
-	return c, d
+	d := &rateDoer{edge: edge, failAbove: failAbove}
+	d.clock = settlingClock(&d.started)
+	return d.clock, d
 }
 
 func (d *rateDoer) Do(_ context.Context, req *workload.Request, rec *latency.Record) {
