@@ -387,6 +387,8 @@ func TestRewriteFieldsKeepsOtherBytes(t *testing.T) {
 func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi \"there\"\n"}]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"}]}],"max_tokens":null}`))
+	f.Add([]byte(`{"model":"m","MODEL":"n","messages":[{"role":"user","Content":"hi","content":"x"}]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","TEXT":"a","text":"b"}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ScanRequest(body, true, 64)
 		if err != nil {
@@ -395,14 +397,11 @@ func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 		if !json.Valid(body) {
 			t.Fatalf("accepted invalid JSON %q", body)
 		}
-		// encoding/json matches keys case-insensitively; the scanner, like
-		// the servers behind the gateway, does not. Compare only bodies
-		// where that cannot matter.
-		lower := bytes.ToLower(body)
-		for _, k := range []string{`"model"`, `"stream"`, `"messages"`, `"content"`, `"text"`} {
-			if bytes.Count(lower, []byte(k)) != bytes.Count(body, []byte(k)) {
-				return
-			}
+		// encoding/json matches keys case-insensitively; the scanner
+		// refuses a case variant of every key it reads, so whatever it
+		// accepted has none, and encoding/json reads the same fields.
+		if k := caseVariant(body); k != "" {
+			t.Fatalf("accepted the case variant %q of a key it reads: %q", k, body)
 		}
 		var ref struct {
 			Model    string `json:"model"`
@@ -438,6 +437,48 @@ func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 			t.Fatalf("input tokens %d, encoding/json + tokenizer %d, body %q", got, want, body)
 		}
 	})
+}
+
+// caseVariant returns a key of body's top level, of a message, or of a
+// content part that equals one of the keys the chat scan reads under
+// Unicode case folding without being it ("" when there is none).
+func caseVariant(body []byte) string {
+	variant := func(obj json.RawMessage, known []string) string {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil {
+			return ""
+		}
+		for k := range m {
+			for _, want := range known {
+				if k != want && strings.EqualFold(k, want) {
+					return k
+				}
+			}
+		}
+		return ""
+	}
+	if k := variant(body, chatKeys); k != "" {
+		return k
+	}
+	var top struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &top)
+	for _, m := range top.Messages {
+		if k := variant(m, messageKeys); k != "" {
+			return k
+		}
+		var msg struct {
+			Content []json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(m, &msg)
+		for _, part := range msg.Content {
+			if k := variant(part, contentPartKeys); k != "" {
+				return k
+			}
+		}
+	}
+	return ""
 }
 
 func TestInspectClassifiesEvents(t *testing.T) {
