@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -203,7 +204,7 @@ func (r *run) reachTarget(ctx context.Context) (func(), error) {
 		}
 		r.target.Model = m
 	}
-	r.sum.Target, r.sum.Model = r.target.BaseURL, r.target.Model
+	r.sum.Target, r.sum.Model = redact.URL(r.target.BaseURL), r.target.Model
 	if r.cfg.Embedded() {
 		r.sum.Target = "embedded"
 	}
@@ -222,7 +223,7 @@ func (r *run) openFolder() error {
 		return err
 	}
 	return writeJSON(filepath.Join(dir, ConfigFile), map[string]any{
-		"target": redact(r.target), "config": r.cfg.Echo})
+		"target": redacted(r.target), "config": r.cfg.Echo})
 }
 
 // calibrate measures the client's overhead floor on this host, unless told
@@ -399,16 +400,22 @@ func writeFile(path, s string) error {
 	return nil
 }
 
-// redact hides the API key in config.json.
-func redact(t Target) Target {
+// redacted is t as config.json records it: its API key, its URL's
+// userinfo and the credentials of its headers (Authorization, api-key
+// headers, any header named like a key) masked (internal/redact).
+func redacted(t Target) Target {
+	t.BaseURL = redact.URL(t.BaseURL)
 	if t.APIKey != "" {
-		t.APIKey = "(set)"
+		t.APIKey = redact.Mask
 	}
 	if t.Headers != nil {
 		h := t.Headers.Clone()
-		for k := range h {
-			if strings.EqualFold(k, "Authorization") || strings.Contains(strings.ToLower(k), "key") {
-				h[k] = []string{"(set)"}
+		for k, vs := range h {
+			for i, v := range vs {
+				if strings.EqualFold(k, "Authorization") || strings.Contains(strings.ToLower(k), "key") {
+					v = redact.Mask
+				}
+				vs[i] = redact.Text(v)
 			}
 		}
 		t.Headers = h

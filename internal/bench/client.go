@@ -23,6 +23,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/sse"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -63,10 +64,12 @@ type Target struct {
 func (t Target) apiURL(path string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(t.BaseURL))
 	if err != nil {
-		return "", fmt.Errorf("url %q: %w", t.BaseURL, err)
+		// url.Parse's error quotes the URL, credentials included: keep
+		// its reason only.
+		return "", fmt.Errorf("url %q: %w", redact.URL(t.BaseURL), errors.Unwrap(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return "", fmt.Errorf("url %q: want http://host[:port][/v1] or https://…", t.BaseURL)
+		return "", fmt.Errorf("url %q: want http://host[:port][/v1] or https://…", redact.URL(t.BaseURL))
 	}
 	p := strings.TrimSuffix(u.Path, "/")
 	if !strings.HasSuffix(p, "/v1") {

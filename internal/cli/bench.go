@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokentrace/tokentrace/internal/bench"
+	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/serve"
 )
 
@@ -61,7 +62,7 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 			if err != nil {
 				return err
 			}
-			cfg.Command = os.Args
+			cfg.Command = commandLine(os.Args)
 			cfg.Echo = flagValues(cmd.Flags())
 			cfg.Log = cmd.ErrOrStderr()
 			if isTerminal(os.Stderr) && cmd.ErrOrStderr() == os.Stderr {
@@ -160,14 +161,28 @@ func flagValues(fs *pflag.FlagSet) map[string]string {
 		}
 		v := fl.Value.String()
 		if fl.Name == "api-key" && v != "" {
-			v = "(set)"
+			v = redact.Mask
 		}
-		if fl.Name == "header" && strings.Contains(strings.ToLower(v), "authorization") {
-			v = "(set)"
-		}
-		m[fl.Name] = v
+		m[fl.Name] = redact.Text(v) // URL userinfo, Authorization and api-key headers
 	})
 	return m
+}
+
+// commandLine is args as config.json and command.txt record them: the
+// value of --api-key, and every credential internal/redact recognises (URL
+// userinfo, Authorization and api-key headers), masked.
+func commandLine(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = redact.Text(a)
+		if i > 0 && args[i-1] == "--api-key" {
+			out[i] = redact.Mask
+		}
+		if v, ok := strings.CutPrefix(a, "--api-key="); ok && v != "" {
+			out[i] = "--api-key=" + redact.Mask
+		}
+	}
+	return out
 }
 
 func isTerminal(f *os.File) bool {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,5 +65,25 @@ func TestBenchEmbeddedSLOExitStatus(t *testing.T) {
 		"--no-calibration", "--slo", "ttft:p99<=1h")
 	if err != nil {
 		t.Fatalf("SLOs that hold: %v\n%s", err, out)
+	}
+}
+
+// command.txt and config.json record the command without its credentials.
+func TestBenchRecordsNoCredentials(t *testing.T) {
+	args := []string{"tokentrace", "bench", "--url", "http://ops:pw-secret-1@10.0.0.1:8000", "--api-key", "sk-secret-2",
+		"--api-key=sk-secret-3", "--header", "Authorization: Bearer tok-secret-4", "--header", "X-Api-Key: key-secret-5", "--rate", "5"}
+	got := strings.Join(commandLine(args), " ")
+	fs := newBenchCmd().Flags()
+	if err := fs.Parse(args[2:]); err != nil {
+		t.Fatal(err)
+	}
+	echo := fmt.Sprint(flagValues(fs))
+	for _, s := range []string{"pw-secret-1", "sk-secret-2", "sk-secret-3", "tok-secret-4", "key-secret-5"} {
+		if strings.Contains(got, s) || strings.Contains(echo, s) {
+			t.Errorf("%q recorded:\ncommand %s\nconfig %s", s, got, echo)
+		}
+	}
+	if !strings.Contains(got, "--rate 5") || !strings.Contains(got, "10.0.0.1:8000") {
+		t.Errorf("command %q lost what is not a credential", got)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/pflag"
+
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 // applyConfigFile reads a YAML file of flag-named keys (underscores may
@@ -25,7 +27,11 @@ func applyConfigFile(path string, fs *pflag.FlagSet, warn io.Writer) error {
 	}
 	var kv map[string]any
 	if err := yaml.Unmarshal(data, &kv); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+		// The library's error quotes the lines around the problem, which
+		// may hold a credential: keep the position and the problem only,
+		// masked as the gateway's configuration errors are, and do not
+		// wrap it (nothing can print its excerpt later).
+		return fmt.Errorf("config file %s: %s", path, redact.Quoting(yaml.FormatError(err, false, false), string(data)))
 	}
 	keys := make([]string, 0, len(kv))
 	for k := range kv {

@@ -343,3 +343,31 @@ func TestReportExitStatus(t *testing.T) {
 		t.Errorf("unwritable output: %v, want a plain failure (exit status 1)", err)
 	}
 }
+
+// A config file that does not parse is named with the line, column and
+// problem only: the YAML library's own error quotes the lines around the
+// problem, which may hold a credential.
+func TestConfigFileErrorQuotesNoSecret(t *testing.T) {
+	for _, doc := range []string{
+		"model: Llama-3.1-8B\n# upstream http://admin:pw-secret-42@10.0.0.1 api_key: sk-secret-123\nport: [8000\n",
+		"served_model_name: m\napi_key: sk-secret-123\nport: [8000\n",
+	} {
+		path := filepath.Join(t.TempDir(), "serve.yaml")
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs, _, _, _ := serveFlags("")
+		err := applyConfigFile(path, fs, io.Discard)
+		if err == nil {
+			t.Fatalf("%q: no error", doc)
+		}
+		for _, secret := range []string{"sk-secret-123", "pw-secret-42", "admin"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q quotes %q", err, secret)
+			}
+		}
+		if !strings.Contains(err.Error(), "[3:") {
+			t.Errorf("error %q does not name the line", err)
+		}
+	}
+}

@@ -322,8 +322,7 @@ func ParseConfig(data []byte) (*Config, error) {
 // duration error quoting its value). The parser's error is not wrapped,
 // so nothing can print its source excerpt later.
 func yamlError(data []byte, err error) error {
-	msg := redact.Values(redact.Text(yaml.FormatError(err, false, false)), redact.Secrets(string(data))...)
-	return errors.New("parse config: " + msg)
+	return errors.New("parse config: " + redact.Quoting(yaml.FormatError(err, false, false), string(data)))
 }
 
 // LoadConfig reads, parses and validates the configuration file at path.

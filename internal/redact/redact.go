@@ -108,6 +108,14 @@ func Values(s string, secrets ...string) string {
 	return s
 }
 
+// Quoting returns msg, a message about the document doc (a parse error
+// that may quote it), with the credentials Text recognises masked and
+// every credential value of doc (Secrets) masked wherever msg quotes it
+// bare, as a duration error quoting its value would.
+func Quoting(msg, doc string) string {
+	return Values(Text(msg), Secrets(doc)...)
+}
+
 func containsFold(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
 		if strings.EqualFold(s[i:i+len(sub)], sub) {

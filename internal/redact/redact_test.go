@@ -103,3 +103,12 @@ func FuzzText(f *testing.F) {
 		}
 	})
 }
+
+func TestQuoting(t *testing.T) {
+	doc := "replicas:\n  - {url: http://ops:hunter2-pw@10.0.0.1, api_key: sk-live-123}\ntimeouts: {ttft: sk-live-123s}\n"
+	msg := `[3:18] time: invalid duration "sk-live-123s" near http://ops:hunter2-pw@10.0.0.1`
+	want := `[3:18] time: invalid duration "xxxxxs" near http://xxxxx@10.0.0.1`
+	if got := Quoting(msg, doc); got != want {
+		t.Errorf("Quoting = %q, want %q", got, want)
+	}
+}
