@@ -6,12 +6,9 @@ import (
 	"image/color"
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/stats"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -182,25 +179,20 @@ func tickLabel(v, step float64) string {
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
-// cdfPoints samples an ascending sample's empirical CDF at up to k points.
-func cdfPoints(sorted []int64, k int) plotter.XYs {
-	n := len(sorted)
-	if n == 0 {
-		return nil
+// xys converts a curve to plotter's points.
+func xys(pts []XY) plotter.XYs {
+	out := make(plotter.XYs, len(pts))
+	for i, p := range pts {
+		out[i] = plotter.XY{X: p.X, Y: p.Y}
 	}
-	step := max(1, n/k)
-	var xys plotter.XYs
-	for i := 0; i < n; i += step {
-		xys = append(xys, plotter.XY{X: ms(sorted[i]), Y: float64(i+1) / float64(n)})
-	}
-	xys = append(xys, plotter.XY{X: ms(sorted[n-1]), Y: 1})
-	return xys
+	return out
 }
 
-// Charts draws the report's figures. Figures the run has no data for are left out.
+// Charts draws the report's figures from the Report alone (its Figures,
+// decomposition, phases, SLOs and the server's samples). Figures the run
+// has no data for are left out.
 func (r *Report) Charts() ([]Chart, error) {
-	a := r.a
-	if a == nil || len(a.ok) == 0 {
+	if r.Summary.Succeeded == 0 {
 		return nil, nil
 	}
 	var out []Chart
@@ -212,98 +204,61 @@ func (r *Report) Charts() ([]Chart, error) {
 		out = append(out, Chart{ID: id, Title: title, Caption: caption, SVG: svg, Wide: w == wideW})
 		return nil
 	}
-	// CDFs.
-	for i, m := range []latency.Metric{latency.TTFT, latency.TPOT, latency.E2E} {
-		s := a.sample(string(m))
-		if len(s) == 0 {
-			continue
-		}
-		p := newPlot("CDF of "+strings.ToUpper(string(m)), string(m)+" (ms)", "fraction of requests")
-		if err := line(p, "", cdfPoints(s, 400), i, false); err != nil {
+	for _, draw := range []func(addFunc) error{r.cdfCharts, r.timeCharts, r.scatterCharts, r.stageBars, r.sweepCharts} {
+		if err := draw(add); err != nil {
 			return nil, err
 		}
-		for _, slo := range a.opts.SLOs {
-			if slo.Metric == m {
-				thr := ms(int64(slo.Max))
-				if err := line(p, "SLO "+slo.String(), plotter.XYs{{X: thr, Y: 0}, {X: thr, Y: 1}}, 1, true); err != nil {
-					return nil, err
-				}
-			}
-		}
-		p.Y.Min, p.Y.Max = 0, 1
-		p.Legend.Top = false // the curve is high on the right: the legend goes bottom right
-		if err := add("cdf-"+string(m), "CDF of "+strings.ToUpper(string(m)),
-			"share of successful requests at or below each latency", p, narrowW, narrowH); err != nil {
-			return nil, err
-		}
-	}
-	if err := a.timeCharts(r, add); err != nil {
-		return nil, err
-	}
-	if err := a.scatterCharts(add); err != nil {
-		return nil, err
-	}
-	if err := stageBars(r, add); err != nil {
-		return nil, err
-	}
-	if err := sweepCharts(r, add); err != nil {
-		return nil, err
 	}
 	return out, nil
 }
 
 type addFunc func(id, title, caption string, p *plot.Plot, w, h vg.Length) error
 
+// cdfCharts: the CDFs of TTFT, TPOT and E2E with their SLO thresholds.
+func (r *Report) cdfCharts(add addFunc) error {
+	for i, c := range r.Figures.CDFs {
+		m := c.Metric
+		p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
+		if err := line(p, "", xys(c.Points), i, false); err != nil {
+			return err
+		}
+		for _, v := range r.SLOs {
+			if v.Metric == m {
+				thr := v.ThresholdMS
+				if err := line(p, "SLO "+v.SLO, plotter.XYs{{X: thr, Y: 0}, {X: thr, Y: 1}}, 1, true); err != nil {
+					return err
+				}
+			}
+		}
+		p.Y.Min, p.Y.Max = 0, 1
+		p.Legend.Top = false // the curve is high on the right: the legend goes bottom right
+		if err := add("cdf-"+m, "CDF of "+strings.ToUpper(m),
+			"share of successful requests at or below each latency", p, narrowW, narrowH); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // timeCharts: latency percentiles and throughput per time bin, and requests
 // in flight (the server's running/waiting when scraped).
-func (a *analysis) timeCharts(r *Report, add addFunc) error {
-	var t0, t1 int64 = math.MaxInt64, math.MinInt64
-	for _, i := range a.ok {
-		row := &a.rows[i]
-		t0, t1 = min(t0, row.intended), max(t1, row.end)
-	}
-	if len(a.sources) > 1 || t1 <= t0 {
-		return nil // instants of different runs do not share a clock
-	}
-	nb := int(min(max((t1-t0)/1e9, 30), 120))
-	width := float64(t1-t0) / float64(nb)
-	bin := func(t int64) int { return min(max(int(float64(t-t0)/width), 0), nb-1) }
-	ttft := make([][]int64, nb)
-	e2e := make([][]int64, nb)
-	outTok := make([]float64, nb)
-	done := make([]float64, nb)
-	for _, i := range a.ok {
-		row := &a.rows[i]
-		b := bin(row.sent)
-		if row.firstTok > 0 {
-			ttft[b] = append(ttft[b], row.firstTok-row.sent)
-		}
-		e2e[b] = append(e2e[b], row.end-row.sent)
-		outTok[bin(row.end)] += float64(row.output)
-		done[bin(row.end)]++
-	}
-	mid := func(b int) float64 { return (float64(b) + 0.5) * width / 1e9 }
-	var series [4]plotter.XYs
-	for b := 0; b < nb; b++ {
-		slices.Sort(ttft[b])
-		slices.Sort(e2e[b])
-		if len(ttft[b]) > 0 {
-			series[0] = append(series[0], plotter.XY{X: mid(b), Y: ms(stats.Percentile(ttft[b], 50))})
-			series[1] = append(series[1], plotter.XY{X: mid(b), Y: ms(stats.Percentile(ttft[b], 99))})
-		}
-		if len(e2e[b]) > 0 {
-			series[2] = append(series[2], plotter.XY{X: mid(b), Y: ms(stats.Percentile(e2e[b], 50))})
-			series[3] = append(series[3], plotter.XY{X: mid(b), Y: ms(stats.Percentile(e2e[b], 99))})
-		}
+func (r *Report) timeCharts(add addFunc) error {
+	tl := r.Figures.Timeline
+	if tl == nil {
+		return nil
 	}
 	p := newPlot("Latency over the run", "time since start (s), by send instant", "ms (log scale)")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}
-	for i, name := range []string{"TTFT p50", "TTFT p99", "E2E p50", "E2E p99"} {
-		for k := range series[i] {
-			series[i][k].Y = max(series[i][k].Y, 0.001)
+	for i, s := range []struct {
+		name string
+		pts  []XY
+	}{{"TTFT p50", tl.TTFTP50}, {"TTFT p99", tl.TTFTP99}, {"E2E p50", tl.E2EP50}, {"E2E p99", tl.E2EP99}} {
+		pts := xys(s.pts)
+		for k := range pts {
+			pts[k].Y = max(pts[k].Y, 0.001)
 		}
-		if err := line(p, name, series[i], i/2*2+i%2, i%2 == 1); err != nil {
+		if err := line(p, s.name, pts, i/2*2+i%2, i%2 == 1); err != nil {
 			return err
 		}
 	}
@@ -312,22 +267,22 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 		return err
 	}
 	p = newPlot("Throughput over the run", "time since start (s), by completion", "output tokens/s")
-	var tok, req plotter.XYs
-	for b := 0; b < nb; b++ {
-		tok = append(tok, plotter.XY{X: mid(b), Y: outTok[b] / (width / 1e9)})
-		req = append(req, plotter.XY{X: mid(b), Y: done[b] / (width / 1e9)})
-	}
-	if err := line(p, "output tok/s", tok, 2, false); err != nil {
+	if err := line(p, "output tok/s", xys(tl.OutputTPS), 2, false); err != nil {
 		return err
 	}
 	if err := add("throughput-time", "Throughput over the run",
-		fmt.Sprintf("output tokens per second completed in each %.1f s bin", width/1e9), p, wideW, wideH); err != nil {
+		fmt.Sprintf("output tokens per second completed in each %.1f s bin", tl.BinS), p, wideW, wideH); err != nil {
 		return err
 	}
-	// Requests in flight: the server's scrape when there is one, else the client's view.
-	p = newPlot("Requests in flight", "time since start (s)", "requests")
+	return r.inflightChart(tl, add)
+}
+
+// inflightChart: requests in flight, the server's scrape when there is
+// one, else the client's view.
+func (r *Report) inflightChart(tl *Timeline, add addFunc) error {
+	p := newPlot("Requests in flight", "time since start (s)", "requests")
 	var samples []ServerSample
-	for _, run := range a.runs {
+	for _, run := range r.Runs {
 		samples = append(samples, run.Samples...)
 	}
 	caption := "client view: waiting = sent, no token yet; decoding = between first token and end"
@@ -345,83 +300,22 @@ func (a *analysis) timeCharts(r *Report, add addFunc) error {
 		}
 		caption = "scraped from the server's metrics during the run"
 	} else {
-		waiting := make([]float64, nb)
-		decoding := make([]float64, nb)
-		for _, i := range a.ok {
-			row := &a.rows[i]
-			first := row.firstTok
-			if first == 0 {
-				first = row.end
-			}
-			// Time-average over each bin of the requests in each state.
-			accum(waiting, row.sent, first, t0, width)
-			accum(decoding, first, row.end, t0, width)
-		}
-		var w, d plotter.XYs
-		for b := 0; b < nb; b++ {
-			w = append(w, plotter.XY{X: mid(b), Y: waiting[b]})
-			d = append(d, plotter.XY{X: mid(b), Y: decoding[b]})
-		}
-		if err := line(p, "decoding (client view)", d, 0, false); err != nil {
+		if err := line(p, "decoding (client view)", xys(tl.Decoding), 0, false); err != nil {
 			return err
 		}
-		if err := line(p, "waiting for first token", w, 1, false); err != nil {
+		if err := line(p, "waiting for first token", xys(tl.Waiting), 1, false); err != nil {
 			return err
 		}
 	}
 	return add("inflight-time", "Requests in flight", caption, p, wideW, wideH)
 }
 
-// accum adds the interval [lo, hi) to per-bin time averages.
-func accum(bins []float64, lo, hi, t0 int64, width float64) {
-	if hi <= lo {
-		return
-	}
-	for b := max(int(float64(lo-t0)/width), 0); b < len(bins); b++ {
-		bl := float64(t0) + float64(b)*width
-		br := bl + width
-		if bl >= float64(hi) {
-			break
-		}
-		ov := math.Min(br, float64(hi)) - math.Max(bl, float64(lo))
-		if ov > 0 {
-			bins[b] += ov / width
-		}
-	}
-}
-
 // scatterCharts: TTFT against input tokens and E2E against output tokens,
 // each with its least-squares line.
-func (a *analysis) scatterCharts(add addFunc) error {
-	type spec struct {
-		id, title, x, y string
-		xv              func(*row) float64
-		metric          string // y: the request's value of this metric
-	}
-	specs := []spec{
-		{"ttft-input", "TTFT vs input tokens", "input tokens", "TTFT (ms)",
-			func(r *row) float64 { return float64(r.input) }, "ttft"},
-		{"e2e-output", "E2E vs output tokens", "output tokens", "E2E (ms)",
-			func(r *row) float64 { return float64(r.output) }, "e2e"},
-	}
-	for _, s := range specs {
-		var xs, ys []float64
-		for _, i := range a.ok {
-			row := &a.rows[i]
-			if y, ok := metricValue(row, s.metric); ok {
-				xs, ys = append(xs, s.xv(row)), append(ys, ms(y))
-			}
-		}
-		if len(xs) == 0 {
-			continue
-		}
-		step := max(1, len(xs)/3000) // draw at most ~3,000 points; the fit uses all
-		var pts plotter.XYs
-		for i := 0; i < len(xs); i += step {
-			pts = append(pts, plotter.XY{X: xs[i], Y: ys[i]})
-		}
-		p := newPlot(s.title, s.x, s.y)
-		sc, err := plotter.NewScatter(pts)
+func (r *Report) scatterCharts(add addFunc) error {
+	for _, s := range r.Figures.Scatters {
+		p := newPlot(s.Title, s.XLabel, s.YLabel)
+		sc, err := plotter.NewScatter(xys(s.Points))
 		if err != nil {
 			return err
 		}
@@ -430,15 +324,14 @@ func (a *analysis) scatterCharts(add addFunc) error {
 		sc.GlyphStyle.Shape = draw.CircleGlyph{}
 		p.Add(sc)
 		caption := "each dot a request"
-		if f, ok := linearFit(xs, ys); ok {
-			x0, x1 := slices.Min(xs), slices.Max(xs)
+		if f := s.Fit; f != nil {
 			name := fmt.Sprintf("fit: %.3g + %.3g·x (R² %.2f)", f.Intercept, f.Slope, f.R2)
-			if err := line(p, name, plotter.XYs{{X: x0, Y: f.Intercept + f.Slope*x0}, {X: x1, Y: f.Intercept + f.Slope*x1}}, 1, false); err != nil {
+			if err := line(p, name, plotter.XYs{{X: f.X0, Y: f.Intercept + f.Slope*f.X0}, {X: f.X1, Y: f.Intercept + f.Slope*f.X1}}, 1, false); err != nil {
 				return err
 			}
 			caption += fmt.Sprintf("; least-squares line %.3g ms per token, R² %.2f", f.Slope, f.R2)
 		}
-		if err := add(s.id, s.title, caption, p, narrowW, narrowH); err != nil {
+		if err := add(s.ID, s.Title, caption, p, narrowW, narrowH); err != nil {
 			return err
 		}
 	}
@@ -446,7 +339,7 @@ func (a *analysis) scatterCharts(add addFunc) error {
 }
 
 // stageBars: the E2E decomposition of each group as stacked bars.
-func stageBars(r *Report, add addFunc) error {
+func (r *Report) stageBars(add addFunc) error {
 	for _, d := range []*Decomposition{r.Decomposition, r.TTFTSplit} {
 		if d == nil || len(d.Groups) == 0 {
 			continue
@@ -496,7 +389,7 @@ func stageBars(r *Report, add addFunc) error {
 
 // sweepCharts: per sweep point, latency percentiles and goodput against
 // the offered rate, with the SLO thresholds and the capacity point.
-func sweepCharts(r *Report, add addFunc) error {
+func (r *Report) sweepCharts(add addFunc) error {
 	var pts []Phase
 	for _, ph := range r.Phases {
 		if ph.OfferedRPS > 0 {
@@ -546,7 +439,13 @@ func sweepCharts(r *Report, add addFunc) error {
 		p, wideW, wideH); err != nil {
 		return err
 	}
-	p = newPlot("Goodput vs offered rate", "offered rate (req/s)", "req/s")
+	return r.goodputChart(pts, add)
+}
+
+// goodputChart: throughput and goodput against the offered rate.
+func (r *Report) goodputChart(pts []Phase, add addFunc) error {
+	x0, x1 := pts[0].OfferedRPS, pts[len(pts)-1].OfferedRPS
+	p := newPlot("Goodput vs offered rate", "offered rate (req/s)", "req/s")
 	var thr, good plotter.XYs
 	for _, ph := range pts {
 		thr = append(thr, plotter.XY{X: ph.OfferedRPS, Y: ph.ThroughputRPS})

@@ -12,27 +12,22 @@ import (
 // differences and the two runs' CDFs of TTFT, TPOT and E2E overlaid.
 func (c *Comparison) WriteHTML(w io.Writer) error {
 	var charts []Chart
-	if c.ra != nil && c.rb != nil && c.ra.a != nil && c.rb.a != nil {
-		for _, m := range []string{"ttft", "tpot", "e2e"} {
-			sa, sb := c.ra.a.sample(m), c.rb.a.sample(m)
-			if len(sa) == 0 || len(sb) == 0 {
-				continue
-			}
-			p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
-			if err := line(p, "A", cdfPoints(sa, 400), 0, false); err != nil {
-				return err
-			}
-			if err := line(p, "B", cdfPoints(sb, 400), 1, false); err != nil {
-				return err
-			}
-			p.Legend.Left = false
-			svg, err := render(p, 4*vg.Inch, 3*vg.Inch)
-			if err != nil {
-				return err
-			}
-			charts = append(charts, Chart{ID: "cdf-" + m, Title: "CDF of " + m, SVG: svg,
-				Caption: "A (baseline) and B (candidate)"})
+	for _, cdf := range c.CDFs {
+		m := cdf.Metric
+		p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
+		if err := line(p, "A", xys(cdf.A), 0, false); err != nil {
+			return err
 		}
+		if err := line(p, "B", xys(cdf.B), 1, false); err != nil {
+			return err
+		}
+		p.Legend.Left = false
+		svg, err := render(p, 4*vg.Inch, 3*vg.Inch)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, Chart{ID: "cdf-" + m, Title: "CDF of " + m, SVG: svg,
+			Caption: "A (baseline) and B (candidate)"})
 	}
 	return compareHTML.Execute(w, struct {
 		*Comparison

@@ -159,161 +159,193 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := max(1, runtime.GOMAXPROCS(0))
-	type job struct {
-		data  []byte
-		final bool // the input's last block: its last line may lack a newline
-		out   chan *digest
+	p := &pipeline{
+		jobs:   make(chan job, workers),
+		order:  make(chan job, 2*workers),
+		free:   make(chan *digest, 3*workers),
+		blocks: make(chan []byte, 4*workers),
+		block:  readBlock,
 	}
-	jobs := make(chan job, workers)
-	order := make(chan job, 2*workers)
-	free := make(chan *digest, 3*workers)
-	block := readBlock
-	blocks := make(chan []byte, 4*workers) // block buffers, reused once merged
-	var readErr error
-	var exactDone atomic.Bool // the collector's gap samples are histograms: skip exact lists
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // reader: blocks of whole lines, in order
-		defer wg.Done()
-		defer close(jobs)
-		defer close(order)
-		var carry []byte
-		for {
-			var buf []byte
+	wg.Go(func() { p.read(ctx, rd) })
+	for range workers {
+		wg.Go(func() { p.reduce(c.opts.IncludeWarmup) })
+	}
+	m := merger{c: c, name: name}
+	err := m.merge(ctx, p)
+	cancel()
+	for range p.order { // let the reader finish after an early stop
+	}
+	wg.Wait()
+	if err != nil {
+		return m.n, m.unread, err
+	}
+	if p.readErr != nil {
+		return m.n, m.unread, fmt.Errorf("%s: %w", name, p.readErr)
+	}
+	m.notes()
+	return m.n, m.unread, nil
+}
+
+// job is one block of whole lines on its way through the pipeline.
+type job struct {
+	data  []byte
+	final bool // the input's last block: its last line may lack a newline
+	out   chan *digest
+}
+
+// pipeline moves blocks from the reader to the workers (jobs) and, in
+// file order, to the merger (order); digests and block buffers are reused
+// once merged (free, blocks).
+type pipeline struct {
+	jobs, order chan job
+	free        chan *digest
+	blocks      chan []byte
+	block       int
+	readErr     error       // set by read before it closes order
+	exactDone   atomic.Bool // the collector's gap samples are histograms: skip exact lists
+}
+
+// read cuts rd into blocks of whole lines and hands them on, in order.
+func (p *pipeline) read(ctx context.Context, rd io.Reader) {
+	defer close(p.jobs)
+	defer close(p.order)
+	var carry []byte
+	for {
+		var buf []byte
+		select {
+		case buf = <-p.blocks:
+		default:
+		}
+		if cap(buf) < len(carry)+p.block {
+			buf = make([]byte, 0, len(carry)+p.block)
+		}
+		buf = append(buf[:0], carry...)
+		n, err := io.ReadFull(rd, buf[len(carry):cap(buf)])
+		buf = buf[:len(carry)+n]
+		final := err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !final {
+			p.readErr = err
+			return
+		}
+		cut := len(buf)
+		if !final {
+			cut = bytes.LastIndexByte(buf, '\n') + 1
+			if cut == 0 { // one line longer than a block: read on
+				carry = buf
+				continue
+			}
+		}
+		carry = append([]byte(nil), buf[cut:]...)
+		j := job{data: buf[:cut], final: final, out: make(chan *digest, 1)}
+		for _, ch := range []chan job{p.order, p.jobs} {
 			select {
-			case buf = <-blocks:
-			default:
-			}
-			if cap(buf) < len(carry)+block {
-				buf = make([]byte, 0, len(carry)+block)
-			}
-			buf = append(buf[:0], carry...)
-			n, err := io.ReadFull(rd, buf[len(carry):cap(buf)])
-			buf = buf[:len(carry)+n]
-			final := err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF)
-			if err != nil && !final {
-				readErr = err
-				return
-			}
-			cut := len(buf)
-			if !final {
-				cut = bytes.LastIndexByte(buf, '\n') + 1
-				if cut == 0 { // one line longer than a block: read on
-					carry = buf
-					continue
-				}
-			}
-			carry = append([]byte(nil), buf[cut:]...)
-			j := job{data: buf[:cut], final: final, out: make(chan *digest, 1)}
-			for _, ch := range []chan job{order, jobs} {
-				select {
-				case ch <- j:
-				case <-ctx.Done():
-					return
-				}
-			}
-			if final {
+			case ch <- j:
+			case <-ctx.Done():
 				return
 			}
 		}
-	}()
-	for range workers {
-		wg.Add(1)
-		go func() { // workers: decode and reduce
-			defer wg.Done()
-			var rec latency.Record
-			var sc strCache
-			for j := range jobs {
-				var d *digest
-				select {
-				case d = <-free:
-				default:
-					d = &digest{}
-				}
-				d.reset()
-				d.hists = true
-				d.noExact = exactDone.Load()
-				reduceBlock(j.data, j.final, d, &rec, &sc, c.opts.IncludeWarmup)
-				j.out <- d
-			}
-		}()
+		if final {
+			return
+		}
 	}
-	var (
-		n, lineOff int
-		bad        []int
-		unread     unreadable
-		oldSchema  int
-		err        error
-	)
-	for j := range order {
+}
+
+// reduce decodes and reduces blocks into digests (one worker).
+func (p *pipeline) reduce(includeWarmup bool) {
+	var rec latency.Record
+	var sc strCache
+	for j := range p.jobs {
+		var d *digest
+		select {
+		case d = <-p.free:
+		default:
+			d = &digest{}
+		}
+		d.reset()
+		d.hists = true
+		d.noExact = p.exactDone.Load()
+		reduceBlock(j.data, j.final, d, &rec, &sc, includeWarmup)
+		j.out <- d
+	}
+}
+
+// merger absorbs the digests into the collector in file order and keeps
+// count of what could not be read.
+type merger struct {
+	c         *Collector
+	name      string
+	n         int
+	lineOff   int
+	bad       []int
+	unread    unreadable
+	oldSchema int
+}
+
+func (m *merger) merge(ctx context.Context, p *pipeline) error {
+	for j := range p.order {
 		var d *digest
 		select {
 		case d = <-j.out:
 		case <-ctx.Done():
 		}
 		if d == nil {
-			err = ctx.Err()
-			break
+			return ctx.Err()
 		}
 		if d.newer > 0 {
-			err = fmt.Errorf("%s line %d: record schema v%d is newer than this tokentrace reads "+
-				"(v%d): upgrade tokentrace to report on it", name, lineOff+d.newer, d.newerV, latency.RecordSchema)
-			break
+			return fmt.Errorf("%s line %d: record schema v%d is newer than this tokentrace reads "+
+				"(v%d): upgrade tokentrace to report on it", m.name, m.lineOff+d.newer, d.newerV, latency.RecordSchema)
 		}
-		c.absorb(d)
-		exactDone.Store(c.itl.Hist() != nil && c.icl.Hist() != nil)
-		n += len(d.rows) + d.warmup
-		for _, b := range d.bad {
-			bad = append(bad, lineOff+b)
-		}
-		if len(d.bad) > 0 {
-			unread.add(unreadable{lines: len(d.bad), first: fmt.Sprintf("line %d", lineOff+d.bad[0]), why: d.badWhy})
-		}
-		oldSchema += d.oldSchema
-		if d.truncated > 0 {
-			unread.add(unreadable{lines: 1, first: fmt.Sprintf("line %d", lineOff+d.lines), why: "incomplete last line"})
-			c.Note(fmt.Sprintf("%s: dropped the incomplete last line %d (%d bytes): the run was "+
-				"probably killed while writing it; the %d complete records before it are kept",
-				name, lineOff+d.lines, d.truncated, n))
-		}
-		lineOff += d.lines
+		m.absorb(d)
+		p.exactDone.Store(m.c.itl.Hist() != nil && m.c.icl.Hist() != nil)
 		select {
-		case free <- d:
+		case p.free <- d:
 		default:
 		}
 		select {
-		case blocks <- j.data[:0]:
+		case p.blocks <- j.data[:0]:
 		default:
 		}
-		if err = ctx.Err(); err != nil {
-			break
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
-	if err == nil {
-		err = ctx.Err() // the caller's context ended while the reader was stopping
+	return ctx.Err() // the caller's context ended while the reader was stopping
+}
+
+// absorb merges one digest and notes its unreadable lines.
+func (m *merger) absorb(d *digest) {
+	m.c.absorb(d)
+	m.n += len(d.rows) + d.warmup
+	for _, b := range d.bad {
+		m.bad = append(m.bad, m.lineOff+b)
 	}
-	cancel()
-	for range order { // let the reader finish after an early stop
+	if len(d.bad) > 0 {
+		m.unread.add(unreadable{lines: len(d.bad), first: fmt.Sprintf("line %d", m.lineOff+d.bad[0]), why: d.badWhy})
 	}
-	wg.Wait()
-	if err != nil {
-		return n, unread, err
+	m.oldSchema += d.oldSchema
+	if d.truncated > 0 {
+		m.unread.add(unreadable{lines: 1, first: fmt.Sprintf("line %d", m.lineOff+d.lines), why: "incomplete last line"})
+		m.c.Note(fmt.Sprintf("%s: dropped the incomplete last line %d (%d bytes): the run was "+
+			"probably killed while writing it; the %d complete records before it are kept",
+			m.name, m.lineOff+d.lines, d.truncated, m.n))
 	}
-	if readErr != nil {
-		return n, unread, fmt.Errorf("%s: %w", name, readErr)
-	}
-	if len(bad) > 0 {
-		show := bad[:min(len(bad), 5)]
+	m.lineOff += d.lines
+}
+
+// notes says what was skipped.
+func (m *merger) notes() {
+	if len(m.bad) > 0 {
+		show := m.bad[:min(len(m.bad), 5)]
 		more := ""
-		if len(bad) > len(show) {
+		if len(m.bad) > len(show) {
 			more = ", …"
 		}
-		c.Note(fmt.Sprintf("%s: skipped %d malformed line(s) (lines %s%s)", name, len(bad), joinInts(show), more))
+		m.c.Note(fmt.Sprintf("%s: skipped %d malformed line(s) (lines %s%s)", m.name, len(m.bad), joinInts(show), more))
 	}
-	if oldSchema > 0 {
-		c.Note(fmt.Sprintf("%s: %d record(s) carry no schema version; read as v1", name, oldSchema))
+	if m.oldSchema > 0 {
+		m.c.Note(fmt.Sprintf("%s: %d record(s) carry no schema version; read as v1", m.name, m.oldSchema))
 	}
-	return n, unread, nil
 }
 
 // reduceBlock decodes the lines of one block into d. In the input's final

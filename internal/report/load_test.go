@@ -120,7 +120,11 @@ func TestOnlyErrorsGivesPartialReport(t *testing.T) {
 	for i := range reqs {
 		reqs[i].err = latency.ErrConnect
 	}
-	rep := collect(Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, reqs)
+	c := NewCollector(Options{SLOs: mustSLOs(t, "ttft:p99<=1s")})
+	for i, s := range reqs {
+		c.Add(s.record(i))
+	}
+	rep := c.Report()
 	if rep.Summary.Failed != 10 || rep.Summary.Errors[latency.ErrConnect] != 10 {
 		t.Errorf("summary %+v", rep.Summary)
 	}
@@ -133,7 +137,7 @@ func TestOnlyErrorsGivesPartialReport(t *testing.T) {
 	var b bytes.Buffer
 	for _, w := range []func(*bytes.Buffer) error{
 		func(b *bytes.Buffer) error { return rep.WriteText(b) }, func(b *bytes.Buffer) error { return rep.WriteMarkdown(b) },
-		func(b *bytes.Buffer) error { return rep.WriteJSON(b) }, func(b *bytes.Buffer) error { return rep.WriteCSV(b) },
+		func(b *bytes.Buffer) error { return rep.WriteJSON(b) }, func(b *bytes.Buffer) error { return c.WriteCSV(b) },
 		func(b *bytes.Buffer) error { return rep.WriteHTML(b) },
 	} {
 		b.Reset()
@@ -232,7 +236,7 @@ func TestLoadGapsPastExactCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, a := exact.a.dist(exact, "itl"), approx.a.dist(approx, "itl")
+	e, a := exact.dist("itl"), approx.dist("itl")
 	if e.Approx || !a.Approx || e.Count != a.Count {
 		t.Fatalf("exact %+v\napprox %+v", e, a)
 	}

@@ -86,38 +86,28 @@ func Render(ctx context.Context, cfg Config) (*Rendered, error) {
 	}
 	format := cfg.format()
 	if cfg.Compare {
-		ra, err := Load(ctx, cfg.Paths[:1], cfg.Options)
+		ca, err := Collect(ctx, cfg.Paths[:1], cfg.Options)
 		if err != nil {
 			return nil, fmt.Errorf("run A: %w", err)
 		}
-		rb, err := Load(ctx, cfg.Paths[1:], cfg.Options)
+		cb, err := Collect(ctx, cfg.Paths[1:], cfg.Options)
 		if err != nil {
 			return nil, fmt.Errorf("run B: %w", err)
 		}
-		c := Compare(ra, rb)
+		c := Compare(ca, cb)
 		return &Rendered{write: map[string]func(io.Writer) error{
 			"text": c.WriteText, "md": c.WriteMarkdown, "json": c.WriteJSON, "html": c.WriteHTML,
 		}[format]}, nil
 	}
-	rep, err := Load(ctx, cfg.Paths, cfg.Options)
+	c, err := Collect(ctx, cfg.Paths, cfg.Options)
 	if err != nil {
 		return nil, err
 	}
+	rep := c.Report()
 	return &Rendered{Report: rep, write: map[string]func(io.Writer) error{
 		"text": rep.WriteText, "md": rep.WriteMarkdown, "json": rep.WriteJSON,
-		"csv": rep.WriteCSV, "html": rep.WriteHTML,
+		"csv": c.WriteCSV, "html": rep.WriteHTML,
 	}[format]}, nil
-}
-
-// SLOsFailed reports whether any SLO verdict of the report is not a pass
-// (a failure, or no data to judge).
-func (r *Report) SLOsFailed() bool {
-	for _, v := range r.SLOs {
-		if v.Status != "pass" {
-			return true
-		}
-	}
-	return false
 }
 
 // resultsDir is the folder a path stands for: itself, or a file's folder.

@@ -107,8 +107,8 @@ func TestCompare(t *testing.T) {
 		slower[i].prefill += 40
 	}
 	writeRecords(t, slow, slower, "")
-	load := func(p string) *Report {
-		r, err := Load(context.Background(), []string{p}, Options{})
+	load := func(p string) *Collector {
+		r, err := Collect(context.Background(), []string{p}, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

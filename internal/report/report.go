@@ -5,15 +5,15 @@
 // wrong and what to do, charts, and a comparison of two runs. bench calls the
 // same code for its end-of-run summary, so both always agree.
 //
+// The work is split by job: ingest (Collector, Load: records to compact
+// rows), analysis (Collector.Report: rows to the plain-data Report,
+// including the data its charts are drawn from), diagnosis (the rules, over
+// the rows and the Report) and rendering (text, markdown, JSON and HTML from
+// the Report alone; CSV from the Collector's rows).
+//
 // The formulas are in docs/metrics.md; the formats and the JSON schema in
 // docs/report.md.
 package report
-
-import (
-	"time"
-
-	"github.com/tokentrace/tokentrace/internal/latency"
-)
 
 // Schema is the version of the report's JSON form. Fields are only ever
 // added within a version.
@@ -43,7 +43,10 @@ type Report struct {
 	// Notes says what the report lacks or what input was dropped.
 	Notes []string `json:"notes,omitempty"`
 
-	a *analysis // per-request numbers for charts, CSV and comparison
+	// Figures is what the HTML charts are drawn from: curves and series
+	// sampled from the per-request numbers, bounded in size whatever the
+	// run's length. It is not part of the JSON form.
+	Figures Figures `json:"-"`
 }
 
 // Summary is the run at a glance.
@@ -176,65 +179,23 @@ type Capacity struct {
 	Basis string  `json:"basis"`
 }
 
-func ms(ns int64) float64        { return float64(ns) / 1e6 }
-func msf(ns float64) float64     { return ns / 1e6 }
-func dur(d time.Duration) string { return fmtMS(ms(int64(d))) }
-
-// stageOrder lists the stages a request's E2E (from intended) is split into.
-var stageOrder = []latency.Stage{
-	latency.StageClientQueue, latency.StageConnect, latency.StageSend, latency.StageGateway,
-	latency.StageNetwork, latency.StageServerQueue, latency.StagePrefill, latency.StageDecode,
-	latency.StageStreamTail, latency.StageUnattributed,
+// SLOsFailed reports whether any SLO verdict of the report is not a pass
+// (a failure, or no data to judge).
+func (r *Report) SLOsFailed() bool {
+	for _, v := range r.SLOs {
+		if v.Status != "pass" {
+			return true
+		}
+	}
+	return false
 }
 
-const (
-	stCQ = iota
-	stConnect
-	stSend
-	stGateway
-	stNetwork
-	stSQ
-	stPrefill
-	stDecode
-	stTail
-	stUnattr
-	nStages
-)
-
-// ttftStages are the stages before the first token.
-var ttftStages = []int{stCQ, stConnect, stSend, stGateway, stNetwork, stSQ, stPrefill, stUnattr}
-
-// firstOut is the instant the first of the answer reached the client: the
-// first token, or the end for an answer that came whole.
-func (r *row) firstOut() int64 {
-	if r.firstTok == 0 {
-		return r.end
+// dist returns the distribution of a metric, or nil when the run has none.
+func (r *Report) dist(metric string) *Dist {
+	for i := range r.Metrics {
+		if r.Metrics[i].Metric == metric {
+			return &r.Metrics[i]
+		}
 	}
-	return r.firstTok
-}
-
-// stages splits a successful request's E2E from the intended send into
-// stageOrder; the parts sum exactly to end − intended (docs/metrics.md,
-// "Decomposition formulas").
-func (r *row) stages() (s [nStages]int64) {
-	s[stCQ] = r.sent - r.intended
-	s[stConnect] = r.connect
-	wrote := r.wrote
-	if wrote == 0 {
-		wrote = r.sent + r.connect
-	}
-	s[stSend] = wrote - r.sent - r.connect
-	s[stGateway] = r.gateway
-	first := r.firstOut()
-	pre := first - wrote - r.gateway
-	if r.hasServer() {
-		s[stSQ], s[stPrefill] = r.sq, r.prefill
-		s[stNetwork] = pre - r.sq - r.prefill
-		s[stDecode] = r.decode
-		s[stTail] = r.end - first - r.decode
-	} else {
-		s[stUnattr] = pre
-		s[stDecode] = r.end - first
-	}
-	return s
+	return nil
 }

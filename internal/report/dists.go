@@ -1,0 +1,148 @@
+package report
+
+import (
+	"slices"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
+)
+
+// metricValue is one successful request's value of a metric; ok false when
+// it has none. The per-request formulas are latency.Record's; ITL and ICL
+// are the request's largest gaps, kept on the row.
+func metricValue(r *row, m string) (int64, bool) {
+	switch m {
+	case "itl":
+		return r.itlMax, r.output >= 2 && r.nchunks > 0
+	case "icl":
+		return r.stall, r.nchunks >= 2
+	}
+	rec := latency.Record{IntendedNS: r.intended, SentNS: r.sent, FirstTokenNS: r.firstTok, EndNS: r.end,
+		OutputTokens: int(r.output)}
+	d, ok := rec.Value(latency.Metric(m))
+	return int64(d), ok
+}
+
+var headMetrics = []string{"ttft", "tpot", "itl", "e2e", "ttft_intended", "e2e_intended", "client_queue"}
+
+// sample returns the sorted sample of a per-request metric or stage over
+// successful requests, cached.
+func (a *analysis) sample(name string) []int64 {
+	if s, ok := a.sorted[name]; ok {
+		return s
+	}
+	if st := stageIndex(name); st >= 0 {
+		a.stageSamples()
+		return a.sorted[name]
+	}
+	var out []int64
+	for _, i := range a.ok {
+		if v, ok := metricValue(&a.rows[i], name); ok {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	a.sorted[name] = out
+	return out
+}
+
+// sampleFor is the sorted sample behind a metric or stage (ITL only when
+// kept exactly).
+func (a *analysis) sampleFor(m string) []int64 {
+	if m == "itl" {
+		if a.itl.Hist() != nil {
+			return nil
+		}
+		a.gapDist("itl", &a.itl)
+		return a.sorted["itl"]
+	}
+	return a.sample(m)
+}
+
+// stageSamples fills the sorted samples of every stage in one pass.
+func (a *analysis) stageSamples() {
+	out := a.collectStages()
+	for st := stConnect; st < nStages; st++ {
+		slices.Sort(out[st])
+		a.sorted[string(stageOrder[st])] = out[st]
+	}
+}
+
+func (a *analysis) collectStages() [nStages][]int64 {
+	var out [nStages][]int64
+	for _, i := range a.ok {
+		r := &a.rows[i]
+		s := r.stages()
+		for st := stConnect; st < nStages; st++ {
+			if stageApplies(r, st) {
+				out[st] = append(out[st], s[st])
+			}
+		}
+	}
+	return out
+}
+
+func (a *analysis) distOf(name string, sorted []int64) Dist {
+	d := Dist{Metric: name, Count: int64(len(sorted))}
+	if len(sorted) == 0 {
+		return d
+	}
+	d.Mean = msf(stats.Mean(sorted))
+	d.P50, d.P90 = ms(stats.Percentile(sorted, 50)), ms(stats.Percentile(sorted, 90))
+	d.P95, d.P99 = ms(stats.Percentile(sorted, 95)), ms(stats.Percentile(sorted, 99))
+	d.P999, d.Max = ms(stats.Percentile(sorted, 99.9)), ms(sorted[len(sorted)-1])
+	lo, hi := stats.BootstrapCI(sorted, 95, a.opts.resamples(), a.rng)
+	d.P95CI = [2]float64{ms(lo), ms(hi)}
+	lo, hi = stats.BootstrapCI(sorted, 99, a.opts.resamples(), a.rng)
+	d.P99CI = [2]float64{ms(lo), ms(hi)}
+	d.P99Trusted = len(sorted) >= 1000
+	return d
+}
+
+func (a *analysis) gapDist(name string, g *stats.Sample) Dist {
+	h := g.Hist()
+	if h == nil {
+		if _, ok := a.sorted[name]; !ok {
+			s := slices.Clone(g.Values())
+			slices.Sort(s)
+			a.sorted[name] = s
+		}
+		return a.distOf(name, a.sorted[name])
+	}
+	d := Dist{Metric: name, Count: h.Count(), Approx: true, P99Trusted: h.Count() >= 1000}
+	d.Mean = msf(h.Mean())
+	d.P50, d.P90, d.P95 = ms(h.Percentile(50)), ms(h.Percentile(90)), ms(h.Percentile(95))
+	d.P99, d.P999, d.Max = ms(h.Percentile(99)), ms(h.Percentile(99.9)), ms(h.Max())
+	// With millions of gaps the bootstrap interval is narrower than the
+	// histogram's resolution; report the resolution instead.
+	d.P95CI = [2]float64{d.P95 * (1 - stats.RelativeError), d.P95 * (1 + stats.RelativeError)}
+	d.P99CI = [2]float64{d.P99 * (1 - stats.RelativeError), d.P99 * (1 + stats.RelativeError)}
+	return d
+}
+
+func (a *analysis) dists(rep *Report) {
+	if len(a.ok) == 0 {
+		rep.Metrics = []Dist{}
+		return
+	}
+	for _, m := range headMetrics {
+		if m == "itl" {
+			if a.itl.Count() > 0 {
+				rep.Metrics = append(rep.Metrics, a.gapDist("itl", &a.itl))
+			}
+			continue
+		}
+		s := a.sample(m)
+		if len(s) > 0 {
+			rep.Metrics = append(rep.Metrics, a.distOf(m, s))
+		}
+	}
+	for st := stConnect; st < nStages; st++ {
+		name := string(stageOrder[st])
+		s := a.sample(name)
+		if len(s) == 0 || (s[0] == 0 && s[len(s)-1] == 0 && st != stDecode) {
+			continue // never happened in this run (e.g. no new connections)
+		}
+		rep.Metrics = append(rep.Metrics, a.distOf(name, s))
+	}
+}

@@ -1,0 +1,102 @@
+package report
+
+import "github.com/tokentrace/tokentrace/internal/latency"
+
+// stageOrder lists the stages a request's E2E (from intended) is split into.
+var stageOrder = []latency.Stage{
+	latency.StageClientQueue, latency.StageConnect, latency.StageSend, latency.StageGateway,
+	latency.StageNetwork, latency.StageServerQueue, latency.StagePrefill, latency.StageDecode,
+	latency.StageStreamTail, latency.StageUnattributed,
+}
+
+const (
+	stCQ = iota
+	stConnect
+	stSend
+	stGateway
+	stNetwork
+	stSQ
+	stPrefill
+	stDecode
+	stTail
+	stUnattr
+	nStages
+)
+
+// ttftStages are the stages before the first token.
+var ttftStages = []int{stCQ, stConnect, stSend, stGateway, stNetwork, stSQ, stPrefill, stUnattr}
+
+func allStages() []int {
+	s := make([]int, nStages)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// stageNames are the names of every stage but the client queue.
+func stageNames() []string {
+	var out []string
+	for st := stConnect; st < nStages; st++ {
+		out = append(out, string(stageOrder[st]))
+	}
+	return out
+}
+
+func stageIndex(name string) int {
+	for i, s := range stageOrder {
+		if string(s) == name && s != latency.StageClientQueue {
+			return i
+		}
+	}
+	return -1
+}
+
+// firstOut is the instant the first of the answer reached the client: the
+// first token, or the end for an answer that came whole.
+func (r *row) firstOut() int64 {
+	if r.firstTok == 0 {
+		return r.end
+	}
+	return r.firstTok
+}
+
+// stages splits a successful request's E2E from the intended send into
+// stageOrder; the parts sum exactly to end − intended (docs/metrics.md,
+// "Decomposition formulas").
+func (r *row) stages() (s [nStages]int64) {
+	s[stCQ] = r.sent - r.intended
+	s[stConnect] = r.connect
+	wrote := r.wrote
+	if wrote == 0 {
+		wrote = r.sent + r.connect
+	}
+	s[stSend] = wrote - r.sent - r.connect
+	s[stGateway] = r.gateway
+	first := r.firstOut()
+	pre := first - wrote - r.gateway
+	if r.hasServer() {
+		s[stSQ], s[stPrefill] = r.sq, r.prefill
+		s[stNetwork] = pre - r.sq - r.prefill
+		s[stDecode] = r.decode
+		s[stTail] = r.end - first - r.decode
+	} else {
+		s[stUnattr] = pre
+		s[stDecode] = r.end - first
+	}
+	return s
+}
+
+// stageApplies says whether a stage is measured for a request: the server's
+// stages (and network, stream tail) need its split; unattributed needs its absence.
+func stageApplies(r *row, st int) bool {
+	switch st {
+	case stSQ, stPrefill, stNetwork, stTail:
+		return r.hasServer()
+	case stUnattr:
+		return !r.hasServer()
+	case stGateway:
+		return r.gateway > 0
+	}
+	return true
+}
