@@ -103,7 +103,9 @@ func (s *scheduler) newRequest(q *Request, now int64) *request {
 // initRequest fills r (the state for q arriving at now) and draws its output
 // length.
 func (s *scheduler) initRequest(r *request, q *Request, now int64) {
+	blocks := r.blocks[:0] // a recycled request's block table keeps its capacity
 	*r = request{
+		blocks:    blocks,
 		id:        q.ID,
 		promptLen: q.promptLen(),
 		priority:  q.Priority,
@@ -214,8 +216,8 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 				break
 			}
 			s.waiting.pop()
-			if r.blocks == nil {
-				r.blocks = make([]int32, 0, s.kv.blocksFor(r.promptLen+r.target+s.k))
+			if need := s.kv.blocksFor(r.promptLen + r.target + s.k); cap(r.blocks) < need {
+				r.blocks = make([]int32, 0, need)
 			}
 			s.kv.take(&r.blocks, r.hashes, hits)
 			s.kv.grow(&r.blocks, hitTok+n)
@@ -366,7 +368,7 @@ func (s *scheduler) finishReq(r *request, at int64, why FinishReason) {
 		s.waiting.dead++
 	}
 	s.kv.free(r.blocks)
-	r.blocks = nil
+	r.blocks = r.blocks[:0] // kept for a recycled request (Virtual)
 	r.state = stDone
 	r.finish = at
 	r.reason = why
