@@ -80,14 +80,27 @@ func (r *Replay) Arrivals() Arrivals { return &AtOffsets{At: r.at} }
 
 // Session returns the request of row i.
 func (r *Replay) Session(i int64) Session {
+	in, out := r.Lengths(i)
+	role := 0
+	if r.chat {
+		role = 1
+	}
+	text := tokenizer.Filler(in-role, turnSeed(r.seed, i, 0, 3))
+	req := Request{Session: i, MaxTokens: out}
+	setContent(&req, []tokenizer.Message{{Role: "user", Content: text}}, r.chat)
+	return &single{req: req}
+}
+
+// Lengths returns the input tokens and max_tokens of Session(i)'s request
+// without building its prompt. Each row's prompt is filler text of its own
+// seed, sharing no block-sized prefix with another row's, so a consumer that
+// needs only lengths (the simulator, when nothing caches prefixes of text)
+// loses nothing by skipping the text.
+func (r *Replay) Lengths(i int64) (inputTokens, maxTokens int) {
 	row := r.rows[int(i%int64(len(r.rows)))]
 	role := 0
 	if r.chat {
 		role = 1
 	}
-	in := max(row.Input, role+1)
-	text := tokenizer.Filler(in-role, turnSeed(r.seed, i, 0, 3))
-	req := Request{Session: i, MaxTokens: max(row.Output, 1)}
-	setContent(&req, []tokenizer.Message{{Role: "user", Content: text}}, r.chat)
-	return &single{req: req}
+	return max(row.Input, role+1), max(row.Output, 1)
 }

@@ -335,6 +335,11 @@ func TestReplayWindowAndScale(t *testing.T) {
 	if q0.InputTokens != 20 || q0.MaxTokens != 1 || q1.InputTokens != 30 || q1.MaxTokens != 4 {
 		t.Errorf("requests %d/%d, %d/%d", q0.InputTokens, q0.MaxTokens, q1.InputTokens, q1.MaxTokens)
 	}
+	for i, q := range []Request{q0, q1} {
+		if in, out := r.Lengths(int64(i)); in != q.InputTokens || out != q.MaxTokens {
+			t.Errorf("Lengths(%d) = %d, %d; the session sends %d, %d", i, in, out, q.InputTokens, q.MaxTokens)
+		}
+	}
 	for _, bad := range []string{"5s-1s", "x", "1s"} {
 		if _, err := ParseWindow(bad); err == nil {
 			t.Errorf("window %q accepted", bad)
