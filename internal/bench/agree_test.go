@@ -14,6 +14,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -53,7 +54,7 @@ func TestSameP99Everywhere(t *testing.T) {
 	coll := report.NewCollector(report.Options{})
 	var compat compatAgg
 	dir := t.TempDir()
-	w, err := newRecordWriter(filepath.Join(dir, report.RecordsFile))
+	w, err := results.NewRecordWriter(filepath.Join(dir, report.RecordsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

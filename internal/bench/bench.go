@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -26,6 +25,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -153,7 +153,7 @@ func (c *Config) check() error {
 	} else if err := c.Sweep.Validate(c.SLOs); err != nil {
 		return err
 	}
-	return checkOut(c.OutDir)
+	return results.Check(c.OutDir)
 }
 
 // run is one Run's state, passed from phase to phase.
@@ -216,13 +216,13 @@ func (r *run) reachTarget(ctx context.Context) (func(), error) {
 // and the configuration.
 func (r *run) openFolder() error {
 	dir := r.cfg.OutDir
-	if err := prepareOut(dir); err != nil {
+	if err := results.Prepare(dir); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(dir, CommandFile), r.sum.Command+"\n"); err != nil {
+	if err := results.WriteText(filepath.Join(dir, CommandFile), r.sum.Command+"\n"); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, ConfigFile), map[string]any{
+	return results.WriteJSON(filepath.Join(dir, ConfigFile), map[string]any{
 		"target": redacted(r.target), "config": r.cfg.Echo})
 }
 
@@ -246,7 +246,7 @@ func (r *run) calibrate(ctx context.Context) {
 // it finishes and feeding the report's collector, and judges the client's
 // own health over it.
 func (r *run) measure(ctx context.Context) (err error) {
-	w, err := newRecordWriter(filepath.Join(r.cfg.OutDir, RequestsFile))
+	w, err := results.NewRecordWriter(filepath.Join(r.cfg.OutDir, RequestsFile))
 	if err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 	sum.Report = rep
 	sum.Compat = r.compat.views()
 	sum.SLOsFailed = r.slosFailed(rep)
-	if err := writeJSON(filepath.Join(r.cfg.OutDir, SummaryFile), sum); err != nil {
+	if err := results.WriteJSON(filepath.Join(r.cfg.OutDir, SummaryFile), sum); err != nil {
 		return nil, err
 	}
 	if err := rep.WriteText(out); err != nil {
@@ -392,13 +392,6 @@ func indent(s string) string {
 }
 
 func runID(t time.Time) string { return fmt.Sprintf("tt%x", t.UnixNano()&0xffffffffff) }
-
-func writeFile(path, s string) error {
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	return nil
-}
 
 // redacted is t as config.json records it: its API key, its URL's
 // userinfo and the credentials of its headers (Authorization, api-key

@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -99,32 +97,6 @@ func TestOptionsTraceAndPrompts(t *testing.T) {
 	r, _ := c.Workload.Session(0).Next(0)
 	if r.MaxTokens != 7 || r.InputTokens != 4 {
 		t.Errorf("prompt request %+v", r)
-	}
-}
-
-func TestRecordsAreOnDiskAsTheyFinish(t *testing.T) {
-	path := filepath.Join(t.TempDir(), RequestsFile)
-	w, err := newRecordWriter(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		w.Write(&latency.Record{ID: strings.Repeat("x", i+1)})
-	}
-	// Not closed, not flushed: a killed process leaves exactly this.
-	f, _ := os.Open(path)
-	n := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); n++ {
-	}
-	f.Close()
-	if n != 3 {
-		t.Errorf("%d lines on disk before Close, want 3", n)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := newRecordWriter(path); err == nil {
-		t.Error("an existing requests file was reopened")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -315,10 +316,10 @@ func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 	defer g.Close()
 	coll := report.NewCollector(report.Options{})
 	var compat compatAgg
-	w := &recordWriter{f: nil}
+	w := results.Discard()
 	tenth := max(o.Many/10, 1)
 	r := &Runner{Doer: g.cl, Source: g.src, Clock: g.clock, RunID: "many", Emit: func(rec *latency.Record) {
-		w.encode(rec)
+		w.Write(rec)
 		coll.Add(rec)
 		compat.add(rec)
 	}}

@@ -1,0 +1,127 @@
+// Package results writes a results folder, the output of `tokentrace
+// bench` and `tokentrace simulate` that `tokentrace report` reads:
+// requests.jsonl (one latency.Record per line, appended as each request
+// ends), summary.json, run.json (internal/report's RunInfo), command.txt,
+// config.json and, for a simulation asked for it, steps.jsonl.
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// Files of a results folder.
+const (
+	RequestsFile = "requests.jsonl"
+	SummaryFile  = "summary.json"
+	CommandFile  = "command.txt"
+	ConfigFile   = "config.json"
+	StepsFile    = "steps.jsonl"
+)
+
+// DefaultDir is the results folder used when none is given:
+// ./results/<UTC timestamp>/.
+func DefaultDir(now time.Time) string {
+	return filepath.Join("results", now.UTC().Format("20060102-150405"))
+}
+
+// Check refuses a folder that already holds a run (a *field.Error about
+// output_dir).
+func Check(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, RequestsFile)); err == nil {
+		return field.Errorf("output_dir", "results folder %s already holds a run (%s); choose another {output_dir}", dir, RequestsFile)
+	}
+	return nil
+}
+
+// Prepare creates dir, refusing a folder that already holds a run.
+func Prepare(dir string) error {
+	if err := Check(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results folder: %w", err)
+	}
+	return nil
+}
+
+// RecordWriter appends records to requests.jsonl, one line per record and
+// one write per line, so a killed run keeps every record it finished. It
+// is safe for concurrent use.
+type RecordWriter struct {
+	mu  sync.Mutex
+	f   *os.File // nil: encode only (Discard)
+	buf []byte
+	err error
+}
+
+// NewRecordWriter creates the records file at path; an existing file is
+// an error.
+func NewRecordWriter(path string) (*RecordWriter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("requests file: %w", err)
+	}
+	return &RecordWriter{f: f}, nil
+}
+
+// Discard returns a writer that serializes every record as Write would and
+// keeps none: the cost of writing without the disk (bench's self-test).
+func Discard() *RecordWriter { return &RecordWriter{} }
+
+// Write appends rec; the first error is kept and returned by Close.
+func (w *RecordWriter) Write(rec *latency.Record) {
+	b, err := json.Marshal(rec)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return
+	}
+	if err != nil {
+		w.err = fmt.Errorf("record %s: %w", rec.ID, err)
+		return
+	}
+	w.buf = append(append(w.buf[:0], b...), '\n')
+	if w.f == nil {
+		return
+	}
+	if _, err := w.f.Write(w.buf); err != nil {
+		w.err = fmt.Errorf("requests file: %w", err)
+	}
+}
+
+// Close closes the file and returns the first error of any write.
+func (w *RecordWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f != nil {
+		if err := w.f.Close(); err != nil && w.err == nil {
+			w.err = err
+		}
+	}
+	return w.err
+}
+
+// WriteJSON writes v, indented, to path.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return WriteText(path, string(append(b, '\n')))
+}
+
+// WriteText writes s to path.
+func WriteText(path, s string) error {
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
