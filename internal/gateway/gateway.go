@@ -181,7 +181,7 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 			}
 			p.replicas = append(p.replicas, r)
 		}
-		hint := p.upstreamHint(3 * pc.ScrapeInterval.D())
+		hint := route.WaitingHint(p.replicas, 3*pc.ScrapeInterval.D())
 		var onChange func(depth, inflight int, limit float64)
 		if m := g.Metrics; m != nil {
 			depthG, inflightG, limitG := m.QueueDepth.WithLabelValues(pc.Name), m.InFlight.WithLabelValues(pc.Name), m.Concurrency.WithLabelValues(pc.Name)
@@ -235,26 +235,6 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 func (g *Gateway) Close() {
 	if rt := g.rt.Load(); rt != nil {
 		rt.cancel()
-	}
-}
-
-// upstreamHint is the adaptive limit's hint: the requests the pool's
-// replicas report waiting, fresh only when every replica was scraped
-// within maxAge. Stale or missing figures are ignored (no hint).
-func (p *pool) upstreamHint(maxAge time.Duration) func(time.Time) (float64, bool) {
-	if maxAge <= 0 {
-		return nil
-	}
-	return func(now time.Time) (float64, bool) {
-		total := 0.0
-		for _, r := range p.replicas {
-			w, _, fresh := r.load(now, maxAge)
-			if !fresh {
-				return 0, false
-			}
-			total += w
-		}
-		return total, true
 	}
 }
 

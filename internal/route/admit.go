@@ -41,6 +41,27 @@ type Limits struct {
 	TargetTTFT time.Duration
 }
 
+// DefaultMaxSize is an admission queue's default bound (the gateway's).
+const DefaultMaxSize = 1024
+
+// WithDefaults fills the zero limits as the gateway's configuration does:
+// a queue of DefaultMaxSize and, for an adaptive limit, bounds of 1 and
+// 4 × Concurrency.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxSize == 0 {
+		l.MaxSize = DefaultMaxSize
+	}
+	if l.Adaptive {
+		if l.MinConcurrency == 0 {
+			l.MinConcurrency = 1
+		}
+		if l.MaxConcurrency == 0 {
+			l.MaxConcurrency = 4 * l.Concurrency
+		}
+	}
+	return l
+}
+
 // Validate reports a setting the queue cannot run with.
 func (l Limits) Validate() error {
 	switch {
@@ -48,8 +69,10 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("queue max size %d: must not be negative", l.MaxSize)
 	case l.Concurrency < 0:
 		return fmt.Errorf("queue concurrency %d: must not be negative", l.Concurrency)
-	case l.Adaptive && (l.MinConcurrency < 1 || l.MaxConcurrency < l.MinConcurrency):
-		return fmt.Errorf("an adaptive limit needs 1 <= min concurrency <= max concurrency (got %d, %d)", l.MinConcurrency, l.MaxConcurrency)
+	case l.Adaptive && l.Concurrency == 0:
+		return fmt.Errorf("an adaptive limit needs a concurrency to start from")
+	case l.Adaptive && (l.MinConcurrency < 1 || l.MinConcurrency > l.Concurrency || l.Concurrency > l.MaxConcurrency):
+		return fmt.Errorf("an adaptive limit needs 1 <= min concurrency <= concurrency <= max concurrency (got %d, %d, %d)", l.MinConcurrency, l.Concurrency, l.MaxConcurrency)
 	case l.TargetTTFT < 0:
 		return fmt.Errorf("target TTFT %s: must not be negative", l.TargetTTFT)
 	}
@@ -284,6 +307,27 @@ func (q *Queue[T]) adapt(s limitSample, hint func(time.Time) (float64, bool)) {
 	}
 	q.limit = q.ctl.next(q.cfg, q.limit, s)
 	q.dispatch()
+}
+
+// WaitingHint is ObserveFirstToken's upstream hint over a pool's replicas: the
+// requests they report waiting, fresh only when every one reported within
+// maxAge (stale or missing figures give no hint). It is nil when maxAge is
+// not positive: nothing is scraped.
+func WaitingHint[R Replica](replicas []R, maxAge time.Duration) func(now time.Time) (waiting float64, fresh bool) {
+	if maxAge <= 0 {
+		return nil
+	}
+	return func(now time.Time) (float64, bool) {
+		total := 0.0
+		for _, r := range replicas {
+			w, _, fresh := r.Load(now, maxAge)
+			if !fresh {
+				return 0, false
+			}
+			total += w
+		}
+		return total, true
+	}
 }
 
 func (q *Queue[T]) dispatch() {

@@ -256,4 +256,31 @@ func TestLimitsValidate(t *testing.T) {
 			t.Errorf("%+v: %v", l, err)
 		}
 	}
+	if err := (Limits{Concurrency: 0, Adaptive: true, MinConcurrency: 1, MaxConcurrency: 8}).Validate(); err == nil {
+		t.Error("an adaptive limit without a concurrency to start from was accepted")
+	}
+	l := Limits{Concurrency: 4, Adaptive: true}.WithDefaults()
+	if want := (Limits{MaxSize: 1024, Concurrency: 4, MinConcurrency: 1, MaxConcurrency: 16, Adaptive: true}); l != want {
+		t.Errorf("defaults %+v, want %+v", l, want)
+	}
+	if err := l.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestWaitingHintNeedsEveryReplicaFresh(t *testing.T) {
+	now := time.Unix(100, 0)
+	c := replicas("a", "b")
+	c[0].waiting, c[0].at = 3, now
+	c[1].waiting, c[1].at = 4, now.Add(-2*time.Second)
+	if WaitingHint(c, 0) != nil {
+		t.Fatal("a hint without scraping")
+	}
+	h := WaitingHint(c, 3*time.Second)
+	if w, fresh := h(now); !fresh || w != 7 {
+		t.Errorf("hint %v, %v; want 7 waiting, fresh", w, fresh)
+	}
+	if _, fresh := h(now.Add(1500 * time.Millisecond)); fresh {
+		t.Error("b's figures are 3.5 s old: the hint must be stale")
+	}
 }
