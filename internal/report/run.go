@@ -20,8 +20,11 @@ const RunInfoFile = "run.json"
 // WriteRunInfo; every field is optional.
 type RunInfo struct {
 	Label  string `json:"label,omitempty"`
-	Target string `json:"target,omitempty"` // base URL, or "embedded"
-	Model  string `json:"model,omitempty"`
+	Target string `json:"target,omitempty"` // base URL, "embedded", or the simulated deployment
+	// Simulated marks a run of tokentrace simulate: its records come from
+	// the engine on a virtual clock, not from a server.
+	Simulated bool   `json:"simulated,omitempty"`
+	Model     string `json:"model,omitempty"`
 	// Mode is how requests were scheduled: "open" (arrival rate) or "closed" (concurrency).
 	Mode string `json:"mode,omitempty"`
 	// Duration is the configured run length (the measured span is in the summary).

@@ -1,0 +1,171 @@
+package simulate
+
+import (
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/route"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// Options are `tokentrace simulate`'s settings as a user gives them (the
+// command line is internal/cli's): the engine's and the workload's, as
+// serve and bench name them, and the deployment around the engines, as the
+// gateway's configuration names it. Config turns them into a Config and an
+// Output, or a *field.Error naming the setting that is wrong (the
+// snake_case names in the comments).
+type Options struct {
+	Engine   engine.Options
+	Workload workload.Options
+
+	Endpoint        string // endpoint: chat or completions (how prompts are built)
+	IgnoreEOS       bool   // ignore_eos: answers run to max_tokens
+	ServedModelName string // served_model_name: the model named in the records
+	QueueFullStatus int    // queue_full_status: 429 or 503 for --max-waiting
+
+	Replicas       int           // replicas
+	Balancer       string        // balancer: route.Names
+	LengthPools    string        // length_pools: ParsePools
+	PrefixBytes    int           // prefix_bytes: text hashed by prefix_affinity
+	ScrapeInterval time.Duration // scrape_interval
+	NetworkLatency time.Duration // network_latency: one way, client–router
+
+	Queue        QueueOptions
+	DeadlineTTFT time.Duration // deadline_ttft
+	EarlyReject  bool          // early_reject
+
+	SLO       string // slo: latency.ParseSLOs
+	OutputDir string // output_dir; empty: results.DefaultDir
+	Steps     bool   // steps: write steps.jsonl
+}
+
+// QueueOptions are the admission queue's settings, as the gateway's
+// queue: block names them; the queue is on when Concurrency is set.
+type QueueOptions struct {
+	MaxSize        int           // queue_max_size
+	Concurrency    int           // queue_concurrency
+	MinConcurrency int           // queue_min_concurrency
+	MaxConcurrency int           // queue_max_concurrency
+	Adaptive       string        // queue_adaptive: "" (a fixed limit) or gradient
+	TargetTTFT     time.Duration // queue_target_ttft: the adaptive limit's cap on upstream TTFT
+}
+
+// AdaptiveGradient is the adaptive limit's one controller, as the
+// gateway's queue.adaptive names it.
+const AdaptiveGradient = "gradient"
+
+// Endpoints, as bench names them.
+const (
+	EndpointChat        = "chat"
+	EndpointCompletions = "completions"
+)
+
+// SampleInterval is how often the replicas' state is sampled into run.json.
+const SampleInterval = time.Second
+
+// DefaultOptions are simulate's defaults: serve's engine, bench's workload,
+// one replica, answers run to max_tokens as bench asks of the embedded
+// engine.
+func DefaultOptions() Options {
+	return Options{
+		Engine: engine.DefaultOptions(), Workload: workload.DefaultOptions(),
+		Endpoint: EndpointChat, IgnoreEOS: true, QueueFullStatus: 429,
+		Replicas: 1, Balancer: route.NameLeastOutstanding, PrefixBytes: DefaultPrefixBytes,
+	}
+}
+
+// Config checks the options and builds the simulation and where its
+// results go. given reports whether the user set a field, by its
+// snake_case name; now names the default results folder.
+func (o Options) Config(given func(field string) bool, now time.Time) (Config, Output, error) {
+	var cfg Config
+	var out Output
+	ec, _, err := o.Engine.Config()
+	if err != nil {
+		return cfg, out, err
+	}
+	endpoint := strings.ToLower(o.Endpoint)
+	if endpoint != EndpointChat && endpoint != EndpointCompletions {
+		return cfg, out, field.Invalid("endpoint", o.Endpoint, "want chat or completions")
+	}
+	src, l, err := o.Workload.Build(endpoint == EndpointChat, given)
+	if err != nil {
+		return cfg, out, err
+	}
+	if err := l.Validate(); err != nil {
+		return cfg, out, err
+	}
+	pools, err := ParsePools(o.LengthPools)
+	if err != nil {
+		return cfg, out, field.Wrap("length_pools", err)
+	}
+	replicas := o.Replicas
+	switch {
+	case len(pools) > 0 && !given("replicas"):
+		replicas = 0 // the pools' total
+	case replicas < 1:
+		return cfg, out, field.Invalid("replicas", o.Replicas, "must be at least 1")
+	}
+	model := o.ServedModelName
+	if model == "" {
+		model = ec.Model
+	}
+	cfg = Config{
+		Engine: ec, Replicas: replicas, Pools: pools, Balancer: o.Balancer, PrefixBytes: o.PrefixBytes,
+		ScrapeInterval: o.ScrapeInterval, Network: o.NetworkLatency, QueueFullStatus: o.QueueFullStatus,
+		Workload: src, Load: l, IgnoreEOS: o.IgnoreEOS, Model: model, Steps: o.Steps,
+		SampleInterval: SampleInterval,
+	}
+	if err := o.admission(&cfg); err != nil {
+		return cfg, out, err
+	}
+	slos, err := latency.ParseSLOs(o.SLO)
+	if err != nil {
+		return cfg, out, field.Wrap("slo", err)
+	}
+	out = Output{Dir: o.OutputDir, SLOs: slos, Describe: ec.Describe()}
+	if out.Dir == "" {
+		out.Dir = results.DefaultDir(now)
+	}
+	if err := cfg.withDefaults().validate(); err != nil {
+		return cfg, out, err
+	}
+	return cfg, out, nil
+}
+
+// admission builds the admission queue's configuration, when it is on.
+func (o Options) admission(cfg *Config) error {
+	q := o.Queue
+	switch {
+	case q.MaxSize < 0:
+		return field.Invalid("queue_max_size", q.MaxSize, "must not be negative")
+	case q.Concurrency < 0:
+		return field.Invalid("queue_concurrency", q.Concurrency, "must not be negative")
+	case q.MinConcurrency < 0 || q.MaxConcurrency < 0:
+		return field.Errorf("queue_min_concurrency", "{queue_min_concurrency} and {queue_max_concurrency} must not be negative")
+	case q.TargetTTFT < 0:
+		return field.Invalid("queue_target_ttft", q.TargetTTFT, "must not be negative")
+	case q.Adaptive != "" && q.Adaptive != AdaptiveGradient:
+		return field.Invalid("queue_adaptive", q.Adaptive, "want gradient (or leave it out for a fixed limit)")
+	case q.Adaptive != "" && q.Concurrency == 0:
+		return field.Errorf("queue_adaptive", "needs {queue_concurrency}, the limit it starts from")
+	case o.EarlyReject && o.DeadlineTTFT == 0:
+		return field.Errorf("early_reject", "needs {deadline_ttft}")
+	case q.Concurrency == 0 && (o.DeadlineTTFT > 0 || q.MaxSize > 0):
+		return field.Errorf("queue_concurrency", "the admission queue ({queue_max_size}, {deadline_ttft}) needs a concurrency limit")
+	}
+	if q.Concurrency == 0 {
+		return nil
+	}
+	l := route.Limits{MaxSize: q.MaxSize, Concurrency: q.Concurrency, MinConcurrency: q.MinConcurrency,
+		MaxConcurrency: q.MaxConcurrency, Adaptive: q.Adaptive != "", TargetTTFT: q.TargetTTFT}.WithDefaults()
+	if err := l.Validate(); err != nil {
+		return field.Wrap("queue_concurrency", err)
+	}
+	cfg.Admission = &Admission{Limits: l, DeadlineTTFT: o.DeadlineTTFT, EarlyReject: o.EarlyReject}
+	return nil
+}

@@ -1,0 +1,227 @@
+package simulate
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
+)
+
+// Output says where a simulation's results folder goes and what it says
+// about its run.
+type Output struct {
+	// Dir is the results folder (created; it must not hold a run).
+	Dir string
+	// Command is the command line (command.txt); Echo the configuration as
+	// given (config.json).
+	Command []string
+	Echo    any
+	// SLOs are judged in the report and the summary.
+	SLOs []latency.SLO
+	// Describe is the engine's banner (engine.Config.Describe).
+	Describe string
+}
+
+// Summary is a simulation's summary.json: the report plus what only the
+// simulator knows.
+type Summary struct {
+	Schema    int    `json:"schema"`
+	Command   string `json:"command"`
+	Simulated bool   `json:"simulated"`
+	Target    string `json:"target"`
+	Model     string `json:"model"`
+	Engine    string `json:"engine"`
+	Balancer  string `json:"balancer"`
+	// NetworkNS is the one-way client–router latency assumed.
+	NetworkNS  int64            `json:"network_ns"`
+	Replicas   []ReplicaSummary `json:"replicas"`
+	Sent       int              `json:"sent"`
+	Succeeded  int              `json:"succeeded"`
+	Rejected   int              `json:"rejected"`
+	EndNS      int64            `json:"end_ns"`
+	WallMS     float64          `json:"wall_ms"`
+	Warnings   []string         `json:"warnings,omitempty"`
+	Report     *report.Report   `json:"report"`
+	SLOsFailed bool             `json:"slos_failed"`
+	Records    int              `json:"records"`
+}
+
+// ReplicaSummary is one replica in summary.json.
+type ReplicaSummary struct {
+	Name          string  `json:"name"`
+	Pool          int     `json:"pool"`
+	Requests      int     `json:"requests"`
+	Steps         int64   `json:"steps"`
+	Preemptions   int64   `json:"preemptions"`
+	PrefixQueries int64   `json:"prefix_queries"`
+	PrefixHits    int64   `json:"prefix_hits"`
+	PromptTokens  int64   `json:"prompt_tokens"`
+	OutputTokens  int64   `json:"generation_tokens"`
+	PrefixHitRate float64 `json:"prefix_hit_rate"`
+}
+
+// WriteRun simulates cfg into a results folder that `tokentrace report`
+// reads as it reads bench's: requests.jsonl, run.json (marked simulated),
+// summary.json, command.txt, config.json and, with cfg.Steps, steps.jsonl
+// (one line per engine step: the replica and its engine.StepRecord). The
+// report's text goes to w. A configuration that cannot run is an error
+// before anything is written.
+func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
+	if err := results.Check(o.Dir); err != nil {
+		return nil, err
+	}
+	cfg.RecycleRecords = true // each record is written and reduced before the next
+	s, err := newSim(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = s.cfg
+	if err := results.Prepare(o.Dir); err != nil {
+		return nil, err
+	}
+	sum := &Summary{Schema: 1, Command: strings.Join(o.Command, " "), Simulated: true, Model: cfg.Model,
+		Engine: o.Describe, Balancer: cfg.Balancer, NetworkNS: int64(cfg.Network)}
+	sum.Target = describeTarget(cfg)
+	if err := results.WriteText(filepath.Join(o.Dir, results.CommandFile), sum.Command+"\n"); err != nil {
+		return nil, err
+	}
+	if err := results.WriteJSON(filepath.Join(o.Dir, results.ConfigFile), map[string]any{"config": o.Echo}); err != nil {
+		return nil, err
+	}
+	rw, err := results.NewRecordWriter(filepath.Join(o.Dir, results.RequestsFile))
+	if err != nil {
+		return nil, err
+	}
+	coll := report.NewCollector(report.Options{SLOs: o.SLOs})
+	wall0 := time.Now()
+	res := s.run(func(r *latency.Record) {
+		rw.Write(r)
+		coll.Add(r)
+		sum.Records++
+	})
+	sum.WallMS = float64(time.Since(wall0).Microseconds()) / 1e3
+	if err := rw.Close(); err != nil {
+		return nil, err
+	}
+	sum.Sent, sum.Succeeded, sum.Rejected, sum.EndNS = res.Sent, res.Succeeded, res.Rejected, int64(res.End)
+	sum.Warnings = res.Warnings
+	for _, r := range res.Replicas {
+		sum.Replicas = append(sum.Replicas, summarizeReplica(r))
+	}
+	info := report.RunInfo{Target: sum.Target, Model: cfg.Model, Mode: cfg.Load.Mode(), Simulated: true,
+		Duration: cfg.Load.Duration, OfferedRate: cfg.Load.Rate, Concurrency: cfg.Load.Concurrency,
+		Warnings: res.Warnings}
+	for _, sm := range res.Samples {
+		info.Samples = append(info.Samples, report.ServerSample{AtNS: int64(sm.At), Running: float64(sm.Running),
+			Waiting: float64(sm.Waiting), KVCacheUsage: sm.KVUsage})
+	}
+	coll.SetRun(info)
+	if err := report.WriteRunInfo(o.Dir, info); err != nil {
+		return nil, err
+	}
+	if cfg.Steps {
+		if err := writeSteps(filepath.Join(o.Dir, results.StepsFile), res.Replicas); err != nil {
+			return nil, err
+		}
+	}
+	rep := coll.Report()
+	sum.Report = rep
+	sum.SLOsFailed = len(o.SLOs) > 0 && (len(rep.SLOs) == 0 || rep.SLOsFailed())
+	if err := results.WriteJSON(filepath.Join(o.Dir, results.SummaryFile), sum); err != nil {
+		return nil, err
+	}
+	if err := rep.WriteText(w); err != nil {
+		return nil, err
+	}
+	writeText(w, sum, o.Dir)
+	return sum, nil
+}
+
+func summarizeReplica(r ReplicaResult) ReplicaSummary {
+	st := r.Stats
+	rs := ReplicaSummary{Name: r.Name, Pool: r.Pool, Requests: r.Requests, Steps: st.Steps, Preemptions: st.Preemptions,
+		PrefixQueries: st.PrefixQueries, PrefixHits: st.PrefixHits, PromptTokens: st.PromptTokens, OutputTokens: st.GenerationTokens}
+	if st.PrefixQueries > 0 {
+		rs.PrefixHitRate = float64(st.PrefixHits) / float64(st.PrefixQueries)
+	}
+	return rs
+}
+
+// describeTarget names the simulated deployment, e.g. "simulated: 4
+// replicas, prefix_affinity".
+func describeTarget(cfg Config) string {
+	s := fmt.Sprintf("simulated: %d replica", cfg.Replicas)
+	if cfg.Replicas != 1 {
+		s += "s"
+	}
+	if cfg.Replicas > 1 || len(cfg.Pools) > 0 {
+		s += ", " + cfg.Balancer
+	}
+	if len(cfg.Pools) > 0 {
+		var p []string
+		for _, pl := range cfg.Pools {
+			bound := "*"
+			if pl.MaxInputTokens > 0 {
+				bound = fmt.Sprint(pl.MaxInputTokens)
+			}
+			p = append(p, fmt.Sprintf("%s:%d", bound, pl.Replicas))
+		}
+		s += ", length pools " + strings.Join(p, ",")
+	}
+	if cfg.Admission != nil {
+		s += ", admission"
+	}
+	return s
+}
+
+// stepLine is one line of steps.jsonl.
+type stepLine struct {
+	Replica int `json:"replica"`
+	engine.StepRecord
+}
+
+func writeSteps(path string, reps []ReplicaResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("steps file: %w", err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<16)
+	enc := json.NewEncoder(bw)
+	for i, r := range reps {
+		for _, st := range r.Steps {
+			if err := enc.Encode(stepLine{Replica: i, StepRecord: st}); err != nil {
+				f.Close()
+				return fmt.Errorf("steps file: %w", err)
+			}
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("steps file: %w", err)
+	}
+	return f.Close()
+}
+
+// writeText adds what only the simulator knows under the report's text.
+func writeText(w io.Writer, s *Summary, dir string) {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%s; %d sent, %d succeeded, %d refused; %v of virtual time in %.0f ms\n",
+		s.Target, s.Sent, s.Succeeded, s.Rejected, time.Duration(s.EndNS).Round(time.Millisecond), s.WallMS)
+	for _, r := range s.Replicas {
+		fmt.Fprintf(w, "replica   %-11s pool %d: %6d requests, %7d steps, %5d preemptions, prefix cache hits %.1f%%\n",
+			r.Name, r.Pool, r.Requests, r.Steps, r.Preemptions, 100*r.PrefixHitRate)
+	}
+	for _, warn := range s.Warnings {
+		fmt.Fprintf(w, "WARNING   %s\n", warn)
+	}
+	fmt.Fprintf(w, "results   %s (%d records)\n", dir, s.Records)
+}
