@@ -122,12 +122,11 @@ func benchConfig(opts bench.Options, sim serve.Options, g, simG *flagGroup) (ben
 // sweeps and SLOs, and the results folder.
 func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.stringVar(&o.URL, "url", "base URL of an OpenAI-compatible server (with or without /v1); none: start the embedded engine")
-	g.stringVar(&o.Endpoint, "endpoint", "API: chat (/v1/chat/completions) or completions (/v1/completions)")
+	bindRequestFlags(g, &o.Endpoint, &o.IgnoreEOS)
 	g.stringVar(&o.Model, "model", "model name to send (default: the first of GET /v1/models)")
 	g.stringVar(&o.APIKey, "api-key", "bearer token (default: $OPENAI_API_KEY)")
 	g.stringArrayVar(&o.Headers, "header", `extra request header "Name: value" (repeatable)`)
 	g.boolVar(&o.Stream, "stream", "stream the answers (server-sent events)")
-	g.boolVar(&o.IgnoreEOS, "ignore-eos", "send ignore_eos so answers run to max_tokens (vLLM, SGLang; on by default for the embedded engine)")
 	g.boolVar(&o.MinTokens, "min-tokens", "send min_tokens = max_tokens (vLLM)")
 	g.boolVar(&o.ContinuousUsage, "continuous-usage", "ask for token counts on every chunk (vLLM's continuous_usage_stats; on by default for the embedded engine)")
 	g.boolVar(&o.ReturnMetrics, "return-metrics", "ask a tokentrace server for its per-request metrics object")
@@ -135,7 +134,7 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	bindWorkloadFlags(g, &o.Workload)
 	g.stringVar(&o.Sweep, "sweep", "run several points: a list of rates (or of concurrencies without --rate), or auto")
 	g.durationVar(&o.SweepMinSpan, "sweep-min-span", "sweep: each rate point sends for at least this long (more requests than --requests if needed), so a short burst that the server absorbs is not taken for sustained capacity")
-	g.stringVar(&o.SLO, "slo", `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"; with --sweep auto: capacity search`)
+	bindSLOFlag(g, &o.SLO, `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"; with --sweep auto: capacity search`)
 	bindOutputDir(g, &o.OutputDir, "results folder (default ./results/<timestamp>/)")
 	g.boolVar(&o.NoCalibration, "no-calibration", "skip the loopback calibration of the client's overhead")
 	g.durationVar(&o.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")

@@ -111,9 +111,8 @@ func bindLegacyOutputLength(g *flagGroup, o *engine.Options) {
 // bindServerFlags binds the OpenAI server's own settings around the
 // engine (serve; bench as --sim-*).
 func bindServerFlags(g *flagGroup, o *serve.Options) {
-	g.stringVar(&o.ServedModelName, "served-model-name", "model name clients send (default: the model's name)")
+	bindAnswerFlags(g, &o.ServedModelName, &o.QueueFullStatus)
 	g.int64Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body accepted")
-	g.intVar(&o.QueueFullStatus, "queue-full-status", "status when the waiting queue (--max-waiting) is full: 429 or 503")
 	g.durationVar(&o.ReadHeaderTimeout, "read-header-timeout", "deadline for a request's headers, from the connection's accept or its previous answer")
 	g.durationVar(&o.BodyTimeout, "body-timeout", "deadline for a request's body, from the end of its headers (408 after it)")
 	g.durationVar(&o.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")
@@ -129,6 +128,25 @@ func bindServerFlags(g *flagGroup, o *serve.Options) {
 	g.float64Var(&f.StallRate, "fault-stall-rate", "fraction of requests that stall once mid-stream")
 	g.durationVar(&f.StallDuration, "fault-stall-duration", "length of a mid-stream stall")
 	g.float64Var(&f.ResetRate, "fault-reset-rate", "fraction of requests whose connection is reset mid-stream")
+}
+
+// bindAnswerFlags binds how a server names its model and refuses requests
+// beyond --max-waiting (serve; bench as --sim-*; simulate).
+func bindAnswerFlags(g *flagGroup, servedModelName *string, queueFullStatus *int) {
+	g.stringVar(servedModelName, "served-model-name", "model name clients send (default: the model's name)")
+	g.intVar(queueFullStatus, "queue-full-status", "status when the waiting queue (--max-waiting) is full: 429 or 503")
+}
+
+// bindRequestFlags binds how each request is asked for: the API and
+// whether answers run to max_tokens (bench; simulate).
+func bindRequestFlags(g *flagGroup, endpoint *string, ignoreEOS *bool) {
+	g.stringVar(endpoint, "endpoint", "API: chat (/v1/chat/completions) or completions (/v1/completions)")
+	g.boolVar(ignoreEOS, "ignore-eos", "send ignore_eos so answers run to max_tokens (vLLM, SGLang; on by default for the embedded engine)")
+}
+
+// bindSLOFlag binds --slo (bench; report; simulate).
+func bindSLOFlag(g *flagGroup, slo *string, usage string) {
+	g.stringVar(slo, "slo", usage)
 }
 
 // bindWorkloadFlags binds what is sent and when (bench; simulate; plan).

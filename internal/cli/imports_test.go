@@ -16,6 +16,7 @@ const module = "github.com/tokentrace/tokentrace"
 type pkg struct {
 	ImportPath string
 	Imports    []string // direct, non-test imports
+	Deps       []string // every package it depends on, non-test
 }
 
 // listPackages runs go list over the module's packages.
@@ -57,11 +58,16 @@ func listPackages(t *testing.T) []pkg {
 //   - nothing imports cli but cmd/tokentrace;
 //   - latency imports nothing of this module;
 //   - perfmodel imports no engine, serve, bench or gateway;
-//   - engine imports no net/http.
+//   - engine imports no net/http; neither do the simulator and the
+//     placement policies it shares with the gateway (route), not even
+//     through another package: they run on a virtual clock.
 func TestImportRules(t *testing.T) {
 	cliPath, cmdPath := module+"/internal/cli", module+"/cmd/tokentrace"
 	for _, p := range listPackages(t) {
 		name := strings.TrimPrefix(p.ImportPath, module+"/")
+		if slices.Contains([]string{"internal/engine", "internal/route", "internal/simulate"}, name) && slices.Contains(p.Deps, "net/http") {
+			t.Errorf("%s depends on net/http", name)
+		}
 		for _, imp := range p.Imports {
 			switch {
 			case (strings.HasPrefix(imp, "github.com/spf13/cobra") || strings.HasPrefix(imp, "github.com/spf13/pflag")) &&

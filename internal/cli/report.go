@@ -64,7 +64,7 @@ output cannot be written (docs/cli.md).`,
 	}
 	f := cmd.Flags()
 	g = newFlagGroup(f, "", "")
-	g.stringVar(&slo, "slo", `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms,e2e:p95<=10s"`)
+	bindSLOFlag(g, &slo, `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms,e2e:p95<=10s"`)
 	g.bind("format", "output format: "+strings.Join(report.Formats, ", "), func(fs *pflag.FlagSet, n, u string) {
 		fs.StringVarP(&cfg.Format, n, "f", cfg.Format, u)
 	})
