@@ -15,6 +15,10 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
+// maxReferenceLag is the send lag P99 (ms) past which bench's wall-clock
+// run is no reference: the process got the CPU too rarely to keep time.
+const maxReferenceLag = 50
+
 func p50(t *testing.T, rep *report.Report, metric string) float64 {
 	t.Helper()
 	for _, d := range rep.Metrics {
@@ -31,9 +35,10 @@ func p50(t *testing.T, rep *report.Report, metric string) float64 {
 // SSE, the real client), and through simulate on the virtual clock. The
 // scheduler and performance model are the same code, so the medians must
 // agree. The engines' own split (server queue + prefill) is compared
-// always; the client's TTFT, TPOT and E2E when bench found the machine fit
-// to keep its schedule, with a tolerance for what only the wall-clock run
-// has: the loopback HTTP round trip, tokenization and SSE framing (its
+// always (within 20 %, or 50 % when bench doubts its own run on a busy
+// machine); the client's TTFT, TPOT and E2E when bench found the machine
+// fit to keep its schedule, with a tolerance for what only the wall-clock
+// run has: the loopback HTTP round trip, tokenization and SSE framing (its
 // measured network stage, about a millisecond).
 func TestAgreesWithBenchAgainstTheEngine(t *testing.T) {
 	if testing.Short() {
@@ -83,20 +88,32 @@ func TestAgreesWithBenchAgainstTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The engines' own view: queue + prefill, each run's server split.
+	// The engines' own view: queue + prefill, each run's server split. On a
+	// machine so busy that bench doubts its own schedule, the wall-clock
+	// engine's step loop falls behind too (past 20 ms it restarts from the
+	// current time), which shifts its instants: only a gross disagreement
+	// is then an error.
+	if lag := bres.Summary.Client.SendLagP99MS; lag > maxReferenceLag {
+		t.Skipf("the machine is too busy to run the wall-clock reference: bench's own send lag P99 is %.0f ms (over %d ms)", lag, maxReferenceLag)
+	}
+	doubted := len(bres.Summary.Client.Warnings) > 0
+	rel := 0.2
+	if doubted {
+		rel = 0.5
+	}
 	bs := p50(t, bres.Report, "server_queue") + p50(t, bres.Report, "prefill")
 	ss := p50(t, sum.Report, "server_queue") + p50(t, sum.Report, "prefill")
 	t.Logf("server queue + prefill P50: bench %.2f ms, simulate %.2f ms", bs, ss)
-	if d := math.Abs(bs - ss); d > 2 && d > 0.2*ss {
-		t.Errorf("server queue + prefill P50: bench %.2f ms, simulate %.2f ms", bs, ss)
+	if d := math.Abs(bs - ss); d > 2 && d > rel*ss {
+		t.Errorf("server queue + prefill P50: bench %.2f ms, simulate %.2f ms: apart by more than 2 ms and %.0f%%", bs, ss, 100*rel)
 	}
 	// The client's view, allowing the wall-clock run its measured network
 	// stage (loopback HTTP, tokenization, SSE and scheduling delays). On a
 	// machine too busy to keep bench's own schedule (bench then warns of
 	// its send lag or CPU), wall-clock lateness reaches the client's
 	// numbers and the comparison would measure the machine, not the twin.
-	if w := bres.Summary.Client.Warnings; len(w) > 0 {
-		t.Logf("client-side medians not compared: bench doubts its own run on this machine now: %q", w)
+	if doubted {
+		t.Logf("client-side medians not compared: bench doubts its own run on this machine now: %q", bres.Summary.Client.Warnings)
 		return
 	}
 	network := p50(t, bres.Report, "network")
