@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/internal/jsonscan"
+	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
 
@@ -199,21 +199,14 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 	if !chat && !sawPrompt {
 		return Request{}, fmt.Errorf("%w: missing required parameter 'prompt'", errScan)
 	}
-	h := fnv.New64a()
-	left := prefixBytes
+	key := route.NewPrefixKey(prefixBytes)
 	for _, t := range r.texts {
-		if left <= 0 {
+		if key.Full() {
 			break
 		}
-		raw := body[t.start:t.end]
-		if len(raw) > left {
-			raw = raw[:left]
-		}
-		left -= len(raw)
-		_, _ = h.Write(raw)
-		_, _ = h.Write([]byte{0})
+		key.Add(body[t.start:t.end])
 	}
-	r.PrefixHash = h.Sum64()
+	r.PrefixHash = key.Sum()
 	return r, nil
 }
 

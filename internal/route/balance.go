@@ -193,15 +193,14 @@ func (b *PrefixAffinity[Q, R]) Pick(req Q, c []R) R {
 // finaliser so that close keys spread. (Written out rather than with
 // hash/fnv so that a pick allocates nothing.)
 func hrw(key uint64, name string) uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
+	h := uint64(fnvOffset)
 	for i := range 8 {
 		h ^= uint64(byte(key >> (8 * i)))
-		h *= prime
+		h *= fnvPrime
 	}
 	for i := 0; i < len(name); i++ {
 		h ^= uint64(name[i])
-		h *= prime
+		h *= fnvPrime
 	}
 	h ^= h >> 30
 	h *= 0xbf58476d1ce4e5b9

@@ -284,3 +284,38 @@ func TestWaitingHintNeedsEveryReplicaFresh(t *testing.T) {
 		t.Error("b's figures are 3.5 s old: the hint must be stale")
 	}
 }
+
+func TestPrefixKeyIsFNV1aOverTheLimitWithZeroBytes(t *testing.T) {
+	ref := func(limit int, texts ...string) uint64 {
+		h := fnv.New64a()
+		for _, s := range texts {
+			if limit <= 0 {
+				break
+			}
+			s = s[:min(len(s), limit)]
+			limit -= len(s)
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+		return h.Sum64()
+	}
+	for _, tc := range []struct {
+		limit int
+		texts []string
+	}{
+		{512, []string{"system", "You are terse.", "user", "Hi!"}},
+		{10, []string{"system", "You are terse.", "user", "Hi!"}},
+		{6, []string{"system", "x"}},
+		{0, []string{"a"}},
+		{100, nil},
+	} {
+		a, b := NewPrefixKey(tc.limit), NewPrefixKey(tc.limit)
+		for _, s := range tc.texts {
+			a.Add([]byte(s))
+			b.AddString(s)
+		}
+		if want := ref(tc.limit, tc.texts...); a.Sum() != want || b.Sum() != want {
+			t.Errorf("limit %d %q: %x, %x; want %x", tc.limit, tc.texts, a.Sum(), b.Sum(), want)
+		}
+	}
+}

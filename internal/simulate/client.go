@@ -268,34 +268,18 @@ func (s *sim) nextTurn(id int32, prev *latency.Record) {
 	}
 }
 
-// prefixKey hashes the first n bytes of the prompt's text as the gateway
-// does (FNV-1a over each text, a chat message's role and content, each
-// followed by a zero byte).
+// prefixKey is the request's prefix-affinity key, as the gateway computes
+// it from the body it would have received (route.PrefixKey).
 func prefixKey(q *workload.Request, n int) uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
-	add := func(s string) {
-		if n <= 0 {
-			return
-		}
-		if len(s) > n {
-			s = s[:n]
-		}
-		n -= len(s)
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= prime
-		}
-		h *= prime // the zero byte: h ^= 0, h *= prime
-	}
+	key := route.NewPrefixKey(n)
 	if q.Messages == nil {
-		add(q.Prompt)
+		key.AddString(q.Prompt)
 	}
 	for _, m := range q.Messages {
-		add(m.Role)
-		add(m.Content)
+		key.AddString(m.Role)
+		key.AddString(m.Content)
 	}
-	return h
+	return key.Sum()
 }
 
 // mix is the splitmix64 finalizer: a key for a request without text.
