@@ -40,6 +40,10 @@ type Gateway struct {
 	// Tracer starts one span per request; nil traces nothing (a client's
 	// traceparent is still passed upstream).
 	Tracer trace.Tracer
+	// NewLimiter makes the limiter of a configured API key that has
+	// limits; nil uses NewLocalLimiter (in-process token buckets). A
+	// key whose configuration a reload keeps keeps its limiter.
+	NewLimiter func(KeyConfig) Limiter
 
 	rt        atomic.Pointer[liveConfig]
 	mu        sync.Mutex // serialises SetConfig
@@ -61,7 +65,7 @@ type liveConfig struct {
 
 type keyState struct {
 	cfg KeyConfig
-	lim *keyLimiter
+	lim Limiter // nil: the key has no limits
 }
 
 // pool is a live pool: replicas, balancer, admission queue and the recent
@@ -114,6 +118,13 @@ func (g *Gateway) init() {
 		}
 		g.idPrefix = newIDPrefix()
 	})
+}
+
+func (g *Gateway) newLimiter(k KeyConfig) Limiter {
+	if g.NewLimiter != nil {
+		return g.NewLimiter(k)
+	}
+	return NewLocalLimiter(k)
 }
 
 func (g *Gateway) now() time.Time {
@@ -216,10 +227,11 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	}
 	for _, k := range cfg.Keys {
 		ks := &keyState{cfg: k}
-		if old != nil && old.keys[k.SHA256] != nil && old.keys[k.SHA256].cfg == k {
+		switch {
+		case old != nil && old.keys[k.SHA256] != nil && old.keys[k.SHA256].cfg == k:
 			ks.lim = old.keys[k.SHA256].lim
-		} else {
-			ks.lim = newKeyLimiter(k)
+		case k.RequestsPerSecond > 0 || k.TokensPerMinute > 0:
+			ks.lim = g.newLimiter(k)
 		}
 		rt.keys[k.SHA256] = ks
 	}

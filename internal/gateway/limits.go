@@ -6,107 +6,126 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// bucket is a token bucket: capacity cap, refilled at rate per second.
-type bucket struct {
-	cap, rate float64
-	level     float64
-	at        time.Time
+// Limiter enforces one API key's limits (KeyConfig's requests per second
+// and tokens per minute). Allow charges one request of tokens when both
+// limits allow it (neither is charged otherwise) and returns the
+// decision. The gateway's own is in-process token buckets
+// (NewLocalLimiter); an implementation shared by several gateway
+// replicas (a Redis-backed one) slots in through Gateway.NewLimiter.
+// Implementations must be safe for concurrent use.
+type Limiter interface {
+	Allow(now time.Time, tokens int) LimitDecision
 }
 
-func (b *bucket) refill(now time.Time) {
-	if b.at.IsZero() {
-		b.level, b.at = b.cap, now
-		return
-	}
-	if dt := now.Sub(b.at).Seconds(); dt > 0 {
-		b.level = math.Min(b.cap, b.level+dt*b.rate)
-		b.at = now
-	}
+// LimitDecision is a Limiter's answer for one request.
+type LimitDecision struct {
+	Allowed bool
+	// Wait is how long until the request would be allowed, when it was not.
+	Wait time.Duration
+	// Requests and Tokens are the state the x-ratelimit-* headers report;
+	// a zero Limit means that limit is not set.
+	Requests, Tokens Quota
 }
 
-// take removes n if available; otherwise it returns how long until n are.
-func (b *bucket) take(now time.Time, n float64) (ok bool, wait time.Duration) {
-	b.refill(now)
-	if n > b.cap {
-		n = b.cap // a request larger than the bucket waits for a full one
-	}
-	if b.level >= n {
-		b.level -= n
-		return true, 0
-	}
-	return false, time.Duration((n - b.level) / b.rate * float64(time.Second))
+// Quota is one limit's state after a decision.
+type Quota struct {
+	Limit     int64         // the bucket's capacity
+	Remaining int64         // what is left now
+	Reset     time.Duration // until the bucket is full again, or Wait on refusal
 }
 
-// keyLimiter enforces one API key's requests/s and tokens/min.
-type keyLimiter struct {
-	mu       sync.Mutex
-	requests *bucket // nil = unlimited
-	tokens   *bucket
-}
-
-func newKeyLimiter(k KeyConfig) *keyLimiter {
-	l := &keyLimiter{}
+// NewLocalLimiter returns the in-process limiter of k: token buckets
+// (golang.org/x/time/rate) of RequestsPerSecond with capacity Burst
+// (default max(1, rate), rounded down) and of TokensPerMinute with
+// capacity TokensPerMinute. A request of more tokens than the capacity
+// waits for a full bucket.
+func NewLocalLimiter(k KeyConfig) Limiter {
+	l := &localLimiter{}
 	if k.RequestsPerSecond > 0 {
-		burst := float64(k.Burst)
+		burst := k.Burst
 		if burst == 0 {
-			burst = math.Max(1, k.RequestsPerSecond)
+			burst = int(math.Max(1, k.RequestsPerSecond))
 		}
-		l.requests = &bucket{cap: burst, rate: k.RequestsPerSecond}
+		l.requests = rate.NewLimiter(rate.Limit(k.RequestsPerSecond), burst)
 	}
 	if k.TokensPerMinute > 0 {
-		l.tokens = &bucket{cap: float64(k.TokensPerMinute), rate: float64(k.TokensPerMinute) / 60}
+		l.tokens = rate.NewLimiter(rate.Limit(float64(k.TokensPerMinute)/60), k.TokensPerMinute)
 	}
 	return l
 }
 
-// allow charges one request of tokens; on refusal it returns the wait.
-// It sets the OpenAI-style x-ratelimit-* headers on h either way.
-func (l *keyLimiter) allow(now time.Time, tokens int, h http.Header) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	okR, okT := true, true
-	var waitR, waitT time.Duration
-	if l.requests != nil {
-		l.requests.refill(now)
-		okR = l.requests.level >= 1
-		if !okR {
-			waitR = time.Duration((1 - l.requests.level) / l.requests.rate * float64(time.Second))
-		}
-	}
-	if l.tokens != nil {
-		l.tokens.refill(now)
-		n := math.Min(float64(tokens), l.tokens.cap)
-		okT = l.tokens.level >= n
-		if !okT {
-			waitT = time.Duration((n - l.tokens.level) / l.tokens.rate * float64(time.Second))
-		}
-	}
-	ok := okR && okT
-	if ok { // charge both only when both allow
-		if l.requests != nil {
-			l.requests.take(now, 1)
-		}
-		if l.tokens != nil {
-			l.tokens.take(now, float64(tokens))
-		}
-	}
-	if l.requests != nil {
-		setLimitHeaders(h, "requests", l.requests, waitR)
-	}
-	if l.tokens != nil {
-		setLimitHeaders(h, "tokens", l.tokens, waitT)
-	}
-	return ok, max(waitR, waitT)
+// localLimiter is NewLocalLimiter's: two buckets read and charged under
+// one mutex, so that a request is charged to both or to neither.
+type localLimiter struct {
+	mu       sync.Mutex
+	requests *rate.Limiter // nil = unlimited
+	tokens   *rate.Limiter
 }
 
-func setLimitHeaders(h http.Header, what string, b *bucket, wait time.Duration) {
-	h.Set("X-Ratelimit-Limit-"+what, strconv.FormatInt(int64(b.cap), 10))
-	h.Set("X-Ratelimit-Remaining-"+what, strconv.FormatInt(int64(math.Max(0, b.level)), 10))
+func (l *localLimiter) Allow(now time.Time, tokens int) LimitDecision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	nT := 0
+	if l.tokens != nil {
+		nT = min(tokens, l.tokens.Burst())
+	}
+	waitR, waitT := shortfall(l.requests, now, 1), shortfall(l.tokens, now, nT)
+	d := LimitDecision{Allowed: waitR == 0 && waitT == 0, Wait: max(waitR, waitT)}
+	if d.Allowed {
+		if l.requests != nil {
+			l.requests.AllowN(now, 1)
+		}
+		if l.tokens != nil {
+			l.tokens.AllowN(now, nT)
+		}
+	}
+	d.Requests, d.Tokens = quota(l.requests, now, waitR), quota(l.tokens, now, waitT)
+	return d
+}
+
+// shortfall is how long until b holds n tokens (0: it does now, or b is
+// nil).
+func shortfall(b *rate.Limiter, now time.Time, n int) time.Duration {
+	if b == nil {
+		return 0
+	}
+	lack := float64(n) - b.TokensAt(now)
+	if lack <= 0 {
+		return 0
+	}
+	return time.Duration(lack / float64(b.Limit()) * float64(time.Second))
+}
+
+// quota is b's state at now for the headers; wait is the refusal's wait
+// (0 when allowed).
+func quota(b *rate.Limiter, now time.Time, wait time.Duration) Quota {
+	if b == nil {
+		return Quota{}
+	}
+	level := b.TokensAt(now)
 	reset := wait
 	if reset == 0 {
-		reset = time.Duration((b.cap - b.level) / b.rate * float64(time.Second))
+		reset = time.Duration((float64(b.Burst()) - level) / float64(b.Limit()) * float64(time.Second))
 	}
-	h.Set("X-Ratelimit-Reset-"+what, reset.Round(time.Millisecond).String())
+	return Quota{Limit: int64(b.Burst()), Remaining: int64(math.Max(0, level)), Reset: reset}
+}
+
+// setLimitHeaders sets the OpenAI-style x-ratelimit-* headers of each
+// limit d reports.
+func setLimitHeaders(h http.Header, d LimitDecision) {
+	for _, q := range []struct {
+		what string
+		q    Quota
+	}{{"requests", d.Requests}, {"tokens", d.Tokens}} {
+		if q.q.Limit == 0 {
+			continue
+		}
+		h.Set("X-Ratelimit-Limit-"+q.what, strconv.FormatInt(q.q.Limit, 10))
+		h.Set("X-Ratelimit-Remaining-"+q.what, strconv.FormatInt(q.q.Remaining, 10))
+		h.Set("X-Ratelimit-Reset-"+q.what, q.q.Reset.Round(time.Millisecond).String())
+	}
 }

@@ -309,11 +309,11 @@ func (x *exchange) applyLimits() bool {
 	if x.key == nil || x.key.lim == nil {
 		return true
 	}
-	tokens := x.req.InputTokens() + x.req.MaxTokens
-	ok, wait := x.key.lim.allow(x.g.now(), tokens, x.w.Header())
-	if !ok {
+	d := x.key.lim.Allow(x.g.now(), x.req.InputTokens()+x.req.MaxTokens)
+	setLimitHeaders(x.w.Header(), d)
+	if !d.Allowed {
 		x.reject("rate_limit", http.StatusTooManyRequests, openai.TypeRateLimit,
-			fmt.Sprintf("rate limit reached for key %q; retry after %s", x.key.cfg.Name, wait.Round(time.Millisecond)), wait)
+			fmt.Sprintf("rate limit reached for key %q; retry after %s", x.key.cfg.Name, d.Wait.Round(time.Millisecond)), d.Wait)
 		return false
 	}
 	return true
