@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/route"
@@ -52,6 +53,9 @@ type Gateway struct {
 	idPrefix  string
 	idSeq     atomic.Uint64
 	draining  atomic.Bool // set by Drain: /health answers 503
+	// bg runs the configurations' background goroutines (the pools'
+	// scrapers); Close waits for them.
+	bg errgroup.Group
 }
 
 // liveConfig is one configuration made live.
@@ -208,7 +212,10 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 		p.adm.mu.Unlock()
 		rt.pools[pc.Name] = p
 		if pc.ScrapeInterval > 0 {
-			go g.scrapeLoop(ctx, p)
+			g.bg.Go(func() error {
+				g.scrapeLoop(ctx, p)
+				return nil
+			})
 		}
 	}
 	for i := range cfg.Routes {
@@ -243,11 +250,13 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	return nil
 }
 
-// Close stops background work (scrapers).
+// Close stops background work (the scrapers of the live configuration;
+// those of replaced ones stopped at the reload) and waits for it to end.
 func (g *Gateway) Close() {
 	if rt := g.rt.Load(); rt != nil {
 		rt.cancel()
 	}
+	_ = g.bg.Wait()
 }
 
 func (g *Gateway) scrapeLoop(ctx context.Context, p *pool) {

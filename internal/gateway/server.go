@@ -2,10 +2,14 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/redact"
@@ -93,10 +97,11 @@ func NewServer(rc RunConfig) (*Server, error) {
 // and shuts down gracefully: new connections are refused and requests in
 // flight, streams included, get Grace to finish. It exports spans when the
 // configuration names an OTLP endpoint and reloads a configuration file
-// when it changes.
+// when it changes. Every goroutine it starts (the HTTP server, the reload
+// watcher, the pools' scrapers) has ended when it returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	g, cfg, log := s.g, s.cfg, s.log
-	defer g.Close()
+	defer g.Close() // stops the scrapers and waits for them
 	if cfg.OTLPEndpoint != "" {
 		tp, err := NewOTLPTracerProvider(ctx, cfg.OTLPEndpoint)
 		if err != nil {
@@ -113,27 +118,41 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}()
 		g.Tracer = tp.Tracer("github.com/tokentrace/tokentrace/internal/gateway")
 	}
+	limits := cfg.Server.limits()
+	srv := limits.Server(g)
+	ln = limits.Listener(ln)
+	log.Info("gateway listening", "addr", ln.Addr().String(), "pools", len(cfg.Pools), "routes", len(cfg.Routes))
+
+	// The server, the watcher and the stopper run in one group: a server
+	// that fails ends the group (its context) and so the others; the end
+	// of ctx drains and stops the server, whose Serve then returns.
+	grp, gctx := errgroup.WithContext(ctx)
+	grp.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("gateway: serve: %w", err)
+		}
+		return nil
+	})
 	if s.rc.ConfigPath != "" {
 		iv := s.rc.ReloadInterval
 		if iv <= 0 {
 			iv = 2 * time.Second
 		}
-		go Watch(ctx, s.rc.ConfigPath, s.loaded, iv, g.SetConfig, log)
+		grp.Go(func() error {
+			Watch(gctx, s.rc.ConfigPath, s.loaded, iv, g.SetConfig, log)
+			return nil
+		})
 	}
-	limits := cfg.Server.limits()
-	srv := limits.Server(g)
-	ln = limits.Listener(ln)
-	log.Info("gateway listening", "addr", ln.Addr().String(), "pools", len(cfg.Pools), "routes", len(cfg.Routes))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("gateway: serve: %w", err)
-	case <-ctx.Done():
-	}
-	grace := s.rc.Grace
-	if grace == 0 {
-		grace = DefaultGrace
-	}
-	return g.drainAndStop(srv, s.rc.DrainDelay, grace, log)
+	grp.Go(func() error {
+		<-gctx.Done()
+		if ctx.Err() == nil { // the server failed: nothing to drain
+			return srv.Close()
+		}
+		grace := s.rc.Grace
+		if grace == 0 {
+			grace = DefaultGrace
+		}
+		return g.drainAndStop(srv, s.rc.DrainDelay, grace, log)
+	})
+	return grp.Wait()
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,70 @@ func TestZeroGatewayAnswers503(t *testing.T) {
 	r.Body.Close()
 	if r, _ := http.Get(gw.URL + "/metrics"); r.StatusCode != 404 {
 		t.Errorf("metrics without a handler: %d, want 404", r.StatusCode)
+	}
+}
+
+// gatewayGoroutines lists the goroutines running the gateway's background
+// work or its HTTP server, by id, leaving out those in skip (running
+// before the test started, left by other tests).
+func gatewayGoroutines(skip map[string]bool) map[string]string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	out := map[string]string{}
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		id, _, _ := strings.Cut(g, " [")
+		if skip[id] {
+			continue
+		}
+		for _, fn := range []string{"gateway.(*Gateway).scrapeLoop", "gateway.Watch(", "gateway.(*Gateway).drainAndStop", "net/http.(*Server).Serve("} {
+			if strings.Contains(g, fn) && !strings.Contains(g, "httptest") {
+				out[id] = fn
+			}
+		}
+	}
+	return out
+}
+
+// When Serve returns, every goroutine it started has ended: the HTTP
+// server, the reload watcher and each pool's scraper (those of a replaced
+// configuration too).
+func TestServeWaitsForItsGoroutines(t *testing.T) {
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	cfg := func(iv string) string {
+		return "pools: [{name: p, scrape_interval: " + iv + ", replicas: [{url: \"" + up.URL() + "\"}]}, {name: q, balancer: queue_aware, replicas: [{url: \"" + up.URL() + "\"}]}]\nroutes: [{model: \"*\", pool: p}]\n"
+	}
+	if err := os.WriteFile(path, []byte(cfg("20ms")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]bool{}
+	for id := range gatewayGoroutines(nil) {
+		before[id] = true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, RunConfig{ConfigPath: path, ReloadInterval: 10 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			func(a net.Addr) { addrc <- a })
+	}()
+	addr := <-addrc
+	if s, _, b := do(t, "http://"+addr.String(), chatBody("m", false, "hi", ""), nil); s != 200 {
+		t.Fatalf("status %d: %s", s, b)
+	}
+	replaceFile(t, path, cfg("30ms")) // a reload: new scrapers, the old ones stopped
+	deadline := time.Now().Add(10 * time.Second)
+	for running := gatewayGoroutines(before); len(running) < 4; running = gatewayGoroutines(before) {
+		if time.Now().After(deadline) {
+			t.Fatalf("running: %v; want the server, the watcher and two scrapers", running)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if left := gatewayGoroutines(before); len(left) > 0 {
+		t.Errorf("still running after Serve returned: %v", left)
 	}
 }
