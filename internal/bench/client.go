@@ -155,6 +155,7 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 	rec.Schema = latency.RecordSchema
 	rec.Model = c.target.Model
 	rec.Stream = c.target.Stream
+	rec.MaxTokens = max(req.MaxTokens, 1)
 	bp, _ := c.bufs.Get().(*[]byte)
 	if bp == nil {
 		b := make([]byte, 0, 1024)
@@ -262,13 +263,18 @@ func (c *Client) readResponse(ctx context.Context, rec *latency.Record, req *wor
 		failStatus(rec, resp, body)
 		return
 	}
+	var final string
 	if c.target.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		c.readStream(ctx, rec, req, body, arrival)
+		final = c.readStream(ctx, rec, req, body, arrival)
 	} else {
 		c.readBody(ctx, rec, req, body, arrival)
 	}
 	if rec.OK() {
-		serverTiming(rec, resp.Header.Values("Server-Timing"), resp.Trailer.Values("Server-Timing"))
+		v := latency.TimingValues{Header: resp.Header.Values("Server-Timing"), Trailer: resp.Trailer.Values("Server-Timing")}
+		if final != "" {
+			v.Final = []string{final}
+		}
+		serverTiming(rec, v)
 	}
 }
 
@@ -471,15 +477,23 @@ func failStatus(rec *latency.Record, resp *http.Response, body io.Reader) {
 	fail(rec, kind, fmt.Sprintf("%s: %s", resp.Status, msg))
 }
 
-// readStream reads an SSE response into rec.
-func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader, arrival func() int64) {
+// readStream reads an SSE response into rec, and returns the Server-Timing
+// value of its final comment, if any.
+func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader, arrival func() int64) (final string) {
 	rd, _ := c.readers.Get().(*sse.Reader)
 	if rd == nil {
 		rd = sse.NewReader(body, arrival, 0)
+		rd.KeepComment = latency.FinalTimingComment
 	} else {
 		rd.Reset(body, arrival)
 	}
-	defer func() { rd.Reset(nil, nil); c.readers.Put(rd) }()
+	defer func() {
+		if len(rd.Kept) > 0 {
+			final = string(rd.Kept)
+		}
+		rd.Reset(nil, nil)
+		c.readers.Put(rd)
+	}()
 	if n := min(max(req.MaxTokens, 1), 4096); cap(rec.ChunkNS) < n {
 		rec.ChunkNS = make([]int64, 0, n)
 		if c.target.ContinuousUsage {
@@ -521,6 +535,7 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 	if st.choices == 0 && rec.OK() {
 		fail(rec, latency.ErrInvalidEvent, "the stream carried no choices")
 	}
+	return final // set by the deferred function
 }
 
 // readBody reads a non-streaming response into rec.

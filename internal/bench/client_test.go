@@ -277,8 +277,8 @@ func TestBadTargets(t *testing.T) {
 
 func TestServerTimingThroughGateway(t *testing.T) {
 	rec := &latency.Record{}
-	serverTiming(rec, []string{"gateway_in;dur=0.2, queue;dur=5, connect;dur=0.3"},
-		[]string{"decode;dur=40, post_process;dur=0.1, backpressure;dur=0, server_queue;dur=2, prefill;dur=10, network;dur=1, total;dur=60"})
+	serverTiming(rec, latency.TimingValues{Header: []string{"gateway_in;dur=0.2, queue;dur=5, connect;dur=0.3"},
+		Trailer: []string{"decode;dur=40, post_process;dur=0.1, backpressure;dur=0, server_queue;dur=2, prefill;dur=10, network;dur=1, total;dur=60"}})
 	want := &latency.ServerSplit{QueueNS: 2e6, PrefillNS: 10e6, DecodeNS: 40e6, Source: "server-timing"}
 	if diff := cmp.Diff(want, rec.Server); diff != "" || rec.GatewayNS != 5600000 {
 		t.Errorf("gateway %d, split (-want +got):\n%s", rec.GatewayNS, diff)
@@ -341,5 +341,37 @@ func TestSilenceWatch(t *testing.T) {
 	w.fire()
 	if canceled.Load() != 1 {
 		t.Fatal("a stopped watch canceled")
+	}
+}
+
+// Every hop's stages are read from the header, the final SSE comment and
+// the trailer; bad entries are noted, never counted.
+func TestStagesFromHeaderFinalEventAndTrailer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Trailer", "Server-Timing")
+		w.Header().Add("Server-Timing", "app.in;dur=0.5, app.retrieval;dur=2")
+		w.Header().Add("Server-Timing", "app.rerank;dur=oops")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`+"\n\n")
+		_, _ = io.WriteString(w, ": ping\n: server-timing app.upstream;dur=3, app.total;dur=6, server_queue;dur=1\ndata: [DONE]\n\n")
+		w.Header().Set("Server-Timing", "app.upstream;dur=3, app.total;dur=6, server_queue;dur=1, prefill;dur=1.5")
+	}))
+	t.Cleanup(srv.Close)
+	rec := do(t, newTestClient(t, srv.URL, nil))
+	if !rec.OK() {
+		t.Fatalf("failed: %s %s", rec.ErrorKind, rec.Error)
+	}
+	want := []latency.HopStage{{Hop: latency.HopApp, Name: "in", NS: 5e5}, {Hop: latency.HopApp, Name: "retrieval", NS: 2e6},
+		{Hop: latency.HopApp, Name: "upstream", NS: 3e6}, {Hop: latency.HopApp, Name: "total", NS: 6e6},
+		{Hop: latency.HopServer, Name: "server_queue", NS: 1e6}, {Hop: latency.HopServer, Name: "prefill", NS: 15e5}}
+	if diff := cmp.Diff(want, rec.Timing); diff != "" {
+		t.Errorf("stages (-want +got):\n%s", diff)
+	}
+	if len(rec.TimingNotes) == 0 || !strings.Contains(rec.TimingNotes[0], "app.rerank;dur=oops: dur is not a number") {
+		t.Errorf("notes %q", rec.TimingNotes)
+	}
+	if rec.MaxTokens != testReq.MaxTokens || rec.Schema != latency.RecordSchema {
+		t.Errorf("max_tokens %d, schema %d", rec.MaxTokens, rec.Schema)
 	}
 }

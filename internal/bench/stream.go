@@ -264,21 +264,32 @@ func metricsSplit(rec *latency.Record, raw json.RawMessage) {
 	}
 }
 
-// serverTiming reads the Server-Timing header and trailer values
-// ("server_queue;dur=1.2, prefill;dur=30.5, server_decode;dur=812" in
+// serverTiming reads the Server-Timing values of the header, the final
+// event and the trailer ("server_queue;dur=1.2, prefill;dur=30.5" in
 // milliseconds, the W3C Server-Timing syntax; the names are latency's,
-// former ones included). A tokentrace gateway on the path adds its own
-// stages (gateway_in, gateway_queue, connect, post_process, backpressure);
-// their time goes to GatewayNS.
-func serverTiming(rec *latency.Record, lists ...[]string) {
-	var values []string
-	for _, l := range lists {
-		values = append(values, l...)
+// former ones included): every hop's stages into Timing, with notes on
+// what was set aside (latency.ParseTiming, and a hop claiming more time
+// than the request took, latency.Record.Path); and the server's split and
+// a tokentrace gateway's own time into Server and GatewayNS.
+func serverTiming(rec *latency.Record, v latency.TimingValues) {
+	if v.Empty() {
+		return
 	}
-	sp, gateway, ok := latency.SplitServerTiming(values)
+	sp, gateway, ok := latency.SplitServerTiming(v.All())
 	rec.GatewayNS = int64(gateway)
 	if ok {
 		rec.Server = &sp
+	}
+	rec.Timing, rec.TimingNotes = latency.ParseTiming(v)
+	if len(rec.Timing) == 0 {
+		return
+	}
+	if p, ok := rec.Path(); ok {
+		for _, n := range p.Notes {
+			if len(rec.TimingNotes) < latency.MaxTimingNotes {
+				rec.TimingNotes = append(rec.TimingNotes, n)
+			}
+		}
 	}
 }
 

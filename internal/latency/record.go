@@ -4,7 +4,10 @@ import "time"
 
 // RecordSchema is the version of Record that this build writes. Readers
 // accept records whose "v" is at most this and refuse newer ones by name.
-const RecordSchema = 1
+// Version 2 added Timing, TimingNotes and MaxTokens; a version 1 record
+// has none of them and reads as before (its split is in Server and
+// GatewayNS).
+const RecordSchema = 2
 
 // Token-count sources, for Record.InputSource and Record.OutputSource.
 const (
@@ -42,6 +45,8 @@ type Record struct {
 	Phase    string `json:"phase,omitempty"`  // sweep point or run label, e.g. "rate=20"
 	Session  int64  `json:"session,omitempty"`
 	Turn     int    `json:"turn,omitempty"`
+	// MaxTokens is the output limit the request asked for (0: unknown).
+	MaxTokens int `json:"max_tokens,omitempty"`
 
 	IntendedNS    int64 `json:"intended_ns"`               // when the schedule meant to send it
 	SentNS        int64 `json:"sent_ns"`                   // when the client began sending it
@@ -84,6 +89,13 @@ type Record struct {
 	// Gateway is a tokentrace gateway's own time, when one was on the path.
 	GatewayNS int64  `json:"gateway_ns,omitempty"`
 	TraceID   string `json:"trace_id,omitempty"`
+
+	// Timing is every stage the hops on the path reported in Server-Timing
+	// (ParseTiming: grouped by hop in path order); Path decomposes E2E
+	// with it. TimingNotes says what was set aside and why (a malformed
+	// entry, a duplicate, a hop claiming more time than the request took).
+	Timing      []HopStage `json:"timing,omitempty"`
+	TimingNotes []string   `json:"timing_notes,omitempty"`
 }
 
 // ServerSplit is the server-side part of a request's latency as reported by

@@ -1,11 +1,6 @@
 package latency
 
-import (
-	"math"
-	"strconv"
-	"strings"
-	"time"
-)
+import "time"
 
 // TimingName is a Server-Timing metric name: the one vocabulary
 // tokentrace serve and the tokentrace gateway send and SplitServerTiming
@@ -66,24 +61,14 @@ const timingFormerQueue TimingName = "queue"
 func ParseServerTiming(values []string) map[TimingName]time.Duration {
 	out := make(map[TimingName]time.Duration, 4)
 	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			fields := strings.Split(part, ";")
-			name := strings.ToLower(strings.TrimSpace(fields[0]))
-			if name == "" {
-				continue
+		scanTiming(v, func(e timingEntry) {
+			if !e.hasDur {
+				return
 			}
-			for _, f := range fields[1:] {
-				k, val, ok := strings.Cut(strings.TrimSpace(f), "=")
-				if !ok || !strings.EqualFold(strings.TrimSpace(k), "dur") {
-					continue
-				}
-				ms, err := strconv.ParseFloat(strings.Trim(strings.TrimSpace(val), `"`), 64)
-				if err != nil || ms < 0 || ms > 1e9 || math.IsNaN(ms) {
-					continue
-				}
-				out[TimingName(name)] = time.Duration(ms * 1e6)
+			if ns, why := parseDur(e.dur); why == "" {
+				out[TimingName(e.name)] = time.Duration(ns)
 			}
-		}
+		}, func(string, string) {})
 	}
 	return out
 }

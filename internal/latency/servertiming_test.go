@@ -69,3 +69,79 @@ func FuzzParseServerTiming(f *testing.F) {
 		}
 	})
 }
+
+func TestParseTiming(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    TimingValues
+		want  []HopStage
+		notes []string
+	}{
+		{"hops in order of first appearance, each hop's stages in order",
+			TimingValues{
+				Header:  []string{`app.in;dur=1, app.retrieval;dur=30;desc="3 calls, parallel"`, "gateway_in;dur=0.2"},
+				Trailer: []string{"app.guardrail;dur=5, upstream_ttft;dur=40, frontend;dur=0.4, server_queue;dur=5, App.Total;dur=50"},
+			},
+			[]HopStage{{HopApp, "in", 1e6}, {HopApp, "retrieval", 30e6}, {HopApp, "guardrail", 5e6}, {HopApp, "total", 50e6},
+				{HopGateway, "gateway_in", 2e5}, {HopGateway, "upstream_ttft", 40e6},
+				{HopServer, "frontend", 4e5}, {HopServer, "server_queue", 5e6}},
+			nil},
+		{"a trailer repeating the header, and the final event repeating the trailer, are one report",
+			TimingValues{Header: []string{"server_queue;dur=2, prefill;dur=3"}, Final: []string{"server_decode;dur=4"},
+				Trailer: []string{"server_queue;dur=2, prefill;dur=3, server_decode;dur=4"}},
+			[]HopStage{{HopServer, "server_queue", 2e6}, {HopServer, "prefill", 3e6}, {HopServer, "server_decode", 4e6}},
+			nil},
+		{"former names, no gateway", TimingValues{Trailer: []string{"queue;dur=2, decode;dur=4"}},
+			[]HopStage{{HopServer, "server_queue", 2e6}, {HopServer, "server_decode", 4e6}}, nil},
+		{"former names behind a gateway", TimingValues{Header: []string{"gateway_in;dur=1, queue;dur=2"}, Trailer: []string{"decode;dur=4"}},
+			[]HopStage{{HopGateway, "gateway_in", 1e6}, {HopGateway, "gateway_queue", 2e6}, {HopGateway, "decode", 4e6}}, nil},
+		{"bad input is noted and never counted",
+			TimingValues{
+				Header: []string{`prefill;dur=abc, ;dur=3, a b;dur=1, neg;dur=-1, big;dur=1e12, cache;desc="hit", ok;dur=1`,
+					`q;desc="unterminated, x;dur=9`},
+				Trailer: []string{"ok;dur=2, dup;dur=1, dup;dur=1"},
+			},
+			[]HopStage{{HopServer, "ok", 2e6}, {HopServer, "dup", 1e6}},
+			[]string{
+				"server-timing header: prefill;dur=abc: dur is not a number; skipped",
+				`server-timing header: malformed entry ";dur=3" (no metric name); skipped`,
+				`server-timing header: malformed entry "a b;dur=1" (unexpected 'b'); skipped`,
+				"server-timing header: neg;dur=-1: dur is negative; skipped",
+				"server-timing header: big;dur=1e12: dur is out of range; skipped",
+				`server-timing header: malformed entry "q;desc=\"unterminated, x;dur=9" (an unterminated quoted string); skipped`,
+				"server-timing: ok is 1.000 ms in the header, 2.000 ms in the trailer; the trailer's kept",
+				"server-timing trailer: dup reported twice (1.000, then 1.000 ms); the later kept",
+			}},
+	}
+	for _, tt := range tests {
+		got, notes := ParseTiming(tt.in)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: stages (-want +got):\n%s", tt.name, diff)
+		}
+		if diff := cmp.Diff(tt.notes, notes); diff != "" {
+			t.Errorf("%s: notes (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func FuzzParseTiming(f *testing.F) {
+	f.Add(`app.in;dur=1, gateway_in;dur=0.2;desc="a, b"`, `server_queue;dur=2, x;dur=-1, ;;`)
+	f.Add(`a;dur="1\"2", b;dur=1e309`, `a;dur=1,a;dur=2`)
+	f.Fuzz(func(t *testing.T, header, trailer string) {
+		st, notes := ParseTiming(TimingValues{Header: []string{header}, Trailer: []string{trailer, header}})
+		if len(notes) > MaxTimingNotes {
+			t.Fatalf("%d notes", len(notes))
+		}
+		seen := map[HopStage]bool{}
+		for _, s := range st {
+			if s.NS < 0 || s.NS > maxTimingMS*1e6 || s.Hop == "" || s.Name == "" {
+				t.Fatalf("bad stage %+v", s)
+			}
+			k := HopStage{Hop: s.Hop, Name: s.Name}
+			if seen[k] {
+				t.Fatalf("stage %s.%s twice", s.Hop, s.Name)
+			}
+			seen[k] = true
+		}
+	})
+}

@@ -22,8 +22,12 @@ func decodeRecord(b []byte, r *latency.Record) error {
 
 // strCache remembers the last value of each repetitive string field (model,
 // sources, finish reason, phase, error kind) so that a run of records
-// shares one string instead of allocating one per record.
-type strCache [8]string
+// shares one string instead of allocating one per record, and interns the
+// hop and stage names of Timing.
+type strCache struct {
+	last  [8]string
+	names map[string]string
+}
 
 const (
 	scModel = iota
@@ -78,11 +82,86 @@ func (d *fastDecoder) strc(slot int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if string(k) == d.cache[slot] {
-		return d.cache[slot], nil
+	if string(k) == d.cache.last[slot] {
+		return d.cache.last[slot], nil
 	}
-	d.cache[slot] = string(k)
-	return d.cache[slot], nil
+	d.cache.last[slot] = string(k)
+	return d.cache.last[slot], nil
+}
+
+// name reads a string like str, interned: hop and stage names repeat on
+// every record.
+func (d *fastDecoder) name() (string, error) {
+	k, err := plain(d.s.String())
+	if err != nil {
+		return "", err
+	}
+	if v, ok := d.cache.names[string(k)]; ok {
+		return v, nil
+	}
+	if d.cache.names == nil {
+		d.cache.names = map[string]string{}
+	}
+	if len(d.cache.names) >= 1024 { // a bound against records full of distinct names
+		return string(k), nil
+	}
+	v := string(k)
+	d.cache.names[v] = v
+	return v, nil
+}
+
+// timing reads a Timing array into dst's storage.
+func (d *fastDecoder) timing(dst []latency.HopStage) ([]latency.HopStage, error) {
+	if d.s.Null() {
+		return nil, nil
+	}
+	dst = dst[:0]
+	err := d.s.Array(func(int) error {
+		if d.s.Null() { // encoding/json leaves a null element as the zero value
+			dst = append(dst, latency.HopStage{})
+			return nil
+		}
+		var st latency.HopStage
+		err := d.object(func(k []byte) error {
+			if d.s.Null() {
+				return errSlow
+			}
+			var err error
+			switch string(k) {
+			case "hop":
+				var h string
+				h, err = d.name()
+				st.Hop = latency.Hop(h)
+			case "name":
+				st.Name, err = d.name()
+			case "ns":
+				st.NS, err = d.int64()
+			default:
+				return errSlow
+			}
+			return err
+		})
+		dst = append(dst, st)
+		return err
+	})
+	if dst == nil {
+		dst = []latency.HopStage{}
+	}
+	return dst, err
+}
+
+// strs reads an array of strings.
+func (d *fastDecoder) strs() ([]string, error) {
+	if d.s.Null() {
+		return nil, nil
+	}
+	out := []string{}
+	err := d.s.Array(func(int) error {
+		v, err := d.str()
+		out = append(out, v)
+		return err
+	})
+	return out, err
 }
 
 func (d *fastDecoder) int64() (int64, error) { return d.s.Int64() }
@@ -123,10 +202,12 @@ var recordKeys = []string{"v", "id", "server_id", "model", "stream", "warmup", "
 	"intended_ns", "sent_ns", "connect_ns", "wrote_ns", "first_byte_ns", "first_reason_ns", "first_token_ns",
 	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "output_tokens",
 	"reasoning_tokens", "cached_tokens", "input_source", "output_source", "finish_reason", "status",
-	"error_kind", "error", "server", "gateway_ns", "trace_id"}
+	"error_kind", "error", "server", "gateway_ns", "trace_id", "max_tokens", "timing", "timing_notes"}
 
 func (d *fastDecoder) record(r *latency.Record) error {
 	spare := r.Server // the previous record's split, reused for this one's
+	spareTiming := r.Timing[:0]
+	seenTiming, seenNotes := false, false
 	*r = resetRecord(*r)
 	err := d.object(func(k []byte) error {
 		var err error
@@ -200,6 +281,23 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			r.GatewayNS, err = d.int64()
 		case "trace_id":
 			r.TraceID, err = d.str()
+		case "max_tokens":
+			r.MaxTokens, err = d.int()
+		case "timing":
+			if seenTiming { // encoding/json would decode into the first's elements
+				return errSlow
+			}
+			seenTiming = true
+			if r.Timing == nil {
+				r.Timing, spareTiming = spareTiming, nil
+			}
+			r.Timing, err = d.timing(r.Timing)
+		case "timing_notes":
+			if seenNotes {
+				return errSlow
+			}
+			seenNotes = true
+			r.TimingNotes, err = d.strs()
 		case "server":
 			// Like encoding/json, a repeated "server" fills the same split.
 			if r.Server == nil {
@@ -255,6 +353,8 @@ func (d *fastDecoder) nullField(r *latency.Record, k []byte) error {
 		r.OtherNS = nil
 	case "server":
 		r.Server = nil
+	case "timing", "timing_notes":
+		return errSlow // encoding/json's result depends on what came before
 	}
 	return nil
 }

@@ -33,6 +33,18 @@ func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 		[]byte(`{"v":1,"chunk_ns":[1234567890123456789]}`),
 		[]byte(`{"v":1,"chunk_ns":[12`),
 		[]byte(`[]`),
+		[]byte(`{"v":2,"id":"t","max_tokens":64,"timing":[{"hop":"app","name":"retrieval","ns":3000},{"hop":"server","name":"prefill","ns":7}],"timing_notes":["a","b"]}`),
+		[]byte(`{"v":2,"timing":[],"timing_notes":[]}`),
+		[]byte(`{"v":2,"timing":null,"timing_notes":null}`),
+		[]byte(`{"v":2,"timing":[null,{"hop":"a"}]}`),
+		[]byte(`{"v":2,"timing":[{"hop":"a","ns":1}],"timing":[{"name":"x"}]}`), // encoding/json fills the first's element
+		[]byte(`{"v":2,"timing":[{"hop":"a","ns":1}],"timing":null}`),
+		[]byte(`{"v":2,"timing":[{"Hop":"a","ns":1.5}]}`),
+		[]byte(`{"v":2,"timing":[{"hop":"a","extra":1}]}`),
+		[]byte(`{"v":2,"timing":[{"hop":null}]}`),
+		[]byte(`{"v":2,"timing_notes":["a"],"timing_notes":[null]}`),
+		[]byte(`{"v":2,"timing_notes":["caf\u00e9 →"]}`),
+		[]byte(`{"v":2,"timing":{"hop":"a"}}`),
 	}
 	for _, line := range lines {
 		var fast, std latency.Record
@@ -61,6 +73,12 @@ func normalize(r latency.Record) latency.Record {
 	if len(r.OtherNS) == 0 {
 		r.OtherNS = nil
 	}
+	if len(r.Timing) == 0 {
+		r.Timing = nil
+	}
+	if len(r.TimingNotes) == 0 {
+		r.TimingNotes = nil
+	}
 	return r
 }
 
@@ -69,6 +87,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendBenchRecord(nil, 1, rng))
 	f.Add([]byte(`{"v":1,"id":"a","chunk_ns":[1,-2],"server":{"queue_ns":3},"x":[{}]}`))
 	f.Add([]byte(`{"V":2,"Id":"\u0041"}`))
+	f.Add([]byte(`{"v":2,"timing":[{"hop":"app","name":"in","ns":5}],"timing_notes":["x"],"max_tokens":3}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var fast, std latency.Record
 		errFast := decodeRecord(line, &fast)
@@ -116,6 +135,31 @@ func TestCollectorGapsMatchRecord(t *testing.T) {
 		}
 		if got := c.rows[i].stall; got != int64(r.MaxStall()) {
 			t.Errorf("%s: stall %d, want %d", r.ID, got, r.MaxStall())
+		}
+	}
+}
+
+// Decoding a run of lines into one record (as the loader does) gives each
+// line's own stages, never the previous line's.
+func TestFastDecoderReusesTimingStorage(t *testing.T) {
+	lines := []string{
+		`{"v":2,"timing":[{"hop":"app","name":"in","ns":1},{"hop":"app","name":"upstream","ns":2},{"hop":"server","name":"prefill","ns":3}]}`,
+		`{"v":2,"timing":[{"hop":"gateway","name":"gateway_in","ns":4}]}`,
+		`{"v":2,"id":"none"}`,
+		`{"v":2,"timing":[{"hop":"app","ns":5}],"timing_notes":["n"]}`,
+	}
+	var sc strCache
+	var r latency.Record
+	for _, l := range lines {
+		if err := sc.decode([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		var want latency.Record
+		if err := json.Unmarshal([]byte(l), &want); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(normalize(want), normalize(r)); diff != "" {
+			t.Errorf("%s (-encoding/json +fast):\n%s", l, diff)
 		}
 	}
 }

@@ -52,6 +52,12 @@ type Reader struct {
 	hasData    bool
 	// Comments counts the comment lines seen so far.
 	Comments int
+	// KeepComment, when set, keeps a comment: Kept holds the text after
+	// this prefix of the last comment line that starts with it (a
+	// tokentrace hop's final ": server-timing VALUE"). Reset keeps the
+	// prefix and empties Kept.
+	KeepComment string
+	Kept        []byte
 }
 
 // NewReader returns a Reader of r that reads the arrival instant of each
@@ -79,6 +85,7 @@ func (rd *Reader) Reset(r io.Reader, now func() int64) {
 	rd.data, rd.name, rd.id = rd.data[:0], rd.name[:0], rd.id[:0]
 	rd.hasData = false
 	rd.Comments = 0
+	rd.Kept = rd.Kept[:0]
 }
 
 // Next returns the next event. At the end of the input it returns io.EOF;
@@ -138,6 +145,12 @@ func (rd *Reader) dispatch() Event {
 func (rd *Reader) field(line []byte) error {
 	if line[0] == ':' {
 		rd.Comments++
+		if rd.KeepComment != "" {
+			text := bytes.TrimPrefix(line[1:], []byte(" "))
+			if bytes.HasPrefix(text, []byte(rd.KeepComment)) {
+				rd.Kept = append(rd.Kept[:0], text[len(rd.KeepComment):]...)
+			}
+		}
 		return nil
 	}
 	name, value := line, []byte(nil)

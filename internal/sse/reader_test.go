@@ -224,3 +224,24 @@ func BenchmarkReader(b *testing.B) {
 		}
 	}
 }
+
+// A comment starting with KeepComment is kept (the last one), whatever
+// the line ending; others are only counted.
+func TestReaderKeepsComment(t *testing.T) {
+	var clock int64
+	in := ": ping\n\ndata: a\n\n: server-timing decode;dur=1\r\n:server-timing total;dur=2\ndata: [DONE]\n\n"
+	rd := NewReader(&chunkReader{chunks: []string{in}, clock: &clock}, func() int64 { return clock }, 0)
+	rd.KeepComment = "server-timing "
+	for {
+		if _, err := rd.Next(); err != nil {
+			break
+		}
+	}
+	if string(rd.Kept) != "total;dur=2" || rd.Comments != 3 {
+		t.Errorf("kept %q, %d comments", rd.Kept, rd.Comments)
+	}
+	rd.Reset(strings.NewReader("data: x\n\n"), nil)
+	if len(rd.Kept) != 0 || rd.KeepComment == "" {
+		t.Errorf("after Reset: kept %q, prefix %q", rd.Kept, rd.KeepComment)
+	}
+}

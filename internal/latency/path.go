@@ -1,0 +1,299 @@
+package latency
+
+import (
+	"fmt"
+	"time"
+)
+
+// Names of the parts of a path that no hop reports as its own stage.
+const (
+	// PartNetwork is the time between two hops that neither claims, where
+	// the outer one measured it as waiting on the inner one: transit both
+	// ways and the inner one's HTTP server before and after its handler.
+	PartNetwork = "network"
+	// PartUnattributed is time no hop accounts for: inside a hop's total
+	// but outside its stages, between hops where the outer one did not say
+	// it was waiting, or the whole of a server's time when it gave no split.
+	PartUnattributed = "unattributed"
+)
+
+// PathTolerance is how much more time a hop may claim than the client
+// measured around it before its report is set aside: milliseconds rounded
+// to three decimals and the instants two processes read a little apart
+// stay within it.
+const PathTolerance = time.Millisecond
+
+// PathPart is one leaf of a request's decomposition along its path.
+type PathPart struct {
+	// Hop claims the part: a hop, a link "a→b" (Link) for the time between
+	// two hops, or "" for time no hop claims at all.
+	Hop Hop `json:"hop"`
+	// Name is the hop's stage, or PartNetwork / PartUnattributed.
+	Name string `json:"name"`
+	NS   int64  `json:"ns"`
+}
+
+// Path is a successful request's E2E from the intended send split into
+// non-overlapping parts along its path (docs/metrics.md, "Decomposition
+// along the path"). The parts sum exactly to EndNS − IntendedNS.
+type Path struct {
+	Parts []PathPart `json:"parts"`
+	// Hops are the hops whose stages are used, in path order (the client
+	// first); a hop whose report was set aside is not among them.
+	Hops []Hop `json:"hops"`
+	// HiddenNS is inner hops' time left out because it ran while the hop
+	// around them did its own work (a streaming guardrail checking one
+	// token while the server generates the next).
+	HiddenNS int64 `json:"hidden_ns,omitempty"`
+	// Notes say which hop's report was set aside and why.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Link names the connection between hops a and b: "a→b".
+func Link(a, b Hop) Hop { return a + "→" + b }
+
+// Sum is the total of the parts.
+func (p *Path) Sum() int64 {
+	var s int64
+	for _, x := range p.Parts {
+		s += x.NS
+	}
+	return s
+}
+
+// Path decomposes a successful request's E2E from the intended send along
+// its path: the client's queue, connect and send, then each hop's stages
+// nested by their roles (RoleOf), the network between hops, and whatever
+// no hop accounts for as unattributed. ok is false for a failed request.
+//
+// A version 1 record (no Timing) is read through its Server split and
+// GatewayNS: a gateway's own time, then the server's queue, prefill and
+// decode.
+func (r *Record) Path() (p Path, ok bool) {
+	if !r.OK() || r.EndNS == 0 {
+		return Path{}, false
+	}
+	wrote := r.WroteNS
+	if wrote == 0 {
+		wrote = r.SentNS + r.ConnectNS
+	}
+	w := pathWalker{p: &p}
+	p.Hops = append(p.Hops, HopClient)
+	w.add(HopClient, string(StageClientQueue), r.SentNS-r.IntendedNS)
+	w.add(HopClient, string(StageConnect), r.ConnectNS)
+	w.add(HopClient, string(StageSend), wrote-r.SentNS-r.ConnectNS)
+	// A hop's handler starts once the request's headers are read, so it
+	// may claim up to end − sent.
+	w.walk(groupHops(r.reportedStages()), HopClient, r.EndNS-wrote, r.EndNS-r.SentNS, availWait, nil)
+	return p, true
+}
+
+// reportedStages is Timing, or a version 1 record's split as stages.
+func (r *Record) reportedStages() []HopStage {
+	if len(r.Timing) > 0 {
+		return r.Timing
+	}
+	var s []HopStage
+	if r.GatewayNS > 0 {
+		s = append(s, HopStage{HopGateway, string(StageGateway), r.GatewayNS})
+	}
+	if sp := r.Server; sp != nil {
+		s = append(s, HopStage{HopServer, string(TimingServerQueue), sp.QueueNS},
+			HopStage{HopServer, string(TimingPrefill), sp.PrefillNS},
+			HopStage{HopServer, string(TimingServerDecode), sp.DecodeNS})
+	}
+	return s
+}
+
+// hopReport is one hop's stages by role.
+type hopReport struct {
+	hop             Hop
+	items           []pathItem // own and upstream stages, in order
+	own, up, total  int64
+	hasUp, hasTotal bool
+}
+
+type pathItem struct {
+	name string
+	ns   int64
+	up   bool
+}
+
+// groupHops groups stages by hop, hops in order of first appearance.
+func groupHops(stages []HopStage) []hopReport {
+	var hops []hopReport
+	for _, s := range stages {
+		i := 0
+		for i < len(hops) && hops[i].hop != s.Hop {
+			i++
+		}
+		if i == len(hops) {
+			hops = append(hops, hopReport{hop: s.Hop})
+		}
+		h := &hops[i]
+		switch RoleOf(s.Hop, s.Name) {
+		case RoleOwn:
+			h.items = append(h.items, pathItem{name: s.Name, ns: s.NS})
+			h.own += s.NS
+		case RoleUpstream:
+			h.items = append(h.items, pathItem{name: s.Name, ns: s.NS, up: true})
+			h.up += s.NS
+			h.hasUp = true
+		case RoleTotal:
+			h.total, h.hasTotal = s.NS, true
+		}
+	}
+	return hops
+}
+
+// claim is the hop's whole time: its total, or the sum of its stages.
+func (h *hopReport) claim() int64 {
+	if h.hasTotal {
+		return h.total
+	}
+	return h.own + h.up
+}
+
+type pathWalker struct{ p *Path }
+
+func (w *pathWalker) add(hop Hop, name string, ns int64) {
+	w.p.Parts = append(w.p.Parts, PathPart{Hop: hop, Name: name, NS: ns})
+}
+
+func (w *pathWalker) note(format string, args ...any) {
+	if len(w.p.Notes) < MaxTimingNotes {
+		w.p.Notes = append(w.p.Notes, fmt.Sprintf(format, args...))
+	}
+}
+
+// usable returns hops from the first whose report can be used, noting
+// each one set aside: one claiming more than limit, or whose stages sum
+// to more than its total.
+func (w *pathWalker) usable(hops []hopReport, limit int64) []hopReport {
+	for len(hops) > 0 {
+		h := &hops[0]
+		switch {
+		case h.hasTotal && h.own+h.up > h.total+int64(PathTolerance):
+			w.note("%s: its stages sum to %s ms, more than its total of %s ms; set aside", h.hop, fmtMS(h.own+h.up), fmtMS(h.total))
+		case h.claim() > limit+int64(PathTolerance):
+			w.note("%s claims %s ms, more than the %s ms it can have taken; set aside", h.hop, fmtMS(h.claim()), fmtMS(limit))
+		default:
+			return hops
+		}
+		hops = hops[1:]
+	}
+	return nil
+}
+
+// What the time handed to the hops inside a hop is.
+type availKind int
+
+const (
+	// availWait: the client's wait for the answer; the time between it and
+	// the first hop is network, and a hop claiming a little more (clocks,
+	// rounding) makes it negative.
+	availWait availKind = iota
+	// availUpstream: a hop's upstream stages, its measured wait on the
+	// next hop; the time between is network, and what the next hop claims
+	// beyond it ran while this hop did its own work (hidden).
+	availUpstream
+	// availRest: what is left of a hop's total beyond its stages, not
+	// said to be waiting; the time between is unattributed.
+	availRest
+)
+
+// walk decomposes avail, the time outer gave the hops inside it, into
+// those hops' parts. limit bounds what a hop may claim. With no usable
+// hop, avail is leaves (outer's upstream stages) or, without them,
+// unattributed.
+func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind availKind, leaves []pathItem) {
+	hops = w.usable(hops, limit)
+	if len(hops) == 0 {
+		if leaves == nil {
+			if avail != 0 {
+				w.add("", PartUnattributed, avail)
+			}
+			return
+		}
+		for _, l := range leaves {
+			w.add(outer, l.name, l.ns)
+		}
+		return
+	}
+	h := &hops[0]
+	w.p.Hops = append(w.p.Hops, h.hop)
+	inner := hops[1:]
+	if !h.hasUp && !h.hasTotal && len(inner) > 0 {
+		// The hop says only what it did itself: the rest of avail is the
+		// inner hops' and the links'.
+		for _, it := range h.items {
+			w.add(h.hop, it.name, it.ns)
+		}
+		w.walk(inner, h.hop, avail-h.own, limit-h.own, kind, nil)
+		return
+	}
+	T := h.claim()
+	items := append([]pathItem(nil), h.items...)
+	if h.hasTotal {
+		// Time inside the total that no stage covers: the hop's own
+		// unattributed time, or (no upstream stage) the inner hops'.
+		items = append(items, pathItem{name: PartUnattributed, ns: T - h.own - h.up, up: !h.hasUp && len(inner) > 0})
+	}
+	if kind == availUpstream && 0 <= avail && avail < T {
+		// Pipelined: the hop went on working while outer did its own
+		// work; what did not keep outer waiting is cut from its last
+		// stages.
+		cutFromEnd(items, T-avail)
+		w.p.HiddenNS += T - avail
+	} else if gap := avail - T; gap != 0 {
+		name := PartNetwork
+		if kind == availRest {
+			name = PartUnattributed
+		}
+		w.add(Link(outer, h.hop), name, gap)
+	}
+	w.emit(h, items, inner, T)
+}
+
+// emit adds a hop's items in order, the upstream ones at the first's
+// place as one slot holding the inner hops.
+func (w *pathWalker) emit(h *hopReport, items []pathItem, inner []hopReport, T int64) {
+	slotDone := false
+	for _, it := range items {
+		if !it.up {
+			if it.name != PartUnattributed || it.ns != 0 {
+				w.add(h.hop, it.name, it.ns)
+			}
+			continue
+		}
+		if slotDone {
+			continue
+		}
+		slotDone = true
+		var slot int64
+		var members []pathItem
+		for _, m := range items {
+			if m.up {
+				slot += m.ns
+				members = append(members, m)
+			}
+		}
+		kind := availRest
+		if h.hasUp {
+			kind = availUpstream
+		}
+		w.walk(inner, h.hop, slot, T, kind, members)
+	}
+}
+
+// cutFromEnd takes excess from the items' positive lengths, last first.
+func cutFromEnd(items []pathItem, excess int64) {
+	for k := len(items) - 1; k >= 0 && excess > 0; k-- {
+		if items[k].ns <= 0 {
+			continue
+		}
+		c := min(excess, items[k].ns)
+		items[k].ns -= c
+		excess -= c
+	}
+}
