@@ -1,0 +1,166 @@
+package scrape
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Engine is the metric names one serving engine exposes for the figures
+// tokentrace reads. Where an engine has several names for a figure
+// (versions renamed them), the first present is read.
+type Engine struct {
+	// Name is the engine: vllm, sglang, tgi, llamacpp or tokentrace.
+	Name string
+	// Prefix marks the engine's metrics (Detect looks for it).
+	Prefix string
+	// Running and Waiting are gauges of requests in the batch and queued.
+	Running, Waiting []string
+	// KVUsage is a gauge of the share of the KV cache in use, 0..1.
+	KVUsage []string
+	// Preemptions is a counter of requests preempted (SGLang: retracted).
+	Preemptions []string
+	// PrefixQueries and PrefixHits are counters of prompt tokens looked up
+	// in and served from the prefix cache.
+	PrefixQueries, PrefixHits []string
+	// PrefixHitRate is a gauge of the prefix cache's hit rate, for engines
+	// that give no counters.
+	PrefixHitRate []string
+	// Info are info metrics whose labels describe the configuration.
+	Info []string
+	// Settings are gauges that hold one setting each, by setting name.
+	Settings map[string]string
+}
+
+// The engines tokentrace knows. tokentrace serve uses vLLM's names and
+// adds tokentrace:scheduler_config_info.
+var (
+	VLLM = Engine{Name: "vllm", Prefix: "vllm:",
+		Running: []string{"vllm:num_requests_running"}, Waiting: []string{"vllm:num_requests_waiting"},
+		KVUsage:       []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
+		Preemptions:   []string{"vllm:num_preemptions_total"},
+		PrefixQueries: []string{"vllm:prefix_cache_queries_total"}, PrefixHits: []string{"vllm:prefix_cache_hits_total"},
+		PrefixHitRate: []string{"vllm:gpu_prefix_cache_hit_rate"},
+		Info:          []string{"vllm:cache_config_info", "tokentrace:scheduler_config_info"},
+	}
+	SGLang = Engine{Name: "sglang", Prefix: "sglang:",
+		Running: []string{"sglang:num_running_reqs"}, Waiting: []string{"sglang:num_queue_reqs"},
+		KVUsage:       []string{"sglang:token_usage"},
+		Preemptions:   []string{"sglang:num_retracted_requests_total"},
+		PrefixQueries: []string{"sglang:prompt_tokens_total"}, PrefixHits: []string{"sglang:cached_tokens_total"},
+		PrefixHitRate: []string{"sglang:cache_hit_rate"},
+		Settings:      map[string]string{"max_prefill_tokens": "sglang:max_prefill_tokens", "max_running_requests": "sglang:max_running_requests"},
+	}
+	TGI = Engine{Name: "tgi", Prefix: "tgi_",
+		Running: []string{"tgi_batch_current_size"}, Waiting: []string{"tgi_queue_size"},
+		Settings: map[string]string{"max_batch_total_tokens": "tgi_batch_current_max_tokens"},
+	}
+	LlamaCpp = Engine{Name: "llamacpp", Prefix: "llamacpp:",
+		Running: []string{"llamacpp:requests_processing"}, Waiting: []string{"llamacpp:requests_deferred"},
+		KVUsage: []string{"llamacpp:kv_cache_usage_ratio"},
+	}
+	// Engines lists them in the order Detect tries them.
+	Engines = []Engine{VLLM, SGLang, TGI, LlamaCpp}
+)
+
+// ForKind is the engine of a gateway replica kind (vllm, sglang, tgi,
+// llamacpp); any other kind (tokentrace, openai, ollama) reads vLLM's
+// names.
+func ForKind(kind string) Engine {
+	for _, e := range Engines {
+		if e.Name == kind {
+			return e
+		}
+	}
+	return VLLM
+}
+
+// Detect is the engine whose metrics the exposition holds; ok is false
+// when it holds none tokentrace knows. A vLLM exposition with
+// tokentrace:scheduler_config_info is tokentrace serve's.
+func Detect(f Families) (e Engine, ok bool) {
+	for _, e := range Engines {
+		for name := range f {
+			if strings.HasPrefix(name, e.Prefix) {
+				if e.Name == "vllm" && f["tokentrace:scheduler_config_info"] != nil {
+					e.Name = "tokentrace"
+				}
+				return e, true
+			}
+		}
+	}
+	return Engine{}, false
+}
+
+// Figure names the figures a Sample holds, for Sample.Has.
+const (
+	FigRunning       = "running"
+	FigWaiting       = "waiting"
+	FigKVUsage       = "kv_cache_usage"
+	FigPreemptions   = "preemptions"
+	FigPrefixCache   = "prefix_cache"    // queries and hits
+	FigPrefixHitRate = "prefix_hit_rate" // a rate gauge only
+)
+
+// Sample is one scrape read with an engine's names. Counters are
+// cumulative since the server started.
+type Sample struct {
+	Running, Waiting          float64
+	KVUsage                   float64 // 0..1
+	Preemptions               float64
+	PrefixQueries, PrefixHits float64 // prompt tokens
+	PrefixHitRate             float64 // 0..1, when the engine gives a rate
+	// Has lists the figures the exposition held (Fig* names).
+	Has []string
+}
+
+// Read reads the figures of one exposition.
+func (e Engine) Read(f Families) Sample {
+	var s Sample
+	for _, x := range []struct {
+		fig   string
+		names []string
+		dst   *float64
+	}{
+		{FigRunning, e.Running, &s.Running}, {FigWaiting, e.Waiting, &s.Waiting},
+		{FigKVUsage, e.KVUsage, &s.KVUsage}, {FigPreemptions, e.Preemptions, &s.Preemptions},
+		{FigPrefixHitRate, e.PrefixHitRate, &s.PrefixHitRate},
+	} {
+		if v, ok := f.First(x.names); ok {
+			*x.dst = v
+			s.Has = append(s.Has, x.fig)
+		}
+	}
+	q, okQ := f.First(e.PrefixQueries)
+	h, okH := f.First(e.PrefixHits)
+	if okQ && okH {
+		s.PrefixQueries, s.PrefixHits = q, h
+		s.Has = append(s.Has, FigPrefixCache)
+	}
+	return s
+}
+
+// Config reads the engine's settings where it exposes them: the labels of
+// its info metrics (engine and model labels left out) and its
+// one-setting gauges, as text. Nil when there are none.
+func (e Engine) Config(f Families) map[string]string {
+	var out map[string]string
+	set := func(k, v string) {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	for _, name := range e.Info {
+		for k, v := range f.Labels(name) {
+			if k != "engine" && k != "model_name" {
+				set(k, v)
+			}
+		}
+	}
+	for k, name := range e.Settings {
+		if v, ok := f.Sum(name); ok {
+			set(k, strconv.FormatFloat(v, 'g', -1, 64))
+		}
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+// Package scrape reads an inference server's Prometheus /metrics: one
+// parser for the text exposition (github.com/prometheus/common/expfmt),
+// and the names each serving engine gives the figures tokentrace reasons
+// with — requests running and waiting, KV-cache usage, preemptions,
+// prefix-cache lookups and hits — and its configuration where it exposes
+// it (vLLM's vllm:cache_config_info, tokentrace's
+// tokentrace:scheduler_config_info). bench records the server's evidence
+// with it during a run; the gateway routes on it.
+package scrape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Families is one parsed exposition, by metric family name.
+type Families map[string]*dto.MetricFamily
+
+// Parse reads a Prometheus text exposition (format 0.0.4). Names may use
+// any UTF-8 (vLLM's and SGLang's carry colons).
+func Parse(r io.Reader) (Families, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("metrics exposition: %w", err)
+	}
+	return Families(fams), nil
+}
+
+// value is a series' value: a gauge's, a counter's or an untyped one's;
+// ok is false for histograms and summaries.
+func value(m *dto.Metric) (float64, bool) {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue(), true
+	case m.Counter != nil:
+		return m.Counter.GetValue(), true
+	case m.Untyped != nil:
+		return m.Untyped.GetValue(), true
+	}
+	return 0, false
+}
+
+// Sum is the sum over label sets of the named gauge, counter or untyped
+// metric; ok is false when the exposition has no such series. A counter
+// is also found under its name without "_total" (older exporters declare
+// the family so).
+func (f Families) Sum(name string) (sum float64, ok bool) {
+	for _, n := range []string{name, strings.TrimSuffix(name, "_total")} {
+		fam := f[n]
+		if fam == nil {
+			continue
+		}
+		for _, m := range fam.Metric {
+			if v, isValue := value(m); isValue && !math.IsNaN(v) {
+				sum += v
+				ok = true
+			}
+		}
+		if ok {
+			return sum, true
+		}
+	}
+	return 0, false
+}
+
+// First is the sum of the first of names the exposition has.
+func (f Families) First(names []string) (v float64, ok bool) {
+	for _, n := range names {
+		if v, ok := f.Sum(n); ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// Labels returns the labels of the named metric's first series (an info
+// metric such as vllm:cache_config_info), or nil.
+func (f Families) Labels(name string) map[string]string {
+	fam := f[name]
+	if fam == nil || len(fam.Metric) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, lp := range fam.Metric[0].Label {
+		out[lp.GetName()] = lp.GetValue()
+	}
+	return out
+}
+
+// MetricsURL is the /metrics address of a server whose API base URL is
+// base (with or without the trailing /v1).
+func MetricsURL(base string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(base))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("metrics: base URL is not http(s)://host[:port][/path]")
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	p = strings.TrimSuffix(p, "/v1")
+	u.Path, u.RawQuery, u.Fragment = p+"/metrics", "", ""
+	return u.String(), nil
+}
+
+// MaxBytes bounds what Get reads of an exposition.
+const MaxBytes = 8 << 20
+
+// Get fetches and parses the exposition at metricsURL (see MetricsURL),
+// sending header with the request. A status other than 200 is an error
+// that names it. The URL is never part of an error (it may carry
+// credentials); the caller names the target.
+func Get(ctx context.Context, client *http.Client, metricsURL string, header http.Header) (Families, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("metrics request: %w", reason(err))
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET /metrics: %w", reason(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, fmt.Errorf("GET /metrics: status %d", resp.StatusCode)
+	}
+	return Parse(io.LimitReader(resp.Body, MaxBytes))
+}
+
+// reason drops the *url.Error wrapper, whose message quotes the URL,
+// keeping its reason.
+func reason(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
