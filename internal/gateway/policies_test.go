@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 func waitFor(t testing.TB, what string, cond func() bool) {
@@ -514,14 +515,18 @@ vllm:num_requests_waiting{engine="1",model_name="a"} 4
 vllm:num_requests_waiting_other 100
 vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.25
 `
-	sums, err := parseGauges(strings.NewReader(text), []string{"vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"})
+	fams, err := scrape.Parse(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sums["vllm:num_requests_waiting"] != 7 || sums["vllm:kv_cache_usage_perc"] != 0.25 {
-		t.Errorf("sums = %v, want waiting 3+4 = 7 and kv 0.25", sums)
+	e := scrape.ForKind("vllm")
+	if w, _ := fams.First(e.Waiting); w != 7 {
+		t.Errorf("waiting = %v, want 3+4 = 7", w)
 	}
-	if _, err := parseGauges(strings.NewReader("vllm:num_requests_waiting{a=\"b\"} x\n"), []string{"vllm:num_requests_waiting"}); err == nil {
+	if kv, _ := fams.First(e.KVUsage); kv != 0.25 {
+		t.Errorf("kv = %v, want 0.25", kv)
+	}
+	if _, err := scrape.Parse(strings.NewReader("vllm:num_requests_waiting{a=\"b\"} x\n")); err == nil {
 		t.Error("a non-numeric value was accepted")
 	}
 

@@ -1,18 +1,15 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/route"
+	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 // Replica is one upstream server of a pool, with the live state routing
@@ -80,80 +77,16 @@ func newBalancer(cfg PoolConfig, now func() time.Time) Balancer {
 	return b
 }
 
-// metricNames are the queue gauges scraped per replica kind: requests
-// waiting, and KV-cache usage as a fraction.
-func metricNames(kind string) (waiting, kv []string) {
-	switch kind {
-	case "sglang":
-		return []string{"sglang:num_queue_reqs"}, []string{"sglang:token_usage"}
-	case "tgi":
-		return []string{"tgi_queue_size"}, nil
-	case "llamacpp":
-		return []string{"llamacpp:requests_deferred"}, []string{"llamacpp:kv_cache_usage_ratio"}
-	}
-	return []string{"vllm:num_requests_waiting"}, []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}
-}
-
-// parseGauges sums, over label sets, the values of the named metrics in a
-// Prometheus text exposition. found reports which names appeared.
-func parseGauges(r io.Reader, names []string) (sums map[string]float64, err error) {
-	sums = map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		for _, n := range names {
-			if !strings.HasPrefix(line, n) || len(line) == len(n) || (line[len(n)] != '{' && line[len(n)] != ' ') {
-				continue
-			}
-			rest := line[len(n):]
-			if rest[0] == '{' {
-				end := strings.LastIndexByte(rest, '}')
-				if end < 0 {
-					return nil, fmt.Errorf("metrics line %q: unterminated labels", line)
-				}
-				rest = rest[end+1:]
-			}
-			f := strings.Fields(rest)
-			if len(f) == 0 {
-				return nil, fmt.Errorf("metrics line %q: no value", line)
-			}
-			v, err := strconv.ParseFloat(f[0], 64)
-			if err != nil {
-				return nil, fmt.Errorf("metrics line %q: %w", line, err)
-			}
-			sums[n] += v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read metrics: %w", err)
-	}
-	return sums, nil
-}
-
-// scrape reads one replica's queue figures.
+// scrape reads one replica's queue figures: requests waiting and the
+// KV-cache usage, with the names of its kind (internal/scrape).
 func (r *Replica) scrape(ctx context.Context, client *http.Client, now time.Time) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.cfg.URL+"/metrics", nil)
-	if err != nil {
-		return err
-	}
+	var header http.Header
 	if auth := r.cfg.authorization(); auth != "" {
-		req.Header.Set("Authorization", auth)
+		header = http.Header{"Authorization": {auth}}
 	}
-	resp, err := client.Do(req)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("scrape %s/metrics: status %d", r.cfg.URL, resp.StatusCode)
-	}
-	var sums map[string]float64
-	if err == nil {
-		wn, kn := metricNames(r.cfg.Kind)
-		sums, err = parseGauges(io.LimitReader(resp.Body, 8<<20), append(wn, kn...))
-	}
-	if resp != nil {
-		_ = resp.Body.Close()
+	fams, err := scrape.Get(ctx, client, r.cfg.URL+"/metrics", header)
+	if err != nil {
+		err = fmt.Errorf("scrape %s/metrics: %w", r.cfg.URL, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -161,17 +94,9 @@ func (r *Replica) scrape(ctx context.Context, client *http.Client, now time.Time
 	if err != nil {
 		return err
 	}
-	wn, kn := metricNames(r.cfg.Kind)
-	r.waiting, r.kvUsage = 0, 0
-	for _, n := range wn {
-		r.waiting += sums[n]
-	}
-	for _, n := range kn {
-		if v, ok := sums[n]; ok {
-			r.kvUsage = v
-			break
-		}
-	}
+	e := scrape.ForKind(r.cfg.Kind)
+	r.waiting, _ = fams.First(e.Waiting)
+	r.kvUsage, _ = fams.First(e.KVUsage)
 	r.scrapedAt = now
 	return nil
 }
