@@ -41,6 +41,16 @@ type CacheInfo struct {
 	GPUMemoryUtilization float64
 }
 
+// SchedulerInfo is the label set of tokentrace:scheduler_config_info: the
+// scheduler's settings, which vLLM does not expose, so that a report knows
+// what is already on.
+type SchedulerInfo struct {
+	EnableChunkedPrefill bool
+	MaxNumBatchedTokens  int
+	MaxNumSeqs           int
+	Policy               string
+}
+
 // Metrics is the /metrics exposition: vLLM's metric names, labels
 // (model_name, engine) and buckets, plus a few tokentrace:* extras. The
 // gauges and the prefix-cache and preemption counters read the engine's
@@ -48,7 +58,7 @@ type CacheInfo struct {
 type Metrics struct {
 	running, waiting, kvUsage               prometheus.GaugeFunc
 	prefixQueries, prefixHits, preemptions  prometheus.CounterFunc
-	cacheInfo                               prometheus.Gauge
+	cacheInfo, schedulerInfo                prometheus.Gauge
 	ttft, itl, e2e, queue, prefill, decode  prometheus.Histogram
 	promptTokens, generationTokens          prometheus.Counter
 	success                                 *prometheus.CounterVec
@@ -59,7 +69,7 @@ type Metrics struct {
 
 // NewMetrics builds the metrics of one served model; stats is read at
 // every scrape.
-func NewMetrics(model string, stats StatsFunc, cache CacheInfo) *Metrics {
+func NewMetrics(model string, stats StatsFunc, cache CacheInfo, sched SchedulerInfo) *Metrics {
 	labels := prometheus.Labels{"model_name": model, "engine": "0"}
 	gauge := func(name, help string, f func(engine.Stats) float64) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
@@ -98,6 +108,15 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo) *Metrics {
 				"gpu_memory_utilization": strconv.FormatFloat(cache.GPUMemoryUtilization, 'g', -1, 64),
 				"engine":                 "0",
 			}}),
+		schedulerInfo: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tokentrace:scheduler_config_info", Help: "The scheduler's settings (vLLM's names); the value is 1.",
+			ConstLabels: prometheus.Labels{
+				"enable_chunked_prefill": strconv.FormatBool(sched.EnableChunkedPrefill),
+				"max_num_batched_tokens": strconv.Itoa(sched.MaxNumBatchedTokens),
+				"max_num_seqs":           strconv.Itoa(sched.MaxNumSeqs),
+				"scheduling_policy":      sched.Policy,
+				"engine":                 "0",
+			}}),
 		ttft:             hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
 		itl:              hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
 		e2e:              hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
@@ -116,6 +135,7 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo) *Metrics {
 		}, []string{"code"}),
 	}
 	m.cacheInfo.Set(1)
+	m.schedulerInfo.Set(1)
 	// The error series exist at zero from the start, so rate() and
 	// increase() count the first error of each kind (a series born with
 	// its first increment hides it).
@@ -132,7 +152,7 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo) *Metrics {
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		m.running, m.waiting, m.kvUsage, m.prefixQueries, m.prefixHits, m.preemptions, m.cacheInfo,
+		m.running, m.waiting, m.kvUsage, m.prefixQueries, m.prefixHits, m.preemptions, m.cacheInfo, m.schedulerInfo,
 		m.ttft, m.itl, m.e2e, m.queue, m.prefill, m.decode, m.promptTokens, m.generationTokens,
 		m.success, m.writeLateness, m.httpErrors,
 	} {

@@ -165,6 +165,9 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = NewMetrics(cfg.ServedModelName, eng.Stats, CacheInfo{
 		BlockSize: ec.BlockSize, NumGPUBlocks: ec.NumBlocks, EnablePrefixCaching: ec.EnablePrefixCaching,
 		CacheDType: cfg.CacheDType, GPUMemoryUtilization: cfg.GPUMemoryUtilization,
+	}, SchedulerInfo{
+		EnableChunkedPrefill: !ec.DisableChunkedPrefill, MaxNumBatchedTokens: ec.MaxNumBatchedTokens,
+		MaxNumSeqs: ec.MaxNumSeqs, Policy: ec.Policy,
 	})
 	if err := s.metrics.Register(s.registry); err != nil {
 		return nil, fmt.Errorf("serve: metrics: %w", err)
