@@ -275,12 +275,13 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 // the run stopped before it could be sent.
 func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, scheduled bool) *latency.Record {
 	rec := &latency.Record{
-		ID:         p.r.RunID + "-" + strconv.FormatInt(p.r.seq.Add(1), 10),
-		IntendedNS: int64(at),
-		Phase:      p.name,
-		Session:    req.Session,
-		Turn:       req.Turn,
-		Warmup:     p.isWarmup(t, at),
+		ID:                 p.r.RunID + "-" + strconv.FormatInt(p.r.seq.Add(1), 10),
+		IntendedNS:         int64(at),
+		Phase:              p.name,
+		Session:            req.Session,
+		Turn:               req.Turn,
+		SharedPrefixTokens: req.SharedPrefixTokens,
+		Warmup:             p.isWarmup(t, at),
 	}
 	held := false
 	if p.sem != nil && p.load.Mode() == "open" {

@@ -72,13 +72,20 @@ type Record struct {
 	OtherNS     []int64 `json:"other_ns,omitempty"`
 	LastEventNS int64   `json:"last_event_ns,omitempty"`
 
-	InputTokens     int    `json:"input_tokens"`
-	OutputTokens    int    `json:"output_tokens"`
-	ReasoningTokens int    `json:"reasoning_tokens,omitempty"`
-	CachedTokens    int    `json:"cached_tokens,omitempty"`
-	InputSource     string `json:"input_source,omitempty"`
-	OutputSource    string `json:"output_source,omitempty"`
-	FinishReason    string `json:"finish_reason,omitempty"`
+	InputTokens     int `json:"input_tokens"`
+	OutputTokens    int `json:"output_tokens"`
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// CachedTokens is how many prompt tokens the server said its prefix
+	// cache supplied (usage.prompt_tokens_details.cached_tokens).
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// SharedPrefixTokens is how many of the prompt's first tokens the
+	// workload shares with other requests: what prefix caching could
+	// reuse (docs/metrics.md, "Prompt tokens shared and cached"). Written
+	// by bench for generated workloads and prompt files; 0 when unknown.
+	SharedPrefixTokens int    `json:"shared_prefix_tokens,omitempty"`
+	InputSource        string `json:"input_source,omitempty"`
+	OutputSource       string `json:"output_source,omitempty"`
+	FinishReason       string `json:"finish_reason,omitempty"`
 
 	Status    int    `json:"status,omitempty"`
 	ErrorKind string `json:"error_kind,omitempty"`

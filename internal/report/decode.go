@@ -201,7 +201,7 @@ func (d *fastDecoder) object(field func(k []byte) error) error {
 var recordKeys = []string{"v", "id", "server_id", "model", "stream", "warmup", "phase", "session", "turn",
 	"intended_ns", "sent_ns", "connect_ns", "wrote_ns", "first_byte_ns", "first_reason_ns", "first_token_ns",
 	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "output_tokens",
-	"reasoning_tokens", "cached_tokens", "input_source", "output_source", "finish_reason", "status",
+	"reasoning_tokens", "cached_tokens", "shared_prefix_tokens", "input_source", "output_source", "finish_reason", "status",
 	"error_kind", "error", "server", "gateway_ns", "trace_id", "max_tokens", "timing", "timing_notes"}
 
 func (d *fastDecoder) record(r *latency.Record) error {
@@ -265,6 +265,8 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			r.ReasoningTokens, err = d.int()
 		case "cached_tokens":
 			r.CachedTokens, err = d.int()
+		case "shared_prefix_tokens":
+			r.SharedPrefixTokens, err = d.int()
 		case "input_source":
 			r.InputSource, err = d.strc(scInputSource)
 		case "output_source":

@@ -45,6 +45,7 @@ func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 		[]byte(`{"v":2,"timing_notes":["a"],"timing_notes":[null]}`),
 		[]byte(`{"v":2,"timing_notes":["caf\u00e9 →"]}`),
 		[]byte(`{"v":2,"timing":{"hop":"a"}}`),
+		[]byte(`{"v":1,"input_tokens":4000,"cached_tokens":3584,"shared_prefix_tokens":3601}`),
 	}
 	for _, line := range lines {
 		var fast, std latency.Record

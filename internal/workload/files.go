@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -156,14 +157,26 @@ type Prompts struct {
 	Output Dist
 	Seed   uint64
 
-	once sync.Once // closed-loop workers ask for sessions concurrently
-	perm []int
+	once   sync.Once // closed-loop workers ask for sessions concurrently
+	perm   []int
+	shared []int // per entry: the longest token prefix shared with another entry
+}
+
+// Prepare shuffles the entries and finds the prefixes they share (a pass
+// over every prompt's tokens), so that the first session does not wait for
+// it. Session calls it when it was not called.
+func (p *Prompts) Prepare() {
+	p.once.Do(func() {
+		p.perm = rand.New(rand.NewPCG(p.Seed, 0xF11E)).Perm(len(p.List))
+		p.shared = p.sharedPrefixes()
+	})
 }
 
 // Session returns session i.
 func (p *Prompts) Session(i int64) Session {
-	p.once.Do(func() { p.perm = rand.New(rand.NewPCG(p.Seed, 0xF11E)).Perm(len(p.List)) })
-	e := p.List[p.perm[int(i%int64(len(p.List)))]]
+	p.Prepare()
+	k := p.perm[int(i%int64(len(p.List)))]
+	e := p.List[k]
 	req := Request{Session: i, MaxTokens: e.MaxTokens}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = p.Output.Sample(rand.New(rand.NewPCG(p.Seed, uint64(i))))
@@ -178,5 +191,62 @@ func (p *Prompts) Session(i int64) Session {
 	} else {
 		setContent(&req, msgs, p.Chat)
 	}
+	req.SharedPrefixTokens = p.shared[k]
+	if i >= int64(len(p.List)) {
+		req.SharedPrefixTokens = req.InputTokens // sent before: all of it
+	}
 	return &single{req: req}
+}
+
+// tokens is entry k's prompt as the server sees it, in token ids.
+func (p *Prompts) tokens(k int) []int32 {
+	e := p.List[k]
+	if !p.Chat && e.Messages == nil {
+		return tokenizer.Encode(nil, e.Prompt)
+	}
+	msgs := e.Messages
+	if msgs == nil {
+		msgs = []tokenizer.Message{{Role: "user", Content: e.Prompt}}
+	}
+	if !p.Chat {
+		ids := make([]int32, 0, 64)
+		for _, m := range msgs {
+			ids = tokenizer.Encode(ids, m.Content)
+		}
+		return ids
+	}
+	return tokenizer.EncodeChat(nil, msgs)
+}
+
+// sharedPrefixes returns, per entry, the length of the longest token
+// prefix it has in common with any other entry: sorted, an entry's
+// longest common prefix is with one of its neighbours.
+func (p *Prompts) sharedPrefixes() []int {
+	n := len(p.List)
+	toks := make([][]int32, n)
+	for k := range toks {
+		toks[k] = p.tokens(k)
+	}
+	order := make([]int, n)
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int { return slices.Compare(toks[a], toks[b]) })
+	shared := make([]int, n)
+	for j := 1; j < n; j++ {
+		a, b := order[j-1], order[j]
+		l := commonPrefix(toks[a], toks[b])
+		shared[a], shared[b] = max(shared[a], l), max(shared[b], l)
+	}
+	return shared
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }

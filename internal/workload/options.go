@@ -75,7 +75,9 @@ func (o Options) Build(chat bool, given func(field string) bool) (Source, Load, 
 		if err != nil {
 			return nil, Load{}, field.Wrap("prompts", err)
 		}
-		src = &Prompts{List: ps, Chat: chat, Output: out, Seed: o.Seed}
+		pr := &Prompts{List: ps, Chat: chat, Output: out, Seed: o.Seed}
+		pr.Prepare()
+		src = pr
 	default:
 		in, err := ParseDist(o.InputTokens, "input")
 		if err != nil {

@@ -26,6 +26,12 @@ type Request struct {
 	// Think is the pause after the previous turn's answer ends before this
 	// turn is sent; 0 for first turns.
 	Think time.Duration
+	// SharedPrefixTokens is how many of the prompt's first tokens the
+	// workload shares with other requests (docs/metrics.md, "Prompt tokens
+	// shared and cached"): a prefix group's prefix, the history a later
+	// turn resends, or the longest prefix a prompt file's entry has in
+	// common with another entry. It is what prefix caching could reuse.
+	SharedPrefixTokens int
 }
 
 // Session is one conversation: a sequence of turns, each resending the
@@ -134,12 +140,32 @@ func (ss *synthSession) Next(prevOutput int) (Request, bool) {
 				Content: tokenizer.Filler(max(prevOutput, 1), turnSeed(sp.Seed, ss.id, ss.turn-1, 2))})
 		}
 	}
+	switch {
+	case len(ss.history) > 0:
+		req.SharedPrefixTokens = promptTokens(ss.history, sp.Chat)
+	case ss.turn == 1 && sp.PrefixTokens > 0:
+		req.SharedPrefixTokens = role + sp.PrefixTokens
+	}
 	msgs := append(ss.history, tokenizer.Message{Role: "user", Content: content})
 	if sp.Turns > 1 {
 		ss.history = msgs
 	}
 	setContent(&req, msgs, sp.Chat)
 	return req, true
+}
+
+// promptTokens is the length of msgs as a prompt: with their role tokens
+// for chat, their contents alone for a completions prompt (joined by
+// newlines, which are no tokens).
+func promptTokens(msgs []tokenizer.Message, chat bool) int {
+	if chat {
+		return tokenizer.CountChat(msgs)
+	}
+	n := 0
+	for _, m := range msgs {
+		n += tokenizer.Count(m.Content)
+	}
+	return n
 }
 
 // setContent fills Messages or Prompt and InputTokens.

@@ -471,3 +471,56 @@ func BenchmarkArrivals(b *testing.B) {
 		})
 	}
 }
+
+// The prompt tokens a request shares with others, by hand (docs/metrics.md,
+// "Prompt tokens shared and cached").
+func TestSharedPrefixTokens(t *testing.T) {
+	// Chat, a 60-token group prefix in 100-token prompts: the role token
+	// and the prefix, 61; without a prefix, none.
+	s := &Synthetic{Chat: true, Input: Fixed(100), Output: Fixed(8), PrefixTokens: 60, PrefixGroups: 2, Turns: 1, Seed: 1}
+	r, _ := s.Session(3).Next(0)
+	c := &Synthetic{Input: Fixed(100), Output: Fixed(8), PrefixTokens: 60, PrefixGroups: 2, Turns: 1, Seed: 1}
+	rc, _ := c.Session(3).Next(0)
+	n := &Synthetic{Chat: true, Input: Fixed(100), Output: Fixed(8), Turns: 1, Seed: 1}
+	rn, _ := n.Session(3).Next(0)
+	// Three turns of 10 new tokens: turn 2 resends turn 1 (10) and its
+	// 7-token answer with its role token (8): 18; turn 3 resends 28 and a
+	// 3-token answer (4): 32.
+	m := &Synthetic{Chat: true, Input: Fixed(10), Output: Fixed(5), Turns: 3, Seed: 2}
+	ss := m.Session(4)
+	r1, _ := ss.Next(0)
+	r2, _ := ss.Next(7)
+	r3, _ := ss.Next(3)
+	got := []int{r.SharedPrefixTokens, rc.SharedPrefixTokens, rn.SharedPrefixTokens,
+		r1.SharedPrefixTokens, r2.SharedPrefixTokens, r3.SharedPrefixTokens}
+	if diff := cmp.Diff([]int{61, 60, 0, 0, 18, 32}, got); diff != "" {
+		t.Errorf("shared prefix tokens (-want +got):\n%s", diff)
+	}
+
+	// A prompt file: "a b c d" and "a b c x y" share 3 tokens, "a b q" 2
+	// with either, "z" none; as chat prompts the role token adds one.
+	list := []Prompt{{Prompt: "a b c d"}, {Prompt: "a b c x y"}, {Prompt: "a b q"}, {Prompt: "z"}}
+	for _, chat := range []bool{false, true} {
+		p := &Prompts{List: list, Chat: chat, Output: Fixed(4), Seed: 3}
+		want := map[string]int{"a b c d": 3, "a b c x y": 3, "a b q": 2, "z": 0}
+		extra := 0
+		if chat {
+			extra = 1
+		}
+		for i := range int64(len(list)) {
+			req, _ := p.Session(i).Next(0)
+			text := req.Prompt
+			if chat {
+				text = req.Messages[0].Content
+			}
+			if req.SharedPrefixTokens != want[text]+extra {
+				t.Errorf("chat=%v %q: shared %d, want %d", chat, text, req.SharedPrefixTokens, want[text]+extra)
+			}
+		}
+		// A session past the end resends an entry: all of it is shared.
+		req, _ := p.Session(int64(len(list))).Next(0)
+		if req.SharedPrefixTokens != req.InputTokens {
+			t.Errorf("chat=%v: a repeated prompt shares %d of %d tokens", chat, req.SharedPrefixTokens, req.InputTokens)
+		}
+	}
+}
