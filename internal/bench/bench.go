@@ -58,6 +58,10 @@ type Config struct {
 	SkipCalibration bool
 	// Grace bounds the wait for in-flight requests after a stop.
 	Grace time.Duration
+	// ScrapeInterval is how often the target's /metrics is read during the
+	// run, besides at its start and end: 0 means DefaultScrapeInterval,
+	// a negative value only the start and the end.
+	ScrapeInterval time.Duration
 	// Progress, when set (a terminal), shows the live progress line.
 	Progress io.Writer
 	// Log receives status lines (stderr).
@@ -165,6 +169,9 @@ type run struct {
 	sum     *Summary
 	coll    *report.Collector
 	compat  compatAgg
+	// The server's evidence read from its /metrics over the run.
+	samples []report.ServerSample
+	server  *report.ServerInfo
 }
 
 func newRun(cfg Config) *run {
@@ -273,9 +280,13 @@ func (r *run) measure(ctx context.Context) (err error) {
 	}
 	fmt.Fprintf(r.log, "bench: %s, model %q, %s\n", client.URL(), r.target.Model, describeLoad(r.cfg))
 	stopLive := r.showLive(live)
+	watch := newServerWatch(r.target, func() int64 { return int64(clock.Now()) })
+	stopWatch := watch.start(ctx, r.cfg.ScrapeInterval)
 	usage0, gc0, wall0 := cpuTime(), gcPauses(), time.Now()
 	err = r.send(ctx, runner)
 	stopLive()
+	stopWatch()
+	r.samples, r.server = watch.result()
 	if err != nil {
 		return err
 	}
@@ -343,7 +354,7 @@ func (r *run) runInfo() report.RunInfo {
 	sum, l := r.sum, r.cfg.Load
 	info := report.RunInfo{Target: sum.Target, Model: r.target.Model, Mode: l.Mode(),
 		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency,
-		Warnings: sum.Client.Warnings}
+		Warnings: sum.Client.Warnings, Samples: r.samples, Server: r.server}
 	if sum.Calibration != nil {
 		info.OverheadFloor = time.Duration(sum.Calibration.FloorMS * 1e6)
 	}

@@ -35,16 +35,17 @@ type Options struct {
 	SweepMinSpan time.Duration // sweep_min_span
 	SLO          string        // slo: latency.ParseSLOs
 
-	OutputDir     string        // output_dir: results folder; empty: DefaultOutDir
-	NoCalibration bool          // no_calibration
-	Grace         time.Duration // grace: after a stop
+	OutputDir      string        // output_dir: results folder; empty: DefaultOutDir
+	NoCalibration  bool          // no_calibration
+	Grace          time.Duration // grace: after a stop
+	ScrapeInterval time.Duration // scrape_interval: the target's /metrics during the run; negative: start and end only
 }
 
 // DefaultOptions are bench's defaults.
 func DefaultOptions() Options {
 	return Options{
 		Endpoint: EndpointChat, Stream: true, Timeout: 5 * time.Minute, Workload: workload.DefaultOptions(),
-		Grace: 5 * time.Second, SweepMinSpan: 10 * time.Second,
+		Grace: 5 * time.Second, SweepMinSpan: 10 * time.Second, ScrapeInterval: DefaultScrapeInterval,
 	}
 }
 
@@ -95,6 +96,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 		return cfg, field.Invalid("grace", o.Grace, "must not be negative")
 	}
 	cfg.Grace = o.Grace
+	cfg.ScrapeInterval = o.ScrapeInterval
 	cfg.SkipCalibration = o.NoCalibration
 	cfg.OutDir = o.OutputDir
 	if cfg.OutDir == "" {

@@ -138,6 +138,7 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	bindOutputDir(g, &o.OutputDir, "results folder (default ./results/<timestamp>/)")
 	g.boolVar(&o.NoCalibration, "no-calibration", "skip the loopback calibration of the client's overhead")
 	g.durationVar(&o.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")
+	g.durationVar(&o.ScrapeInterval, "scrape-interval", "how often to read the target's /metrics during the run (also read at its start and end; negative: only then)")
 }
 
 // bindSelfTestFlags binds the sizes of bench --self-test.

@@ -43,6 +43,28 @@ type RunInfo struct {
 	Points []SweepPoint `json:"points,omitempty"`
 	// Samples are the server's scraped metrics over the run, if any.
 	Samples []ServerSample `json:"samples,omitempty"`
+	// Server says what the target's /metrics held (or why there are no
+	// samples): its engine, the figures it exposes and its configuration.
+	Server *ServerInfo `json:"server,omitempty"`
+}
+
+// ServerInfo is what the target's Prometheus /metrics told bench about the
+// server over a run (internal/scrape reads it).
+type ServerInfo struct {
+	// Engine is the engine its metric names are: vllm, sglang, tgi,
+	// llamacpp or tokentrace (serve); empty when none is known.
+	Engine string `json:"engine,omitempty"`
+	// Series lists the figures the samples hold: running, waiting,
+	// kv_cache_usage, preemptions, prefix_cache (queries and hits),
+	// prefix_hit_rate. A figure not listed is unknown, not zero.
+	Series []string `json:"series,omitempty"`
+	// Config is the configuration the server exposes, by its engine's
+	// setting names (vLLM's cache_config_info labels such as
+	// enable_prefix_caching and block_size; serve's scheduler settings
+	// enable_chunked_prefill, max_num_batched_tokens, max_num_seqs).
+	Config map[string]string `json:"config,omitempty"`
+	// Error says why there are no samples (no /metrics, not readable).
+	Error string `json:"error,omitempty"`
 }
 
 // SweepPoint is one step of a sweep: the records whose Phase equals Phase.
@@ -53,14 +75,25 @@ type SweepPoint struct {
 	Duration    time.Duration `json:"duration_ns,omitempty"`
 }
 
-// ServerSample is one scrape of the server's metrics: requests running and
-// waiting in its scheduler at an instant (nanoseconds since the run start).
+// ServerSample is one scrape of the server's metrics at an instant
+// (nanoseconds since the run start, the records' clock): requests running
+// and waiting in its scheduler, and the cache figures. Counters are
+// cumulative since the server started; ServerInfo.Series says which of the
+// figures the server exposes.
 type ServerSample struct {
 	AtNS    int64   `json:"at_ns"`
 	Running float64 `json:"running"`
 	Waiting float64 `json:"waiting"`
 	// KVCacheUsage is the fraction of KV-cache blocks in use, 0..1, if known.
 	KVCacheUsage float64 `json:"kv_cache_usage,omitempty"`
+	// Preemptions counts requests preempted (SGLang: retracted).
+	Preemptions float64 `json:"preemptions,omitempty"`
+	// PrefixQueries and PrefixHits count prompt tokens looked up in and
+	// served from the prefix cache.
+	PrefixQueries float64 `json:"prefix_cache_queries,omitempty"`
+	PrefixHits    float64 `json:"prefix_cache_hits,omitempty"`
+	// PrefixHitRate is the hit rate an engine gives instead of counters.
+	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
 }
 
 // WriteRunInfo writes info to dir/run.json.

@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/scrape"
+)
+
+// DefaultScrapeInterval is how often bench reads the target's /metrics
+// during a run (besides at its start and end).
+const DefaultScrapeInterval = 2 * time.Second
+
+// serverWatch reads the target's Prometheus /metrics at the start of a
+// run, every interval during it and at its end, and keeps the figures the
+// report reasons with (internal/scrape's names for the target's engine).
+// A target without a readable /metrics is said once and not asked again.
+type serverWatch struct {
+	url    string
+	header http.Header
+	client *http.Client
+	now    func() int64 // the run's clock, as the records'
+
+	mu      sync.Mutex
+	engine  scrape.Engine
+	info    report.ServerInfo
+	samples []report.ServerSample
+	off     bool // the first scrape failed: none after it
+}
+
+// newServerWatch prepares the scrapes of t's /metrics, sending the
+// target's credentials and headers as its requests do.
+func newServerWatch(t Target, now func() int64) *serverWatch {
+	w := &serverWatch{now: now, client: &http.Client{Timeout: 5 * time.Second}, header: http.Header{}}
+	u, err := scrape.MetricsURL(t.BaseURL)
+	if err != nil {
+		w.off, w.info.Error = true, err.Error()
+		return w
+	}
+	w.url = u
+	for k, vs := range t.Headers {
+		w.header[k] = append([]string(nil), vs...)
+	}
+	if t.APIKey != "" {
+		w.header.Set("Authorization", "Bearer "+t.APIKey)
+	}
+	return w
+}
+
+// scrapeOnce reads /metrics once; the first read detects the engine and
+// its configuration, or turns the watch off when it fails.
+func (w *serverWatch) scrapeOnce(ctx context.Context) {
+	w.mu.Lock()
+	off, first := w.off, len(w.samples) == 0
+	w.mu.Unlock()
+	if off {
+		return
+	}
+	fams, err := scrape.Get(ctx, w.client, w.url, w.header)
+	at := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err != nil && first:
+		w.off = true
+		w.info.Error = "the target's /metrics could not be read: " + err.Error()
+		return
+	case err != nil:
+		return // a later failure loses one sample
+	case first:
+		e, ok := scrape.Detect(fams)
+		if !ok {
+			w.off = true
+			w.info.Error = "the target's /metrics holds none of the metric names tokentrace knows (vLLM, SGLang, TGI, llama.cpp)"
+			return
+		}
+		w.engine, w.info.Engine, w.info.Config = e, e.Name, e.Config(fams)
+	}
+	s := w.engine.Read(fams)
+	if first {
+		w.info.Series = s.Has
+	}
+	w.samples = append(w.samples, report.ServerSample{AtNS: at, Running: s.Running, Waiting: s.Waiting,
+		KVCacheUsage: s.KVUsage, Preemptions: s.Preemptions, PrefixQueries: s.PrefixQueries,
+		PrefixHits: s.PrefixHits, PrefixHitRate: s.PrefixHitRate})
+}
+
+// run scrapes every interval until ctx ends.
+func (w *serverWatch) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.scrapeOnce(ctx)
+		}
+	}
+}
+
+// start scrapes once now and then every interval (interval < 0: only at
+// the start and end); the returned function stops it and scrapes a last
+// time.
+func (w *serverWatch) start(ctx context.Context, interval time.Duration) (stop func()) {
+	w.scrapeOnce(ctx)
+	if interval == 0 {
+		interval = DefaultScrapeInterval
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if interval > 0 {
+			w.run(wctx, interval)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer ecancel()
+		w.scrapeOnce(ectx)
+	}
+}
+
+// result is what was read: the samples and what they hold.
+func (w *serverWatch) result() ([]report.ServerSample, *report.ServerInfo) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	info := w.info
+	return w.samples, &info
+}
