@@ -69,6 +69,10 @@ func (l *loopback) flushed(id string) []int64 {
 }
 
 func (l *loopback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost { // completions only: no /models, no /metrics
+		http.NotFound(w, r)
+		return
+	}
 	arrived := time.Now()
 	_, _ = io.Copy(io.Discard, r.Body)
 	id := r.Header.Get("X-Request-Id")

@@ -14,6 +14,10 @@ import (
 // during a run (besides at its start and end).
 const DefaultScrapeInterval = 2 * time.Second
 
+// firstScrapeTimeout bounds the scrape before the first request, which the
+// run waits for.
+const firstScrapeTimeout = 2 * time.Second
+
 // serverWatch reads the target's Prometheus /metrics at the start of a
 // run, every interval during it and at its end, and keeps the figures the
 // report reasons with (internal/scrape's names for the target's engine).
@@ -106,7 +110,9 @@ func (w *serverWatch) run(ctx context.Context, interval time.Duration) {
 // the start and end); the returned function stops it and scrapes a last
 // time.
 func (w *serverWatch) start(ctx context.Context, interval time.Duration) (stop func()) {
-	w.scrapeOnce(ctx)
+	fctx, fcancel := context.WithTimeout(ctx, firstScrapeTimeout)
+	w.scrapeOnce(fctx) // the run waits for it: bounded
+	fcancel()
 	if interval == 0 {
 		interval = DefaultScrapeInterval
 	}
