@@ -18,6 +18,7 @@ func init() { register(newEstimateCmd) }
 // flags (bindModelFlags).
 type estimateFlags struct {
 	model                                  engine.Options
+	prices                                 string
 	input, output                          int
 	batches                                string
 	jsonOut, explain, list, roofline       bool
@@ -75,6 +76,7 @@ Example (the worked example of docs/perfmodel.md, pure roofline):
 	fl := cmd.Flags()
 	g = newFlagGroup(fl, "", "")
 	bindModelFlags(g, &f.model)
+	bindPricesFlag(g, &f.prices)
 	g.intVar(&f.input, "input-tokens", "prompt tokens per request")
 	g.intVar(&f.output, "output-tokens", "output tokens per request")
 	g.alias("input", "input-tokens", true)
@@ -105,6 +107,7 @@ func (f *estimateFlags) request(g *flagGroup) (perfmodel.Request, error) {
 		Model: m.Model, GPU: m.GPU, GPUFile: m.GPUFile, TP: m.TensorParallelSize, WeightDType: m.DType,
 		KVDType: m.KVCacheDType, MemUtil: m.GPUMemoryUtilization, Roofline: f.roofline, Input: f.input,
 		Output: f.output, Batches: batches, SpecK: m.SpeculativeK, DraftModel: m.DraftModel, Profile: m.Profile,
+		Prices: f.prices,
 	}
 	if m.GPUMemoryUtilization == 0 { // 0 would mean the default to perfmodel
 		return req, field.Invalid("gpu_memory_utilization", 0, "must be in (0, 1]")

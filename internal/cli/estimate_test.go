@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +190,33 @@ func TestEstimateGPUFileOverride(t *testing.T) {
 	}
 	if _, err := run(t, "estimate", "--gpu-file", path); err == nil || !strings.Contains(err.Error(), "memory_gib must be > 0") {
 		t.Errorf("bad GPU file: %v", err)
+	}
+}
+
+// TestEstimatePrices: --prices replaces a GPU's price (the cost line and
+// the JSON follow it); a price file naming an unknown GPU is bad input
+// (exit 2) naming the flag and the GPU.
+func TestEstimatePrices(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("prices:\n  - gpu: H100-SXM\n    usd_per_gpu_hour: 10\n    basis: test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("prices:\n  - gpu: Q100\n    usd_per_gpu_hour: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "estimate", "--prices", good, "--tensor-parallel-size", "2")
+	if err != nil || !strings.Contains(out, "cost: $20.00 per hour (2 × $10 per GPU-hour: test") {
+		t.Errorf("--prices: %v\n%s", err, out)
+	}
+	root := NewRoot()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"estimate", "--prices", bad})
+	var stderr bytes.Buffer
+	if code := exitStatus(root, root.Execute(), &stderr); code != ExitUsage ||
+		!strings.Contains(stderr.String(), "--prices") || !strings.Contains(stderr.String(), `"Q100"`) {
+		t.Errorf("unknown GPU: exit %d: %s", code, stderr.String())
 	}
 }

@@ -171,6 +171,12 @@ func bindWorkloadFlags(g *flagGroup, o *workload.Options) {
 	g.stringVar(&o.Prompts, "prompts", `prompt file: JSONL ({"prompt"…} or {"messages"…}, optional max_tokens) or ShareGPT JSON`)
 }
 
+// bindPricesFlag binds --prices, the file of GPU-hour prices that replaces
+// built-in entries (estimate; plan).
+func bindPricesFlag(g *flagGroup, path *string) {
+	g.stringVar(path, "prices", "YAML price table (gpu, usd_per_gpu_hour, …) whose entries replace the built-in prices GPU by GPU (docs/plan.md)")
+}
+
 // listenAddr is where a server listens: --host and --port, as vLLM's.
 type listenAddr struct {
 	Host string

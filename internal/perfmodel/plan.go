@@ -13,7 +13,7 @@ import (
 // resolved by Plan. A bad one gives a *field.Error named by the setting:
 // model, gpu, gpu_file, tensor_parallel_size, dtype, kv_cache_dtype,
 // gpu_memory_utilization, input_tokens, output_tokens, batch,
-// speculative_k, speculative_alpha, draft_model, profile.
+// speculative_k, speculative_alpha, draft_model, profile, prices.
 type Request struct {
 	Model   string // catalog name, or a path to a config.json
 	GPU     string
@@ -40,6 +40,9 @@ type Request struct {
 	// replace the GPU family's defaults; Eff still overrides them field by
 	// field. It must be for this model, GPU, TP and precisions.
 	Profile string
+	// Prices is a price file whose entries replace the built-in price
+	// table's (LoadPrices); empty: the built-in table.
+	Prices string
 }
 
 // Result is a Request resolved and estimated, one Estimate per batch size.
@@ -57,6 +60,10 @@ type Result struct {
 	// estimated workloads lie outside the range it was fitted on.
 	Profile    *Profile
 	OutOfRange []string
+	// Price is the GPU's price, when the price table has one; Costs then
+	// prices each row (CostOf).
+	Price *Price
+	Costs []Cost
 }
 
 // Plan resolves req and estimates each batch size. Bad input gives an error
@@ -75,6 +82,10 @@ func Plan(req Request) (*Result, error) {
 	gpu, err := cat.Lookup(req.GPU)
 	if err != nil {
 		return nil, field.Wrap("gpu", err)
+	}
+	prices, err := LoadPrices(req.Prices, cat)
+	if err != nil {
+		return nil, field.Wrap("prices", err)
 	}
 	if req.TP < 0 {
 		return nil, field.Invalid("tensor_parallel_size", req.TP, "must be ≥ 1, or 0 for the smallest that fits")
@@ -135,6 +146,9 @@ func Plan(req Request) (*Result, error) {
 		cfg.DraftModel = draft
 	}
 	res := &Result{Model: model, GPU: gpu, Draft: draft, Profile: prof}
+	if p, ok := prices.Lookup(gpu.Name); ok {
+		res.Price = &p
+	}
 	if prof != nil {
 		for _, b := range req.Batches {
 			res.OutOfRange = append(res.OutOfRange, prof.OutOfRange(b, req.Input, req.Output)...)
@@ -172,6 +186,9 @@ func Plan(req Request) (*Result, error) {
 			return nil, err
 		}
 		res.Rows = append(res.Rows, r)
+		if res.Price != nil {
+			res.Costs = append(res.Costs, CostOf(*res.Price, e.Config().TP, r, req.Input, req.Output))
+		}
 	}
 	work.Batch = req.Batches[0]
 	res.Work = work

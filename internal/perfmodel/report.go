@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +44,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "; speculative k = %d, α = %g (%.2f tokens per step), %s", r.Work.SpecK, r.Work.SpecAlpha, ExpectedTokens(r.Work.SpecK, r.Work.SpecAlpha), draft)
 	}
-	b.WriteString("\n\n")
+	b.WriteString("\n")
+	r.writeCostLine(&b)
+	b.WriteString("\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
@@ -52,8 +55,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Work.SpecK > 0 {
 		head += "spec TPOT\tspeed-up\tbreak-even α\t"
 	}
+	if len(r.Costs) > 0 {
+		head += "$/1M in\t$/1M out\t"
+	}
 	fmt.Fprintln(tw, head)
-	for _, row := range r.Rows {
+	for i, row := range r.Rows {
 		fits := ""
 		if !row.FitsKV {
 			fits = "!"
@@ -79,6 +85,9 @@ func (r *Result) WriteText(w io.Writer) error {
 			}
 			line += fmt.Sprintf("%s\t%.2f× %s\t%s\t", ms(s.TPOT), s.Speedup, verdict, be)
 		}
+		if i < len(r.Costs) {
+			line += fmt.Sprintf("%s\t%s\t", usd(r.Costs[i].USDPer1MInput), usd(r.Costs[i].USDPer1MOutput))
+		}
 		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
@@ -93,11 +102,42 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 	}
 	notes = append(notes, "TTFT at batch B: one prompt prefilled beside B−1 decoding requests; TPOT: mean decode step over the output; bound: what rules the decode step at the mean context.")
+	if len(r.Costs) > 0 {
+		notes = append(notes, "$/1M in, $/1M out: the deployment's cost per request (price × E2E / batch), split between its prefill (TTFT) and its decode (E2E − TTFT) by time, per token of each (docs/metrics.md, \"Cost\").")
+	}
 	if r.Work.SpecK > 0 {
 		notes = append(notes, "speculation helps while the verify step of k+1 tokens per sequence stays memory-bound; at large batches it turns compute-bound and each rejected token is paid for. break-even α: the acceptance rate above which it helps.")
 	}
 	_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
 	return err
+}
+
+// writeCostLine says what the deployment costs an hour, and from which price.
+func (r *Result) writeCostLine(b *strings.Builder) {
+	tp := r.Est.Config().TP
+	if r.Price == nil {
+		fmt.Fprintf(b, "  cost: the price table has no price for %s (add one with --prices FILE)\n", r.GPU.Name)
+		return
+	}
+	p := r.Price
+	fmt.Fprintf(b, "  cost: $%.2f per hour (%d × $%.3g per GPU-hour: %s, %s; --prices FILE to change)\n",
+		p.PerHour(tp), tp, p.USDPerGPUHour, p.Basis, p.AsOf)
+}
+
+// usd formats a price in dollars: whole dollars from $100, cents from
+// $0.10, else 2 significant figures.
+func usd(v float64) string {
+	switch {
+	case math.IsInf(v, 0) || math.IsNaN(v):
+		return "-"
+	case v >= 100:
+		return fmt.Sprintf("$%.0f", v)
+	case v >= 0.1:
+		return fmt.Sprintf("$%.2f", v)
+	case v <= 0:
+		return "$0"
+	}
+	return fmt.Sprintf("$%.*f", min(9, 1-int(math.Floor(math.Log10(v)))), v) // 2 significant figures
 }
 
 // WriteExplain prints the arithmetic behind the first row, step by step.
@@ -343,6 +383,7 @@ type jsonRow struct {
 	Prefill           jsonStep  `json:"prefill_step"`
 	Decode            jsonStep  `json:"decode_step"`
 	Spec              *jsonSpec `json:"speculative,omitempty"`
+	Cost              *Cost     `json:"cost,omitempty"`
 }
 
 type jsonResult struct {
@@ -367,6 +408,10 @@ type jsonResult struct {
 	Rows              []jsonRow `json:"rows"`
 	// OutOfRange lists where the workload lies outside a --profile's fitted range.
 	OutOfRange []string `json:"out_of_profile_range,omitempty"`
+	// Price is the GPU's price and USDPerHour the deployment's, when the
+	// price table has one.
+	Price      *Price  `json:"price,omitempty"`
+	USDPerHour float64 `json:"usd_per_hour,omitempty"`
 }
 
 type jsonEff struct {
@@ -393,10 +438,16 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	if r.Draft != nil {
 		out.DraftModel = r.Draft.Name
 	}
-	for _, row := range r.Rows {
+	if r.Price != nil {
+		out.Price, out.USDPerHour = r.Price, r.Price.PerHour(c.TP)
+	}
+	for i, row := range r.Rows {
 		jr := jsonRow{row.Batch, durationMS(row.TTFT), durationMS(row.TPOT), durationMS(row.E2E), row.UserTokPerSec, row.TotalTokPerSec,
 			row.KVBytesPerSeq, row.MaxConcurrentSeqs, row.FitsKV, row.Bound, row.Shares, row.Intensity, row.Ridge,
-			toJSONStep(row.Prefill), toJSONStep(row.Decode), nil}
+			toJSONStep(row.Prefill), toJSONStep(row.Decode), nil, nil}
+		if i < len(r.Costs) {
+			jr.Cost = &r.Costs[i]
+		}
 		if s := row.Spec; s != nil {
 			jr.Spec = &jsonSpec{s.K, s.Alpha, s.ExpectedTokens, durationMS(s.TPOT), s.Speedup, s.BreakEvenAlpha, toJSONStep(s.Step)}
 		}
