@@ -285,9 +285,19 @@ func TestServerTimingThroughGateway(t *testing.T) {
 	}
 	rec = &latency.Record{}
 	metricsSplit(rec, []byte(`{"arrival_time":100.0,"time_in_queue":0.5,"first_scheduled_time":100.5,"first_token_time":100.75,"last_token_time":101.0}`))
-	want = &latency.ServerSplit{QueueNS: 5e8, PrefillNS: 25e7, DecodeNS: 25e7, Source: "vllm-metrics"}
+	want = &latency.ServerSplit{QueueNS: 5e8, PrefillNS: 25e7, DecodeNS: 25e7, Source: "vllm-metrics", FirstScheduledUnixNS: 100_500_000_000}
 	if diff := cmp.Diff(want, rec.Server); diff != "" {
 		t.Errorf("vLLM metrics (-want +got):\n%s", diff)
+	}
+	// tokentrace's metrics object: arrival_time + frontend + queue is the
+	// first scheduled instant; the Server-Timing trailer read after it
+	// replaces the durations and keeps the instant.
+	rec = &latency.Record{}
+	metricsSplit(rec, []byte(`{"arrival_time":1764750000.25,"frontend_time_ms":0.125,"queue_time_ms":2.5,"prefill_time_ms":10,"generation_time_ms":40}`))
+	serverTiming(rec, latency.TimingValues{Trailer: []string{"frontend;dur=0.125, server_queue;dur=2.500, prefill;dur=10.000, server_decode;dur=40.000"}})
+	want = &latency.ServerSplit{QueueNS: 2.5e6, PrefillNS: 10e6, DecodeNS: 40e6, Source: "server-timing", FirstScheduledUnixNS: 1764750000_252_625_000}
+	if diff := cmp.Diff(want, rec.Server); diff != "" {
+		t.Errorf("tokentrace metrics, then Server-Timing (-want +got):\n%s", diff)
 	}
 }
 

@@ -229,8 +229,9 @@ func errorText(raw json.RawMessage) string {
 // metricsSplit reads a per-request metrics object: tokentrace's
 // (queue_time_ms, prefill_time_ms, generation_time_ms) or vLLM's
 // RequestMetrics fields (time_in_queue in seconds, first_scheduled_time,
-// first_token_time, last_token_time as instants in seconds). A
-// Server-Timing trailer, when present, takes precedence.
+// first_token_time, last_token_time as instants in seconds), with the
+// server-clock instant the request was first scheduled. A Server-Timing
+// trailer, when present, takes precedence for the durations.
 func metricsSplit(rec *latency.Record, raw json.RawMessage) {
 	var m map[string]float64
 	if json.Unmarshal(raw, &m) != nil {
@@ -251,17 +252,28 @@ func metricsSplit(rec *latency.Record, raw json.RawMessage) {
 	if q, ok := m["queue_time_ms"]; ok {
 		rec.Server = &latency.ServerSplit{QueueNS: ms(q), PrefillNS: ms(m["prefill_time_ms"]),
 			DecodeNS: ms(m["generation_time_ms"]), Source: "vllm-metrics"}
+		if at, ok := m["arrival_time"]; ok && at > 0 {
+			rec.Server.FirstScheduledUnixNS = unixNS(at) + ms(m["frontend_time_ms"]+q)
+		}
 		return
 	}
 	fs, okS := m["first_scheduled_time"]
 	ft, okT := m["first_token_time"]
 	if q, ok := m["time_in_queue"]; ok && okS && okT {
-		sp := &latency.ServerSplit{QueueNS: sec(q), PrefillNS: sec(ft - fs), Source: "vllm-metrics"}
+		sp := &latency.ServerSplit{QueueNS: sec(q), PrefillNS: sec(ft - fs), Source: "vllm-metrics", FirstScheduledUnixNS: unixNS(fs)}
 		if lt, ok := m["last_token_time"]; ok && lt >= ft {
 			sp.DecodeNS = sec(lt - ft)
 		}
 		rec.Server = sp
 	}
+}
+
+// unixNS converts Unix seconds to nanoseconds without the float64 product
+// (whose step is 256 ns at today's instants): whole seconds and the
+// fraction apart.
+func unixNS(s float64) int64 {
+	whole, frac := math.Modf(s)
+	return int64(whole)*1e9 + int64(math.Round(frac*1e9))
 }
 
 // serverTiming reads the Server-Timing values of the header, the final
@@ -278,6 +290,9 @@ func serverTiming(rec *latency.Record, v latency.TimingValues) {
 	sp, gateway, ok := latency.SplitServerTiming(v.All())
 	rec.GatewayNS = int64(gateway)
 	if ok {
+		if rec.Server != nil { // the metrics object's instant, which Server-Timing does not carry
+			sp.FirstScheduledUnixNS = rec.Server.FirstScheduledUnixNS
+		}
 		rec.Server = &sp
 	}
 	rec.Timing, rec.TimingNotes = latency.ParseTiming(v)

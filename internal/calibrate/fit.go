@@ -51,8 +51,10 @@ type problem struct {
 	base  perfmodel.Config
 	eng   engine.Config
 	start perfmodel.Efficiency
-	arr   []engine.Arrival
 	obs   []Observed
+	// anchored: every request carries the server's scheduling instant,
+	// and the fit replays by it (replayAnchored).
+	anchored bool
 	// byInput lists request indices by prompt length, for aggregate.
 	byInput []int
 }
@@ -67,47 +69,76 @@ func (p *problem) efficiency(x []float64) perfmodel.Efficiency {
 	return e
 }
 
-// simulate replays the workload with eff and returns per-request losses
-// (Huber on the log ratio of simulated to measured TTFT, TPOT and E2E) and
-// the simulated requests.
-func (p *problem) simulate(eff perfmodel.Efficiency) ([]float64, []engine.Timeline, int, error) {
+// engine returns the engine configuration timed with eff.
+func (p *problem) engine(eff perfmodel.Efficiency) (engine.Config, error) {
 	c := p.base
 	c.Eff = eff
 	est, err := perfmodel.New(c)
 	if err != nil {
-		return nil, nil, 0, err
+		return engine.Config{}, err
 	}
 	cfg := p.eng
 	cfg.StepTimer = est
-	res, err := engine.Simulate(cfg, p.arr, engine.SimOptions{Steps: true})
+	return cfg, nil
+}
+
+// predict replays the measured arrivals with eff (replayFree): the twin's
+// prediction, queueing included.
+func (p *problem) predict(eff perfmodel.Efficiency) (replay, error) {
+	cfg, err := p.engine(eff)
 	if err != nil {
-		return nil, nil, 0, err
+		return replay{}, err
 	}
-	maxBatch := 0
-	for _, s := range res.Steps {
-		maxBatch = max(maxBatch, s.Seqs)
+	return replayFree(cfg, p.obs)
+}
+
+// simulate replays the workload with eff as the fit compares it (anchored
+// when the records allow) and returns per-request losses (Huber on the log
+// ratio of simulated to measured TTFT, TPOT and E2E) and the replay.
+func (p *problem) simulate(eff perfmodel.Efficiency) ([]float64, replay, error) {
+	cfg, err := p.engine(eff)
+	if err != nil {
+		return nil, replay{}, err
+	}
+	var rp replay
+	if p.anchored {
+		rp, err = replayAnchored(cfg, p.obs)
+	} else {
+		rp, err = replayFree(cfg, p.obs)
+	}
+	if err != nil {
+		return nil, replay{}, err
 	}
 	loss := make([]float64, len(p.obs))
 	for i, o := range p.obs {
-		tl := res.Timelines[i]
-		st, se := tl.FirstToken.Sub(tl.Arrival), tl.Finished.Sub(tl.Arrival)
+		st, se, sp := p.times(o, rp.timelines[i])
 		// TTFT and E2E move in jumps of a step when a simulated arrival
 		// falls on the other side of a step boundary; the server's prefill
 		// (TTFT − queue) and TPOT change smoothly with the constants. With
 		// the server's split, those carry the fit and TTFT/E2E a fifth.
 		var l float64
 		if o.ServerSide {
-			l = 0.2*(huber(logRatio(st, o.TTFT))+huber(logRatio(se, o.E2E))) +
-				huber(logRatio(tl.FirstToken.Sub(tl.Scheduled), o.TTFT-o.Queue))
+			l = 0.2*(huber(logRatio(st, o.TTFT))+huber(logRatio(se, o.E2E))) + huber(logRatio(sp, o.TTFT-o.Queue))
 		} else {
 			l = huber(logRatio(st, o.TTFT)) + huber(logRatio(se, o.E2E))
 		}
-		if mt, ok := o.TPOT(); ok && tl.OutputTokens > 1 {
-			l += huber(logRatio((se-st)/time.Duration(tl.OutputTokens-1), mt))
+		if mt, ok := o.TPOT(); ok && rp.timelines[i].OutputTokens > 1 {
+			l += huber(logRatio((se-st)/time.Duration(rp.timelines[i].OutputTokens-1), mt))
 		}
 		loss[i] = l
 	}
-	return loss, res.Timelines, maxBatch, nil
+	return loss, rp, nil
+}
+
+// times are a replayed request's TTFT, E2E and prefill (first scheduled
+// step to first token). An anchored replay does not simulate the queue:
+// the measured queue stands for it.
+func (p *problem) times(o Observed, tl engine.Timeline) (ttft, e2e, prefill time.Duration) {
+	prefill = tl.FirstToken.Sub(tl.Scheduled)
+	if p.anchored {
+		return o.Queue + prefill, o.Queue + tl.Finished.Sub(tl.Scheduled), prefill
+	}
+	return tl.FirstToken.Sub(tl.Arrival), tl.Finished.Sub(tl.Arrival), prefill
 }
 
 // aggregate is the loss on weighted means over groups of requests of
@@ -125,11 +156,10 @@ func (p *problem) aggregate(tls []engine.Timeline, weights []float64) float64 {
 		if w == 0 {
 			continue
 		}
-		st, se := tl.FirstToken.Sub(tl.Arrival), tl.Finished.Sub(tl.Arrival)
-		mp := o.TTFT
-		sp := st
+		st, se, pre := p.times(o, tl)
+		mp, sp := o.TTFT, st
 		if o.ServerSide {
-			mp, sp = o.TTFT-o.Queue, tl.FirstToken.Sub(tl.Scheduled)
+			mp, sp = o.TTFT-o.Queue, pre
 		}
 		sim[g][0] += w * float64(sp)
 		meas[g][0] += w * float64(mp)
@@ -236,16 +266,16 @@ func newProblem(w *Workload, cfg Config) (*problem, error) {
 	if start == (perfmodel.Efficiency{}) {
 		start = base.Eff
 	}
-	p := &problem{base: base, eng: ec, start: start, obs: w.Requests}
-	for i, o := range w.Requests {
-		p.arr = append(p.arr, engine.Arrival{At: o.Arrival, Request: engine.Request{ID: fmt.Sprint(i), PromptLen: o.Input, MaxTokens: o.Output, IgnoreEOS: true}})
+	p := &problem{base: base, eng: ec, start: start, obs: w.Requests, anchored: len(w.Requests) > 0}
+	for _, o := range w.Requests {
+		p.anchored = p.anchored && o.Anchored
 	}
 	p.byInput = make([]int, len(w.Requests))
 	for i := range p.byInput {
 		p.byInput[i] = i
 	}
 	slices.SortStableFunc(p.byInput, func(a, b int) int { return w.Requests[a].Input - w.Requests[b].Input })
-	if _, _, _, err := p.simulate(start); err != nil {
+	if _, _, err := p.simulate(start); err != nil {
 		return nil, fmt.Errorf("%w: the records cannot be replayed on %s: %v", ErrBadInput, base.Model.Name, err)
 	}
 	return p, nil
@@ -263,7 +293,7 @@ func (p *problem) minimize(ctx context.Context, x0, weights []float64, maxEvals 
 				return math.Inf(1)
 			}
 		}
-		loss, tls, _, err := p.simulate(p.efficiency(x))
+		loss, rp, err := p.simulate(p.efficiency(x))
 		if err != nil {
 			simErr = err
 			return math.Inf(1)
@@ -272,7 +302,7 @@ func (p *problem) minimize(ctx context.Context, x0, weights []float64, maxEvals 
 		for i, l := range loss {
 			s += weights[i] * l
 		}
-		return s + p.aggregate(tls, weights)
+		return s + p.aggregate(rp.timelines, weights)
 	}
 	settings := &optimize.Settings{FuncEvaluations: maxEvals, Converger: &optimize.FunctionConverge{Absolute: 1e-12, Relative: 1e-10, Iterations: 150}}
 	res, err := optimize.Minimize(optimize.Problem{Func: f}, x0, settings, &optimize.NelderMead{SimplexSize: 0.2})
@@ -325,21 +355,21 @@ func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]fl
 	consts.Memory = interval(1, eff.Memory)
 	consts.StepOverheadUS = interval(2, float64(eff.StepOverhead)/1e3)
 
-	_, tls, maxBatch, err := p.simulate(eff)
+	after, err := p.predict(eff)
 	if err != nil {
 		return nil, err
 	}
-	_, tls0, _, err := p.simulate(p.start)
+	before, err := p.predict(p.start)
 	if err != nil {
 		return nil, err
 	}
 	pr := &perfmodel.Profile{
 		Schema: perfmodel.ProfileSchema, Model: p.base.Model.Name, GPU: p.base.GPU.Name, TP: max(p.base.TP, 1),
 		DType: string(p.base.WeightDType), KVDType: string(p.base.KVDType), Engine: cfg.EngineName, EngineVersion: cfg.EngineVersion,
-		Source: w.Dir, Requests: len(w.Requests), Constants: consts, Residuals: residuals(w.Requests, tls),
-		Range: fitRange(w.Requests, maxBatch),
+		Source: w.Dir, Requests: len(w.Requests), Constants: consts, Residuals: residuals(w.Requests, after.timelines),
+		Range: fitRange(w.Requests, after.maxBatch),
 	}
-	return &Result{Profile: pr, Before: residuals(w.Requests, tls0), Evaluations: evals}, nil
+	return &Result{Profile: pr, Before: residuals(w.Requests, before.timelines), Evaluations: evals}, nil
 }
 
 func fitRange(obs []Observed, maxBatch int) perfmodel.FitRange {

@@ -33,6 +33,13 @@ type Observed struct {
 	// ServerSide is true when the times are the server's own split
 	// (Server-Timing or vLLM's metrics), free of the client's overhead.
 	ServerSide bool
+	// Scheduled is when the server first scheduled the request, on the
+	// server's own clock (offset from the workload's first arrival), when
+	// Anchored: then Arrival is Scheduled − Queue on that clock too, and
+	// both are exact, where the client's instants carry the network's and
+	// the client's jitter.
+	Scheduled time.Duration
+	Anchored  bool
 }
 
 // TPOT is (E2E − TTFT) / (Output − 1); ok is false for one-token answers.
@@ -53,10 +60,13 @@ type Workload struct {
 }
 
 // ReadResults reads a bench results folder (requests.jsonl, run.json) and
-// reconstructs the workload the server saw. Arrivals are the server's when
-// the records carry its split (first token instant − server TTFT), else the
-// client's send instants. A folder without records, or whose successful
-// records lack token counts or timestamps, is an error wrapping ErrBadInput.
+// reconstructs the workload the server saw. When every record carries the
+// server's first-scheduled instant (its metrics object; bench
+// --return-metrics), arrivals and scheduling instants are the server's own
+// (Anchored). Otherwise arrivals are estimated: the first token instant −
+// the server's TTFT when the records carry its split, else the client's
+// send instants. A folder without records, or whose successful records
+// lack token counts or timestamps, is an error wrapping ErrBadInput.
 func ReadResults(dir string) (*Workload, error) {
 	path := filepath.Join(dir, report.RecordsFile)
 	f, err := os.Open(path)
@@ -107,6 +117,9 @@ func ReadResults(dir string) (*Workload, error) {
 			origin, first = arrival, false
 		}
 		o.Arrival = time.Duration(arrival)
+		if s := r.Server; s != nil && s.FirstScheduledUnixNS > 0 {
+			o.Scheduled, o.Anchored = time.Duration(s.FirstScheduledUnixNS), true
+		}
 		w.Requests = append(w.Requests, o)
 	}
 	if err := sc.Err(); err != nil {
@@ -118,11 +131,34 @@ func ReadResults(dir string) (*Workload, error) {
 	if len(w.Requests) < 8 {
 		return nil, fmt.Errorf("%w: %s holds %d usable records; calibration needs at least 8", ErrBadInput, path, len(w.Requests))
 	}
-	for i := range w.Requests {
-		w.Requests[i].Arrival -= time.Duration(origin)
-	}
+	anchor(w.Requests, time.Duration(origin))
 	slices.SortStableFunc(w.Requests, func(a, b Observed) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	return w, nil
+}
+
+// anchor makes the requests' instants offsets from the first arrival: on
+// the server's clock when every request is Anchored (its scheduling
+// instant minus its queue), else from origin on the client's clock.
+func anchor(obs []Observed, origin time.Duration) {
+	all := len(obs) > 0
+	for _, o := range obs {
+		all = all && o.Anchored
+	}
+	if !all {
+		for i := range obs {
+			obs[i].Arrival -= origin
+			obs[i].Scheduled, obs[i].Anchored = 0, false
+		}
+		return
+	}
+	first := obs[0].Scheduled - obs[0].Queue
+	for _, o := range obs {
+		first = min(first, o.Scheduled-o.Queue)
+	}
+	for i := range obs {
+		obs[i].Scheduled -= first
+		obs[i].Arrival = obs[i].Scheduled - obs[i].Queue
+	}
 }
 
 // Merge joins workloads of separate runs against the same server into one
@@ -135,6 +171,7 @@ func Merge(ws ...*Workload) *Workload {
 		var end time.Duration
 		for _, o := range w.Requests {
 			o.Arrival += shift
+			o.Scheduled += shift
 			end = max(end, o.Arrival+o.E2E)
 			out.Requests = append(out.Requests, o)
 		}

@@ -160,6 +160,43 @@ func TestLateTimersDoNotAccumulateDrift(t *testing.T) {
 	}
 }
 
+// A host stall shorter than maxLag (the loop wakes 50 ms after a deadline)
+// delays the tokens' delivery, not the schedule: the engine catches up step
+// by step, and every token carries the instant of the undisturbed schedule,
+// so a server's reported timings stay its step-time model's on a loaded
+// machine (what calibration fits). A stall beyond maxLag restarts the
+// schedule from the current time.
+func TestHostStallKeepsSchedule(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		stall time.Duration
+		want  time.Duration // the last token's instant from the arrival
+	}{
+		{"50ms", 50 * time.Millisecond, 1100*time.Microsecond + 4*1010*time.Microsecond},
+		{"beyond maxLag", maxLag + time.Second, 1100*time.Microsecond + maxLag + time.Second + 4*1010*time.Microsecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newFakeClock()
+			t0 := clock.Now()
+			e, _ := startEngine(t, testConfig(), clock)
+			st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 5, IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock.advanceLate(t, c.stall)
+			if c.stall > maxLag {
+				for range 4 {
+					clock.advanceToTimer(t)
+				}
+			}
+			evs := recvAll(t, st)
+			if last := evs[len(evs)-1]; !last.At.Equal(t0.Add(c.want)) {
+				t.Fatalf("last token at %v, want %v", last.At.Sub(t0), c.want)
+			}
+		})
+	}
+}
+
 func TestSlowReaderGetsMergedEvents(t *testing.T) {
 	cfg := testConfig()
 	cfg.StepTimer = linearTimer{base: 100 * time.Microsecond}

@@ -113,6 +113,14 @@ type ServerSplit struct {
 	PrefillNS int64  `json:"prefill_ns"`
 	DecodeNS  int64  `json:"decode_ns"`
 	Source    string `json:"source"` // "server-timing" or "vllm-metrics"
+	// FirstScheduledUnixNS is when the server first scheduled the request
+	// (the start of the step that first computed part of its prompt), in
+	// Unix nanoseconds on the server's clock, when its per-request metrics
+	// object says (vLLM's first_scheduled_time; tokentrace's arrival_time
+	// + frontend_time_ms + queue_time_ms); 0 otherwise. The instants of
+	// one server's requests compare with each other exactly, free of the
+	// network and the client; with the client's clock they do not.
+	FirstScheduledUnixNS int64 `json:"first_scheduled_unix_ns,omitempty"`
 }
 
 // OK reports whether the request succeeded.
