@@ -13,7 +13,7 @@ func init() { register(newServeCmd) }
 func newServeCmd() *cobra.Command {
 	opts := serve.DefaultOptions()
 	listen := listenAddr{Host: "127.0.0.1", Port: 8000}
-	var configPath string
+	var configPath, otlpEndpoint string
 	var g *flagGroup
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,6 +50,12 @@ run, 1 when it cannot listen (docs/cli.md).`,
 			if err != nil {
 				return usageError(fmt.Errorf("serve: %w", err), g)
 			}
+			tracer, stopTracing, err := startTracing(cmd.Context(), otlpEndpoint, "tokentrace-serve", cmd.ErrOrStderr())
+			if err != nil {
+				return usageError(fmt.Errorf("serve: %w", err), g)
+			}
+			defer stopTracing()
+			cfg.Tracer = tracer
 			srv, err := serve.Start(cmd.Context(), cfg, addr)
 			if err != nil {
 				return err
@@ -65,5 +71,6 @@ run, 1 when it cannot listen (docs/cli.md).`,
 	bindEngineFlags(g, &opts.Engine)
 	bindServerFlags(g, &opts)
 	bindListenFlags(g, &listen)
+	bindTracingFlag(g, &otlpEndpoint)
 	return cmd
 }

@@ -227,3 +227,38 @@ func TestCompletionsStreamThroughGateway(t *testing.T) {
 		t.Fatalf("status %d, %d text tokens, last %q, comments %v", resp.StatusCode, tokens, data[len(data)-1], comments)
 	}
 }
+
+// The gateway passes on serve's own stages after its own: a client reads
+// both hops, each stage once, and decomposes the request exactly.
+func TestServeStagesPassedOn(t *testing.T) {
+	s := startServe(t, time.Millisecond)
+	gw := startGateway(t, quickGateway(t, serveBase(s)))
+	for _, stream := range []bool{true, false} {
+		resp := post(t, context.Background(), gw.URL, chatBody(simModel, stream, "hello there", `,"max_tokens":4,"ignore_eos":true`), nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var final []string
+		if i := strings.Index(string(b), ": "+latency.FinalTimingComment); i >= 0 {
+			line := string(b[i+2:])
+			final = []string{strings.TrimPrefix(line[:strings.IndexByte(line, '\n')], latency.FinalTimingComment)}
+		}
+		stages, notes := latency.ParseTiming(latency.TimingValues{Header: resp.Header.Values("Server-Timing"), Final: final,
+			Trailer: resp.Trailer.Values("Server-Timing")})
+		if len(notes) > 0 {
+			t.Errorf("stream %v: notes %q", stream, notes)
+		}
+		got := map[string]bool{}
+		for _, st := range stages {
+			got[string(st.Hop)+"."+st.Name] = true
+		}
+		for _, want := range []string{"gateway.gateway_in", "gateway.upstream_ttft", "gateway.decode", "gateway.total",
+			"server.frontend", "server.server_queue", "server.prefill", "server.server_decode"} {
+			if !got[want] {
+				t.Errorf("stream %v: %s missing from %v", stream, want, stages)
+			}
+		}
+		if stream && final == nil {
+			t.Errorf("no final server-timing comment")
+		}
+	}
+}

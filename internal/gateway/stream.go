@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 )
@@ -301,8 +302,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 
 	if a.whole {
 		tl.whole = true
-		timingValues = append(timingValues, a.resp.Trailer.Values("Server-Timing")...)
-		tl.foldServerTiming(timingValues)
+		tl.foldServerTiming(timingValues, a.resp.Trailer.Values("Server-Timing"))
 		t0 := g.now()
 		x.tokens = completionTokens(a.body)
 		tl.post += g.now().Sub(t0)
@@ -450,15 +450,14 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	waited := a.up.waited
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.rd, 1<<20))
 	t0 = t0.Add(a.up.waited - waited) // waiting for the upstream's end is not post-processing
-	timing = append(timing, a.resp.Trailer.Values("Server-Timing")...)
-	x.tl.foldServerTiming(timing)
+	x.tl.foldServerTiming(timing, a.resp.Trailer.Values("Server-Timing"))
 	if !x.tl.serverSplit && x.metricsSplit != nil {
 		x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = x.metricsSplit[0], x.metricsSplit[1], x.metricsSplit[2]
 		x.tl.serverSplit = true
 	}
 	x.tl.post += g.now().Sub(t0)
 	x.tl.end = g.now()
-	comment := "server-timing " + x.tl.trailerTiming(x.tl.stages())
+	comment := latency.FinalTimingComment + x.tl.finalTiming(x.tl.stages())
 	msg := make([]byte, 0, len(comment)+len(done)+4)
 	// The comment shares the [DONE] event rather than being an event of
 	// its own: some clients (openai-go) dispatch a comment-only event as
@@ -486,7 +485,7 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 // setTrailer ends the timeline and sets the Server-Timing trailer.
 func (x *exchange) setTrailer() {
 	x.tl.end = x.g.now()
-	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.tl.trailerTiming(x.tl.stages()))
+	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.tl.finalTiming(x.tl.stages()))
 }
 
 // streamError ends a started stream with an error event (the OpenAI

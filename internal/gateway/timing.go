@@ -31,6 +31,13 @@ type timeline struct {
 	// upstream split, from its Server-Timing trailer; ok reports presence.
 	serverQueue, serverPrefill, serverDecode time.Duration
 	serverSplit                              bool
+	// splitForwarded: the split came from the upstream's Server-Timing,
+	// whose stages are passed on (forward), so the trailer does not repeat
+	// them.
+	splitForwarded bool
+	// forward is the upstream's stages (latency.ForwardTiming), passed on
+	// after the gateway's own in the trailer.
+	forward string
 	// whole: the answer was one body (not streamed), so upstream_ttft
 	// spans the server's decode too.
 	whole bool
@@ -154,10 +161,12 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 	b = appendTiming(b, latency.TimingPostProcess, s.Post)
 	b = appendTiming(b, latency.TimingBackpressure, s.Backpressure)
 	if q, p, n, ok := t.split(s.UpstreamTTFT); ok {
-		b = appendTiming(b, latency.TimingServerQueue, q)
-		b = appendTiming(b, latency.TimingPrefill, p)
+		if !t.splitForwarded {
+			b = appendTiming(b, latency.TimingServerQueue, q)
+			b = appendTiming(b, latency.TimingPrefill, p)
+		}
 		b = appendTiming(b, latency.TimingNetwork, n)
-		if t.whole {
+		if t.whole && !t.splitForwarded {
 			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
 		}
 	}
@@ -165,13 +174,28 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 	return string(b)
 }
 
+// finalTiming is what the trailer and the final SSE comment carry: the
+// gateway's own trailer stages, then the upstream's stages passed on, so a
+// client sees every hop's stages, outermost first (docs/metrics.md, "Hops
+// and the decomposition along the path").
+func (t *timeline) finalTiming(s stageDurations) string {
+	own := t.trailerTiming(s)
+	if t.forward == "" {
+		return own
+	}
+	return own + ", " + t.forward
+}
+
 // foldServerTiming records the upstream's split from its Server-Timing
 // header and trailer values (latency.SplitServerTiming: server_queue,
-// prefill, server_decode, and their former names).
-func (t *timeline) foldServerTiming(values []string) {
-	sp, _, ok := latency.SplitServerTiming(values)
+// prefill, server_decode, and their former names), and keeps every stage
+// of the upstream's to pass on.
+func (t *timeline) foldServerTiming(header, trailer []string) {
+	t.forward = latency.ForwardTiming(latency.HopGateway, latency.TimingValues{Header: header, Trailer: trailer})
+	sp, _, ok := latency.SplitServerTiming(append(append([]string(nil), header...), trailer...))
 	if !ok {
 		return
 	}
 	t.serverQueue, t.serverPrefill, t.serverDecode, t.serverSplit = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS), true
+	t.splitForwarded = true
 }

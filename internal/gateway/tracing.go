@@ -2,29 +2,23 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 )
-
-var propagator = propagation.TraceContext{}
 
 // spanRecorder is one request's span; its zero value (no tracer) records
 // nothing but still carries the client's traceparent upstream.
 type spanRecorder struct {
-	span trace.Span
+	span   trace.Span
+	tracer trace.Tracer
 	// passthrough headers when there is no tracer
 	traceparent, tracestate string
 }
@@ -35,18 +29,18 @@ func (g *Gateway) startSpan(r *http.Request, id string) (context.Context, spanRe
 	if g.Tracer == nil {
 		return r.Context(), spanRecorder{traceparent: r.Header.Get("Traceparent"), tracestate: r.Header.Get("Tracestate")}
 	}
-	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := tracing.Extract(r.Context(), r.Header)
 	ctx, span := g.Tracer.Start(ctx, "gateway "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
 			attribute.String("tokentrace.request_id", id)))
-	return ctx, spanRecorder{span: span}
+	return ctx, spanRecorder{span: span, tracer: g.Tracer}
 }
 
 // inject sets traceparent (and tracestate) on an upstream request: the
 // gateway's span as parent, or the client's header passed through.
 func (s *spanRecorder) inject(h http.Header) {
 	if s.span != nil {
-		propagator.Inject(trace.ContextWithSpan(context.Background(), s.span), propagation.HeaderCarrier(h))
+		tracing.Inject(trace.ContextWithSpan(context.Background(), s.span), h)
 		return
 	}
 	if s.traceparent != "" {
@@ -65,7 +59,9 @@ func (s *spanRecorder) event(name string) {
 }
 
 // end sets the request's attributes (GenAI names where they exist, the
-// stage durations in seconds) and ends the span.
+// stage durations in seconds), adds one child span per stage (laid end to
+// end from the handler's start: the partition of its Server-Timing) and
+// ends the span.
 func (s *spanRecorder) end(x *exchange, st stageDurations) {
 	if s.span == nil {
 		return
@@ -94,6 +90,12 @@ func (s *spanRecorder) end(x *exchange, st stageDurations) {
 	if x.errKind != "" {
 		s.span.SetStatus(codes.Error, x.errKind)
 	}
+	tracing.StageSpans(trace.ContextWithSpan(context.Background(), s.span), s.tracer, x.tl.start, []tracing.Stage{
+		{Name: latency.TimingGatewayIn, D: st.In}, {Name: latency.TimingGatewayQueue, D: st.Queue},
+		{Name: latency.TimingConnect, D: st.Connect}, {Name: latency.TimingUpstreamTTFT, D: st.UpstreamTTFT},
+		{Name: latency.TimingDecode, D: st.Decode, Summed: true}, {Name: latency.TimingPostProcess, D: st.Post, Summed: true},
+		{Name: latency.TimingBackpressure, D: st.Backpressure, Summed: true},
+	})
 	s.span.End()
 }
 
@@ -104,23 +106,7 @@ func stageAttr(name latency.TimingName, d time.Duration) attribute.KeyValue {
 }
 
 // NewOTLPTracerProvider exports spans over OTLP/HTTP to endpoint (e.g.
-// http://localhost:4318). Shut it down to flush.
+// http://localhost:4318) as tokentrace-gateway. Shut it down to flush.
 func NewOTLPTracerProvider(ctx context.Context, endpoint string) (*sdktrace.TracerProvider, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("otlp endpoint %q: not a URL", redact.URL(endpoint))
-	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host)}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	if u.Path != "" && u.Path != "/" {
-		opts = append(opts, otlptracehttp.WithURLPath(u.Path))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("otlp exporter: %w", err)
-	}
-	res := resource.NewSchemaless(attribute.String("service.name", "tokentrace-gateway"))
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	return tracing.NewProvider(ctx, endpoint, "tokentrace-gateway")
 }

@@ -8,6 +8,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestSpanPerRequestWithStageEventsAndPropagation(t *testing.T) {
@@ -25,11 +26,32 @@ func TestSpanPerRequestWithStageEventsAndPropagation(t *testing.T) {
 	if s != 200 {
 		t.Fatalf("%d %s", s, body)
 	}
-	spans := exp.GetSpans()
-	if len(spans) != 1 {
-		t.Fatalf("%d spans, want 1", len(spans))
+	var requests, stages tracetest.SpanStubs
+	for _, sp := range exp.GetSpans() {
+		if sp.SpanKind == trace.SpanKindServer {
+			requests = append(requests, sp)
+		} else {
+			stages = append(stages, sp)
+		}
 	}
-	sp := spans[0]
+	if len(requests) != 1 {
+		t.Fatalf("%d request spans, want 1", len(requests))
+	}
+	sp := requests[0]
+	// One child span per stage, in path order, laid end to end.
+	var names []string
+	for i, st := range stages {
+		names = append(names, st.Name)
+		if st.Parent.SpanID() != sp.SpanContext.SpanID() || st.SpanContext.TraceID() != sp.SpanContext.TraceID() {
+			t.Errorf("stage span %s is not a child of the request's", st.Name)
+		}
+		if i > 0 && !st.StartTime.Equal(stages[i-1].EndTime) {
+			t.Errorf("stage span %s starts at %v, the previous ended at %v", st.Name, st.StartTime, stages[i-1].EndTime)
+		}
+	}
+	if got := strings.Join(names, ","); got != "gateway gateway_in,gateway gateway_queue,gateway connect,gateway upstream_ttft,gateway decode,gateway post_process,gateway backpressure" {
+		t.Errorf("stage spans %s", got)
+	}
 	if sp.SpanContext.TraceID().String() != traceID || sp.Parent.SpanID().String() != "00f067aa0ba902b7" {
 		t.Errorf("span trace %s parent %s, want the client's", sp.SpanContext.TraceID(), sp.Parent.SpanID())
 	}

@@ -86,10 +86,14 @@ func TestParseTiming(t *testing.T) {
 				{HopGateway, "gateway_in", 2e5}, {HopGateway, "upstream_ttft", 40e6},
 				{HopServer, "frontend", 4e5}, {HopServer, "server_queue", 5e6}},
 			nil},
-		{"a trailer repeating the header, and the final event repeating the trailer, are one report",
-			TimingValues{Header: []string{"server_queue;dur=2, prefill;dur=3"}, Final: []string{"server_decode;dur=4"},
+		{"a trailer repeating the header is one report; the final event stands in for a trailer only",
+			TimingValues{Header: []string{"server_queue;dur=2, prefill;dur=3"}, Final: []string{"server_decode;dur=3.9, total;dur=9"},
 				Trailer: []string{"server_queue;dur=2, prefill;dur=3, server_decode;dur=4"}},
 			[]HopStage{{HopServer, "server_queue", 2e6}, {HopServer, "prefill", 3e6}, {HopServer, "server_decode", 4e6}},
+			nil},
+		{"the final event without a trailer",
+			TimingValues{Header: []string{"server_queue;dur=2"}, Final: []string{"server_queue;dur=2, prefill;dur=3"}},
+			[]HopStage{{HopServer, "server_queue", 2e6}, {HopServer, "prefill", 3e6}},
 			nil},
 		{"former names, no gateway", TimingValues{Trailer: []string{"queue;dur=2, decode;dur=4"}},
 			[]HopStage{{HopServer, "server_queue", 2e6}, {HopServer, "server_decode", 4e6}}, nil},
@@ -144,4 +148,24 @@ func FuzzParseTiming(f *testing.F) {
 			seen[k] = true
 		}
 	})
+}
+
+// What a hop passes on reads back as the same stages, former names
+// rewritten, its own hop's left out.
+func TestForwardTiming(t *testing.T) {
+	v := TimingValues{Header: []string{"queue;dur=1.5, prefill;dur=2.5"},
+		Trailer: []string{"decode;dur=3, app.in;dur=1, db.query;dur=0.25, server.total;dur=7, gateway_in;dur=9"}}
+	got := ForwardTiming(HopGateway, TimingValues{Header: []string{"queue;dur=1.5, prefill;dur=2.5"}, Trailer: []string{"decode;dur=3, app.in;dur=1, db.query;dur=0.25"}})
+	if want := "server_queue;dur=1.500, prefill;dur=2.500, server_decode;dur=3.000, app.in;dur=1.000, db.query;dur=0.250"; got != want {
+		t.Errorf("forwarded %q, want %q", got, want)
+	}
+	st, _ := ParseTiming(v)
+	for _, s := range st {
+		if h, n := s.TimingName().Split(); h != s.Hop || n != s.Name {
+			t.Errorf("%+v is sent as %s, read back as %s.%s", s, s.TimingName(), h, n)
+		}
+	}
+	if got := ForwardTiming(HopApp, TimingValues{Trailer: []string{"app.in;dur=1"}}); got != "" {
+		t.Errorf("a hop's own stages forwarded: %q", got)
+	}
 }

@@ -17,10 +17,53 @@ type HopStage struct {
 	NS   int64  `json:"ns"`
 }
 
+// TimingName is the stage's Server-Timing name, the one Split reads back:
+// the bare name for the gateway's names and for the server's (unless bare
+// it would read as another hop's), else "hop.name".
+func (s HopStage) TimingName() TimingName {
+	n := TimingName(s.Name)
+	switch {
+	case s.Hop == HopGateway && gatewayNames[n]:
+		return n
+	case s.Hop == HopServer && !gatewayNames[n] && !strings.Contains(s.Name, "."):
+		return n
+	}
+	return Qualify(s.Hop, s.Name)
+}
+
+// AppendTiming appends a Server-Timing metric "name;dur=MS" (milliseconds
+// with three decimals, as tokentrace's hops send them), after ", " when b
+// is not empty.
+func AppendTiming(b []byte, name TimingName, ns int64) []byte {
+	if len(b) > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, name...)
+	b = append(b, ";dur="...)
+	return strconv.AppendFloat(b, float64(ns)/1e6, 'f', 3, 64)
+}
+
+// ForwardTiming is what a hop passes on of its upstream's Server-Timing
+// values (its header's and its trailer's, read by ParseTiming): every
+// stage of a hop other than self, under its wire name, as one value — the
+// former names rewritten to today's, so that no name reads as the
+// forwarding hop's own. Empty when there is none.
+func ForwardTiming(self Hop, v TimingValues) string {
+	stages, _ := ParseTiming(v)
+	var b []byte
+	for _, s := range stages {
+		if s.Hop != self {
+			b = AppendTiming(b, s.TimingName(), s.NS)
+		}
+	}
+	return string(b)
+}
+
 // TimingValues are a response's Server-Timing values by where they came
 // from, in the order a client sees them: the header, the final event of a
-// stream (an SSE comment ": server-timing VALUE" before [DONE]), the
-// trailer. Each is a list of field values ("a;dur=1, b;dur=2").
+// stream (an SSE comment ": server-timing VALUE" before [DONE], read only
+// when there is no trailer), the trailer. Each is a list of field values
+// ("a;dur=1, b;dur=2").
 type TimingValues struct {
 	Header, Final, Trailer []string
 }
@@ -229,6 +272,12 @@ func isRangeErr(err error) bool {
 // that is path order), and within a hop in the order they first appear.
 // The former names are read as SplitServerTiming reads them.
 func ParseTiming(v TimingValues) (stages []HopStage, notes []string) {
+	if len(v.Trailer) > 0 {
+		// The final event stands in for the trailer for clients that
+		// cannot read trailers; it was written just before the end (the
+		// last write is not in it), so the trailer supersedes it.
+		v.Final = nil
+	}
 	places := [...][]string{v.Header, v.Final, v.Trailer}
 	placeNames := [...]string{"header", "final event", "trailer"}
 	behindGateway := false

@@ -51,6 +51,9 @@ type exchange struct {
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	x := &exchange{chat: chat, received: s.clock.Now()}
+	if s.cfg.Tracer != nil {
+		defer func() { s.traceRequest(r, x, s.clock.Now()) }()
+	}
 	h := w.Header()
 	h.Set("Trailer", ServerTimingHeader)
 	if !allow(w, r, http.MethodPost) {

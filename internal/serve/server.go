@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
@@ -61,6 +62,10 @@ type Config struct {
 	Limits httplimit.Limits
 	// Clock is the engine's and the server's clock; default the wall clock.
 	Clock engine.Clock
+	// Tracer, when set, records one span per completion request, a child
+	// of its traceparent, with one child span per Server-Timing stage
+	// (docs/serve.md, "Traces"); nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // DefaultMaxBodyBytes is the default request body limit.

@@ -1,0 +1,41 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/tracing"
+)
+
+// traceRequest records a request's span (a child of its traceparent, from
+// the handler's start to end) and one child span per stage of its
+// Server-Timing: frontend, server_queue, prefill and server_decode are the
+// timeline's own instants R → A → S → F → E, laid end to end; an injected
+// fault delay follows them.
+func (s *Server) traceRequest(r *http.Request, x *exchange, end time.Time) {
+	tr := s.cfg.Tracer
+	ctx := tracing.Extract(context.Background(), r.Header)
+	attrs := []attribute.KeyValue{attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+		attribute.String("tokentrace.request_id", x.rid)}
+	if x.hasTL {
+		attrs = append(attrs, attribute.String("gen_ai.request.model", s.cfg.ServedModelName),
+			attribute.Int("gen_ai.usage.input_tokens", x.tl.PromptTokens), attribute.Int("gen_ai.usage.output_tokens", x.tl.OutputTokens))
+	}
+	ctx, sp := tr.Start(ctx, "serve "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(x.received),
+		trace.WithAttributes(attrs...))
+	stages := []tracing.Stage{{Name: latency.TimingFrontend, D: x.frontend}}
+	if x.hasTL {
+		stages = append(stages, tracing.Stage{Name: latency.TimingServerQueue, D: x.tl.Queue()},
+			tracing.Stage{Name: latency.TimingPrefill, D: x.tl.Prefill()}, tracing.Stage{Name: latency.TimingServerDecode, D: x.tl.Decode()})
+	}
+	if x.delay > 0 {
+		stages = append(stages, tracing.Stage{Name: latency.TimingFault, D: x.delay, Summed: true})
+	}
+	tracing.StageSpans(ctx, tr, x.received, stages)
+	sp.End(trace.WithTimestamp(end))
+}
