@@ -97,4 +97,3 @@ func TestValidateEndpoint(t *testing.T) {
 		}
 	}
 }
-
