@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -66,6 +68,10 @@ type Config struct {
 	Progress io.Writer
 	// Log receives status lines (stderr).
 	Log io.Writer
+	// Tracer, when set, records a client span per request whose context
+	// is the request's traceparent (Client.Trace); nil sends a fresh
+	// traceparent and records nothing.
+	Tracer trace.Tracer
 }
 
 // Summary is summary.json: the report plus what only the load generator
@@ -262,12 +268,16 @@ func (r *run) measure(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
-	clock := NewRealClock()
+	rc := &realClock{start: time.Now()}
+	clock := Clock(rc)
 	client, err := NewClient(r.target, func() int64 { return int64(clock.Now()) }, 0)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if r.cfg.Tracer != nil {
+		client.Trace(r.cfg.Tracer, rc.start)
+	}
 	live := &Live{}
 	runner := &Runner{
 		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: runID(r.started), Grace: r.cfg.Grace, Live: live,

@@ -21,10 +21,15 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/sse"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -96,7 +101,18 @@ type Client struct {
 	timeout time.Duration
 	bufs    sync.Pool // request bodies
 	readers sync.Pool // *sse.Reader, with their buffers
+	// tracer, when set, records a client span per request (Trace); epoch
+	// is the wall-clock instant of the run clock's zero.
+	tracer trace.Tracer
+	epoch  time.Time
 }
+
+// Trace makes the client record one span per request (kind client, from
+// the send to the end of the answer, with a child span per client stage:
+// connect, send) and send that span's context as traceparent, so the
+// servers' spans join its trace. epoch is the wall-clock instant of the
+// run clock's zero. Call it before the first Do.
+func (c *Client) Trace(tr trace.Tracer, epoch time.Time) { c.tracer, c.epoch = tr, epoch }
 
 // NewClient returns a client of t. now reads the run's monotonic clock
 // (nanoseconds since the start instant); every instant in a record comes
@@ -176,6 +192,9 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 		return
 	}
 	c.setHeaders(hreq.Header, rec)
+	if c.tracer != nil {
+		defer c.traceRequest(ctx, hreq.Header, rec)()
+	}
 	rec.SentNS = c.now()
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
@@ -228,6 +247,39 @@ func (t *requestTrace) arrivalClock() func() int64 {
 		return t.arrival
 	}
 	return t.c.now
+}
+
+// traceRequest starts the request's client span, sets its context as the
+// request's traceparent and returns what ends it with the record's
+// instants.
+func (c *Client) traceRequest(ctx context.Context, h http.Header, rec *latency.Record) (end func()) {
+	at := func(ns int64) time.Time { return c.epoch.Add(time.Duration(ns)) }
+	sctx, sp := c.tracer.Start(ctx, "bench POST "+c.target.endpointPath(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(at(c.now())), trace.WithAttributes(attribute.String("tokentrace.request_id", rec.ID)))
+	tracing.Inject(sctx, h)
+	rec.TraceID = sp.SpanContext().TraceID().String()
+	return func() {
+		sp.SetAttributes(attribute.Int("http.response.status_code", rec.Status), attribute.Int("gen_ai.usage.output_tokens", rec.OutputTokens))
+		if ttft, ok := rec.TTFT(); ok {
+			sp.SetAttributes(attribute.Float64("tokentrace.ttft", ttft.Seconds()))
+		}
+		if !rec.OK() {
+			sp.SetStatus(codes.Error, rec.ErrorKind)
+		}
+		wrote := rec.WroteNS
+		if wrote == 0 {
+			wrote = rec.SentNS + rec.ConnectNS
+		}
+		tracing.StageSpans(sctx, c.tracer, at(rec.SentNS), []tracing.Stage{
+			{Name: latency.Qualify(latency.HopClient, string(latency.StageConnect)), D: time.Duration(rec.ConnectNS)},
+			{Name: latency.Qualify(latency.HopClient, string(latency.StageSend)), D: time.Duration(wrote - rec.SentNS - rec.ConnectNS)},
+		})
+		end := rec.EndNS
+		if end == 0 {
+			end = c.now()
+		}
+		sp.End(trace.WithTimestamp(at(end)))
+	}
 }
 
 // setHeaders sets the request's headers: content type, credentials, the

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -383,5 +386,48 @@ func TestStagesFromHeaderFinalEventAndTrailer(t *testing.T) {
 	}
 	if rec.MaxTokens != testReq.MaxTokens || rec.Schema != latency.RecordSchema {
 		t.Errorf("max_tokens %d, schema %d", rec.MaxTokens, rec.Schema)
+	}
+}
+
+// With a tracer, each request is a client span whose context the server
+// receives as traceparent, lasting from the send to the end of the answer.
+func TestClientSpan(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Traceparent"))
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	c := newTestClient(t, srv.URL, nil)
+	epoch := time.Unix(1700000000, 0)
+	c.Trace(tp.Tracer("test"), epoch)
+	rec := do(t, c)
+	if !rec.OK() {
+		t.Fatalf("failed: %s %s", rec.ErrorKind, rec.Error)
+	}
+	var client sdktrace.ReadOnlySpan
+	var names []string
+	for _, s := range exp.GetSpans().Snapshots() {
+		names = append(names, s.Name())
+		if s.SpanKind() == trace.SpanKindClient {
+			client = s
+		}
+	}
+	if client == nil {
+		t.Fatalf("no client span among %v", names)
+	}
+	sc := client.SpanContext()
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; got.Load() != want || rec.TraceID != sc.TraceID().String() {
+		t.Errorf("server got traceparent %v, record trace %s; want %s", got.Load(), rec.TraceID, want)
+	}
+	if !client.EndTime().Equal(epoch.Add(time.Duration(rec.EndNS))) || client.StartTime().After(epoch.Add(time.Duration(rec.SentNS))) {
+		t.Errorf("span %v – %v, record sent %d end %d", client.StartTime(), client.EndTime(), rec.SentNS, rec.EndNS)
+	}
+	if strings.Join(names, ",") != "client connect,client send,bench POST /chat/completions" {
+		t.Errorf("spans %v", names)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/redact"
@@ -22,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 	sim := serve.DefaultOptions()
 	self := bench.DefaultSelfTestOptions()
 	var selfTest bool
+	var otlpEndpoint string
 	var g, simG *flagGroup
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -58,9 +60,24 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 			if selfTest {
 				return bench.SelfTest(ctx, self, cmd.OutOrStdout())
 			}
-			cfg, err := benchConfig(opts, sim, g, simG)
+			var serveTracer trace.Tracer // the embedded engine's, when tracing
+			cfg, err := benchConfig(opts, sim, g, simG, &serveTracer)
 			if err != nil {
 				return err
+			}
+			tracer, stopTracing, err := startTracing(ctx, otlpEndpoint, "tokentrace-bench", cmd.ErrOrStderr())
+			if err != nil {
+				return usageError(fmt.Errorf("bench: %w", err), g)
+			}
+			defer stopTracing()
+			cfg.Tracer = tracer
+			if cfg.StartEmbedded != nil {
+				st, stopServe, err := startTracing(ctx, otlpEndpoint, "tokentrace-serve", cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer stopServe()
+				serveTracer = st
 			}
 			cfg.Command = commandLine(os.Args)
 			cfg.Echo = flagValues(cmd.Flags())
@@ -81,6 +98,7 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 	f := cmd.Flags()
 	g = newFlagGroup(f, "", "")
 	bindBenchFlags(g, &opts)
+	bindTracingFlag(g, &otlpEndpoint)
 	f.BoolVar(&selfTest, "self-test", false, "measure this client's own speed and fidelity against loopback servers, then exit")
 	bindSelfTestFlags(g, &self)
 	// The embedded engine's settings, as tokentrace serve names them, with
@@ -93,7 +111,7 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 
 // benchConfig checks bench's flags and, without --url, the embedded
 // engine's, and wires the engine in.
-func benchConfig(opts bench.Options, sim serve.Options, g, simG *flagGroup) (bench.Config, error) {
+func benchConfig(opts bench.Options, sim serve.Options, g, simG *flagGroup, tracer *trace.Tracer) (bench.Config, error) {
 	cfg, err := opts.Config(g.given, time.Now())
 	if err != nil {
 		return cfg, usageError(fmt.Errorf("bench: %w", err), g)
@@ -109,6 +127,7 @@ func benchConfig(opts bench.Options, sim serve.Options, g, simG *flagGroup) (ben
 		return cfg, usageError(fmt.Errorf("bench: embedded engine: %w", err), simG)
 	}
 	cfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
+		scfg.Tracer = *tracer
 		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
 		if err != nil {
 			return nil, err
