@@ -69,6 +69,10 @@ type Runner struct {
 	Grace time.Duration
 	// Live, when set, is told of every send and finish (progress display).
 	Live *Live
+	// Epoch, when set, starts a phase at the clock's zero instant, waiting
+	// for it, rather than when Run is called: generators given one start
+	// instant (the shards of a workload) then keep one schedule.
+	Epoch bool
 
 	mu      sync.Mutex
 	seq     atomic.Int64 // request ids
@@ -116,7 +120,14 @@ func (r *Runner) Run(ctx context.Context, name string, load workload.Load) (Phas
 	})
 	defer stopGrace()
 
-	p := &phaseRun{r: r, name: name, load: load, sendCtx: ctx, reqCtx: reqCtx, start: r.Clock.Now(),
+	start := r.Clock.Now()
+	if r.Epoch {
+		if err := r.Clock.SleepUntil(ctx, 0); err != nil {
+			return PhaseResult{Name: name, Mode: load.Mode(), Interrupted: true}, nil
+		}
+		start = 0
+	}
+	p := &phaseRun{r: r, name: name, load: load, sendCtx: ctx, reqCtx: reqCtx, start: start,
 		firstI: -1, firstS: -1}
 	p.res = PhaseResult{Name: name, Mode: load.Mode(), TargetRPS: load.Rate, Concurrency: load.Concurrency,
 		StartNS: int64(p.start)}
@@ -157,7 +168,8 @@ func (p *phaseRun) isWarmup(ticket int64, intended time.Duration) bool {
 	return ticket <= int64(l.WarmupRequests) || intended-p.start < l.WarmupDuration
 }
 
-// open sends sessions at the arrival process's instants.
+// open sends sessions at the arrival process's instants; a shard walks
+// every arrival and sends those it owns (arrival k carries session k).
 func (p *phaseRun) open() error {
 	l := p.load
 	var arr workload.Arrivals
@@ -182,9 +194,13 @@ func (p *phaseRun) open() error {
 		if p.total > 0 && p.tickets.Load() >= p.total {
 			return nil
 		}
+		k := p.r.session.Add(1) - 1
+		if !l.Shard.Owns(k) {
+			continue
+		}
 		// Build the request before its instant, so that building it is not
 		// part of the client's lateness.
-		sess := p.r.Source.Session(p.r.session.Add(1) - 1)
+		sess := p.r.Source.Session(k)
 		first, ok := sess.Next(0)
 		if !ok {
 			continue
@@ -205,7 +221,7 @@ func (p *phaseRun) open() error {
 }
 
 // closed runs Concurrency workers, each sending its next session's turns
-// back to back.
+// back to back; a shard's j-th session is the workload's Shard.Session(j).
 func (p *phaseRun) closed() {
 	for range p.load.Concurrency {
 		p.wg.Add(1)
@@ -219,7 +235,7 @@ func (p *phaseRun) closed() {
 				if !ok {
 					return
 				}
-				sess := p.r.Source.Session(p.r.session.Add(1) - 1)
+				sess := p.r.Source.Session(p.load.Shard.Session(p.r.session.Add(1) - 1))
 				first, ok := sess.Next(0)
 				if !ok {
 					continue

@@ -29,6 +29,9 @@ type Load struct {
 	// Arrivals, when set, replaces the Rate process (trace replay).
 	Arrivals func() Arrivals
 	Seed     uint64
+	// Shard, when set, is the share of the workload this generator sends
+	// (Shard.Split sets it with the shard's budgets).
+	Shard Shard
 }
 
 // Defaults of a load when neither is given.
@@ -63,6 +66,8 @@ func (l Load) Validate() error {
 		return field.Errorf("requests", "give {requests} or {duration}")
 	case l.WarmupRequests < 0 || l.WarmupDuration < 0:
 		return field.Errorf("warmup", "must not be negative")
+	case l.Shard.Validate() != nil:
+		return field.Wrap("shard", l.Shard.Validate())
 	}
 	return nil
 }
