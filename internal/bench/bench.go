@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -56,6 +57,13 @@ type Config struct {
 	// written to config.json.
 	Command []string
 	Echo    any
+	// Shard is this generator's share of the workload (Load is already
+	// split); WorkloadID names the workload the shards split.
+	Shard      workload.Shard
+	WorkloadID string
+	// StartAt, when set, is the instant the run's clock starts at (and
+	// sending with it): the shards of a workload are given the same.
+	StartAt time.Time
 	// SkipCalibration skips the loopback calibration before the run.
 	SkipCalibration bool
 	// Grace bounds the wait for in-flight requests after a stop.
@@ -130,7 +138,9 @@ func (r *Result) SLOsFailed() bool { return r != nil && r.Summary != nil && r.Su
 // Its phases, in order: check the configuration, reach the target
 // (starting the embedded engine if there is none), open the results
 // folder, calibrate the client, measure (the run or the sweep), and
-// conclude (report, verdict, summary.json, the text summary).
+// conclude (report, verdict, summary.json, the text summary). A shard also
+// measures its clock against the target's before it opens the folder, and
+// waits for the agreed start instant before it sends.
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -141,6 +151,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		return nil, err
 	}
 	defer closeTarget()
+	r.syncClock(ctx)
 	if err := r.openFolder(); err != nil {
 		return nil, err
 	}
@@ -178,6 +189,11 @@ type run struct {
 	// The server's evidence read from its /metrics over the run.
 	samples []report.ServerSample
 	server  *report.ServerInfo
+	// zero is the wall-clock instant the records' instants count from;
+	// offset the clock's measured offset to the target's (shards).
+	zero      time.Time
+	offset    *ClockOffset
+	offsetErr error
 }
 
 func newRun(cfg Config) *run {
@@ -268,19 +284,19 @@ func (r *run) measure(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
-	rc := &realClock{start: time.Now()}
-	clock := Clock(rc)
+	clock := r.startClock()
 	client, err := NewClient(r.target, func() int64 { return int64(clock.Now()) }, 0)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
 	if r.cfg.Tracer != nil {
-		client.Trace(r.cfg.Tracer, rc.start)
+		client.Trace(r.cfg.Tracer, r.zero)
 	}
 	live := &Live{}
 	runner := &Runner{
-		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: runID(r.started), Grace: r.cfg.Grace, Live: live,
+		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
+		Epoch: !r.cfg.StartAt.IsZero(),
 		Emit: func(rec *latency.Record) {
 			w.Write(rec)
 			r.coll.Add(rec)
@@ -292,6 +308,12 @@ func (r *run) measure(ctx context.Context) (err error) {
 	stopLive := r.showLive(live)
 	watch := newServerWatch(r.target, func() int64 { return int64(clock.Now()) })
 	stopWatch := watch.start(ctx, r.cfg.ScrapeInterval)
+	if late := clock.Now(); !r.cfg.StartAt.IsZero() && late > 0 {
+		stopLive()
+		stopWatch()
+		return fmt.Errorf("bench: the start instant %s passed %s before this generator was ready: give a later --shard-start-at",
+			r.cfg.StartAt.Format(time.RFC3339Nano), late.Round(time.Millisecond))
+	}
 	usage0, gc0, wall0 := cpuTime(), gcPauses(), time.Now()
 	err = r.send(ctx, runner)
 	stopLive()
@@ -372,7 +394,69 @@ func (r *run) runInfo() report.RunInfo {
 		info.Points = sum.Sweep.points()
 		info.Mode = sum.Sweep.mode()
 	}
+	info.Shard = r.shardInfo()
+	if info.Shard != nil && info.Shard.StartAt.IsZero() {
+		info.Warnings = append(info.Warnings, "shard without --shard-start-at: its schedule began when it started, not with the other shards'")
+	}
+	if r.offsetErr != nil {
+		info.Warnings = append(info.Warnings, fmt.Sprintf("clock offset to the target not measured: %v", r.offsetErr))
+	}
 	return info
+}
+
+// syncClock measures a shard's wall clock against the target's, the
+// reference the shards share; a failure is noted and the run goes on.
+func (r *run) syncClock(ctx context.Context) {
+	if !r.cfg.Shard.Sharded() {
+		return
+	}
+	off, err := MeasureClockOffset(ctx, r.target)
+	if err != nil {
+		r.offsetErr = err
+		fmt.Fprintf(r.log, "bench: clock offset to the target not measured: %v\n", err)
+		return
+	}
+	r.offset = &off
+	fmt.Fprintf(r.log, "bench: shard %s: the target's clock is %s ± %s from this host's\n",
+		r.cfg.Shard, off.Offset.Round(time.Microsecond), off.Uncertainty.Round(time.Microsecond))
+}
+
+// startClock starts the run's clock: at the agreed instant when one was
+// given (Now is negative until then), else now.
+func (r *run) startClock() Clock {
+	if at := r.cfg.StartAt; !at.IsZero() {
+		r.zero = at
+		return newRealClockAt(at)
+	}
+	r.zero = time.Now()
+	return NewRealClock()
+}
+
+// runID prefixes the run's request ids; a shard's name their shard.
+func (r *run) runID() string {
+	id := runID(r.started)
+	if sh := r.cfg.Shard; sh.Sharded() {
+		id += fmt.Sprintf("s%d", sh.Index)
+	}
+	return id
+}
+
+// shardInfo is a shard's part of run.json: which share, of which
+// workload, and where its clock stands.
+func (r *run) shardInfo() *report.ShardInfo {
+	sh := r.cfg.Shard
+	if !sh.Sharded() {
+		return nil
+	}
+	host, _ := os.Hostname()
+	si := &report.ShardInfo{Index: sh.Index, Count: sh.Count, Workload: r.cfg.WorkloadID,
+		StartUnixNS: r.zero.UnixNano(), StartAt: r.cfg.StartAt, Host: host}
+	if r.offset != nil {
+		si.ClockOffsetNS, si.ClockUncertaintyNS = int64(r.offset.Offset), max(int64(r.offset.Uncertainty), 1)
+	} else if r.offsetErr != nil {
+		si.ClockError = r.offsetErr.Error()
+	}
+	return si
 }
 
 // slosFailed is the run's verdict. A sweep's records pool several loads:
@@ -445,17 +529,9 @@ func firstModel(ctx context.Context, t Target) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := t.newRequest(ctx, http.MethodGet, u)
 	if err != nil {
 		return "", err
-	}
-	if t.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+t.APIKey)
-	}
-	for k, vs := range t.Headers {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -501,6 +577,9 @@ func describeLoad(cfg Config) string {
 	}
 	if l.Duration > 0 {
 		parts = append(parts, "for "+l.Duration.String())
+	}
+	if l.Shard.Sharded() {
+		parts = append(parts, fmt.Sprintf("shard %s of the workload (its share of the above)", l.Shard))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -282,25 +282,41 @@ func (c *Client) traceRequest(ctx context.Context, h http.Header, rec *latency.R
 	}
 }
 
-// setHeaders sets the request's headers: content type, credentials, the
-// request id and a fresh trace context, then the target's own headers.
+// setHeaders sets the request's headers: content type, the request id
+// and a fresh trace context, then the target's credentials and headers.
 func (c *Client) setHeaders(h http.Header, rec *latency.Record) {
 	h.Set("Content-Type", "application/json")
 	if c.target.Stream {
 		h.Set("Accept", "text/event-stream")
 	}
-	if c.target.APIKey != "" {
-		h.Set("Authorization", "Bearer "+c.target.APIKey)
-	}
 	h.Set("X-Request-Id", rec.ID)
 	tp := traceparent()
 	rec.TraceID = tp[3:35]
 	h.Set("Traceparent", tp)
-	for k, vs := range c.target.Headers {
+	c.target.authorize(h)
+}
+
+// authorize sets the target's credentials and its own headers on h.
+func (t *Target) authorize(h http.Header) {
+	if t.APIKey != "" {
+		h.Set("Authorization", "Bearer "+t.APIKey)
+	}
+	for k, vs := range t.Headers {
 		for _, v := range vs {
 			h.Add(k, v)
 		}
 	}
+}
+
+// newRequest is a request to the target's URL u with its credentials and
+// headers.
+func (t Target) newRequest(ctx context.Context, method, u string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.authorize(req.Header)
+	return req, nil
 }
 
 // readResponse reads the answer into rec: an error status with its

@@ -23,6 +23,11 @@ type realClock struct{ start time.Time }
 // NewRealClock returns a Clock whose start instant is now.
 func NewRealClock() Clock { return &realClock{start: time.Now()} }
 
+// newRealClockAt returns a Clock whose start instant is at, a wall-clock
+// instant, read on the monotonic clock from now on; Now is negative
+// before it.
+func newRealClockAt(at time.Time) Clock { return &realClock{start: time.Now().Add(time.Until(at))} }
+
 func (c *realClock) Now() time.Duration { return time.Since(c.start) }
 
 // spinBelow is how close to its target a sleep stops and yields in a loop

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
@@ -34,6 +37,9 @@ type Options struct {
 	Sweep        string        // sweep: rates, concurrencies or auto
 	SweepMinSpan time.Duration // sweep_min_span
 	SLO          string        // slo: latency.ParseSLOs
+
+	Shard        string // shard: INDEX/COUNT, this generator's share of the workload
+	ShardStartAt string // shard_start_at: RFC 3339 instant all shards start at
 
 	OutputDir      string        // output_dir: results folder; empty: DefaultOutDir
 	NoCalibration  bool          // no_calibration
@@ -92,6 +98,9 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 	} else if err := l.Validate(); err != nil {
 		return cfg, err
 	}
+	if err := o.shard(&cfg, given, now); err != nil {
+		return cfg, err
+	}
 	if o.Grace < 0 {
 		return cfg, field.Invalid("grace", o.Grace, "must not be negative")
 	}
@@ -144,4 +153,50 @@ func (o Options) target(given func(string) bool) (Target, error) {
 		t.Headers.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
 	return t, nil
+}
+
+// shard checks the share of the workload this generator sends and when it
+// starts, and names the workload for the merge.
+func (o Options) shard(cfg *Config, given func(string) bool, now time.Time) error {
+	sh, err := workload.ParseShard(o.Shard)
+	if err != nil {
+		return field.Wrap("shard", err)
+	}
+	if o.ShardStartAt != "" {
+		at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(o.ShardStartAt))
+		if err != nil {
+			return field.Invalid("shard_start_at", o.ShardStartAt, "want an RFC 3339 instant, e.g. 2025-06-01T12:00:00Z")
+		}
+		if !at.After(now) {
+			return field.Invalid("shard_start_at", o.ShardStartAt, "is %s in the past: give an instant every shard can still reach", now.Sub(at).Round(time.Millisecond))
+		}
+		cfg.StartAt = at
+	}
+	if !sh.Sharded() {
+		return nil
+	}
+	if cfg.Sweep != nil {
+		return field.Errorf("shard", "cannot split a {sweep}: its points depend on the results so far")
+	}
+	if cfg.Load, err = sh.Split(cfg.Load); err != nil {
+		return err
+	}
+	cfg.Shard = sh
+	cfg.WorkloadID = o.workloadID(cfg.Target, sh.Count)
+	return nil
+}
+
+// workloadID names the workload: a hash of the settings that decide the
+// requests and their schedule (the workload's, seed included, and how they
+// are sent). The shards of one run share it; the merge checks it.
+func (o Options) workloadID(t Target, shards int) string {
+	b, _ := json.Marshal(struct {
+		W                                             workload.Options
+		Endpoint, Model                               string
+		Stream, IgnoreEOS, MinTokens, ContinuousUsage bool
+		ReturnMetrics                                 bool
+		Shards                                        int
+	}{o.Workload, t.Endpoint, o.Model, t.Stream, t.IgnoreEOS, t.MinTokens, t.ContinuousUsage, t.ReturnMetrics, shards})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }

@@ -49,6 +49,7 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
   tokentrace bench --url http://localhost:8000 --concurrency 64 --requests 2000 --input-tokens uniform:500-1500
   tokentrace bench --trace ../shared/data/azure-llm-2023/conv.csv --trace-window 0s+2m
   tokentrace bench --sweep auto --slo "ttft:p99<=500ms"
+  tokentrace bench --url http://serve:8000 --rate 200 --duration 5m --shard 2/4 --shard-start-at 2025-06-01T12:00:00Z
   tokentrace bench --self-test`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -154,6 +155,8 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.stringVar(&o.Sweep, "sweep", "run several points: a list of rates (or of concurrencies without --rate), or auto")
 	g.durationVar(&o.SweepMinSpan, "sweep-min-span", "sweep: each rate point sends for at least this long (more requests than --requests if needed), so a short burst that the server absorbs is not taken for sustained capacity")
 	bindSLOFlag(g, &o.SLO, `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"; with --sweep auto: capacity search`)
+	g.stringVar(&o.Shard, "shard", "send this share of the workload, INDEX/COUNT (0/4 … 3/4): COUNT generators together send exactly the workload (docs/scale.md)")
+	g.stringVar(&o.ShardStartAt, "shard-start-at", "start sending at this RFC 3339 instant (give every shard the same, a minute or more ahead)")
 	bindOutputDir(g, &o.OutputDir, "results folder (default ./results/<timestamp>/)")
 	g.boolVar(&o.NoCalibration, "no-calibration", "skip the loopback calibration of the client's overhead")
 	g.durationVar(&o.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")

@@ -79,6 +79,9 @@ type Collector struct {
 	notes    []string
 	warmup   int
 	one      *digest // scratch for Add
+	// shift is added to the instants of the rows absorbed (a shard's, to
+	// put them on the merged run's clock).
+	shift int64
 }
 
 // NewCollector returns an empty collector.
@@ -153,6 +156,9 @@ func (c *Collector) absorb(d *digest) {
 		w.errKind = kinds[w.errKind]
 		w.phase = phases[w.phase]
 		w.src = c.src
+		if c.shift != 0 {
+			w.shift(c.shift)
+		}
 		c.rows = append(c.rows, w)
 	}
 	c.itl.AddBatch(d.itl, &d.itlHist)

@@ -37,40 +37,40 @@ func Load(ctx context.Context, paths []string, opts Options) (*Report, error) {
 }
 
 // Collect reads the inputs into a collector (Load without the report).
+// The shards of one sharded run (bench --shard) are read as one run, their
+// instants set on one clock (planShards).
 func Collect(ctx context.Context, paths []string, opts Options) (*Collector, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no input: give a results folder or a requests.jsonl file")
 	}
 	c := NewCollector(opts)
-	var files []string
-	for _, p := range paths {
-		fs, err := resolve(p)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, fs...)
+	ins, err := inputs(c, paths)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := planShards(ins)
+	if err != nil {
+		return nil, err
+	}
+	if plan != nil {
+		c.source(plan.name)
+		c.Note(plan.note)
+		ins = plan.parts
 	}
 	total := 0
 	var unread unreadable
-	for _, f := range files {
-		c.source(sourceName(f))
-		if info, ok, err := ReadRunInfo(filepath.Dir(f)); err != nil {
-			c.Note(fmt.Sprintf("run metadata ignored: %v", err))
-		} else if ok {
-			c.SetRun(info)
-		}
-		n, u, err := readFile(ctx, c, f)
+	for _, in := range ins {
+		n, u, err := c.readInput(ctx, in, plan == nil, len(ins) > 1)
 		if err != nil {
 			return nil, err
 		}
-		if n == 0 {
-			c.Note(fmt.Sprintf("%s holds no records", f))
-		}
 		total += n
-		if len(files) > 1 {
-			u.first = f + " " + u.first
-		}
 		unread.add(u)
+	}
+	c.shift = 0
+	files := make([]string, len(ins))
+	for i, in := range ins {
+		files[i] = in.file
 	}
 	switch {
 	case total == 0 && unread.lines > 0:
@@ -81,6 +81,55 @@ func Collect(ctx context.Context, paths []string, opts Options) (*Collector, err
 			strings.Join(files, ", "), ErrNoRecords)
 	}
 	return c, nil
+}
+
+// inputs resolves the paths to records files and reads the run.json beside
+// each; one that does not parse is noted and ignored.
+func inputs(c *Collector, paths []string) ([]input, error) {
+	var ins []input
+	for _, p := range paths {
+		fs, err := resolve(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			in := input{file: f}
+			info, ok, err := ReadRunInfo(filepath.Dir(f))
+			if err != nil {
+				c.Note(fmt.Sprintf("run metadata ignored: %v", err))
+			}
+			in.info, in.has = info, ok
+			ins = append(ins, in)
+		}
+	}
+	return ins, nil
+}
+
+// readInput reads one records file into c: as a source of its own, or
+// (a shard) into the current one, its instants shifted onto the common
+// clock. It returns the records read and the lines it could not read.
+func (c *Collector) readInput(ctx context.Context, in input, ownSource, several bool) (int, unreadable, error) {
+	info := in.info
+	if ownSource {
+		c.source(sourceName(in.file))
+	} else {
+		info = in.shifted()
+	}
+	if in.has {
+		c.SetRun(info)
+	}
+	c.shift = in.shift
+	n, u, err := readFile(ctx, c, in.file)
+	if err != nil {
+		return n, u, err
+	}
+	if n == 0 {
+		c.Note(fmt.Sprintf("%s holds no records", in.file))
+	}
+	if several {
+		u.first = in.file + " " + u.first
+	}
+	return n, u, nil
 }
 
 // unreadable counts the lines of the inputs that are not records:

@@ -46,6 +46,8 @@ type RunInfo struct {
 	// Server says what the target's /metrics held (or why there are no
 	// samples): its engine, the figures it exposes and its configuration.
 	Server *ServerInfo `json:"server,omitempty"`
+	// Shard says which share of a sharded run this is (bench --shard).
+	Shard *ShardInfo `json:"shard,omitempty"`
 }
 
 // ServerInfo is what the target's Prometheus /metrics told bench about the
@@ -65,6 +67,34 @@ type ServerInfo struct {
 	Config map[string]string `json:"config,omitempty"`
 	// Error says why there are no samples (no /metrics, not readable).
 	Error string `json:"error,omitempty"`
+}
+
+// ShardInfo is one share of a workload that several load generators split
+// (bench --shard INDEX/COUNT): which share, which workload, and where its
+// clock's zero lies, so that the shards' records can be set on one clock.
+type ShardInfo struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+	// Workload identifies the workload the shards split (a hash of the
+	// settings that decide the requests and their schedule, seed
+	// included): the shards of one run carry the same.
+	Workload string `json:"workload"`
+	// StartUnixNS is the instant the records' instants count from, on this
+	// generator's wall clock (nanoseconds since the Unix epoch); StartAt
+	// the agreed start instant it was given, if any.
+	StartUnixNS int64     `json:"start_unix_ns"`
+	StartAt     time.Time `json:"start_at,omitzero"`
+	// Host is the machine's name: shards on one host share its clock.
+	Host string `json:"host,omitempty"`
+	// ClockOffsetNS is the reference clock (the target's, read from its
+	// Date header) minus this host's wall clock, within
+	// ± ClockUncertaintyNS; ClockError says why it was not measured.
+	ClockOffsetNS      int64  `json:"clock_offset_ns,omitempty"`
+	ClockUncertaintyNS int64  `json:"clock_uncertainty_ns,omitempty"`
+	ClockError         string `json:"clock_error,omitempty"`
+	// ShiftNS is set by report when it merges shards: what it added to
+	// this shard's instants to put them on the common clock.
+	ShiftNS int64 `json:"shift_ns,omitempty"`
 }
 
 // SweepPoint is one step of a sweep: the records whose Phase equals Phase.
