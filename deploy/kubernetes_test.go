@@ -14,6 +14,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
@@ -32,6 +33,8 @@ type manifests struct {
 	services   []corev1.Service
 	deploys    []appsv1.Deployment
 	pdbs       []policyv1.PodDisruptionBudget
+	jobs       []batchv1.Job
+	pvcs       []corev1.PersistentVolumeClaim
 }
 
 // decodeStrict decodes one document's JSON into v, failing on a field the
@@ -66,6 +69,13 @@ func readManifests(t *testing.T, path string) manifests {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeManifests(t, path, raw)
+}
+
+// decodeManifests is readManifests on a manifest's text; path names it in
+// errors.
+func decodeManifests(t *testing.T, path string, raw []byte) manifests {
+	t.Helper()
 	var m manifests
 	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(raw), -1) {
 		if strings.TrimSpace(stripComments(doc)) == "" {
@@ -94,6 +104,10 @@ func readManifests(t *testing.T, path string) manifests {
 			err = decodeAppend(js, &m.deploys)
 		case "policy/v1 PodDisruptionBudget":
 			err = decodeAppend(js, &m.pdbs)
+		case "batch/v1 Job":
+			err = decodeAppend(js, &m.jobs)
+		case "v1 PersistentVolumeClaim":
+			err = decodeAppend(js, &m.pvcs)
 		default:
 			t.Fatalf("%s: a kind this test does not decode", where)
 		}

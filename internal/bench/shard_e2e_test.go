@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/stats"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// shardedCfg is one generator's run of the test workload against url:
+// the whole (sh zero) or a shard, starting at start.
+func shardedCfg(t *testing.T, url, dir string, sh workload.Shard, start time.Time) Config {
+	t.Helper()
+	load := workload.Load{Rate: 15, Arrival: workload.Poisson, Requests: 150, WarmupRequests: 6, Seed: 11}
+	if sh.Sharded() {
+		var err error
+		if load, err = sh.Split(load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Config{
+		Target: Target{BaseURL: url, Endpoint: EndpointChat, Stream: true, IgnoreEOS: true,
+			ContinuousUsage: true, Timeout: time.Minute},
+		Workload: &workload.Synthetic{Chat: true, Input: workload.Uniform{Lo: 100, Hi: 1000},
+			Output: workload.Uniform{Lo: 4, Hi: 16}, Turns: 1, Seed: 11},
+		Load: load, Shard: sh, WorkloadID: "e2e", StartAt: start,
+		OutDir: dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
+	}
+}
+
+// TestFourShardsAgainstOne runs one workload as four shards against one
+// serve and, at the same time, whole against another alike; report merges
+// the shards. The merged run is the same run: the
+// same requests meant for the same instants (so the same scheduled rate,
+// exactly); the merged report's percentiles are the nearest ranks over
+// the union of the shards' records, exactly; and the 95 % intervals of its
+// TTFT and E2E P50 and P99 meet the whole run's. The intervals are
+// distribution-free (order statistics, rankCI), which assumes independent
+// values: on a shared 2-core machine one stall holds several requests at
+// once, so the intervals are allowed to miss each other by 2 ms + 5 % of
+// the P50 and 2 ms + 25 % of the P99. The achieved rates are logged;
+// docs/scale.md has the measured figures of the real binary.
+func TestFourShardsAgainstOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs five bench runs against the embedded engine")
+	}
+	// Two servers alike: one for the shards, one for the whole run, both
+	// runs at once from one start instant, so that whatever else loads
+	// this machine loads both alike, request for request.
+	srvShards, srvWhole := startSim(t, nil), startSim(t, nil)
+	root := t.TempDir()
+	// The shards measure their clocks (2–3.5 s) before the instant.
+	start := time.Now().Add(8 * time.Second).Truncate(time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	dirs := make([]string, 4)
+	for i := range 4 {
+		dirs[i] = filepath.Join(root, "shards", fmt.Sprint("shard-", i))
+		cfg := shardedCfg(t, srvShards.URL(), dirs[i], workload.Shard{Index: i, Count: 4}, start)
+		wg.Go(func() { _, errs[i] = Run(context.Background(), cfg, io.Discard) })
+	}
+	wholeDir := filepath.Join(root, "whole")
+	cfg := shardedCfg(t, srvWhole.URL(), wholeDir, workload.Shard{}, start)
+	wg.Go(func() { _, errs[4] = Run(context.Background(), cfg, io.Discard) })
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The same requests, meant for the same instants.
+	var union []sentRequest
+	for _, d := range dirs {
+		union = append(union, sentOf(t, d)...)
+	}
+	whole := sentOf(t, wholeDir)
+	slices.SortFunc(union, func(a, b sentRequest) int { return int(a.Session - b.Session) })
+	if diff := cmp.Diff(whole, union); diff != "" {
+		t.Fatalf("the shards' requests differ from the whole run's (-whole +shards):\n%s", diff)
+	}
+
+	merged, err := report.Collect(context.Background(), []string{filepath.Join(root, "shards")}, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := report.Collect(context.Background(), []string{wholeDir}, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, wr := merged.Report(), one.Report()
+	if mr.Summary.Requests != 150 || mr.Summary.Succeeded != 150 || mr.Summary.Warmup != 6 {
+		t.Fatalf("merged summary %+v", mr.Summary)
+	}
+	if d := mr.Summary.OfferedRPS/wr.Summary.OfferedRPS - 1; d > 1e-9 || d < -1e-9 {
+		t.Errorf("scheduled rate: merged %.6f, whole %.6f req/s", mr.Summary.OfferedRPS, wr.Summary.OfferedRPS)
+	}
+	t.Logf("achieved (actual sends): merged %.3f req/s, whole %.3f req/s; throughput %.3f / %.3f req/s",
+		achieved(t, dirs...), achieved(t, wholeDir), mr.Summary.ThroughputRPS, wr.Summary.ThroughputRPS)
+
+	for _, d := range mr.Metrics {
+		of := map[string]func(*latency.Record) (time.Duration, bool){"ttft": (*latency.Record).TTFT, "e2e": (*latency.Record).E2E}[d.Metric]
+		if of == nil {
+			continue
+		}
+		u := valuesOf(t, of, dirs...)
+		if d.P50 != ms(stats.Percentile(u, 50)) || d.P99 != ms(stats.Percentile(u, 99)) {
+			t.Errorf("merged %s P50 %g P99 %g ms; the union of the shards' records gives %g and %g", d.Metric, d.P50, d.P99,
+				ms(stats.Percentile(u, 50)), ms(stats.Percentile(u, 99)))
+		}
+	}
+	for _, m := range []struct {
+		name string
+		of   func(*latency.Record) (time.Duration, bool)
+	}{{"ttft", (*latency.Record).TTFT}, {"e2e", (*latency.Record).E2E}} {
+		w, s := valuesOf(t, m.of, wholeDir), valuesOf(t, m.of, dirs...)
+		for _, p := range []float64{50, 99} {
+			wlo, whi := rankCI(w, p)
+			slo, shi := rankCI(s, p)
+			slack := 2e6 + map[float64]float64{50: 0.05, 99: 0.25}[p]*float64(stats.Percentile(w, p))
+			t.Logf("%s P%g: whole %.2f ms [%.2f, %.2f], merged %.2f ms [%.2f, %.2f]", m.name, p,
+				ms(stats.Percentile(w, p)), ms(wlo), ms(whi), ms(stats.Percentile(s, p)), ms(slo), ms(shi))
+			if float64(slo) > float64(whi)+slack || float64(shi) < float64(wlo)-slack {
+				t.Errorf("%s P%g: the merged shards' interval [%.2f, %.2f] ms and the whole run's [%.2f, %.2f] ms are apart by more than %.2f ms",
+					m.name, p, ms(slo), ms(shi), ms(wlo), ms(whi), slack/1e6)
+			}
+		}
+	}
+}
+
+// rankCI is the distribution-free 95 % interval of the P-th percentile of
+// sorted values: the order statistics at ranks n·p/100 ∓ 1.96·√(n·p(1−p))
+// (normal approximation of the binomial), the upper one rank further.
+func rankCI(sorted []int64, p float64) (lo, hi int64) {
+	n, q := float64(len(sorted)), p/100
+	h := 1.96 * math.Sqrt(n*q*(1-q))
+	l := min(max(int(math.Floor(n*q-h)), 1), len(sorted))
+	u := min(max(int(math.Ceil(n*q+h))+1, 1), len(sorted))
+	return sorted[l-1], sorted[u-1]
+}
+
+// sentOf reads a results folder's requests as sentRequest (content by its
+// length only: the records do not keep prompts).
+func sentOf(t *testing.T, dir string) []sentRequest {
+	t.Helper()
+	var out []sentRequest
+	for _, r := range readRecords(t, filepath.Join(dir, RequestsFile)) {
+		if !r.OK() {
+			t.Fatalf("%s: request %s failed: %s", dir, r.ID, r.Error)
+		}
+		out = append(out, sentRequest{Session: r.Session, Intended: r.IntendedNS, Warmup: r.Warmup, Input: r.InputTokens, MaxTokens: r.OutputTokens})
+	}
+	slices.SortFunc(out, func(a, b sentRequest) int { return int(a.Session - b.Session) })
+	return out
+}
+
+// valuesOf is a metric over the measured requests of the folders, sorted.
+func valuesOf(t *testing.T, of func(*latency.Record) (time.Duration, bool), dirs ...string) []int64 {
+	var out []int64
+	for _, d := range dirs {
+		for _, r := range readRecords(t, filepath.Join(d, RequestsFile)) {
+			if v, ok := of(&r); ok && !r.Warmup {
+				out = append(out, int64(v))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// achieved is (n − 1) / (last − first actual send) over the measured
+// requests of the folders (shards started on one instant share a clock).
+func achieved(t *testing.T, dirs ...string) float64 {
+	var sent []int64
+	for _, d := range dirs {
+		for _, r := range readRecords(t, filepath.Join(d, RequestsFile)) {
+			if !r.Warmup {
+				sent = append(sent, r.SentNS)
+			}
+		}
+	}
+	slices.Sort(sent)
+	return float64(len(sent)-1) / (float64(sent[len(sent)-1]-sent[0]) / 1e9)
+}
