@@ -7,7 +7,7 @@ import (
 	"io"
 )
 
-// Event is one dispatched server-sent event. Data and Name alias the
+// Event is one dispatched server-sent event. Its byte slices alias the
 // Reader's buffers and are valid only until the next call to Next.
 type Event struct {
 	// Name is the event's "event:" field; empty for the default "message".
@@ -16,13 +16,25 @@ type Event struct {
 	ID []byte
 	// Data is the event's data: its "data:" lines joined with "\n".
 	Data []byte
+	// HasData reports whether the event had a data line. Outside block
+	// mode every event has one; a block without (comments, other fields
+	// only) has neither HasData nor Data.
+	HasData bool
+	// Raw is the event's bytes as they arrived, in block mode (Blocks): from
+	// its first line through the blank line that ends it, comments and
+	// line ends as sent. A CRLF split between two reads dispatches the
+	// block at its CR (a line end of its own), so the LF is in neither
+	// block. Nil outside block mode.
+	Raw []byte
 	// At is the arrival instant of the event's last byte: the clock's value
 	// read immediately after the Read call that delivered it returned,
 	// before any parsing. Events delivered by one Read share an instant.
+	// Zero when the Reader has no clock.
 	At int64
 }
 
-// ErrLineTooLong is returned when a line exceeds the Reader's maximum size.
+// ErrLineTooLong is returned when a line exceeds the Reader's maximum size
+// (in block mode, when a block does).
 var ErrLineTooLong = errors.New("sse: line too long")
 
 // DefaultMaxLine bounds one line (and one event's data) when NewReader is
@@ -31,11 +43,19 @@ const DefaultMaxLine = 4 << 20
 
 // Reader parses Server-Sent Events from a byte stream and stamps each event
 // with the instant its bytes arrived. It accepts every line ending the SSE
-// specification allows (LF, CRLF, lone CR), comments (lines starting with
-// ':'), multi-line data, and a field colon followed by an optional space.
-// An event is dispatched at the blank line that ends it; at end of input a
-// pending event with data is dispatched too (some servers end the stream
-// without the final blank line). Comments and "retry:" lines are skipped.
+// specification (WHATWG HTML, "Server-sent events") allows: LF, CRLF and a
+// lone CR, also when a CRLF is split between two reads; comments (lines
+// starting with ':'); multi-line data; and a field colon followed by an
+// optional space. An event is dispatched at the blank line that ends it;
+// at end of input a pending event with data is dispatched too (some
+// servers end the stream without the final blank line). Comments and
+// "retry:" lines are skipped.
+//
+// In block mode (Blocks) it serves a relay instead: Next returns every
+// block a blank line ends, those without data (keep-alive comments)
+// included, each with its raw bytes, and an unterminated block at the end
+// of input is an error (io.ErrUnexpectedEOF), as the specification
+// discards it.
 type Reader struct {
 	r   io.Reader
 	now func() int64
@@ -50,6 +70,8 @@ type Reader struct {
 	data, name []byte
 	id         []byte
 	hasData    bool
+	blocks     bool // block mode
+	start      int  // block mode: where the open block starts in buf; -1 when none is open
 	// Comments counts the comment lines seen so far.
 	Comments int
 	// KeepComment, when set, keeps a comment: Kept holds the text after
@@ -62,24 +84,29 @@ type Reader struct {
 
 // NewReader returns a Reader of r that reads the arrival instant of each
 // Read from now (a monotonic clock, e.g. nanoseconds since a start
-// instant). The initial buffer is 2 KiB and grows as long lines need, up to
-// maxLine bytes (DefaultMaxLine when maxLine ≤ 0).
+// instant; nil stamps nothing). The initial buffer is 2 KiB and grows as
+// long lines need, up to maxLine bytes (DefaultMaxLine when maxLine ≤ 0).
 func NewReader(r io.Reader, now func() int64, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &Reader{r: r, now: now, buf: make([]byte, 0, 2048), maxLine: maxLine}
+	return &Reader{r: r, now: now, buf: make([]byte, 0, 2048), maxLine: maxLine, start: -1}
 }
 
+// Blocks turns on block mode (see Reader): Next returns every block with
+// its raw bytes, and maxLine bounds a whole block. Call it before the
+// first Next; Reset keeps it.
+func (rd *Reader) Blocks() { rd.blocks = true }
+
 // Reset makes rd read from r with clock now (nil keeps the clock), keeping
-// its buffers, so one Reader can serve many streams.
+// its buffers and its mode, so one Reader can serve many streams.
 func (rd *Reader) Reset(r io.Reader, now func() int64) {
 	rd.r = r
 	if now != nil {
 		rd.now = now
 	}
 	rd.buf = rd.buf[:0]
-	rd.off = 0
+	rd.off, rd.start = 0, -1
 	rd.readAt = 0
 	rd.skipLF, rd.eof, rd.err = false, false, nil
 	rd.data, rd.name, rd.id = rd.data[:0], rd.name[:0], rd.id[:0]
@@ -89,17 +116,24 @@ func (rd *Reader) Reset(r io.Reader, now func() int64) {
 }
 
 // Next returns the next event. At the end of the input it returns io.EOF;
-// any other error is the underlying reader's (or ErrLineTooLong), returned
-// after every complete event before it.
+// any other error is the underlying reader's (or ErrLineTooLong, or in
+// block mode io.ErrUnexpectedEOF for an unterminated last block),
+// returned after every complete event before it.
 func (rd *Reader) Next() (Event, error) {
 	for {
-		if line, ok := rd.line(); ok {
+		if line, at, ok := rd.line(); ok {
 			if len(line) == 0 {
+				if rd.blocks && rd.start >= 0 {
+					return rd.dispatch(), nil
+				}
 				if rd.hasData {
 					return rd.dispatch(), nil
 				}
 				rd.name, rd.id = rd.name[:0], rd.id[:0]
 				continue
+			}
+			if rd.blocks && rd.start < 0 {
+				rd.start = at
 			}
 			if err := rd.field(line); err != nil {
 				rd.err = err
@@ -112,28 +146,48 @@ func (rd *Reader) Next() (Event, error) {
 			return Event{}, rd.err
 		}
 		if rd.eof {
-			// End of input: a final line without a terminator is a line,
-			// and a pending event with data is dispatched.
-			if rd.off < len(rd.buf) {
-				line := rd.buf[rd.off:]
-				rd.off = len(rd.buf)
-				if err := rd.field(line); err != nil {
-					rd.err = err
-					return Event{}, err
-				}
-			}
-			if rd.hasData {
-				return rd.dispatch(), nil
-			}
-			rd.err = io.EOF
-			return Event{}, io.EOF
+			return rd.end()
 		}
 		rd.err = rd.fill()
 	}
 }
 
+// end handles the end of input: a final line without a terminator is a
+// line, and a pending event with data is dispatched; in block mode an
+// unterminated block is an error.
+func (rd *Reader) end() (Event, error) {
+	if rd.blocks {
+		if rd.start >= 0 || rd.off < len(rd.buf) {
+			rd.err = io.ErrUnexpectedEOF
+			return Event{}, rd.err
+		}
+		rd.err = io.EOF
+		return Event{}, io.EOF
+	}
+	if rd.off < len(rd.buf) {
+		line := rd.buf[rd.off:]
+		rd.off = len(rd.buf)
+		if err := rd.field(line); err != nil {
+			rd.err = err
+			return Event{}, err
+		}
+	}
+	if rd.hasData {
+		return rd.dispatch(), nil
+	}
+	rd.err = io.EOF
+	return Event{}, io.EOF
+}
+
 func (rd *Reader) dispatch() Event {
-	ev := Event{Name: rd.name, ID: rd.id, Data: rd.data, At: rd.readAt}
+	ev := Event{Name: rd.name, ID: rd.id, At: rd.readAt, HasData: rd.hasData}
+	if rd.hasData {
+		ev.Data = rd.data
+	}
+	if rd.blocks {
+		ev.Raw = rd.buf[rd.start:rd.off]
+		rd.start = -1
+	}
 	rd.hasData = false
 	// The next event reuses the buffers after the caller is done with ev:
 	// truncate now, overwrite later.
@@ -179,44 +233,92 @@ func (rd *Reader) field(line []byte) error {
 }
 
 // line returns the next complete line from the buffer without its
-// terminator; ok is false when no complete line is buffered.
-func (rd *Reader) line() (line []byte, ok bool) {
+// terminator, and where it starts in buf; ok is false when no complete
+// line is buffered.
+func (rd *Reader) line() (line []byte, at int, ok bool) {
 	if rd.skipLF && rd.off < len(rd.buf) {
 		if rd.buf[rd.off] == '\n' {
 			rd.off++
 		}
 		rd.skipLF = false
 	}
+	at = rd.off
 	rest := rd.buf[rd.off:]
-	for i, c := range rest {
-		if c == '\n' || c == '\r' {
-			line = rest[:i]
-			rd.off += i + 1
-			if c == '\r' {
-				if i+1 < len(rest) {
-					if rest[i+1] == '\n' {
-						rd.off++
-					}
-				} else {
-					rd.skipLF = true
-				}
+	// The first CR or LF: two vectorised scans beat one byte loop.
+	i := bytes.IndexByte(rest, '\n')
+	j := i
+	if j < 0 {
+		j = len(rest)
+	}
+	if k := bytes.IndexByte(rest[:j], '\r'); k >= 0 {
+		i = k
+	}
+	if i < 0 {
+		return nil, at, false
+	}
+	line = rest[:i]
+	rd.off += i + 1
+	if rest[i] == '\r' {
+		if i+1 < len(rest) {
+			if rest[i+1] == '\n' {
+				rd.off++
 			}
-			return line, true
+		} else {
+			rd.skipLF = true
 		}
 	}
-	return nil, false
+	return line, at, true
 }
 
-// fill reads more input, first moving unread bytes to the front, and stamps
-// the arrival instant.
+// Ready reports whether the buffer already holds the end of the next
+// block (a blank line after a non-blank one), so that Next will return
+// it without reading: exactly in block mode; otherwise the block may be
+// one without data, which Next skips. A relay uses it to write events
+// that arrived together with one flush.
+func (rd *Reader) Ready() bool {
+	b := rd.buf[rd.off:]
+	if rd.skipLF && len(b) > 0 && b[0] == '\n' {
+		b = b[1:]
+	}
+	// At the start of a line; every line of the block so far blank.
+	lineStart, blank := true, rd.start < 0 && !rd.hasData
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\r', '\n':
+			if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+				i++
+			}
+			if lineStart && !blank {
+				return true
+			}
+			lineStart = true
+		default:
+			lineStart, blank = false, false
+		}
+	}
+	return false
+}
+
+// fill reads more input, first moving unread bytes (in block mode, the
+// open block's) to the front, and stamps the arrival instant.
 func (rd *Reader) fill() error {
-	if rd.off > 0 {
-		n := copy(rd.buf[:cap(rd.buf)], rd.buf[rd.off:])
+	keep := rd.off
+	if rd.blocks && rd.start >= 0 {
+		keep = rd.start
+	}
+	if keep > 0 {
+		n := copy(rd.buf[:cap(rd.buf)], rd.buf[keep:])
 		rd.buf = rd.buf[:n]
-		rd.off = 0
+		rd.off -= keep
+		if rd.start >= 0 {
+			rd.start -= keep
+		}
 	}
 	if len(rd.buf) == cap(rd.buf) {
 		if len(rd.buf) >= rd.maxLine {
+			if rd.blocks {
+				return fmt.Errorf("%w: event over %d bytes", ErrLineTooLong, rd.maxLine)
+			}
 			return fmt.Errorf("%w: over %d bytes without a line end", ErrLineTooLong, rd.maxLine)
 		}
 		nb := make([]byte, len(rd.buf), min(2*cap(rd.buf), rd.maxLine+1))
@@ -225,7 +327,9 @@ func (rd *Reader) fill() error {
 	}
 	n, err := rd.r.Read(rd.buf[len(rd.buf):cap(rd.buf)])
 	if n > 0 {
-		rd.readAt = rd.now()
+		if rd.now != nil {
+			rd.readAt = rd.now()
+		}
 		rd.buf = rd.buf[:len(rd.buf)+n]
 	}
 	if err == io.EOF {

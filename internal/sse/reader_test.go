@@ -245,3 +245,180 @@ func TestReaderKeepsComment(t *testing.T) {
 		t.Errorf("after Reset: kept %q, prefix %q", rd.Kept, rd.KeepComment)
 	}
 }
+
+type block struct {
+	Raw, Data string
+	HasData   bool
+}
+
+func readBlocks(r io.Reader) ([]block, error) {
+	rd := NewReader(r, nil, 0)
+	rd.Blocks()
+	var out []block
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if err == io.EOF {
+				return out, nil
+			}
+			return out, err
+		}
+		out = append(out, block{string(ev.Raw), string(ev.Data), ev.HasData})
+	}
+}
+
+// Block mode returns every block a blank line ends, with its bytes as
+// sent, for a relay.
+func TestReaderBlocks(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		want   []block
+		err    error
+	}{
+		{"lf", []string{"data: a\n\ndata: [DONE]\n\n"},
+			[]block{{"data: a\n\n", "a", true}, {"data: [DONE]\n\n", "[DONE]", true}}, nil},
+		{"keep-alive comments are blocks", []string{": ping\n\ndata: a\n: x\n\n"},
+			[]block{{": ping\n\n", "", false}, {"data: a\n: x\n\n", "a", true}}, nil},
+		{"stray blank lines are no block", []string{"\n\r\n\rdata: a\n\n\n"},
+			[]block{{"data: a\n\n", "a", true}}, nil},
+		{"crlf", []string{"data: a\r\ndata: b\r\n\r\n"},
+			[]block{{"data: a\r\ndata: b\r\n\r\n", "a\nb", true}}, nil},
+		{"lone cr", []string{"data: a\r\rdata: b\r\r"},
+			[]block{{"data: a\r\r", "a", true}, {"data: b\r\r", "b", true}}, nil},
+		{"crlf split inside a block", []string{"data: a\r", "\ndata: b\r\n\r\n"},
+			[]block{{"data: a\r\ndata: b\r\n\r\n", "a\nb", true}}, nil},
+		// The block is dispatched at the CR of its blank line; the LF
+		// after it, read later, is in no block.
+		{"crlf split at the block's end", []string{"data: a\r\n\r", "\ndata: b\n\n"},
+			[]block{{"data: a\r\n\r", "a", true}, {"data: b\n\n", "b", true}}, nil},
+		{"block over many reads", []string{"da", "ta: {\"x\"", ":1}\n", ": c\n", "\n"},
+			[]block{{"data: {\"x\":1}\n: c\n\n", `{"x":1}`, true}}, nil},
+		{"empty data", []string{"data:\n\n"}, []block{{"data:\n\n", "", true}}, nil},
+		{"other fields only", []string{"event: ping\nid: 3\n\n"}, []block{{"event: ping\nid: 3\n\n", "", false}}, nil},
+		{"unterminated last block", []string{"data: a\n\ndata: [DONE]\n"},
+			[]block{{"data: a\n\n", "a", true}}, io.ErrUnexpectedEOF},
+		{"unterminated last line", []string{"data: a\n\ndata"}, []block{{"data: a\n\n", "a", true}}, io.ErrUnexpectedEOF},
+		{"empty", nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var clock int64
+			out, err := readBlocks(&chunkReader{chunks: append([]string(nil), tt.chunks...), clock: &clock})
+			if !errors.Is(err, tt.err) || (err != nil) != (tt.err != nil) {
+				t.Fatalf("err %v, want %v", err, tt.err)
+			}
+			if diff := cmp.Diff(tt.want, out); diff != "" {
+				t.Errorf("blocks (-want +got):\n%s", diff)
+			}
+		})
+	}
+	rd := NewReader(strings.NewReader(": "+strings.Repeat("x", 3000)+"\ndata: "+strings.Repeat("y", 3000)+"\n\n"), nil, 5000)
+	rd.Blocks()
+	if _, err := rd.Next(); !errors.Is(err, ErrLineTooLong) {
+		t.Errorf("a block over the limit of lines under it: %v, want ErrLineTooLong", err)
+	}
+}
+
+func TestReaderReady(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []bool // after each Next
+	}{
+		{"data: a\n\ndata: b\n\n", []bool{true, false}},
+		{"data: a\n\ndata: b\n", []bool{false}},
+		{"data: a\r\rdata: b\r\r", []bool{true, false}},
+		{"data: a\r\n\r\ndata: b\r\n\r\n", []bool{true, false}},
+		{"data: a\n\n\n\n", []bool{false}},
+		{"data: a\n\n: ping\n\n", []bool{true, false}},
+	} {
+		rd := NewReader(strings.NewReader(tt.in), nil, 0)
+		rd.Blocks()
+		var got []bool
+		for {
+			if _, err := rd.Next(); err != nil {
+				break
+			}
+			got = append(got, rd.Ready())
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tt.in, diff)
+		}
+	}
+	// A CRLF split at the block's end: the LF of the previous line is no
+	// blank line.
+	rd := NewReader(&chunkReader{chunks: []string{"data: a\r\n\r", "\ndata: b\r\n\r\n"}, clock: new(int64)}, nil, 0)
+	rd.Blocks()
+	if _, err := rd.Next(); err != nil || rd.Ready() {
+		t.Errorf("after the first block: %v, ready %v (nothing more is buffered)", err, rd.Ready())
+	}
+}
+
+// FuzzReaderBlocks checks block mode against the event mode on any input
+// read in any pieces: the blocks with data are the events (the last one
+// only when terminated), each block's bytes appear in the input in order,
+// and read alone each gives back its one event.
+func FuzzReaderBlocks(f *testing.F) {
+	f.Add([]byte("data: a\n\ndata: b\r\n\r\n: c\n\ndata: d\rdata: e\r\r"), uint8(3))
+	f.Add([]byte("event: x\nid: 1\ndata\ndata:\n\n\r\n"), uint8(1))
+	f.Add([]byte("data: [DONE]"), uint8(7))
+	f.Add([]byte("data: a\r\n\r\ndata: b\r\n\r\n"), uint8(9))
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
+		s := int(step%16) + 1
+		var chunks []string
+		for i := 0; i < len(in); i += s {
+			chunks = append(chunks, string(in[i:min(i+s, len(in))]))
+		}
+		blocks, err := readBlocks(&chunkReader{chunks: chunks, clock: new(int64)})
+		if err != nil && err != io.ErrUnexpectedEOF {
+			t.Fatal(err)
+		}
+		var clock int64
+		events, _ := readAll(t, bytes.NewReader(in), &clock)
+		var data []string
+		pos := 0
+		for _, b := range blocks {
+			if b.HasData {
+				data = append(data, b.Data)
+			}
+			i := bytes.Index(in[pos:], []byte(b.Raw))
+			if i < 0 {
+				t.Fatalf("block %q is not in the input after offset %d: %q", b.Raw, pos, in)
+			}
+			pos += i + len(b.Raw)
+			alone, err := readBlocks(strings.NewReader(b.Raw))
+			if err != nil || len(alone) != 1 || alone[0] != b {
+				t.Fatalf("block %q read alone: %+v, %v", b.Raw, alone, err)
+			}
+		}
+		want := make([]string, 0, len(events))
+		for _, e := range events {
+			want = append(want, e.Data)
+		}
+		if err == io.ErrUnexpectedEOF && len(want) == len(data)+1 {
+			want = want[:len(data)] // the event mode dispatches an unterminated last event
+		}
+		if diff := cmp.Diff(want, data, cmpEmpty); diff != "" {
+			t.Fatalf("blocks' data vs events (-events +blocks):\n%s\ninput %q", diff, in)
+		}
+	})
+}
+
+var cmpEmpty = cmp.Comparer(func(a, b []string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })
+
+func BenchmarkReaderBlocks(b *testing.B) {
+	ev := `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}` + "\n\n"
+	payload := []byte(strings.Repeat(ev, 64))
+	rd := NewReader(nil, nil, 0)
+	rd.Blocks()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		rd.Reset(bytes.NewReader(payload), nil)
+		for {
+			if _, err := rd.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
