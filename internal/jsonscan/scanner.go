@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // DefaultMaxDepth is the nesting depth Skip and Value allow when
@@ -56,6 +57,11 @@ func (s *Scanner) errAt(at int, msg string) error { return &SyntaxError{Offset: 
 
 // SkipSpace passes over white space.
 func (s *Scanner) SkipSpace() {
+	// Compact JSON has none: one comparison decides (every white space
+	// byte is below '!').
+	if s.pos >= len(s.buf) || s.buf[s.pos] > ' ' {
+		return
+	}
 	for s.pos < len(s.buf) {
 		switch s.buf[s.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -129,23 +135,65 @@ func special(x uint64) uint64 {
 // that it holds no control characters, as encoding/json does. Invalid UTF-8
 // is accepted (encoding/json replaces it with U+FFFD; Unquote does too).
 func (s *Scanner) String() (Str, error) {
-	if s.Peek() != '"' {
-		return Str{}, s.unexpected("a string")
+	start, end, flags, err := s.str()
+	if err != nil {
+		return Str{}, err
 	}
-	b := s.buf
-	start := s.pos + 1
-	i := start
+	return Str{Raw: s.buf[start:end:end], Start: start, Escaped: flags&strEscaped != 0, NonASCII: flags&strNonASCII != 0}, nil
+}
+
+// The flags str reports.
+const (
+	strEscaped  = 1 << iota // the string holds escapes
+	strNonASCII             // it holds bytes of 0x80 or more
+)
+
+// str reads a string like String and returns where its content starts
+// and ends in the input, and its flags: a few words, returned in
+// registers (a Str is not), for the hot loops of Member and Skip.
+func (s *Scanner) str() (start, end int, flags uint8, err error) {
+	b, i := s.buf, s.pos
+	if i >= len(b) || b[i] != '"' {
+		if s.Peek() != '"' {
+			return 0, 0, 0, s.unexpected("a string")
+		}
+		i = s.pos
+	}
+	start = i + 1
+	i = start
 	var acc uint64 // OR of the bytes passed, for NonASCII
-	escaped := false
-	for {
-		for i+8 <= len(b) {
-			x := binary.LittleEndian.Uint64(b[i:])
-			if special(x) != 0 {
-				break
-			}
+	// The common string, without escapes, eight bytes at a time; the
+	// rest (escapes, control characters, the input's last bytes) in
+	// strSlow.
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		m := special(x)
+		if m == 0 {
 			acc |= x
 			i += 8
+			continue
 		}
+		// The lowest flagged byte is the first special one (the test's
+		// false positives lie above a true one).
+		k := bits.TrailingZeros64(m) >> 3
+		acc |= x & (1<<(k<<3) - 1)
+		i += k
+		if b[i] != '"' {
+			break
+		}
+		s.pos = i + 1
+		if acc&0x8080808080808080 != 0 {
+			flags = strNonASCII
+		}
+		return start, i, flags, nil
+	}
+	return s.strSlow(start, i, acc)
+}
+
+// strSlow goes on with str's string from b[i:], byte by byte.
+func (s *Scanner) strSlow(start, i int, acc uint64) (_, end int, flags uint8, err error) {
+	b := s.buf
+	for {
 		for i < len(b) {
 			c := b[i]
 			if c == '"' || c == '\\' || c < 0x20 {
@@ -156,17 +204,20 @@ func (s *Scanner) String() (Str, error) {
 		}
 		if i >= len(b) {
 			s.pos = len(b)
-			return Str{}, s.errAt(start-1, "unterminated string")
+			return 0, 0, 0, s.errAt(start-1, "unterminated string")
 		}
 		switch c := b[i]; {
 		case c == '"':
 			s.pos = i + 1
-			return Str{Raw: b[start:i:i], Start: start, Escaped: escaped, NonASCII: acc&0x8080808080808080 != 0}, nil
+			if acc&0x8080808080808080 != 0 {
+				flags |= strNonASCII
+			}
+			return start, i, flags, nil
 		case c == '\\':
-			escaped = true
+			flags |= strEscaped
 			if i+1 >= len(b) {
 				s.pos = len(b)
-				return Str{}, s.errAt(start-1, "unterminated string")
+				return 0, 0, 0, s.errAt(start-1, "unterminated string")
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -174,16 +225,16 @@ func (s *Scanner) String() (Str, error) {
 			case 'u':
 				if i+6 > len(b) || hex4(b[i+2:i+6]) < 0 {
 					s.pos = i
-					return Str{}, s.Errorf("bad \\u escape in string")
+					return 0, 0, 0, s.Errorf("bad \\u escape in string")
 				}
 				i += 6
 			default:
 				s.pos = i
-				return Str{}, s.Errorf("bad escape in string")
+				return 0, 0, 0, s.Errorf("bad escape in string")
 			}
 		default:
 			s.pos = i
-			return Str{}, s.Errorf("control character in string")
+			return 0, 0, 0, s.Errorf("control character in string")
 		}
 	}
 }
@@ -449,7 +500,9 @@ func (s *Scanner) Object(field func(key Str) error) error {
 		if err != nil {
 			return err
 		}
-		if err := s.Expect(':'); err != nil {
+		if s.pos < len(s.buf) && s.buf[s.pos] == ':' { // compact JSON
+			s.pos++
+		} else if err := s.Expect(':'); err != nil {
 			return err
 		}
 		if err := field(k); err != nil {
@@ -465,6 +518,54 @@ func (s *Scanner) Object(field func(key Str) error) error {
 			return s.unexpected("',' or '}' in object")
 		}
 	}
+}
+
+// Member reads the next member's key of an object whose '{' has been read
+// (Expect) and the colon after it; first tells whether it is the first
+// call for this object. key is the key's raw content (escaped tells
+// whether it holds escapes: AppendUnquote gives its text). The caller
+// then reads the value. ok is false, with a nil error, when the object
+// ends: its '}' has been read. Object does the same with a callback;
+// Member lets a hot loop do without one.
+func (s *Scanner) Member(first bool) (key []byte, escaped, ok bool, err error) {
+	c := s.Peek()
+	switch {
+	case c == '}':
+		s.pos++
+		return nil, false, false, nil
+	case !first && c == ',':
+		s.pos++
+	case !first:
+		return nil, false, false, s.unexpected("',' or '}' in object")
+	}
+	start, end, flags, err := s.str()
+	if err != nil {
+		return nil, false, false, err
+	}
+	if s.pos < len(s.buf) && s.buf[s.pos] == ':' { // compact JSON
+		s.pos++
+	} else if err := s.Expect(':'); err != nil {
+		return nil, false, false, err
+	}
+	return s.buf[start:end:end], flags&strEscaped != 0, true, nil
+}
+
+// Element moves to the next element of an array whose '[' has been read;
+// first tells whether it is the first call for this array. The caller
+// then reads the element. ok is false, with a nil error, when the array
+// ends: its ']' has been read.
+func (s *Scanner) Element(first bool) (ok bool, err error) {
+	switch c := s.Peek(); {
+	case c == ']':
+		s.pos++
+		return false, nil
+	case first:
+		return true, nil
+	case c == ',':
+		s.pos++
+		return true, nil
+	}
+	return false, s.unexpected("',' or ']' in array")
 }
 
 // Array reads an array (after white space), calling elem with each
@@ -518,7 +619,7 @@ func (s *Scanner) skip(depth, max int) error {
 	}
 	switch c := s.Peek(); {
 	case c == '"':
-		_, err := s.String()
+		_, _, _, err := s.str()
 		return err
 	case c == '{':
 		return s.Object(func(Str) error { return s.skip(depth+1, max) })
