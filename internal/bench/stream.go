@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -58,51 +59,51 @@ type streamState struct {
 	reasonByUsage int
 	allOnes       bool
 	metrics       json.RawMessage
-	scratch       fastChunk
+	scratch       openai.ChunkInfo
 }
 
 // event folds one SSE data payload that arrived at instant at.
 func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventError {
 	ch := &s.scratch
-	if err := scanChunk(data, ch); err != nil {
+	if err := openai.ScanChunk(data, ch); err != nil {
 		return &eventError{latency.ErrInvalidEvent, "event is not valid JSON of the expected shape: " + truncate(string(data))}
 	}
-	if len(ch.errorRaw) > 0 {
-		return &eventError{latency.ErrServer, "error in stream: " + truncate(errorText(ch.errorRaw))}
+	if len(ch.Error) > 0 {
+		return &eventError{latency.ErrServer, "error in stream: " + truncate(errorText(ch.Error))}
 	}
 	rec.LastEventNS = at
-	if len(ch.metricsRaw) > 0 {
-		s.metrics = append(s.metrics[:0], ch.metricsRaw...)
+	if len(ch.Metrics) > 0 {
+		s.metrics = append(s.metrics[:0], ch.Metrics...)
 	}
-	if ch.choices == 0 {
-		if ch.hasUsage {
-			s.finalUsage = ch.usage()
+	if ch.Choices == 0 {
+		if ch.HasUsage {
+			s.finalUsage = chunkUsage(ch)
 		}
 		return nil
 	}
 	s.choices++
-	content, reasoning := ch.content, ch.reasoning
+	content, reasoning := ch.Content, ch.Reasoning
 	if len(content) == 0 {
-		content = ch.text
+		content = ch.Text
 	}
-	if ch.hasFinish && len(ch.finish) > 0 {
-		if rec.FinishReason != string(ch.finish) {
-			rec.FinishReason = string(ch.finish)
+	if ch.HasFinish && len(ch.Finish) > 0 {
+		if rec.FinishReason != string(ch.Finish) {
+			rec.FinishReason = string(ch.Finish)
 		}
 	}
 	delta := int32(1)
-	if ch.hasUsage && ch.hasCompletion {
+	if ch.HasUsage && ch.HasCompletion {
 		if !s.contUsage && s.choices > 1 {
 			// Usage first seen on a later chunk that also carries a choice
 			// (TGI and llama.cpp put the totals on the last chunk): the
 			// final usage, not a per-chunk count.
-			s.finalUsage = ch.usage()
+			s.finalUsage = chunkUsage(ch)
 		} else {
 			s.contUsage = true
-			delta = int32(ch.completion - s.prevCompl)
-			s.prevCompl = ch.completion
-			if ch.hasPrompt {
-				s.contPrompt = ch.prompt
+			delta = int32(ch.CompletionTokens - s.prevCompl)
+			s.prevCompl = ch.CompletionTokens
+			if ch.HasPrompt {
+				s.contPrompt = ch.PromptTokens
 			}
 		}
 	}
@@ -308,26 +309,26 @@ func serverTiming(rec *latency.Record, v latency.TimingValues) {
 	}
 }
 
-// usage copies the chunk's usage counts.
-func (c *fastChunk) usage() *usage {
+// chunkUsage copies a chunk's usage counts.
+func chunkUsage(c *openai.ChunkInfo) *usage {
 	u := &usage{}
-	if c.hasPrompt {
-		p := c.prompt
+	if c.HasPrompt {
+		p := c.PromptTokens
 		u.PromptTokens = &p
 	}
-	if c.hasCompletion {
-		n := c.completion
+	if c.HasCompletion {
+		n := c.CompletionTokens
 		u.CompletionTokens = &n
 	}
-	if c.cached > 0 {
+	if c.CachedTokens > 0 {
 		u.PromptTokensDetails = &struct {
 			CachedTokens int `json:"cached_tokens"`
-		}{c.cached}
+		}{c.CachedTokens}
 	}
-	if c.reasoningTokens > 0 {
+	if c.ReasoningTokens > 0 {
 		u.CompletionTokensDetails = &struct {
 			ReasoningTokens int `json:"reasoning_tokens"`
-		}{c.reasoningTokens}
+		}{c.ReasoningTokens}
 	}
 	return u
 }

@@ -385,8 +385,9 @@ func BenchmarkStreamsCPU(b *testing.B) {
 	}
 }
 
-// BenchmarkInspectEvent is the gateway's per-event classification of a
-// content chunk: compact (as tokentrace serve and vLLM send it), with
+// BenchmarkInspectEvent is the gateway's per-event reading (framing the
+// event out of the upstream's bytes) and classification of a content
+// chunk: compact (as tokentrace serve and vLLM send it), with
 // "usage":null on every chunk (OpenAI-style include_usage), and with
 // continuous usage.
 func BenchmarkInspectEvent(b *testing.B) {
@@ -396,14 +397,49 @@ func BenchmarkInspectEvent(b *testing.B) {
 		{"usage", `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}` + "\n\n"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			ev := []byte(c.ev)
+			raw := strings.NewReader(c.ev)
+			rd := newEventReader(raw)
 			var p chunkProbe
 			b.ReportAllocs()
 			for b.Loop() {
-				if p.inspect(ev) != eventContent {
-					b.Fatal("not content")
+				raw.Reset(c.ev)
+				rd.Reset(raw, nil)
+				ev, err := rd.Next()
+				if err != nil || p.inspect(ev) != eventContent {
+					b.Fatal("not content", err)
 				}
 			}
 		})
 	}
+}
+
+// BenchmarkEventPath is the gateway's per-event work on a stream after
+// the socket: framing each event out of the upstream's bytes (with its
+// raw bytes, to pass on) and classifying it, for 64 content chunks with
+// continuous usage.
+func BenchmarkEventPath(b *testing.B) {
+	var buf bytes.Buffer
+	for i := 1; i <= 64; i++ {
+		fmt.Fprintf(&buf, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":512,"completion_tokens":%d,"total_tokens":%d}}`+"\n\n", i, 512+i)
+	}
+	payload := buf.Bytes()
+	r := bytes.NewReader(payload)
+	rd := newEventReader(r)
+	var p chunkProbe
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		r.Reset(payload)
+		rd.Reset(r, nil)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				break
+			}
+			if p.inspect(ev) != eventContent {
+				b.Fatal("not content")
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/64, "ns/event")
 }

@@ -2,13 +2,20 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // scriptedUpstream answers every completion with the given SSE body,
@@ -159,6 +166,87 @@ func TestGarbageMidStreamEndsWithErrorEvent(t *testing.T) {
 		}
 		if n := testutil.ToFloat64(g.Metrics.Requests.WithLabelValues("default", "*", "502")); n != 1 {
 			t.Errorf("%q: requests_total{code=502} = %v, want 1", garbage, n)
+		}
+	}
+}
+
+// TestLoneCRStream: an upstream that ends its lines with a lone CR (one
+// of the three line ends SSE allows) is relayed event by event, as sent.
+func TestLoneCRStream(t *testing.T) {
+	body := strings.ReplaceAll(roleChunk+textChunk+textChunk+stopChunk+doneEvent, "\n", "\r")
+	gw := startGateway(t, quickGateway(t, scriptedUpstream(t, body)))
+	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	rd := sse.NewReader(resp.Body, nil, 0)
+	var data []string
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			break
+		}
+		data = append(data, string(ev.Data))
+	}
+	want := []string{strings.TrimSpace(roleChunk[6:]), strings.TrimSpace(textChunk[6:]), strings.TrimSpace(textChunk[6:]), strings.TrimSpace(stopChunk[6:]), "[DONE]"}
+	if diff := cmp.Diff(want, data); diff != "" || rd.Comments != 1 {
+		t.Errorf("events (-upstream +client), %d comments:\n%s", rd.Comments, diff)
+	}
+}
+
+// TestEmptyStreamHasNoTTFT: a stream that ends without content has no
+// first token, so it adds no TTFT sample (its [DONE] still ends
+// upstream_ttft in the stages); a stream with content does.
+func TestEmptyStreamHasNoTTFT(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		ttft uint64
+	}{{roleChunk + stopChunk + usageChunk + doneEvent, 0}, {doneEvent, 0}, {roleChunk + textChunk + doneEvent, 1}} {
+		g := quickGateway(t, scriptedUpstream(t, c.body))
+		gw := startGateway(t, g)
+		if s, _, b := do(t, gw.URL, chatBody("m", true, "x", ""), nil); s != 200 {
+			t.Fatalf("status %d: %s", s, b)
+		}
+		var m, stage dto.Metric
+		if err := g.Metrics.TTFT.WithLabelValues("default", "*").(prometheusMetric).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Metrics.Stage[latency.TimingUpstreamTTFT].WithLabelValues("default", "*").(prometheusMetric).Write(&stage); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.GetHistogram().GetSampleCount(); n != c.ttft || stage.GetHistogram().GetSampleCount() != 1 {
+			t.Errorf("%q: %d TTFT samples, want %d; %d upstream_ttft samples, want 1", c.body, n, c.ttft, stage.GetHistogram().GetSampleCount())
+		}
+	}
+}
+
+// TestNonJSONAnswerIs502: a 200 non-streaming answer that is not a JSON
+// object is an upstream protocol error, as a stream's event would be: it
+// is retried on another replica when retries allow, else answered 502
+// upstream_protocol_error, counted, and never passed on.
+func TestNonJSONAnswerIs502(t *testing.T) {
+	html := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html><body>upstream maintenance page</body></html>")
+	}))
+	defer html.Close()
+	g := quickGateway(t, html.URL)
+	gw := startGateway(t, g)
+	s, _, b := do(t, gw.URL, chatBody("m", false, "x", ""), nil)
+	if s != http.StatusBadGateway || !strings.Contains(b, "upstream_protocol_error") || strings.Contains(b, "maintenance") {
+		t.Fatalf("status %d body %s, want 502 upstream_protocol_error without the page", s, b)
+	}
+	if n := upstreamErrors(g, "default", "protocol_error"); n != 1 {
+		t.Errorf("protocol errors counted %v, want 1", n)
+	}
+	good := newFakeUpstream(t, &fakeUpstream{name: "b"})
+	g2 := mustGateway(t, fmt.Sprintf("pools: [{name: p, balancer: round_robin, replicas: [{url: %q}, {url: %q}]}]\nroutes: [{model: \"*\", pool: p, timeouts: {retries: 1}}]\n", html.URL, good.URL()))
+	gw2 := startGateway(t, g2)
+	for range 2 { // whichever replica round robin starts with
+		if s, _, b := do(t, gw2.URL, chatBody("m", false, "x", ""), nil); s != 200 || !json.Valid([]byte(b)) {
+			t.Fatalf("with a retry: status %d body %s, want the other replica's answer", s, b)
 		}
 	}
 }

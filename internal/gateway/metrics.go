@@ -147,7 +147,10 @@ type observation struct {
 	stages      stageDurations
 	tl          *timeline
 	ttft        time.Duration // 0 when no token was produced
-	outTokens   int
+	// noContent: a stream that ended ([DONE]) without content; its end
+	// stands in for the first token in the stages, but it is no TTFT.
+	noContent bool
+	outTokens int
 	// chunkNS and chunkTokens are the content events' instants and, with
 	// continuous usage, their token counts: the chunk gaps and ITLs follow
 	// latency.Record's formulas (ICLs, ITLs).
@@ -181,7 +184,7 @@ func (m *Metrics) observe(o *observation) {
 		ss.stage[latency.TimingPrefill].Observe(p.Seconds())
 		ss.stage[latency.TimingNetwork].Observe(n.Seconds())
 	}
-	if !o.stream {
+	if !o.stream || o.noContent {
 		return
 	}
 	ss.ttft.Observe(o.ttft.Seconds())

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -22,6 +21,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // The paths the gateway serves.
@@ -99,6 +99,7 @@ type exchange struct {
 	chunkTokens []int32
 	fields      map[string]any // body fields the policies change (setField)
 	tokens      int            // output tokens
+	noContent   bool           // the stream ended without content (no first token: no TTFT)
 	wrote       bool
 	errKind     string
 	prio        int // priority class in the queues
@@ -359,7 +360,7 @@ func (x *exchange) finish() {
 		x.status = http.StatusOK
 	}
 	x.g.Metrics.observe(&observation{pool: pool, model: model, status: x.status, stream: x.req.Stream, stages: st, tl: &x.tl,
-		ttft: ttft, outTokens: x.tokens, chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
+		ttft: ttft, noContent: x.noContent, outTokens: x.tokens, chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
 	x.span.end(x, st)
 }
 
@@ -372,13 +373,17 @@ type attempt struct {
 	started time.Time
 	gotConn atomic.Pointer[time.Time] // when the connection was obtained
 	resp    *http.Response
-	rd      *bufio.Reader // over up
-	up      *waitReader   // the upstream's stream, timed
-	pending []byte        // stream bytes read up to and including the first content event
-	body    []byte        // non-streaming body
-	first   time.Time
-	done    bool // the stream ended ([DONE]) before any content
-	doneAt  int  // with done: where the [DONE] event starts in pending
+	rd      *sse.Reader // over up, in block mode (newEventReader)
+	up      *waitReader // the upstream's stream, timed
+	pending []byte      // stream bytes read up to and including the first content event
+	body    []byte      // non-streaming body
+	// wholeTokens is the non-streaming body's usage.completion_tokens;
+	// scanned, the time reading it took.
+	wholeTokens int
+	scanned     time.Duration
+	first       time.Time
+	done        bool // the stream ended ([DONE]) before any content
+	doneAt      int  // with done: where the [DONE] event starts in pending
 	// outcome
 	err error
 	// phase: 0 waiting for the first token, 1 got it, 2 timed out; the
@@ -776,29 +781,39 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 			return a
 		}
 		a.first = g.now()
+		// The answer is read as a chunk is (usage for the token count);
+		// one that is not a JSON object is a protocol error, as an event
+		// would be.
+		a.wholeTokens, err = answerTokens(a.body)
+		a.scanned = g.now().Sub(a.first)
+		if err != nil {
+			a.err = newProtocolError(a.body)
+			g.countFault(a.pool, faultProtocol)
+			return a
+		}
 		ok = a.claimFirst()
 		return a
 	}
 	a.up = &waitReader{r: resp.Body, now: g.now}
-	a.rd = bufio.NewReaderSize(a.up, 4<<10)
+	a.rd = newEventReader(a.up)
 	var probe chunkProbe
 	for {
-		start := len(a.pending)
-		a.pending, err = readEvent(a.rd, a.pending)
+		ev, err := a.rd.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) && start == len(a.pending) {
-				err = io.ErrUnexpectedEOF
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // no [DONE]
 			}
 			a.err = fmt.Errorf("upstream stream before first token: %w", err)
 			return a
 		}
-		kind := probe.inspect(a.pending[start:])
-		switch kind {
+		start := len(a.pending)
+		a.pending = append(a.pending, ev.Raw...)
+		switch probe.inspect(ev) {
 		case eventContent:
 			a.first = g.now()
 			a.tokens, a.lastUse = 1, 0
-			if probe.Usage != nil {
-				a.tokens, a.lastUse = probe.Usage.CompletionTokens, probe.Usage.CompletionTokens
+			if used, ok := probe.usage(); ok {
+				a.tokens, a.lastUse = used, used
 			}
 			ok = a.claimFirst()
 			return a
@@ -809,10 +824,10 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 			return a
 		case eventError:
 			a.status = http.StatusBadGateway
-			a.errBody = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(a.pending[start:]), []byte("data:")))
+			a.errBody = bytes.TrimSpace(ev.Data)
 			return a
 		case eventInvalid:
-			a.err = newProtocolError(a.pending[start:])
+			a.err = newProtocolError(ev.Raw)
 			g.countFault(a.pool, faultProtocol)
 			return a
 		}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,237 +14,106 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // maxEventBytes bounds one SSE event read from upstream.
 const maxEventBytes = 16 << 20
 
-// readEvent appends to dst the lines of the next SSE event, through the
-// blank line that ends it. Stray blank lines before an event are skipped.
-// At the end of input it returns what it read with io.EOF.
-func readEvent(rd *bufio.Reader, dst []byte) ([]byte, error) {
-	start := len(dst)
-	for {
-		line, err := rd.ReadSlice('\n')
-		if len(line) > 0 {
-			blank := len(line) == 1 || (len(line) == 2 && line[0] == '\r')
-			if blank && err == nil {
-				if len(dst) == start {
-					continue // no event yet
-				}
-				return append(dst, line...), nil
-			}
-			dst = append(dst, line...)
-			if len(dst)-start > maxEventBytes {
-				return dst, fmt.Errorf("upstream event over %d bytes", maxEventBytes)
-			}
-		}
-		switch {
-		case err == nil, errors.Is(err, bufio.ErrBufferFull):
-		case errors.Is(err, io.EOF):
-			return dst, io.EOF
-		default:
-			return dst, err
-		}
-	}
+// newEventReader reads an upstream's stream event by event, each with its
+// raw bytes to pass on (internal/sse in block mode: LF, CRLF and lone CR
+// line ends, keep-alive comments as events of their own).
+func newEventReader(r io.Reader) *sse.Reader {
+	rd := sse.NewReader(r, nil, maxEventBytes)
+	rd.Blocks()
+	return rd
 }
 
 type eventKind int
 
 const (
-	eventOther   eventKind = iota // role-only chunk, usage chunk, comment
-	eventContent                  // carries output tokens
+	eventOther   eventKind = iota // role-only chunk, usage chunk, a JSON object of another shape
+	eventContent                  // carries output: content, reasoning, text or tool calls
 	eventDone                     // data: [DONE]
 	eventError                    // data: {"error": ...}
 	eventInvalid                  // a data payload that is neither [DONE] nor a JSON object
 	eventNoData                   // comments or other fields only (a keep-alive)
 )
 
-// chunkProbe decodes the few fields of a stream chunk the gateway needs.
+// chunkProbe classifies the events of one stream and keeps what it read
+// of the last one (the chunk classifier, openai.ScanChunk).
 type chunkProbe struct {
-	Choices []struct {
-		Delta *struct {
-			Content          string          `json:"content"`
-			ReasoningContent string          `json:"reasoning_content"`
-			Reasoning        string          `json:"reasoning"`
-			ToolCalls        json.RawMessage `json:"tool_calls"`
-		} `json:"delta"`
-		Text string `json:"text"`
-	} `json:"choices"`
-	Usage  *chunkUsage     `json:"usage"`
-	usage  chunkUsage      // what Usage points to when fastContent read it
-	joined []byte          // the data of an event with several data lines
-	Error  json.RawMessage `json:"error"`
-	// Metrics is the vLLM-style per-request timing object some servers
-	// (tokentrace serve among them) put on the final usage chunk.
-	Metrics *struct {
-		QueueTimeMs      float64 `json:"queue_time_ms"`
-		PrefillTimeMs    float64 `json:"prefill_time_ms"`
-		GenerationTimeMs float64 `json:"generation_time_ms"`
-	} `json:"metrics"`
-}
-
-// chunkUsage is the part of a chunk's usage the gateway reads.
-type chunkUsage struct {
-	CompletionTokens int `json:"completion_tokens"`
+	openai.ChunkInfo
 }
 
 var doneMarker = []byte("[DONE]")
 
-// inspect classifies one SSE event by its data: the payload of its data
-// lines (joined by newlines, as SSE does, when there are several). An
-// event without data (comments, other fields) is eventNoData. A payload
-// that is neither [DONE] nor a JSON object is eventInvalid: an upstream
-// protocol error. A JSON object of an unexpected shape is eventOther
-// (forwarded untouched); the fast path recognises content chunks by their
-// patterns without validating every byte.
-func (p *chunkProbe) inspect(ev []byte) eventKind {
-	// encoding/json decodes into reused slice elements without zeroing
-	// them: clear the whole backing array first.
-	clear(p.Choices[:cap(p.Choices)])
-	p.Choices, p.Usage, p.Error, p.Metrics = p.Choices[:0], nil, nil, nil
-	data, ok := p.data(ev)
-	if !ok {
+// inspect classifies one SSE event by its data (its data lines joined, as
+// SSE joins them). An event without data (comments, other fields) is
+// eventNoData. A payload that is neither [DONE] nor a JSON object (nor
+// valid JSON) is eventInvalid: an upstream protocol error. A JSON object
+// of an unexpected shape is eventOther (forwarded untouched).
+func (p *chunkProbe) inspect(ev sse.Event) eventKind {
+	if !ev.HasData {
+		p.ChunkInfo = openai.ChunkInfo{}
 		return eventNoData
 	}
-	data = bytes.TrimSpace(data)
-	if bytes.Equal(data, doneMarker) {
+	if bytes.Equal(bytes.TrimSpace(ev.Data), doneMarker) {
+		p.ChunkInfo = openai.ChunkInfo{}
 		return eventDone
 	}
-	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
+	if err := openai.ScanChunk(ev.Data, &p.ChunkInfo); err != nil {
+		if errors.Is(err, openai.ErrChunkShape) {
+			return eventOther
+		}
 		return eventInvalid
 	}
-	if ok, used := fastContent(data); ok {
-		if used > 0 {
-			p.usage.CompletionTokens = used
-			p.Usage = &p.usage
-		}
-		return eventContent
-	}
-	if err := json.Unmarshal(data, p); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return eventInvalid
-		}
-		return eventOther // valid JSON of another shape: forwarded untouched
-	}
-	if len(p.Error) > 0 && string(p.Error) != "null" {
+	switch {
+	case p.Error != nil:
 		return eventError
-	}
-	for _, c := range p.Choices {
-		if c.Text != "" || (c.Delta != nil && (c.Delta.Content != "" || c.Delta.ReasoningContent != "" ||
-			c.Delta.Reasoning != "" || (len(c.Delta.ToolCalls) > 0 && string(c.Delta.ToolCalls) != "null"))) {
-			return eventContent
-		}
+	case p.Output:
+		return eventContent
 	}
 	return eventOther
 }
 
-// data returns the payload of an event's data lines, false when it has
-// none. One line's payload is a slice of ev; several are joined with
-// newlines into p.joined.
-func (p *chunkProbe) data(ev []byte) ([]byte, bool) {
-	var first []byte
-	n := 0
-	for len(ev) > 0 {
-		line := ev
-		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
-			line, ev = ev[:i], ev[i+1:]
-		} else {
-			ev = nil
-		}
-		d, ok := bytes.CutPrefix(bytes.TrimSuffix(line, []byte("\r")), []byte("data:"))
-		if !ok {
-			continue
-		}
-		switch n++; n {
-		case 1:
-			first = d
-		case 2:
-			p.joined = append(append(append(p.joined[:0], first...), '\n'), d...)
-		default:
-			p.joined = append(append(p.joined, '\n'), d...)
-		}
-	}
-	switch n {
-	case 0:
-		return nil, false
-	case 1:
-		return first, true
-	}
-	return p.joined, true
+// usage is the completion_tokens of the chunk's usage; ok is false when
+// it has none.
+func (p *chunkProbe) usage() (completion int, ok bool) {
+	return p.CompletionTokens, p.HasUsage && p.HasCompletion
 }
 
-// Patterns of a non-empty output field in a compact chunk. Inside a JSON
-// string every quote is escaped, so text a model generates cannot forge
-// them.
-var contentPatterns = [][]byte{[]byte(`"content":"`), []byte(`"text":"`), []byte(`"reasoning_content":"`), []byte(`"reasoning":"`)}
-
-var usageKey = []byte(`"usage":`)
-
-// fastContent recognises the common content chunk without decoding it:
-// one of the patterns followed by a non-empty string, neither error nor
-// metrics (whose values the gateway needs), and at most one usage, either
-// null (sent on every chunk by servers that honour include_usage) or an
-// object with a positive completion_tokens (continuous usage), which it
-// returns as used (0: none). Anything else (role-only and finish chunks,
-// spaced JSON, a usage it cannot read so) takes the full decode.
-func fastContent(data []byte) (ok bool, used int) {
-	if bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"metrics"`)) {
-		return false, 0
+// answerTokens reads a whole (non-streaming) answer with the chunk
+// classifier: its usage.completion_tokens (0 without one); an error when
+// it is not a JSON object (a JSON object of another shape is no error).
+func answerTokens(body []byte) (int, error) {
+	var c openai.ChunkInfo
+	if err := openai.ScanChunk(body, &c); err != nil && !errors.Is(err, openai.ErrChunkShape) {
+		return 0, err
 	}
-	if i := bytes.Index(data, usageKey); i >= 0 {
-		rest := data[i+len(usageKey):]
-		if bytes.Contains(rest, usageKey) {
-			return false, 0
-		}
-		if !bytes.HasPrefix(rest, []byte("null")) {
-			if used = completionTokens(rest); used <= 0 {
-				return false, 0
-			}
-		}
-	} else if bytes.Contains(data, []byte(`"usage"`)) { // spaced, or not a key
-		return false, 0
+	if c.HasUsage && c.HasCompletion {
+		return c.CompletionTokens, nil
 	}
-	for _, p := range contentPatterns {
-		if i := bytes.Index(data, p); i >= 0 && i+len(p) < len(data) && data[i+len(p)] != '"' {
-			return true, used
-		}
-	}
-	return false, 0
+	return 0, nil
 }
 
-// completionTokens finds usage.completion_tokens in a whole answer without
-// decoding it (the last occurrence: usage follows the choices); 0 if absent.
-func completionTokens(body []byte) int {
-	key := []byte(`"completion_tokens":`)
-	i := bytes.LastIndex(body, key)
-	if i < 0 {
-		return 0
+// metrics reads the vLLM-style per-request timing object some servers
+// (tokentrace serve among them) put on the final usage chunk: queue,
+// prefill and decode time; nil without one.
+func (p *chunkProbe) metrics() *[3]time.Duration {
+	if p.Metrics == nil {
+		return nil
 	}
-	rest := bytes.TrimLeft(body[i+len(key):], " ")
-	n := 0
-	for _, c := range rest {
-		if c < '0' || c > '9' {
-			break
-		}
-		n = n*10 + int(c-'0')
-		if n > 1<<30 {
-			return 0
-		}
+	var m struct {
+		QueueTimeMs      float64 `json:"queue_time_ms"`
+		PrefillTimeMs    float64 `json:"prefill_time_ms"`
+		GenerationTimeMs float64 `json:"generation_time_ms"`
 	}
-	return n
-}
-
-// nextEventReady reports whether rd already holds a complete next event
-// (read from the network, not yet consumed), so that a flush may wait for
-// it without waiting on the network.
-func nextEventReady(rd *bufio.Reader) bool {
-	if rd == nil || rd.Buffered() == 0 {
-		return false
+	if json.Unmarshal(p.Metrics, &m) != nil {
+		return nil
 	}
-	b, _ := rd.Peek(rd.Buffered())
-	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	return &[3]time.Duration{ms(m.QueueTimeMs), ms(m.PrefillTimeMs), ms(m.GenerationTimeMs)}
 }
 
 // stream sends the winning attempt's answer to the client: the events read
@@ -291,7 +159,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		// Flush unless the next event is already read and waiting: nothing
 		// is ever held back for input that has not arrived, but events that
 		// arrived together leave together (one write to the client).
-		if err == nil && !nextEventReady(a.rd) {
+		if err == nil && (a.rd == nil || !a.rd.Ready()) {
 			err = rc.Flush()
 		}
 		wrote = g.now()
@@ -303,9 +171,8 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	if a.whole {
 		tl.whole = true
 		tl.foldServerTiming(timingValues, a.resp.Trailer.Values("Server-Timing"))
-		t0 := g.now()
-		x.tokens = completionTokens(a.body)
-		tl.post += g.now().Sub(t0)
+		tl.post += a.scanned // reading the answer's usage
+		x.tokens = a.wholeTokens
 		// No Content-Length: the body goes chunked so that the
 		// Server-Timing trailer can follow it.
 		x.w.WriteHeader(http.StatusOK)
@@ -326,8 +193,9 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	}
 	if a.done {
 		// A stream without content: its events, then its [DONE] after
-		// the server-timing comment, as for any stream.
-		x.tokens = 0
+		// the server-timing comment, as for any stream. Its [DONE] ends
+		// upstream_ttft, but no token came: no TTFT, no chunk.
+		x.tokens, x.noContent, x.chunkNS = 0, true, nil
 		if a.doneAt > 0 {
 			if err := write(a.pending[:a.doneAt], g.now()); err != nil {
 				x.clientGone()
@@ -352,12 +220,11 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		})
 		defer idle.Stop()
 	}
-	buf := make([]byte, 0, 1024)
 	var probe chunkProbe
+	var masked []byte // an error event, its credentials masked
 	for {
-		var err error
 		waited := a.up.waited
-		buf, err = readEvent(a.rd, buf[:0])
+		ev, err := a.rd.Next()
 		t0 := g.now()
 		// Reading the event took t0 − wrote; what was not spent waiting
 		// for the upstream's bytes was the gateway's own work.
@@ -375,8 +242,8 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 				g.countFault(a.pool, faultIdle)
 				x.streamError(fmt.Sprintf("no event from the upstream within %s (idle timeout)", a.idleTimeout), "idle_timeout")
 			default:
-				if errors.Is(err, io.EOF) {
-					err = io.ErrUnexpectedEOF
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF // no [DONE]
 				}
 				g.log().Warn("upstream stream broke", "request_id", x.id, "replica", a.rep.cfg.URL, "err", err)
 				g.countFault(a.pool, faultStreamBroke)
@@ -384,7 +251,8 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 			}
 			return true
 		}
-		kind := probe.inspect(buf)
+		raw := ev.Raw
+		kind := probe.inspect(ev)
 		if idle != nil && kind != eventNoData {
 			idle.Reset(a.idleTimeout)
 		}
@@ -392,13 +260,13 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 		case eventContent:
 			x.chunkNS = append(x.chunkNS, t0.Sub(tl.start).Nanoseconds())
 			k := 1
-			if probe.Usage != nil && (continuous || x.tokens == 1) {
+			if used, ok := probe.usage(); ok && (continuous || x.tokens == 1) {
 				if !continuous { // usage from the second chunk on: the first carried one token
 					x.chunkTokens = append(x.chunkTokens, 1)
 				}
 				continuous = true
-				k = probe.Usage.CompletionTokens - lastUse
-				lastUse = probe.Usage.CompletionTokens
+				k = used - lastUse
+				lastUse = used
 			}
 			if continuous {
 				x.chunkTokens = append(x.chunkTokens, int32(k))
@@ -408,12 +276,12 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 			}
 		case eventDone:
 			tl.post += g.now().Sub(t0)
-			x.endStream(a, timingValues, buf)
+			x.endStream(a, timingValues, raw)
 			return true
 		case eventInvalid:
 			// Not forwarded: the client's stream ends with an error
 			// event, as for a reset, and the upstream is cancelled.
-			pe := newProtocolError(buf)
+			pe := newProtocolError(raw)
 			g.log().Warn("upstream protocol error", "request_id", x.id, "replica", a.rep.cfg.URL, "err", pe)
 			g.countFault(a.pool, faultProtocol)
 			x.streamError(protocolErrorMsg, "upstream_protocol_error")
@@ -422,19 +290,19 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 			x.errKind = "upstream_stream_error"
 			// Passed on without the replica's credentials, should the
 			// upstream quote them.
-			buf = append(buf[:0], redact.Values(redact.Text(string(buf)), a.rep.cfg.credentials()...)...)
+			masked = append(masked[:0], redact.Values(redact.Text(string(raw)), a.rep.cfg.credentials()...)...)
+			raw = masked
 		case eventOther:
-			if probe.Usage != nil && probe.Usage.CompletionTokens > 0 {
-				x.tokens = probe.Usage.CompletionTokens // final usage chunk
+			if used, ok := probe.usage(); ok && used > 0 {
+				x.tokens = used // final usage chunk
 			}
-			if m := probe.Metrics; m != nil {
-				ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-				x.metricsSplit = &[3]time.Duration{ms(m.QueueTimeMs), ms(m.PrefillTimeMs), ms(m.GenerationTimeMs)}
+			if m := probe.metrics(); m != nil {
+				x.metricsSplit = m
 			}
 		}
 		t1 := g.now() // post-processing ends, the write begins
 		tl.post += t1.Sub(t0)
-		if err := write(buf, t1); err != nil {
+		if err := write(raw, t1); err != nil {
 			x.clientGone()
 			return true
 		}
@@ -448,7 +316,7 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	g := x.g
 	t0 := g.now()
 	waited := a.up.waited
-	_, _ = io.Copy(io.Discard, io.LimitReader(a.rd, 1<<20))
+	_, _ = io.Copy(io.Discard, io.LimitReader(a.up, 1<<20))
 	t0 = t0.Add(a.up.waited - waited) // waiting for the upstream's end is not post-processing
 	x.tl.foldServerTiming(timing, a.resp.Trailer.Values("Server-Timing"))
 	if !x.tl.serverSplit && x.metricsSplit != nil {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -481,6 +480,16 @@ func caseVariant(body []byte) string {
 	return ""
 }
 
+// inspectRaw classifies one raw event as the gateway reads it.
+func inspectRaw(t testing.TB, p *chunkProbe, raw string) eventKind {
+	t.Helper()
+	ev, err := newEventReader(strings.NewReader(raw)).Next()
+	if err != nil {
+		t.Fatalf("%q: %v", raw, err)
+	}
+	return p.inspect(ev)
+}
+
 func TestInspectClassifiesEvents(t *testing.T) {
 	cases := []struct {
 		ev   string
@@ -502,14 +511,9 @@ func TestInspectClassifiesEvents(t *testing.T) {
 	}
 	var p chunkProbe
 	for _, c := range cases {
-		if got := p.inspect([]byte(c.ev)); got != c.want {
+		if got := inspectRaw(t, &p, c.ev); got != c.want {
 			t.Errorf("%q: kind %d, want %d", c.ev, got, c.want)
 		}
-	}
-	// A role chunk whose content string merely looks like a pattern inside
-	// an escaped string is not content.
-	if ok, _ := fastContent([]byte(`{"choices":[{"delta":{"role":"assistant","content":""}}]}`)); ok {
-		t.Error("empty content taken as content")
 	}
 }
 
@@ -527,8 +531,18 @@ func TestInspectUsageAsDecoded(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}}`,
 	} {
 		var p chunkProbe
-		kind := p.inspect([]byte("data: " + ev + "\n\n"))
-		var want chunkProbe
+		kind := inspectRaw(t, &p, "data: "+ev+"\n\n")
+		var want struct {
+			Choices []struct {
+				Delta *struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+				Text string `json:"text"`
+			} `json:"choices"`
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
 		if err := json.Unmarshal([]byte(ev), &want); err != nil {
 			t.Fatalf("%s: %v", ev, err)
 		}
@@ -541,22 +555,25 @@ func TestInspectUsageAsDecoded(t *testing.T) {
 		if kind != wantKind {
 			t.Errorf("%s: kind %d, want %d", ev, kind, wantKind)
 		}
-		if diff := cmp.Diff(want.Usage, p.Usage); diff != "" {
-			t.Errorf("%s: usage (-decoded +inspect):\n%s", ev, diff)
+		used, ok := p.usage()
+		if (want.Usage != nil) != ok || want.Usage != nil && want.Usage.CompletionTokens != used {
+			t.Errorf("%s: usage %d %v, decoded %+v", ev, used, ok, want.Usage)
 		}
 	}
 }
 
+// TestNextEventReady: after an event, the reader tells whether the next
+// one is already buffered (the flush waits for it, nothing else).
 func TestNextEventReady(t *testing.T) {
 	for _, c := range []struct {
 		buffered string
 		want     bool
-	}{{"", false}, {"data: {\"a\":1}\n", false}, {"data: {\"a\":1}\n\n", true}, {"data: x\r\n\r\n", true}, {"data: x\n\ndata: partial", true}} {
-		rd := bufio.NewReaderSize(strings.NewReader(c.buffered), 64)
-		if c.buffered != "" {
-			_, _ = rd.Peek(1) // fill the buffer
+	}{{"", false}, {"data: {\"a\":1}\n", false}, {"data: {\"a\":1}\n\n", true}, {"data: x\r\n\r\n", true}, {"data: x\n\ndata: partial", true}, {"data: x\r\rdata: y", true}} {
+		rd := newEventReader(strings.NewReader("data: first\n\n" + c.buffered))
+		if _, err := rd.Next(); err != nil {
+			t.Fatal(err)
 		}
-		if got := nextEventReady(rd); got != c.want {
+		if got := rd.Ready(); got != c.want {
 			t.Errorf("%q: %v, want %v", c.buffered, got, c.want)
 		}
 	}
@@ -626,8 +643,13 @@ func TestCompletionTokens(t *testing.T) {
 		`{"usage":{"completion_tokens": 5}}`: 5,
 		`{"choices":[]}`:                     0,
 	} {
-		if got := completionTokens([]byte(body)); got != want {
-			t.Errorf("%s: %d, want %d", body, got, want)
+		if got, err := answerTokens([]byte(body)); got != want || err != nil {
+			t.Errorf("%s: %d %v, want %d", body, got, err, want)
+		}
+	}
+	for _, body := range []string{"<html>502 Bad Gateway</html>", `{"usage":{"completion_tokens":5}`, "", "[1]"} {
+		if _, err := answerTokens([]byte(body)); err == nil {
+			t.Errorf("%q: no error, want one (not a JSON object)", body)
 		}
 	}
 }
@@ -698,7 +720,7 @@ func TestInspectFlagsWhatIsNotJSON(t *testing.T) {
 		"data:[DONE]\r\n\r\n":                                eventDone,
 	} {
 		var p chunkProbe
-		if got := p.inspect([]byte(ev)); got != want {
+		if got := inspectRaw(t, &p, ev); got != want {
 			t.Errorf("%q: kind %d, want %d", ev, got, want)
 		}
 	}

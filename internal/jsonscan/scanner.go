@@ -528,7 +528,12 @@ func (s *Scanner) Object(field func(key Str) error) error {
 // ends: its '}' has been read. Object does the same with a callback;
 // Member lets a hot loop do without one.
 func (s *Scanner) Member(first bool) (key []byte, escaped, ok bool, err error) {
-	c := s.Peek()
+	var c byte
+	if s.pos < len(s.buf) && s.buf[s.pos] > ' ' { // compact JSON: no white space to pass
+		c = s.buf[s.pos]
+	} else {
+		c = s.Peek()
+	}
 	switch {
 	case c == '}':
 		s.pos++

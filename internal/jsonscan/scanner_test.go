@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -347,4 +348,66 @@ func BenchmarkScanner(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMemberElement: iterating with Member and Element reads what Object
+// and Array read, and refuses what they refuse.
+func TestMemberElement(t *testing.T) {
+	walk := func(b []byte) (keys []string, n int, err error) {
+		s := New(b)
+		if err = s.Expect('{'); err != nil {
+			return
+		}
+		for first := true; ; first = false {
+			k, esc, ok, e := s.Member(first)
+			if e != nil || !ok {
+				return keys, n, e
+			}
+			if esc {
+				u, _ := Unquote(k)
+				k = []byte(u)
+			}
+			keys = append(keys, string(k))
+			if s.Peek() != '[' {
+				if err = s.Skip(); err != nil {
+					return
+				}
+				continue
+			}
+			s.Expect('[')
+			for first := true; ; first = false {
+				more, e := s.Element(first)
+				if e != nil || !more {
+					if err = e; err != nil {
+						return
+					}
+					break
+				}
+				n++
+				if err = s.Skip(); err != nil {
+					return
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		keys []string
+		n    int
+		bad  bool
+	}{
+		{`{}`, nil, 0, false},
+		{` { "a" : [ 1 , 2 ] , "b\u0063" : {"x":[]} , "c":[] } `, []string{"a", "bc", "c"}, 2, false},
+		{`{"a":1,}`, []string{"a"}, 0, true},
+		{`{"a":1 "b":2}`, []string{"a"}, 0, true},
+		{`{"a":[1,]}`, []string{"a"}, 2, true},
+		{`{"a":[,1]}`, []string{"a"}, 1, true},
+		{`{"a" 1}`, nil, 0, true},
+		{`{,"a":1}`, nil, 0, true},
+	} {
+		keys, n, err := walk([]byte(c.in))
+		if (err != nil) != c.bad || !slices.Equal(keys, c.keys) || n != c.n {
+			t.Errorf("%s: keys %q, %d elements, err %v; want %q, %d, bad %v", c.in, keys, n, err, c.keys, c.n, c.bad)
+		}
+	}
 }

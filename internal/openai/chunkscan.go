@@ -89,9 +89,13 @@ func ScanChunk(b []byte, c *ChunkInfo) error {
 // (into a buffer of the scan's, so that "\u0063ontent" is content and
 // nothing is allocated for a key of up to 32 bytes).
 func (cs *chunkScan) name(raw []byte, escaped bool) []byte {
-	if !escaped {
-		return raw
+	if escaped {
+		return cs.unescape(raw)
 	}
+	return raw
+}
+
+func (cs *chunkScan) unescape(raw []byte) []byte {
 	b, err := jsonscan.AppendUnquote(cs.key[:0], raw)
 	if err != nil {
 		return raw
