@@ -314,7 +314,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 		return fmt.Errorf("bench: the start instant %s passed %s before this generator was ready: give a later --shard-start-at",
 			r.cfg.StartAt.Format(time.RFC3339Nano), late.Round(time.Millisecond))
 	}
-	usage0, gc0, wall0 := cpuTime(), gcPauses(), time.Now()
+	usage0, gc0, wall0 := CPUTime(), gcPauses(), time.Now()
 	err = r.send(ctx, runner)
 	stopLive()
 	stopWatch()
@@ -323,7 +323,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 		return err
 	}
 	r.sum.Interrupted = ctx.Err() != nil
-	r.sum.Client = health(cpuTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
+	r.sum.Client = health(CPUTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
 	return nil
 }
 
@@ -584,8 +584,8 @@ func describeLoad(cfg Config) string {
 	return strings.Join(parts, ", ")
 }
 
-// cpuTime is the process's user + system CPU time.
-func cpuTime() time.Duration {
+// CPUTime is the process's user + system CPU time.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

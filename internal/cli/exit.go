@@ -17,6 +17,9 @@ const (
 	ExitUsage = 2
 	// ExitSLOFailed: the command ran and an SLO given with --slo failed.
 	ExitSLOFailed = 3
+	// ExitNoneMeets: plan searched and no configuration meets the SLOs
+	// (it names the closest and by how much it misses).
+	ExitNoneMeets = 4
 )
 
 // ExitError carries a process exit status out of a command, with an optional

@@ -76,9 +76,13 @@ output cannot be written (docs/cli.md).`,
 	return cmd
 }
 
+// renderer is output a command writes to a file or stdout (a report, a
+// plan's HTML page).
+type renderer interface{ Write(io.Writer) error }
+
 // writeReport writes r to the named file, or to the default one, or to
 // stdout ("" or "-"); a file's path is printed to stdout.
-func writeReport(r *report.Rendered, output, defaultFile string, stdout io.Writer) error {
+func writeReport(r renderer, output, defaultFile string, stdout io.Writer) error {
 	if output == "" {
 		output = defaultFile
 	}

@@ -79,8 +79,7 @@ cannot be written (docs/cli.md).`,
 // router's balancer and length pools, the admission queue and the network
 // (simulate). The names are the gateway configuration's keys.
 func bindDeploymentFlags(g *flagGroup, o *simulate.Options) {
-	g.intVar(&o.Replicas, "replicas", "engine replicas behind the router")
-	g.stringVar(&o.Balancer, "balancer", "how the router picks a replica: "+strings.Join(route.Names, ", "))
+	bindReplicaFlags(g, &o.Replicas, &o.Balancer)
 	g.stringVar(&o.LengthPools, "length-pools", `length pools "MAX:N,…": inputs up to MAX tokens go to a pool of N replicas, "*" the rest, e.g. 2048:6,*:2`)
 	g.intVar(&o.PrefixBytes, "prefix-bytes", "how many bytes of a prompt prefix_affinity hashes")
 	g.durationVar(&o.ScrapeInterval, "scrape-interval", "how often the router reads each replica's queue (queue_aware; the adaptive limit's hint); default 1s for queue_aware")
@@ -94,6 +93,13 @@ func bindDeploymentFlags(g *flagGroup, o *simulate.Options) {
 	g.durationVar(&q.TargetTTFT, "queue-target-ttft", "admission: cap on the upstream TTFT (admission to first token) the adaptive limit accepts (0: none)")
 	g.durationVar(&o.DeadlineTTFT, "deadline-ttft", "admission: every request's TTFT deadline from its arrival at the router (0: none)")
 	g.boolVar(&o.EarlyReject, "early-reject", "admission: refuse (429) a request whose predicted wait breaks its deadline, or whose deadline passes in the queue")
+}
+
+// bindReplicaFlags binds how many replicas and how the router picks one
+// (simulate; plan's base deployment).
+func bindReplicaFlags(g *flagGroup, replicas *int, balancer *string) {
+	g.intVar(replicas, "replicas", "engine replicas behind the router")
+	g.stringVar(balancer, "balancer", "how the router picks a replica: "+strings.Join(route.Names, ", "))
 }
 
 // usageErrorIfField is err as bad input (exit 2) when it names a setting

@@ -86,6 +86,11 @@ type Config struct {
 	// SampleInterval, when positive, samples the replicas' running and
 	// waiting requests and KV usage this often (Result.Samples).
 	SampleInterval time.Duration
+	// Stop, when set, is asked after every instant of virtual time; when
+	// it returns true the simulation ends there (Result.Stopped): requests
+	// not yet ended get no record. A caller that needs only a verdict
+	// (capacity planning: an SLO already certain to fail) saves the rest.
+	Stop func() bool
 }
 
 // Pool is one length band of replicas.
@@ -250,6 +255,8 @@ type Result struct {
 	Samples []Sample
 	// Warnings are the simulator's doubts about its own run.
 	Warnings []string
+	// Stopped is true when Config.Stop ended the simulation early.
+	Stopped bool
 }
 
 // ReplicaResult is one replica's share of a simulation.

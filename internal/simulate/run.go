@@ -150,6 +150,10 @@ func (s *sim) loop() {
 			s.handle(e)
 		}
 		s.startSteps()
+		if s.cfg.Stop != nil && s.cfg.Stop() {
+			s.res.Stopped = true
+			return
+		}
 	}
 }
 

@@ -556,3 +556,28 @@ func TestAdaptiveLimitMovesOnTheVirtualClock(t *testing.T) {
 		t.Errorf("requests at the engine: at most %d overall, %d in the second half; want ≤ 16, then fewer", most, late)
 	}
 }
+
+// TestStopEndsTheRunEarly: a Stop that turns true after 20 records ends
+// the simulation at that instant: fewer records than requests, and the
+// records before it are the unstopped run's.
+func TestStopEndsTheRunEarly(t *testing.T) {
+	cfg := Config{Engine: h100(t), Workload: synthetic(500, 80), IgnoreEOS: true,
+		Load: workload.Load{Rate: 50, Arrival: workload.Poisson, Requests: 200, Seed: 3}}
+	all, res := collect(t, cfg)
+	if res.Stopped || len(all) != 200 {
+		t.Fatalf("unstopped run: %d records, stopped %v", len(all), res.Stopped)
+	}
+	var n int
+	cfg.Stop = func() bool { return n >= 20 }
+	var recs []*latency.Record
+	res, err := Run(cfg, func(r *latency.Record) { n++; recs = append(recs, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Stopped || len(recs) < 20 || len(recs) >= 200 {
+		t.Fatalf("stopped run: %d records, stopped %v", len(recs), res.Stopped)
+	}
+	if diff := cmp.Diff(all[:len(recs)], recs); diff != "" {
+		t.Errorf("the records before the stop differ:\n%s", diff)
+	}
+}

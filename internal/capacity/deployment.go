@@ -1,0 +1,213 @@
+package capacity
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/route"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// Deployment is one configuration a plan weighs: the engine every replica
+// runs (GPU, TP, precisions, batch limits, chunked prefill, prefix caching,
+// speculative decoding, as serve names them), how many replicas, how the
+// router places requests, and the gateway's cap on max_tokens.
+type Deployment struct {
+	Engine   engine.Options
+	Replicas int
+	// Balancer is one of route.Names (default least_outstanding).
+	Balancer string
+	// MaxMaxTokens clamps every request's max_tokens, as a gateway's
+	// max_max_tokens with on_exceed clamp does; 0: no cap.
+	MaxMaxTokens int
+}
+
+// resolved is a deployment with its engine resolved by the performance
+// model.
+type resolved struct {
+	Deployment
+	ec   engine.Config
+	est  *perfmodel.Estimator
+	tp   int
+	gpus int // TP × replicas
+	gpu  string
+	e2e  time.Duration // mean unloaded E2E on the workload (unloadedE2E)
+}
+
+// resolve checks the deployment and resolves its engine; the error names
+// the setting (weights that do not fit, a TP that does not divide the
+// heads, an unknown GPU).
+func (d Deployment) resolve() (*resolved, error) {
+	if d.Replicas < 1 {
+		return nil, field.Invalid("replicas", d.Replicas, "must be at least 1")
+	}
+	if d.MaxMaxTokens < 0 {
+		return nil, field.Invalid("max_max_tokens", d.MaxMaxTokens, "must not be negative")
+	}
+	if d.Balancer == "" {
+		d.Balancer = route.NameLeastOutstanding
+	}
+	ec, est, err := d.Engine.Config()
+	if err != nil {
+		return nil, err
+	}
+	tp := est.Config().TP
+	return &resolved{Deployment: d, ec: ec, est: est, tp: tp, gpus: tp * d.Replicas, gpu: est.Config().GPU.Name}, nil
+}
+
+// key identifies what a simulation of the deployment depends on, so that
+// candidates that differ only in names (kv_cache_dtype auto and bf16 for
+// bf16 weights; a balancer of one replica; a cap no request reaches;
+// prefix caching where no request shares a prefix — cacheable is false)
+// share their results.
+func (r *resolved) key(maxOut int, cacheable bool) string {
+	c := r.ec.WithDefaults()
+	pc := r.est.Config()
+	bal := r.Balancer
+	if r.Replicas == 1 {
+		bal = "-"
+	}
+	capTokens := r.MaxMaxTokens
+	if capTokens >= maxOut {
+		capTokens = 0
+	}
+	prefixCaching := c.EnablePrefixCaching && cacheable
+	draft := ""
+	if pc.DraftModel != nil {
+		draft = pc.DraftModel.Name
+	}
+	return fmt.Sprintf("%s|%s|tp%d|%s/%s|blk%d×%d|len%d|seqs%d|tok%d|chunk%v|pc%v|spec%d:%g:%s|%s|r%d|%s|cap%d|%v",
+		c.Model, r.gpu, r.tp, pc.WeightDType, pc.KVDType, c.NumBlocks, c.BlockSize, c.MaxModelLen, c.MaxNumSeqs,
+		c.MaxNumBatchedTokens, !c.DisableChunkedPrefill, prefixCaching, c.Speculative.K, c.Speculative.Alpha,
+		draft, c.Policy, r.Replicas, bal, capTokens, pc.Eff)
+}
+
+// Name describes the deployment in one line, e.g. "2 × H100-SXM TP1
+// bf16/fp8 kv, prefix caching, least_outstanding".
+func (r *resolved) Name() string {
+	c := r.ec.WithDefaults()
+	pc := r.est.Config()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d × %s TP%d %s", r.Replicas, r.gpu, r.tp, pc.WeightDType)
+	if pc.KVDType != pc.WeightDType {
+		fmt.Fprintf(&b, " kv %s", pc.KVDType)
+	}
+	fmt.Fprintf(&b, ", seqs %d, budget %d", c.MaxNumSeqs, c.MaxNumBatchedTokens)
+	if c.DisableChunkedPrefill {
+		b.WriteString(", no chunked prefill")
+	}
+	if c.EnablePrefixCaching {
+		b.WriteString(", prefix caching")
+	}
+	if k := c.Speculative.K; k > 0 {
+		fmt.Fprintf(&b, ", spec k=%d α=%g", k, c.Speculative.Alpha)
+	}
+	if r.Replicas > 1 {
+		b.WriteString(", " + r.Balancer)
+	}
+	if r.MaxMaxTokens > 0 {
+		fmt.Fprintf(&b, ", max_tokens ≤ %d", r.MaxMaxTokens)
+	}
+	return b.String()
+}
+
+// capSource clamps every request's max_tokens.
+type capSource struct {
+	inner workload.Source
+	limit int
+}
+
+func (c capSource) Session(i int64) workload.Session {
+	return &capSession{s: c.inner.Session(i), limit: c.limit}
+}
+
+type capSession struct {
+	s     workload.Session
+	limit int
+}
+
+func (c *capSession) Next(prev int) (workload.Request, bool) {
+	r, ok := c.s.Next(prev)
+	r.MaxTokens = min(r.MaxTokens, c.limit)
+	return r, ok
+}
+
+// capLengthSource is capSource over a workload known by its lengths, which
+// the simulator then runs without building prompts.
+type capLengthSource struct {
+	capSource
+	ls lengthSource
+}
+
+func (c capLengthSource) Lengths(i int64) (int, int) {
+	in, out := c.ls.Lengths(i)
+	return in, min(out, c.limit)
+}
+
+// withCap clamps src's max_tokens to limit (0: src unchanged).
+func withCap(src workload.Source, limit int) workload.Source {
+	if limit <= 0 {
+		return src
+	}
+	c := capSource{inner: src, limit: limit}
+	if ls, ok := src.(lengthSource); ok {
+		return capLengthSource{capSource: c, ls: ls}
+	}
+	return c
+}
+
+// unwrapSynthetic finds a synthetic workload under cap wrappers.
+func unwrapSynthetic(src workload.Source) (*workload.Synthetic, bool) {
+	switch s := src.(type) {
+	case *workload.Synthetic:
+		return s, true
+	case capSource:
+		return unwrapSynthetic(s.inner)
+	case capLengthSource:
+		return unwrapSynthetic(s.inner)
+	case synthLengths:
+		return s.Synthetic, true
+	}
+	return nil, false
+}
+
+// synthLengths is a single-turn synthetic workload seen by its lengths
+// alone, drawn exactly as workload.Synthetic draws them (the prompt's
+// filler text is built to the drawn length): the simulator then skips
+// building and tokenizing prompts, which is most of its cost on long
+// ones. It is exact whenever no engine could share KV blocks between the
+// prompts (no shared prefix, or prefix caching off), since filler text of
+// distinct seeds shares no block-sized prefix.
+type synthLengths struct {
+	*workload.Synthetic
+}
+
+// Lengths returns request i's input tokens and max_tokens.
+func (s synthLengths) Lengths(i int64) (int, int) {
+	r := rand.New(rand.NewPCG(s.Seed, uint64(i)))
+	in, out := s.Input.Sample(r), s.Output.Sample(r)
+	role := 0
+	if s.Chat {
+		role = 1
+	}
+	if s.PrefixTokens > 0 {
+		return max(in, s.PrefixTokens+role+1), out
+	}
+	return max(in, role+1), out
+}
+
+// lengthsOnly returns the workload's source as lengths alone when that
+// loses nothing for a deployment (prefixCaching: whether it caches
+// prefixes), else the source itself.
+func lengthsOnly(src workload.Source, prefixCaching bool) workload.Source {
+	s, ok := src.(*workload.Synthetic)
+	if !ok || s.Turns > 1 || (s.PrefixTokens > 0 && prefixCaching) {
+		return src
+	}
+	return synthLengths{s}
+}

@@ -1,0 +1,341 @@
+package capacity
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/simulate"
+	"github.com/tokentrace/tokentrace/internal/stats"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// Point is a deployment's simulated performance at one arrival rate.
+type Point struct {
+	// Rate is the offered arrival rate in requests per second.
+	Rate float64
+	// Meets reports that every SLO held.
+	Meets bool
+	// Values holds each SLO's measured percentile (of its metric, over the
+	// measured requests; a failed request counts as infinitely late, so a
+	// percentile that falls on one is Unbounded). Nil when Stopped.
+	Values []time.Duration
+	// Miss is the largest value ÷ threshold over the SLOs: at most 1 when
+	// Meets; how far the worst SLO is missed otherwise.
+	Miss float64
+	// Measured counts the requests judged (warm-up excluded), Failed those
+	// that did not succeed.
+	Measured, Failed int
+	// InputTokens and OutputTokens are the measured successful requests'.
+	InputTokens, OutputTokens int64
+	// Stopped is true when the simulation ended as soon as an SLO was
+	// certain to fail (Options.StopEarly): only the verdict is known.
+	Stopped bool
+	// Growth is the fraction of the arrivals the deployment did not keep
+	// up with, by Little's law: the requests in flight (sent, not ended),
+	// time-averaged over the last third of the judged span, minus the
+	// middle third's, over the arrivals between the two. A deployment that
+	// keeps up holds a steady number in flight (≈ 0); one offered more than
+	// it completes accumulates the difference, whether in its queue or in
+	// ever larger batches (→ 1 − completed ÷ offered). KeepsUp is Growth ≤
+	// MaxGrowth. A run that falls behind fails whatever its percentiles:
+	// over a finite run the backlog may not yet have reached the requests
+	// the SLOs judge.
+	Growth  float64
+	KeepsUp bool
+}
+
+// MaxGrowth is the largest Growth of a deployment that keeps up: it
+// completes at least 95 % of what it is offered, the share bench's
+// capacity search asks of a rate.
+const MaxGrowth = 0.05
+
+// Unbounded is the value of a percentile that falls on a failed request.
+const Unbounded = time.Duration(math.MaxInt64)
+
+// MeanOutput is the mean output tokens of a measured successful request.
+func (p Point) MeanOutput() float64 {
+	if ok := p.Measured - p.Failed; ok > 0 {
+		return float64(p.OutputTokens) / float64(ok)
+	}
+	return 0
+}
+
+// Options tune evaluations.
+type Options struct {
+	// Seed seeds the workload's draws and every replica's engine (replica
+	// i with Seed + i); every rate of every candidate uses the same seed,
+	// so that they are compared on the same requests.
+	Seed uint64
+	// StopEarly ends a simulation as soon as an SLO is certain to fail
+	// (enough requests already miss it); the Point then has no Values.
+	StopEarly bool
+	// MinSpan is the least time the arrivals of a run with an open-loop
+	// rate span: its measured requests are raised to rate × MinSpan, so
+	// that a high rate is judged on a steady state and not on a burst a
+	// large batch absorbs, and the deployment has filled its batches and
+	// settled (that takes several loaded E2Es). 0: DefaultMinSpan or 40
+	// unloaded E2Es, whichever is longer. Fixed arrivals (a trace) keep their requests.
+	MinSpan time.Duration
+}
+
+// DefaultMinSpan is the least span of a run's arrivals (Options.MinSpan).
+const DefaultMinSpan = time.Minute
+
+// Cooldown is the fraction of a run's measured requests, the last sent,
+// that are simulated but not judged: they meet a deployment that drains
+// as arrivals stop, as the first meet one that fills (the warm-up).
+const Cooldown = 0.1
+
+// Evaluate simulates the deployment serving the workload at rate requests
+// per second and judges the SLOs: the API for "this run's workload, with
+// one lever changed" (docs/plan.md, "From Go").
+func Evaluate(d Deployment, w Workload, slos []latency.SLO, rate float64, o Options) (Point, error) {
+	r, err := d.resolve()
+	if err != nil {
+		return Point{}, err
+	}
+	return r.evaluate(w, slos, rate, o)
+}
+
+// evaluate runs one simulation at rate.
+func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Options) (Point, error) {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return Point{}, fmt.Errorf("rate %v: must be a positive number of requests per second", rate)
+	}
+	src, load := w.At(rate)
+	ec := r.ec
+	ec.Seed = o.Seed
+	load.Seed = o.Seed
+	if load.Arrivals == nil && load.Requests > 0 {
+		span := o.MinSpan
+		if span == 0 {
+			span = max(DefaultMinSpan, 40*r.unloadedE2E(w, slos))
+		}
+		load.Requests = max(load.Requests, int(math.Ceil(rate*span.Seconds())))
+	}
+	if w.DefaultWarmup {
+		load.WarmupRequests, load.WarmupDuration = load.Requests/10, 0
+	}
+	j := newJudge(slos, load.Requests, cooldownCutoff(load))
+	cfg := simulate.Config{
+		Engine: ec, Replicas: r.Replicas, Balancer: r.Balancer,
+		Workload: withCap(lengthsOnly(src, r.ec.EnablePrefixCaching), r.MaxMaxTokens), Load: load, IgnoreEOS: w.IgnoreEOS,
+		NoTokenTimes: !j.needsTokens(), RecycleRecords: true,
+	}
+	if o.StopEarly {
+		cfg.Stop = j.stop
+	}
+	res, err := simulate.Run(cfg, j.add)
+	if err != nil {
+		return Point{}, err
+	}
+	p := j.point(rate)
+	p.Stopped = res.Stopped
+	if p.Stopped {
+		p.Values, p.Meets, p.Miss = nil, false, math.Inf(1)
+	}
+	return p, nil
+}
+
+// growth measures, by Little's law, whether the deployment keeps up: the
+// time-averaged number of judged requests in the system (sent, not yet
+// ended) over the last third of the judged span, minus the middle third's,
+// divided by what arrived between the two thirds' centres. A deployment
+// that keeps up holds a steady number in flight (≈ 0); one offered more
+// than it completes accumulates the difference (→ 1 − completed/offered).
+// The first third is the deployment settling after the warm-up.
+func (j *judge) growth() (float64, bool) {
+	n := len(j.sends)
+	if n < 6 {
+		return 0, false
+	}
+	t0, t1 := slices.Min(j.sends), slices.Max(j.sends)
+	if !(t1 > t0) {
+		return 0, false
+	}
+	third := (t1 - t0) / 3
+	inFlight := func(a, b float64) float64 { // time-averaged over [a, b)
+		var sum float64
+		for i, s := range j.sends {
+			e := s + j.e2es[i]
+			if lo, hi := max(s, a), min(e, b); hi > lo {
+				sum += hi - lo
+			}
+		}
+		return sum / (b - a)
+	}
+	rate := float64(n) / (t1 - t0)
+	l2 := inFlight(t0+third, t0+2*third)
+	l3 := inFlight(t0+2*third, t1)
+	return (l3 - l2) / (rate * third), true
+}
+
+// unloadedE2E is the deployment's mean unloaded E2E on the workload,
+// computed once.
+func (r *resolved) unloadedE2E(w Workload, slos []latency.SLO) time.Duration {
+	if r.e2e == 0 {
+		r.e2e = max(1, r.bound(w.sampleLengths(min(max(w.Load.Requests, 1), 2000)), slos).UnloadedE2E)
+	}
+	return r.e2e
+}
+
+// cooldownCutoff is the intended send instant of the last request judged:
+// the one Cooldown of the measured requests before the last.
+func cooldownCutoff(load workload.Load) int64 {
+	var a workload.Arrivals
+	if load.Arrivals != nil {
+		a = load.Arrivals()
+	} else {
+		var err error
+		if a, err = workload.NewArrivals(load.Arrival, load.Rate, load.Burstiness, load.Seed); err != nil {
+			return math.MaxInt64
+		}
+	}
+	k := load.WarmupRequests + max(1, int(math.Ceil(float64(load.Requests)*(1-Cooldown))))
+	at := time.Duration(math.MaxInt64)
+	for i := 0; i < k; i++ {
+		t, ok := a.Next()
+		if !ok {
+			break
+		}
+		at = t
+	}
+	return int64(at)
+}
+
+// judge collects what the SLOs need from each record and can tell, while
+// the simulation runs, that one of them is already lost.
+type judge struct {
+	slos     []latency.SLO
+	values   [][]int64 // per SLO: per-request values (ITL/ICL: every gap)
+	misses   []int     // per SLO: values above the threshold so far
+	lost     []int     // per SLO (but ITL/ICL): misses at which it fails; 0: unknown
+	measured int
+	failed   int
+	in, out  int64
+	gaps     []int64
+	dead     bool
+
+	sends  []float64 // judged successes: intended send (s)
+	e2es   []float64 // and E2E from it (s)
+	cutoff int64     // records sent later are the cool-down
+}
+
+// newJudge prepares to judge slos over at most n measured requests (0:
+// unknown), those intended to be sent by cutoff.
+func newJudge(slos []latency.SLO, n int, cutoff int64) *judge {
+	j := &judge{slos: slos, values: make([][]int64, len(slos)), misses: make([]int, len(slos)), lost: make([]int, len(slos)), cutoff: cutoff}
+	for i, s := range slos {
+		if n > 0 && s.Metric != latency.ITL && s.Metric != latency.ICL {
+			// The percentile is the Rank-th smallest: it exceeds the
+			// threshold once n − Rank + 1 values do.
+			j.lost[i] = int(int64(n) - stats.Rank(s.Percentile, int64(n)) + 1)
+		}
+	}
+	return j
+}
+
+func (j *judge) needsTokens() bool {
+	for _, s := range j.slos {
+		if s.Metric == latency.ITL || s.Metric == latency.ICL {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *judge) stop() bool { return j.dead }
+
+// add takes one record (the simulator reuses its memory afterwards).
+func (j *judge) add(rec *latency.Record) {
+	if rec.Warmup || rec.IntendedNS > j.cutoff {
+		return
+	}
+	j.measured++
+	ok := rec.OK()
+	if !ok {
+		j.failed++
+	} else {
+		j.in += int64(rec.InputTokens)
+		j.out += int64(rec.OutputTokens)
+		j.sends = append(j.sends, float64(rec.IntendedNS)/1e9)
+		j.e2es = append(j.e2es, float64(rec.EndNS-rec.IntendedNS)/1e9)
+	}
+	for i, s := range j.slos {
+		switch s.Metric {
+		case latency.ITL, latency.ICL:
+			if !ok {
+				j.values[i] = append(j.values[i], math.MaxInt64)
+				j.misses[i]++
+				continue
+			}
+			if s.Metric == latency.ITL {
+				j.gaps = rec.ITLs(j.gaps[:0])
+			} else {
+				j.gaps = rec.ICLs(j.gaps[:0])
+			}
+			for _, g := range j.gaps {
+				j.values[i] = append(j.values[i], g)
+				if g > int64(s.Max) {
+					j.misses[i]++
+				}
+			}
+			continue
+		}
+		v := int64(math.MaxInt64)
+		if ok {
+			d, has := rec.Value(s.Metric)
+			if !has {
+				continue // TPOT of a one-token answer
+			}
+			v = int64(d)
+		}
+		j.values[i] = append(j.values[i], v)
+		if v > int64(s.Max) {
+			j.misses[i]++
+			if j.lost[i] > 0 && j.misses[i] >= j.lost[i] {
+				j.dead = true
+			}
+		}
+	}
+}
+
+// point judges the SLOs on what was collected.
+func (j *judge) point(rate float64) Point {
+	p := Point{Rate: rate, Measured: j.measured, Failed: j.failed, InputTokens: j.in, OutputTokens: j.out, Meets: true}
+	p.Values = make([]time.Duration, len(j.slos))
+	for i, s := range j.slos {
+		vs := j.values[i]
+		slices.Sort(vs)
+		v := Unbounded
+		if len(vs) > 0 {
+			v = time.Duration(stats.Percentile(vs, s.Percentile))
+		} else if j.failed == 0 {
+			v = 0 // no request has the metric (one-token answers): nothing to miss
+		}
+		p.Values[i] = v
+		ratio := math.Inf(1)
+		if v != Unbounded {
+			ratio = float64(v) / float64(s.Max)
+		}
+		p.Miss = max(p.Miss, ratio)
+		if v > s.Max {
+			p.Meets = false
+		}
+	}
+	p.KeepsUp = true
+	if g, ok := j.growth(); ok {
+		p.Growth = g
+		if p.Growth > MaxGrowth {
+			p.KeepsUp, p.Meets = false, false
+			p.Miss = max(p.Miss, p.Growth/MaxGrowth)
+		}
+	}
+	if j.measured == 0 {
+		p.Meets, p.Miss = false, math.Inf(1)
+	}
+	return p
+}

@@ -1,0 +1,223 @@
+package capacity
+
+import (
+	"fmt"
+	"html/template"
+	"image/color"
+	"io"
+	"math"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/tokentrace/tokentrace/internal/report"
+)
+
+// chart is one inline SVG figure of the HTML page.
+type chart struct {
+	Title, Caption string
+	SVG            template.HTML
+}
+
+// Charts draws the plan's two figures: goodput against cost and latency
+// against cost, every candidate whose goodput is known as a grey dot, the
+// Pareto front as a line, the answer as a large dot.
+func (pl *Plan) charts() ([]chart, error) {
+	target := pl.Objective.TargetRate > 0
+	var all, frontG, frontL, allL plotter.XYs
+	for _, c := range pl.Candidates {
+		if c.Status == Duplicate || c.GoodputRate() <= 0 {
+			continue
+		}
+		all = append(all, plotter.XY{X: c.USDPerHour, Y: c.GoodputRate()})
+		if l := c.Latency(target); l != Unbounded {
+			allL = append(allL, plotter.XY{X: c.USDPerHour, Y: float64(l) / 1e6})
+		}
+	}
+	for _, c := range pl.Front {
+		frontG = append(frontG, plotter.XY{X: c.USDPerHour, Y: c.GoodputRate()})
+		if l := c.Latency(target); l != Unbounded {
+			frontL = append(frontL, plotter.XY{X: c.USDPerHour, Y: float64(l) / 1e6})
+		}
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	var best, bestL plotter.XYs
+	if c := pl.Best; c != nil {
+		best = plotter.XYs{{X: c.USDPerHour, Y: c.GoodputRate()}}
+		if l := c.Latency(target); l != Unbounded {
+			bestL = plotter.XYs{{X: c.USDPerHour, Y: float64(l) / 1e6}}
+		}
+	}
+	g, err := scatterChart("Goodput against cost", "$ per hour", "goodput (req/s)", all, frontG, best, math.NaN())
+	if err != nil {
+		return nil, err
+	}
+	s := pl.Objective.SLOs[0]
+	l, err := scatterChart("Latency against cost", "$ per hour", pl.latencyName()+" (ms)", allL, frontL, bestL, float64(s.Max)/1e6)
+	if err != nil {
+		return nil, err
+	}
+	return []chart{
+		{Title: "Goodput against cost", Caption: "each grey dot a candidate that meets the SLOs at some rate; line: the Pareto front; large dot: the answer", SVG: g},
+		{Title: "Latency against cost", Caption: fmt.Sprintf("%s; dashed: the SLO threshold %s", pl.latencyName(), s), SVG: l},
+	}, nil
+}
+
+// scatterChart draws all as dots, front as a line with dots, best as a
+// large dot, and a dashed threshold when it is a number.
+func scatterChart(title, x, y string, all, front, best plotter.XYs, threshold float64) (template.HTML, error) {
+	p := report.NewPlot(title, x, y)
+	dots := func(xys plotter.XYs, c color.Color, r vg.Length, name string) error {
+		if len(xys) == 0 {
+			return nil
+		}
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle.Color, sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = c, r, draw.CircleGlyph{}
+		p.Add(sc)
+		if name != "" {
+			p.Legend.Add(name, sc)
+		}
+		return nil
+	}
+	if err := dots(all, color.RGBA{0x7f, 0x7f, 0x7f, 0x90}, vg.Points(2.2), "candidates"); err != nil {
+		return "", err
+	}
+	if len(front) > 0 {
+		ln, err := plotter.NewLine(front)
+		if err != nil {
+			return "", err
+		}
+		ln.Color, ln.Width = report.ChartColor(0), vg.Points(1.6)
+		p.Add(ln)
+		p.Legend.Add("Pareto front", ln)
+		if err := dots(front, report.ChartColor(0), vg.Points(2.6), ""); err != nil {
+			return "", err
+		}
+	}
+	if err := dots(best, report.ChartColor(1), vg.Points(5), "answer"); err != nil {
+		return "", err
+	}
+	if !math.IsNaN(threshold) {
+		lo, hi := all[0].X, all[0].X
+		for _, v := range all {
+			lo, hi = min(lo, v.X), max(hi, v.X)
+		}
+		ln, err := plotter.NewLine(plotter.XYs{{X: lo, Y: threshold}, {X: hi, Y: threshold}})
+		if err != nil {
+			return "", err
+		}
+		ln.Color, ln.Width, ln.Dashes = report.ChartColor(3), vg.Points(1.2), []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(ln)
+		p.Legend.Add("SLO", ln)
+	}
+	p.Y.Min = 0
+	svg, err := report.RenderSVG(p, 6*vg.Inch, 3.6*vg.Inch)
+	return template.HTML(svg), err // drawn by gonum/plot from our numbers
+}
+
+// WriteHTML writes the plan as one self-contained HTML page: the answer,
+// the two charts (inline SVG), the Pareto front and every candidate with
+// what the search found of it.
+func (pl *Plan) WriteHTML(w io.Writer) error {
+	charts, err := pl.charts()
+	if err != nil {
+		return err
+	}
+	target := pl.Objective.TargetRate > 0
+	type row struct {
+		ID                                 int
+		Name, Status, Reason               string
+		Cost, Latency, Goodput, PerMillion string
+		Front, Best                        bool
+	}
+	rowOf := func(c *Candidate) row {
+		r := row{ID: c.ID, Name: c.Name, Status: string(c.Status), Reason: c.Reason, Cost: fmt.Sprintf("%.2f", c.USDPerHour),
+			Latency: "", Goodput: "", PerMillion: usd(c.USDPer1MOut), Best: c == pl.Best}
+		if l := c.Latency(target); l != Unbounded {
+			r.Latency = fmtDur(l)
+		}
+		if g := c.GoodputRate(); g > 0 {
+			r.Goodput = fmt.Sprintf("%.3g", g)
+		}
+		for _, f := range pl.Front {
+			r.Front = r.Front || f == c
+		}
+		return r
+	}
+	data := struct {
+		Title, Workload, Summary, Prices, LatencyName, Answer, Closest string
+		Charts                                                         []chart
+		Front, All                                                     []row
+	}{Title: "tokentrace plan: " + pl.Title(), Workload: pl.Workload.Describe, Summary: pl.Summary(),
+		Prices: "built-in table of " + pl.PricesDate, LatencyName: pl.latencyName(), Charts: charts}
+	if len(pl.PricesFiles) > 0 {
+		data.Prices += fmt.Sprint(", with ", pl.PricesFiles)
+	}
+	if c := pl.Best; c != nil {
+		data.Answer = fmt.Sprintf("#%d %s — %s", c.ID, c.Name, pl.figures(c))
+	} else if c := pl.Closest; c != nil {
+		data.Closest = fmt.Sprintf("no configuration meets the SLOs; closest: #%d %s — %s", c.ID, c.Name, pl.closestLine(c))
+	}
+	for _, c := range pl.Front {
+		data.Front = append(data.Front, rowOf(c))
+	}
+	for _, c := range pl.Candidates {
+		data.All = append(data.All, rowOf(c))
+	}
+	return planPage.Execute(w, data)
+}
+
+var planPage = template.Must(template.New("plan").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+:root { --fg:#1d2330; --muted:#5b6475; --line:#dde1e8; --bg:#f6f7f9; --crit:#b42318; --ok:#067647; }
+* { box-sizing: border-box; }
+body { margin:0; font:15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial, sans-serif; color:var(--fg); background:var(--bg); }
+main { max-width:1240px; margin:0 auto; padding:20px 24px 48px; }
+h1 { font-size:22px; margin:0 0 4px; } h2 { font-size:18px; margin:28px 0 10px; border-bottom:1px solid var(--line); padding-bottom:4px; }
+.muted { color:var(--muted); }
+.answer { background:#fff; border:1px solid var(--line); border-left:5px solid var(--ok); border-radius:6px; padding:10px 14px; margin:14px 0; }
+.answer.none { border-left-color:var(--crit); }
+table { border-collapse:collapse; background:#fff; border:1px solid var(--line); font-size:13.5px; margin:6px 0; }
+th, td { padding:5px 10px; border-bottom:1px solid var(--line); text-align:right; white-space:nowrap; }
+th:nth-child(2), td:nth-child(2), td.reason { text-align:left; } th { background:#eef1f5; font-weight:600; }
+td.reason { white-space:normal; color:var(--muted); min-width:240px; }
+tr.best td { font-weight:700; }
+.charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(420px,1fr)); gap:14px; }
+figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px; }
+figcaption { color:var(--muted); font-size:12.5px; padding:2px 4px; }
+svg.chart { width:100%; height:auto; display:block; }
+.scroll { overflow-x:auto; }
+</style>
+</head>
+<body>
+<main>
+<h1>{{.Title}}</h1>
+<div class="muted">workload: {{.Workload}} · prices: {{.Prices}} · {{.Summary}}</div>
+{{if .Answer}}<div class="answer"><b>Answer</b>: {{.Answer}}</div>{{end}}
+{{if .Closest}}<div class="answer none">{{.Closest}}</div>{{end}}
+{{if .Charts}}<h2>Cost, latency and goodput</h2>
+<div class="charts">{{range .Charts}}<figure><div>{{.SVG}}</div><figcaption>{{.Caption}}</figcaption></figure>{{end}}</div>{{end}}
+{{if .Front}}<h2>Pareto front</h2>
+<div class="scroll"><table><tr><th>#</th><th>deployment</th><th>$/hour</th><th>{{.LatencyName}}</th><th>goodput (req/s)</th><th>$/1M output tokens</th></tr>
+{{range .Front}}<tr{{if .Best}} class="best"{{end}}><td>{{.ID}}</td><td>{{.Name}}</td><td>{{.Cost}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.PerMillion}}</td></tr>
+{{end}}</table></div>{{end}}
+<h2>Every candidate</h2>
+<div class="scroll"><table><tr><th>#</th><th>deployment</th><th>$/hour</th><th>status</th><th>{{.LatencyName}}</th><th>goodput (req/s)</th><th>$/1M out</th><th>why</th></tr>
+{{range .All}}<tr{{if .Best}} class="best"{{end}}><td>{{.ID}}</td><td>{{.Name}}</td><td>{{.Cost}}</td><td>{{.Status}}{{if .Front}} · front{{end}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.PerMillion}}</td><td class="reason">{{.Reason}}</td></tr>
+{{end}}</table></div>
+<p class="muted">Made by tokentrace plan from simulations of the deployments (docs/plan.md). $/1M out: $/hour over the output tokens served at goodput (docs/metrics.md, "Cost").</p>
+</main>
+</body>
+</html>
+`))
