@@ -5,7 +5,9 @@
 //     alerting rules (multi-window, multi-burn-rate);
 //   - grafana/: the serve and gateway dashboards and their provisioning;
 //   - kubernetes/: the gateway's Deployment, Services, ConfigMap and
-//     PodDisruptionBudget;
+//     PodDisruptionBudget; bench/ beneath it, a kustomize base that runs
+//     N bench shards as an Indexed Job and merges their folders
+//     (docs/scale.md);
 //   - container/: the gateway's container image definition.
 //
 // The tests check the rules and configurations with promtool, run a real
