@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"gonum.org/v1/gonum/optimize"
-
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -45,7 +43,7 @@ type Result struct {
 // fitted names the constants calibration moves; the others are held (see
 // docs/calibrate.md: layer overhead and all-reduce latency are fixed costs
 // per step, inseparable from the step overhead for one model and TP).
-var fitted = []string{"compute", "memory", "step_overhead_us"}
+var fitted = []string{"compute", "memory", "step_overhead_us", "seq_overhead_us"}
 
 type problem struct {
 	base  perfmodel.Config
@@ -66,6 +64,7 @@ func (p *problem) efficiency(x []float64) perfmodel.Efficiency {
 	e.Compute = min(1, e.Compute*math.Exp(x[0]))
 	e.Memory = min(1, e.Memory*math.Exp(x[1]))
 	e.StepOverhead = time.Duration(float64(max(p.start.StepOverhead, 50*time.Microsecond)) * math.Exp(x[2]))
+	e.SeqOverhead = time.Duration(float64(max(p.start.SeqOverhead, 5*time.Microsecond)) * math.Exp(x[3]))
 	return e
 }
 
@@ -118,12 +117,12 @@ func (p *problem) simulate(eff perfmodel.Efficiency) ([]float64, replay, error) 
 		// the server's split, those carry the fit and TTFT/E2E a fifth.
 		var l float64
 		if o.ServerSide {
-			l = 0.2*(huber(logRatio(st, o.TTFT))+huber(logRatio(se, o.E2E))) + huber(logRatio(sp, o.TTFT-o.Queue))
+			l = 0.2*(huberReq(logRatio(st, o.TTFT))+huberReq(logRatio(se, o.E2E))) + huberReq(logRatio(sp, o.TTFT-o.Queue))
 		} else {
-			l = huber(logRatio(st, o.TTFT)) + huber(logRatio(se, o.E2E))
+			l = huberReq(logRatio(st, o.TTFT)) + huberReq(logRatio(se, o.E2E))
 		}
 		if mt, ok := o.TPOT(); ok && rp.timelines[i].OutputTokens > 1 {
-			l += huber(logRatio((se-st)/time.Duration(rp.timelines[i].OutputTokens-1), mt))
+			l += huberReq(logRatio((se-st)/time.Duration(rp.timelines[i].OutputTokens-1), mt))
 		}
 		loss[i] = l
 	}
@@ -183,20 +182,11 @@ func (p *problem) aggregate(tls []engine.Timeline, weights []float64) float64 {
 	return loss
 }
 
+// huberReq is the per-request Huber loss (requestHuber).
+func huberReq(r float64) float64 { return huber(r, requestHuber) }
+
 func logRatio(sim, meas time.Duration) float64 {
 	return math.Log(float64(max(sim, time.Microsecond)) / float64(max(meas, time.Microsecond)))
-}
-
-// huber is the Huber loss with δ = 0.05 (5 % in log ratio): quadratic for
-// small errors, linear beyond, so a few requests disturbed by the client or
-// the host do not pull the fit.
-func huber(r float64) float64 {
-	const d = 0.05
-	a := math.Abs(r)
-	if a <= d {
-		return r * r / 2
-	}
-	return d * (a - d/2)
 }
 
 // Calibrate fits the performance model's constants to the workload: it
@@ -204,7 +194,10 @@ func huber(r float64) float64 {
 // virtual clock and minimises the robust error between simulated and
 // measured per-request TTFT, TPOT and E2E with Nelder–Mead (constants in
 // log space), then refits on bootstrap resamples of the requests for the
-// confidence intervals.
+// confidence intervals. With the server's scheduling instants (Anchored)
+// it alternates between fixing the anchored replay's schedule and fitting
+// the constants on it (fitAnchored); without them it minimises over whole
+// replays, restarting four times.
 func Calibrate(ctx context.Context, w *Workload, cfg Config) (*Result, error) {
 	p, err := newProblem(w, cfg)
 	if err != nil {
@@ -223,13 +216,23 @@ func Calibrate(ctx context.Context, w *Workload, cfg Config) (*Result, error) {
 	// collapse early along the memory/step-overhead ridge.
 	evals := 0
 	best := make([]float64, len(fitted))
-	for range 4 {
-		x, n, err := p.minimize(ctx, best, weights, maxEvals)
+	var sched *schedule
+	if p.anchored {
+		x, s, n, err := p.fitAnchored(ctx, best, weights, maxEvals)
 		evals += n
 		if err != nil {
 			return nil, err
 		}
-		best = x
+		best, sched = x, s
+	} else {
+		for range 4 {
+			x, n, err := p.minimize(ctx, best, weights, maxEvals)
+			evals += n
+			if err != nil {
+				return nil, err
+			}
+			best = x
+		}
 	}
 	nb := cfg.Bootstrap
 	if nb <= 0 {
@@ -244,7 +247,14 @@ func Calibrate(ctx context.Context, w *Workload, cfg Config) (*Result, error) {
 		for range len(weights) {
 			weights[rng.IntN(len(weights))]++
 		}
-		x, n, err := p.minimize(ctx, best, weights, maxEvals/3)
+		var x []float64
+		var n int
+		var err error
+		if sched != nil {
+			x, n, err = p.minimizeOnSchedule(ctx, sched, best, weights, maxEvals/2)
+		} else {
+			x, n, err = p.minimize(ctx, best, weights, maxEvals/3)
+		}
 		evals += n
 		if err != nil {
 			return nil, err
@@ -281,47 +291,19 @@ func newProblem(w *Workload, cfg Config) (*problem, error) {
 	return p, nil
 }
 
-// minimize runs Nelder–Mead from x0 on the weighted loss.
+// minimize runs Nelder–Mead from x0 on the weighted loss of whole replays.
 func (p *problem) minimize(ctx context.Context, x0, weights []float64, maxEvals int) ([]float64, int, error) {
-	var simErr error
-	f := func(x []float64) float64 {
-		if ctx.Err() != nil {
-			return math.Inf(1)
-		}
-		for _, v := range x {
-			if math.Abs(v) > 5 { // a factor e^5 from the start: outside any plausible constant
-				return math.Inf(1)
-			}
-		}
+	return search{simplex: 0.2, iters: 150, tol: 1e-10}.minimize(ctx, func(x []float64) (float64, error) {
 		loss, rp, err := p.simulate(p.efficiency(x))
 		if err != nil {
-			simErr = err
-			return math.Inf(1)
+			return 0, err
 		}
 		s := 0.0
 		for i, l := range loss {
 			s += weights[i] * l
 		}
-		return s + p.aggregate(rp.timelines, weights)
-	}
-	settings := &optimize.Settings{FuncEvaluations: maxEvals, Converger: &optimize.FunctionConverge{Absolute: 1e-12, Relative: 1e-10, Iterations: 150}}
-	res, err := optimize.Minimize(optimize.Problem{Func: f}, x0, settings, &optimize.NelderMead{SimplexSize: 0.2})
-	if ctx.Err() != nil {
-		return nil, 0, ctx.Err()
-	}
-	if res == nil {
-		if simErr != nil {
-			return nil, 0, simErr
-		}
-		return nil, 0, fmt.Errorf("calibrate: optimiser: %w", err)
-	}
-	if math.IsInf(res.F, 1) {
-		if simErr != nil {
-			return nil, res.FuncEvaluations, simErr
-		}
-		return nil, res.FuncEvaluations, fmt.Errorf("calibrate: optimiser found no point the engine can run: %v", err)
-	}
-	return res.X, res.FuncEvaluations, nil
+		return s + p.aggregate(rp.timelines, weights), nil
+	}, x0, maxEvals)
 }
 
 func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]float64, evals int) (*Result, error) {
@@ -343,8 +325,10 @@ func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]fl
 					return e.Compute
 				case 1:
 					return e.Memory
+				case 2:
+					return float64(e.StepOverhead) / 1e3
 				}
-				return float64(e.StepOverhead) / 1e3
+				return float64(e.SeqOverhead) / 1e3
 			}
 			lo = min(v, val(e(stats.Percentile(xs, 100*(1-level)/2))))
 			hi = max(v, val(e(stats.Percentile(xs, 100*(1-(1-level)/2)))))
@@ -354,6 +338,7 @@ func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]fl
 	consts.Compute = interval(0, eff.Compute)
 	consts.Memory = interval(1, eff.Memory)
 	consts.StepOverheadUS = interval(2, float64(eff.StepOverhead)/1e3)
+	consts.SeqOverheadUS = interval(3, float64(eff.SeqOverhead)/1e3)
 
 	after, err := p.predict(eff)
 	if err != nil {

@@ -14,11 +14,12 @@ import (
 // truth is the set of deliberately non-default constants the recovery tests
 // serve with (defaults on Hopper: compute 0.55, memory 0.80, step 1.5 ms).
 var truth = perfmodel.Efficiency{Compute: 0.42, Memory: 0.66, Interconnect: 0.7, AllReduceLatency: 8 * time.Microsecond,
-	StepOverhead: 2600 * time.Microsecond, LayerOverhead: 25 * time.Microsecond}
+	StepOverhead: 2600 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 30 * time.Microsecond}
 
 // syntheticWorkload simulates an open-loop workload with the true constants
-// and returns it as measured records (server-side times), for a recovery
-// test without a wall clock.
+// and returns it as measured records (server-side times and scheduling
+// instants, as a server's metrics object gives them), for a recovery test
+// without a wall clock.
 func syntheticWorkload(t *testing.T, rate float64, n int, seed uint64) *Workload {
 	t.Helper()
 	m, _ := perfmodel.LookupModel("Llama-3.1-8B")
@@ -43,7 +44,8 @@ func syntheticWorkload(t *testing.T, rate float64, n int, seed uint64) *Workload
 	w := &Workload{Dir: "synthetic"}
 	for i, tl := range res.Timelines {
 		w.Requests = append(w.Requests, Observed{Arrival: arr[i].At, Input: tl.PromptTokens, Output: tl.OutputTokens,
-			TTFT: tl.FirstToken.Sub(tl.Arrival), Queue: tl.Scheduled.Sub(tl.Arrival), E2E: tl.Finished.Sub(tl.Arrival), ServerSide: true})
+			TTFT: tl.FirstToken.Sub(tl.Arrival), Queue: tl.Scheduled.Sub(tl.Arrival), E2E: tl.Finished.Sub(tl.Arrival), ServerSide: true,
+			Scheduled: tl.Scheduled.Sub(engine.SimEpoch), Anchored: true})
 	}
 	return w
 }
@@ -67,5 +69,6 @@ func TestCalibrateRecoversVirtual(t *testing.T) {
 	within(t, "compute", c.Compute.Value, truth.Compute, 0.05)
 	within(t, "memory", c.Memory.Value, truth.Memory, 0.05)
 	within(t, "step overhead", c.StepOverheadUS.Value, float64(truth.StepOverhead)/1e3, 0.05)
+	within(t, "sequence overhead", c.SeqOverheadUS.Value, float64(truth.SeqOverhead)/1e3, 0.05)
 	t.Logf("evaluations %d, residuals %+v, before %+v, range %+v", res.Evaluations, res.Profile.Residuals, res.Before, res.Profile.Range)
 }

@@ -26,6 +26,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	row("memory efficiency", frac(c.Memory))
 	row("step overhead", us(c.StepOverheadUS))
 	row("layer overhead", us(c.LayerOverheadUS))
+	row("sequence overhead", us(c.SeqOverheadUS))
 	row("interconnect", frac(c.Interconnect))
 	row("all-reduce latency", us(c.AllReduceLatencyUS))
 	b.WriteString("residuals |simulated − measured| / measured, P50 / P90 / P99:\n")

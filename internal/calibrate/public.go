@@ -22,6 +22,10 @@ type PublicRow struct {
 	DType, KVDType             string
 	Input, Output, Concurrency int
 	Client                     string
+	// Requests is how many requests the client measured, from a start
+	// with every client sending at once; 0 when the source does not say
+	// (then the first round: one request per client, see Predict).
+	Requests int
 	// TTFT, TPOT and E2E are in milliseconds (0 when not published), of the
 	// statistic Stat ("mean"); TTFTMedian when the source gives it.
 	TTFT, TPOT, E2E, TTFTMedian float64
@@ -51,7 +55,7 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 	for i, h := range head {
 		col[h] = i
 	}
-	for _, need := range []string{"id", "engine", "engine_version", "model", "gpu", "tp", "dtype", "kv_dtype", "input", "output", "concurrency", "client", "ttft_ms", "ttft_median_ms", "tpot_ms", "e2e_ms", "stat", "source"} {
+	for _, need := range []string{"id", "engine", "engine_version", "model", "gpu", "tp", "dtype", "kv_dtype", "input", "output", "concurrency", "client", "requests", "ttft_ms", "ttft_median_ms", "tpot_ms", "e2e_ms", "stat", "source"} {
 		if _, ok := col[need]; !ok {
 			return nil, fmt.Errorf("public measurements: no column %q", need)
 		}
@@ -80,7 +84,7 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 		}
 		p := PublicRow{ID: get("id"), Engine: get("engine"), EngineVersion: get("engine_version"), Model: get("model"), GPU: get("gpu"),
 			TP: int(num("tp", false)), DType: get("dtype"), KVDType: get("kv_dtype"), Input: int(num("input", false)), Output: int(num("output", false)),
-			Concurrency: int(num("concurrency", false)), Client: get("client"), TTFT: num("ttft_ms", true), TTFTMedian: num("ttft_median_ms", true),
+			Concurrency: int(num("concurrency", false)), Client: get("client"), Requests: int(num("requests", true)), TTFT: num("ttft_ms", true), TTFTMedian: num("ttft_median_ms", true),
 			TPOT: num("tpot_ms", true), E2E: num("e2e_ms", true), Stat: get("stat"), Source: get("source")}
 		if perr != nil {
 			return nil, perr
@@ -92,34 +96,20 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 	}
 }
 
-// Prediction is the twin's mean TTFT, TPOT and E2E for a workload, in
-// milliseconds, over the requests after the first round (each client's
-// first request starts in lockstep with the others, which benchmark
-// clients exclude as warm-up or dilute over long runs).
+// Prediction is the twin's mean TTFT, TPOT and E2E for a row, in
+// milliseconds, over the requests the row's client measured.
 type Prediction struct {
 	TTFT, TPOT, E2E float64
-	// MaxBatch is the largest number of sequences in one step; MaxTokens
-	// the largest step in tokens.
+	// Requests is how many requests the means are over.
 	Requests int
 }
 
-// Twin is what a prediction runs: the performance model's constants and
-// the client's turnaround.
-type Twin struct {
-	Eff    perfmodel.Efficiency
-	Gap    time.Duration
-	Jitter time.Duration
-	// IntakeFixed and IntakePerToken price the server's serial intake.
-	IntakeFixed    time.Duration
-	IntakePerToken time.Duration
-	// Rounds is how many requests each client sends (0: 6).
-	Rounds int
-	// Budget overrides the engine's token budget per step when > 0.
-	Budget int
-}
-
 // EngineFor builds the engine configuration a public row ran: its model,
-// GPU, TP and precisions, with the engine's batch limits.
+// GPU, TP and precisions timed with eff, and the engine's own scheduler
+// settings: vLLM's defaults for the GPU (engine.DefaultBatchLimits);
+// for TensorRT-LLM its defaults of the time (max_num_tokens 8,192,
+// max_batch_size 256, chunked context off: a prompt is computed whole in
+// one step, alongside the decodes).
 func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	m, err := perfmodel.ResolveModel(p.Model)
 	if err != nil {
@@ -143,33 +133,32 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	}
 	cfg := engine.Config{MaxModelLen: p.Input + p.Output}
 	if strings.Contains(p.Engine, "TensorRT-LLM") {
-		// TensorRT-LLM's defaults: max_num_tokens 8192, max_batch_size 256.
-		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = 8192, 256
+		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs, cfg.DisableChunkedPrefill = 8192, 256, true
 	}
 	return engine.FromEstimator(cfg, est), nil
 }
 
-// Predict runs the twin on p's closed loop and averages.
-func Predict(p PublicRow, tw Twin) (Prediction, error) {
-	cfg, err := EngineFor(p, tw.Eff)
+// Predict runs the twin on p's closed loop as its client ran it: every
+// client sends its first request at once and the next one when an answer
+// ends, and the means are over the first p.Requests requests sent (the
+// first round, one per client, when the source does not say how many:
+// GenAI-Perf's measurement windows, for these requests of seconds to
+// minutes, hold the first answers; docs/perfmodel.md, "Under load").
+func Predict(p PublicRow, eff perfmodel.Efficiency) (Prediction, error) {
+	cfg, err := EngineFor(p, eff)
 	if err != nil {
 		return Prediction{}, err
 	}
-	if tw.Budget > 0 {
-		cfg.MaxNumBatchedTokens = tw.Budget
+	n := p.Requests
+	if n <= 0 {
+		n = p.Concurrency
 	}
-	rounds := 6
-	if tw.Rounds > 0 {
-		rounds = tw.Rounds
-	}
-	w := ClosedLoop{Clients: p.Concurrency, Requests: p.Concurrency * rounds, Input: p.Input, Output: p.Output, Gap: tw.Gap, Jitter: tw.Jitter, Seed: 1,
-		Intake: tw.IntakeFixed + time.Duration(p.Input)*tw.IntakePerToken}
-	tls, err := RunClosedLoop(cfg, w)
+	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output})
 	if err != nil {
 		return Prediction{}, err
 	}
 	var pr Prediction
-	for _, tl := range tls[p.Concurrency:] {
+	for _, tl := range tls {
 		ttft := tl.FirstToken.Sub(tl.Arrival)
 		e2e := tl.Finished.Sub(tl.Arrival)
 		pr.TTFT += ms(ttft)
@@ -179,8 +168,8 @@ func Predict(p PublicRow, tw Twin) (Prediction, error) {
 		}
 		pr.Requests++
 	}
-	n := float64(pr.Requests)
-	pr.TTFT, pr.TPOT, pr.E2E = pr.TTFT/n, pr.TPOT/n, pr.E2E/n
+	k := float64(pr.Requests)
+	pr.TTFT, pr.TPOT, pr.E2E = pr.TTFT/k, pr.TPOT/k, pr.E2E/k
 	return pr, nil
 }
 

@@ -21,6 +21,8 @@ const anchorSlack = 20 * time.Microsecond
 type replay struct {
 	timelines []engine.Timeline
 	maxBatch  int
+	// starts are the steps' start offsets, in order (anchored replays).
+	starts []time.Duration
 }
 
 // replayFree runs the engine over the requests at their measured arrival
@@ -87,6 +89,7 @@ func replayAnchored(cfg engine.Config, obs []Observed) (replay, error) {
 			continue
 		}
 		out.maxBatch = max(out.maxBatch, v.LastStep().Seqs)
+		out.starts = append(out.starts, now)
 		for _, o := range v.Finish() {
 			if o.Finish != "" {
 				out.timelines[o.ID()] = o.Timeline()

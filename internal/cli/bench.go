@@ -90,6 +90,11 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 			if err != nil {
 				return err
 			}
+			if cfg.StartEmbedded != nil && sim.Engine.Profile != "" {
+				if err := warnOutsideProfile(cmd.ErrOrStderr(), sim.Engine.Profile, cfg.OutDir, 1); err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+			}
 			if res.SLOsFailed() {
 				return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("bench: an SLO failed (%s)", opts.SLO)}
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -98,5 +99,82 @@ func TestEstimateProfile(t *testing.T) {
 	}
 	if strings.Contains(out, "input 500") {
 		t.Errorf("input 500 lies inside the fitted range:\n%s", out)
+	}
+	// Batch sizes 4 and 64 with output 50 inside 10–100: one warning, once.
+	if n := strings.Count(out, "outside the profile's range"); n != 1 {
+		t.Errorf("%d warnings, want 1 (batch 64):\n%s", n, out)
+	}
+}
+
+// estimate --seq-overhead sets the per-sequence cost and shows it.
+func TestEstimateSeqOverhead(t *testing.T) {
+	base, err := run(t, "estimate", "--batch", "64", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := run(t, "estimate", "--batch", "64", "--json", "--seq-overhead", "40us")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(with, `"seq_overhead_us": 40`) || base == with {
+		t.Errorf("--seq-overhead 40us not applied:\n%s", with)
+	}
+	text, err := run(t, "estimate", "--batch", "64", "--seq-overhead", "40us")
+	if err != nil || !strings.Contains(text, "+ 40µs per sequence") {
+		t.Errorf("text: %v\n%s", err, text)
+	}
+}
+
+// simulate --profile times the engine with the profile's constants (the
+// same run is slower with a profile whose step overhead is larger) and
+// warns where the run went outside the range the profile was fitted on;
+// a profile for another model is bad input.
+func TestSimulateProfile(t *testing.T) {
+	dir := t.TempDir()
+	llama := writeProfile(t, dir, "Llama-3.1-8B") // batch 1–8, input 100–1000, output 10–100
+	args := []string{"simulate", "--concurrency", "16", "--requests", "48", "--input-tokens", "500", "--output-tokens", "200"}
+	plain, err := run(t, append(args, "--output-dir", filepath.Join(dir, "plain"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := run(t, append(args, "--output-dir", filepath.Join(dir, "with"), "--profile", llama)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"batch 16 is outside the fitted 1–8", "output 200 is outside the fitted 10–100"} {
+		if !strings.Contains(with, want) {
+			t.Errorf("no %q in\n%s", want, with)
+		}
+	}
+	if strings.Contains(plain, "outside the profile") || strings.Contains(with, "input 500") {
+		t.Errorf("warnings where none is due:\n%s", with)
+	}
+	tpot := func(name string) float64 {
+		b, err := os.ReadFile(filepath.Join(dir, name, "summary.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Report struct {
+				Metrics []struct {
+					Metric string  `json:"metric"`
+					P50    float64 `json:"p50_ms"`
+				} `json:"metrics"`
+			} `json:"report"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range s.Report.Metrics {
+			if m.Metric == "tpot" {
+				return m.P50
+			}
+		}
+		t.Fatalf("%s: no tpot in summary.json", name)
+		return 0
+	}
+	// The profile's 2 ms step overhead against the default 1.5 ms.
+	if p, w := tpot("plain"), tpot("with"); !(w > p+0.4) {
+		t.Errorf("TPOT P50 %.2f ms with the profile, %.2f ms without: the profile's constants did not reach the engine", w, p)
 	}
 }

@@ -24,6 +24,7 @@ type estimateFlags struct {
 	jsonOut, explain, list, roofline       bool
 	effCompute, effMemory, effInterconnect float64
 	stepOverhead, layerOverhead, arLatency time.Duration
+	seqOverhead                            time.Duration
 }
 
 func newEstimateCmd() *cobra.Command {
@@ -92,6 +93,7 @@ Example (the worked example of docs/perfmodel.md, pure roofline):
 	g.durationVar(&f.stepOverhead, "step-overhead", "fixed cost per engine step (default: the GPU family's)")
 	g.durationVar(&f.layerOverhead, "layer-overhead", "fixed cost per layer per step (default: the GPU family's)")
 	g.durationVar(&f.arLatency, "allreduce-latency", "fixed cost per all-reduce (default: the GPU family's)")
+	g.durationVar(&f.seqOverhead, "seq-overhead", "cost per sequence per step: sampling, bookkeeping, detokenization (default: the GPU family's)")
 	return cmd
 }
 
@@ -134,6 +136,9 @@ func (f *estimateFlags) request(g *flagGroup) (perfmodel.Request, error) {
 	}
 	if g.given("allreduce_latency") {
 		req.Eff.AllReduceLatency = &f.arLatency
+	}
+	if g.given("seq_overhead") {
+		req.Eff.SeqOverhead = &f.seqOverhead
 	}
 	return req, nil
 }

@@ -55,6 +55,11 @@ cannot be written (docs/cli.md).`,
 			if err != nil {
 				return usageErrorIfField(fmt.Errorf("simulate: %w", err), g)
 			}
+			if opts.Engine.Profile != "" {
+				if err := warnOutsideProfile(cmd.ErrOrStderr(), opts.Engine.Profile, out.Dir, opts.Replicas); err != nil {
+					return fmt.Errorf("simulate: %w", err)
+				}
+			}
 			if sum.SLOsFailed {
 				return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("simulate: an SLO failed (%s)", opts.SLO)}
 			}

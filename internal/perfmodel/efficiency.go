@@ -29,6 +29,12 @@ type Efficiency struct {
 	// LayerOverhead is the per-layer cost the roofline misses: norms,
 	// rotary embedding, activation and residual kernels and their launches.
 	LayerOverhead time.Duration `json:"layer_overhead"`
+	// SeqOverhead is the cost of each sequence in a step outside the
+	// forward pass's matmuls and attention: sampling over the vocabulary,
+	// the request's bookkeeping and detokenization, its share of input
+	// preparation. It is what makes a step of 100 decodes slower than the
+	// roofline of its weights and KV reads.
+	SeqOverhead time.Duration `json:"seq_overhead"`
 }
 
 // familyEfficiency is the one set of defaults per GPU family. The software
@@ -75,7 +81,7 @@ func (e Efficiency) Validate() error {
 	for _, d := range []struct {
 		n string
 		v time.Duration
-	}{{"all_reduce_latency", e.AllReduceLatency}, {"step_overhead", e.StepOverhead}, {"layer_overhead", e.LayerOverhead}} {
+	}{{"all_reduce_latency", e.AllReduceLatency}, {"step_overhead", e.StepOverhead}, {"layer_overhead", e.LayerOverhead}, {"seq_overhead", e.SeqOverhead}} {
 		if d.v < 0 {
 			return fmt.Errorf("efficiency %s must be ≥ 0 (got %v)", d.n, d.v)
 		}

@@ -91,6 +91,7 @@ type Estimator struct {
 	arLatency        float64 // seconds
 	allReduces       float64 // per step: 2 per layer
 	overhead         float64 // seconds per step: step + layers × layer overhead
+	seqOverhead      float64 // seconds per sequence in a step
 
 	usable     int64 // per GPU bytes for weights + KV
 	kvCapacity int64 // tokens
@@ -208,6 +209,7 @@ func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 		e.allReduces = 2 * float64(m.Layers)
 	}
 	e.overhead = e.eff.StepOverhead.Seconds() + float64(m.Layers)*e.eff.LayerOverhead.Seconds()
+	e.seqOverhead = e.eff.SeqOverhead.Seconds()
 
 	// Memory: weights (and a draft model's) must fit, the rest is KV cache.
 	e.usable = int64(e.cfg.MemUtil*float64(g.MemoryBytes)) - e.cfg.ReserveBytes
@@ -415,12 +417,13 @@ func (e *Estimator) step(a agg) Step {
 		comm = e.allReduces*e.arLatency + s.CommBytes*e.arFactor
 	}
 	s.Compute, s.Memory = seconds(compute), seconds(memory)
-	s.Comm, s.Overhead = seconds(comm), seconds(e.overhead)
+	overhead := e.overhead + a.seqs*e.seqOverhead
+	s.Comm, s.Overhead = seconds(comm), seconds(overhead)
 	s.Bound = "memory"
 	if compute > memory {
 		s.Bound = "compute"
 	}
-	s.Total = seconds(max(compute, memory) + comm + e.overhead)
+	s.Total = seconds(max(compute, memory) + comm + overhead)
 	return s
 }
 

@@ -366,3 +366,26 @@ func TestBreakdownVerifyIsMarkedNotInferred(t *testing.T) {
 		t.Errorf("prompt chunk of %d tokens priced as a verify: draft %v, linear FLOPs %g (verify %g)", k+1, c.Draft, c.LinearFLOPs, d.LinearFLOPs)
 	}
 }
+
+// SeqOverhead is paid once per sequence that computes in a step, whatever
+// its tokens: 64 decodes at 40 µs add 64 × 40 µs = 2.56 ms to the same step
+// without it; a sequence with nothing to compute adds nothing.
+func TestSeqOverheadPerSequence(t *testing.T) {
+	g := mustGPU(t, "H100-SXM")
+	eff := DefaultEfficiency(g)
+	base := mustNew(t, Config{Model: mustModel(t, "Llama-3.1-8B"), GPU: g, Eff: eff})
+	eff.SeqOverhead = 40 * time.Microsecond
+	with := mustNew(t, Config{Model: mustModel(t, "Llama-3.1-8B"), GPU: g, Eff: eff})
+	var b Batch
+	for i := range 64 {
+		b.Add(1, 1000+i)
+	}
+	b.Add(0, 500)
+	d := with.StepTime(&b) - base.StepTime(&b)
+	if d != 2560*time.Microsecond {
+		t.Errorf("64 sequences × 40 µs added %v, want 2.56ms", d)
+	}
+	if s := with.Breakdown(&b); s.Overhead != 1500*time.Microsecond+32*25*time.Microsecond+2560*time.Microsecond {
+		t.Errorf("overhead %v, want 1.5 ms + 32 × 25 µs + 64 × 40 µs", s.Overhead)
+	}
+}

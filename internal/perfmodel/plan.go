@@ -151,9 +151,12 @@ func Plan(req Request) (*Result, error) {
 	}
 	if prof != nil {
 		for _, b := range req.Batches {
-			res.OutOfRange = append(res.OutOfRange, prof.OutOfRange(b, req.Input, req.Output)...)
+			for _, n := range prof.OutOfRange(b, req.Input, req.Output) {
+				if !slices.Contains(res.OutOfRange, n) {
+					res.OutOfRange = append(res.OutOfRange, n)
+				}
+			}
 		}
-		res.OutOfRange = slices.Compact(res.OutOfRange)
 	}
 	if req.TP == 0 {
 		res.TPAuto = true
@@ -219,6 +222,7 @@ func orDefault(s, d string) string {
 type EffOverride struct {
 	Compute, Memory, Interconnect                 *float64
 	AllReduceLatency, StepOverhead, LayerOverhead *time.Duration
+	SeqOverhead                                   *time.Duration
 }
 
 // overlay replaces base's fields with o's set ones.
@@ -239,6 +243,7 @@ func overlay(base Efficiency, o EffOverride) Efficiency {
 	setD(&base.AllReduceLatency, o.AllReduceLatency)
 	setD(&base.StepOverhead, o.StepOverhead)
 	setD(&base.LayerOverhead, o.LayerOverhead)
+	setD(&base.SeqOverhead, o.SeqOverhead)
 	return base
 }
 

@@ -51,6 +51,9 @@ type ProfileConstants struct {
 	AllReduceLatencyUS Constant `yaml:"all_reduce_latency_us"`
 	StepOverheadUS     Constant `yaml:"step_overhead_us"`
 	LayerOverheadUS    Constant `yaml:"layer_overhead_us"`
+	// SeqOverheadUS is absent from profiles written before it existed
+	// (then 0: no per-sequence cost).
+	SeqOverheadUS Constant `yaml:"seq_overhead_us"`
 }
 
 // Constant is one fitted (or held) value with its confidence interval.
@@ -92,7 +95,7 @@ func ProfileFromEfficiency(eff Efficiency) ProfileConstants {
 	return ProfileConstants{
 		Compute: held(eff.Compute), Memory: held(eff.Memory), Interconnect: held(eff.Interconnect),
 		AllReduceLatencyUS: held(us(eff.AllReduceLatency)), StepOverheadUS: held(us(eff.StepOverhead)),
-		LayerOverheadUS: held(us(eff.LayerOverhead)),
+		LayerOverheadUS: held(us(eff.LayerOverhead)), SeqOverheadUS: held(us(eff.SeqOverhead)),
 	}
 }
 
@@ -102,7 +105,7 @@ func (c ProfileConstants) Efficiency() Efficiency {
 	return Efficiency{
 		Compute: c.Compute.Value, Memory: c.Memory.Value, Interconnect: c.Interconnect.Value,
 		AllReduceLatency: d(c.AllReduceLatencyUS.Value), StepOverhead: d(c.StepOverheadUS.Value),
-		LayerOverhead: d(c.LayerOverheadUS.Value),
+		LayerOverhead: d(c.LayerOverheadUS.Value), SeqOverhead: d(c.SeqOverheadUS.Value),
 	}
 }
 

@@ -34,8 +34,12 @@ func (r *Result) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  warning: %s: outside the profile's range, the prediction is an extrapolation\n", n)
 		}
 	}
-	fmt.Fprintf(&b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer, %v per all-reduce\n",
-		100*c.Eff.Compute, 100*c.Eff.Memory, 100*c.Eff.Interconnect, c.Eff.StepOverhead, c.Eff.LayerOverhead, c.Eff.AllReduceLatency)
+	var perSeq string
+	if c.Eff.SeqOverhead > 0 {
+		perSeq = fmt.Sprintf(" + %v per sequence", c.Eff.SeqOverhead)
+	}
+	fmt.Fprintf(&b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer%s, %v per all-reduce\n",
+		100*c.Eff.Compute, 100*c.Eff.Memory, 100*c.Eff.Interconnect, c.Eff.StepOverhead, c.Eff.LayerOverhead, perSeq, c.Eff.AllReduceLatency)
 	fmt.Fprintf(&b, "  workload: %d input + %d output tokens per request", r.Work.Input, r.Work.Output)
 	if r.Work.SpecK > 0 {
 		draft := "no draft model (n-gram proposals, free)"
@@ -216,7 +220,11 @@ func (e *Estimator) explainStep(b *strings.Builder, s Step) {
 	} else {
 		p("communication = 0 (TP 1)")
 	}
-	p("overhead = %v + %d layers × %v = %s", c.Eff.StepOverhead, c.Model.Layers, c.Eff.LayerOverhead, ms(s.Overhead))
+	if c.Eff.SeqOverhead > 0 {
+		p("overhead = %v + %d layers × %v + %d sequences × %v = %s", c.Eff.StepOverhead, c.Model.Layers, c.Eff.LayerOverhead, s.Seqs, c.Eff.SeqOverhead, ms(s.Overhead))
+	} else {
+		p("overhead = %v + %d layers × %v = %s", c.Eff.StepOverhead, c.Model.Layers, c.Eff.LayerOverhead, ms(s.Overhead))
+	}
 	if s.Draft > 0 {
 		p("draft model = %s", ms(s.Draft))
 	}
@@ -421,6 +429,7 @@ type jsonEff struct {
 	AllReduceLatencyUS float64 `json:"all_reduce_latency_us"`
 	StepOverheadUS     float64 `json:"step_overhead_us"`
 	LayerOverheadUS    float64 `json:"layer_overhead_us"`
+	SeqOverheadUS      float64 `json:"seq_overhead_us"`
 }
 
 // WriteJSON prints the result as one indented JSON object.
@@ -430,7 +439,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	out := jsonResult{
 		Model: r.Model, GPU: r.GPU.Name, TP: c.TP, TPAuto: r.TPAuto, WeightDType: c.WeightDType, KVDType: c.KVDType, MemUtil: c.MemUtil,
 		Efficiency: jsonEff{c.Eff.Compute, c.Eff.Memory, c.Eff.Interconnect, float64(c.Eff.AllReduceLatency) / 1e3,
-			float64(c.Eff.StepOverhead) / 1e3, float64(c.Eff.LayerOverhead) / 1e3},
+			float64(c.Eff.StepOverhead) / 1e3, float64(c.Eff.LayerOverhead) / 1e3, float64(c.Eff.SeqOverhead) / 1e3},
 		TotalParams: r.Model.TotalParams(), ActiveParams: r.Model.ActiveParams(), WeightBytes: e.WeightBytes(),
 		UsableBytesPerGPU: e.UsableBytesPerGPU(), ReserveBytes: c.ReserveBytes, KVBytesPerToken: e.KVBytesPerToken(),
 		KVCapacityTokens: e.KVCapacityTokens(), Input: r.Work.Input, Output: r.Work.Output, OutOfRange: r.OutOfRange,
