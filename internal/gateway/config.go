@@ -71,9 +71,13 @@ func (s *ServerConfig) setLimits(l httplimit.Limits) {
 type PoolConfig struct {
 	Name     string          `yaml:"name"`
 	Replicas []ReplicaConfig `yaml:"replicas"`
-	// Balancer is round_robin, least_outstanding (default), queue_aware or
-	// prefix_affinity.
+	// Balancer is round_robin, least_outstanding (default), queue_aware,
+	// prefix_affinity or prefix_bounded_load.
 	Balancer string `yaml:"balancer"`
+	// LoadFactor is prefix_bounded_load's bound: no replica takes more
+	// than LoadFactor × the average of the requests outstanding through
+	// this gateway (default 1.25; at least 1).
+	LoadFactor float64 `yaml:"load_factor"`
 	// Queue bounds and orders the requests waiting for the pool.
 	Queue QueueConfig `yaml:"queue"`
 	// ScrapeInterval is how often queue_aware routing and shedding hints
@@ -354,7 +358,7 @@ func QuickConfig(upstreams []string) (*Config, error) {
 	return c, nil
 }
 
-var balancers = map[string]bool{"round_robin": true, "least_outstanding": true, "queue_aware": true, "prefix_affinity": true}
+var balancers = map[string]bool{"round_robin": true, "least_outstanding": true, "queue_aware": true, "prefix_affinity": true, "prefix_bounded_load": true}
 
 var kinds = map[string]bool{"": true, "vllm": true, "sglang": true, "tgi": true, "llamacpp": true, "ollama": true, "openai": true, "tokentrace": true}
 
@@ -392,7 +396,13 @@ func (c *Config) Validate() error {
 			p.Balancer = "least_outstanding"
 		}
 		if !balancers[p.Balancer] {
-			bad("pool %q: unknown balancer %q (round_robin, least_outstanding, queue_aware, prefix_affinity)", p.Name, p.Balancer)
+			bad("pool %q: unknown balancer %q (round_robin, least_outstanding, queue_aware, prefix_affinity, prefix_bounded_load)", p.Name, p.Balancer)
+		}
+		switch {
+		case p.LoadFactor != 0 && p.Balancer != "prefix_bounded_load":
+			bad("pool %q: load_factor is prefix_bounded_load's setting (the balancer is %s)", p.Name, p.Balancer)
+		case p.LoadFactor != 0 && !(p.LoadFactor >= 1 && p.LoadFactor <= 1e6):
+			bad("pool %q: load_factor %g must be at least 1", p.Name, p.LoadFactor)
 		}
 		if p.Balancer == "queue_aware" && p.ScrapeInterval == 0 {
 			p.ScrapeInterval = Duration(time.Second)

@@ -65,12 +65,13 @@ type (
 	LeastOutstanding = route.LeastOutstanding[*Request, *Replica]
 	QueueAware       = route.QueueAware[*Request, *Replica]
 	PrefixAffinity   = route.PrefixAffinity[*Request, *Replica]
+	PrefixBounded    = route.PrefixBounded[*Request, *Replica]
 )
 
 // newBalancer builds the balancer a pool's configuration names (validated,
 // so known).
 func newBalancer(cfg PoolConfig, now func() time.Time) Balancer {
-	b, err := route.New[*Request, *Replica](cfg.Balancer, route.Options{MaxAge: 3 * cfg.ScrapeInterval.D(), Now: now})
+	b, err := route.New[*Request, *Replica](cfg.Balancer, route.Options{MaxAge: 3 * cfg.ScrapeInterval.D(), Now: now, LoadFactor: cfg.LoadFactor})
 	if err != nil {
 		return &LeastOutstanding{}
 	}

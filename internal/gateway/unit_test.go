@@ -152,6 +152,8 @@ routes: [{model: "*", pool: p}]`
 		{"unknown pool", `pools: [{name: p, replicas: [{url: "http://h"}]}]
 routes: [{model: a, pool: q}]`, `unknown pool "q"`},
 		{"bad balancer", `pools: [{name: p, balancer: random, replicas: [{url: "http://h"}]}]`, "unknown balancer"},
+		{"load factor below 1", `pools: [{name: p, balancer: prefix_bounded_load, load_factor: 0.9, replicas: [{url: "http://h"}]}]`, "load_factor 0.9 must be at least 1"},
+		{"load factor of another balancer", `pools: [{name: p, balancer: prefix_affinity, load_factor: 1.5, replicas: [{url: "http://h"}]}]`, "prefix_bounded_load's setting"},
 		{"bad duration", `pools: [{name: p, replicas: [{url: "http://h"}]}]
 routes: [{model: a, pool: p, timeouts: {ttft: soon}}]`, "duration"},
 		{"bad key hash", `pools: [{name: p, replicas: [{url: "http://h"}]}]

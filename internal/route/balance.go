@@ -48,10 +48,11 @@ const (
 	NameLeastOutstanding = "least_outstanding"
 	NameQueueAware       = "queue_aware"
 	NamePrefixAffinity   = "prefix_affinity"
+	NamePrefixBounded    = "prefix_bounded_load"
 )
 
 // Names lists the balancers New knows, in documentation order.
-var Names = []string{NameRoundRobin, NameLeastOutstanding, NameQueueAware, NamePrefixAffinity}
+var Names = []string{NameRoundRobin, NameLeastOutstanding, NameQueueAware, NamePrefixAffinity, NamePrefixBounded}
 
 // Options tune the balancers that have settings.
 type Options struct {
@@ -61,6 +62,9 @@ type Options struct {
 	Now func() time.Time
 	// Slack is prefix_affinity's tolerance (default 8, the gateway's).
 	Slack int64
+	// LoadFactor is prefix_bounded_load's bound c = 1 + ε (default
+	// DefaultLoadFactor).
+	LoadFactor float64
 }
 
 // DefaultSlack is prefix affinity's default tolerance: the preferred
@@ -87,8 +91,17 @@ func New[Q Request, R Replica](name string, opts Options) (Balancer[Q, R], error
 			slack = DefaultSlack
 		}
 		return &PrefixAffinity[Q, R]{Slack: slack}, nil
+	case NamePrefixBounded:
+		f := opts.LoadFactor
+		if f == 0 {
+			f = DefaultLoadFactor
+		}
+		if f < 1 || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, fmt.Errorf("balancer %s: load factor %g must be at least 1", name, f)
+		}
+		return &PrefixBounded[Q, R]{LoadFactor: f}, nil
 	}
-	return nil, fmt.Errorf("unknown balancer %q (want round_robin, least_outstanding, queue_aware or prefix_affinity)", name)
+	return nil, fmt.Errorf("unknown balancer %q (want round_robin, least_outstanding, queue_aware, prefix_affinity or prefix_bounded_load)", name)
 }
 
 // RoundRobin cycles through the candidates.
@@ -186,6 +199,65 @@ func (b *PrefixAffinity[Q, R]) Pick(req Q, c []R) R {
 		}
 	}
 	return b.lo.Pick(req, c)
+}
+
+// DefaultLoadFactor is prefix_bounded_load's default bound: no replica
+// takes more than 1.25 × the average load.
+const DefaultLoadFactor = 1.25
+
+// PrefixBounded is consistent hashing with bounded loads (Mirrokni,
+// Thorup and Zadimoghaddam, "Consistent Hashing with Bounded Loads",
+// SODA 2018) over rendezvous hashing: with m the requests outstanding
+// through this router counting the new one and n the candidates, each
+// replica's capacity is ⌈LoadFactor × m / n⌉, and the request goes to the
+// replica of highest rendezvous weight for its prefix key that is below
+// its capacity. Equal keys go to the same replica from any router that
+// sees the same replicas, until that replica's load reaches the bound;
+// then to the next in the key's hash order, which is also the same from
+// every router. Some replica is always below the bound (the loads sum to
+// m − 1 < n × capacity).
+//
+// The load is what this router has outstanding: routers that share
+// replicas without talking to each other each bound their own part, so
+// the replicas' total load is bounded by LoadFactor × the average plus
+// one per router (rounding), and a prefix that overflows at one router
+// and not at another is served by two replicas of its hash order.
+type PrefixBounded[Q Request, R Replica] struct {
+	LoadFactor float64
+}
+
+// Pick implements Balancer.
+func (b *PrefixBounded[Q, R]) Pick(req Q, c []R) R {
+	// Each replica's count is read once: other requests move them while
+	// this one is placed.
+	var buf [64]int64
+	out := buf[:0]
+	m := int64(1)
+	for _, r := range c {
+		o := r.Outstanding()
+		out = append(out, o)
+		m += o
+	}
+	capacity := boundedCapacity(b.LoadFactor, m, len(c))
+	key := req.AffinityKey()
+	best := -1
+	var bestW uint64
+	for i, r := range c {
+		if out[i] >= capacity {
+			continue
+		}
+		if w := hrw(key, r.Name()); best < 0 || w > bestW {
+			best, bestW = i, w
+		}
+	}
+	return c[best]
+}
+
+// boundedCapacity is ⌈f × m / n⌉, with a margin of 1e-9 so that a product
+// that is an integer in exact arithmetic (1.2 × 5 / 6) is not rounded up
+// past it by binary floating point.
+func boundedCapacity(f float64, m int64, n int) int64 {
+	return int64(math.Ceil(f*float64(m)/float64(n) - 1e-9))
 }
 
 // hrw is the rendezvous weight of key on the replica called name: FNV-1a

@@ -319,3 +319,78 @@ func TestPrefixKeyIsFNV1aOverTheLimitWithZeroBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestPrefixBoundedFollowsHashOrderUnderTheBound(t *testing.T) {
+	c := replicas("http://a", "http://b", "http://c")
+	b, err := New[key, *fakeReplica](NamePrefixBounded, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replicas in key 42's rendezvous order, computed here by sorting.
+	ranked := append([]*fakeReplica(nil), c...)
+	for i := range ranked {
+		for j := i + 1; j < len(ranked); j++ {
+			if hrw(42, ranked[j].name) > hrw(42, ranked[i].name) {
+				ranked[i], ranked[j] = ranked[j], ranked[i]
+			}
+		}
+	}
+	for _, tc := range []struct {
+		out  [3]int64 // outstanding of ranked[0], [1], [2]
+		want int      // index into ranked
+	}{
+		// m = 1, capacity ⌈1.25 × 1 / 3⌉ = 1: the first is free.
+		{[3]int64{0, 0, 0}, 0},
+		// m = 4 + 1 = 5, capacity ⌈1.25 × 5 / 3⌉ = ⌈2.083⌉ = 3: 2 < 3.
+		{[3]int64{2, 1, 1}, 0},
+		// m = 3 + 1 + 1 + 1 = 6, capacity ⌈2.5⌉ = 3: the first is full,
+		// the second in hash order takes it.
+		{[3]int64{3, 1, 1}, 1},
+		// m = 3 + 3 + 0 + 1 = 7, capacity ⌈2.917⌉ = 3: both full.
+		{[3]int64{3, 3, 0}, 2},
+		// m = 9 + 3 + 3 + 1 = 16, capacity ⌈6.67⌉ = 7.
+		{[3]int64{9, 3, 3}, 1},
+	} {
+		for i, o := range tc.out {
+			ranked[i].out = o
+		}
+		if got := b.Pick(42, c); got != ranked[tc.want] {
+			t.Errorf("outstanding %v: picked %s, want %s (rank %d)", tc.out, got.name, ranked[tc.want].name, tc.want)
+		}
+	}
+	if got := boundedCapacity(1.2, 5, 6); got != 1 {
+		t.Errorf("⌈1.2 × 5 / 6⌉ = %d, want 1 (exactly 1 in exact arithmetic)", got)
+	}
+	for _, f := range []float64{0.5, -1} {
+		if _, err := New[key, *fakeReplica](NamePrefixBounded, Options{LoadFactor: f}); err == nil {
+			t.Errorf("load factor %g accepted", f)
+		}
+	}
+}
+
+// TestPrefixBoundedHoldsTheBound places requests that never finish, with
+// skewed keys, and checks that no replica's load exceeds ⌈c × m / n⌉ at
+// any step, and that two routers over the same replicas pick alike while
+// they see the same loads.
+func TestPrefixBoundedHoldsTheBound(t *testing.T) {
+	c := replicas("r0", "r1", "r2", "r3", "r4")
+	b := &PrefixBounded[key, *fakeReplica]{LoadFactor: 1.25}
+	other := &PrefixBounded[key, *fakeReplica]{LoadFactor: 1.25}
+	for m := int64(1); m <= 400; m++ {
+		k := key(m % 3) // three hot prefixes
+		if m%7 == 0 {
+			k = key(m) // and a tail of cold ones
+		}
+		got := b.Pick(k, c)
+		if o := other.Pick(k, c); o != got {
+			t.Fatalf("request %d: routers disagree (%s, %s) on equal loads", m, got.name, o.name)
+		}
+		got.out++
+		limit := boundedCapacity(1.25, m, len(c))
+		for _, r := range c {
+			if r.out > limit {
+				t.Fatalf("after %d requests %s holds %d > ⌈1.25 × %d / %d⌉ = %d", m, r.name, r.out, m, len(c), limit)
+			}
+		}
+	}
+}
