@@ -1,0 +1,161 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Bucket is one token bucket's settings: it refills at Rate tokens per
+// second up to Burst. A zero Rate is no limit.
+type Bucket struct {
+	Rate  float64
+	Burst int
+}
+
+// Level is one bucket's state after a Take, as the x-ratelimit-* headers
+// report it.
+type Level struct {
+	Remaining int64         // whole tokens left
+	Reset     time.Duration // until the bucket is full, or the wait on refusal
+}
+
+// Taken is a Take's answer.
+type Taken struct {
+	Allowed bool
+	// Wait is how long until the request would be allowed, when it was not.
+	Wait time.Duration
+	// Requests and Tokens are the two buckets' states (zero for a bucket
+	// with no limit).
+	Requests, Tokens Level
+}
+
+// takeScript is the token bucket of golang.org/x/time/rate (the
+// gateway's in-process limiter) on the Redis server, for two buckets
+// charged together: a request bucket charged 1 and a token bucket charged
+// min(tokens, its burst), both or neither.
+//
+// KEYS[1]: the hash holding both buckets' levels and last instants
+// (fields rl, rt, tl, tt). ARGV: now in µs ("" = the server's TIME),
+// request rate per second, request burst, token rate per second, token
+// burst, tokens. A bucket of rate 0 is no limit. A level is the stored
+// level plus the elapsed time × rate, capped at the burst; an absent
+// bucket is full. Returns {allowed, wait µs, request remaining, request
+// reset µs, token remaining, token reset µs}. The key expires once both
+// buckets would be full again (an absent bucket is full).
+const takeScript = `
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local tokens = tonumber(ARGV[6])
+local st = redis.call('HMGET', KEYS[1], 'rl', 'rt', 'tl', 'tt')
+local function level(l, t, rate, burst)
+  l, t = tonumber(l), tonumber(t)
+  if l == nil or t == nil then return burst end
+  if now > t then l = l + (now - t) / 1000000 * rate end
+  if l > burst then l = burst end
+  return l
+end
+local b = {
+  {rate = tonumber(ARGV[2]), burst = tonumber(ARGV[3]), n = 1},
+  {rate = tonumber(ARGV[4]), burst = tonumber(ARGV[5]), n = tokens},
+}
+b[1].level = level(st[1], st[2], b[1].rate, b[1].burst)
+b[2].level = level(st[3], st[4], b[2].rate, b[2].burst)
+if b[2].n > b[2].burst then b[2].n = b[2].burst end
+local wait = 0
+for i = 1, 2 do
+  b[i].wait = 0
+  if b[i].rate > 0 and b[i].level < b[i].n then
+    b[i].wait = (b[i].n - b[i].level) / b[i].rate * 1000000
+  end
+  if b[i].wait > wait then wait = b[i].wait end
+end
+local allowed = 0
+local ttl = 1
+if wait == 0 then
+  allowed = 1
+  for i = 1, 2 do
+    if b[i].rate > 0 then b[i].level = b[i].level - b[i].n end
+  end
+end
+local out = {allowed, math.floor(wait)}
+for i = 1, 2 do
+  if b[i].rate > 0 then
+    local reset = b[i].wait
+    if reset == 0 then reset = (b[i].burst - b[i].level) / b[i].rate * 1000000 end
+    local left = b[i].level
+    if left < 0 then left = 0 end
+    out[#out + 1] = math.floor(left)
+    out[#out + 1] = math.floor(reset)
+    local full = math.ceil((b[i].burst - b[i].level) / b[i].rate * 1000) + 1000
+    if full > ttl then ttl = full end
+  else
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  end
+end
+if allowed == 1 then
+  local f = function(x) return string.format('%.17g', x) end
+  redis.call('HSET', KEYS[1], 'rl', f(b[1].level), 'rt', f(now), 'tl', f(b[2].level), 'tt', f(now))
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return out
+`
+
+var take = redis.NewScript(takeScript)
+
+// BucketKey is the key of an API key's buckets: the prefix, "limit:" and
+// the key's hex SHA-256 (the form the gateway's configuration holds; the
+// key itself never reaches Redis).
+func (c *Client) BucketKey(sha256Hex string) string {
+	return c.cfg.KeyPrefix + "limit:" + sha256Hex
+}
+
+// Take charges one request of tokens to the buckets at key (BucketKey)
+// when both allow it, atomically on the server, and returns the decision.
+// at is the instant to decide at; the zero time uses the Redis server's
+// clock (TIME), which every replica shares: set it only in tests.
+func (c *Client) Take(ctx context.Context, key string, requests, tok Bucket, tokens int, at time.Time) (Taken, error) {
+	now := ""
+	if !at.IsZero() {
+		now = strconv.FormatInt(at.UnixMicro(), 10)
+	}
+	args := []any{now, num(requests.Rate), requests.Burst, num(tok.Rate), tok.Burst, max(0, tokens)}
+	var res []int64
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = take.Run(ctx, c.rdb, []string{key}, args...).Int64Slice()
+		if err == nil && len(res) != 6 {
+			err = fmt.Errorf("token bucket script answered %d values, want 6", len(res))
+		}
+		return err
+	})
+	if err != nil {
+		return Taken{}, err
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return Taken{
+		Allowed:  res[0] == 1,
+		Wait:     us(res[1]),
+		Requests: Level{Remaining: res[2], Reset: us(res[3])},
+		Tokens:   Level{Remaining: res[4], Reset: us(res[5])},
+	}, nil
+}
+
+// num writes a rate for the script: exact, and 0 for a negative or
+// non-finite one (no limit).
+func num(v float64) string {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return "0"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
