@@ -18,6 +18,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/redisstate"
 )
 
 // Config is the gateway's whole configuration, as read from YAML
@@ -33,7 +34,45 @@ type Config struct {
 	// OTLPEndpoint, when set, exports one span per request over OTLP/HTTP
 	// to this URL (e.g. http://localhost:4318).
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// Redis, when set, holds what several gateway replicas share: every
+	// key's rate and token limits, and the concurrency limit of pools
+	// whose queue is shared.
+	Redis *RedisConfig `yaml:"redis"`
 }
+
+// RedisConfig is the Redis that gateway replicas share (docs/gateway.md,
+// "Several gateway replicas").
+type RedisConfig struct {
+	// URL is redis://[user:password@]host:port[/db] (rediss:// for TLS,
+	// unix:///path); URLEnv names an environment variable holding it, the
+	// place for a password. Neither is ever logged.
+	URL    string `yaml:"url"`
+	URLEnv string `yaml:"url_env"`
+	// Timeout bounds each call (default 50ms): a stalled Redis costs a
+	// request at most this, then OnError decides.
+	Timeout Duration `yaml:"timeout"`
+	// RetryInterval is how long after a failed call requests are decided
+	// by OnError without calling Redis, before one call probes it again
+	// (default 1s).
+	RetryInterval Duration `yaml:"retry_interval"`
+	// OnError is what an unreachable Redis means: fail_open (default:
+	// limits allow, shared pools admit under their own limit) or
+	// fail_closed (refused with 503).
+	OnError string `yaml:"on_error"`
+	// KeyPrefix starts every key the gateway writes (default
+	// "tokentrace:").
+	KeyPrefix string `yaml:"key_prefix"`
+	// LeaseTTL is how long a shared pool's slots stay held by a gateway
+	// replica that stops reporting (it crashed or lost Redis); each
+	// replica reports every LeaseTTL / 3 while it holds slots (default 10s).
+	LeaseTTL Duration `yaml:"lease_ttl"`
+}
+
+// What an unreachable Redis means (RedisConfig.OnError).
+const (
+	FailOpen   = "fail_open"
+	FailClosed = "fail_closed"
+)
 
 // ServerConfig holds the listening server's limits. The deadlines and
 // the connection cap are read once, when the gateway starts listening.
@@ -127,6 +166,10 @@ type QueueConfig struct {
 	// token) the adaptive limit accepts: a window whose mean exceeds it
 	// cuts the limit. 0 = no cap.
 	TargetTTFT Duration `yaml:"target_ttft"`
+	// Shared holds Concurrency across every gateway replica using the
+	// configuration's Redis: the pool's requests in flight from all of
+	// them together stay within it. It needs a fixed limit.
+	Shared bool `yaml:"shared"`
 }
 
 // AdaptiveGradient is QueueConfig.Adaptive's one controller.
@@ -456,6 +499,19 @@ func (c *Config) Validate() error {
 				bad("pool %q: need min_concurrency ≤ concurrency ≤ max_concurrency", p.Name)
 			}
 		}
+		if q.Shared {
+			switch {
+			case c.Redis == nil:
+				bad("pool %q: queue.shared needs redis (the store the gateway replicas share)", p.Name)
+			case q.Concurrency == 0:
+				bad("pool %q: queue.shared needs queue.concurrency, the limit to share", p.Name)
+			case q.adaptive() != "":
+				bad("pool %q: queue.shared needs a fixed limit (each replica's adaptive limit follows the upstream TTFT that every replica's load makes)", p.Name)
+			}
+		}
+	}
+	if c.Redis != nil {
+		errs = append(errs, c.Redis.validate()...)
 	}
 	models := map[string]bool{}
 	for i := range c.Routes {
@@ -542,6 +598,51 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// validate checks r and fills its defaults.
+func (r *RedisConfig) validate() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	switch {
+	case r.URL != "" && r.URLEnv != "":
+		bad("redis: give url or url_env, not both")
+	case r.URLEnv != "":
+		r.URL = os.Getenv(r.URLEnv)
+		if r.URL == "" {
+			bad("redis: environment variable %s is empty", r.URLEnv)
+		}
+	case r.URL == "":
+		bad("redis: needs url or url_env")
+	}
+	if r.URL != "" {
+		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			bad("redis: url %q must be a redis://, rediss:// or unix:// URL", redact.URL(r.URL))
+		}
+	}
+	if r.Timeout == 0 {
+		r.Timeout = Duration(redisstate.DefaultTimeout)
+	}
+	if r.RetryInterval == 0 {
+		r.RetryInterval = Duration(redisstate.DefaultRetryInterval)
+	}
+	if r.LeaseTTL == 0 {
+		r.LeaseTTL = Duration(10 * time.Second)
+	}
+	if r.LeaseTTL < Duration(30*time.Millisecond) {
+		bad("redis: lease_ttl %s is too short (each replica reports every lease_ttl / 3)", r.LeaseTTL.D())
+	}
+	if r.KeyPrefix == "" {
+		r.KeyPrefix = redisstate.DefaultKeyPrefix
+	}
+	switch r.OnError {
+	case "":
+		r.OnError = FailOpen
+	case FailOpen, FailClosed:
+	default:
+		bad("redis: on_error %q must be fail_open or fail_closed", r.OnError)
+	}
+	return errs
 }
 
 // Watch re-reads the configuration file at path every interval until ctx

@@ -42,8 +42,9 @@ type Gateway struct {
 	// traceparent is still passed upstream).
 	Tracer trace.Tracer
 	// NewLimiter makes the limiter of a configured API key that has
-	// limits; nil uses NewLocalLimiter (in-process token buckets). A
-	// key whose configuration a reload keeps keeps its limiter.
+	// limits; nil uses the configuration's redis when it has one, else
+	// NewLocalLimiter (in-process token buckets). A key whose
+	// configuration a reload keeps keeps its limiter.
 	NewLimiter func(KeyConfig) Limiter
 
 	rt        atomic.Pointer[liveConfig]
@@ -64,7 +65,8 @@ type liveConfig struct {
 	pools  map[string]*pool
 	routes map[string]*RouteConfig
 	keys   map[string]*keyState // by hex SHA-256
-	cancel context.CancelFunc   // stops this runtime's scrapers
+	redis  *redisRuntime        // nil: no redis configured
+	cancel context.CancelFunc   // stops this runtime's scrapers and shared pools' loops
 }
 
 type keyState struct {
@@ -124,9 +126,14 @@ func (g *Gateway) init() {
 	})
 }
 
-func (g *Gateway) newLimiter(k KeyConfig) Limiter {
-	if g.NewLimiter != nil {
+// newLimiter makes a key's limiter: NewLimiter's when set, else the
+// buckets in Redis when one is configured, else in-process ones.
+func (g *Gateway) newLimiter(rr *redisRuntime, k KeyConfig) Limiter {
+	switch {
+	case g.NewLimiter != nil:
 		return g.NewLimiter(k)
+	case rr != nil:
+		return g.newRedisLimiter(rr, k)
 	}
 	return NewLocalLimiter(k)
 }
@@ -160,8 +167,12 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old := g.rt.Load()
+	rr, err := g.openRedis(old, cfg.Redis)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rt := &liveConfig{cfg: cfg, pools: map[string]*pool{}, routes: map[string]*RouteConfig{}, keys: map[string]*keyState{}, cancel: cancel}
+	rt := &liveConfig{cfg: cfg, pools: map[string]*pool{}, routes: map[string]*RouteConfig{}, keys: map[string]*keyState{}, redis: rr, cancel: cancel}
 	for _, pc := range cfg.Pools {
 		var p *pool
 		if old != nil {
@@ -206,14 +217,25 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 				limitG.Set(limit)
 			}
 		}
+		var onFallback func(bool)
+		if rr != nil && g.Metrics != nil {
+			onFallback = func(allowed bool) { g.Metrics.RedisFallback.WithLabelValues(useAdmission, decisionLabel(allowed)).Inc() }
+		}
 		p.adm.mu.Lock() // the admission may be live (kept across a reload)
-		p.adm.hint, p.adm.onChange = hint, onChange
+		p.adm.hint, p.adm.onChange, p.adm.onFallback = hint, onChange, onFallback
+		shared := p.adm.shared
 		p.adm.changedLocked()
 		p.adm.mu.Unlock()
 		rt.pools[pc.Name] = p
 		if pc.ScrapeInterval > 0 {
 			g.bg.Go(func() error {
 				g.scrapeLoop(ctx, p)
+				return nil
+			})
+		}
+		if shared != nil {
+			g.bg.Go(func() error {
+				g.shareLoop(ctx, p, shared, rr)
 				return nil
 			})
 		}
@@ -235,10 +257,10 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	for _, k := range cfg.Keys {
 		ks := &keyState{cfg: k}
 		switch {
-		case old != nil && old.keys[k.SHA256] != nil && old.keys[k.SHA256].cfg == k:
+		case old != nil && old.keys[k.SHA256] != nil && old.keys[k.SHA256].cfg == k && old.redis == rr:
 			ks.lim = old.keys[k.SHA256].lim
 		case k.RequestsPerSecond > 0 || k.TokensPerMinute > 0:
-			ks.lim = g.newLimiter(k)
+			ks.lim = g.newLimiter(rr, k)
 		}
 		rt.keys[k.SHA256] = ks
 	}
@@ -246,17 +268,34 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	g.rt.Store(rt)
 	if old != nil {
 		old.cancel()
+		if old.redis != nil && old.redis != rr {
+			// Requests that started on the old configuration may still
+			// call it, each for at most its timeout.
+			c := old.redis.client
+			time.AfterFunc(retireRedisAfter(old.redis.cfg), func() { _ = c.Close() })
+		}
 	}
 	return nil
 }
 
-// Close stops background work (the scrapers of the live configuration;
-// those of replaced ones stopped at the reload) and waits for it to end.
+// retireRedisAfter is how long a replaced configuration's Redis client
+// stays open for the requests that started on it.
+func retireRedisAfter(cfg RedisConfig) time.Duration {
+	return max(10*time.Second, 4*cfg.Timeout.D())
+}
+
+// Close stops background work (the scrapers and shared pools' loops of
+// the live configuration; those of replaced ones stopped at the reload),
+// waits for it to end, and closes the connections to Redis.
 func (g *Gateway) Close() {
-	if rt := g.rt.Load(); rt != nil {
+	rt := g.rt.Load()
+	if rt != nil {
 		rt.cancel()
 	}
 	_ = g.bg.Wait()
+	if rt != nil && rt.redis != nil {
+		_ = rt.redis.client.Close()
+	}
 }
 
 func (g *Gateway) scrapeLoop(ctx context.Context, p *pool) {

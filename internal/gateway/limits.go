@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strconv"
@@ -13,17 +14,22 @@ import (
 // Limiter enforces one API key's limits (KeyConfig's requests per second
 // and tokens per minute). Allow charges one request of tokens when both
 // limits allow it (neither is charged otherwise) and returns the
-// decision. The gateway's own is in-process token buckets
-// (NewLocalLimiter); an implementation shared by several gateway
-// replicas (a Redis-backed one) slots in through Gateway.NewLimiter.
+// decision. The gateway's own are in-process token buckets
+// (NewLocalLimiter) and, with a configured redis, the same buckets held in
+// Redis for every gateway replica; another implementation slots in
+// through Gateway.NewLimiter. ctx bounds a limiter that calls out.
 // Implementations must be safe for concurrent use.
 type Limiter interface {
-	Allow(now time.Time, tokens int) LimitDecision
+	Allow(ctx context.Context, now time.Time, tokens int) LimitDecision
 }
 
 // LimitDecision is a Limiter's answer for one request.
 type LimitDecision struct {
 	Allowed bool
+	// Unchecked is set when the limits could not be consulted (their
+	// store is unreachable) and the failure policy decided: Allowed
+	// under fail_open, refused (503) under fail_closed.
+	Unchecked bool
 	// Wait is how long until the request would be allowed, when it was not.
 	Wait time.Duration
 	// Requests and Tokens are the state the x-ratelimit-* headers report;
@@ -45,17 +51,38 @@ type Quota struct {
 // waits for a full bucket.
 func NewLocalLimiter(k KeyConfig) Limiter {
 	l := &localLimiter{}
+	req, tok := k.buckets()
+	if req.rate > 0 {
+		l.requests = rate.NewLimiter(rate.Limit(req.rate), req.burst)
+	}
+	if tok.rate > 0 {
+		l.tokens = rate.NewLimiter(rate.Limit(tok.rate), tok.burst)
+	}
+	return l
+}
+
+// bucket is one token bucket's rate per second and capacity; rate 0 is
+// no limit.
+type bucket struct {
+	rate  float64
+	burst int
+}
+
+// buckets are k's request bucket (RequestsPerSecond, capacity Burst,
+// default max(1, rate) rounded down) and token bucket (TokensPerMinute /
+// 60 per second, capacity TokensPerMinute), in-process or in Redis alike.
+func (k KeyConfig) buckets() (requests, tokens bucket) {
 	if k.RequestsPerSecond > 0 {
 		burst := k.Burst
 		if burst == 0 {
 			burst = int(math.Max(1, k.RequestsPerSecond))
 		}
-		l.requests = rate.NewLimiter(rate.Limit(k.RequestsPerSecond), burst)
+		requests = bucket{k.RequestsPerSecond, burst}
 	}
 	if k.TokensPerMinute > 0 {
-		l.tokens = rate.NewLimiter(rate.Limit(float64(k.TokensPerMinute)/60), k.TokensPerMinute)
+		tokens = bucket{float64(k.TokensPerMinute) / 60, k.TokensPerMinute}
 	}
-	return l
+	return requests, tokens
 }
 
 // localLimiter is NewLocalLimiter's: two buckets read and charged under
@@ -66,7 +93,7 @@ type localLimiter struct {
 	tokens   *rate.Limiter
 }
 
-func (l *localLimiter) Allow(now time.Time, tokens int) LimitDecision {
+func (l *localLimiter) Allow(_ context.Context, now time.Time, tokens int) LimitDecision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	nT := 0

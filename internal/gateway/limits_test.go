@@ -120,7 +120,7 @@ func TestLocalLimiter(t *testing.T) {
 		{55 * time.Second, 500, true, 0, Quota{3, 2, 500 * time.Millisecond}, Quota{120, 0, time.Minute}},
 	}
 	for i, st := range steps {
-		d := l.Allow(t0.Add(st.at), st.tokens)
+		d := l.Allow(context.Background(), t0.Add(st.at), st.tokens)
 		want := LimitDecision{Allowed: st.allowed, Wait: st.wait, Requests: st.req, Tokens: st.tok}
 		if diff := cmp.Diff(want, d); diff != "" {
 			t.Errorf("step %d (-want +got):\n%s", i, diff)
@@ -134,7 +134,7 @@ func TestLocalLimiter(t *testing.T) {
 	}
 	// The default burst is the rate, at least 1, rounded down.
 	for rps, burst := range map[float64]int64{0.5: 1, 2.5: 2, 10: 10} {
-		if got := NewLocalLimiter(KeyConfig{RequestsPerSecond: rps}).Allow(t0, 0).Requests.Limit; got != burst {
+		if got := NewLocalLimiter(KeyConfig{RequestsPerSecond: rps}).Allow(context.Background(), t0, 0).Requests.Limit; got != burst {
 			t.Errorf("rate %v: burst %d, want %d", rps, got, burst)
 		}
 	}
@@ -148,7 +148,7 @@ type sharedLimiter struct {
 	tokens []int
 }
 
-func (s *sharedLimiter) Allow(_ time.Time, tokens int) LimitDecision {
+func (s *sharedLimiter) Allow(_ context.Context, _ time.Time, tokens int) LimitDecision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++

@@ -49,6 +49,16 @@ type Metrics struct {
 	InFlight    *prometheus.GaugeVec // admitted requests by pool
 	Concurrency *prometheus.GaugeVec // concurrency limit by pool
 
+	// The Redis that gateway replicas share (RedisConfig): whether the
+	// last call reached it, calls that failed by use (limits, admission),
+	// requests decided by on_error without it by use and decision
+	// (allowed, refused), and each shared pool's slots held by every
+	// replica as of this replica's last report.
+	RedisUp       *prometheus.GaugeVec // no labels: absent until a redis is configured
+	RedisErrors   *prometheus.CounterVec
+	RedisFallback *prometheus.CounterVec
+	SharedInUse   *prometheus.GaugeVec
+
 	series sync.Map // [2]string{pool, model} → *seriesSet
 }
 
@@ -98,6 +108,14 @@ func NewMetrics() *Metrics {
 		QueueDepth:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_queue_depth", Help: "Requests waiting for admission."}, []string{"pool"}),
 		InFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_in_flight", Help: "Requests admitted and not finished."}, []string{"pool"}),
 		Concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_concurrency_limit", Help: "Current concurrency limit (0 = unlimited)."}, []string{"pool"}),
+
+		RedisUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_redis_up", Help: "1 while the last call to the shared Redis succeeded, 0 while it is treated as unreachable."}, nil),
+		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_redis_errors_total",
+			Help: "Calls to the shared Redis that failed or timed out, by use (limits, admission)."}, []string{"use"}),
+		RedisFallback: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_redis_fallback_total",
+			Help: "Requests decided by redis.on_error because Redis was unreachable, by use (limits, admission) and decision (allowed, refused)."}, []string{"use", "decision"}),
+		SharedInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_shared_in_flight",
+			Help: "A shared pool's slots held by every gateway replica together, as of this replica's last report."}, []string{"pool"}),
 	}
 	for _, s := range stageSeries {
 		m.Stage[s] = h("tokentrace_gateway_stage_"+promStage(s)+"_seconds", "Time per request in stage "+string(s)+" (docs/metrics.md, Gateway stages).", stageBuckets)
@@ -123,7 +141,8 @@ func promStage(s latency.TimingName) string {
 
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency}
+	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency,
+		m.RedisUp, m.RedisErrors, m.RedisFallback, m.SharedInUse}
 	for _, s := range stageSeries {
 		cs = append(cs, m.Stage[s])
 	}
@@ -206,7 +225,8 @@ func (m *Metrics) observe(o *observation) {
 // statuses the gateway answers a routed request with itself (an
 // upstream's other statuses pass through and make their series then).
 var (
-	rejectReasons   = []string{"queue_full", "deadline", "input_too_long", "max_tokens", "rate_limit"}
+	rejectReasons   = []string{"queue_full", "deadline", "input_too_long", "max_tokens", "rate_limit", "limits_unavailable", "admission_unavailable"}
+	redisUses       = []string{useLimits, useAdmission}
 	attemptOutcomes = []string{"won", "failed", "timeout", "cancelled"}
 	routedCodes     = []string{"200", "400", "401", "413", "429", "500", "502", "503", "504"}
 )
@@ -243,6 +263,23 @@ func (m *Metrics) initSeries(rt *liveConfig) {
 		}
 		for _, o := range attemptOutcomes {
 			m.Attempts.WithLabelValues(name, o)
+		}
+	}
+	if rt.redis != nil {
+		up := 0.0
+		if rt.redis.client.Up() {
+			up = 1
+		}
+		m.RedisUp.WithLabelValues().Set(up)
+		for _, use := range redisUses {
+			m.RedisErrors.WithLabelValues(use)
+			m.RedisFallback.WithLabelValues(use, "allowed")
+			m.RedisFallback.WithLabelValues(use, "refused")
+		}
+		for name, p := range rt.pools {
+			if p.cfg.Queue.Shared {
+				m.SharedInUse.WithLabelValues(name)
+			}
 		}
 	}
 }

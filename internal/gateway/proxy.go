@@ -221,11 +221,14 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if err != nil {
 		var ae *admitError
 		if errors.As(err, &ae) {
-			reason := "queue_full"
-			if !errors.Is(err, errQueueFull) {
+			reason, status, typ := "queue_full", http.StatusTooManyRequests, openai.TypeRateLimit
+			switch {
+			case errors.Is(err, errSharedUnavailable):
+				reason, status, typ = "admission_unavailable", http.StatusServiceUnavailable, openai.TypeServer
+			case !errors.Is(err, errQueueFull):
 				reason = "deadline"
 			}
-			x.reject(reason, http.StatusTooManyRequests, openai.TypeRateLimit, ae.Error(), ae.retryAfter)
+			x.reject(reason, status, typ, ae.Error(), ae.retryAfter)
 			return
 		}
 		x.fail(statusClientClosed, openai.TypeServer, "request cancelled while queued", "", "cancelled", 0)
@@ -310,8 +313,13 @@ func (x *exchange) applyLimits() bool {
 	if x.key == nil || x.key.lim == nil {
 		return true
 	}
-	d := x.key.lim.Allow(x.g.now(), x.req.InputTokens()+x.req.MaxTokens)
+	d := x.key.lim.Allow(x.r.Context(), x.g.now(), x.req.InputTokens()+x.req.MaxTokens)
 	setLimitHeaders(x.w.Header(), d)
+	if !d.Allowed && d.Unchecked {
+		x.reject("limits_unavailable", http.StatusServiceUnavailable, openai.TypeServer,
+			"the key's limits cannot be checked: their store is unreachable; retry later", d.Wait)
+		return false
+	}
 	if !d.Allowed {
 		x.reject("rate_limit", http.StatusTooManyRequests, openai.TypeRateLimit,
 			fmt.Sprintf("rate limit reached for key %q; retry after %s", x.key.cfg.Name, d.Wait.Round(time.Millisecond)), d.Wait)

@@ -38,10 +38,22 @@ type admission struct {
 	hint func(now time.Time) (waiting float64, fresh bool)
 
 	onChange func(depth, inflight int, limit float64)
+
+	// shared, when set, caps the requests in flight at the slots this
+	// replica holds of the pool's limit shared through Redis
+	// (queue.shared); onFallback counts a request admitted (allowed) or
+	// refused while Redis is unreachable.
+	shared     *sharedSlots
+	onFallback func(allowed bool)
 }
 
 // waiter is a request parked in the queue; ready is closed when admitted.
-type waiter struct{ ready chan struct{} }
+// unchecked is set when it was admitted while Redis was unreachable
+// under fail_open.
+type waiter struct {
+	ready     chan struct{}
+	unchecked bool
+}
 
 func limitsOf(cfg QueueConfig) route.Limits {
 	return route.Limits{MaxSize: cfg.MaxSize, Concurrency: cfg.Concurrency, MinConcurrency: cfg.MinConcurrency,
@@ -50,8 +62,21 @@ func limitsOf(cfg QueueConfig) route.Limits {
 
 func newAdmission(cfg QueueConfig) *admission {
 	q := route.NewQueue[*waiter](limitsOf(cfg))
-	q.OnAdmit = func(w *waiter) { close(w.ready) }
-	return &admission{q: q}
+	a := &admission{q: q}
+	q.OnAdmit = func(w *waiter) {
+		w.unchecked = a.shared != nil && a.shared.open
+		close(w.ready)
+	}
+	a.setSharedLocked(sharedLimit(cfg))
+	return a
+}
+
+// sharedLimit is the limit the pool shares across replicas, 0 for none.
+func sharedLimit(cfg QueueConfig) int {
+	if !cfg.Shared {
+		return 0
+	}
+	return cfg.Concurrency
 }
 
 // update applies a new configuration (hot reload), keeping counts.
@@ -59,6 +84,7 @@ func (a *admission) update(cfg QueueConfig) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.q.Update(limitsOf(cfg))
+	a.setSharedLocked(sharedLimit(cfg))
 	a.changedLocked()
 }
 
@@ -67,9 +93,19 @@ func (a *admission) update(cfg QueueConfig) {
 // admission; the caller must call release exactly once after a nil error.
 func (a *admission) acquire(ctx context.Context, now func() time.Time, prio int, deadline time.Time, earlyReject bool) (time.Time, error) {
 	a.mu.Lock()
+	if s := a.shared; s != nil && s.closed {
+		retry := s.retry
+		a.mu.Unlock()
+		a.fellBack(false)
+		return time.Time{}, &admitError{err: errSharedUnavailable, retryAfter: retry}
+	}
 	if a.q.TryAdmit() {
+		unchecked := a.shared != nil && a.shared.open
 		a.changedLocked()
 		a.mu.Unlock()
+		if unchecked {
+			a.fellBack(true)
+		}
 		return now(), nil
 	}
 	w := &waiter{ready: make(chan struct{})}
@@ -83,6 +119,11 @@ func (a *admission) acquire(ctx context.Context, now func() time.Time, prio int,
 		return time.Time{}, err
 	}
 	a.changedLocked()
+	a.kickLocked()
+	var refused <-chan struct{} // a shared pool whose Redis failed under fail_closed
+	if a.shared != nil {
+		refused = a.shared.refuse
+	}
 	a.mu.Unlock()
 
 	var expire <-chan time.Time
@@ -93,6 +134,9 @@ func (a *admission) acquire(ctx context.Context, now func() time.Time, prio int,
 	}
 	select {
 	case <-w.ready:
+		if w.unchecked {
+			a.fellBack(true)
+		}
 		return now(), nil
 	case <-ctx.Done():
 		if a.abandon(t) {
@@ -107,6 +151,13 @@ func (a *admission) acquire(ctx context.Context, now func() time.Time, prio int,
 		}
 		<-w.ready
 		return now(), nil
+	case <-refused:
+		if a.abandon(t) {
+			a.fellBack(false)
+			return time.Time{}, &admitError{err: errSharedUnavailable, retryAfter: a.retryAfterShared()}
+		}
+		<-w.ready
+		return now(), nil
 	}
 }
 
@@ -118,7 +169,26 @@ func (a *admission) abandon(t *route.Ticket[*waiter]) bool {
 		return false
 	}
 	a.changedLocked()
+	a.kickLocked()
 	return true
+}
+
+// retryAfterShared is the Retry-After of a request refused because the
+// shared pool's Redis is unreachable: its retry interval.
+func (a *admission) retryAfterShared() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.shared == nil {
+		return 0
+	}
+	return a.shared.retry
+}
+
+// fellBack counts a request decided while Redis was unreachable.
+func (a *admission) fellBack(allowed bool) {
+	if a.onFallback != nil {
+		a.onFallback(allowed)
+	}
 }
 
 // release frees a slot. held is how long the request held it; ok whether
@@ -126,8 +196,15 @@ func (a *admission) abandon(t *route.Ticket[*waiter]) bool {
 func (a *admission) release(_ time.Time, held time.Duration, _ bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if s := a.shared; s != nil && !s.open {
+		// The slot goes back to the pool (on the next report), not to
+		// the next request here: replicas waiting take freed slots in turn.
+		s.held--
+		a.q.SetCeiling(s.held)
+	}
 	a.q.Release(held)
 	a.changedLocked()
+	a.kickLocked()
 }
 
 // observeFirstToken feeds an admitted request's upstream TTFT (from
@@ -157,6 +234,9 @@ func overloadStatus(status int) bool {
 }
 
 func (a *admission) changedLocked() {
+	if s := a.shared; s != nil && s.open {
+		s.held = a.q.InFlight()
+	}
 	if a.onChange != nil {
 		a.onChange(a.q.Depth(), a.q.InFlight(), a.q.Limit())
 	}

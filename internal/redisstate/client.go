@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -72,9 +73,22 @@ type Client struct {
 	downUntil time.Time
 }
 
+// quietOnce routes go-redis's own log lines (a connection pool failing to
+// dial, say) to slog's default logger at debug level, credentials masked:
+// what matters of them reaches the caller as the call's error, and
+// OnChange says it once.
+var quietOnce sync.Once
+
+type debugLog struct{}
+
+func (debugLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.New(redact.Handler(slog.Default().Handler())).DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
 // Open checks cfg and returns a Client; it does not connect (the first
 // call does).
 func Open(cfg Config) (*Client, error) {
+	quietOnce.Do(func() { redis.SetLogger(debugLog{}) })
 	opt, err := redis.ParseURL(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("redis url %q: %s", redact.URL(cfg.URL), redact.Quoting(err.Error(), cfg.URL))
@@ -94,6 +108,7 @@ func Open(cfg Config) (*Client, error) {
 	// One attempt per call, bounded by the caller's deadline: a retry
 	// would double what a stalled Redis costs a request.
 	opt.MaxRetries = -1
+	opt.DialerRetries = 1
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
 	opt.ContextTimeoutEnabled = true
 	opt.Protocol = 2

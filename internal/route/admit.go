@@ -97,6 +97,8 @@ type Queue[T any] struct {
 
 	cfg      Limits
 	limit    float64 // 0 = unlimited
+	ceiling  int     // when capped: a cap on inflight besides the limit (SetCeiling)
+	capped   bool
 	inflight int
 	waiting  waitHeap[T]
 	seq      uint64
@@ -205,18 +207,38 @@ func before[T any](a, b *Ticket[T]) bool {
 }
 
 func (q *Queue[T]) full() bool {
-	return q.limit > 0 && q.inflight >= int(math.Max(1, math.Floor(q.limit)))
+	return q.limit > 0 && q.inflight >= int(math.Max(1, math.Floor(q.limit))) || q.capped && q.inflight >= q.ceiling
+}
+
+// SetCeiling caps the requests in flight at n besides the limit (n < 0:
+// no cap), for slots a store shared by several gateways grants: the
+// gateway sets it to the slots it holds. Raising it admits waiting
+// requests; lowering it below the requests in flight admits none until
+// enough are released.
+func (q *Queue[T]) SetCeiling(n int) {
+	q.ceiling, q.capped = n, n >= 0
+	q.dispatch()
+}
+
+// slots is how many requests may be in flight at once: the limit, or the
+// ceiling when lower; at least 1.
+func (q *Queue[T]) slots() float64 {
+	n := math.Max(1, math.Floor(q.limit))
+	if q.capped {
+		n = math.Max(1, math.Min(n, float64(q.ceiling)))
+	}
+	return n
 }
 
 // predictWait estimates how long a request ranked rank (0 = next) would
-// wait: each of the limit slots frees on average every hold seconds, so
-// the rank-th in line waits (rank+1) × hold / limit. ok is false before any
-// request has released its slot.
+// wait: each of the slots (the limit, or the ceiling when lower) frees on
+// average every hold seconds, so the rank-th in line waits (rank+1) ×
+// hold / slots. ok is false before any request has released its slot.
 func (q *Queue[T]) predictWait(rank int) (time.Duration, bool) {
 	if q.hold.n == 0 || q.limit <= 0 {
 		return 0, false
 	}
-	return time.Duration(float64(rank+1) * q.hold.v / math.Max(1, math.Floor(q.limit))), true
+	return time.Duration(float64(rank+1) * q.hold.v / q.slots()), true
 }
 
 // TryAdmit admits a request at once when a slot is free and nobody waits.

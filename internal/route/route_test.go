@@ -394,3 +394,41 @@ func TestPrefixBoundedHoldsTheBound(t *testing.T) {
 		}
 	}
 }
+
+func TestQueueCeiling(t *testing.T) {
+	q := NewQueue[int](Limits{Concurrency: 4, MaxSize: 10})
+	var admitted []int
+	q.OnAdmit = func(v int) { admitted = append(admitted, v) }
+	q.SetCeiling(0) // no slot granted yet
+	if q.TryAdmit() {
+		t.Fatal("admitted with a ceiling of 0")
+	}
+	now := time.Unix(0, 0)
+	for i := range 3 {
+		if _, err := q.Enqueue(now, 0, time.Time{}, false, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.SetCeiling(2) // two slots granted: two admitted
+	if diff := cmp.Diff([]int{0, 1}, admitted); diff != "" {
+		t.Fatalf("admitted at ceiling 2 (-want +got):\n%s", diff)
+	}
+	// A returned slot lowers the ceiling before the release: nobody new.
+	q.SetCeiling(1)
+	q.Release(2 * time.Second)
+	if q.InFlight() != 1 || q.Depth() != 1 || len(admitted) != 2 {
+		t.Fatalf("after a returned slot: in flight %d, depth %d, admitted %v", q.InFlight(), q.Depth(), admitted)
+	}
+	// The prediction divides by the slots held (1), not the limit (4):
+	// rank 1 waits 2 × 2 s / 1.
+	if w, ok := q.predictWait(1); !ok || w != 4*time.Second {
+		t.Errorf("predicted wait %v, %v; want 4s", w, ok)
+	}
+	q.SetCeiling(-1) // lifted: the limit of 4 alone
+	if diff := cmp.Diff([]int{0, 1, 2}, admitted); diff != "" || q.InFlight() != 2 {
+		t.Errorf("ceiling lifted: admitted %v, in flight %d", admitted, q.InFlight())
+	}
+	if w, _ := q.predictWait(1); w != time.Second {
+		t.Errorf("predicted wait without a ceiling %v, want 2 × 2 s / 4 = 1s", w)
+	}
+}
