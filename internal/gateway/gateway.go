@@ -219,7 +219,9 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 		}
 		var onFallback func(bool)
 		if rr != nil && g.Metrics != nil {
-			onFallback = func(allowed bool) { g.Metrics.RedisFallback.WithLabelValues(useAdmission, decisionLabel(allowed)).Inc() }
+			onFallback = func(allowed bool) {
+				g.Metrics.RedisFallback.WithLabelValues(useAdmission, decisionLabel(allowed)).Inc()
+			}
 		}
 		p.adm.mu.Lock() // the admission may be live (kept across a reload)
 		p.adm.hint, p.adm.onChange, p.adm.onFallback = hint, onChange, onFallback

@@ -152,6 +152,19 @@ routes: [{model: "*", pool: p}]`
 		{"unknown pool", `pools: [{name: p, replicas: [{url: "http://h"}]}]
 routes: [{model: a, pool: q}]`, `unknown pool "q"`},
 		{"bad balancer", `pools: [{name: p, balancer: random, replicas: [{url: "http://h"}]}]`, "unknown balancer"},
+		{"shared without redis", `pools: [{name: p, replicas: [{url: "http://h"}], queue: {concurrency: 4, shared: true}}]`, "queue.shared needs redis"},
+		{"shared without a limit", `pools: [{name: p, replicas: [{url: "http://h"}], queue: {shared: true}}]
+redis: {url: "redis://h:6379"}`, "queue.shared needs queue.concurrency"},
+		{"shared adaptive", `pools: [{name: p, replicas: [{url: "http://h"}], queue: {concurrency: 4, adaptive: gradient, shared: true}}]
+redis: {url: "redis://h:6379"}`, "queue.shared needs a fixed limit"},
+		{"redis url and env", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+redis: {url: "redis://h:6379", url_env: X}`, "url or url_env, not both"},
+		{"redis no url", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+redis: {timeout: 1s}`, "redis: needs url or url_env"},
+		{"redis bad scheme", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+redis: {url: "http://user:pw-secret@h:6379"}`, "must be a redis://"},
+		{"redis on_error", `pools: [{name: p, replicas: [{url: "http://h"}]}]
+redis: {url: "redis://h:6379", on_error: ignore}`, "fail_open or fail_closed"},
 		{"load factor below 1", `pools: [{name: p, balancer: prefix_bounded_load, load_factor: 0.9, replicas: [{url: "http://h"}]}]`, "load_factor 0.9 must be at least 1"},
 		{"load factor of another balancer", `pools: [{name: p, balancer: prefix_affinity, load_factor: 1.5, replicas: [{url: "http://h"}]}]`, "prefix_bounded_load's setting"},
 		{"bad duration", `pools: [{name: p, replicas: [{url: "http://h"}]}]
@@ -175,6 +188,10 @@ routes: [{model: a, pool: p, length: {on_exceed: truncate}}]`, "reject or clamp"
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+	if _, err := ParseConfig([]byte(`pools: [{name: p, replicas: [{url: "http://h"}]}]
+redis: {url: "http://user:pw-secret@h:6379"}`)); err == nil || strings.Contains(err.Error(), "pw-secret") {
+		t.Errorf("a bad redis url's password is quoted: %v", err)
 	}
 	if _, err := QuickConfig([]string{"not a url"}); err == nil {
 		t.Error("QuickConfig accepted a bad URL")
@@ -634,6 +651,7 @@ func TestDocsExampleConfigIsValid(t *testing.T) {
 	block, _, _ := strings.Cut(rest, "```")
 	block = strings.ReplaceAll(block, "<tokentrace gateway hash-key KEY>", HashKey("KEY"))
 	t.Setenv("UPSTREAM_KEY", "secret")
+	t.Setenv("TOKENTRACE_REDIS_URL", "redis://127.0.0.1:6379/0")
 	if _, err := ParseConfig([]byte(block)); err != nil {
 		t.Fatalf("the documented example is invalid: %v", err)
 	}
