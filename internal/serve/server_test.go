@@ -361,7 +361,9 @@ func TestDisconnectFreesBlocks(t *testing.T) {
 func TestQueueFull(t *testing.T) {
 	for _, status := range []int{429, 503} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			cfg := testConfig(2 * time.Millisecond)
+			// 1,000 steps of 50 ms: the running request outlasts any
+			// scheduling delay of a busy machine (cancel ends it).
+			cfg := testConfig(50 * time.Millisecond)
 			cfg.Engine.MaxNumSeqs = 1
 			cfg.Engine.MaxWaiting = 1
 			cfg.QueueFullStatus = status
