@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -81,6 +83,9 @@ func planText(pl *Plan) string {
 // meet it (the roofline prunes those candidates, and a simulation confirms
 // it); with prefix caching only the 100 new tokens are prefilled.
 func TestOnlyPrefixCachingMeetsTTFT(t *testing.T) {
+	if raceEnabled {
+		t.Skip("builds and tokenizes thousands of 1,500-token prompts: ~90 s under -race; the search's concurrency is raced by the other plans")
+	}
 	w := synthetic(t, workload.Fixed(1500), workload.Fixed(20), 1400, 4, 100)
 	s := slos(t, "ttft:p99<=25ms")
 	pl := search(t, h100(), vary(t, "enable-prefix-caching=false,true", "replicas=1-2"), w, Objective{SLOs: s, TargetRate: 4})
@@ -237,5 +242,38 @@ func TestMaximizeThroughputWithinBudget(t *testing.T) {
 	}
 	if !(one.GoodputRate() <= one.Bound.MaxRate*DefaultMargin) {
 		t.Errorf("goodput %v above the roofline bound %v", one.GoodputRate(), one.Bound.MaxRate)
+	}
+}
+
+// TestProfileAppliesToItsCandidates: a profile for H100-SXM TP1 bf16
+// times the candidates of that GPU, TP and precision ("profiled"); the
+// others run on the default constants, and the plan goes on.
+func TestProfileAppliesToItsCandidates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h100.yaml")
+	gpu, err := perfmodel.LookupGPU("H100-SXM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := perfmodel.ProfileFromEfficiency(perfmodel.DefaultEfficiency(gpu))
+	p := &perfmodel.Profile{Schema: perfmodel.ProfileSchema, Model: "Llama-3.1-8B", GPU: "H100-SXM", TP: 1, DType: "bf16", KVDType: "bf16",
+		Constants: c, Range: perfmodel.FitRange{BatchMin: 1, BatchMax: 32, InputMin: 100, InputMax: 3000, OutputMin: 16, OutputMax: 128}}
+	if err := p.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	base := h100()
+	base.Engine.Profile = path
+	w := synthetic(t, workload.Fixed(500), workload.Fixed(20), 0, 5, 100)
+	pl, err := Search(context.Background(), base, vary(t, "gpu=H100-SXM,L4", "replicas=1"), w, Objective{SLOs: slos(t, "ttft:p99<=1s"), TargetRate: 5}, nil, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range pl.Candidates {
+		if profiled := strings.HasSuffix(c.Name, "profiled"); profiled != (c.GPU == "H100-SXM") {
+			t.Errorf("#%d %s", c.ID, c.Name)
+		}
+	}
+	base.Engine.Profile = filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := Search(context.Background(), base, Space{}, w, Objective{SLOs: slos(t, "ttft:p99<=1s"), TargetRate: 5}, nil, testOptions); err == nil {
+		t.Error("a missing profile was accepted")
 	}
 }

@@ -87,17 +87,14 @@ func (r *resolved) key(maxOut int, cacheable bool) string {
 		draft, c.Policy, r.Replicas, bal, capTokens, pc.Eff)
 }
 
-// Name describes the deployment in one line, e.g. "2 × H100-SXM TP1
-// bf16/fp8 kv, prefix caching, least_outstanding".
+// Name describes the deployment in one line, e.g. "2 × H100-SXM TP1 fp8,
+// kv bf16, seqs 1024, budget 8192, prefix caching, least_outstanding".
 func (r *resolved) Name() string {
 	c := r.ec.WithDefaults()
 	pc := r.est.Config()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d × %s TP%d %s", r.Replicas, r.gpu, r.tp, pc.WeightDType)
-	if pc.KVDType != pc.WeightDType {
-		fmt.Fprintf(&b, " kv %s", pc.KVDType)
-	}
-	fmt.Fprintf(&b, ", seqs %d, budget %d", c.MaxNumSeqs, c.MaxNumBatchedTokens)
+	fmt.Fprintf(&b, "%d × %s TP%d %s, kv %s, seqs %d, budget %d", r.Replicas, r.gpu, r.tp, pc.WeightDType, pc.KVDType,
+		c.MaxNumSeqs, c.MaxNumBatchedTokens)
 	if c.DisableChunkedPrefill {
 		b.WriteString(", no chunked prefill")
 	}
@@ -112,6 +109,9 @@ func (r *resolved) Name() string {
 	}
 	if r.MaxMaxTokens > 0 {
 		fmt.Fprintf(&b, ", max_tokens ≤ %d", r.MaxMaxTokens)
+	}
+	if r.Engine.Profile != "" {
+		b.WriteString(", profiled")
 	}
 	return b.String()
 }

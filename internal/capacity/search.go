@@ -188,6 +188,11 @@ func Search(ctx context.Context, base Deployment, space Space, w Workload, obj O
 	if prices == nil {
 		prices = perfmodel.BuiltinPrices()
 	}
+	if base.Engine.Profile != "" {
+		if _, err := perfmodel.LoadProfile(base.Engine.Profile); err != nil {
+			return nil, field.Wrap("profile", err)
+		}
+	}
 	pl := &Plan{Workload: w, Objective: obj, PricesDate: prices.Date, PricesFiles: prices.Files}
 	lens := w.sampleLengths(min(o.SampleRequests, max(w.Load.Requests+w.Load.WarmupRequests, 1)))
 	if err := pl.enumerate(base, space, lens, prices, o); err != nil {
@@ -218,6 +223,13 @@ func (pl *Plan) enumerate(base Deployment, space Space, lens lengths, prices *pe
 	seen := map[string]*Candidate{}
 	for _, eng := range space.engines(base) {
 		r1, err := Deployment{Engine: eng.Engine, Replicas: 1}.resolve()
+		var fe *field.Error
+		if err != nil && eng.Engine.Profile != "" && errors.As(err, &fe) && fe.Field == "profile" {
+			// The profile (loaded above) is for another GPU, TP or
+			// precision: this engine runs on the default constants.
+			eng.Engine.Profile = ""
+			r1, err = Deployment{Engine: eng.Engine, Replicas: 1}.resolve()
+		}
 		if err != nil {
 			if fatal(err) {
 				return err
@@ -258,7 +270,8 @@ func (pl *Plan) enumerate(base Deployment, space Space, lens lengths, prices *pe
 				b = one.bound(lens, obj.SLOs)
 				bounds[d.MaxMaxTokens] = b
 			}
-			c.Bound = Bound{MaxRate: b.MaxRate * float64(d.Replicas), MinValues: b.MinValues}
+			c.Bound = Bound{MaxRate: b.MaxRate * float64(d.Replicas), MinValues: b.MinValues, UnloadedE2E: b.UnloadedE2E}
+			r.e2e = max(1, b.UnloadedE2E)
 			pl.add(c)
 			if first, dup := seen[c.key]; dup {
 				c.Status, c.Of = Duplicate, first

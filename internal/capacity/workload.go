@@ -165,6 +165,14 @@ func (w Workload) sampleLengths(n int) lengths {
 	prefix := 0
 	if s, ok := unwrapSynthetic(w.Source); ok {
 		prefix = s.PrefixTokens
+		if s.Turns <= 1 { // drawn without building prompts
+			sl := synthLengths{s}
+			for i := range int64(n) {
+				in, out := sl.Lengths(i)
+				l.add(in, out, min(prefix, in))
+			}
+			return l
+		}
 	}
 	for i := int64(0); len(l.in) < n; i++ {
 		sess := w.Source.Session(i)
