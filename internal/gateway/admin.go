@@ -34,8 +34,9 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusServiceUnavailable, openai.NewError(openai.TypeServer, "the gateway has no upstreams configured", "", "no_upstreams"), 0)
 		return
 	}
-	x := &exchange{g: g, w: w, r: r}
-	if !x.authenticate(rt) {
+	x := &exchange{g: g, w: w, r: r, rt: rt}
+	if rj := (authenticate{}).apply(x); rj != nil {
+		x.refuse(rj)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)

@@ -23,7 +23,7 @@ import (
 
 // Config is the gateway's whole configuration, as read from YAML
 // (docs/gateway.md shows every field). Its zero value plus one pool is a
-// working configuration; Validate fills defaults.
+// working configuration; SetDefaults fills the defaults, Validate checks.
 type Config struct {
 	Pools  []PoolConfig  `yaml:"pools"`
 	Routes []RouteConfig `yaml:"routes"`
@@ -355,6 +355,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.Strict()); err != nil {
 		return nil, yamlError(data, err)
 	}
+	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -395,6 +396,7 @@ func QuickConfig(upstreams []string) (*Config, error) {
 	for _, u := range upstreams {
 		c.Pools[0].Replicas = append(c.Pools[0].Replicas, ReplicaConfig{URL: u})
 	}
+	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -405,159 +407,234 @@ var balancers = map[string]bool{"round_robin": true, "least_outstanding": true, 
 
 var kinds = map[string]bool{"": true, "vllm": true, "sglang": true, "tgi": true, "llamacpp": true, "ollama": true, "openai": true, "tokentrace": true}
 
-// Validate checks c and fills defaults. Every problem is reported, joined.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if len(c.Pools) == 0 {
-		bad("no pools: at least one pool with one replica is needed")
-	}
-	if c.Server.MaxBodyBytes < 0 {
-		bad("server.max_body_bytes is negative")
-	}
+// SetDefaults fills what c leaves unset with its default and puts
+// values in their canonical form: credentials taken out of replica URLs
+// (authorization sends them) and a URL's trailing slash removed, an
+// api_key_env read from the environment, key hashes in lower case. It
+// changes nothing that is set, so it can run twice; a value that cannot
+// work is left for Validate to report.
+func (c *Config) SetDefaults() {
 	if c.Server.MaxBodyBytes == 0 {
 		c.Server.MaxBodyBytes = 4 << 20
 	}
-	if c.Server.MaxConnections < 0 {
-		bad("server.max_connections is negative")
+	if c.Server.MaxConnections >= 0 {
+		c.Server.setLimits(c.Server.limits().WithDefaults(fdsPerConn))
 	}
-	c.Server.setLimits(c.Server.limits().WithDefaults(fdsPerConn))
 	if c.Server.PrefixBytes <= 0 {
 		c.Server.PrefixBytes = 512
 	}
-	pools := map[string]bool{}
 	for i := range c.Pools {
-		p := &c.Pools[i]
-		if p.Name == "" {
-			bad("pools[%d]: missing name", i)
-		}
-		if pools[p.Name] {
-			bad("pools[%d]: duplicate name %q", i, p.Name)
-		}
-		pools[p.Name] = true
-		if p.Balancer == "" {
-			p.Balancer = "least_outstanding"
-		}
-		if !balancers[p.Balancer] {
-			bad("pool %q: unknown balancer %q (round_robin, least_outstanding, queue_aware, prefix_affinity, prefix_bounded_load)", p.Name, p.Balancer)
-		}
-		switch {
-		case p.LoadFactor != 0 && p.Balancer != "prefix_bounded_load":
-			bad("pool %q: load_factor is prefix_bounded_load's setting (the balancer is %s)", p.Name, p.Balancer)
-		case p.LoadFactor != 0 && !(p.LoadFactor >= 1 && p.LoadFactor <= 1e6):
-			bad("pool %q: load_factor %g must be at least 1", p.Name, p.LoadFactor)
-		}
-		if p.Balancer == "queue_aware" && p.ScrapeInterval == 0 {
-			p.ScrapeInterval = Duration(time.Second)
-		}
-		if len(p.Replicas) == 0 {
-			bad("pool %q: no replicas", p.Name)
-		}
-		for j := range p.Replicas {
-			r := &p.Replicas[j]
-			u, err := url.Parse(r.URL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("pool %q replica %d: url %q must be an absolute http(s) URL", p.Name, j, redact.URL(r.URL))
-			} else if u.User != nil {
-				// The credentials leave the URL, which is logged and
-				// shown; authorization sends them.
-				r.userinfo, u.User = u.User, nil
-				r.URL = u.String()
-			}
-			r.URL = strings.TrimSuffix(r.URL, "/")
-			if !kinds[r.Kind] {
-				bad("pool %q replica %d: unknown kind %q", p.Name, j, r.Kind)
-			}
-			if r.APIKeyEnv != "" && r.APIKey == "" {
-				r.APIKey = os.Getenv(r.APIKeyEnv)
-				if r.APIKey == "" {
-					bad("pool %q replica %d: environment variable %s is empty", p.Name, j, r.APIKeyEnv)
-				}
-			}
-		}
-		q := &p.Queue
-		if q.MaxSize < 0 || q.Concurrency < 0 || q.MinConcurrency < 0 || q.MaxConcurrency < 0 {
-			bad("pool %q: queue sizes must not be negative", p.Name)
-		}
-		if q.MaxSize == 0 {
-			q.MaxSize = 1024
-		}
-		if q.Adaptive != "" && q.Adaptive != AdaptiveGradient {
-			bad("pool %q: queue.adaptive is %q, want gradient (or leave it out for a fixed limit)", p.Name, q.Adaptive)
-		}
-		if q.adaptive() != "" {
-			if q.Concurrency == 0 {
-				bad("pool %q: queue.adaptive needs queue.concurrency", p.Name)
-			}
-			if q.MinConcurrency == 0 {
-				q.MinConcurrency = 1
-			}
-			if q.MaxConcurrency == 0 {
-				q.MaxConcurrency = 4 * q.Concurrency
-			}
-			if q.MinConcurrency > q.Concurrency || q.Concurrency > q.MaxConcurrency {
-				bad("pool %q: need min_concurrency ≤ concurrency ≤ max_concurrency", p.Name)
-			}
-		}
-		if q.Shared {
-			switch {
-			case c.Redis == nil:
-				bad("pool %q: queue.shared needs redis (the store the gateway replicas share)", p.Name)
-			case q.Concurrency == 0:
-				bad("pool %q: queue.shared needs queue.concurrency, the limit to share", p.Name)
-			case q.adaptive() != "":
-				bad("pool %q: queue.shared needs a fixed limit (each replica's adaptive limit follows the upstream TTFT that every replica's load makes)", p.Name)
-			}
+		c.Pools[i].setDefaults()
+	}
+	for i := range c.Routes {
+		if c.Routes[i].Length.OnExceed == "" {
+			c.Routes[i].Length.OnExceed = "reject"
 		}
 	}
+	for i := range c.Keys {
+		c.Keys[i].SHA256 = strings.ToLower(c.Keys[i].SHA256)
+	}
 	if c.Redis != nil {
-		errs = append(errs, c.Redis.validate()...)
+		c.Redis.setDefaults()
+	}
+}
+
+func (p *PoolConfig) setDefaults() {
+	if p.Balancer == "" {
+		p.Balancer = "least_outstanding"
+	}
+	if p.Balancer == "queue_aware" && p.ScrapeInterval == 0 {
+		p.ScrapeInterval = Duration(time.Second)
+	}
+	for j := range p.Replicas {
+		r := &p.Replicas[j]
+		if u, err := url.Parse(r.URL); err == nil && u.User != nil && u.Host != "" {
+			// The credentials leave the URL, which is logged and shown;
+			// authorization sends them.
+			r.userinfo, u.User = u.User, nil
+			r.URL = u.String()
+		}
+		r.URL = strings.TrimSuffix(r.URL, "/")
+		if r.APIKeyEnv != "" && r.APIKey == "" {
+			r.APIKey = os.Getenv(r.APIKeyEnv)
+		}
+	}
+	q := &p.Queue
+	if q.MaxSize == 0 {
+		q.MaxSize = 1024
+	}
+	if q.adaptive() != "" && q.Concurrency > 0 {
+		if q.MinConcurrency == 0 {
+			q.MinConcurrency = 1
+		}
+		if q.MaxConcurrency == 0 {
+			q.MaxConcurrency = 4 * q.Concurrency
+		}
+	}
+}
+
+// problems collects a configuration's problems.
+type problems []error
+
+func (ps *problems) add(format string, a ...any) { *ps = append(*ps, fmt.Errorf(format, a...)) }
+
+// Validate reports every problem of c, joined; it changes nothing. Zero
+// values stand for their defaults (SetDefaults fills them); ParseConfig,
+// QuickConfig and SetConfig run both.
+func (c *Config) Validate() error {
+	var ps problems
+	if len(c.Pools) == 0 {
+		ps.add("no pools: at least one pool with one replica is needed")
+	}
+	if c.Server.MaxBodyBytes < 0 {
+		ps.add("server.max_body_bytes is negative")
+	}
+	if c.Server.MaxConnections < 0 {
+		ps.add("server.max_connections is negative")
+	}
+	pools := map[string]bool{}
+	for i := range c.Pools {
+		c.Pools[i].validate(i, pools, c.Redis != nil, &ps)
+	}
+	if c.Redis != nil {
+		ps = append(ps, c.Redis.validate()...)
 	}
 	models := map[string]bool{}
 	for i := range c.Routes {
-		r := &c.Routes[i]
-		if r.Model == "" {
-			bad("routes[%d]: missing model", i)
-		}
-		if models[r.Model] {
-			bad("routes[%d]: duplicate model %q", i, r.Model)
-		}
-		models[r.Model] = true
-		if r.Pool == "" && len(r.LengthPools) == 0 {
-			bad("route %q: needs pool or length_pools", r.Model)
-		}
-		if r.Pool != "" && !pools[r.Pool] {
-			bad("route %q: unknown pool %q", r.Model, r.Pool)
-		}
-		for j, lp := range r.LengthPools {
-			if !pools[lp.Pool] {
-				bad("route %q length_pools[%d]: unknown pool %q", r.Model, j, lp.Pool)
-			}
-			if lp.MaxInputTokens < 0 {
-				bad("route %q length_pools[%d]: negative max_input_tokens", r.Model, j)
-			}
-			if j > 0 && lp.MaxInputTokens != 0 && r.LengthPools[j-1].MaxInputTokens == 0 {
-				bad("route %q length_pools[%d]: unreachable after an unbounded band", r.Model, j)
-			}
-		}
-		l := &r.Length
-		if l.DefaultMaxTokens < 0 || l.MaxMaxTokens < 0 || l.MaxInputTokens < 0 {
-			bad("route %q: length limits must not be negative", r.Model)
-		}
-		if l.MaxMaxTokens > 0 && l.DefaultMaxTokens > l.MaxMaxTokens {
-			bad("route %q: default_max_tokens %d exceeds max_max_tokens %d", r.Model, l.DefaultMaxTokens, l.MaxMaxTokens)
-		}
-		switch l.OnExceed {
-		case "":
-			l.OnExceed = "reject"
-		case "reject", "clamp":
-		default:
-			bad("route %q: length.on_exceed %q must be reject or clamp", r.Model, l.OnExceed)
-		}
-		if r.Timeouts.Retries < 0 {
-			bad("route %q: negative retries", r.Model)
+		c.Routes[i].validate(i, pools, models, &ps)
+	}
+	c.validateFallbacks(models, &ps)
+	hashes := map[string]bool{}
+	for i := range c.Keys {
+		c.Keys[i].validate(i, hashes, &ps)
+	}
+	if c.OTLPEndpoint != "" {
+		if u, err := url.Parse(c.OTLPEndpoint); err != nil || u.Host == "" {
+			ps.add("otlp_endpoint %q must be a URL", redact.URL(c.OTLPEndpoint))
 		}
 	}
+	if len(ps) > 0 {
+		return fmt.Errorf("invalid config: %w", errors.Join(ps...))
+	}
+	return nil
+}
+
+func (p *PoolConfig) validate(i int, names map[string]bool, redis bool, ps *problems) {
+	if p.Name == "" {
+		ps.add("pools[%d]: missing name", i)
+	}
+	if names[p.Name] {
+		ps.add("pools[%d]: duplicate name %q", i, p.Name)
+	}
+	names[p.Name] = true
+	balancer := p.Balancer
+	if balancer == "" {
+		balancer = "least_outstanding"
+	}
+	if !balancers[balancer] {
+		ps.add("pool %q: unknown balancer %q (round_robin, least_outstanding, queue_aware, prefix_affinity, prefix_bounded_load)", p.Name, p.Balancer)
+	}
+	switch {
+	case p.LoadFactor != 0 && balancer != "prefix_bounded_load":
+		ps.add("pool %q: load_factor is prefix_bounded_load's setting (the balancer is %s)", p.Name, balancer)
+	case p.LoadFactor != 0 && !(p.LoadFactor >= 1 && p.LoadFactor <= 1e6):
+		ps.add("pool %q: load_factor %g must be at least 1", p.Name, p.LoadFactor)
+	}
+	if len(p.Replicas) == 0 {
+		ps.add("pool %q: no replicas", p.Name)
+	}
+	for j, r := range p.Replicas {
+		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			ps.add("pool %q replica %d: url %q must be an absolute http(s) URL", p.Name, j, redact.URL(r.URL))
+		}
+		if !kinds[r.Kind] {
+			ps.add("pool %q replica %d: unknown kind %q", p.Name, j, r.Kind)
+		}
+		if r.APIKeyEnv != "" && r.APIKey == "" && os.Getenv(r.APIKeyEnv) == "" {
+			ps.add("pool %q replica %d: environment variable %s is empty", p.Name, j, r.APIKeyEnv)
+		}
+	}
+	q := p.Queue
+	if q.MaxSize < 0 || q.Concurrency < 0 || q.MinConcurrency < 0 || q.MaxConcurrency < 0 {
+		ps.add("pool %q: queue sizes must not be negative", p.Name)
+	}
+	if q.Adaptive != "" && q.Adaptive != AdaptiveGradient {
+		ps.add("pool %q: queue.adaptive is %q, want gradient (or leave it out for a fixed limit)", p.Name, q.Adaptive)
+	}
+	if q.Shared {
+		switch {
+		case !redis:
+			ps.add("pool %q: queue.shared needs redis (the store the gateway replicas share)", p.Name)
+		case q.Concurrency == 0:
+			ps.add("pool %q: queue.shared needs queue.concurrency, the limit to share", p.Name)
+		case q.adaptive() != "":
+			ps.add("pool %q: queue.shared needs a fixed limit (each replica's adaptive limit follows the upstream TTFT that every replica's load makes)", p.Name)
+		}
+	}
+	if q.adaptive() == "" {
+		return
+	}
+	if q.Concurrency == 0 {
+		ps.add("pool %q: queue.adaptive needs queue.concurrency", p.Name)
+		return
+	}
+	lo, hi := q.MinConcurrency, q.MaxConcurrency
+	if lo == 0 {
+		lo = 1
+	}
+	if hi == 0 {
+		hi = 4 * q.Concurrency
+	}
+	if lo > q.Concurrency || q.Concurrency > hi {
+		ps.add("pool %q: need min_concurrency ≤ concurrency ≤ max_concurrency", p.Name)
+	}
+}
+
+func (r *RouteConfig) validate(i int, pools, models map[string]bool, ps *problems) {
+	if r.Model == "" {
+		ps.add("routes[%d]: missing model", i)
+	}
+	if models[r.Model] {
+		ps.add("routes[%d]: duplicate model %q", i, r.Model)
+	}
+	models[r.Model] = true
+	if r.Pool == "" && len(r.LengthPools) == 0 {
+		ps.add("route %q: needs pool or length_pools", r.Model)
+	}
+	if r.Pool != "" && !pools[r.Pool] {
+		ps.add("route %q: unknown pool %q", r.Model, r.Pool)
+	}
+	for j, lp := range r.LengthPools {
+		if !pools[lp.Pool] {
+			ps.add("route %q length_pools[%d]: unknown pool %q", r.Model, j, lp.Pool)
+		}
+		if lp.MaxInputTokens < 0 {
+			ps.add("route %q length_pools[%d]: negative max_input_tokens", r.Model, j)
+		}
+		if j > 0 && lp.MaxInputTokens != 0 && r.LengthPools[j-1].MaxInputTokens == 0 {
+			ps.add("route %q length_pools[%d]: unreachable after an unbounded band", r.Model, j)
+		}
+	}
+	l := r.Length
+	if l.DefaultMaxTokens < 0 || l.MaxMaxTokens < 0 || l.MaxInputTokens < 0 {
+		ps.add("route %q: length limits must not be negative", r.Model)
+	}
+	if l.MaxMaxTokens > 0 && l.DefaultMaxTokens > l.MaxMaxTokens {
+		ps.add("route %q: default_max_tokens %d exceeds max_max_tokens %d", r.Model, l.DefaultMaxTokens, l.MaxMaxTokens)
+	}
+	switch l.OnExceed {
+	case "", "reject", "clamp":
+	default:
+		ps.add("route %q: length.on_exceed %q must be reject or clamp", r.Model, l.OnExceed)
+	}
+	if r.Timeouts.Retries < 0 {
+		ps.add("route %q: negative retries", r.Model)
+	}
+}
+
+// validateFallbacks checks that every fallback names a route or a model
+// a replica lists, other than the route's own.
+func (c *Config) validateFallbacks(models map[string]bool, ps *problems) {
 	served := map[string]bool{}
 	for _, p := range c.Pools {
 		for _, r := range p.Replicas {
@@ -566,60 +643,33 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	for i := range c.Routes {
-		if f := c.Routes[i].Fallback; f != "" && !models[f] && !served[f] {
-			bad("route %q: fallback %q is neither a route nor a model a replica lists", c.Routes[i].Model, f)
+	for _, r := range c.Routes {
+		if f := r.Fallback; f != "" && !models[f] && !served[f] {
+			ps.add("route %q: fallback %q is neither a route nor a model a replica lists", r.Model, f)
 		}
-		if f := c.Routes[i].Fallback; f == c.Routes[i].Model && f != "" {
-			bad("route %q: falls back to itself", f)
-		}
-	}
-	hashes := map[string]bool{}
-	for i := range c.Keys {
-		k := &c.Keys[i]
-		k.SHA256 = strings.ToLower(k.SHA256)
-		if b, err := hex.DecodeString(k.SHA256); err != nil || len(b) != sha256.Size {
-			bad("keys[%d] (%s): sha256 must be 64 hex digits (tokentrace gateway hash-key)", i, k.Name)
-		}
-		if hashes[k.SHA256] {
-			bad("keys[%d] (%s): duplicate key", i, k.Name)
-		}
-		hashes[k.SHA256] = true
-		if k.RequestsPerSecond < 0 || k.TokensPerMinute < 0 || k.Burst < 0 {
-			bad("keys[%d] (%s): negative limit", i, k.Name)
+		if f := r.Fallback; f == r.Model && f != "" {
+			ps.add("route %q: falls back to itself", f)
 		}
 	}
-	if c.OTLPEndpoint != "" {
-		if u, err := url.Parse(c.OTLPEndpoint); err != nil || u.Host == "" {
-			bad("otlp_endpoint %q must be a URL", redact.URL(c.OTLPEndpoint))
-		}
+}
+
+func (k *KeyConfig) validate(i int, hashes map[string]bool, ps *problems) {
+	h := strings.ToLower(k.SHA256)
+	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+		ps.add("keys[%d] (%s): sha256 must be 64 hex digits (tokentrace gateway hash-key)", i, k.Name)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid config: %w", errors.Join(errs...))
+	if hashes[h] {
+		ps.add("keys[%d] (%s): duplicate key", i, k.Name)
 	}
-	return nil
+	hashes[h] = true
+	if k.RequestsPerSecond < 0 || k.TokensPerMinute < 0 || k.Burst < 0 {
+		ps.add("keys[%d] (%s): negative limit", i, k.Name)
+	}
 }
 
 // validate checks r and fills its defaults.
-func (r *RedisConfig) validate() []error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	switch {
-	case r.URL != "" && r.URLEnv != "":
-		bad("redis: give url or url_env, not both")
-	case r.URLEnv != "":
-		r.URL = os.Getenv(r.URLEnv)
-		if r.URL == "" {
-			bad("redis: environment variable %s is empty", r.URLEnv)
-		}
-	case r.URL == "":
-		bad("redis: needs url or url_env")
-	}
-	if r.URL != "" {
-		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
-			bad("redis: url %q must be a redis://, rediss:// or unix:// URL", redact.URL(r.URL))
-		}
-	}
+// setDefaults fills r's unset fields.
+func (r *RedisConfig) setDefaults() {
 	if r.Timeout == 0 {
 		r.Timeout = Duration(redisstate.DefaultTimeout)
 	}
@@ -629,20 +679,49 @@ func (r *RedisConfig) validate() []error {
 	if r.LeaseTTL == 0 {
 		r.LeaseTTL = Duration(10 * time.Second)
 	}
-	if r.LeaseTTL < Duration(30*time.Millisecond) {
-		bad("redis: lease_ttl %s is too short (each replica reports every lease_ttl / 3)", r.LeaseTTL.D())
-	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = redisstate.DefaultKeyPrefix
 	}
-	switch r.OnError {
-	case "":
+	if r.OnError == "" {
 		r.OnError = FailOpen
-	case FailOpen, FailClosed:
-	default:
-		bad("redis: on_error %q must be fail_open or fail_closed", r.OnError)
 	}
-	return errs
+}
+
+// url is the server's URL: url, or the value of the environment
+// variable url_env names.
+func (r *RedisConfig) url() string {
+	if r.URLEnv != "" {
+		return os.Getenv(r.URLEnv)
+	}
+	return r.URL
+}
+
+// validate reports r's problems; zero values stand for their defaults.
+func (r *RedisConfig) validate() []error {
+	var ps problems
+	u := r.url()
+	switch {
+	case r.URL != "" && r.URLEnv != "":
+		ps.add("redis: give url or url_env, not both")
+	case r.URLEnv != "" && u == "":
+		ps.add("redis: environment variable %s is empty", r.URLEnv)
+	case u == "":
+		ps.add("redis: needs url or url_env")
+	}
+	if u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss" && pu.Scheme != "unix") {
+			ps.add("redis: url %q must be a redis://, rediss:// or unix:// URL", redact.URL(u))
+		}
+	}
+	if r.LeaseTTL != 0 && r.LeaseTTL < Duration(30*time.Millisecond) {
+		ps.add("redis: lease_ttl %s is too short (each replica reports every lease_ttl / 3)", r.LeaseTTL.D())
+	}
+	switch r.OnError {
+	case "", FailOpen, FailClosed:
+	default:
+		ps.add("redis: on_error %q must be fail_open or fail_closed", r.OnError)
+	}
+	return ps
 }
 
 // Watch re-reads the configuration file at path every interval until ctx

@@ -10,11 +10,18 @@
 // (round robin, least outstanding, queue-aware, prefix affinity, length
 // pools).
 //
-// The package is split by concern: proxy.go (the handler and the streaming
-// loop), scan.go (reading the few request fields the gateway needs),
-// config.go (YAML configuration, validation, hot reload), queue.go
-// (admission: internal/route's queue under a mutex, with blocking waits),
-// route.go (replica state and scraping; the balancers are internal/route's), limits.go (per-key limits), timing.go
-// (stages and Server-Timing), metrics.go (Prometheus) and tracing.go
-// (OpenTelemetry). docs/gateway.md describes it for users.
+// The package is split by job: proxy.go (the handler: a request's way
+// through), policy.go and policy_*.go (the inbound policies, one-method
+// types in a chain: key, body, route, length, key limits, upstream model,
+// priority, deadline), queue.go (admission: internal/route's queue under a
+// mutex, with blocking waits), forward.go (the attempts as a state
+// machine: retry, hedge, fallback), attempt.go (one attempt's upstream
+// I/O up to the first token), stream.go (relaying the answer, event by
+// event), headers.go (hop-by-hop headers), scan.go (reading the few
+// request fields the gateway needs), config.go (YAML configuration:
+// defaults, validation, hot reload), route.go (replica state; the
+// balancers are internal/route's), limits.go (per-key limits), timing.go
+// (stages and Server-Timing), metrics.go (Prometheus), tracing.go
+// (OpenTelemetry), server.go (the process). docs/gateway.md describes it
+// for users.
 package gateway

@@ -155,11 +155,12 @@ func (g *Gateway) log() *slog.Logger {
 	return slog.New(redact.Handler(l.Handler()))
 }
 
-// SetConfig validates cfg and makes it live. Pools and replicas that keep
+// SetConfig fills cfg's defaults, validates it and makes it live. Pools and replicas that keep
 // their names and URLs keep their state (queue, outstanding counts,
 // concurrency limit); requests in flight finish on the configuration they
 // started with. An invalid cfg changes nothing.
 func (g *Gateway) SetConfig(cfg *Config) error {
+	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -174,60 +175,7 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	rt := &liveConfig{cfg: cfg, pools: map[string]*pool{}, routes: map[string]*RouteConfig{}, keys: map[string]*keyState{}, redis: rr, cancel: cancel}
 	for _, pc := range cfg.Pools {
-		var p *pool
-		if old != nil {
-			p = old.pools[pc.Name]
-		}
-		if p == nil {
-			p = &pool{name: pc.Name, adm: newAdmission(pc.Queue), ttfts: make([]time.Duration, 0, 256)}
-		} else {
-			p.mu.Lock()
-			np := &pool{name: pc.Name, adm: p.adm, ttfts: append(make([]time.Duration, 0, 256), p.ttfts...), next: p.next}
-			p.mu.Unlock()
-			np.adm.update(pc.Queue)
-			p = np
-		}
-		p.cfg = pc
-		p.balancer = newBalancer(pc, g.now)
-		for _, rc := range pc.Replicas {
-			// A replica whose configuration is unchanged keeps its object
-			// (outstanding count, scraped figures); a changed one gets a
-			// new object, so a Replica's cfg is never written after it is
-			// shared.
-			var r *Replica
-			if old != nil && old.pools[pc.Name] != nil {
-				for _, or := range old.pools[pc.Name].replicas {
-					if sameReplica(or.cfg, rc) {
-						r = or
-					}
-				}
-			}
-			if r == nil {
-				r = &Replica{cfg: rc}
-			}
-			p.replicas = append(p.replicas, r)
-		}
-		hint := route.WaitingHint(p.replicas, 3*pc.ScrapeInterval.D())
-		var onChange func(depth, inflight int, limit float64)
-		if m := g.Metrics; m != nil {
-			depthG, inflightG, limitG := m.QueueDepth.WithLabelValues(pc.Name), m.InFlight.WithLabelValues(pc.Name), m.Concurrency.WithLabelValues(pc.Name)
-			onChange = func(depth, inflight int, limit float64) {
-				depthG.Set(float64(depth))
-				inflightG.Set(float64(inflight))
-				limitG.Set(limit)
-			}
-		}
-		var onFallback func(bool)
-		if rr != nil && g.Metrics != nil {
-			onFallback = func(allowed bool) {
-				g.Metrics.RedisFallback.WithLabelValues(useAdmission, decisionLabel(allowed)).Inc()
-			}
-		}
-		p.adm.mu.Lock() // the admission may be live (kept across a reload)
-		p.adm.hint, p.adm.onChange, p.adm.onFallback = hint, onChange, onFallback
-		shared := p.adm.shared
-		p.adm.changedLocked()
-		p.adm.mu.Unlock()
+		p, shared := g.livePool(pc, old, rr)
 		rt.pools[pc.Name] = p
 		if pc.ScrapeInterval > 0 {
 			g.bg.Go(func() error {
@@ -242,20 +190,7 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 			})
 		}
 	}
-	for i := range cfg.Routes {
-		rt.routes[cfg.Routes[i].Model] = &cfg.Routes[i]
-	}
-	// A model a replica lists, with no route of its own, is routed to that
-	// replica's pool (the first pool listing it) with no policies.
-	for _, pc := range cfg.Pools {
-		for _, rc := range pc.Replicas {
-			for _, m := range rc.Models {
-				if _, ok := rt.routes[m]; !ok {
-					rt.routes[m] = &RouteConfig{Model: m, Pool: pc.Name, Length: LengthPolicy{OnExceed: "reject"}}
-				}
-			}
-		}
-	}
+	rt.setRoutes(cfg)
 	for _, k := range cfg.Keys {
 		ks := &keyState{cfg: k}
 		switch {
@@ -280,6 +215,85 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	return nil
 }
 
+// livePool makes pool pc live: a pool of the running configuration old
+// with its name keeps its queue (counts, adaptive limit) and hedging
+// samples; a replica whose configuration is unchanged keeps its object
+// (outstanding count, scraped figures), a changed one gets a new object,
+// so a Replica's cfg is never written after it is shared. shared is the
+// pool's slots shared through Redis (rr) when queue.shared, for its loop.
+func (g *Gateway) livePool(pc PoolConfig, old *liveConfig, rr *redisRuntime) (p *pool, shared *sharedSlots) {
+	var prev *pool
+	if old != nil {
+		prev = old.pools[pc.Name]
+	}
+	if prev == nil {
+		p = &pool{name: pc.Name, adm: newAdmission(pc.Queue), ttfts: make([]time.Duration, 0, 256)}
+	} else {
+		prev.mu.Lock()
+		p = &pool{name: pc.Name, adm: prev.adm, ttfts: append(make([]time.Duration, 0, 256), prev.ttfts...), next: prev.next}
+		prev.mu.Unlock()
+		p.adm.update(pc.Queue)
+	}
+	p.cfg = pc
+	p.balancer = newBalancer(pc, g.now)
+	for _, rc := range pc.Replicas {
+		var r *Replica
+		if prev != nil {
+			for _, or := range prev.replicas {
+				if sameReplica(or.cfg, rc) {
+					r = or
+				}
+			}
+		}
+		if r == nil {
+			r = &Replica{cfg: rc}
+		}
+		p.replicas = append(p.replicas, r)
+	}
+	hint := route.WaitingHint(p.replicas, 3*pc.ScrapeInterval.D())
+	var onChange func(depth, inflight int, limit float64)
+	if m := g.Metrics; m != nil {
+		depthG, inflightG, limitG := m.QueueDepth.WithLabelValues(pc.Name), m.InFlight.WithLabelValues(pc.Name), m.Concurrency.WithLabelValues(pc.Name)
+		onChange = func(depth, inflight int, limit float64) {
+			depthG.Set(float64(depth))
+			inflightG.Set(float64(inflight))
+			limitG.Set(limit)
+		}
+	}
+	var onFallback func(bool)
+	if rr != nil && g.Metrics != nil {
+		onFallback = func(allowed bool) {
+			g.Metrics.RedisFallback.WithLabelValues(useAdmission, decisionLabel(allowed)).Inc()
+		}
+	}
+	p.adm.mu.Lock() // the admission may be live (kept across a reload)
+	p.adm.hint, p.adm.onChange, p.adm.onFallback = hint, onChange, onFallback
+	shared = p.adm.shared
+	p.adm.changedLocked()
+	p.adm.mu.Unlock()
+	return p, shared
+}
+
+// setRoutes indexes the configuration's routes by model, and routes a
+// model a replica lists, with no route of its own, to that replica's pool
+// (the first pool listing it) with no policies.
+func (rt *liveConfig) setRoutes(cfg *Config) {
+	for i := range cfg.Routes {
+		rt.routes[cfg.Routes[i].Model] = &cfg.Routes[i]
+	}
+	for _, pc := range cfg.Pools {
+		for _, rc := range pc.Replicas {
+			for _, m := range rc.Models {
+				if _, ok := rt.routes[m]; !ok {
+					rt.routes[m] = &RouteConfig{Model: m, Pool: pc.Name, Length: LengthPolicy{OnExceed: "reject"}}
+				}
+			}
+		}
+	}
+}
+
+// Close stops background work (the scrapers of the live configuration;
+// those of replaced ones stopped at the reload) and waits for it to end.
 // retireRedisAfter is how long a replaced configuration's Redis client
 // stays open for the requests that started on it.
 func retireRedisAfter(cfg RedisConfig) time.Duration {

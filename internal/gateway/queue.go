@@ -45,6 +45,9 @@ type admission struct {
 	// refused while Redis is unreachable.
 	shared     *sharedSlots
 	onFallback func(allowed bool)
+	// firstTokens and drops count what the adaptive limit was fed (for
+	// tests and the debug endpoint).
+	firstTokens, drops int
 }
 
 // waiter is a request parked in the queue; ready is closed when admitted.
@@ -214,6 +217,7 @@ func (a *admission) observeFirstToken(now time.Time, upstream time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.q.ObserveFirstToken(now, upstream, a.hint)
+	a.firstTokens++
 	a.changedLocked()
 }
 
@@ -223,6 +227,7 @@ func (a *admission) observeDrop(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.q.ObserveDrop(now)
+	a.drops++
 	a.changedLocked()
 }
 
@@ -240,6 +245,13 @@ func (a *admission) changedLocked() {
 	if a.onChange != nil {
 		a.onChange(a.q.Depth(), a.q.InFlight(), a.q.Limit())
 	}
+}
+
+// fed returns how many first tokens and drops the adaptive limit was fed.
+func (a *admission) fed() (firstTokens, drops int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.firstTokens, a.drops
 }
 
 // snapshot returns the queue's state, for tests and the debug endpoint.

@@ -43,7 +43,7 @@ func (g *Gateway) openRedis(old *liveConfig, cfg *RedisConfig) (*redisRuntime, e
 		return old.redis, nil
 	}
 	rr := &redisRuntime{cfg: *cfg}
-	c, err := redisstate.Open(redisstate.Config{URL: cfg.URL, Timeout: cfg.Timeout.D(), RetryInterval: cfg.RetryInterval.D(),
+	c, err := redisstate.Open(redisstate.Config{URL: cfg.url(), Timeout: cfg.Timeout.D(), RetryInterval: cfg.RetryInterval.D(),
 		KeyPrefix: cfg.KeyPrefix, OnChange: func(up bool, err error) { g.redisChanged(rr, up, err) }})
 	if err != nil {
 		return nil, err

@@ -117,13 +117,30 @@ func (p *chunkProbe) metrics() *[3]time.Duration {
 }
 
 // stream sends the winning attempt's answer to the client: the events read
-// so far, then each further event as it arrives, flushed one by one. It
-// returns true (a first token existed).
+// so far, then each further event as it arrives, flushed one by one (or
+// the whole answer). It returns true (a first token existed).
 func (x *exchange) stream(ctx context.Context, a *attempt) bool {
-	g := x.g
 	defer a.rep.outstanding.Add(-1)
 	defer a.resp.Body.Close()
 	defer a.cancel()
+	x.firstToken(a)
+	r := x.newRelay(ctx, a)
+	switch {
+	case a.whole:
+		r.whole()
+	case a.done:
+		r.empty()
+	default:
+		r.events()
+	}
+	return true
+}
+
+// firstToken sets the timeline's connection and first-token instants and
+// feeds the winning attempt's pool: its upstream TTFT (from the
+// connection) for the hedging delay, and from its admission to that pool
+// for its adaptive limit.
+func (x *exchange) firstToken(a *attempt) {
 	tl := &x.tl
 	tl.conn = a.started
 	if c := a.gotConn.Load(); c != nil {
@@ -138,174 +155,223 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	}
 	x.span.event("first_token")
 	a.pool.recordTTFT(tl.firstTok.Sub(tl.conn))
-	x.pool.adm.observeFirstToken(g.now(), tl.firstTok.Sub(tl.admitted))
+	admitted := a.admitted
+	if admitted.IsZero() {
+		admitted = tl.admitted
+	}
+	a.pool.adm.observeFirstToken(x.g.now(), tl.firstTok.Sub(admitted))
 	x.status = http.StatusOK
+}
 
+// relay passes one answer on to the client and counts what it passes.
+type relay struct {
+	x      *exchange
+	a      *attempt
+	ctx    context.Context
+	rc     *http.ResponseController
+	timing []string  // the upstream's Server-Timing header values
+	wrote  time.Time // when the last write ended
+	// lastUse and continuous follow continuous usage: the
+	// completion_tokens of the last usage seen, and whether every content
+	// event carries one.
+	lastUse    int
+	continuous bool
+	probe      chunkProbe
+	masked     []byte // an error event, its credentials masked
+	idle       *time.Timer
+	idleFired  atomic.Bool
+}
+
+// newRelay sets the response headers: the upstream's end-to-end ones, the
+// request id and the stages known before the first byte.
+func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 	h := x.w.Header()
 	copyResponseHeaders(h, a.resp.Header)
 	h.Del("Content-Length")
 	h.Del("Server-Timing")
 	h.Set(headerRequestID, x.id)
-	h.Set("Server-Timing", headerTiming(tl.stages()))
-	timingValues := a.resp.Header.Values("Server-Timing")
-
-	rc := http.NewResponseController(x.w)
-	// wrote is when the last write ended.
-	var wrote time.Time
-	// write sends b, counting the time from t0 (now, read by the caller)
-	// as backpressure.
-	write := func(b []byte, t0 time.Time) error {
-		_, err := x.w.Write(b)
-		// Flush unless the next event is already read and waiting: nothing
-		// is ever held back for input that has not arrived, but events that
-		// arrived together leave together (one write to the client).
-		if err == nil && (a.rd == nil || !a.rd.Ready()) {
-			err = rc.Flush()
-		}
-		wrote = g.now()
-		tl.backpressure += wrote.Sub(t0)
-		return err
-	}
+	h.Set("Server-Timing", headerTiming(x.tl.stages()))
 	x.wrote = true
+	return &relay{x: x, a: a, ctx: ctx, rc: http.NewResponseController(x.w), timing: a.resp.Header.Values("Server-Timing")}
+}
 
-	if a.whole {
-		tl.whole = true
-		tl.foldServerTiming(timingValues, a.resp.Trailer.Values("Server-Timing"))
-		tl.post += a.scanned // reading the answer's usage
-		x.tokens = a.wholeTokens
-		// No Content-Length: the body goes chunked so that the
-		// Server-Timing trailer can follow it.
-		x.w.WriteHeader(http.StatusOK)
-		if err := write(a.body, g.now()); err != nil {
-			x.clientGone()
-			return true
-		}
-		x.setTrailer()
-		return true
+// write sends b, counting the time from t0 (now, read by the caller) as
+// backpressure. It flushes unless the next event is already read and
+// waiting: nothing is ever held back for input that has not arrived, but
+// events that arrived together leave together (one write to the client).
+func (r *relay) write(b []byte, t0 time.Time) error {
+	x := r.x
+	_, err := x.w.Write(b)
+	if err == nil && (r.a.rd == nil || !r.a.rd.Ready()) {
+		err = r.rc.Flush()
 	}
+	r.wrote = x.g.now()
+	x.tl.backpressure += r.wrote.Sub(t0)
+	return err
+}
 
+// whole sends an answer that came as one body: chunked, so that the
+// Server-Timing trailer can follow it.
+func (r *relay) whole() {
+	x, a, tl := r.x, r.a, &r.x.tl
+	tl.whole = true
+	tl.foldServerTiming(r.timing, a.resp.Trailer.Values("Server-Timing"))
+	tl.post += a.scanned // reading the answer's usage
+	x.tokens = a.wholeTokens
+	x.w.WriteHeader(http.StatusOK)
+	if err := r.write(a.body, x.g.now()); err != nil {
+		x.clientGone()
+		return
+	}
+	x.setTrailer()
+}
+
+// empty sends a stream without content: its events, then its [DONE] after
+// the server-timing comment, as for any stream. Its [DONE] ends
+// upstream_ttft, but no token came: no TTFT, no chunk.
+func (r *relay) empty() {
+	x, a := r.x, r.a
+	x.w.WriteHeader(http.StatusOK)
+	x.tokens, x.noContent = 0, true
+	if a.doneAt > 0 {
+		if err := r.write(a.pending[:a.doneAt], x.g.now()); err != nil {
+			x.clientGone()
+			return
+		}
+	}
+	x.endStream(a, r.timing, a.pending[a.doneAt:])
+}
+
+// events sends a stream: the events read up to the first token, then each
+// further one as it arrives, until [DONE], an error or the client's end.
+func (r *relay) events() {
+	x, a := r.x, r.a
 	x.w.WriteHeader(http.StatusOK)
 	x.tokens = a.tokens
-	x.chunkNS = append(make([]int64, 0, 64), a.first.Sub(tl.start).Nanoseconds())
-	lastUse, continuous := a.lastUse, a.lastUse > 0
-	if continuous {
+	x.chunkNS = append(make([]int64, 0, 64), a.first.Sub(x.tl.start).Nanoseconds())
+	r.lastUse, r.continuous = a.lastUse, a.lastUse > 0
+	if r.continuous {
 		x.chunkTokens = append(make([]int32, 0, 64), int32(a.lastUse))
 	}
-	if a.done {
-		// A stream without content: its events, then its [DONE] after
-		// the server-timing comment, as for any stream. Its [DONE] ends
-		// upstream_ttft, but no token came: no TTFT, no chunk.
-		x.tokens, x.noContent, x.chunkNS = 0, true, nil
-		if a.doneAt > 0 {
-			if err := write(a.pending[:a.doneAt], g.now()); err != nil {
-				x.clientGone()
-				return true
-			}
-		}
-		x.endStream(a, timingValues, a.pending[a.doneAt:])
-		return true
-	}
-	if err := write(a.pending, g.now()); err != nil {
+	if err := r.write(a.pending, x.g.now()); err != nil {
 		x.clientGone()
-		return true
+		return
 	}
 	// The idle timeout cancels the upstream when no data event arrives
 	// in time; each data event re-arms it (keep-alive comments do not).
-	var idle *time.Timer
-	var idleFired atomic.Bool
 	if a.idleTimeout > 0 {
-		idle = time.AfterFunc(a.idleTimeout, func() {
-			idleFired.Store(true)
+		r.idle = time.AfterFunc(a.idleTimeout, func() {
+			r.idleFired.Store(true)
 			a.cancel()
 		})
-		defer idle.Stop()
+		defer r.idle.Stop()
 	}
-	var probe chunkProbe
-	var masked []byte // an error event, its credentials masked
-	for {
-		waited := a.up.waited
-		ev, err := a.rd.Next()
-		t0 := g.now()
-		// Reading the event took t0 − wrote; what was not spent waiting
-		// for the upstream's bytes was the gateway's own work.
-		if work := t0.Sub(wrote) - (a.up.waited - waited); work > 0 {
-			tl.post += work
+	for r.next() {
+	}
+}
+
+// next relays one event; false when the stream has ended.
+func (r *relay) next() bool {
+	x, a, tl := r.x, r.a, &r.x.tl
+	g := x.g
+	waited := a.up.waited
+	ev, err := a.rd.Next()
+	t0 := g.now()
+	// Reading the event took t0 − wrote; what was not spent waiting for
+	// the upstream's bytes was the gateway's own work.
+	if work := t0.Sub(r.wrote) - (a.up.waited - waited); work > 0 {
+		tl.post += work
+	}
+	if err != nil {
+		r.broken(err)
+		return false
+	}
+	raw := ev.Raw
+	kind := r.probe.inspect(ev)
+	if r.idle != nil && kind != eventNoData {
+		r.idle.Reset(a.idleTimeout)
+	}
+	switch kind {
+	case eventContent:
+		r.content(t0)
+	case eventDone:
+		tl.post += g.now().Sub(t0)
+		x.endStream(a, r.timing, raw)
+		return false
+	case eventInvalid:
+		// Not forwarded: the client's stream ends with an error event, as
+		// for a reset, and the upstream is cancelled.
+		pe := newProtocolError(raw)
+		g.log().Warn("upstream protocol error", "request_id", x.id, "replica", a.rep.cfg.URL, "err", pe)
+		g.countFault(a.pool, faultProtocol)
+		x.streamError(protocolErrorMsg, "upstream_protocol_error")
+		return false
+	case eventError:
+		x.errKind = "upstream_stream_error"
+		// Passed on without the replica's credentials, should the
+		// upstream quote them.
+		r.masked = append(r.masked[:0], redact.Values(redact.Text(string(raw)), a.rep.cfg.credentials()...)...)
+		raw = r.masked
+	case eventOther:
+		if used, ok := r.probe.usage(); ok && used > 0 {
+			x.tokens = used // final usage chunk
 		}
-		if err != nil {
-			switch {
-			case x.r.Context().Err() != nil:
-				x.clientGone()
-			case ctx.Err() != nil:
-				x.streamError("total timeout expired during the stream", "timeout")
-			case idleFired.Load():
-				g.log().Warn("upstream idle: no event within the idle timeout", "request_id", x.id, "replica", a.rep.cfg.URL, "idle_timeout", a.idleTimeout)
-				g.countFault(a.pool, faultIdle)
-				x.streamError(fmt.Sprintf("no event from the upstream within %s (idle timeout)", a.idleTimeout), "idle_timeout")
-			default:
-				if err == io.EOF {
-					err = io.ErrUnexpectedEOF // no [DONE]
-				}
-				g.log().Warn("upstream stream broke", "request_id", x.id, "replica", a.rep.cfg.URL, "err", err)
-				g.countFault(a.pool, faultStreamBroke)
-				x.streamError("upstream stream ended before [DONE]: "+err.Error(), "upstream_stream_error")
-			}
-			return true
+		if m := r.probe.metrics(); m != nil {
+			x.metricsSplit = m
 		}
-		raw := ev.Raw
-		kind := probe.inspect(ev)
-		if idle != nil && kind != eventNoData {
-			idle.Reset(a.idleTimeout)
+	}
+	t1 := g.now() // post-processing ends, the write begins
+	tl.post += t1.Sub(t0)
+	if err := r.write(raw, t1); err != nil {
+		x.clientGone()
+		return false
+	}
+	return true
+}
+
+// content counts a content event arriving at t0: its instant, and its
+// tokens (one, or what continuous usage says it added).
+func (r *relay) content(t0 time.Time) {
+	x := r.x
+	x.chunkNS = append(x.chunkNS, t0.Sub(x.tl.start).Nanoseconds())
+	k := 1
+	if used, ok := r.probe.usage(); ok && (r.continuous || x.tokens == 1) {
+		if !r.continuous { // usage from the second chunk on: the first carried one token
+			x.chunkTokens = append(x.chunkTokens, 1)
 		}
-		switch kind {
-		case eventContent:
-			x.chunkNS = append(x.chunkNS, t0.Sub(tl.start).Nanoseconds())
-			k := 1
-			if used, ok := probe.usage(); ok && (continuous || x.tokens == 1) {
-				if !continuous { // usage from the second chunk on: the first carried one token
-					x.chunkTokens = append(x.chunkTokens, 1)
-				}
-				continuous = true
-				k = used - lastUse
-				lastUse = used
-			}
-			if continuous {
-				x.chunkTokens = append(x.chunkTokens, int32(k))
-			}
-			if k > 0 {
-				x.tokens += k
-			}
-		case eventDone:
-			tl.post += g.now().Sub(t0)
-			x.endStream(a, timingValues, raw)
-			return true
-		case eventInvalid:
-			// Not forwarded: the client's stream ends with an error
-			// event, as for a reset, and the upstream is cancelled.
-			pe := newProtocolError(raw)
-			g.log().Warn("upstream protocol error", "request_id", x.id, "replica", a.rep.cfg.URL, "err", pe)
-			g.countFault(a.pool, faultProtocol)
-			x.streamError(protocolErrorMsg, "upstream_protocol_error")
-			return true
-		case eventError:
-			x.errKind = "upstream_stream_error"
-			// Passed on without the replica's credentials, should the
-			// upstream quote them.
-			masked = append(masked[:0], redact.Values(redact.Text(string(raw)), a.rep.cfg.credentials()...)...)
-			raw = masked
-		case eventOther:
-			if used, ok := probe.usage(); ok && used > 0 {
-				x.tokens = used // final usage chunk
-			}
-			if m := probe.metrics(); m != nil {
-				x.metricsSplit = m
-			}
+		r.continuous = true
+		k = used - r.lastUse
+		r.lastUse = used
+	}
+	if r.continuous {
+		x.chunkTokens = append(x.chunkTokens, int32(k))
+	}
+	if k > 0 {
+		x.tokens += k
+	}
+}
+
+// broken ends a stream whose reading failed: the client went away, the
+// total or idle timeout expired, or the upstream's stream broke.
+func (r *relay) broken(err error) {
+	x, a := r.x, r.a
+	g := x.g
+	switch {
+	case x.r.Context().Err() != nil:
+		x.clientGone()
+	case r.ctx.Err() != nil:
+		x.streamError("total timeout expired during the stream", "timeout")
+	case r.idleFired.Load():
+		g.log().Warn("upstream idle: no event within the idle timeout", "request_id", x.id, "replica", a.rep.cfg.URL, "idle_timeout", a.idleTimeout)
+		g.countFault(a.pool, faultIdle)
+		x.streamError(fmt.Sprintf("no event from the upstream within %s (idle timeout)", a.idleTimeout), "idle_timeout")
+	default:
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // no [DONE]
 		}
-		t1 := g.now() // post-processing ends, the write begins
-		tl.post += t1.Sub(t0)
-		if err := write(raw, t1); err != nil {
-			x.clientGone()
-			return true
-		}
+		g.log().Warn("upstream stream broke", "request_id", x.id, "replica", a.rep.cfg.URL, "err", err)
+		g.countFault(a.pool, faultStreamBroke)
+		x.streamError("upstream stream ended before [DONE]: "+err.Error(), "upstream_stream_error")
 	}
 }
 

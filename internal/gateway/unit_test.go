@@ -745,3 +745,38 @@ func TestInspectFlagsWhatIsNotJSON(t *testing.T) {
 		}
 	}
 }
+
+// Validate only checks: it fills no default and changes no value, and a
+// configuration that passed SetDefaults and Validate passes both again
+// unchanged.
+func TestValidateChangesNothing(t *testing.T) {
+	t.Setenv("UP_KEY", "sk-from-env")
+	raw := &Config{
+		Pools: []PoolConfig{{Name: "p", Balancer: "queue_aware", Queue: QueueConfig{Concurrency: 4, Adaptive: AdaptiveGradient},
+			Replicas: []ReplicaConfig{{URL: "http://u:pw@h:1/", APIKeyEnv: "UP_KEY"}}}},
+		Routes: []RouteConfig{{Model: "*", Pool: "p"}},
+		Keys:   []KeyConfig{{Name: "k", SHA256: strings.ToUpper(HashKey("x"))}},
+	}
+	before := fmt.Sprintf("%+v", *raw)
+	if err := raw.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if after := fmt.Sprintf("%+v", *raw); after != before {
+		t.Errorf("Validate changed the configuration:\n%s\n%s", before, after)
+	}
+	raw.SetDefaults()
+	p := raw.Pools[0]
+	if p.ScrapeInterval.D() != time.Second || p.Queue.MaxSize != 1024 || p.Queue.MinConcurrency != 1 || p.Queue.MaxConcurrency != 16 ||
+		p.Replicas[0].URL != "http://h:1" || p.Replicas[0].APIKey != "sk-from-env" || raw.Keys[0].SHA256 != HashKey("x") ||
+		raw.Routes[0].Length.OnExceed != "reject" || raw.Server.MaxBodyBytes != 4<<20 || raw.Server.PrefixBytes != 512 {
+		t.Errorf("defaults not filled: %+v", raw)
+	}
+	once := fmt.Sprintf("%+v", *raw)
+	raw.SetDefaults()
+	if err := raw.Validate(); err != nil || fmt.Sprintf("%+v", *raw) != once {
+		t.Errorf("SetDefaults twice: %v\n%s\n%+v", err, once, *raw)
+	}
+	if raw.Pools[0].Replicas[0].authorization() != "Bearer sk-from-env" {
+		t.Errorf("authorization %q", raw.Pools[0].Replicas[0].authorization())
+	}
+}

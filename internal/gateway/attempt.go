@@ -1,0 +1,340 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/sse"
+)
+
+// attempt is one upstream try: a replica of a pool, and what was read from
+// it up to the first content token (the upstream I/O of one try; forward
+// runs the tries).
+type attempt struct {
+	pool *pool
+	// admitted is when the request was admitted to pool: its upstream
+	// TTFT, which feeds pool's adaptive limit, counts from there.
+	admitted time.Time
+	rep      *Replica
+	cancel   context.CancelFunc // ends the attempt's upstream request
+	started  time.Time
+	gotConn  atomic.Pointer[time.Time] // when the connection was obtained
+	resp     *http.Response
+	rd       *sse.Reader // over up, in block mode (newEventReader)
+	up       *waitReader // the upstream's stream, timed
+	pending  []byte      // stream bytes read up to and including the first content event
+	body     []byte      // non-streaming body
+	// wholeTokens is the non-streaming body's usage.completion_tokens;
+	// scanned, the time reading it took.
+	wholeTokens int
+	scanned     time.Duration
+	first       time.Time
+	done        bool // the stream ended ([DONE]) before any content
+	doneAt      int  // with done: where the [DONE] event starts in pending
+	// outcome
+	err     error
+	phase   atomic.Int32 // an attemptPhase
+	status  int          // upstream status when it answered with an error
+	errBody []byte
+	tokens  int // output tokens counted in pending
+	lastUse int // completion_tokens of the last usage seen
+
+	ttftTimeout time.Duration // 0: none
+	idleTimeout time.Duration // between data events after the first token; 0: none
+	whole       bool          // the answer is one body, not an event stream
+}
+
+// attemptPhase is where an attempt stands in the race between its reader
+// and its TTFT timer; whichever moves it out of awaitingFirstToken first
+// (compare-and-swap) wins.
+type attemptPhase int32
+
+const (
+	awaitingFirstToken attemptPhase = iota // reading the upstream, no first token yet
+	firstTokenClaimed                      // the reader got the first token before the timer fired
+	ttftExpired                            // the timer fired first: the attempt is cancelled
+)
+
+// move takes the attempt from awaitingFirstToken to next; false when the
+// other side already moved it.
+func (a *attempt) move(next attemptPhase) bool {
+	return a.phase.CompareAndSwap(int32(awaitingFirstToken), int32(next))
+}
+
+// timedOut reports whether the TTFT timeout fired before the first token.
+func (a *attempt) timedOut() bool { return attemptPhase(a.phase.Load()) == ttftExpired }
+
+// claimFirst marks the first token as arrived; false (and the attempt
+// failed) when the TTFT timeout won the race.
+func (a *attempt) claimFirst() bool {
+	if a.move(firstTokenClaimed) {
+		return true
+	}
+	a.err = errors.New("ttft timeout")
+	return false
+}
+
+// won reports whether the attempt produced a first token (or a whole
+// answer), to be streamed.
+func (a *attempt) won() bool { return a.err == nil && a.status == 0 }
+
+// retryable reports whether another replica may succeed where a failed.
+func (a *attempt) retryable() bool {
+	return a.err != nil || a.status >= 500 || a.status == http.StatusTooManyRequests
+}
+
+// overloaded reports whether a failed on a sign of upstream overload: a
+// 429 or 503 answer, or the TTFT timeout.
+func (a *attempt) overloaded() bool {
+	return a.timedOut() || a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable
+}
+
+// release gives back what a won attempt holds when it is not streamed
+// (it lost a race it had won too late).
+func (a *attempt) release() {
+	_ = a.resp.Body.Close()
+	a.rep.outstanding.Add(-1)
+	a.cancel()
+}
+
+// run performs one attempt up to the first content token (or the whole
+// body when not streaming). It returns a with its outcome set.
+func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
+	g := x.g
+	a.rep.outstanding.Add(1)
+	a.started = g.now()
+	if d := a.ttftTimeout; d > 0 {
+		t := time.AfterFunc(d, func() {
+			if a.move(ttftExpired) {
+				a.cancel()
+			}
+		})
+		defer t.Stop()
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			a.rep.outstanding.Add(-1)
+			if a.resp != nil {
+				_ = a.resp.Body.Close()
+			}
+			a.cancel()
+		}
+	}()
+	resp, err := x.send(ctx, a, body)
+	if err != nil {
+		a.err = err
+		return a
+	}
+	a.resp = resp
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		a.status = resp.StatusCode
+		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return a
+	case !x.req.Stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		// Not streaming (or an upstream that answered a stream request
+		// with one JSON body): the body is passed through whole.
+		ok = x.readWhole(a)
+	default:
+		ok = x.readToFirstToken(a)
+	}
+	return a
+}
+
+// send makes the attempt's upstream request: the client's headers (less
+// hop-by-hop ones and the gateway's key), the request id, the span's
+// trace context and the replica's own credentials.
+func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Response, error) {
+	g := x.g
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
+		t := g.now()
+		a.gotConn.Store(&t)
+	}}
+	ctx = httptrace.WithClientTrace(ctx, trace)
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, a.rep.cfg.URL+x.r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build upstream request: %w", err)
+	}
+	copyRequestHeaders(out.Header, x.r.Header)
+	out.Header.Set(headerRequestID, x.id)
+	out.Header.Set("Content-Type", "application/json")
+	x.span.inject(out.Header)
+	if auth := a.rep.cfg.authorization(); auth != "" {
+		out.Header.Set("Authorization", auth)
+	} else if x.key != nil {
+		out.Header.Del("Authorization") // the gateway's key is not the upstream's
+	}
+	resp, err := g.transport.RoundTrip(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.rep.cfg.URL, err)
+	}
+	return resp, nil
+}
+
+// readWhole reads a non-streaming answer whole: its end is the attempt's
+// "first token". The answer is read as a chunk is (its usage gives the
+// token count); one that is not a JSON object is a protocol error, as an
+// event would be. It reports whether the attempt won.
+func (x *exchange) readWhole(a *attempt) bool {
+	g := x.g
+	a.whole = true
+	var err error
+	a.body, err = io.ReadAll(a.resp.Body)
+	if err != nil {
+		a.err = fmt.Errorf("read upstream body: %w", err)
+		return false
+	}
+	a.first = g.now()
+	a.wholeTokens, err = answerTokens(a.body)
+	a.scanned = g.now().Sub(a.first)
+	if err != nil {
+		a.err = newProtocolError(a.body)
+		g.countFault(a.pool, faultProtocol)
+		return false
+	}
+	return a.claimFirst()
+}
+
+// readToFirstToken reads the upstream's events, keeping their bytes, up
+// to the first that carries output (or [DONE]). An error event first is
+// the upstream's error answer; an event that is not JSON, a protocol
+// error. It reports whether the attempt won.
+func (x *exchange) readToFirstToken(a *attempt) bool {
+	g := x.g
+	a.up = &waitReader{r: a.resp.Body, now: g.now}
+	a.rd = newEventReader(a.up)
+	var probe chunkProbe
+	for {
+		ev, err := a.rd.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // no [DONE]
+			}
+			a.err = fmt.Errorf("upstream stream before first token: %w", err)
+			return false
+		}
+		start := len(a.pending)
+		a.pending = append(a.pending, ev.Raw...)
+		switch probe.inspect(ev) {
+		case eventContent:
+			a.first = g.now()
+			a.tokens, a.lastUse = 1, 0
+			if used, ok := probe.usage(); ok {
+				a.tokens, a.lastUse = used, used
+			}
+			return a.claimFirst()
+		case eventDone:
+			a.first = g.now()
+			a.done, a.doneAt = true, start
+			return a.claimFirst()
+		case eventError:
+			a.status = http.StatusBadGateway
+			a.errBody = bytes.TrimSpace(ev.Data)
+			return false
+		case eventInvalid:
+			a.err = newProtocolError(ev.Raw)
+			g.countFault(a.pool, faultProtocol)
+			return false
+		}
+	}
+}
+
+// pickReplica asks the pool's balancer among replicas not yet tried (all of
+// them when every one was).
+func pickReplica(p *pool, req *Request, tried map[*Replica]bool) *Replica {
+	c := p.replicas
+	if len(tried) > 0 {
+		var left []*Replica
+		for _, r := range c {
+			if !tried[r] {
+				left = append(left, r)
+			}
+		}
+		if len(left) > 0 {
+			c = left
+		}
+	}
+	return p.balancer.Pick(req, c)
+}
+
+func (g *Gateway) countAttempt(p *pool, outcome string) {
+	if g.Metrics != nil {
+		g.Metrics.Attempts.WithLabelValues(p.name, outcome).Inc()
+	}
+}
+
+// The kinds of tokentrace_gateway_upstream_errors_total.
+const (
+	faultProtocol    = "protocol_error"
+	faultStreamBroke = "stream_broken"
+	faultIdle        = "idle_timeout"
+)
+
+func (g *Gateway) countFault(p *pool, kind string) {
+	if g.Metrics != nil {
+		g.Metrics.UpstreamErrors.WithLabelValues(p.name, kind).Inc()
+	}
+}
+
+// protocolError is an upstream event (or a whole answer) the gateway
+// cannot parse: its data is neither [DONE] nor a JSON object. Its Error,
+// logged, quotes the start; the client is told protocolErrorMsg only (an
+// upstream's error page can name internal hosts).
+type protocolError struct{ excerpt string }
+
+const protocolErrorMsg = "upstream protocol error: the upstream sent an event that is not JSON"
+
+func newProtocolError(ev []byte) *protocolError {
+	ev = bytes.TrimSpace(ev)
+	if len(ev) > 64 {
+		ev = ev[:64]
+	}
+	return &protocolError{excerpt: redact.Text(strconv.Quote(string(ev)))}
+}
+
+func (e *protocolError) Error() string { return protocolErrorMsg + ": " + e.excerpt }
+
+// passError forwards an upstream's error answer (already OpenAI-shaped
+// when the upstream is OpenAI-compatible) with its status.
+func (x *exchange) passError(a *attempt) {
+	x.status = a.status
+	x.errKind = "upstream_status"
+	if x.wrote {
+		return
+	}
+	x.wrote = true
+	h := x.w.Header()
+	ct := "application/json"
+	if a.resp != nil && a.resp.Header.Get("Content-Type") != "" {
+		ct = a.resp.Header.Get("Content-Type")
+	}
+	h.Set("Content-Type", ct)
+	if a.resp != nil {
+		if ra := a.resp.Header.Get("Retry-After"); ra != "" {
+			h.Set("Retry-After", ra)
+		}
+	}
+	// The upstream's words are passed on without credentials, in case
+	// it quotes what it was sent.
+	body := []byte(redact.Values(redact.Text(string(a.errBody)), a.rep.cfg.credentials()...))
+	if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
+		b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer,
+			fmt.Sprintf("upstream answered %d: %s", a.status, strings.TrimSpace(string(body))), "", "upstream_error")})
+		body = b
+	}
+	x.w.WriteHeader(a.status)
+	_, _ = x.w.Write(body)
+}

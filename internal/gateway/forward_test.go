@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// fallbackGateway is a route whose pool times out (ttft) and falls back
+// to a route of another pool.
+func fallbackGateway(t *testing.T, big, small *fakeUpstream, smallQueue, smallRoute string) *Gateway {
+	t.Helper()
+	return mustGateway(t, fmt.Sprintf(`
+pools:
+  - {name: big, replicas: [{url: %q}]}
+  - {name: small, replicas: [{url: %q}], queue: %s}
+routes:
+  - {model: big-model, pool: big, fallback: small-model, timeouts: {ttft: 300ms}}
+  - {model: small-model, pool: small%s}
+`, big.URL(), small.URL(), smallQueue, smallRoute))
+}
+
+// The pool that produced the first token is the one fed: its hedging
+// delay (upstream TTFT) and its adaptive limit (upstream TTFT from the
+// admission to that pool); the pool given up counts its TTFT timeout as
+// a drop (overload) and is fed no first token.
+func TestFallbackFeedsThePoolThatAnswered(t *testing.T) {
+	big := newFakeUpstream(t, &fakeUpstream{name: "big", ttft: time.Minute})
+	small := newFakeUpstream(t, &fakeUpstream{name: "small"})
+	g := fallbackGateway(t, big, small, "{}", "")
+	gw := startGateway(t, g)
+	if s, _, b := do(t, gw.URL, chatBody("big-model", true, "x", ""), nil); s != 200 {
+		t.Fatalf("status %d: %s", s, b)
+	}
+	rt := g.rt.Load()
+	bigP, smallP := rt.pools["big"], rt.pools["small"]
+	bigFirst, bigDrops := bigP.adm.fed()
+	smallFirst, smallDrops := smallP.adm.fed()
+	if bigFirst != 0 || bigDrops != 1 || smallFirst != 1 || smallDrops != 0 {
+		t.Errorf("adaptive limits fed: big %d first tokens, %d drops; small %d, %d; want big 0, 1 and small 1, 0",
+			bigFirst, bigDrops, smallFirst, smallDrops)
+	}
+	if n := len(bigP.ttfts); n != 0 {
+		t.Errorf("big pool's hedging samples: %d, want 0", n)
+	}
+	if n := len(smallP.ttfts); n != 1 || smallP.ttfts[0] > 250*time.Millisecond {
+		t.Errorf("small pool's hedging samples: %v, want one, its own TTFT (not the big pool's 300 ms)", smallP.ttfts)
+	}
+}
+
+// The fallback waits in its pool's queue with the request's deadline, and
+// the fallback route's early rejection refuses it there when the deadline
+// passes: 429 deadline, counted under the fallback's pool.
+func TestFallbackQueueKeepsTheDeadline(t *testing.T) {
+	big := newFakeUpstream(t, &fakeUpstream{name: "big", ttft: time.Minute})
+	gate := make(chan struct{})
+	small := newFakeUpstream(t, &fakeUpstream{name: "small", gate: gate, chunks: 1})
+	g := fallbackGateway(t, big, small, "{concurrency: 1}", ", early_reject: true")
+	gw := startGateway(t, g)
+	// Hold the small pool's only slot.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held := make(chan struct{})
+	go func() { // answered once the gate opens
+		defer close(held)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+chatPath, strings.NewReader(chatBody("small-model", true, "x", "")))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "small slot held", func() bool { _, inflight, _ := g.rt.Load().pools["small"].adm.snapshot(); return inflight == 1 })
+
+	s, hdr, b := do(t, gw.URL, chatBody("big-model", true, "x", ""), map[string]string{headerDeadline: "800"})
+	if s != 429 || hdr.Get("Retry-After") == "" || !strings.Contains(b, `"code":"deadline"`) {
+		t.Fatalf("status %d %v body %s, want 429 deadline", s, hdr, b)
+	}
+	if n := testutil.ToFloat64(g.Metrics.Rejected.WithLabelValues("small", "deadline")); n != 1 {
+		t.Errorf("rejected{small, deadline} = %v, want 1", n)
+	}
+	close(gate)
+	<-held
+}

@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strings"
+)
+
+// hopHeaders are not forwarded in either direction (RFC 9110 §7.6.1; the
+// list httputil.ReverseProxy strips, Proxy-Connection included).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// removeHopHeaders deletes from h the headers its Connection header names,
+// then the standard hop-by-hop headers.
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for k := range strings.SplitSeq(f, ",") {
+			if k = textproto.TrimString(k); k != "" {
+				h.Del(k)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// copyResponseHeaders adds to dst the end-to-end headers of src, an
+// upstream's response: neither the hop-by-hop headers nor those its
+// Connection header names (so that it cannot remove the gateway's own).
+func copyResponseHeaders(dst, src http.Header) {
+	conn := src.Values("Connection")
+	for k, vs := range src {
+		if slices.Contains(hopHeaders, k) || namedIn(conn, k) {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+}
+
+// namedIn reports whether a Connection header's values name the header k.
+func namedIn(connection []string, k string) bool {
+	for _, f := range connection {
+		for n := range strings.SplitSeq(f, ",") {
+			if strings.EqualFold(textproto.TrimString(n), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// copyRequestHeaders copies a client's request headers to the upstream
+// request, less the hop-by-hop ones and those the gateway sets itself.
+func copyRequestHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = append([]string(nil), vs...)
+	}
+	removeHopHeaders(dst)
+	dst.Del("Accept-Encoding") // keep the stream uncompressed, readable event by event
+	dst.Del("Content-Length")
+	dst.Del("Traceparent") // set by the span (or copied back by inject)
+	dst.Del("Tracestate")
+	dst.Del(headerPriority)
+}

@@ -1,0 +1,29 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/openai"
+)
+
+// authenticate checks the API key when the configuration has keys: the
+// request must carry one of them (Authorization: Bearer KEY, compared by
+// its SHA-256); the key's settings (priority, limits) follow the request.
+type authenticate struct{}
+
+func (authenticate) apply(x *exchange) *rejection {
+	if len(x.rt.keys) == 0 {
+		return nil
+	}
+	key, ok := strings.CutPrefix(x.r.Header.Get("Authorization"), "Bearer ")
+	if !ok || key == "" {
+		return refuse(http.StatusUnauthorized, openai.TypeAuthentication, "missing API key: send Authorization: Bearer KEY", "", "missing_api_key")
+	}
+	ks := x.rt.keys[HashKey(strings.TrimSpace(key))]
+	if ks == nil {
+		return refuse(http.StatusUnauthorized, openai.TypeAuthentication, "invalid API key", "", "invalid_api_key")
+	}
+	x.key = ks
+	return nil
+}
