@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tokentrace/tokentrace/internal/redisstate/redistest"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // gatewayReplicas builds n gateways from one configuration, as n
@@ -416,6 +418,83 @@ redis: {url: %q, timeout: 2s, retry_interval: 300ms, on_error: %s}
 			if out := logs.String(); strings.Count(out, "redis unreachable") != 1 {
 				t.Errorf("want one warning, got:\n%s", out)
 			}
+		})
+	}
+}
+
+// BenchmarkLimiterAllow is one limit decision: the in-process buckets,
+// and the same buckets in a redis-server on loopback (one script call).
+func BenchmarkLimiterAllow(b *testing.B) {
+	k := KeyConfig{Name: "k", SHA256: HashKey("bench"), RequestsPerSecond: 1e9, Burst: 1e9, TokensPerMinute: 1e15}
+	b.Run("in-process", func(b *testing.B) {
+		l := NewLocalLimiter(k)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow(context.Background(), time.Now(), 100)
+		}
+	})
+	b.Run("redis", func(b *testing.B) {
+		srv := redistest.Start(b)
+		cfg, err := ParseConfig([]byte(fmt.Sprintf("pools: [{name: p, replicas: [{url: \"http://h\"}]}]\nredis: {url: %q, timeout: 5s}\n", srv.URL())))
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer g.Close()
+		l := g.newRedisLimiter(g.rt.Load().redis, k)
+		b.ReportAllocs()
+		for b.Loop() {
+			if d := l.Allow(context.Background(), time.Now(), 100); !d.Allowed || d.Unchecked {
+				b.Fatalf("%+v", d)
+			}
+		}
+	})
+}
+
+// BenchmarkReplicaStateRequest is one non-streaming request through the
+// gateway to an upstream that answers at once, one at a time, with the
+// key's limits in process or in Redis (loopback), and the pool's queue
+// per replica or shared through Redis: the difference in time per request
+// is what the shared state adds. p50 and p99 are of the requests' times
+// as the client sees them.
+func BenchmarkReplicaStateRequest(b *testing.B) {
+	srv := redistest.Start(b)
+	up := httptest.NewServer(benchUpstream(1, 0))
+	defer up.Close()
+	for _, c := range []struct{ name, redis, queue string }{
+		{"limits=in-process", "", "{}"},
+		{"limits=redis", "redis: {url: %q, timeout: 5s}", "{}"},
+		{"queue=in-process", "", "{concurrency: 64}"},
+		{"queue=shared", "redis: {url: %q, timeout: 5s}", "{concurrency: 64, shared: true}"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			redis := c.redis
+			if redis != "" {
+				redis = fmt.Sprintf(redis, srv.URL())
+			}
+			keys := ""
+			if strings.HasPrefix(c.name, "limits") {
+				keys = fmt.Sprintf("keys: [{name: k, sha256: %s, requests_per_second: 1000000000, tokens_per_minute: 1000000000000}]\n", HashKey("bench-key"))
+			}
+			g := mustGateway(b, fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}], queue: %s}]\nroutes: [{model: \"*\", pool: p}]\n%s%s\n", up.URL, c.queue, keys, redis))
+			gw := startGateway(b, g)
+			body := chatBody("m", false, "hi", "")
+			hdr := map[string]string{"Authorization": "Bearer bench-key"}
+			var times []time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				t0 := time.Now()
+				if s, _, out := do(b, gw.URL, body, hdr); s != 200 {
+					b.Fatalf("%d %s", s, out)
+				}
+				times = append(times, time.Since(t0))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(stats.Percentile(times, 50).Microseconds()), "p50-µs")
+			b.ReportMetric(float64(stats.Percentile(times, 99).Microseconds()), "p99-µs")
 		})
 	}
 }
