@@ -29,6 +29,8 @@ type analysis struct {
 	// timeOrder is a.ok sorted by send instant, built on first use.
 	timeOrder []int32
 	rng       *rand.Rand
+	// ev is the server's own evidence (run.json), read before the rules.
+	ev *evidence
 }
 
 // analyse snapshots what was added so far, ready to report on.
@@ -38,6 +40,7 @@ func (c *Collector) analyse() *analysis {
 		sources: c.sources, runs: c.runs, itl: c.itl.Snapshot(), icl: c.icl.Snapshot(),
 		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()),
 	}
+	a.ev = a.serverEvidence()
 	for i := range a.rows {
 		if a.rows[i].ok() {
 			a.ok = append(a.ok, int32(i))
@@ -77,6 +80,7 @@ func (a *analysis) report(warmup int) *Report {
 	}
 	a.verdicts(rep)
 	a.phaseSummaries(rep)
+	rep.Notes = append(rep.Notes, a.ev.lacking(a.runs)...)
 	rep.Findings = diagnose(a, rep)
 	if rep.Findings == nil {
 		rep.Findings = []Finding{}

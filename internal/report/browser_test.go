@@ -55,7 +55,13 @@ func TestHTMLInBrowser(t *testing.T) {
 	if browser == "" {
 		t.Skip("no Chromium installed (apt-get install chromium); skipping the browser test of the HTML report")
 	}
-	rep := goldenRuns(t)["sweep"]
+	// The sweep, with the server's scraped samples: its KV cache and
+	// preemptions get charts of their own on the latency chart's time axis.
+	info := scraped(9, 0.97, 0, 0, serveConfig)
+	for k := range info.Samples {
+		info.Samples[k].AtNS = int64(k) * 80e9
+	}
+	rep := collectRun(Options{SLOs: mustSLOs(t, "ttft:p99<=500ms,tpot:p99<=50ms,e2e:p95<=3s")}, info, sweepReqs())
 	dir := t.ArtifactDir()
 	page := filepath.Join(dir, "report.html")
 	f, err := os.Create(page)
@@ -95,7 +101,8 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Fatalf("the DOM does not hold the report:\n%.2000s", dom)
 	}
 	for _, id := range []string{"cdf-ttft", "cdf-tpot", "cdf-e2e", "latency-time", "throughput-time",
-		"inflight-time", "ttft-input", "e2e-output", "stages-e2e", "stages-ttft", "sweep-latency", "sweep-goodput"} {
+		"inflight-time", "kv-time", "preemptions-time", "ttft-input", "e2e-output", "stages-e2e", "stages-ttft",
+		"sweep-latency", "sweep-goodput"} {
 		i := strings.Index(dom, `id="fig-`+id+`"`)
 		if i < 0 {
 			t.Errorf("chart %s missing from the rendered page", id)
@@ -105,8 +112,8 @@ func TestHTMLInBrowser(t *testing.T) {
 			t.Errorf("chart %s has no <svg> in the rendered page", id)
 		}
 	}
-	if n := strings.Count(dom, `<svg class="chart"`); n < 12 {
-		t.Errorf("%d charts rendered, want 12", n)
+	if n := strings.Count(dom, `<svg class="chart"`); n < 14 {
+		t.Errorf("%d charts rendered, want 14", n)
 	}
 	if d, c := strings.Index(dom, `id="diagnosis"`), strings.Index(dom, `id="charts"`); d < 0 || c < d {
 		t.Errorf("the diagnosis (at %d) must come before the charts (at %d)", d, c)

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -262,6 +263,7 @@ func (r *Report) timeCharts(add addFunc) error {
 			return err
 		}
 	}
+	tl.axis(p)
 	if err := add("latency-time", "Latency over the run", "per time bin: P50 and P99 of requests sent in it",
 		p, wideW, wideH); err != nil {
 		return err
@@ -270,27 +272,100 @@ func (r *Report) timeCharts(add addFunc) error {
 	if err := line(p, "output tok/s", xys(tl.OutputTPS), 2, false); err != nil {
 		return err
 	}
+	tl.axis(p)
 	if err := add("throughput-time", "Throughput over the run",
 		fmt.Sprintf("output tokens per second completed in each %.1f s bin", tl.BinS), p, wideW, wideH); err != nil {
 		return err
 	}
-	return r.inflightChart(tl, add)
+	if err := r.inflightChart(tl, add); err != nil {
+		return err
+	}
+	return r.serverCharts(tl, add)
+}
+
+// axis sets a chart over time to the run's span, so that every such chart
+// shares its time axis with the latency chart.
+func (tl *Timeline) axis(p *plot.Plot) { p.X.Min, p.X.Max = 0, tl.EndS }
+
+// at is a server sample's instant on the timeline, in seconds.
+func (tl *Timeline) at(s ServerSample) float64 { return float64(s.AtNS-tl.StartNS) / 1e9 }
+
+// server returns the samples of the run and what they hold (one input:
+// the timeline exists only then).
+func (r *Report) server() ([]ServerSample, *ServerInfo) {
+	for _, run := range r.Runs {
+		if len(run.Samples) > 0 {
+			return run.Samples, run.Server
+		}
+	}
+	return nil, nil
+}
+
+// serverCharts: the server's KV-cache usage and prefix-cache hits, and its
+// preemptions, on the latency chart's time axis (from its /metrics).
+func (r *Report) serverCharts(tl *Timeline, add addFunc) error {
+	samples, info := r.server()
+	if len(samples) == 0 || info == nil {
+		return nil
+	}
+	has := func(f string) bool { return slices.Contains(info.Series, f) }
+	if has("kv_cache_usage") || has("prefix_cache") {
+		p := newPlot("KV cache over the run", "time since start (s)", "% (0–100)")
+		var kv, hits plotter.XYs
+		for i, s := range samples {
+			kv = append(kv, plotter.XY{X: tl.at(s), Y: 100 * s.KVCacheUsage})
+			if i > 0 {
+				if dq := s.PrefixQueries - samples[i-1].PrefixQueries; dq > 0 {
+					hits = append(hits, plotter.XY{X: tl.at(s), Y: 100 * (s.PrefixHits - samples[i-1].PrefixHits) / dq})
+				}
+			}
+		}
+		if has("kv_cache_usage") {
+			if err := line(p, "KV-cache usage", kv, 4, false); err != nil {
+				return err
+			}
+		}
+		if has("prefix_cache") {
+			if err := line(p, "prefix-cache hits (% of prompt tokens looked up)", hits, 2, false); err != nil {
+				return err
+			}
+		}
+		p.Y.Min, p.Y.Max = 0, 100
+		tl.axis(p)
+		if err := add("kv-time", "KV cache over the run", "scraped from the server's metrics: blocks in use, and "+
+			"the share of prompt tokens its prefix cache served between scrapes", p, wideW, wideH); err != nil {
+			return err
+		}
+	}
+	if !has("preemptions") {
+		return nil
+	}
+	p := newPlot("Preemptions over the run", "time since start (s)", "preemptions since the start")
+	var pre plotter.XYs
+	for _, s := range samples {
+		pre = append(pre, plotter.XY{X: tl.at(s), Y: s.Preemptions - samples[0].Preemptions})
+	}
+	if err := line(p, "preemptions (server)", pre, 1, false); err != nil {
+		return err
+	}
+	p.Y.Min = 0
+	p.Y.Max = max(p.Y.Max, 1)
+	tl.axis(p)
+	return add("preemptions-time", "Preemptions over the run", "scraped from the server's metrics: requests "+
+		"evicted from the KV cache since the run started", p, wideW, wideH)
 }
 
 // inflightChart: requests in flight, the server's scrape when there is
 // one, else the client's view.
 func (r *Report) inflightChart(tl *Timeline, add addFunc) error {
 	p := newPlot("Requests in flight", "time since start (s)", "requests")
-	var samples []ServerSample
-	for _, run := range r.Runs {
-		samples = append(samples, run.Samples...)
-	}
+	samples, _ := r.server()
 	caption := "client view: waiting = sent, no token yet; decoding = between first token and end"
 	if len(samples) > 0 {
 		var run, wait plotter.XYs
 		for _, s := range samples {
-			run = append(run, plotter.XY{X: float64(s.AtNS) / 1e9, Y: s.Running})
-			wait = append(wait, plotter.XY{X: float64(s.AtNS) / 1e9, Y: s.Waiting})
+			run = append(run, plotter.XY{X: tl.at(s), Y: s.Running})
+			wait = append(wait, plotter.XY{X: tl.at(s), Y: s.Waiting})
 		}
 		if err := line(p, "running (server)", run, 0, false); err != nil {
 			return err
@@ -307,6 +382,7 @@ func (r *Report) inflightChart(tl *Timeline, add addFunc) error {
 			return err
 		}
 	}
+	tl.axis(p)
 	return add("inflight-time", "Requests in flight", caption, p, wideW, wideH)
 }
 

@@ -52,6 +52,7 @@ type row struct {
 	stallAt, stall                       int64 // start and length of the largest chunk gap
 	itlMax                               int64
 	input, output, cached, turn, nchunks int32
+	shared                               int32 // prompt tokens shared with other requests
 	session                              int64
 	src, phase                           uint16
 	errKind                              uint8 // index into Collector.errKinds; 0 = success

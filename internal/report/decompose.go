@@ -1,31 +1,39 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
-// decompose groups successful requests by the value of total (ranked) and
-// averages the given stages over each group.
-func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *Decomposition {
-	n := len(a.ok)
-	type pair struct {
-		v int64
-		i int32
-	}
-	ps := make([]pair, n)
+// ranked is a successful request and the value it is ranked by.
+type ranked struct {
+	v int64
+	i int32
+}
+
+// rank orders the successful requests by total (ties by input order).
+func (a *analysis) rank(total func(*row) int64) []ranked {
+	ps := make([]ranked, len(a.ok))
 	for k, i := range a.ok {
-		ps[k] = pair{total(&a.rows[i]), i}
+		ps[k] = ranked{total(&a.rows[i]), i}
 	}
-	slices.SortFunc(ps, func(x, y pair) int {
+	slices.SortFunc(ps, func(x, y ranked) int {
 		if c := cmpInt64(x.v, y.v); c != 0 {
 			return c
 		}
 		return int(x.i - y.i)
 	})
+	return ps
+}
 
+// decompose groups successful requests by the value of total (ranked) and
+// averages the given stages over each group.
+func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *Decomposition {
+	n := len(a.ok)
+	ps := a.rank(total)
 	d := &Decomposition{Of: of}
 	rank := func(p float64) int { return int(stats.Rank(p, int64(n))) }
 	lo, hi := rank(40)-1, rank(60)
@@ -38,18 +46,45 @@ func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *D
 		{"p99+", min(rank(99), n-1), n},
 	}
 	for _, g := range groups {
-		var sum [nStages]float64
-		var tot float64
-		for _, p := range ps[g.lo:g.hi] {
-			s := a.rows[p.i].stages()
-			for _, st := range stages {
-				sum[st] += float64(s[st])
-			}
-			tot += float64(p.v)
-		}
-		d.Groups = append(d.Groups, a.stageGroup(g.name, g.hi-g.lo, sum, tot, stages))
+		d.Groups = append(d.Groups, a.groupOf(g.name, ps[g.lo:g.hi], stages))
 	}
 	return d
+}
+
+// groupOf averages the stages over a group of ranked requests.
+func (a *analysis) groupOf(name string, ps []ranked, stages []int) StageGroup {
+	var sum [nStages]float64
+	var tot float64
+	for _, p := range ps {
+		s := a.rows[p.i].stages()
+		for _, st := range stages {
+			sum[st] += float64(s[st])
+		}
+		tot += float64(p.v)
+	}
+	return a.stageGroup(name, len(ps), sum, tot, stages)
+}
+
+// minTail is the fewest requests a rule judges a tail on: above the P95
+// holds a handful of requests in a short run, which one hiccup decides.
+const minTail = 10
+
+// tail is the decomposition's p95+ group when it holds at least minTail
+// requests, else the slowest minTail (all of them in a smaller run), named
+// "slowest N"; nil without a decomposition.
+func (a *analysis) tail(d *Decomposition) *StageGroup {
+	g := group(d, "p95+")
+	if g == nil || g.Requests >= minTail || len(a.ok) <= g.Requests {
+		return g
+	}
+	total, stages := func(r *row) int64 { return r.end - r.intended }, allStages()
+	if d.Of == "ttft_intended" {
+		total, stages = func(r *row) int64 { return r.firstOut() - r.intended }, ttftStages
+	}
+	ps := a.rank(total)
+	k := min(minTail, len(ps))
+	sg := a.groupOf(fmt.Sprintf("slowest %d", k), ps[len(ps)-k:], stages)
+	return &sg
 }
 
 // stageGroup is one group's mean per stage and share of the total, from

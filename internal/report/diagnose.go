@@ -7,8 +7,10 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-// diagnose runs every rule over the run and returns their findings,
-// critical first.
+// diagnose runs every rule over the run and returns their findings:
+// critical first, then warnings, then information; within a severity, the
+// findings that account for a failed SLO before the others, each group in
+// the rules' order.
 func diagnose(a *analysis, rep *Report) []Finding {
 	var out []Finding
 	for _, r := range rules {
@@ -19,8 +21,25 @@ func diagnose(a *analysis, rep *Report) []Finding {
 	}
 	out = append(out, breachFindings(rep, out)...)
 	sev := map[string]int{"critical": 0, "warning": 1, "info": 2}
-	slices.SortStableFunc(out, func(x, y Finding) int { return sev[x.Severity] - sev[y.Severity] })
+	rank := func(f Finding) int {
+		r := 2 * sev[f.Severity]
+		if !accountsForFailure(rep, f) {
+			r++
+		}
+		return r
+	}
+	slices.SortStableFunc(out, func(x, y Finding) int { return rank(x) - rank(y) })
 	return out
+}
+
+// accountsForFailure says whether a finding explains a failed SLO.
+func accountsForFailure(rep *Report, f Finding) bool {
+	for _, v := range rep.SLOs {
+		if v.Status == "fail" && (f.Rule == "slo-breach" || slices.Contains(explains[f.Rule], latency.Metric(v.Metric))) {
+			return true
+		}
+	}
+	return false
 }
 
 // rule is one diagnosis: check reads the run and returns a finding when the
@@ -38,10 +57,12 @@ var rules = []rule{
 	{"prefill-bound", rulePrefillBound},
 	{"decode-bandwidth", ruleDecodeBandwidth},
 	{"prefill-interference", rulePrefillInterference},
+	{"kv-cache", ruleKVCache},
 	{"output-length", ruleOutputLength},
 	{"outside-model", ruleOutsideModel},
 	{"errors", ruleErrors},
 	{"stalls", ruleStalls},
+	{"closed-loop-waves", ruleWaves},
 }
 
 // concern says whether a metric deserves a rule's attention: an SLO on it
@@ -82,6 +103,14 @@ func group(d *Decomposition, name string) *StageGroup {
 		}
 	}
 	return nil
+}
+
+// tailWords names a tail group in evidence text.
+func tailWords(g *StageGroup) string {
+	if g.Name == "p95+" {
+		return "above its P95"
+	}
+	return fmt.Sprintf("among its %d slowest requests", g.Requests)
 }
 
 func (g *StageGroup) share(stage latency.Stage) float64 {

@@ -61,7 +61,7 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 		id: r.ID, intended: r.IntendedNS, sent: r.SentNS, wrote: r.WroteNS,
 		firstTok: r.FirstTokenNS, end: r.EndNS, connect: r.ConnectNS, gateway: r.GatewayNS,
 		input: int32(r.InputTokens), output: int32(r.OutputTokens), cached: int32(r.CachedTokens),
-		turn: int32(r.Turn), session: r.Session, nchunks: int32(len(r.ChunkNS)),
+		turn: int32(r.Turn), session: r.Session, nchunks: int32(len(r.ChunkNS)), shared: int32(r.SharedPrefixTokens),
 	}
 	if r.Server != nil {
 		w.flags |= flagServer

@@ -35,7 +35,12 @@ type CDF struct {
 // Timeline is the run in equal time bins, X the bin's middle in seconds
 // since the first intended send.
 type Timeline struct {
-	BinS float64 // bin width, seconds
+	// StartNS is the instant time 0 stands for (the first intended send,
+	// on the records' clock, which the server's samples share); EndS the
+	// run's span in seconds. Every chart over time spans [0, EndS].
+	StartNS int64
+	EndS    float64
+	BinS    float64 // bin width, seconds
 	// TTFT and E2E percentiles (ms) of the requests sent in each bin; bins
 	// without such requests are left out.
 	TTFTP50, TTFTP99, E2EP50, E2EP99 []XY
@@ -125,7 +130,7 @@ func (a *analysis) timeline() *Timeline {
 		accum(decoding, first, row.end, t0, width)
 	}
 	mid := func(b int) float64 { return (float64(b) + 0.5) * width / 1e9 }
-	tl := &Timeline{BinS: width / 1e9}
+	tl := &Timeline{StartNS: t0, EndS: float64(t1-t0) / 1e9, BinS: width / 1e9}
 	for b := 0; b < nb; b++ {
 		slices.Sort(ttft[b])
 		slices.Sort(e2e[b])

@@ -15,12 +15,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
-// goldenRuns are fixed synthetic runs whose reports are checked in.
-func goldenRuns(t *testing.T) map[string]*Report {
-	overload := overloadRun(300)
-	for i := 0; i < 6; i++ {
-		overload[40*i+7].err = latency.ErrTimeout
-	}
+// sweepReqs is a sweep of four rate points, past capacity from 16 req/s.
+func sweepReqs() []synthReq {
 	var sweep []synthReq
 	for i, rate := range []float64{4, 8, 16, 32} {
 		pts := baseline(120, rate, uint64(20+i))
@@ -33,6 +29,16 @@ func goldenRuns(t *testing.T) map[string]*Report {
 		}
 		sweep = append(sweep, pts...)
 	}
+	return sweep
+}
+
+// goldenRuns are fixed synthetic runs whose reports are checked in.
+func goldenRuns(t *testing.T) map[string]*Report {
+	overload := overloadRun(300)
+	for i := 0; i < 6; i++ {
+		overload[40*i+7].err = latency.ErrTimeout
+	}
+	sweep := sweepReqs()
 	errs := baseline(12, 10, 5)
 	for i := range errs {
 		errs[i].err = []string{latency.ErrConnect, latency.ErrHTTP5xx, latency.ErrRateLimited}[i%3]

@@ -69,12 +69,12 @@ func ruleDecodeBandwidth(a *analysis, rep *Report) (Finding, bool) {
 	}
 	f, ok := linearFit(xs, ys)
 	if !ok || f.Slope <= 0 || f.R2 < 0.3 {
-		return Finding{}, false
+		return steadyDecode(a, rep, why, xs)
 	}
 	lo, hi := slices.Min(xs), slices.Max(xs)
 	tLo, tHi := f.Intercept+f.Slope*lo, f.Intercept+f.Slope*hi
 	if tLo <= 0 || tHi < 1.2*tLo {
-		return Finding{}, false
+		return steadyDecode(a, rep, why, xs)
 	}
 	nums := map[string]float64{"ms_per_concurrent_request": f.Slope, "r2": f.R2,
 		"concurrency_low": lo, "concurrency_high": hi, "tpot_at_low_ms": tLo, "tpot_at_high_ms": tHi}
@@ -83,117 +83,52 @@ func ruleDecodeBandwidth(a *analysis, rep *Report) (Finding, bool) {
 		"Each decode step reads the weights and every sequence's KV cache from memory, so a bigger batch "+
 		"makes each step longer: decode is memory-bandwidth bound.", prefix(why), f.Slope, f.R2, f.N, tLo, lo, tHi, hi)
 	return Finding{Severity: "warning", Title: "TPOT grows with concurrency: decode is memory-bandwidth bound",
-		Evidence: ev, Numbers: nums, Remedies: []string{
-			"cap the batch (max concurrent sequences) where TPOT matters more than throughput",
-			"quantize weights and KV cache (FP8/INT8) to move fewer bytes per step",
-			"a model with grouped-query attention (smaller KV cache)",
-			"speculative decoding (several tokens per weight read)",
-		}}, true
+		Evidence: ev, Numbers: nums, Remedies: bandwidthRemedies}, true
 }
 
-// rulePrefillInterference: long gaps in the token stream line up with other
-// requests' prefills — the stall a prefill step puts on every decoding request.
-func rulePrefillInterference(a *analysis, rep *Report) (Finding, bool) {
-	if rep.Summary.ServerSplit*2 < rep.Summary.Succeeded || len(a.ok) < 8 {
-		return Finding{}, false
-	}
-	itl := rep.dist("itl")
-	if itl == nil || itl.P50 <= 0 {
-		return Finding{}, false
-	}
-	thr := int64(max(4*itl.P50, 1) * 1e6)
-	ov, ok := a.stallOverlap(thr, thr/2)
-	if !ok || ov.stalls < 3 || float64(ov.stalls) < 0.01*float64(len(a.ok)) {
-		return Finding{}, false
-	}
-	stalls, frac, base := ov.stalls, ov.share(), ov.chance
-	if frac < 0.7 || frac < base+0.2 {
-		return Finding{}, false
-	}
-	nums := map[string]float64{"stalls": float64(stalls), "overlap_share": frac, "prefill_time_share": base,
-		"stall_threshold_ms": ms(thr)}
-	ev := fmt.Sprintf("%d requests had a gap between tokens of at least %s (4× the median ITL of %s); "+
-		"%.0f%% of those gaps overlap another request's prefill, against %.0f%% by chance: "+
-		"a long prefill step stalls every request decoding beside it.",
-		stalls, fmtMS(ms(thr)), fmtMS(itl.P50), 100*frac, 100*base)
-	return Finding{Severity: "warning", Title: "Token stalls coincide with other requests' prefills",
-		Evidence: ev, Numbers: nums, Remedies: []string{
-			"chunked prefill (split long prompts into steps of bounded size mixed with decodes)",
-			"disaggregated prefill and decode on separate replicas for strict ITL targets",
-		}}, true
+// bandwidthRemedies are the levers on a memory-bound decode step.
+var bandwidthRemedies = []string{
+	"cap the batch (max concurrent sequences) where TPOT matters more than throughput",
+	"quantize weights and KV cache (FP8/INT8) to move fewer bytes per step",
+	"a model with grouped-query attention (smaller KV cache)",
+	"speculative decoding (several tokens per weight read)",
 }
 
-// overlap counts the token stalls that overlap another request's prefill.
-type overlap struct {
-	stalls      int     // stalls at least the threshold long
-	overlapping int     // of those, the ones overlapping a prefill window
-	chance      float64 // the share a stall of the median length would overlap by chance
-}
-
-func (o overlap) share() float64 { return float64(o.overlapping) / float64(o.stalls) }
-
-// stallOverlap finds the requests whose longest chunk gap is at least thr
-// and counts those that overlap a prefill of at least minPrefill (windows
-// [first token − prefill, first token] of requests with the server's
-// split). Chance is the share of start instants at which a stall of the
-// median length would overlap some prefill (windows widened by that
-// length) over the run's span. ok is false without stalls, windows or span.
-func (a *analysis) stallOverlap(thr, minPrefill int64) (overlap, bool) {
-	type iv struct{ lo, hi int64 }
-	var w []iv
-	var stallLens []int64
-	var lo0, hi0 int64 = math.MaxInt64, 0
-	for _, i := range a.ok {
-		r := &a.rows[i]
-		lo0, hi0 = min(lo0, r.sent), max(hi0, r.end)
-		if r.hasServer() && r.prefill >= minPrefill && r.firstTok > 0 {
-			w = append(w, iv{r.firstTok - r.prefill, r.firstTok})
-		}
-		if r.stall >= thr {
-			stallLens = append(stallLens, r.stall)
+// steadyDecode is decode-bandwidth on a run whose concurrency does not
+// vary (a closed loop, a steady rate): with a failed TPOT or ITL SLO, and
+// steps that are all alike (no stalls, no tail: ITL P90 ≤ 1.5 × P50, TPOT
+// P50 ≥ 0.7 × P99) while several requests decode at once, the decode step
+// itself is the time, and what sets it is the batch it reads from memory.
+func steadyDecode(a *analysis, rep *Report, why string, conc []float64) (Finding, bool) {
+	tpot, itl := rep.dist("tpot"), rep.dist("itl")
+	if why == "" || tpot == nil || itl == nil || len(conc) == 0 || a.ev.preempting() {
+		return Finding{}, false
+	}
+	batch := 1 + stats.Mean(conc)
+	if batch < 2 || itl.P90 > 1.5*itl.P50 || tpot.P50 < 0.7*tpot.P99 {
+		return Finding{}, false
+	}
+	// The failed objective must sit in the body of its distribution: a
+	// breach made by a few long gaps is a stall, not the step.
+	for _, v := range rep.SLOs {
+		if d := rep.dist(v.Metric); v.Status == "fail" && d != nil && (v.Metric == "tpot" || v.Metric == "itl") &&
+			v.ValueMS > 1.5*d.P50 {
+			return Finding{}, false
 		}
 	}
-	if len(stallLens) == 0 || hi0 <= lo0 || len(w) == 0 {
-		return overlap{}, false
+	nums := map[string]float64{"batch_mean": batch, "tpot_p50_ms": tpot.P50, "tpot_p99_ms": tpot.P99,
+		"itl_p50_ms": itl.P50, "itl_p90_ms": itl.P90}
+	src := "the client's view of requests between first token and end"
+	if a.ev.has("running") && a.ev.runningMean > 0 {
+		nums["server_running_mean"] = a.ev.runningMean
+		src = fmt.Sprintf("the server's /metrics: %.0f running on average", a.ev.runningMean)
 	}
-	slices.Sort(stallLens)
-	medStall := stats.Percentile(stallLens, 50)
-	union := func(w []iv) []iv {
-		w = slices.Clone(w)
-		slices.SortFunc(w, func(x, y iv) int { return cmpInt64(x.lo, y.lo) })
-		var u []iv
-		for _, x := range w {
-			if len(u) > 0 && x.lo <= u[len(u)-1].hi {
-				u[len(u)-1].hi = max(u[len(u)-1].hi, x.hi)
-				continue
-			}
-			u = append(u, x)
-		}
-		return u
-	}
-	u := union(w)
-	wide := make([]iv, len(w))
-	for k, x := range w {
-		wide[k] = iv{x.lo - medStall, x.hi}
-	}
-	var covered int64
-	for _, x := range union(wide) {
-		covered += x.hi - x.lo
-	}
-	o := overlap{stalls: len(stallLens), chance: min(float64(covered)/float64(hi0-lo0), 1)}
-	for _, i := range a.ok {
-		r := &a.rows[i]
-		if r.stall < thr {
-			continue
-		}
-		s0, s1 := r.stallAt, r.stallAt+r.stall
-		k, _ := slices.BinarySearchFunc(u, s1, func(x iv, t int64) int { return cmpInt64(x.lo, t) })
-		// u[k-1] is the last window starting before the stall ends.
-		if k > 0 && u[k-1].hi > s0 {
-			o.overlapping++
-		}
-	}
-	return o, true
+	ev := fmt.Sprintf("%sTPOT is the decode step itself: P50 %s, P99 %s, every step alike (ITL P50 %s, P90 %s), "+
+		"with about %.0f requests decoding at once (%s). Each decode step reads the weights and every "+
+		"sequence's KV cache from memory, so the batch sets the step time: decode is memory-bandwidth bound "+
+		"at this concurrency.", prefix(why), fmtMS(tpot.P50), fmtMS(tpot.P99), fmtMS(itl.P50), fmtMS(itl.P90), batch, src)
+	return Finding{Severity: "warning", Title: "Every decode step is slow: decode is memory-bandwidth bound",
+		Evidence: ev, Numbers: nums, Remedies: bandwidthRemedies}, true
 }
 
 // ruleOutputLength: E2E tracks the number of output tokens and a few long
@@ -246,33 +181,4 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 			"ask for concise answers in the prompt",
 			"stream to the user so perceived latency is TTFT, not E2E",
 		}}, true
-}
-
-// ruleStalls: token streams that stop for far longer than a decode step —
-// preemption, swapping, or a blocked server.
-func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
-	itl := rep.dist("itl")
-	if itl == nil || itl.P50 <= 0 {
-		return Finding{}, false
-	}
-	thr := int64(max(10*itl.P50, 100) * 1e6)
-	n := 0
-	var worst int64
-	for _, i := range a.ok {
-		if s := a.rows[i].stall; s >= thr {
-			n++
-			worst = max(worst, s)
-		}
-	}
-	if n == 0 {
-		return Finding{}, false
-	}
-	return Finding{Severity: "warning", Title: "Token streams stalled",
-		Numbers: map[string]float64{"stalled_requests": float64(n), "worst_stall_ms": ms(worst), "threshold_ms": ms(thr)},
-		Evidence: fmt.Sprintf("%d request(s) went at least %s without a token (10× the median ITL of %s, "+
-			"at least 100 ms); the longest stall was %s. Stalls this long are preemptions (KV cache "+
-			"exhausted, sequences swapped or recomputed) or a blocked server, not ordinary decode steps.",
-			n, fmtMS(ms(thr)), fmtMS(itl.P50), fmtMS(ms(worst))),
-		Remedies: []string{"leave KV-cache headroom (lower max concurrent sequences or gpu memory share)",
-			"check the server for preemption/swap counters and long pauses"}}, true
 }

@@ -124,6 +124,12 @@ func TestRules(t *testing.T) {
 		bursty[i].at = float64(i/20) * 2000 // 20 at once every 2 s: 10 req/s on average
 		bursty[i].sq = float64(i%20) * 60   // each waits for the ones before it
 	}
+	// TTFT split evenly between the server's queue and prefill: no rule
+	// claims it, so the breach finding names the larger.
+	splitTTFT := baseline(300, 10, 1)
+	for i := range splitTTFT {
+		splitTTFT[i].sq = splitTTFT[i].prefill + 1
+	}
 	cachedRun := prefillRun(200)
 	for i := range cachedRun {
 		if cachedRun[i].turn > 1 {
@@ -162,10 +168,17 @@ func TestRules(t *testing.T) {
 		{"errors", Options{}, baseline(300, 10, 1), nil, false, nil},
 		{"stalls", Options{}, stallRun, nil, true, []string{"5 request(s)", "2.01s"}},
 		{"stalls", Options{}, baseline(300, 10, 1), nil, false, nil},
-		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=25ms")}, baseline(300, 10, 1), nil, true,
-			[]string{"ttft:p99<=25ms fails", "prefill takes", "P99 (3 requests)"}},
-		{"slo-breach", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(300, 10, 1), nil, true,
+		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=25ms")}, splitTTFT, nil, true,
+			[]string{"ttft:p99<=25ms fails", "server_queue takes", "P99 (3 requests)"}},
+		// Equal-weight prompts with no trend: the server's split names prefill.
+		{"prefill-bound", Options{SLOs: mustSLOs(t, "ttft:p99<=25ms")}, baseline(300, 10, 1), nil, true,
+			[]string{"ttft:p99<=25ms fails", "largest TTFT term", "ms per 1k tokens"}},
+		// One request at a time: no batch to blame, the step is the model's.
+		{"slo-breach", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(60, 0.5, 1), nil, true,
 			[]string{"tpot:p99<=5ms fails", "decode step"}},
+		// A steady batch of about ten: the fixed-concurrency decode rule.
+		{"decode-bandwidth", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(300, 10, 1), nil, true,
+			[]string{"tpot:p99<=5ms fails", "every step alike", "memory-bandwidth bound at this concurrency"}},
 		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, baseline(300, 10, 1), nil, false, nil},
 		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, overloadRun(200), nil, false, nil},
 		{"client-bottleneck", Options{}, clientRun, nil, true, []string{"P99 client queue"}},
@@ -202,51 +215,56 @@ func TestRules(t *testing.T) {
 // TestPrefillInterference builds decoders whose token streams pause exactly
 // while other (long-prompt) requests prefill, and a control run whose
 // pauses fall at fixed token positions unrelated to the prefills.
-func TestPrefillInterference(t *testing.T) {
-	build := func(aligned bool) []*latency.Record {
-		var recs []*latency.Record
-		ns := func(v float64) int64 { return int64(v * msNS) }
-		// Long prompts: a 150 ms prefill every 1.5 s, starting at 1 s.
-		type win struct{ lo, hi float64 }
-		var wins []win
-		for j := 0; j < 12; j++ {
-			lo := 1000 + 1500*float64(j)
-			wins = append(wins, win{lo, lo + 150})
-			recs = append(recs, &latency.Record{Schema: 1, ID: fmt.Sprintf("p%d", j), Stream: true,
-				IntendedNS: ns(lo - 5), SentNS: ns(lo - 5), FirstTokenNS: ns(lo + 150), EndNS: ns(lo + 160),
-				ChunkNS: []int64{ns(lo + 150), ns(lo + 160)}, InputTokens: 8000, OutputTokens: 2,
-				Server: &latency.ServerSplit{QueueNS: ns(1), PrefillNS: ns(150), DecodeNS: ns(10)}})
-		}
-		rng := rand.New(rand.NewPCG(12, 12))
-		for k := 0; k < 60; k++ {
-			start := 300 * float64(k)
-			first := start + 30
-			stallAt := 20 + rng.IntN(110)
-			r := &latency.Record{Schema: 1, ID: fmt.Sprintf("d%d", k), Stream: true, IntendedNS: ns(start),
-				SentNS: ns(start), FirstTokenNS: ns(first), InputTokens: 200, OutputTokens: 150,
-				Server: &latency.ServerSplit{QueueNS: ns(2), PrefillNS: ns(15)}}
-			tm := first
-			for i := 0; i < 150; i++ {
-				if i > 0 {
-					tm += 10
-					if aligned {
-						for _, w := range wins {
-							if tm > w.lo && tm < w.hi {
-								tm = w.hi
-							}
-						}
-					} else if i == stallAt {
-						tm += 150
-					}
-				}
-				r.ChunkNS = append(r.ChunkNS, ns(tm))
-			}
-			r.EndNS = ns(tm + 1)
-			r.Server.DecodeNS = ns(tm - first)
-			recs = append(recs, r)
-		}
-		return recs
+// interferenceRecords: decoders whose token streams pause exactly while
+// other (long-prompt) requests prefill when aligned, or at fixed token
+// positions unrelated to the prefills when not.
+func interferenceRecords(aligned bool) []*latency.Record {
+	var recs []*latency.Record
+	ns := func(v float64) int64 { return int64(v * msNS) }
+	// Long prompts: a 150 ms prefill every 1.5 s, starting at 1 s.
+	type win struct{ lo, hi float64 }
+	var wins []win
+	for j := 0; j < 12; j++ {
+		lo := 1000 + 1500*float64(j)
+		wins = append(wins, win{lo, lo + 150})
+		recs = append(recs, &latency.Record{Schema: 1, ID: fmt.Sprintf("p%d", j), Stream: true,
+			IntendedNS: ns(lo - 5), SentNS: ns(lo - 5), FirstTokenNS: ns(lo + 150), EndNS: ns(lo + 160),
+			ChunkNS: []int64{ns(lo + 150), ns(lo + 160)}, InputTokens: 8000, OutputTokens: 2,
+			Server: &latency.ServerSplit{QueueNS: ns(1), PrefillNS: ns(150), DecodeNS: ns(10)}})
 	}
+	rng := rand.New(rand.NewPCG(12, 12))
+	for k := 0; k < 60; k++ {
+		start := 300 * float64(k)
+		first := start + 30
+		stallAt := 20 + rng.IntN(110)
+		r := &latency.Record{Schema: 1, ID: fmt.Sprintf("d%d", k), Stream: true, IntendedNS: ns(start),
+			SentNS: ns(start), FirstTokenNS: ns(first), InputTokens: 200, OutputTokens: 150,
+			Server: &latency.ServerSplit{QueueNS: ns(2), PrefillNS: ns(15)}}
+		tm := first
+		for i := 0; i < 150; i++ {
+			if i > 0 {
+				tm += 10
+				if aligned {
+					for _, w := range wins {
+						if tm > w.lo && tm < w.hi {
+							tm = w.hi
+						}
+					}
+				} else if i == stallAt {
+					tm += 150
+				}
+			}
+			r.ChunkNS = append(r.ChunkNS, ns(tm))
+		}
+		r.EndNS = ns(tm + 1)
+		r.Server.DecodeNS = ns(tm - first)
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func TestPrefillInterference(t *testing.T) {
+	build := interferenceRecords
 	for _, aligned := range []bool{true, false} {
 		c := NewCollector(Options{})
 		for _, r := range build(aligned) {

@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -28,7 +27,7 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	growing := w1 > 1.5*w0 && w1-w0 > 1
 	ld := judgeLoad(rep, growing)
 	overloaded, capacity := ld.overloaded, ld.capacity
-	tail := group(rep.TTFTSplit, "p95+")
+	tail := a.tail(rep.TTFTSplit)
 	nums := map[string]float64{"offered_rps": s.OfferedRPS, "completion_rps": s.CompletionRPS, "capacity_rps": capacity}
 	var ev string
 	if split && tail != nil {
@@ -41,8 +40,8 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		if !growing && !overloaded && share < 0.5 {
 			return Finding{}, false
 		}
-		ev = fmt.Sprintf("%sServer queueing is the largest TTFT term in the tail: %.0f%% of TTFT above its "+
-			"P95 (mean wait %s of %s).", prefix(why), 100*share, fmtMS(tail.meanMS(latency.StageServerQueue)), fmtMS(tail.TotalMS))
+		ev = fmt.Sprintf("%sServer queueing is the largest TTFT term in the tail: %.0f%% of TTFT %s "+
+			"(mean wait %s of %s).", prefix(why), 100*share, tailWords(tail), fmtMS(tail.meanMS(latency.StageServerQueue)), fmtMS(tail.TotalMS))
 		if growing {
 			ev += fmt.Sprintf(" The queue grows over the run: mean wait %s in the first quarter, %s in the last.",
 				fmtMS(q0), fmtMS(q1))
@@ -57,6 +56,10 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		ev = fmt.Sprintf("%sThe server gave no stage split, but TTFT grows from a mean of %s in the first "+
 			"quarter of the run to %s in the last while requests arrive faster than they complete: "+
 			"requests are waiting in a queue.", prefix(why), fmtMS(t0), fmtMS(t1))
+	}
+	if e := a.ev; e.has("waiting") && e.waitingPeak > 0 {
+		nums["server_waiting_peak"] = e.waitingPeak
+		ev += fmt.Sprintf(" The server's own queue (its /metrics) held up to %s requests waiting.", num0(e.waitingPeak))
 	}
 	sev := "warning"
 	first := fmt.Sprintf("keep the offered rate below the measured capacity (%s req/s) or scale out replicas", num(capacity))
@@ -126,102 +129,4 @@ func judgeLoad(rep *Report, growing bool) load {
 		ld.capacity, ld.basis = rep.Capacity.RPS, rep.Capacity.Basis
 	}
 	return ld
-}
-
-// rulePrefillBound: TTFT's tail is mostly prefill, and TTFT rises with the
-// prompt length.
-func rulePrefillBound(a *analysis, rep *Report) (Finding, bool) {
-	why, ok := concern(rep, latency.TTFT, latency.TTFTIntended)
-	if !ok || len(a.ok) < 8 {
-		return Finding{}, false
-	}
-	tail := group(rep.TTFTSplit, "p95+")
-	split := rep.Summary.ServerSplit*2 >= rep.Summary.Succeeded
-	var xs, ys []float64
-	for _, i := range a.ok {
-		r := &a.rows[i]
-		y, ok := metricValue(r, "ttft")
-		if !ok {
-			continue
-		}
-		if split && r.hasServer() {
-			y = r.prefill
-		}
-		xs, ys = append(xs, float64(r.input)), append(ys, msf(float64(y)))
-	}
-	f, ok := linearFit(xs, ys)
-	if !ok || f.Slope <= 0 || f.R2 < 0.3 {
-		return Finding{}, false
-	}
-	nums := map[string]float64{"ms_per_1k_input": 1000 * f.Slope, "r2": f.R2}
-	var ev string
-	if split {
-		if tail == nil || tail.Largest != string(latency.StagePrefill) || tail.share(latency.StagePrefill) < 0.4 {
-			return Finding{}, false
-		}
-		nums["prefill_share_p95"] = tail.share(latency.StagePrefill)
-		ev = fmt.Sprintf("%sPrefill is the largest TTFT term in the tail: %.0f%% of TTFT above its P95 "+
-			"(mean %s of %s). Prefill rises with the prompt: %.1f ms per 1k input tokens (R² %.2f, %d requests).",
-			prefix(why), 100*tail.share(latency.StagePrefill), fmtMS(tail.meanMS(latency.StagePrefill)),
-			fmtMS(tail.TotalMS), 1000*f.Slope, f.R2, f.N)
-	} else {
-		if f.R2 < 0.5 {
-			return Finding{}, false
-		}
-		ev = fmt.Sprintf("%sThe server gave no stage split, but TTFT rises with the prompt: %.1f ms per 1k "+
-			"input tokens (R² %.2f, %d requests), the signature of prefill.", prefix(why), 1000*f.Slope, f.R2, f.N)
-	}
-	remedies := []string{"chunked prefill (bounds the TTFT cost of one long prompt and its effect on others)",
-		"shorter prompts (trim history, retrieval and system text)", "more compute per replica (prefill is compute-bound)"}
-	shared, cached := a.sharedPrefix()
-	nums["shared_prefix_share"], nums["cached_share"] = shared, cached
-	switch {
-	case cached > 0:
-		ev += fmt.Sprintf(" The server reported %.0f%% of input tokens as served from its prefix cache", 100*cached)
-		if shared > 0.05 {
-			ev += fmt.Sprintf("; %.0f%% repeat the session's previous turn", 100*shared)
-		}
-		ev += "."
-		remedies = append([]string{fmt.Sprintf("prefix caching is on and served %.0f%% of input tokens: put the "+
-			"shared part (system prompt, history) first and route a session to the same replica to raise it",
-			100*cached)}, remedies...)
-	case shared > 0.05:
-		ev += fmt.Sprintf(" %.0f%% of input tokens repeat the session's previous turn, and the server "+
-			"reported none as cached.", 100*shared)
-		remedies = append([]string{fmt.Sprintf("prefix caching: %.0f%% of input tokens are a prefix shared "+
-			"with an earlier turn", 100*shared)}, remedies...)
-	default:
-		remedies = append(remedies, "prefix caching, if requests share a system prompt or history "+
-			"(nothing in this run's records shows a shared prefix)")
-	}
-	return Finding{Severity: "warning", Title: "TTFT is dominated by prefill and grows with prompt length",
-		Evidence: ev, Numbers: nums, Remedies: remedies}, true
-}
-
-// sharedPrefix estimates the share of input tokens that repeat a session's
-// previous turn (its input plus output), and the share the server said it
-// had cached.
-func (a *analysis) sharedPrefix() (shared, cached float64) {
-	type turn struct{ turn, in, out int32 }
-	sessions := map[int64][]turn{}
-	var input, cachedTok float64
-	for i := range a.rows {
-		r := &a.rows[i]
-		input += float64(r.input)
-		cachedTok += float64(r.cached)
-		if r.session != 0 && r.ok() {
-			sessions[r.session] = append(sessions[r.session], turn{r.turn, r.input, r.output})
-		}
-	}
-	if input == 0 {
-		return 0, 0
-	}
-	var rep float64
-	for _, ts := range sessions {
-		slices.SortFunc(ts, func(x, y turn) int { return int(x.turn - y.turn) })
-		for i := 1; i < len(ts); i++ {
-			rep += float64(min(ts[i].in, ts[i-1].in+ts[i-1].out))
-		}
-	}
-	return rep / input, cachedTok / input
 }

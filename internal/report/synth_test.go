@@ -25,6 +25,7 @@ type synthReq struct {
 	session                int64
 	turn                   int
 	cached                 int
+	shared                 int // prompt tokens shared with other requests
 }
 
 const msNS = 1e6
@@ -34,7 +35,7 @@ func (s synthReq) record(id int) *latency.Record {
 	r := &latency.Record{
 		Schema: latency.RecordSchema, ID: fmt.Sprintf("r%06d", id), Stream: true, Phase: s.phase,
 		IntendedNS: ns(s.at), InputTokens: s.input, OutputTokens: s.output,
-		Session: s.session, Turn: s.turn, CachedTokens: s.cached,
+		Session: s.session, Turn: s.turn, CachedTokens: s.cached, SharedPrefixTokens: s.shared,
 	}
 	r.SentNS = ns(s.at + s.cq)
 	r.ConnectNS = ns(s.connect)

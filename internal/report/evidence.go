@@ -1,0 +1,190 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// evidence is what the server's own /metrics said over the run (run.json's
+// server and samples, as bench scraped them): what it exposes, its
+// configuration, and the figures the rules reason with. A figure the
+// server does not expose is unknown, never zero.
+type evidence struct {
+	scraped bool   // at least one input has samples with their ServerInfo
+	engine  string // the engine of the first input that has one
+	series  map[string]bool
+	config  map[string]string
+	errs    []string // why inputs have no samples
+	// Over the run (summed over inputs): preemptions and prefix-cache
+	// tokens looked up and served, from the first to the last sample.
+	preemptions               float64
+	prefixQueries, prefixHits float64
+	// Peaks over the samples.
+	kvPeak, runningPeak, waitingPeak float64
+	runningMean                      float64
+	prefixHitRate                    float64 // the last sample's, for engines with only a rate
+}
+
+// serverEvidence reads the inputs' run metadata.
+func (a *analysis) serverEvidence() *evidence {
+	ev := &evidence{series: map[string]bool{}, config: map[string]string{}}
+	var runningSum float64
+	var n int
+	for _, run := range a.runs {
+		s := run.Server
+		if s == nil {
+			continue
+		}
+		if s.Error != "" {
+			ev.errs = append(ev.errs, s.Error)
+		}
+		if len(run.Samples) == 0 {
+			continue
+		}
+		ev.scraped = true
+		if ev.engine == "" {
+			ev.engine = s.Engine
+		}
+		for _, f := range s.Series {
+			ev.series[f] = true
+		}
+		for k, v := range s.Config {
+			if _, ok := ev.config[k]; !ok {
+				ev.config[k] = v
+			}
+		}
+		first, last := run.Samples[0], run.Samples[len(run.Samples)-1]
+		ev.preemptions += math.Max(0, last.Preemptions-first.Preemptions)
+		ev.prefixQueries += math.Max(0, last.PrefixQueries-first.PrefixQueries)
+		ev.prefixHits += math.Max(0, last.PrefixHits-first.PrefixHits)
+		ev.prefixHitRate = last.PrefixHitRate
+		for _, sm := range run.Samples {
+			ev.kvPeak = math.Max(ev.kvPeak, sm.KVCacheUsage)
+			ev.runningPeak = math.Max(ev.runningPeak, sm.Running)
+			ev.waitingPeak = math.Max(ev.waitingPeak, sm.Waiting)
+			runningSum += sm.Running
+			n++
+		}
+	}
+	if n > 0 {
+		ev.runningMean = runningSum / float64(n)
+	}
+	return ev
+}
+
+// has says whether the server exposes a figure (scrape's Fig* names:
+// running, waiting, kv_cache_usage, preemptions, prefix_cache, prefix_hit_rate).
+func (ev *evidence) has(fig string) bool { return ev.scraped && ev.series[fig] }
+
+// kvFull is the KV-cache usage from which a cache counts as exhausted.
+const kvFull = 0.95
+
+// preempting says whether the counters show the KV cache running out:
+// preemptions during the run, or usage at the top of the cache.
+func (ev *evidence) preempting() bool {
+	return (ev.has("preemptions") && ev.preemptions > 0) || (ev.has("kv_cache_usage") && ev.kvPeak >= kvFull)
+}
+
+// noPreemption says whether the counters rule preemption out: none during
+// the run and, where the server gives it, KV usage below the top.
+func (ev *evidence) noPreemption() bool {
+	if !ev.has("preemptions") || ev.preemptions > 0 {
+		return false
+	}
+	return !ev.has("kv_cache_usage") || ev.kvPeak < kvFull
+}
+
+// counters describes the preemption and KV figures for evidence text.
+func (ev *evidence) counters() string {
+	var parts []string
+	if ev.has("preemptions") {
+		parts = append(parts, fmt.Sprintf("%s preemption(s) during the run", num0(ev.preemptions)))
+	}
+	if ev.has("kv_cache_usage") {
+		parts = append(parts, fmt.Sprintf("KV-cache usage peaked at %.0f%%", 100*ev.kvPeak))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// setting is one configuration value the server exposes; ok is false when
+// it does not.
+func (ev *evidence) setting(name string) (string, bool) {
+	v, ok := ev.config[name]
+	return v, ok && v != ""
+}
+
+// on reads a boolean setting (vLLM writes Python's True and False).
+func (ev *evidence) on(name string) (on, known bool) {
+	v, ok := ev.setting(name)
+	if !ok {
+		return false, false
+	}
+	b, err := strconv.ParseBool(strings.ToLower(v))
+	return b, err == nil
+}
+
+// number reads a numeric setting.
+func (ev *evidence) number(name string) (float64, bool) {
+	v, ok := ev.setting(name)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	return f, err == nil
+}
+
+// prefixCacheShare is the share of prompt tokens the server's counters say
+// its prefix cache served over the run; ok is false when it gives none.
+func (ev *evidence) prefixCacheShare() (float64, bool) {
+	switch {
+	case ev.has("prefix_cache") && ev.prefixQueries > 0:
+		return ev.prefixHits / ev.prefixQueries, true
+	case ev.has("prefix_hit_rate"):
+		return ev.prefixHitRate, true
+	}
+	return 0, false
+}
+
+// lacking lists what the rules would have read but the run does not
+// hold, for the report's notes; nil when nothing is missing or the inputs
+// carry no run metadata at all (records alone).
+func (ev *evidence) lacking(runs []RunInfo) []string {
+	if len(runs) == 0 {
+		return nil
+	}
+	if !ev.scraped {
+		why := "bench did not read it (run.json has no server samples)"
+		if len(ev.errs) > 0 {
+			why = ev.errs[0]
+		}
+		return []string{"no server evidence: " + why + "; preemptions, KV-cache usage, prefix-cache hits and " +
+			"the server's configuration are unknown, so the diagnosis cannot rule them in or out"}
+	}
+	var miss []string
+	for _, f := range []struct{ fig, what string }{
+		{"preemptions", "preemptions"}, {"kv_cache_usage", "KV-cache usage"}, {"waiting", "requests waiting"},
+	} {
+		if !ev.series[f.fig] {
+			miss = append(miss, f.what)
+		}
+	}
+	if !ev.series["prefix_cache"] && !ev.series["prefix_hit_rate"] {
+		miss = append(miss, "prefix-cache hits")
+	}
+	if len(miss) == 0 {
+		return nil
+	}
+	slices.Sort(miss)
+	engine := ev.engine
+	if engine == "" {
+		engine = "the server"
+	}
+	return []string{fmt.Sprintf("the server's /metrics (%s) exposes no %s: the diagnosis cannot rule those in or out",
+		engine, strings.Join(miss, ", "))}
+}
+
+// num0 formats a count.
+func num0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
