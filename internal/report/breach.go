@@ -17,7 +17,7 @@ var explains = map[string][]latency.Metric{
 	"prefill-bound":        {latency.TTFT, latency.TTFTIntended},
 	"decode-bandwidth":     {latency.TPOT, latency.ITL, latency.ICL},
 	"prefill-interference": {latency.TPOT, latency.ITL, latency.ICL},
-	"kv-cache":             {latency.TPOT, latency.ITL, latency.ICL, latency.E2E, latency.E2EIntended},
+	"kv-cache":             {latency.TPOT, latency.ITL, latency.ICL, latency.E2E, latency.E2EIntended, latency.TTFT, latency.TTFTIntended},
 	"output-length":        {latency.E2E, latency.E2EIntended},
 	"outside-model":        {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended},
 	"stalls":               {latency.ITL, latency.ICL, latency.TPOT},

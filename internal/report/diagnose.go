@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -103,6 +104,44 @@ func group(d *Decomposition, name string) *StageGroup {
 		}
 	}
 	return nil
+}
+
+// ttftTail is the TTFT split's tail without the client queue, unless an
+// SLO on TTFT from the intended send failed: the client's own lag is no
+// term of the TTFT a server is judged on (client-bottleneck judges it).
+func (a *analysis) ttftTail(rep *Report) *StageGroup {
+	g := a.tail(rep.TTFTSplit)
+	for _, v := range rep.SLOs {
+		if v.Status == "fail" && v.Metric == string(latency.TTFTIntended) {
+			return g
+		}
+	}
+	if g == nil {
+		return nil
+	}
+	return g.without(latency.StageClientQueue)
+}
+
+// without is the group with one stage left out: the total less its mean,
+// the other shares of that total, the largest among the rest.
+func (g *StageGroup) without(stage latency.Stage) *StageGroup {
+	out := *g
+	out.Stages = nil
+	out.TotalMS = g.TotalMS - g.meanMS(stage)
+	best := -math.MaxFloat64
+	for _, s := range g.Stages {
+		if s.Stage == string(stage) {
+			continue
+		}
+		if out.TotalMS != 0 {
+			s.Share = s.MeanMS / out.TotalMS
+		}
+		out.Stages = append(out.Stages, s)
+		if s.MeanMS > best {
+			best, out.Largest = s.MeanMS, s.Stage
+		}
+	}
+	return &out
 }
 
 // tailWords names a tail group in evidence text.

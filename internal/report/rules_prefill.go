@@ -33,7 +33,7 @@ func rulePrefillBound(a *analysis, rep *Report) (Finding, bool) {
 		if why == "" && !trend {
 			return Finding{}, false
 		}
-		tail := a.tail(rep.TTFTSplit)
+		tail := a.ttftTail(rep)
 		if tail == nil || tail.Largest != string(latency.StagePrefill) || tail.share(latency.StagePrefill) < 0.4 {
 			return Finding{}, false
 		}
@@ -47,7 +47,7 @@ func rulePrefillBound(a *analysis, rep *Report) (Finding, bool) {
 		} else if c, ok := a.prefillCost(); ok {
 			nums["ms_per_1k_computed"] = 1000 * c
 			ev += fmt.Sprintf(" The server computes prompts at about %.1f ms per 1k tokens (its prefill time over "+
-				"the tokens not served from cache, median of %d requests).", 1000*c, len(a.ok))
+				"the prompt tokens computed beside it, median of %d requests).", 1000*c, len(a.ok))
 		}
 	} else {
 		if !trend || f.R2 < 0.5 {
@@ -81,14 +81,26 @@ func (a *analysis) prefillFit(split bool) (fit, bool) {
 	return linearFit(xs, ys)
 }
 
-// prefillCost is the median over requests with the server's split of
-// prefill time per prompt token it computed (input − cached), in ms.
+// prefillCost is the server's prefill cost per prompt token, in ms: per
+// request with the server's split, its prefill time over the prompt tokens
+// computed (input − cached) by every prefill that shared its window (at
+// least half overlapping: a step computes the chunks of several prompts
+// at once), median over requests.
 func (a *analysis) prefillCost() (float64, bool) {
-	var per []int64 // ns per 1k tokens, for an integer sample
+	var w []interval
+	var tok []int32
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		if computed := r.input - r.cached; r.hasServer() && computed > 0 && r.prefill > 0 {
-			per = append(per, r.prefill*1000/int64(computed))
+		if r.hasServer() && r.prefill > 0 && r.firstTok > 0 {
+			w = append(w, interval{r.firstTok - r.prefill, r.firstTok})
+			tok = append(tok, max(r.input-r.cached, 0))
+		}
+	}
+	ws := newWindows(w, tok)
+	var per []int64 // ns per 1k tokens, for an integer sample
+	for _, x := range ws.w {
+		if n := ws.tokensBeside(x.lo, x.hi); n > 0 {
+			per = append(per, (x.hi-x.lo)*1000/n)
 		}
 	}
 	if len(per) == 0 {

@@ -14,7 +14,8 @@ import (
 // preemptions during the run, or usage at the top — which stalls the
 // preempted streams and delays their answers.
 func ruleKVCache(a *analysis, rep *Report) (Finding, bool) {
-	why, ok := concern(rep, latency.TPOT, latency.ITL, latency.ICL, latency.E2E, latency.E2EIntended)
+	why, ok := concern(rep, latency.TPOT, latency.ITL, latency.ICL, latency.E2E, latency.E2EIntended,
+		latency.TTFT, latency.TTFTIntended)
 	if !ok || !a.ev.preempting() {
 		return Finding{}, false
 	}
@@ -79,7 +80,7 @@ func ruleWaves(a *analysis, rep *Report) (Finding, bool) {
 	if len(e2e) == 0 {
 		return Finding{}, false
 	}
-	gap := max(int64(time.Millisecond), stats.Percentile(e2e, 50)/50)
+	gap := max(int64(time.Millisecond), stats.Percentile(e2e, 50)/20)
 	sent := make([]int64, 0, len(a.ok))
 	for _, i := range a.ok {
 		sent = append(sent, a.rows[i].sent)
@@ -103,7 +104,7 @@ func ruleWaves(a *analysis, rep *Report) (Finding, bool) {
 	}
 	flush()
 	share := float64(inWaves) / float64(len(sent))
-	if big < 3 || share < 0.6 {
+	if big < 3 || share < 0.5 {
 		return Finding{}, false
 	}
 	mean := float64(len(sent)) / float64(waves)

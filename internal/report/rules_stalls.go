@@ -7,6 +7,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/stats"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // rulePrefillInterference: long gaps in the token stream line up with other
@@ -28,86 +29,126 @@ func rulePrefillInterference(a *analysis, rep *Report) (Finding, bool) {
 		return Finding{}, false
 	}
 	stalls, frac, base := ov.stalls, ov.share(), ov.chance
-	if frac < 0.7 || frac < base+0.2 {
+	if frac < 0.7 || ov.p > 0.01 {
 		return Finding{}, false
 	}
 	nums := map[string]float64{"stalls": float64(stalls), "overlap_share": frac, "prefill_time_share": base,
-		"stall_threshold_ms": ms(thr)}
+		"stall_threshold_ms": ms(thr), "chance_p": ov.p}
 	ev := fmt.Sprintf("%s%d requests had a gap between tokens of at least %s (4× the median ITL of %s); "+
-		"%.0f%% of those gaps overlap another request's prefill, against %.0f%% by chance: "+
+		"%.0f%% of those gaps overlap another request's prefill, against %.0f%% by chance (p = %.2g): "+
 		"a long prefill step stalls every request decoding beside it.",
-		prefix(why), stalls, fmtMS(ms(thr)), fmtMS(itl.P50), 100*frac, 100*base)
+		prefix(why), stalls, fmtMS(ms(thr)), fmtMS(itl.P50), 100*frac, 100*base, ov.p)
 	if a.ev.noPreemption() {
 		ev += fmt.Sprintf(" They are not preemptions: the server's counters show %s.", a.ev.counters())
 	}
-	more, remedies := a.budgetRemedies(nums)
+	more, remedies := a.budgetRemedies(nums, ov, itl.P50)
 	return Finding{Severity: "warning", Title: "Token stalls coincide with other requests' prefills",
 		Evidence: ev + more, Numbers: nums, Remedies: remedies}, true
 }
 
-// budgetRemedies are the levers on a prefill step that stalls decodes:
+// budgetRemedies are the levers on prefill steps that stall decodes:
 // chunked prefill when the server says it is off, else the per-step token
-// budget (max_num_batched_tokens) with the step time it costs at the
-// measured prefill cost; and disaggregation.
-func (a *analysis) budgetRemedies(nums map[string]float64) (evidence string, remedies []string) {
+// budget (max_num_batched_tokens) with the step time it costs — measured
+// from the stalls themselves (each stall ÷ the prompt tokens computed
+// beside it) — and the budget that would keep a step within 4× the median
+// ITL; and disaggregation.
+func (a *analysis) budgetRemedies(nums map[string]float64, ov overlap, itlP50 float64) (evidence string, remedies []string) {
 	chunked, knownChunked := a.ev.on("enable_chunked_prefill")
 	budget, knownBudget := a.ev.number("max_num_batched_tokens")
-	cost, knownCost := a.prefillCost()
 	if knownChunked && !chunked {
 		remedies = append(remedies, "turn on chunked prefill (enable_chunked_prefill is off): a whole prompt "+
 			"is then computed in one step that every decoding request waits for; chunks of at most "+
 			"max_num_batched_tokens tokens bound that step")
 	}
-	switch {
-	case knownBudget && knownCost && budget > 0:
-		step, lower := cost*budget, math.Max(256, math.Round(budget/4/256)*256)
-		nums["max_num_batched_tokens"], nums["prefill_step_ms"] = budget, step
-		evidence = fmt.Sprintf(" A step that computes a prefill chunk of up to %s tokens (max_num_batched_tokens) "+
-			"takes about %s at the %.1f ms per 1k prompt tokens the server took here.", num0(budget), fmtMS(step), 1000*cost)
-		if knownChunked && chunked {
-			evidence += " Chunked prefill is already on: the chunk size is the lever."
-		}
-		remedies = append(remedies, fmt.Sprintf("lower the per-step token budget (max_num_batched_tokens, now %s): "+
-			"at %s a prefill step would stall decodes about %s instead of %s, at the cost of long prompts' TTFT "+
-			"(their prefill spread over more steps, each shared with decodes)", num0(budget), num0(lower),
-			fmtMS(cost*lower), fmtMS(step)))
-	case knownCost:
-		nums["ms_per_1k_computed"] = 1000 * cost
-		remedies = append(remedies, fmt.Sprintf("a smaller per-step token budget (vLLM's max_num_batched_tokens): "+
-			"each step that carries a prefill chunk of B tokens stalls every decoding request for about B × %.3f ms",
-			cost))
-	default:
-		remedies = append(remedies, "a smaller per-step token budget (vLLM's max_num_batched_tokens): a step "+
-			"carrying a prefill chunk stalls every decoding request for as long as the chunk takes")
+	if ov.msPerToken <= 0 {
+		return "", append(remedies, "a smaller per-step token budget (vLLM's max_num_batched_tokens): a step "+
+			"carrying a prefill chunk stalls every decoding request for as long as the chunk takes",
+			"disaggregated prefill and decode on separate replicas for strict ITL targets")
 	}
+	c := ov.msPerToken
+	target := math.Max(256, math.Exp2(math.Floor(math.Log2(4*itlP50/c))))
+	nums["stall_median_ms"], nums["prefill_tokens_per_stall"], nums["ms_per_1k_prefill_step"] = ms(ov.stall), ov.tokens, 1000*c
+	nums["suggested_max_num_batched_tokens"] = target
+	evidence = fmt.Sprintf(" The stalls (median %s) are steps that computed about %s prompt tokens of other "+
+		"requests: %.1f ms per 1k tokens.", fmtMS(ms(ov.stall)), num0(ov.tokens), 1000*c)
+	now := "vLLM's max_num_batched_tokens"
+	if knownBudget {
+		nums["max_num_batched_tokens"] = budget
+		now = "max_num_batched_tokens, now " + num0(budget)
+		if knownChunked && chunked {
+			evidence += fmt.Sprintf(" Chunked prefill is already on, with up to %s tokens per step: the "+
+				"budget is the lever.", num0(budget))
+		}
+	}
+	remedies = append(remedies, fmt.Sprintf("lower the per-step token budget (%s): at %s tokens a step "+
+		"carrying a prefill chunk would take about %s, within 4× the median ITL (%s), instead of the %s "+
+		"measured; the cost is long prompts' TTFT, their prefill spread over more steps", now, num0(target),
+		fmtMS(c*target), fmtMS(itlP50), fmtMS(ms(ov.stall))))
 	return evidence, append(remedies, "disaggregated prefill and decode on separate replicas for strict ITL targets")
 }
 
 // overlap counts the token stalls that overlap another request's prefill.
 type overlap struct {
 	stalls      int     // stalls at least the threshold long
-	overlapping int     // of those, the ones overlapping a prefill window
-	chance      float64 // the share a stall of the median length would overlap by chance
+	overlapping int     // of those, the ones at least half covered by prefills
+	chance      float64 // the share of instants at which a stall of the median length would be, by chance
+	p           float64 // the chance of as many overlapping or more if stalls fell at random (binomial)
+	// Over the overlapping stalls: the median stall, the median prompt
+	// tokens the prefills beside it computed, and the median of stall ÷
+	// tokens, the step's cost per prompt token (ms).
+	stall      int64
+	tokens     float64
+	msPerToken float64
 }
 
 func (o overlap) share() float64 { return float64(o.overlapping) / float64(o.stalls) }
 
+// interval is a span of the run's clock.
+type interval struct{ lo, hi int64 }
+
+// union merges intervals into disjoint ones sorted by start.
+func union(w []interval) []interval {
+	w = slices.Clone(w)
+	slices.SortFunc(w, func(x, y interval) int { return cmpInt64(x.lo, y.lo) })
+	var u []interval
+	for _, x := range w {
+		if len(u) > 0 && x.lo <= u[len(u)-1].hi {
+			u[len(u)-1].hi = max(u[len(u)-1].hi, x.hi)
+			continue
+		}
+		u = append(u, x)
+	}
+	return u
+}
+
+// covered is how much of [s0, s1] the disjoint sorted intervals u cover.
+func covered(u []interval, s0, s1 int64) int64 {
+	k, _ := slices.BinarySearchFunc(u, s0, func(x interval, t int64) int { return cmpInt64(x.hi, t) })
+	var n int64
+	for ; k < len(u) && u[k].lo < s1; k++ {
+		n += min(u[k].hi, s1) - max(u[k].lo, s0)
+	}
+	return n
+}
+
 // stallOverlap finds the requests whose longest chunk gap is at least thr
-// and counts those that overlap a prefill of at least minPrefill (windows
-// [first token − prefill, first token] of requests with the server's
-// split). Chance is the share of start instants at which a stall of the
-// median length would overlap some prefill (windows widened by that
-// length) over the run's span. ok is false without stalls, windows or span.
+// and counts those at least half covered by prefills of at least
+// minPrefill (windows [first token − prefill, first token] of requests
+// with the server's split). Chance is the share of start instants over the
+// run (1,000 evenly spaced) at which a stall of the median length would be
+// half covered; p is the binomial chance of the count or more at that
+// rate. ok is false without stalls, windows or span.
 func (a *analysis) stallOverlap(thr, minPrefill int64) (overlap, bool) {
-	type iv struct{ lo, hi int64 }
-	var w []iv
+	var w []interval
+	var tok []int32 // prompt tokens each window computed
 	var stallLens []int64
 	var lo0, hi0 int64 = math.MaxInt64, 0
 	for _, i := range a.ok {
 		r := &a.rows[i]
 		lo0, hi0 = min(lo0, r.sent), max(hi0, r.end)
 		if r.hasServer() && r.prefill >= minPrefill && r.firstTok > 0 {
-			w = append(w, iv{r.firstTok - r.prefill, r.firstTok})
+			w = append(w, interval{r.firstTok - r.prefill, r.firstTok})
+			tok = append(tok, max(r.input-r.cached, 0))
 		}
 		if r.stall >= thr {
 			stallLens = append(stallLens, r.stall)
@@ -117,43 +158,85 @@ func (a *analysis) stallOverlap(thr, minPrefill int64) (overlap, bool) {
 		return overlap{}, false
 	}
 	slices.Sort(stallLens)
-	medStall := stats.Percentile(stallLens, 50)
-	union := func(w []iv) []iv {
-		w = slices.Clone(w)
-		slices.SortFunc(w, func(x, y iv) int { return cmpInt64(x.lo, y.lo) })
-		var u []iv
-		for _, x := range w {
-			if len(u) > 0 && x.lo <= u[len(u)-1].hi {
-				u[len(u)-1].hi = max(u[len(u)-1].hi, x.hi)
-				continue
-			}
-			u = append(u, x)
-		}
-		return u
-	}
+	med := stats.Percentile(stallLens, 50)
 	u := union(w)
-	wide := make([]iv, len(w))
-	for k, x := range w {
-		wide[k] = iv{x.lo - medStall, x.hi}
+	o := overlap{stalls: len(stallLens)}
+	const probes = 1000
+	hits, span := 0, max(hi0-lo0-med, 1)
+	for k := range probes {
+		s := lo0 + span*int64(k)/probes
+		if 2*covered(u, s, s+med) >= med {
+			hits++
+		}
 	}
-	var covered int64
-	for _, x := range union(wide) {
-		covered += x.hi - x.lo
-	}
-	o := overlap{stalls: len(stallLens), chance: min(float64(covered)/float64(hi0-lo0), 1)}
+	o.chance = float64(hits) / probes
+	ws := newWindows(w, tok)
+	var lens, toks, per []int64
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		if r.stall < thr {
-			continue
-		}
-		s0, s1 := r.stallAt, r.stallAt+r.stall
-		k, _ := slices.BinarySearchFunc(u, s1, func(x iv, t int64) int { return cmpInt64(x.lo, t) })
-		// u[k-1] is the last window starting before the stall ends.
-		if k > 0 && u[k-1].hi > s0 {
+		if r.stall >= thr && 2*covered(u, r.stallAt, r.stallAt+r.stall) >= r.stall {
 			o.overlapping++
+			n := ws.tokensBeside(r.stallAt, r.stallAt+r.stall)
+			lens, toks = append(lens, r.stall), append(toks, n)
+			if n > 0 {
+				per = append(per, r.stall*1000/n) // ns per 1k tokens, integer
+			}
 		}
 	}
+	for _, x := range [][]int64{lens, toks, per} {
+		slices.Sort(x)
+	}
+	if len(per) > 0 {
+		o.stall, o.tokens = stats.Percentile(lens, 50), float64(stats.Percentile(toks, 50))
+		o.msPerToken = msf(float64(stats.Percentile(per, 50))) / 1000
+	}
+	o.p = binomialTail(o.stalls, o.overlapping, o.chance)
 	return o, true
+}
+
+// binomialTail is P(X ≥ k) for X ~ Binomial(n, p).
+func binomialTail(n, k int, p float64) float64 {
+	if k <= 0 || p >= 1 {
+		return 1
+	}
+	return distuv.Binomial{N: float64(n), P: p}.Survival(float64(k) - 1)
+}
+
+// windows are prefill windows sorted by start, with the prompt tokens
+// each computed.
+type windows struct {
+	w      []interval
+	tok    []int32
+	maxLen int64
+}
+
+func newWindows(w []interval, tok []int32) windows {
+	idx := make([]int, len(w))
+	for k := range idx {
+		idx[k] = k
+	}
+	slices.SortFunc(idx, func(x, y int) int { return cmpInt64(w[x].lo, w[y].lo) })
+	out := windows{w: make([]interval, len(w)), tok: make([]int32, len(w))}
+	for k, i := range idx {
+		out.w[k], out.tok[k] = w[i], tok[i]
+		out.maxLen = max(out.maxLen, w[i].hi-w[i].lo)
+	}
+	return out
+}
+
+// tokensBeside is the prompt tokens computed by the prefill windows that
+// overlap [s0, s1] by at least half of either.
+func (ws windows) tokensBeside(s0, s1 int64) int64 {
+	k, _ := slices.BinarySearchFunc(ws.w, s0-ws.maxLen, func(x interval, t int64) int { return cmpInt64(x.lo, t) })
+	var n int64
+	for ; k < len(ws.w) && ws.w[k].lo < s1; k++ {
+		x := ws.w[k]
+		ov := min(x.hi, s1) - max(x.lo, s0)
+		if ov > 0 && (2*ov >= s1-s0 || 2*ov >= x.hi-x.lo) {
+			n += int64(ws.tok[k])
+		}
+	}
+	return n
 }
 
 // ruleStalls: token streams that stop for far longer than a decode step.
@@ -201,7 +284,7 @@ func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
 		if a.ev.noPreemption() {
 			f.Evidence += fmt.Sprintf(" They are not preemptions: the server's counters show %s.", a.ev.counters())
 		}
-		more, rem := a.budgetRemedies(f.Numbers)
+		more, rem := a.budgetRemedies(f.Numbers, ov, itl.P50)
 		f.Evidence, f.Remedies = f.Evidence+more, rem
 	case a.ev.noPreemption():
 		f.Title = "Token streams stalled: the server was blocked"

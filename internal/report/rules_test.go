@@ -178,7 +178,7 @@ func TestRules(t *testing.T) {
 			[]string{"tpot:p99<=5ms fails", "decode step"}},
 		// A steady batch of about ten: the fixed-concurrency decode rule.
 		{"decode-bandwidth", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(300, 10, 1), nil, true,
-			[]string{"tpot:p99<=5ms fails", "every step alike", "memory-bandwidth bound at this concurrency"}},
+			[]string{"tpot:p99<=5ms fails", "the median request misses the objective too", "memory-bandwidth bound"}},
 		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, baseline(300, 10, 1), nil, false, nil},
 		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, overloadRun(200), nil, false, nil},
 		{"client-bottleneck", Options{}, clientRun, nil, true, []string{"P99 client queue"}},

@@ -25,9 +25,9 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		w0, w1 = a.quarters(func(r *row) int64 { return r.firstOut() - r.sent })
 	}
 	growing := w1 > 1.5*w0 && w1-w0 > 1
-	ld := judgeLoad(rep, growing)
+	ld := judgeLoad(rep, growing, a.configuredRate())
 	overloaded, capacity := ld.overloaded, ld.capacity
-	tail := a.tail(rep.TTFTSplit)
+	tail := a.ttftTail(rep)
 	nums := map[string]float64{"offered_rps": s.OfferedRPS, "completion_rps": s.CompletionRPS, "capacity_rps": capacity}
 	var ev string
 	if split && tail != nil {
@@ -61,32 +61,59 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		nums["server_waiting_peak"] = e.waitingPeak
 		ev += fmt.Sprintf(" The server's own queue (its /metrics) held up to %s requests waiting.", num0(e.waitingPeak))
 	}
-	sev := "warning"
+	sev, title := "warning", "TTFT is dominated by waiting in the server's queue"
 	first := fmt.Sprintf("keep the offered rate below the measured capacity (%s req/s) or scale out replicas", num(capacity))
-	if overloaded {
+	rest := []string{"admission control or load shedding (answer 429 early instead of queueing past the SLO)",
+		"priority scheduling for latency-sensitive requests"}
+	switch {
+	case a.ev.preempting():
+		// The queue waits for KV blocks: the cache, not the rate, is the limit.
+		title = "TTFT is dominated by waiting in the server's queue, behind a full KV cache"
+		ev += fmt.Sprintf(" The server's KV cache ran out (%s): waiting requests wait for blocks to free.",
+			a.ev.counters())
+		return Finding{Severity: sev, Title: title, Evidence: ev, Numbers: nums,
+			Remedies: append(a.kvRemedies(), rest...)}, true
+	case a.closedLoop():
+		// A closed loop offers only as many requests as it has workers.
+		ev += " The closed loop keeps its workers' requests in flight; the server runs fewer at once and the " +
+			"rest wait: its batch limit (max_num_seqs) or its KV cache sets how many run."
+		first = "fewer workers, or a server that runs more requests at once (max_num_seqs, KV cache, replicas)"
+	case overloaded:
 		sev = "critical"
 		ev += ld.evidence
 		ev += fmt.Sprintf(" Measured capacity: %s req/s (%s).", num(capacity), ld.basis)
-	} else {
+	default:
 		// Not overloaded on average: the queue comes from bursts.
 		ev += fmt.Sprintf(" On average the server kept up (offered %s req/s, completed %s req/s), so the "+
-			"queue builds in bursts of arrivals.", num(s.OfferedRPS), num(s.CompletionRPS))
+			"queue builds in bursts of arrivals.", num(ld.offered), num(s.CompletionRPS))
 		first = "headroom for bursts: more replicas at peak, or smoother arrivals upstream"
 	}
-	return Finding{
-		Severity: sev, Title: "TTFT is dominated by waiting in the server's queue",
-		Evidence: ev, Numbers: nums,
-		Remedies: []string{
-			first,
-			"admission control or load shedding (answer 429 early instead of queueing past the SLO)",
-			"priority scheduling for latency-sensitive requests",
-		},
-	}, true
+	return Finding{Severity: sev, Title: title, Evidence: ev, Numbers: nums, Remedies: append([]string{first}, rest...)}, true
+}
+
+// configuredRate is the mean arrival rate of a single open-loop run, as
+// configured (run.json); 0 when unknown, for sweeps and for several inputs.
+func (a *analysis) configuredRate() float64 {
+	if len(a.runs) != 1 || a.runs[0].Mode != "open" || len(a.runs[0].Points) > 0 {
+		return 0
+	}
+	return a.runs[0].OfferedRate
+}
+
+// closedLoop says whether the run is one closed loop (not a sweep).
+func (a *analysis) closedLoop() bool {
+	for _, run := range a.runs {
+		if run.Mode == "closed" && len(run.Points) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // load is whether the run offered more than the server completed, and the
 // capacity measured.
 type load struct {
+	offered    float64 // the rate judged: configured when known, else realized
 	overloaded bool
 	capacity   float64
 	basis      string // how capacity was measured
@@ -96,19 +123,27 @@ type load struct {
 // judgeLoad compares offered and completion rates, per step in a sweep.
 // Rate estimates from a finite run are rough (a burst at the end raises the
 // offered rate): a small excess counts as overload only when the queue
-// grows too, a large one (25 %) on its own.
-func judgeLoad(rep *Report, growing bool) load {
+// grows too, a large one (25 %) on its own. The mean rate the load was
+// configured with (configured > 0), when known, is the offered rate: a
+// short run of bursty arrivals realizes a rate far from its mean, and
+// queueing behind such bursts is not overload.
+func judgeLoad(rep *Report, growing bool, configured float64) load {
 	s := rep.Summary
 	isOver := func(offered, completed float64) bool {
 		return completed > 0 && (offered > 1.25*completed || (offered > 1.05*completed && growing))
 	}
-	ld := load{overloaded: isOver(s.OfferedRPS, s.CompletionRPS), capacity: s.CompletionRPS,
-		basis: "the steady rate requests completed at while overloaded"}
+	offered, arrived := s.OfferedRPS, fmt.Sprintf("arrived at %s req/s", num(s.OfferedRPS))
+	if configured > 0 {
+		offered = configured
+		arrived = fmt.Sprintf("were sent at a mean of %s req/s (configured; %s realized)", num(configured), num(s.OfferedRPS))
+	}
+	ld := load{overloaded: isOver(offered, s.CompletionRPS), capacity: s.CompletionRPS,
+		basis: "the steady rate requests completed at while overloaded", offered: offered}
 	if !ld.overloaded {
 		ld.basis = "the rate requests completed at; the run did not saturate the server, so capacity is at least this"
 	}
-	ld.evidence = fmt.Sprintf(" Requests arrived at %s req/s but completed at %s req/s: the offered rate is "+
-		"above the measured capacity.", num(s.OfferedRPS), num(s.CompletionRPS))
+	ld.evidence = fmt.Sprintf(" Requests %s but completed at %s req/s: the offered rate is "+
+		"above the measured capacity.", arrived, num(s.CompletionRPS))
 	if len(rep.Phases) > 0 {
 		// A sweep: judge each step on its own rates.
 		ld.overloaded = false
