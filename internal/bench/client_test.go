@@ -431,3 +431,61 @@ func TestClientSpan(t *testing.T) {
 		t.Errorf("spans %v", names)
 	}
 }
+
+// Bad Server-Timing input — malformed, duplicated, claiming more time than
+// the request took — is noted on the record and never corrupts the split:
+// the decomposition still sums exactly to E2E, with the impossible claim
+// set aside.
+func TestBadServerTimingIsNotedNeverCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header []string
+		note   string
+	}{
+		{"malformed", []string{`server_queue;dur=1, prefill;dur=x, "oops", server_decode;dur=2`}, "malformed entry"},
+		{"duplicated", []string{"server_queue;dur=1, prefill;dur=2", "server_queue;dur=1, prefill;dur=2"}, "reported twice"},
+		{"more than the request took", []string{"server_queue;dur=1, prefill;dur=2, server_decode;dur=600000"}, "more than the"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, v := range tc.header {
+					w.Header().Add("Server-Timing", v)
+				}
+				_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\ndata: [DONE]\n\n")
+			}))
+			t.Cleanup(srv.Close)
+			c, err := NewClient(Target{BaseURL: srv.URL, Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: 2 * time.Second}, realNow(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			rec := do(t, c)
+			if !rec.OK() {
+				t.Fatalf("failed: %s %s", rec.ErrorKind, rec.Error)
+			}
+			if !strings.Contains(strings.Join(rec.TimingNotes, "\n"), tc.note) {
+				t.Errorf("notes %q, want one saying %q", rec.TimingNotes, tc.note)
+			}
+			p, ok := rec.Path()
+			if !ok || p.Sum() != rec.EndNS-rec.IntendedNS {
+				t.Errorf("parts %v sum to %d, want %d", p.Parts, p.Sum(), rec.EndNS-rec.IntendedNS)
+			}
+			for _, part := range p.Parts {
+				if part.NS > rec.EndNS-rec.IntendedNS {
+					t.Errorf("part %+v longer than the request", part)
+				}
+			}
+			if sp := rec.Server; sp != nil && sp.QueueNS+sp.PrefillNS+sp.DecodeNS > rec.EndNS-rec.SentNS {
+				t.Errorf("server split %+v claims more than the request took", sp)
+			}
+		})
+	}
+}
+
+// realNow is the run clock bench uses: nanoseconds since now.
+func realNow() func() int64 {
+	start := time.Now()
+	return func() int64 { return int64(time.Since(start)) }
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -300,12 +301,21 @@ func serverTiming(rec *latency.Record, v latency.TimingValues) {
 	if len(rec.Timing) == 0 {
 		return
 	}
-	if p, ok := rec.Path(); ok {
-		for _, n := range p.Notes {
-			if len(rec.TimingNotes) < latency.MaxTimingNotes {
-				rec.TimingNotes = append(rec.TimingNotes, n)
-			}
+	p, ok := rec.Path()
+	if !ok {
+		return
+	}
+	for _, n := range p.Notes {
+		if len(rec.TimingNotes) < latency.MaxTimingNotes {
+			rec.TimingNotes = append(rec.TimingNotes, n)
 		}
+	}
+	// A hop set aside (its claims impossible) gives no split either.
+	if !slices.Contains(p.Hops, latency.HopServer) && rec.Server != nil && rec.Server.Source == "server-timing" {
+		rec.Server = nil
+	}
+	if !slices.Contains(p.Hops, latency.HopGateway) {
+		rec.GatewayNS = 0
 	}
 }
 

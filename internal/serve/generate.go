@@ -471,14 +471,45 @@ func (x *exchange) serverTiming() string {
 	}
 	add(latency.TimingFrontend, x.frontend)
 	if x.hasTL {
-		add(latency.TimingServerQueue, x.tl.Queue())
-		add(latency.TimingPrefill, x.tl.Prefill())
-		add(latency.TimingServerDecode, x.tl.Decode())
+		q, p, d := x.causalSplit()
+		add(latency.TimingServerQueue, q)
+		add(latency.TimingPrefill, p)
+		add(latency.TimingServerDecode, d)
 	}
 	if x.delay > 0 {
 		add(latency.TimingFault, x.delay)
 	}
 	return string(b)
+}
+
+// causalSplit is the timeline's queue, prefill and decode as Server-Timing
+// reports them: with no instant before the request's arrival. The engine
+// keeps its step schedule through a host stall, so a request taken while
+// it catches up joins a step planned for an instant before it arrived
+// (docs/engine.md); its queue is then 0 and its prefill starts at its
+// arrival, so the stages never sum to more than the request spent in the
+// server. The metrics object keeps the engine's own instants.
+func (x *exchange) causalSplit() (queue, prefill, decode time.Duration) {
+	tl := x.tl
+	s := tl.Scheduled
+	if s.Before(tl.Arrival) {
+		s = tl.Arrival
+	}
+	f := tl.FirstToken
+	if !f.IsZero() && f.Before(s) {
+		f = s
+	}
+	e := tl.Finished
+	if !e.IsZero() && !f.IsZero() && e.Before(f) {
+		e = f
+	}
+	span := func(a, b time.Time) time.Duration {
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return b.Sub(a)
+	}
+	return span(tl.Arrival, s), span(s, f), span(f, e)
 }
 
 // requestMetrics computes the per-request metrics object (docs/metrics.md).

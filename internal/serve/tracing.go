@@ -30,8 +30,9 @@ func (s *Server) traceRequest(r *http.Request, x *exchange, end time.Time) {
 		trace.WithAttributes(attrs...))
 	stages := []tracing.Stage{{Name: latency.TimingFrontend, D: x.frontend}}
 	if x.hasTL {
-		stages = append(stages, tracing.Stage{Name: latency.TimingServerQueue, D: x.tl.Queue()},
-			tracing.Stage{Name: latency.TimingPrefill, D: x.tl.Prefill()}, tracing.Stage{Name: latency.TimingServerDecode, D: x.tl.Decode()})
+		q, p, d := x.causalSplit()
+		stages = append(stages, tracing.Stage{Name: latency.TimingServerQueue, D: q},
+			tracing.Stage{Name: latency.TimingPrefill, D: p}, tracing.Stage{Name: latency.TimingServerDecode, D: d})
 	}
 	if x.delay > 0 {
 		stages = append(stages, tracing.Stage{Name: latency.TimingFault, D: x.delay, Summed: true})

@@ -1,0 +1,345 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/tokentrace/tokentrace/internal/app"
+	"github.com/tokentrace/tokentrace/internal/bench"
+	"github.com/tokentrace/tokentrace/internal/gateway"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/serve"
+	"github.com/tokentrace/tokentrace/internal/tracing"
+	"github.com/tokentrace/tokentrace/internal/tracing/otlptest"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+const simModel = "Llama-3.1-8B"
+
+// chain is bench's target: app → gateway → serve, all in process, each
+// exporting spans to rcv when it is set.
+type chain struct {
+	appURL string
+	bench  *sdktrace.TracerProvider // bench's tracer, when tracing
+	stop   func()                   // stops every hop and flushes their spans
+}
+
+func startChain(t *testing.T, cfg app.Config, rcv *otlptest.Receiver) *chain {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var flush []func()
+	provider := func(service string) *sdktrace.TracerProvider {
+		if rcv == nil {
+			return nil
+		}
+		tp, err := tracing.NewProvider(ctx, rcv.URL(), service)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flush = append(flush, func() { _ = tp.Shutdown(context.Background()) })
+		return tp
+	}
+
+	// serve
+	opts := serve.DefaultOptions()
+	scfg, err := opts.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp := provider("tokentrace-serve"); tp != nil {
+		scfg.Tracer = tp.Tracer("serve")
+	}
+	srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// gateway, from a configuration file as a user writes it
+	yaml := fmt.Sprintf("pools:\n  - name: default\n    replicas: [{url: %q}]\nroutes:\n  - {model: \"*\", pool: default}\n",
+		strings.TrimSuffix(srv.URL(), "/v1"))
+	if rcv != nil {
+		yaml = "otlp_endpoint: " + rcv.URL() + "\n" + yaml
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.NewServer(gateway.RunConfig{ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwDone := make(chan error, 1)
+	go func() { gwDone <- gw.Serve(ctx, gln) }()
+
+	// app
+	cfg.Upstream = "http://" + gln.Addr().String()
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if tp := provider("tokentrace-app"); tp != nil {
+		cfg.Tracer = tp.Tracer("app")
+	}
+	a, err := app.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appDone := make(chan error, 1)
+	go func() { appDone <- a.Serve(ctx, aln, time.Second) }()
+
+	c := &chain{appURL: "http://" + aln.Addr().String(), bench: provider("tokentrace-bench")}
+	stopped := false
+	c.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-appDone
+		<-gwDone // the gateway flushes its spans as Serve returns
+		_ = srv.Close()
+		for _, f := range flush {
+			f()
+		}
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
+// run sends n requests through the chain with bench and returns its
+// records.
+func (c *chain) run(t *testing.T, n int, rate float64, output int) []latency.Record {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	cfg := bench.Config{
+		Target: bench.Target{BaseURL: c.appURL, Endpoint: bench.EndpointChat, Model: simModel, Stream: true, IgnoreEOS: true,
+			ContinuousUsage: true, Timeout: time.Minute},
+		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(24), Output: workload.Fixed(output), Turns: 1, Seed: 5},
+		Load:     workload.Load{Rate: rate, Arrival: workload.Poisson, Requests: n, Seed: 2},
+		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
+		ScrapeInterval: -1, Log: io.Discard,
+	}
+	if c.bench != nil {
+		cfg.Tracer = c.bench.Tracer("bench")
+	}
+	if _, err := bench.Run(context.Background(), cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, bench.RequestsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var recs []latency.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		var r latency.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// everyStage is what a request through app → gateway → serve reports.
+var everyStage = []string{
+	"app.in", "app.retrieval", "app.rerank", "app.prompt", "app.upstream", "app.guardrail", "app.post_process", "app.backpressure", "app.total",
+	"gateway.gateway_in", "gateway.gateway_queue", "gateway.connect", "gateway.upstream_ttft", "gateway.decode",
+	"gateway.post_process", "gateway.backpressure", "gateway.total",
+	"server.frontend", "server.server_queue", "server.prefill", "server.server_decode",
+}
+
+// The whole path, bench → app → gateway → serve: every stage of every hop
+// reaches the record, nothing is set aside, and the decomposition along
+// the path sums exactly to each request's E2E. One request is one trace:
+// bench's client span, the app's, the gateway's and serve's server spans
+// each the child of the one before, each hop's stage spans children of its
+// own, and each stage span as long as the stage the record holds (within
+// 1 ms).
+func TestEndToEndThroughAppGatewayServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole path")
+	}
+	rcv := otlptest.NewReceiver(t)
+	cfg := app.DefaultConfig()
+	cfg.Retrieval, cfg.RetrievalLatency, cfg.GuardrailCost = app.RetrievalParallel, "2ms", 50*time.Microsecond
+	c := startChain(t, cfg, rcv)
+	const n = 40
+	recs := c.run(t, n, 20, 12)
+	c.stop()
+	if len(recs) != n {
+		t.Fatalf("%d records, want %d", len(recs), n)
+	}
+	present := map[string]int{}
+	var gaps []time.Duration
+	for _, r := range recs {
+		if !r.OK() {
+			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorKind, r.Error)
+		}
+		if len(r.TimingNotes) > 0 {
+			t.Errorf("request %s: notes %q %+v", r.ID, r.TimingNotes, r.Timing)
+		}
+		for _, s := range r.Timing {
+			present[string(s.Hop)+"."+s.Name]++
+		}
+		p, _ := r.Path()
+		if p.Sum() != r.EndNS-r.IntendedNS {
+			t.Errorf("request %s: parts sum to %d, E2E from intended is %d", r.ID, p.Sum(), r.EndNS-r.IntendedNS)
+		}
+		if !slices.Equal(p.Hops, []latency.Hop{latency.HopClient, latency.HopApp, latency.HopGateway, latency.HopServer}) || len(p.Notes) > 0 {
+			t.Errorf("request %s: hops %v, notes %q", r.ID, p.Hops, p.Notes)
+		}
+		gaps = append(gaps, unclaimed(p))
+	}
+	for _, s := range everyStage {
+		if present[s]*100 < 99*n {
+			t.Errorf("stage %s on %d of %d records, want ≥ 99 %%", s, present[s], n)
+		}
+	}
+	within := 0
+	for _, g := range gaps {
+		if g <= 2*time.Millisecond && g >= -2*time.Millisecond {
+			within++
+		}
+	}
+	t.Logf("stages claimed by a hop sum to the client's E2E within 2 ms on %d/%d requests (worst gap %v); measured in BenchmarkPathVsClientE2E", within, n, slices.Max(gaps))
+	checkTraces(t, rcv, recs)
+}
+
+// unclaimed is the time of a path no hop claims: the network between hops
+// and unattributed time.
+func unclaimed(p latency.Path) time.Duration {
+	var d int64
+	for _, x := range p.Parts {
+		if x.Name == latency.PartNetwork || x.Name == latency.PartUnattributed {
+			d += x.NS
+		}
+	}
+	return time.Duration(d)
+}
+
+// checkTraces checks each request's trace as the receiver got it.
+func checkTraces(t *testing.T, rcv *otlptest.Receiver, recs []latency.Record) {
+	t.Helper()
+	spans, bad := rcv.Spans()
+	if len(bad) > 0 {
+		t.Fatalf("receiver: %q", bad)
+	}
+	byTrace := map[string][]otlptest.Span{}
+	for _, s := range spans {
+		byTrace[s.TraceID] = append(byTrace[s.TraceID], s)
+	}
+	for _, r := range recs {
+		if err := checkTrace(byTrace[r.TraceID], r); err != nil {
+			t.Errorf("request %s, trace %s: %v", r.ID, r.TraceID, err)
+		}
+	}
+}
+
+func checkTrace(spans []otlptest.Span, r latency.Record) error {
+	find := func(service, kind string) (otlptest.Span, error) {
+		for _, s := range spans {
+			if s.Service == service && s.Kind == kind {
+				return s, nil
+			}
+		}
+		return otlptest.Span{}, fmt.Errorf("no %s span of %s among %d", kind, service, len(spans))
+	}
+	client, err := find("tokentrace-bench", "SPAN_KIND_CLIENT")
+	if err != nil {
+		return err
+	}
+	hops := []struct {
+		service string
+		hop     latency.Hop
+	}{{"tokentrace-app", latency.HopApp}, {"tokentrace-gateway", latency.HopGateway}, {"tokentrace-serve", latency.HopServer}}
+	parent := client
+	for _, h := range hops {
+		sp, err := find(h.service, "SPAN_KIND_SERVER")
+		if err != nil {
+			return err
+		}
+		if sp.ParentID != parent.SpanID {
+			return fmt.Errorf("%s's span has parent %s, want %s's %s", h.service, sp.ParentID, parent.Service, parent.SpanID)
+		}
+		// Each stage the record holds for this hop is one child span of
+		// the hop's, as long as the stage.
+		for _, st := range r.Timing {
+			if role := latency.RoleOf(st.Hop, st.Name); st.Hop != h.hop || role == latency.RoleTotal || role == latency.RoleInfo {
+				continue
+			}
+			name := string(st.Hop) + " " + st.Name
+			var found bool
+			for _, s := range spans {
+				if s.Name == name && s.ParentID == sp.SpanID {
+					found = true
+					if d := s.Duration() - time.Duration(st.NS); d > time.Millisecond || d < -time.Millisecond {
+						return fmt.Errorf("span %s lasts %v, Server-Timing says %v", name, s.Duration(), time.Duration(st.NS))
+					}
+				}
+			}
+			if !found {
+				return fmt.Errorf("no span %s under %s's", name, h.service)
+			}
+		}
+		parent = sp
+	}
+	return nil
+}
+
+// Streaming guardrails cut the user's TTFT by at least the decode time
+// against blocking ones: a blocking guardrail releases nothing until the
+// whole answer is in.
+func TestStreamingGuardrailCutsTTFTByTheDecode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole path twice")
+	}
+	const n, output = 16, 32
+	ttft := map[string][]time.Duration{}
+	var decode []time.Duration
+	for _, mode := range []string{app.GuardrailBlocking, app.GuardrailStreaming} {
+		cfg := app.DefaultConfig()
+		cfg.RetrievalLatency, cfg.Guardrail, cfg.GuardrailCost = "0", mode, 500*time.Microsecond
+		c := startChain(t, cfg, nil)
+		for _, r := range c.run(t, n, 4, output) {
+			if !r.OK() || r.OutputTokens != output {
+				t.Fatalf("%s: request %s: %s %s, %d tokens", mode, r.ID, r.ErrorKind, r.Error, r.OutputTokens)
+			}
+			d, _ := r.TTFT()
+			ttft[mode] = append(ttft[mode], d)
+			if mode == app.GuardrailStreaming {
+				e2e, _ := r.E2E()
+				decode = append(decode, e2e-d)
+			}
+		}
+		c.stop()
+	}
+	med := func(xs []time.Duration) time.Duration { slices.Sort(xs); return xs[(len(xs)-1)/2] }
+	cut, dec := med(ttft[app.GuardrailBlocking])-med(ttft[app.GuardrailStreaming]), med(decode)
+	t.Logf("median TTFT blocking %v, streaming %v: cut %v; decode as the user sees it (E2E − TTFT, streaming) %v",
+		med(ttft[app.GuardrailBlocking]), med(ttft[app.GuardrailStreaming]), cut, dec)
+	if cut < dec {
+		t.Errorf("streaming guardrails cut TTFT by %v, less than the decode time %v", cut, dec)
+	}
+}
+

@@ -1,0 +1,401 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tokentrace/tokentrace/internal/httplimit"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/sse"
+	"github.com/tokentrace/tokentrace/internal/tracing"
+)
+
+// exchange is one chat request as it goes through the application.
+type exchange struct {
+	s   *Server
+	w   http.ResponseWriter
+	r   *http.Request
+	id  string
+	tl  timeline
+	out *output
+
+	span  trace.Span
+	calls []call
+
+	// The answer as it arrives from upstream.
+	sf        streamFilter
+	held      []byte // blocking: the whole answer, unchecked
+	tokens    int    // output tokens so far
+	prevCompl int    // cumulative completion tokens (continuous usage)
+	finish    string
+	usage     *openai.Usage
+	forward   string // the upstream's stages, passed on
+	errKind   string
+	status    int
+	final     *stages // the stages the trailer carries
+}
+
+// chat serves POST /v1/chat/completions.
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{s: s, w: w, r: r, tl: timeline{start: s.clock.Now()}, sf: streamFilter{f: s.filter}}
+	x.id = s.requestID(r)
+	w.Header().Set("X-Request-Id", x.id)
+	ctx := r.Context()
+	if s.cfg.Tracer != nil {
+		ctx, x.span = s.cfg.Tracer.Start(tracing.Extract(ctx, r.Header), "app "+r.URL.Path,
+			trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(x.tl.start),
+			trace.WithAttributes(attribute.String("tokentrace.request_id", x.id)))
+		defer x.endSpan(ctx)
+	}
+	if r.Method != http.MethodPost {
+		x.fail(http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use POST", "", "method_not_allowed"))
+		return
+	}
+	x.run(ctx)
+}
+
+// run answers the request: read it, retrieve, rerank, assemble the prompt,
+// call upstream, check and send the answer.
+func (x *exchange) run(ctx context.Context) {
+	s := x.s
+	body, err := io.ReadAll(http.MaxBytesReader(x.w, x.r.Body, maxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			x.fail(http.StatusRequestEntityTooLarge, openai.NewError(openai.TypeInvalidRequest,
+				fmt.Sprintf("request body is larger than the limit of %d bytes", tooBig.Limit), "", "request_too_large"))
+		case httplimit.IsBodyTimeout(err):
+			x.w.Header().Set("Connection", "close")
+			x.fail(http.StatusRequestTimeout, openai.NewError(openai.TypeInvalidRequest, "the request body was not received in time", "", "request_timeout"))
+		default:
+			x.fail(http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "reading the request body: "+err.Error(), "", ""))
+		}
+		return
+	}
+	req, apiErr := openai.DecodeChat(body)
+	if apiErr != nil {
+		x.fail(apiErr.Status, apiErr.Err)
+		return
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(body, &fields) // DecodeChat accepted it: an object
+	query := question(req.Messages)
+	x.tl.parsed = s.clock.Now()
+
+	hits, calls, err := s.retrieve(ctx, query)
+	x.calls = calls
+	if err != nil {
+		x.errKind = "client_closed"
+		return // the client left
+	}
+	x.tl.retrieved = s.clock.Now()
+	top := Rerank(query, hits, s.cfg.TopK)
+	x.tl.reranked = s.clock.Now()
+	up, err := s.upstreamBody(fields, req, top)
+	if err != nil {
+		x.fail(http.StatusInternalServerError, openai.NewError(openai.TypeServer, "assembling the prompt: "+err.Error(), "", ""))
+		return
+	}
+	x.tl.prompted = s.clock.Now()
+	x.call(ctx, up, req)
+}
+
+// upstreamBody is the client's request with the assembled messages,
+// streamed (with usage) whatever the client asked, and the configured
+// model; every other field is passed on as the client sent it.
+func (s *Server) upstreamBody(fields map[string]json.RawMessage, req *openai.ChatCompletionRequest, top []Hit) ([]byte, error) {
+	msgs, err := json.Marshal(prompt(req.Messages, top))
+	if err != nil {
+		return nil, err
+	}
+	fields["messages"] = msgs
+	fields["stream"] = json.RawMessage("true")
+	cont := req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
+	fields["stream_options"] = json.RawMessage(fmt.Sprintf(`{"include_usage":true,"continuous_usage_stats":%v}`, cont))
+	if s.cfg.Model != "" {
+		m, _ := json.Marshal(s.cfg.Model)
+		fields["model"] = m
+	}
+	return json.Marshal(fields)
+}
+
+// call sends the request upstream and relays the answer.
+func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatCompletionRequest) {
+	s := x.s
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.UpstreamTimeout)
+	defer cancel()
+	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, s.chatURL, bytes.NewReader(body))
+	if err != nil {
+		x.fail(http.StatusInternalServerError, openai.NewError(openai.TypeServer, redact.Text(err.Error()), "", ""))
+		return
+	}
+	h := ureq.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	h.Set("X-Request-Id", x.id)
+	if s.cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+	if x.span != nil {
+		tracing.Inject(trace.ContextWithSpan(context.Background(), x.span), h)
+	} else if tp := x.r.Header.Get("Traceparent"); tp != "" {
+		h.Set("Traceparent", tp)
+		if ts := x.r.Header.Get("Tracestate"); ts != "" {
+			h.Set("Tracestate", ts)
+		}
+	}
+	t0 := s.clock.Now()
+	resp, err := s.hc.Do(ureq)
+	x.tl.upstream += s.clock.Now().Sub(t0)
+	if err != nil {
+		if x.r.Context().Err() != nil {
+			x.errKind = "client_closed"
+			return
+		}
+		x.errKind = "upstream_unreachable"
+		x.status = http.StatusBadGateway
+		x.w.Header().Set("Server-Timing", x.stages().headerTiming())
+		s.upstreamUnreachable(x.w, err)
+		x.trailer()
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		x.relayError(resp)
+		return
+	}
+	x.out = newOutput(x, req)
+	rd := sse.NewReader(waitReader{r: resp.Body, now: s.clock.Now, waited: &x.tl.upstream}, func() int64 { return 0 }, 0)
+	rd.KeepComment = latency.FinalTimingComment
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		x.streamError("the model's server did not stream its answer", "upstream_protocol_error")
+		return
+	}
+	if !x.out.begin() {
+		return
+	}
+	if !x.events(ctx, rd) {
+		return
+	}
+	// Read the upstream to its end for its trailer.
+	_, _ = io.Copy(io.Discard, io.LimitReader(waitReader{r: resp.Body, now: s.clock.Now, waited: &x.tl.upstream}, 1<<20))
+	v := latency.TimingValues{Header: resp.Header.Values("Server-Timing"), Trailer: resp.Trailer.Values("Server-Timing")}
+	if len(rd.Kept) > 0 {
+		v.Final = []string{string(rd.Kept)}
+	}
+	x.forward = latency.ForwardTiming(latency.HopApp, v)
+	x.end(ctx)
+}
+
+// events reads the upstream's stream to its [DONE], checking and passing
+// on the answer as the guardrail mode says; false when the answer cannot
+// be completed (the stream broke, the client left).
+func (x *exchange) events(ctx context.Context, rd *sse.Reader) bool {
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if x.r.Context().Err() != nil {
+				x.errKind = "client_closed"
+				return false
+			}
+			x.streamError("the model's stream ended before [DONE]", "upstream_stream_broken")
+			return false
+		}
+		if string(ev.Data) == "[DONE]" {
+			return true
+		}
+		var ch upstreamChunk
+		if err := json.Unmarshal(ev.Data, &ch); err != nil || string(ev.Name) == "error" || len(ch.Error) > 0 && string(ch.Error) != "null" {
+			x.streamError("the model's server sent an error or an event that is not a chunk", "upstream_stream_error")
+			return false
+		}
+		if !x.chunk(ctx, &ch) {
+			return false
+		}
+	}
+}
+
+// upstreamChunk is what the application reads of a stream event.
+type upstreamChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *openai.Usage   `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// chunk handles one upstream chunk.
+func (x *exchange) chunk(ctx context.Context, ch *upstreamChunk) bool {
+	if ch.Usage != nil {
+		u := *ch.Usage
+		x.usage = &u
+	}
+	if len(ch.Choices) == 0 {
+		return true
+	}
+	c := ch.Choices[0]
+	if c.FinishReason != nil && *c.FinishReason != "" {
+		x.finish = *c.FinishReason
+	}
+	text := c.Delta.Content
+	k := 0
+	switch {
+	case ch.Usage != nil: // continuous usage: the tokens this chunk added
+		k = ch.Usage.CompletionTokens - x.prevCompl
+		x.prevCompl = ch.Usage.CompletionTokens
+	case text != "":
+		k = 1
+	}
+	x.tokens += max(k, 0)
+	s := x.s
+	switch s.cfg.Guardrail {
+	case GuardrailOff:
+		if text != "" {
+			return x.out.text([]byte(text), "")
+		}
+	case GuardrailStreaming:
+		t0 := s.clock.Now()
+		rel := x.sf.push(nil, []byte(text))
+		err := s.clock.Sleep(ctx, time.Duration(max(k, 0))*s.cfg.GuardrailCost)
+		x.tl.guardrail += s.clock.Now().Sub(t0)
+		if err != nil {
+			x.errKind = "client_closed"
+			return false
+		}
+		if len(rel) > 0 {
+			return x.out.text(rel, "")
+		}
+	case GuardrailBlocking:
+		x.held = append(x.held, text...)
+	}
+	return true
+}
+
+// end checks what is left of the answer, sends it with the finish reason
+// and the usage, then the final event with every stage.
+func (x *exchange) end(ctx context.Context) {
+	s := x.s
+	var rest []byte
+	switch s.cfg.Guardrail {
+	case GuardrailStreaming:
+		t0 := s.clock.Now()
+		rest = x.sf.flush(nil)
+		x.tl.guardrail += s.clock.Now().Sub(t0)
+	case GuardrailBlocking:
+		t0 := s.clock.Now()
+		rest = s.filter.apply(nil, x.held)
+		err := s.clock.Sleep(ctx, time.Duration(x.tokens)*s.cfg.GuardrailCost)
+		x.tl.guardrail += s.clock.Now().Sub(t0)
+		if err != nil {
+			x.errKind = "client_closed"
+			return
+		}
+	}
+	if !x.out.text(rest, x.finish) {
+		return
+	}
+	x.out.finishAnswer(x.usage)
+}
+
+// stages is the partition so far, ended now.
+func (x *exchange) stages() stages {
+	x.tl.end = x.s.clock.Now()
+	return x.tl.stages()
+}
+
+// trailer sets the Server-Timing trailer: the stages after the prompt, the
+// total and the upstream's stages.
+func (x *exchange) trailer() {
+	st := x.stages()
+	x.final = &st
+	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", st.finalTiming(x.forward))
+}
+
+// fail answers an error before anything was sent, with the stages so far
+// in the Server-Timing header.
+func (x *exchange) fail(status int, e openai.Error) {
+	x.status = status
+	if e.Code != nil {
+		x.errKind = *e.Code
+	} else {
+		x.errKind = e.Type
+	}
+	x.w.Header().Set("Server-Timing", x.stages().headerTiming())
+	openai.WriteError(x.w, status, e, 0)
+	x.trailer()
+}
+
+// relayError passes on the upstream's error status and body.
+func (x *exchange) relayError(resp *http.Response) {
+	x.status, x.errKind = resp.StatusCode, "upstream_status"
+	b, _ := io.ReadAll(io.LimitReader(waitReader{r: resp.Body, now: x.s.clock.Now, waited: &x.tl.upstream}, 64<<10))
+	h := x.w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		h.Set("Retry-After", ra)
+	}
+	h.Set("Server-Timing", x.stages().headerTiming())
+	x.w.WriteHeader(resp.StatusCode)
+	_, _ = x.w.Write([]byte(redact.Values(string(b), x.s.cfg.APIKey)))
+	x.forward = latency.ForwardTiming(latency.HopApp, latency.TimingValues{Header: resp.Header.Values("Server-Timing"), Trailer: resp.Trailer.Values("Server-Timing")})
+	x.trailer()
+}
+
+// streamError ends the answer with an error: an error event when the
+// stream has begun, else a 502.
+func (x *exchange) streamError(msg, code string) {
+	x.errKind, x.status = code, http.StatusBadGateway
+	x.s.log.Warn("upstream stream", "request_id", x.id, "err", msg)
+	if x.out == nil || !x.out.started {
+		x.fail(http.StatusBadGateway, openai.NewError(openai.TypeServer, msg, "", code))
+		return
+	}
+	x.out.error(openai.NewError(openai.TypeServer, msg, "", code))
+}
+
+// endSpan ends the request's span with a child span per stage (laid end to
+// end from the handler's start) and one per retrieval call (at its own
+// instants).
+func (x *exchange) endSpan(ctx context.Context) {
+	if x.final == nil { // ended without a trailer (the client left)
+		st := x.stages()
+		x.final = &st
+	}
+	st := *x.final
+	tr := x.s.cfg.Tracer
+	tracing.StageSpans(ctx, tr, x.tl.start, st.spans())
+	for _, c := range x.calls {
+		if c.start.IsZero() {
+			continue
+		}
+		_, sp := tr.Start(ctx, "app retrieval call", trace.WithTimestamp(c.start), trace.WithAttributes(
+			attribute.Int("tokentrace.app.source", c.source), attribute.Float64("tokentrace.app.added_latency", c.delay.Seconds()),
+			attribute.Int("tokentrace.app.hits", c.hits)))
+		sp.End(trace.WithTimestamp(c.end))
+	}
+	x.span.SetAttributes(attribute.Int("gen_ai.usage.output_tokens", x.tokens), attribute.String("tokentrace.app.guardrail", x.s.cfg.Guardrail))
+	if x.usage != nil {
+		x.span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", x.usage.PromptTokens))
+	}
+	if x.errKind != "" {
+		x.span.SetStatus(codes.Error, x.errKind)
+	}
+	x.span.End(trace.WithTimestamp(x.tl.end))
+}
