@@ -342,4 +342,3 @@ func TestStreamingGuardrailCutsTTFTByTheDecode(t *testing.T) {
 		t.Errorf("streaming guardrails cut TTFT by %v, less than the decode time %v", cut, dec)
 	}
 }
-

@@ -3,7 +3,6 @@ package bench
 import (
 	"encoding/json"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -309,13 +308,6 @@ func serverTiming(rec *latency.Record, v latency.TimingValues) {
 		if len(rec.TimingNotes) < latency.MaxTimingNotes {
 			rec.TimingNotes = append(rec.TimingNotes, n)
 		}
-	}
-	// A hop set aside (its claims impossible) gives no split either.
-	if !slices.Contains(p.Hops, latency.HopServer) && rec.Server != nil && rec.Server.Source == "server-timing" {
-		rec.Server = nil
-	}
-	if !slices.Contains(p.Hops, latency.HopGateway) {
-		rec.GatewayNS = 0
 	}
 }
 
