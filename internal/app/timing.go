@@ -75,21 +75,9 @@ type stages struct {
 // last one reached, and post_process is what is left of the time after the
 // prompt, so the stages sum exactly to end − start.
 func (t *timeline) stages() stages {
-	last := t.start
-	next := func(x time.Time) time.Duration {
-		if x.IsZero() || x.Before(last) {
-			return 0
-		}
-		d := x.Sub(last)
-		last = x
-		return d
-	}
-	var s stages
-	s.In = next(t.parsed)
-	s.Retrieval = next(t.retrieved)
-	s.Rerank = next(t.reranked)
-	s.Prompt = next(t.prompted)
-	tail := next(t.end)
+	d := latency.Consecutive(t.start, t.parsed, t.retrieved, t.reranked, t.prompted, t.end)
+	s := stages{In: d[0], Retrieval: d[1], Rerank: d[2], Prompt: d[3]}
+	tail := d[4]
 	s.Upstream, s.Guardrail, s.Backpressure = t.upstream, t.guardrail, t.backpressure
 	// Measured sub-intervals cannot exceed the tail; should a clock say
 	// otherwise, trim the last measured first to keep the partition exact.

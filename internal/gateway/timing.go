@@ -77,21 +77,9 @@ func sub(a, b time.Time) time.Duration {
 // the queue) collapse to the last one reached, so the sum is always
 // end − start.
 func (t *timeline) stages() stageDurations {
-	last := t.start
-	next := func(x time.Time) time.Duration {
-		if x.IsZero() || x.Before(last) {
-			return 0
-		}
-		d := x.Sub(last)
-		last = x
-		return d
-	}
-	var s stageDurations
-	s.In = next(t.in)
-	s.Queue = next(t.admitted)
-	s.Connect = next(t.conn)
-	s.UpstreamTTFT = next(t.firstTok)
-	tail := next(t.end)
+	d := latency.Consecutive(t.start, t.in, t.admitted, t.conn, t.firstTok, t.end)
+	s := stageDurations{In: d[0], Queue: d[1], Connect: d[2], UpstreamTTFT: d[3]}
+	tail := d[4]
 	s.Post, s.Backpressure = t.post, t.backpressure
 	if s.Post+s.Backpressure > tail {
 		// Time spent before the first token (writing the first events) is

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -179,4 +180,14 @@ func FuzzPathSumsExactly(f *testing.F) {
 			t.Fatalf("parts %v sum to %d, want %d", p.Parts, p.Sum(), r.EndNS-r.IntendedNS)
 		}
 	})
+}
+
+func TestConsecutive(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	got := Consecutive(t0, at(2), time.Time{}, at(5), at(4), at(9))
+	want := []time.Duration{2 * time.Millisecond, 0, 3 * time.Millisecond, 0, 4 * time.Millisecond}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
 }
