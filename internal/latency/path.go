@@ -41,9 +41,10 @@ type Path struct {
 	// Hops are the hops whose stages are used, in path order (the client
 	// first); a hop whose report was set aside is not among them.
 	Hops []Hop `json:"hops"`
-	// HiddenNS is inner hops' time left out because it ran while the hop
-	// around them did its own work (a streaming guardrail checking one
-	// token while the server generates the next).
+	// HiddenNS is hops' time left out because nobody waited for it: an
+	// inner hop's work while the hop around it did its own (a streaming
+	// guardrail checking one token while the server generates the next),
+	// or a hop's last stages after its client had the answer.
 	HiddenNS int64 `json:"hidden_ns,omitempty"`
 	// Notes say which hop's report was set aside and why.
 	Notes []string `json:"notes,omitempty"`
@@ -166,16 +167,36 @@ func (w *pathWalker) note(format string, args ...any) {
 	}
 }
 
+// trailing is the sum of the hop's own stages after its last upstream
+// stage: its work once the next hop had answered (checks, writing the end
+// of the answer), some of which may come after its client had the answer.
+func (h *hopReport) trailing() int64 {
+	var t int64
+	for i := len(h.items) - 1; i >= 0 && !h.items[i].up; i-- {
+		t += h.items[i].ns
+	}
+	if t == h.own { // no upstream stage
+		return 0
+	}
+	return t
+}
+
 // usable returns hops from the first whose report can be used, noting
-// each one set aside: one claiming more than limit, or whose stages sum
-// to more than its total.
-func (w *pathWalker) usable(hops []hopReport, limit int64) []hopReport {
+// each one set aside: one claiming more than limit (at the client's
+// level, more than limit and its trailing stages: a hop's last write ends
+// after the client has read it), or whose stages sum to more than its
+// total.
+func (w *pathWalker) usable(hops []hopReport, limit int64, kind availKind) []hopReport {
 	for len(hops) > 0 {
 		h := &hops[0]
+		allowed := limit
+		if kind == availWait {
+			allowed += h.trailing()
+		}
 		switch {
 		case h.hasTotal && h.own+h.up > h.total+int64(PathTolerance):
 			w.note("%s: its stages sum to %s ms, more than its total of %s ms; set aside", h.hop, fmtMS(h.own+h.up), fmtMS(h.total))
-		case h.claim() > limit+int64(PathTolerance):
+		case h.claim() > allowed+int64(PathTolerance):
 			w.note("%s claims %s ms, more than the %s ms it can have taken; set aside", h.hop, fmtMS(h.claim()), fmtMS(limit))
 		default:
 			return hops
@@ -207,7 +228,7 @@ const (
 // hop, avail is leaves (outer's upstream stages) or, without them,
 // unattributed.
 func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind availKind, leaves []pathItem) {
-	hops = w.usable(hops, limit)
+	hops = w.usable(hops, limit, kind)
 	if len(hops) == 0 {
 		if leaves == nil {
 			if avail != 0 {
@@ -239,13 +260,24 @@ func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind 
 		// unattributed time, or (no upstream stage) the inner hops'.
 		items = append(items, pathItem{name: PartUnattributed, ns: T - h.own - h.up, up: !h.hasUp && len(inner) > 0})
 	}
-	if kind == availUpstream && 0 <= avail && avail < T {
+	shown := T // what the hop's parts add up to once cut
+	switch {
+	case kind == availUpstream && 0 <= avail && avail < T:
 		// Pipelined: the hop went on working while outer did its own
 		// work; what did not keep outer waiting is cut from its last
 		// stages.
-		cutFromEnd(items, T-avail)
-		w.p.HiddenNS += T - avail
-	} else if gap := avail - T; gap != 0 {
+		shown = avail
+	case kind == availWait && T > limit:
+		// The hop's last stages went on after the client had the answer
+		// (its final write returns after the bytes left): that part is cut
+		// from them.
+		shown = limit
+	}
+	if shown < T {
+		cutFromEnd(items, T-shown)
+		w.p.HiddenNS += T - shown
+	}
+	if gap := avail - shown; gap != 0 {
 		name := PartNetwork
 		if kind == availRest {
 			name = PartUnattributed

@@ -191,3 +191,28 @@ func TestConsecutive(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// A hop's last write returns after the client has read it: what its last
+// stages claim beyond the client's end is cut from them; beyond what they
+// hold, the hop is set aside.
+func TestPathCutsAHopsTimeAfterTheClientsEnd(t *testing.T) {
+	r := Record{SentNS: 0, WroteNS: ms(1), EndNS: ms(100), Timing: []HopStage{
+		{HopApp, "in", ms(10)}, {HopApp, "upstream", ms(87)}, {HopApp, "backpressure", ms(8)}, {HopApp, "total", ms(105)},
+	}}
+	p, _ := r.Path()
+	want := []PathPart{
+		{HopClient, "client_queue", 0}, {HopClient, "connect", 0}, {HopClient, "send", ms(1)},
+		{"client→app", PartNetwork, ms(-1)}, // 99 − 100: the handler began before the body was written
+		{HopApp, "in", ms(10)}, {HopApp, "upstream", ms(87)},
+		{HopApp, "backpressure", ms(3)}, // 8 − (105 − 100)
+	}
+	if diff := cmp.Diff(want, p.Parts); diff != "" || p.HiddenNS != ms(5) || len(p.Notes) > 0 {
+		t.Errorf("hidden %d, notes %q, parts (-want +got):\n%s", p.HiddenNS, p.Notes, diff)
+	}
+	r.Timing[3].NS = ms(110) // 10 ms past the end: more than its 8 ms of trailing stages
+	r.Timing[1].NS = ms(92)
+	p, _ = r.Path()
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "app claims 110.000 ms") || p.Sum() != r.EndNS {
+		t.Errorf("notes %q, sum %d", p.Notes, p.Sum())
+	}
+}

@@ -471,7 +471,7 @@ func (x *exchange) serverTiming() string {
 	}
 	add(latency.TimingFrontend, x.frontend)
 	if x.hasTL {
-		q, p, d := x.causalSplit()
+		q, p, d := x.split()
 		add(latency.TimingServerQueue, q)
 		add(latency.TimingPrefill, p)
 		add(latency.TimingServerDecode, d)
@@ -482,34 +482,16 @@ func (x *exchange) serverTiming() string {
 	return string(b)
 }
 
-// causalSplit is the timeline's queue, prefill and decode as Server-Timing
-// reports them: with no instant before the request's arrival. The engine
-// keeps its step schedule through a host stall, so a request taken while
-// it catches up joins a step planned for an instant before it arrived
-// (docs/engine.md); its queue is then 0 and its prefill starts at its
-// arrival, so the stages never sum to more than the request spent in the
-// server. The metrics object keeps the engine's own instants.
-func (x *exchange) causalSplit() (queue, prefill, decode time.Duration) {
-	tl := x.tl
-	s := tl.Scheduled
-	if s.Before(tl.Arrival) {
-		s = tl.Arrival
-	}
-	f := tl.FirstToken
-	if !f.IsZero() && f.Before(s) {
-		f = s
-	}
-	e := tl.Finished
-	if !e.IsZero() && !f.IsZero() && e.Before(f) {
-		e = f
-	}
-	span := func(a, b time.Time) time.Duration {
-		if a.IsZero() || b.IsZero() {
-			return 0
-		}
-		return b.Sub(a)
-	}
-	return span(tl.Arrival, s), span(s, f), span(f, e)
+// split is the timeline's queue, prefill and decode as Server-Timing
+// reports them. The engine keeps its step schedule through a host stall,
+// so a request taken while it catches up joins a step planned for an
+// instant before it arrived and its queue is negative by the lag
+// (docs/engine.md): Server-Timing, which has no negative durations, sends
+// it as 0 and keeps the engine's prefill (from that step's start), so the
+// stages then sum to more than the request spent in the server, by the
+// lag (a client's decomposition sets such a report aside, with a note).
+func (x *exchange) split() (queue, prefill, decode time.Duration) {
+	return max(x.tl.Queue(), 0), x.tl.Prefill(), x.tl.Decode()
 }
 
 // requestMetrics computes the per-request metrics object (docs/metrics.md).

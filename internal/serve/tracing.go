@@ -30,7 +30,7 @@ func (s *Server) traceRequest(r *http.Request, x *exchange, end time.Time) {
 		trace.WithAttributes(attrs...))
 	stages := []tracing.Stage{{Name: latency.TimingFrontend, D: x.frontend}}
 	if x.hasTL {
-		q, p, d := x.causalSplit()
+		q, p, d := x.split()
 		stages = append(stages, tracing.Stage{Name: latency.TimingServerQueue, D: q},
 			tracing.Stage{Name: latency.TimingPrefill, D: p}, tracing.Stage{Name: latency.TimingServerDecode, D: d})
 	}
