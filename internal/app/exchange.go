@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/httplimit"
+	"github.com/tokentrace/tokentrace/internal/jsonscan"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
@@ -42,7 +43,9 @@ type exchange struct {
 	prevCompl int    // cumulative completion tokens (continuous usage)
 	finish    string
 	usage     *openai.Usage
-	forward   string // the upstream's stages, passed on
+	ch        openai.ChunkInfo // the chunk being read
+	text      []byte           // its first choice's content, unescaped
+	forward   string           // the upstream's stages, passed on
 	errKind   string
 	status    int
 	final     *stages // the stages the trailer carries
@@ -218,61 +221,69 @@ func (x *exchange) events(ctx context.Context, rd *sse.Reader) bool {
 		if string(ev.Data) == "[DONE]" {
 			return true
 		}
-		var ch upstreamChunk
-		if err := json.Unmarshal(ev.Data, &ch); err != nil || string(ev.Name) == "error" || len(ch.Error) > 0 && string(ch.Error) != "null" {
+		if string(ev.Name) == "error" || x.scan(ev.Data) != nil {
 			x.streamError("the model's server sent an error or an event that is not a chunk", "upstream_stream_error")
 			return false
 		}
-		if !x.chunk(ctx, &ch) {
+		if !x.chunk(ctx) {
 			return false
 		}
 	}
 }
 
-// upstreamChunk is what the application reads of a stream event.
-type upstreamChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content string `json:"content"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *openai.Usage   `json:"usage"`
-	Error json.RawMessage `json:"error"`
+// scan reads one upstream chunk with the project's one chunk classifier
+// (exact keys): an error when it is no chunk or carries an error. The
+// first choice's content, unescaped, is left in x.text.
+func (x *exchange) scan(data []byte) error {
+	ch := &x.ch
+	if err := openai.ScanChunk(data, ch); err != nil {
+		return err
+	}
+	if len(ch.Error) > 0 {
+		return errors.New("error event")
+	}
+	text, err := jsonscan.AppendUnquote(x.text[:0], ch.Content)
+	x.text = text
+	return err
 }
 
-// chunk handles one upstream chunk.
-func (x *exchange) chunk(ctx context.Context, ch *upstreamChunk) bool {
-	if ch.Usage != nil {
-		u := *ch.Usage
+// chunk handles the upstream chunk that scan read.
+func (x *exchange) chunk(ctx context.Context) bool {
+	ch := &x.ch
+	if ch.HasUsage {
+		u := openai.Usage{PromptTokens: ch.PromptTokens, CompletionTokens: ch.CompletionTokens, TotalTokens: ch.PromptTokens + ch.CompletionTokens}
+		if ch.CachedTokens > 0 {
+			u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: ch.CachedTokens}
+		}
 		x.usage = &u
 	}
-	if len(ch.Choices) == 0 {
+	if ch.Choices == 0 {
 		return true
 	}
-	c := ch.Choices[0]
-	if c.FinishReason != nil && *c.FinishReason != "" {
-		x.finish = *c.FinishReason
+	if ch.HasFinish && len(ch.Finish) > 0 {
+		if f, err := jsonscan.Unquote(ch.Finish); err == nil {
+			x.finish = f
+		}
 	}
-	text := c.Delta.Content
+	text := x.text
 	k := 0
 	switch {
-	case ch.Usage != nil: // continuous usage: the tokens this chunk added
-		k = ch.Usage.CompletionTokens - x.prevCompl
-		x.prevCompl = ch.Usage.CompletionTokens
-	case text != "":
+	case ch.HasUsage: // continuous usage: the tokens this chunk added
+		k = ch.CompletionTokens - x.prevCompl
+		x.prevCompl = ch.CompletionTokens
+	case len(text) > 0:
 		k = 1
 	}
 	x.tokens += max(k, 0)
 	s := x.s
 	switch s.cfg.Guardrail {
 	case GuardrailOff:
-		if text != "" {
-			return x.out.text([]byte(text), "")
+		if len(text) > 0 {
+			return x.out.text(text, "")
 		}
 	case GuardrailStreaming:
 		t0 := s.clock.Now()
-		rel := x.sf.push(nil, []byte(text))
+		rel := x.sf.push(nil, text)
 		err := s.clock.Sleep(ctx, time.Duration(max(k, 0))*s.cfg.GuardrailCost)
 		x.tl.guardrail += s.clock.Now().Sub(t0)
 		if err != nil {

@@ -58,3 +58,19 @@ func TestUpstreamLineEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamChunkKeys: the application reads its upstream's chunks with
+// the one chunk classifier: escapes in content are unescaped, and keys
+// match exactly (a "Choices" or "Content" is another key, not output).
+func TestUpstreamChunkKeys(t *testing.T) {
+	body := `data: {"choices":[{"index":0,"delta":{"content":"caf\u00e9 \"q\""}}]}` + "\n\n" +
+		`data: {"Choices":[{"index":0,"delta":{"content":" other"}}]}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{"Content":" case"}}]}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{"content":" end"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+	up := eventUpstream(t, body)
+	for _, stream := range []bool{true, false} {
+		if text, want := askApp(t, up.URL, stream), `café "q" end`; text != want {
+			t.Errorf("stream=%v: answer %q, want %q", stream, text, want)
+		}
+	}
+}

@@ -10,30 +10,8 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-// chunk is the part of a streamed (or whole) response bench reads. It
-// covers OpenAI, vLLM, SGLang, TGI, llama.cpp and Ollama conventions:
-// chat deltas with content, reasoning_content (vLLM, SGLang, DeepSeek) or
-// reasoning (Ollama, OpenRouter), completions text, a final usage object,
-// usage on every chunk (vLLM continuous_usage_stats), an error object, and
-// a per-request metrics object.
-type chunk struct {
-	Choices []struct {
-		Delta   *message `json:"delta"`
-		Message *message `json:"message"`
-		Text    *string  `json:"text"`
-		Finish  *string  `json:"finish_reason"`
-	} `json:"choices"`
-	Usage   *usage          `json:"usage"`
-	Error   json.RawMessage `json:"error"`
-	Metrics json.RawMessage `json:"metrics"`
-}
-
-type message struct {
-	Content          *string `json:"content"`
-	ReasoningContent *string `json:"reasoning_content"`
-	Reasoning        *string `json:"reasoning"`
-}
-
+// usage is a response's final token counts. Counts are pointers: nil when
+// the server did not give them.
 type usage struct {
 	PromptTokens        *int `json:"prompt_tokens"`
 	CompletionTokens    *int `json:"completion_tokens"`
@@ -139,25 +117,28 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 	return nil
 }
 
-// whole folds a non-streaming response body.
+// whole folds a non-streaming response body, read with the same
+// classifier (and the same exact keys) as a stream's chunks: the first
+// choice's message or text, its finish reason, usage, error and metrics.
 func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
-	var ch chunk
-	if err := json.Unmarshal(b, &ch); err != nil {
-		return &eventError{latency.ErrInvalidEvent, "response is not valid JSON: " + truncate(err.Error())}
+	ch := &s.scratch
+	if err := openai.ScanChunk(b, ch); err != nil {
+		return &eventError{latency.ErrInvalidEvent, "response is not valid JSON of the expected shape: " + truncate(err.Error())}
 	}
-	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+	if len(ch.Error) > 0 {
 		return &eventError{latency.ErrServer, "error in response: " + truncate(errorText(ch.Error))}
 	}
-	if len(ch.Choices) == 0 {
+	if ch.Choices == 0 {
 		return &eventError{latency.ErrInvalidEvent, "response has no choices"}
 	}
 	s.choices = 1
-	c := ch.Choices[0]
-	if c.Finish != nil {
-		rec.FinishReason = *c.Finish
+	if ch.HasFinish {
+		rec.FinishReason = string(ch.Finish)
 	}
-	s.finalUsage = ch.Usage
-	s.metrics = ch.Metrics
+	if ch.HasUsage {
+		s.finalUsage = chunkUsage(ch)
+	}
+	s.metrics = append(s.metrics[:0], ch.Metrics...)
 	if s.finalUsage == nil {
 		// No usage: one chunk, counted as one token (the only honest
 		// per-chunk count without a tokenizer of the server's model).

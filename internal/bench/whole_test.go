@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// TestWholeAnswers: a non-streaming answer is read with the stream's
+// chunk classifier: keys match exactly (a "Choices" or "Usage" is another
+// key), a body that is not a JSON object of the expected shape is an
+// invalid event, and an error object is the server's error.
+func TestWholeAnswers(t *testing.T) {
+	type got struct {
+		OK                    bool
+		Kind, Finish          string
+		Output, Input, Cached int
+		OutputSource          string
+	}
+	tests := []struct {
+		name, body string
+		want       got
+		text       string // in the record's error
+	}{
+		{"chat", `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}}`,
+			got{OK: true, Finish: "stop", Output: 2, Input: 3, Cached: 1, OutputSource: latency.SourceUsage}, ""},
+		{"completion without usage", `{"choices":[{"index":0,"text":"hi","finish_reason":"length"}]}`,
+			got{OK: true, Finish: "length", Output: 1, Input: 3, OutputSource: latency.SourceChunks}, ""},
+		{"usage key in another case", `{"choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"Usage":{"prompt_tokens":3,"completion_tokens":2}}`,
+			got{OK: true, Finish: "stop", Output: 1, Input: 3, OutputSource: latency.SourceChunks}, ""},
+		{"choices key in another case", `{"Choices":[{"index":0,"message":{"content":"hi"}}]}`,
+			got{Kind: latency.ErrInvalidEvent}, "no choices"},
+		{"not JSON", `<html>maintenance</html>`, got{Kind: latency.ErrInvalidEvent}, "not valid JSON"},
+		{"wrong shape", `{"choices":{"index":0}}`, got{Kind: latency.ErrInvalidEvent}, "expected shape"},
+		{"error", `{"error":{"message":"boom","type":"server_error"}}`, got{Kind: latency.ErrServer}, "server_error: boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			rec := do(t, newTestClient(t, srv.URL, func(tg *Target) { tg.Stream = false }))
+			g := got{rec.OK(), rec.ErrorKind, rec.FinishReason, rec.OutputTokens, rec.InputTokens, rec.CachedTokens, rec.OutputSource}
+			if !g.OK {
+				g.Output, g.Input = 0, 0
+			}
+			if diff := cmp.Diff(tt.want, g); diff != "" {
+				t.Errorf("record (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(rec.Error, tt.text) {
+				t.Errorf("error %q, want it to contain %q", rec.Error, tt.text)
+			}
+		})
+	}
+}
