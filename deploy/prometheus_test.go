@@ -191,7 +191,7 @@ func TestDashboardsAndRulesAgainstRealPrometheus(t *testing.T) {
 	window = promDuration(tq.Sub(t0))
 	vars := dashboardVars(t)
 	dq, rq := dashboardQueries(t), ruleQueries(t)
-	queries := append(dq, rq...)
+	queries := slices.Concat(dq, rq)
 	for _, q := range queries {
 		expr := substitute(q.expr, vars, window)
 		r, err := prom.query(ctx, expr, tq)
@@ -247,7 +247,12 @@ func startGatewayProcess(t *testing.T, ctx context.Context, upstream string) str
 	gctx, stop := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(gctx, ln) }()
-	t.Cleanup(func() { stop(); <-errc })
+	t.Cleanup(func() {
+		stop()
+		if err := <-errc; err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	})
 	return ln.Addr().String()
 }
 

@@ -113,8 +113,12 @@ func startChain(t *testing.T, cfg app.Config, rcv *otlptest.Receiver) *chain {
 		}
 		stopped = true
 		cancel()
-		<-appDone
-		<-gwDone // the gateway flushes its spans as Serve returns
+		if err := <-appDone; err != nil {
+			t.Errorf("app: %v", err)
+		}
+		if err := <-gwDone; err != nil { // the gateway flushes its spans as Serve returns
+			t.Errorf("gateway: %v", err)
+		}
 		_ = srv.Close()
 		for _, f := range flush {
 			f()

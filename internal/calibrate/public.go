@@ -39,7 +39,7 @@ func LoadPublic(path string) ([]PublicRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	return ParsePublic(f)
 }
 

@@ -73,7 +73,7 @@ func ReadResults(dir string) (*Workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	w := &Workload{Dir: dir}
 	if info, ok, err := report.ReadRunInfo(dir); err == nil && ok {
 		w.Run = info

@@ -140,7 +140,11 @@ func TestDeprecatedSpellingsWarnAndWork(t *testing.T) {
 			t.Errorf("no notice %q in:\n%s", w, old)
 		}
 	}
-	json := old[strings.Index(old, "{"):]
+	brace := strings.Index(old, "{")
+	if brace < 0 {
+		t.Fatalf("no JSON in:\n%s", old)
+	}
+	json := old[brace:]
 	if json != canonical {
 		t.Errorf("old and canonical spellings give different estimates")
 	}

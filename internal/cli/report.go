@@ -94,7 +94,7 @@ func writeReport(r renderer, output, defaultFile string, stdout io.Writer) error
 		return fmt.Errorf("output: %w", err)
 	}
 	if err := r.Write(f); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is the one to report
 		return fmt.Errorf("writing %s: %w", output, err)
 	}
 	if err := f.Close(); err != nil {

@@ -14,10 +14,16 @@ import (
 func TestSimulateBadInputExits2AndWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	noCols := filepath.Join(dir, "nocols.csv")
-	os.WriteFile(noCols, []byte("TIMESTAMP,ContextTokens\n2023-11-16 18:15:46.68,374\n"), 0o644)
+	if err := os.WriteFile(noCols, []byte("TIMESTAMP,ContextTokens\n2023-11-16 18:15:46.68,374\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	held := filepath.Join(dir, "held")
-	os.MkdirAll(held, 0o755)
-	os.WriteFile(filepath.Join(held, "requests.jsonl"), nil, 0o644)
+	if err := os.MkdirAll(held, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(held, "requests.jsonl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string

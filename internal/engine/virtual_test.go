@@ -144,7 +144,9 @@ func TestVirtualStepRecordAndPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.Submit(0, 7, &Request{PromptLen: 150, MaxTokens: 2, IgnoreEOS: true})
+	if _, err := v.Submit(0, 7, &Request{PromptLen: 150, MaxTokens: 2, IgnoreEOS: true}); err != nil {
+		t.Fatal(err)
+	}
 	end, _ := v.Start(0)
 	type pf struct{ ID, N int }
 	var got []pf

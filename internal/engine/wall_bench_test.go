@@ -89,7 +89,7 @@ func BenchmarkWallStreams(b *testing.B) {
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
-				go func() { e.Run(ctx); close(done) }()
+				go func() { _ = e.Run(ctx); close(done) }() // Run errs only when it already ran
 				var mu sync.Mutex
 				var wg sync.WaitGroup
 				for range n {

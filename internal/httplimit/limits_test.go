@@ -179,7 +179,7 @@ func TestConnectionCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		t.Cleanup(func() { _ = c.Close() })
 		held = append(held, c)
 	}
 	done := make(chan error, 1)

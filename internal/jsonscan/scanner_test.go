@@ -374,7 +374,7 @@ func TestMemberElement(t *testing.T) {
 				}
 				continue
 			}
-			s.Expect('[')
+			_ = s.Expect('[') // Peek saw it
 			for first := true; ; first = false {
 				more, e := s.Element(first)
 				if e != nil || !more {

@@ -124,7 +124,7 @@ func (cs *chunkScan) mismatch(depth int) error {
 func (cs *chunkScan) object(depth int) (ok bool, err error) {
 	switch cs.s.Peek() {
 	case '{':
-		cs.s.Expect('{')
+		_ = cs.s.Expect('{') // Peek saw it
 		return true, nil
 	case 'n':
 		if cs.s.Null() {
@@ -183,7 +183,7 @@ func (cs *chunkScan) choices() error {
 			return nil
 		}
 	case '[':
-		s.Expect('[')
+		_ = s.Expect('[') // Peek saw it
 		for first := true; ; first = false {
 			more, err := s.Element(first)
 			if !more || err != nil {
@@ -282,7 +282,7 @@ func (cs *chunkScan) choice(first bool) error {
 	if s.Peek() != '{' {
 		return cs.mismatch(2)
 	}
-	s.Expect('{')
+	_ = s.Expect('{') // Peek saw it
 	var o choiceOut
 	var err error
 	for firstKey := true; ; firstKey = false {
@@ -356,7 +356,7 @@ func (cs *chunkScan) toolCalls() (bool, error) {
 			return false, nil
 		}
 	case '[':
-		s.Expect('[')
+		_ = s.Expect('[') // Peek saw it
 		n := 0
 		for first := true; ; first = false {
 			more, err := s.Element(first)

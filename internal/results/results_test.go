@@ -43,7 +43,9 @@ func TestCheckRefusesAFolderHoldingARun(t *testing.T) {
 	if err := Prepare(filepath.Join(dir, "new", "run")); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, RequestsFile), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(dir, RequestsFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	err := Check(dir)
 	var fe *field.Error
 	if !errors.As(err, &fe) || fe.Field != "output_dir" || !strings.Contains(err.Error(), "already holds a run") {

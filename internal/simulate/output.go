@@ -199,13 +199,13 @@ func writeSteps(path string, reps []ReplicaResult) error {
 	for i, r := range reps {
 		for _, st := range r.Steps {
 			if err := enc.Encode(stepLine{Replica: i, StepRecord: st}); err != nil {
-				f.Close()
+				_ = f.Close() // the write's error is the one to report
 				return fmt.Errorf("steps file: %w", err)
 			}
 		}
 	}
 	if err := bw.Flush(); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is the one to report
 		return fmt.Errorf("steps file: %w", err)
 	}
 	return f.Close()

@@ -44,7 +44,7 @@ func TestFillerExactLength(t *testing.T) {
 			}
 		}
 	}
-	if Filler(50, 1) != Filler(50, 1) {
+	if a, b := Filler(50, 1), Filler(50, 1); a != b {
 		t.Error("Filler is not deterministic")
 	}
 	if Filler(50, 1) == Filler(50, 2) {
