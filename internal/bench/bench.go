@@ -25,6 +25,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tokentrace/tokentrace/internal/agent"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -76,10 +77,22 @@ type Config struct {
 	Progress io.Writer
 	// Log receives status lines (stderr).
 	Log io.Writer
+	// Tools, when set, is where agent steps' tool calls go (the workload's
+	// requests ask for tools).
+	Tools *ToolTarget
 	// Tracer, when set, records a client span per request whose context
 	// is the request's traceparent (Client.Trace); nil sends a fresh
 	// traceparent and records nothing.
 	Tracer trace.Tracer
+}
+
+// ToolTarget is the tool endpoint of agent sessions.
+type ToolTarget struct {
+	// URL is POSTed each call (agent.CallRequest); empty: bench starts the
+	// built-in tool simulator on a loopback port.
+	URL string
+	// Timeout bounds each call (agent.DefaultTimeout when 0).
+	Timeout time.Duration
 }
 
 // Summary is summary.json: the report plus what only the load generator
@@ -293,9 +306,15 @@ func (r *run) measure(ctx context.Context) (err error) {
 	if r.cfg.Tracer != nil {
 		client.Trace(r.cfg.Tracer, r.zero)
 	}
+	tools, closeTools, err := r.toolCaller(func() int64 { return int64(clock.Now()) })
+	if err != nil {
+		return err
+	}
+	defer closeTools()
 	live := &Live{}
 	runner := &Runner{
-		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
+		Tools: tools,
+		Doer:  client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
 		Epoch: !r.cfg.StartAt.IsZero(),
 		Emit: func(rec *latency.Record) {
 			w.Write(rec)
@@ -325,6 +344,31 @@ func (r *run) measure(ctx context.Context) (err error) {
 	r.sum.Interrupted = ctx.Err() != nil
 	r.sum.Client = health(CPUTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
 	return nil
+}
+
+// toolCaller is the caller of agent steps' tool calls, starting the
+// built-in tool simulator when no endpoint was given; nil without agent
+// sessions. The returned function stops what it started.
+func (r *run) toolCaller(now func() int64) (ToolCaller, func(), error) {
+	tt := r.cfg.Tools
+	if tt == nil {
+		return nil, func() {}, nil
+	}
+	url, stop := tt.URL, func() {}
+	if url == "" {
+		srv, err := agent.StartSimulator(&agent.Simulator{})
+		if err != nil {
+			return nil, nil, err
+		}
+		url, stop = srv.URL(), func() { _ = srv.Close() }
+		fmt.Fprintf(r.log, "bench: no --tool-url: started the tool simulator at %s\n", url)
+	}
+	c, err := agent.NewCaller(url, tt.Timeout, nil, now)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); stop() }, nil
 }
 
 // showLive draws the progress line while the run goes, when there is a

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/agent"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -33,6 +34,9 @@ type Options struct {
 	Timeout         time.Duration // timeout: per request, without a byte
 
 	Workload workload.Options
+	// The tool endpoint of agent sessions (Workload.Agent).
+	ToolURL     string        // tool_url: empty: the built-in tool simulator
+	ToolTimeout time.Duration // tool_timeout: per tool call
 
 	Sweep        string        // sweep: rates, concurrencies or auto
 	SweepMinSpan time.Duration // sweep_min_span
@@ -51,7 +55,8 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Endpoint: EndpointChat, Stream: true, Timeout: 5 * time.Minute, Workload: workload.DefaultOptions(),
-		Grace: 5 * time.Second, SweepMinSpan: 10 * time.Second, ScrapeInterval: DefaultScrapeInterval,
+		ToolTimeout: agent.DefaultTimeout,
+		Grace:       5 * time.Second, SweepMinSpan: 10 * time.Second, ScrapeInterval: DefaultScrapeInterval,
 	}
 }
 
@@ -73,6 +78,9 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 		return cfg, err
 	}
 	cfg.Workload, cfg.Load = src, l
+	if cfg.Tools, err = o.tools(given); err != nil {
+		return cfg, err
+	}
 	slos, err := latency.ParseSLOs(o.SLO)
 	if err != nil {
 		return cfg, field.Wrap("slo", err)
@@ -153,6 +161,26 @@ func (o Options) target(given func(string) bool) (Target, error) {
 		t.Headers.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
 	return t, nil
+}
+
+// tools checks the tool endpoint of agent sessions.
+func (o Options) tools(given func(string) bool) (*ToolTarget, error) {
+	if !o.Workload.Agent() {
+		if given("tool_url") || given("tool_timeout") {
+			return nil, field.Errorf("tool_url", "is for agent sessions: give {agent_steps} or {agent_sessions}")
+		}
+		return nil, nil
+	}
+	if o.ToolTimeout <= 0 {
+		return nil, field.Invalid("tool_timeout", o.ToolTimeout, "must be positive")
+	}
+	u := strings.TrimSpace(o.ToolURL)
+	if u != "" {
+		if err := agent.CheckURL(u); err != nil {
+			return nil, field.Wrap("tool_url", err)
+		}
+	}
+	return &ToolTarget{URL: u, Timeout: o.ToolTimeout}, nil
 }
 
 // shard checks the share of the workload this generator sends and when it

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,14 @@ import (
 // Doer sends one request and measures it into a record (Client does).
 type Doer interface {
 	Do(ctx context.Context, req *workload.Request, rec *latency.Record)
+}
+
+// ToolCaller makes an agent step's tool calls (agent.Caller does): all at
+// once when parallel, else one after another. It returns a span per call
+// made, the results of the successful ones, and an error naming the first
+// failed call.
+type ToolCaller interface {
+	Step(ctx context.Context, session int64, step int, calls []workload.ToolCall, parallel bool) ([]latency.ToolSpan, []string, error)
 }
 
 // PhaseResult is what the runner measured about its own schedule in one
@@ -69,6 +78,9 @@ type Runner struct {
 	Grace time.Duration
 	// Live, when set, is told of every send and finish (progress display).
 	Live *Live
+	// Tools makes agent steps' tool calls; required when the workload's
+	// requests ask for tools.
+	Tools ToolCaller
 	// Epoch, when set, starts a phase at the clock's zero instant, waiting
 	// for it, rather than when Run is called: generators given one start
 	// instant (the shards of a workload) then keep one schedule.
@@ -276,26 +288,31 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 		} else if p.sendCtx.Err() != nil {
 			return
 		}
-		rec := p.one(&req, t, at, scheduled && turn == 0)
+		rec, results := p.one(&req, t, at, scheduled && turn == 0)
 		if rec == nil {
 			return
 		}
 		if !rec.OK() {
 			return // a session does not go on after a failed turn
 		}
-		prevOut, prevEnd = rec.OutputTokens, rec.EndNS
+		if ts, ok := sess.(workload.ToolSession); ok {
+			ts.ToolResults(results)
+		}
+		prevOut, prevEnd = rec.OutputTokens, rec.ToolsEnd()
 	}
 }
 
-// one sends a request meant for instant at and emits its record; nil when
-// the run stopped before it could be sent.
-func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, scheduled bool) *latency.Record {
-	rec := &latency.Record{
+// one sends a request meant for instant at, makes the tool calls its
+// answer asks for, and emits its record; nil when the run stopped before
+// it could be sent. results are the tool calls' results.
+func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, scheduled bool) (rec *latency.Record, results []string) {
+	rec = &latency.Record{
 		ID:                 p.r.RunID + "-" + strconv.FormatInt(p.r.seq.Add(1), 10),
 		IntendedNS:         int64(at),
 		Phase:              p.name,
 		Session:            req.Session,
 		Turn:               req.Turn,
+		Steps:              req.Steps,
 		SharedPrefixTokens: req.SharedPrefixTokens,
 		Warmup:             p.isWarmup(t, at),
 	}
@@ -308,7 +325,7 @@ func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, schedul
 			select {
 			case p.sem <- struct{}{}:
 			case <-p.sendCtx.Done():
-				return nil
+				return nil, nil
 			}
 		}
 		defer func() { <-p.sem }()
@@ -320,6 +337,9 @@ func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, schedul
 	if rec.SentNS == 0 {
 		rec.SentNS = int64(p.r.Clock.Now())
 	}
+	if len(req.Tools) > 0 && rec.OK() {
+		results = p.tools(req, rec)
+	}
 	p.note(rec, scheduled && !held)
 	p.r.mu.Lock()
 	p.r.Emit(rec)
@@ -327,7 +347,33 @@ func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, schedul
 	if live := p.r.Live; live != nil {
 		live.done(rec)
 	}
-	return rec
+	return rec, results
+}
+
+// tools makes a step's tool calls into its record; a failed call fails
+// the step with the call's error kind (canceled when the run stopped).
+func (p *phaseRun) tools(req *workload.Request, rec *latency.Record) []string {
+	rec.ToolsParallel = req.Parallel
+	if p.r.Tools == nil {
+		rec.ErrorKind, rec.Error = latency.ErrTool, fmt.Sprintf("step %d: no tool endpoint", req.Turn)
+		return nil
+	}
+	spans, results, err := p.r.Tools.Step(p.reqCtx, req.Session, req.Turn, req.Tools, req.Parallel)
+	rec.Tools = spans
+	if err == nil {
+		return results
+	}
+	rec.ErrorKind, rec.Error = latency.ErrTool, err.Error()
+	for _, s := range spans {
+		if s.ErrorKind != "" {
+			rec.ErrorKind = s.ErrorKind
+			break
+		}
+	}
+	if p.reqCtx.Err() != nil {
+		rec.ErrorKind = latency.ErrCanceled
+	}
+	return nil
 }
 
 // note accumulates the schedule statistics of a finished request.

@@ -14,6 +14,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/serve"
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 func init() { register(newBenchCmd) }
@@ -157,6 +158,7 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.boolVar(&o.ReturnMetrics, "return-metrics", "ask a tokentrace server for its per-request metrics object")
 	g.durationVar(&o.Timeout, "timeout", "fail a request that receives nothing for this long")
 	bindWorkloadFlags(g, &o.Workload)
+	bindAgentFlags(g, o)
 	g.stringVar(&o.Sweep, "sweep", "run several points: a list of rates (or of concurrencies without --rate), or auto")
 	g.durationVar(&o.SweepMinSpan, "sweep-min-span", "sweep: each rate point sends for at least this long (more requests than --requests if needed), so a short burst that the server absorbs is not taken for sustained capacity")
 	bindSLOFlag(g, &o.SLO, `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"; with --sweep auto: capacity search`)
@@ -166,6 +168,20 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.boolVar(&o.NoCalibration, "no-calibration", "skip the loopback calibration of the client's overhead")
 	g.durationVar(&o.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")
 	g.durationVar(&o.ScrapeInterval, "scrape-interval", "how often to read the target's /metrics during the run (also read at its start and end; negative: only then)")
+}
+
+// bindAgentFlags binds agent sessions' settings and their tool endpoint
+// (docs/bench.md, "Agent sessions").
+func bindAgentFlags(g *flagGroup, o *bench.Options) {
+	w := &o.Workload
+	g.intVar(&w.AgentSteps, "agent-steps", "agent sessions: model calls per session; every step but the last asks for --agent-tools tool calls, and the next step's prompt grows by their results (--think-time between steps)")
+	g.intVar(&w.AgentTools, "agent-tools", "agent sessions: tool calls per step")
+	g.stringVar(&w.ToolMode, "tool-mode", "agent sessions: make a step's tool calls parallel (at once) or sequential")
+	g.stringVar(&w.ToolLatency, "tool-latency", "agent sessions: the tool simulator's latency per call: "+workload.DelaySyntax)
+	g.stringVar(&w.ToolResultTokens, "tool-result-tokens", "agent sessions: a tool result's length: a length or a distribution, as --input-tokens")
+	g.stringVar(&w.AgentSessions, "agent-sessions", `agent sessions from a JSONL file, one {"steps": [{"input_tokens", "output_tokens", "think", "parallel", "tools": [{"name", "latency", "result_tokens"}]}]} per line`)
+	g.stringVar(&o.ToolURL, "tool-url", "agent sessions: POST tool calls to this URL (default: the built-in tool simulator on a loopback port)")
+	g.durationVar(&o.ToolTimeout, "tool-timeout", "agent sessions: fail a step whose tool call has not answered within this")
 }
 
 // bindSelfTestFlags binds the sizes of bench --self-test.

@@ -28,6 +28,12 @@ func TestBenchBadFlagsFailAtStart(t *testing.T) {
 		{[]string{"--sim-model", "no-such-model"}, "embedded engine"},
 		{[]string{"--rate", "fast"}, "invalid argument"},
 		{[]string{"--no-such-flag"}, "unknown flag"},
+		{[]string{"--agent-sessions", badSessions(t, dir)}, "--agent-sessions: " + filepath.Join(dir, "sessions.jsonl") + ": line 3: steps[0].tools[1].latency"},
+		{[]string{"--agent-steps", "3", "--tool-mode", "eventually"}, "--tool-mode"},
+		{[]string{"--agent-steps", "3", "--tool-latency", "soon"}, "--tool-latency"},
+		{[]string{"--agent-steps", "3", "--tool-url", "tools:9000"}, "--tool-url"},
+		{[]string{"--tool-url", "http://localhost:9000"}, "--tool-url"},
+		{[]string{"--agent-tools", "2"}, "--agent-steps"},
 	} {
 		_, err := run(t, append([]string{"bench", "--out", filepath.Join(dir, "x")}, tt.args...)...)
 		var ee *ExitError
@@ -38,6 +44,17 @@ func TestBenchBadFlagsFailAtStart(t *testing.T) {
 			t.Errorf("%v: a results folder was created for a run that never started", tt.args)
 		}
 	}
+}
+
+// badSessions writes a sessions file whose third line has a bad latency.
+func badSessions(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "sessions.jsonl")
+	body := `{"steps": [{"tools": [{"name": "a"}]}, {}]}` + "\n\n" + `{"steps": [{"tools": [{"name": "a"}, {"name": "b", "latency": "fast"}]}]}` + "\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // With no --url bench runs the embedded engine; a failed SLO gives exit

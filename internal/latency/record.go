@@ -29,6 +29,12 @@ const (
 	ErrReset        = "reset"         // connection reset or broken mid-response
 	ErrCanceled     = "canceled"      // the run was stopped while the request was in flight
 	ErrServer       = "server_error"  // an error object inside a 200 stream
+	// An agent step's tool calls (Record.Tools): a tool endpoint that
+	// refused the connection, answered a status ≥ 400 or a body that is
+	// not a result fails the step with ErrTool; one that gave no answer
+	// within the tool timeout with ErrToolTimeout.
+	ErrTool        = "tool_error"
+	ErrToolTimeout = "tool_timeout"
 )
 
 // Record is one request as the load generator measured it: the seam between
@@ -44,7 +50,13 @@ type Record struct {
 	Warmup   bool   `json:"warmup,omitempty"` // excluded from results
 	Phase    string `json:"phase,omitempty"`  // sweep point or run label, e.g. "rate=20"
 	Session  int64  `json:"session,omitempty"`
-	Turn     int    `json:"turn,omitempty"`
+	// Turn is the request's 1-based place in its session (a turn of a
+	// conversation, a step of an agent session); 0 for single requests.
+	Turn int `json:"turn,omitempty"`
+	// Steps is how many steps the request's agent session has (0: not an
+	// agent session), so that a reader tells a whole session from one cut
+	// short.
+	Steps int `json:"steps,omitempty"`
 	// MaxTokens is the output limit the request asked for (0: unknown).
 	MaxTokens int `json:"max_tokens,omitempty"`
 
@@ -103,6 +115,37 @@ type Record struct {
 	// entry, a duplicate, a hop claiming more time than the request took).
 	Timing      []HopStage `json:"timing,omitempty"`
 	TimingNotes []string   `json:"timing_notes,omitempty"`
+
+	// Tools are the tool calls an agent step made once its answer ended,
+	// in the order the step asked for them, on the record's clock;
+	// ToolsParallel says they were made at once rather than one after
+	// another. The step is over when the last of them is (ToolsEnd). A
+	// failed call fails the step: ErrorKind is its kind (ErrTool,
+	// ErrToolTimeout) and Error names the step and the call. Added within
+	// version 2: a reader that does not know them reads the step's model
+	// call as before.
+	Tools         []ToolSpan `json:"tools,omitempty"`
+	ToolsParallel bool       `json:"tools_parallel,omitempty"`
+}
+
+// ToolSpan is one tool call of an agent step.
+type ToolSpan struct {
+	Name    string `json:"name"`
+	StartNS int64  `json:"start_ns"` // when the call was sent
+	EndNS   int64  `json:"end_ns"`   // when its answer was read, or it failed
+	// ResultTokens is the result's length by tokentrace's tokenizer.
+	ResultTokens int    `json:"result_tokens,omitempty"`
+	ErrorKind    string `json:"error_kind,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+// ToolsEnd is when the step's last tool call ended; EndNS when it made none.
+func (r *Record) ToolsEnd() int64 {
+	end := r.EndNS
+	for _, t := range r.Tools {
+		end = max(end, t.EndNS)
+	}
+	return end
 }
 
 // ServerSplit is the server-side part of a request's latency as reported by

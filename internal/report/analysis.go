@@ -16,6 +16,7 @@ import (
 type analysis struct {
 	opts     Options
 	rows     []row
+	steps    []stepRow
 	ok       []int32 // indices of successful rows, in input order
 	errKinds []string
 	phases   []string
@@ -36,7 +37,7 @@ type analysis struct {
 // analyse snapshots what was added so far, ready to report on.
 func (c *Collector) analyse() *analysis {
 	a := &analysis{
-		opts: c.opts, rows: c.rows, errKinds: c.errKinds, phases: c.phases,
+		opts: c.opts, rows: c.rows, steps: c.steps, errKinds: c.errKinds, phases: c.phases,
 		sources: c.sources, runs: c.runs, itl: c.itl.Snapshot(), icl: c.icl.Snapshot(),
 		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()),
 	}
@@ -80,6 +81,7 @@ func (a *analysis) report(warmup int) *Report {
 	}
 	a.verdicts(rep)
 	a.phaseSummaries(rep)
+	rep.Sessions = a.sessions()
 	rep.Notes = append(rep.Notes, a.ev.lacking(a.runs)...)
 	rep.Findings = diagnose(a, rep)
 	if rep.Findings == nil {

@@ -69,6 +69,7 @@ type Collector struct {
 	opts Options
 
 	rows     []row
+	steps    []stepRow // the requests of sessions, for Report.Sessions
 	itl, icl stats.Sample
 	errKinds []string
 	errIndex map[string]uint8
@@ -161,6 +162,10 @@ func (c *Collector) absorb(d *digest) {
 			w.shift(c.shift)
 		}
 		c.rows = append(c.rows, w)
+	}
+	for _, st := range d.steps {
+		st.src = c.src
+		c.steps = append(c.steps, st)
 	}
 	c.itl.AddBatch(d.itl, &d.itlHist)
 	c.icl.AddBatch(d.icl, &d.iclHist)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -60,6 +61,7 @@ func Compare(a, b *Collector) *Comparison {
 	c := &Comparison{Schema: Schema, A: ra.Sources, B: rb.Sources}
 	c.rates(ra, rb)
 	c.percentiles(aa, ab)
+	c.sessions(aa, ab)
 	for i, va := range ra.SLOs {
 		for _, vb := range rb.SLOs {
 			if vb.SLO == va.SLO {
@@ -119,6 +121,35 @@ func (c *Comparison) percentiles(a, b *analysis) {
 			c.Rows = append(c.Rows, row)
 		}
 	}
+}
+
+// sessions compares the complete sessions' latency and its parts (P50,
+// P95, P99 with the bootstrap interval of each difference), when both runs
+// have sessions: a sequential against a parallel run of tool calls
+// measures what parallel calls save.
+func (c *Comparison) sessions(a, b *analysis) {
+	sa, sb := a.sessionSamples(), b.sessionSamples()
+	if sa == nil || sb == nil {
+		return
+	}
+	rng := newRand(a.opts.seed())
+	for _, m := range append([]string{"session"}, sessionPartNames()...) {
+		xa, xb := sa[m], sb[m]
+		if xa[len(xa)-1] == 0 && xb[len(xb)-1] == 0 {
+			continue
+		}
+		for _, p := range []float64{50, 95, 99} {
+			va, vb := ms(stats.Percentile(xa, p)), ms(stats.Percentile(xb, p))
+			row := CompareRow{Metric: m, Stat: "p" + pct(p), Unit: "ms", A: va, B: vb, Delta: vb - va, DeltaPct: relDelta(va, vb)}
+			if lo, hi, ok := stats.BootstrapDiffCI(xa, xb, p, a.opts.resamples(), rng); ok {
+				row.CI, row.HasCI = [2]float64{msf(lo), msf(hi)}, true
+				row.Significant = lo > 0 || hi < 0
+			}
+			c.Rows = append(c.Rows, row)
+		}
+	}
+	c.Notes = append(c.Notes, fmt.Sprintf("session rows: complete sessions' cumulative latency and its parts (%d sessions in A, %d in B; docs/metrics.md, \"Sessions\")",
+		len(sa["session"]), len(sb["session"])))
 }
 
 func relDelta(a, b float64) float64 {

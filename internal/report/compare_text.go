@@ -23,7 +23,7 @@ func (c *Comparison) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("A: %s\nB: %s\n\n", clip(strings.Join(c.A, ", "), 97), clip(strings.Join(c.B, ", "), 97))
-	p("%-14s %-5s %10s %10s %10s %8s  %-22s %s\n", "metric", "stat", "A", "B", "B − A", "Δ%", "95% CI of B − A", "beyond CI")
+	p("%-18s %-5s %10s %10s %10s %8s  %-22s %s\n", "metric", "stat", "A", "B", "B − A", "Δ%", "95% CI of B − A", "beyond CI")
 	for _, r := range c.Rows {
 		ci, sig := "", ""
 		if r.HasCI {
@@ -33,7 +33,7 @@ func (c *Comparison) writeText(w io.Writer) error {
 				sig = "YES"
 			}
 		}
-		p("%-14s %-5s %10s %10s %10s %8s  %-22s %s\n", clip(r.Metric, 14), r.Stat, fmtVal(r.A, r.Unit),
+		p("%-18s %-5s %10s %10s %10s %8s  %-22s %s\n", clip(r.Metric, 18), r.Stat, fmtVal(r.A, r.Unit),
 			fmtVal(r.B, r.Unit), fmtVal(r.Delta, r.Unit), fmtPct(r.DeltaPct), ci, sig)
 	}
 	if len(c.SLOs) > 0 {

@@ -202,7 +202,8 @@ var recordKeys = []string{"v", "id", "server_id", "model", "stream", "warmup", "
 	"intended_ns", "sent_ns", "connect_ns", "wrote_ns", "first_byte_ns", "first_reason_ns", "first_token_ns",
 	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "output_tokens",
 	"reasoning_tokens", "cached_tokens", "shared_prefix_tokens", "input_source", "output_source", "finish_reason", "status",
-	"error_kind", "error", "server", "gateway_ns", "trace_id", "max_tokens", "timing", "timing_notes"}
+	"error_kind", "error", "server", "gateway_ns", "trace_id", "max_tokens", "timing", "timing_notes",
+	"steps", "tools", "tools_parallel"}
 
 func (d *fastDecoder) record(r *latency.Record) error {
 	spare := r.Server // the previous record's split, reused for this one's
@@ -233,6 +234,12 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			r.Session, err = d.int64()
 		case "turn":
 			r.Turn, err = d.int()
+		case "steps":
+			r.Steps, err = d.int()
+		case "tools_parallel":
+			r.ToolsParallel, err = d.s.Bool()
+		case "tools":
+			return errSlow // agent steps: few, read by encoding/json
 		case "intended_ns":
 			r.IntendedNS, err = d.int64()
 		case "sent_ns":

@@ -11,6 +11,7 @@ import (
 // (kind 0 is success, phase 0 is none).
 type digest struct {
 	rows     []row
+	steps    []stepRow // requests of sessions (Record.Turn > 0)
 	kinds    []string
 	phases   []string
 	itl, icl []int64
@@ -35,7 +36,7 @@ type digest struct {
 }
 
 func (d *digest) reset() {
-	*d = digest{rows: d.rows[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
+	*d = digest{rows: d.rows[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
 		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0]}
 	d.itlHist.Reset()
 	d.iclHist.Reset()
@@ -93,6 +94,9 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 		d.addGaps(&d.icl, &d.iclHist, r.ICLs)
 	}
 	d.rows = append(d.rows, w)
+	if r.Turn > 0 {
+		d.steps = append(d.steps, newStepRow(r))
+	}
 }
 
 // addGaps appends a record's gaps, as gen (latency.Record.ITLs or ICLs)

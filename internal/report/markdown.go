@@ -27,6 +27,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	m.phases(r)
+	m.sessions(r.Sessions)
 	if len(r.Notes) > 0 {
 		m.p("### Notes\n\n")
 		for _, n := range r.Notes {

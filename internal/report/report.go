@@ -38,7 +38,10 @@ type Report struct {
 	AllSLOs  *Verdict  `json:"all_slos,omitempty"`
 	Findings []Finding `json:"findings"`
 	// Phases summarises each sweep point (records grouped by Record.Phase).
-	Phases   []Phase   `json:"phases,omitempty"`
+	Phases []Phase `json:"phases,omitempty"`
+	// Sessions is the run's multi-turn and agent sessions, when it has
+	// any: their cumulative latency and its split.
+	Sessions *Sessions `json:"sessions,omitempty"`
 	Capacity *Capacity `json:"capacity,omitempty"`
 	// Notes says what the report lacks or what input was dropped.
 	Notes []string `json:"notes,omitempty"`

@@ -25,6 +25,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	t.phases(r)
+	t.sessions(r.Sessions)
 	t.notes(r.Notes)
 	if err := t.b.Flush(); err != nil {
 		return err

@@ -35,6 +35,20 @@ type Options struct {
 	Turns        int           // turns per session
 	ThinkTime    time.Duration // think_time between turns
 	Prompts      string        // prompts: a prompt file (JSONL or ShareGPT JSON)
+
+	// Agent sessions (docs/bench.md, "Agent sessions"): AgentSteps > 0 or
+	// a sessions file makes every session an agent's.
+	AgentSteps       int    // agent_steps: model calls per session
+	AgentTools       int    // agent_tools: tool calls per step (but the last)
+	ToolMode         string // tool_mode: parallel or sequential
+	ToolLatency      string // tool_latency: the built-in tool simulator's latency (ParseDelay)
+	ToolResultTokens string // tool_result_tokens: a tool result's length (ParseDist)
+	AgentSessions    string // agent_sessions: a JSONL file of sessions' steps (ReadAgentSessions)
+}
+
+// Agent reports whether the options describe agent sessions.
+func (o Options) Agent() bool {
+	return o.AgentSteps != 0 || o.AgentTools != 0 || o.AgentSessions != ""
 }
 
 // DefaultOptions are bench's defaults.
@@ -42,6 +56,7 @@ func DefaultOptions() Options {
 	return Options{
 		Arrival: string(Poisson), Burstiness: 1, Seed: 1, TimeScale: 1,
 		InputTokens: "256", OutputTokens: "64", PrefixGroups: 1, Turns: 1,
+		ToolMode: "parallel", ToolLatency: "100ms", ToolResultTokens: "100",
 	}
 }
 
@@ -60,6 +75,12 @@ func (o Options) Build(chat bool, given func(field string) bool) (Source, Load, 
 	}
 	var src Source
 	switch {
+	case o.Agent():
+		a, err := o.agent(chat, out)
+		if err != nil {
+			return nil, Load{}, err
+		}
+		src = a
 	case o.Trace != "":
 		rp, err := o.replay(chat, given)
 		if err != nil {
@@ -155,6 +176,58 @@ func (o Options) replay(chat bool, given func(string) bool) (*Replay, error) {
 		return nil, field.Wrap("trace_window", err)
 	}
 	return rp, nil
+}
+
+// agent checks the agent sessions' settings and builds their source.
+func (o Options) agent(chat bool, out Dist) (*Agent, error) {
+	switch {
+	case o.Trace != "":
+		return nil, field.Errorf("trace", "cannot be combined with agent sessions")
+	case o.Prompts != "":
+		return nil, field.Errorf("prompts", "cannot be combined with agent sessions")
+	case o.Turns > 1:
+		return nil, field.Errorf("turns", "an agent session's model calls are its {agent_steps}; leave out {turns}")
+	case o.PrefixTokens > 0:
+		return nil, field.Errorf("prefix_tokens", "cannot be combined with agent sessions")
+	case o.ThinkTime < 0:
+		return nil, field.Invalid("think_time", o.ThinkTime, "must not be negative")
+	}
+	var def AgentDefaults
+	var err error
+	if def.Input, err = ParseDist(o.InputTokens, "input"); err != nil {
+		return nil, field.Wrap("input_tokens", err)
+	}
+	if def.ToolResult, err = ParseDist(o.ToolResultTokens, ""); err != nil {
+		return nil, field.Wrap("tool_result_tokens", err)
+	}
+	if def.ToolLatency, err = ParseDelay(o.ToolLatency); err != nil {
+		return nil, field.Wrap("tool_latency", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(o.ToolMode)) {
+	case "parallel":
+		def.Parallel = true
+	case "sequential":
+	default:
+		return nil, field.Invalid("tool_mode", o.ToolMode, "want parallel or sequential")
+	}
+	def.Output, def.Think = out, o.ThinkTime
+	a := &Agent{Chat: chat, Seed: o.Seed}
+	if o.AgentSessions != "" {
+		if o.AgentSteps != 0 || o.AgentTools != 0 {
+			return nil, field.Errorf("agent_sessions", "gives the steps; leave out {agent_steps} and {agent_tools}")
+		}
+		if a.Plans, err = ReadAgentSessionsFile(o.AgentSessions, def); err != nil {
+			return nil, field.Wrap("agent_sessions", err)
+		}
+		return a, nil
+	}
+	plan, err := AgentSpec{Input: def.Input, Output: out, Steps: o.AgentSteps, Tools: o.AgentTools,
+		ToolLatency: def.ToolLatency, ToolResult: def.ToolResult, Parallel: def.Parallel, Think: o.ThinkTime}.Plan()
+	if err != nil {
+		return nil, err
+	}
+	a.Plans = []AgentPlan{plan}
+	return a, nil
 }
 
 // parseWarmup reads a warm-up: a whole number of requests or a duration.

@@ -32,6 +32,13 @@ type Request struct {
 	// turn resends, or the longest prefix a prompt file's entry has in
 	// common with another entry. It is what prefix caching could reuse.
 	SharedPrefixTokens int
+	// Steps is the number of steps of the request's agent session (0: not
+	// an agent session); Turn is then the step. Tools are the tool calls
+	// the step asks for once its answer ends, made at once when Parallel,
+	// else one after another.
+	Steps    int
+	Tools    []ToolCall
+	Parallel bool
 }
 
 // Session is one conversation: a sequence of turns, each resending the
