@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -98,13 +100,16 @@ func TestAgentParallelToolCallsSaveTheExpectedTime(t *testing.T) {
 		t.Skip("starts the embedded engine")
 	}
 	srv := startSim(t, nil)
-	const workers, steps = 6, 3
+	// Few sessions at a time with short answers: the model's time is
+	// small and nearly the same in both runs, whatever the tools do to
+	// how many steps reach it at once.
+	const workers, steps = 2, 3
 	o := workload.DefaultOptions()
-	o.InputTokens, o.OutputTokens, o.Seed = "64", "8", 11
+	o.InputTokens, o.OutputTokens, o.Seed = "32", "2", 11
 	o.AgentSteps, o.AgentTools, o.ToolLatency, o.ToolResultTokens = steps, 3, "uniform:150ms-350ms", "40"
 	// Twice the requests the first sessions need: a worker whose session
 	// ended early starts another, and the first ones still end.
-	requests := 2 * workers * steps
+	requests := 4 * workers * steps
 	o.ToolMode = "sequential"
 	seq, seqRecs := agentRun(t, srv.URL(), o, &ToolTarget{Timeout: 10 * time.Second}, workers, requests)
 	o.ToolMode = "parallel"
@@ -126,33 +131,40 @@ func TestAgentParallelToolCallsSaveTheExpectedTime(t *testing.T) {
 		}
 	}
 	st, pt := sessionTotals(seqRecs), sessionTotals(parRecs)
-	var got, want, simWant time.Duration
-	n := 0
+	var rel []float64         // per session: (saved − expected) / expected
+	var wants []time.Duration // the sequential run's sessions' expected savings
 	for id, d := range st {
 		e := expectedSaving(t, o, id)
-		simWant += e
+		if e < 200*time.Millisecond {
+			t.Fatalf("session %d's plan saves only %v: not a test", id, e)
+		}
+		wants = append(wants, e)
 		if p, ok := pt[id]; ok {
-			got, want, n = got+d-p, want+e, n+1
+			rel = append(rel, float64(d-p-e)/float64(e))
+			t.Logf("session %d: parallel tool calls saved %v, expected %v", id, d-p, e)
 		}
 	}
-	if n < workers-2 {
-		t.Fatalf("only %d sessions complete in both runs", n)
+	if len(rel) < 3 {
+		t.Fatalf("only %d sessions complete in both runs", len(rel))
 	}
-	got, want, simWant = got/time.Duration(n), want/time.Duration(n), simWant/time.Duration(len(st))
-	t.Logf("%d sessions: parallel tool calls saved %v per session, expected %v", n, got, want)
-	if want < 300*time.Millisecond {
-		t.Fatalf("the plan saves only %v: not a test", want)
-	}
-	if math.Abs(float64(got-want)) > 0.1*float64(want) {
-		t.Errorf("parallel tool calls saved %v per session, expected %v (±10 %%)", got, want)
+	// The median session: a timer that a busy machine fires late
+	// lengthens one session, not the verdict.
+	slices.Sort(rel)
+	if m := stats.Percentile(rel, 50); math.Abs(m) > 0.1 {
+		t.Errorf("parallel tool calls saved the median session %+.1f %% of the expected saving (±10 %%)", 100*m)
 	}
 	ss, ps := seq.Report.Sessions, par.Report.Sessions
+	for i := range ss.Components {
+		t.Logf("%s: sequential %.1f ms, parallel %.1f ms", ss.Components[i].Name, ss.Components[i].Mean, ps.Components[i].Mean)
+	}
 	if ss == nil || ps == nil || ss.Sessions != len(st) || ps.Sessions != len(pt) {
 		t.Fatalf("sessions: sequential %+v, parallel %+v", ss, ps)
 	}
-	sim := time.Duration(ss.ParallelTools.Saving.Mean * 1e6)
+	// The sequential run's own report simulates the saving from its spans.
+	slices.Sort(wants)
+	sim, simWant := time.Duration(ss.ParallelTools.Saving.P50*1e6), stats.Percentile(wants, 50)
 	if ss.ParallelTools.Basis != "simulated" || math.Abs(float64(sim-simWant)) > 0.1*float64(simWant) {
-		t.Errorf("the sequential run simulates a saving of %v (%s), expected %v", sim, ss.ParallelTools.Basis, simWant)
+		t.Errorf("the sequential run simulates a median saving of %v (%s), expected %v", sim, ss.ParallelTools.Basis, simWant)
 	}
 	if ps.ParallelTools.Basis != "none" {
 		t.Errorf("a parallel run has nothing to save: %+v", ps.ParallelTools)
@@ -220,4 +232,3 @@ func TestAgentToolFailureFailsTheStep(t *testing.T) {
 		})
 	}
 }
-

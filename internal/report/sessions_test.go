@@ -15,7 +15,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-
 // step is one agent step's record, instants in milliseconds.
 func step(session int64, turn, steps int, intended, sent, first, end int64, tools ...latency.ToolSpan) latency.Record {
 	r := latency.Record{Schema: latency.RecordSchema, ID: "r", Stream: true, Session: session, Turn: turn, Steps: steps,
