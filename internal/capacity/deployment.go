@@ -25,7 +25,14 @@ type Deployment struct {
 	// MaxMaxTokens clamps every request's max_tokens, as a gateway's
 	// max_max_tokens with on_exceed clamp does; 0: no cap.
 	MaxMaxTokens int
+	// ShortestFirst gives each request the priority of its length
+	// (prompt + max_tokens), so that under Engine.SchedulingPolicy
+	// priority the engine serves the shortest waiting request first.
+	ShortestFirst bool
 }
+
+// shortestFirst is the priority of a request under ShortestFirst.
+func shortestFirst(in, maxTokens int) int { return in + maxTokens }
 
 // resolved is a deployment with its engine resolved by the performance
 // model.
@@ -81,10 +88,10 @@ func (r *resolved) key(maxOut int, cacheable bool) string {
 	if pc.DraftModel != nil {
 		draft = pc.DraftModel.Name
 	}
-	return fmt.Sprintf("%s|%s|tp%d|%s/%s|blk%d×%d|len%d|seqs%d|tok%d|chunk%v|pc%v|spec%d:%g:%s|%s|r%d|%s|cap%d|%v",
+	return fmt.Sprintf("%s|%s|tp%d|%s/%s|blk%d×%d|len%d|seqs%d|tok%d|chunk%v|pc%v|spec%d:%g:%s|%s|sf%v|wait%d|r%d|%s|cap%d|%v",
 		c.Model, r.gpu, r.tp, pc.WeightDType, pc.KVDType, c.NumBlocks, c.BlockSize, c.MaxModelLen, c.MaxNumSeqs,
 		c.MaxNumBatchedTokens, !c.DisableChunkedPrefill, prefixCaching, c.Speculative.K, c.Speculative.Alpha,
-		draft, c.Policy, r.Replicas, bal, capTokens, pc.Eff)
+		draft, c.Policy, r.ShortestFirst, c.MaxWaiting, r.Replicas, bal, capTokens, pc.Eff)
 }
 
 // Name describes the deployment in one line, e.g. "2 × H100-SXM TP1 fp8,

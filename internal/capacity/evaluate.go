@@ -45,6 +45,10 @@ type Point struct {
 	// the SLOs judge.
 	Growth  float64
 	KeepsUp bool
+	// PeakBatch is the most requests one replica ran at once, as the
+	// simulation's state was sampled (simulate.SampleInterval): what a
+	// calibrated profile's batch range is checked against.
+	PeakBatch int
 }
 
 // MaxGrowth is the largest Growth of a deployment that keeps up: it
@@ -123,7 +127,10 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	cfg := simulate.Config{
 		Engine: ec, Replicas: r.Replicas, Balancer: r.Balancer,
 		Workload: withCap(lengthsOnly(src, r.ec.EnablePrefixCaching), r.MaxMaxTokens), Load: load, IgnoreEOS: w.IgnoreEOS,
-		NoTokenTimes: !j.needsTokens(), RecycleRecords: true,
+		NoTokenTimes: !j.needsTokens(), RecycleRecords: true, SampleInterval: simulate.SampleInterval,
+	}
+	if r.ShortestFirst {
+		cfg.Priority = shortestFirst
 	}
 	if o.StopEarly {
 		cfg.Stop = j.stop
@@ -134,6 +141,9 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	}
 	p := j.point(rate)
 	p.Stopped = res.Stopped
+	for _, s := range res.Samples {
+		p.PeakBatch = max(p.PeakBatch, int(math.Ceil(float64(s.Running)/float64(r.Replicas))))
+	}
 	if p.Stopped {
 		p.Values, p.Meets, p.Miss = nil, false, math.Inf(1)
 	}

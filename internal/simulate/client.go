@@ -146,6 +146,9 @@ func (s *sim) startSession(worker int32) (int32, bool) {
 		c.session = n
 		c.inputLen = in
 		c.req = engine.Request{PromptLen: in, MaxTokens: out, IgnoreEOS: s.cfg.IgnoreEOS}
+		if s.cfg.Priority != nil {
+			c.req.Priority = s.cfg.Priority(in, out)
+		}
 		c.key = mix(uint64(n))
 		return id, true
 	}
@@ -165,6 +168,9 @@ func (s *sim) setRequest(c *call, q *workload.Request) {
 	c.session, c.turn, c.think = q.Session, q.Turn, q.Think
 	c.inputLen = q.InputTokens
 	c.req = engine.Request{PromptLen: q.InputTokens, MaxTokens: q.MaxTokens, IgnoreEOS: s.cfg.IgnoreEOS}
+	if s.cfg.Priority != nil {
+		c.req.Priority = s.cfg.Priority(q.InputTokens, q.MaxTokens)
+	}
 	if s.cfg.Engine.EnablePrefixCaching {
 		if q.Messages != nil {
 			c.req.Prompt = tokenizer.EncodeChat(make([]int32, 0, q.InputTokens), q.Messages)

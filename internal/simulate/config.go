@@ -75,6 +75,11 @@ type Config struct {
 	RunID string
 	// Steps keeps every replica's step log (Result.Replicas[i].Steps).
 	Steps bool
+	// Priority, when set, gives each request its priority under the
+	// engine's priority policy (scheduling_policy priority: lower is served
+	// first) from its prompt length and max_tokens; nil: every request's is
+	// 0, so the policy serves them in arrival order.
+	Priority func(inputTokens, maxTokens int) int
 	// NoTokenTimes leaves the records' per-chunk instants out (faster, and
 	// smaller records; ITL and ICL then have no data).
 	NoTokenTimes bool
