@@ -20,6 +20,7 @@ func newReportCmd() *cobra.Command {
 	cfg := report.Config{Format: "text", Options: report.Options{Seed: 1, Resamples: 2000}}
 	var slo, output string
 	var g *flagGroup
+	wi := whatIfFlags{mode: "auto", specK: 4, specA: 0.7}
 	cmd := &cobra.Command{
 		Use:   "report RESULTS... | report --compare A B",
 		Short: "Report percentiles, stage split, SLO verdicts and a diagnosis from bench results",
@@ -53,6 +54,11 @@ output cannot be written (docs/cli.md).`,
 			if err != nil {
 				return usageError(fmt.Errorf("report: %w", err), g)
 			}
+			if !cfg.Compare && cfg.Format != "csv" {
+				if err := addWhatIf(cmd.Context(), r.Report, cfg, slos, wi); err != nil {
+					return usageError(fmt.Errorf("report: %w", err), g)
+				}
+			}
 			if err := writeReport(r, output, cfg.DefaultFile(), cmd.OutOrStdout()); err != nil {
 				return fmt.Errorf("report: %w", err)
 			}
@@ -73,6 +79,7 @@ output cannot be written (docs/cli.md).`,
 	g.uint64Var(&cfg.Seed, "seed", "seed of the bootstrap's random source")
 	g.intVar(&cfg.Resamples, "resamples", "bootstrap resamples for confidence intervals")
 	g.boolVar(&cfg.IncludeWarmup, "include-warmup", "keep warm-up requests in the results")
+	bindWhatIfFlags(g, &wi)
 	return cmd
 }
 

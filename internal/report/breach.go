@@ -91,3 +91,8 @@ func stageRemedies(s latency.Stage) []string {
 		return outsideRemedies(s)
 	}
 }
+
+// Explains lists the metrics a rule's finding can account for (nil for a
+// rule that accounts for none in particular; slo-breach names its metric in
+// its title).
+func Explains(rule string) []latency.Metric { return explains[rule] }

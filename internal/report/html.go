@@ -16,12 +16,17 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	whatIf, err := r.WhatIf.whatIfViews()
+	if err != nil {
+		return err
+	}
 	data := struct {
 		*Report
 		Charts   []Chart
 		Verdicts []Verdict
 		Title    string
-	}{Report: r, Charts: charts, Title: "tokentrace report"}
+		Remedies []whatIfView
+	}{Report: r, Charts: charts, Title: "tokentrace report", Remedies: whatIf}
 	if len(r.SLOs) > 0 {
 		data.Verdicts = append(slices.Clone(r.SLOs), *r.AllSLOs)
 	}
@@ -69,6 +74,7 @@ figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:
 figure.wide { grid-column:1 / -1; }
 figcaption { color:var(--muted); font-size:12.5px; padding:2px 4px; }
 svg.chart { width:100%; height:auto; display:block; }
+.remedy-chart { max-width:340px; margin:8px 0 0; } .extrapolates { color:var(--warn); }
 .scroll { overflow-x:auto; }
 </style>
 </head>
@@ -96,6 +102,22 @@ svg.chart { width:100%; height:auto; display:block; }
   {{if .Remedies}}<ul>{{range .Remedies}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </div>
 {{end}}
+
+{{with .WhatIf}}
+<h2 id="what-if">What-if remedies</h2>
+<p>The twin ({{.Basis}}) re-simulated this run's workload with its own configuration — {{.Deployment}} — then once per lever with that lever changed, the same seed. Baseline: {{.BaselineLine}}.</p>
+{{end}}
+{{range $i, $r := .Remedies}}{{with $r}}
+<div class="finding remedy" id="remedy-{{$i}}" data-lever="{{.Lever}}">
+  <span class="sev">what-if · {{.Lever}}{{if .For}} · for {{range $i, $f := .For}}{{if $i}}, {{end}}{{$f}}{{end}}{{end}}</span>
+  <h3>{{.Title}} <code>{{.Setting}}</code></h3>
+  <div>{{.Line}}</div>
+  {{if .Chart}}<figure class="remedy-chart">{{.Chart}}</figure>{{end}}
+  {{if or .Assumes .Extrapolates}}<ul>{{range .Assumes}}<li>assumes: {{.}}</li>{{end}}{{range .Extrapolates}}<li class="extrapolates">extrapolates: {{.}}</li>{{end}}</ul>{{end}}
+</div>
+{{end}}{{end}}
+{{with .WhatIf}}{{if .Assumptions}}<ul class="muted">{{range .Assumptions}}<li>{{.}}</li>{{end}}</ul>{{end}}
+<p class="muted">{{.Simulations}} simulations in {{printf "%.1f" .ElapsedS}} s.</p>{{end}}
 
 {{if .Verdicts}}
 <h2 id="slos">SLOs</h2>

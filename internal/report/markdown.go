@@ -19,6 +19,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	m := mdWriter{bufio.NewWriter(w)}
 	m.summary(r)
 	m.findings(r.Findings)
+	m.whatIf(r.WhatIf)
 	m.slos(r)
 	m.metrics(r.Metrics)
 	for _, d := range []*Decomposition{r.Decomposition, r.TTFTSplit} {

@@ -17,6 +17,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	t := textWriter{bufio.NewWriter(&buf)}
 	t.summary(r)
 	t.findings(r.Findings)
+	t.whatIf(r.WhatIf)
 	t.metrics(r.Metrics)
 	t.slos(r)
 	for _, d := range []*Decomposition{r.Decomposition, r.TTFTSplit} {

@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/report"
+)
+
+// simulated runs tokentrace simulate into a new folder and returns it.
+func simulated(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	if out, err := run(t, append([]string{"simulate", "--output-dir", dir}, args...)...); err != nil {
+		t.Fatalf("simulate %v: %v\n%s", args, err, out)
+	}
+	return dir
+}
+
+// whatIfJSON reports dir as JSON and returns the report's what-if.
+func whatIfJSON(t *testing.T, dir string, args ...string) *report.Report {
+	t.Helper()
+	out, err := run(t, append([]string{"report", dir, "--format", "json"}, args...)...)
+	var ee *ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.Code != ExitSLOFailed) {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &rep); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, out)
+	}
+	return &rep
+}
+
+func remedy(w *report.WhatIf, lever string) (int, *report.Remedy) {
+	for i := range w.Remedies {
+		if w.Remedies[i].Lever == lever {
+			return i, &w.Remedies[i]
+		}
+	}
+	return -1, nil
+}
+
+func value(v []*float64, i int) float64 {
+	if i >= len(v) || v[i] == nil {
+		return -1
+	}
+	return *v[i]
+}
+
+// A 4,000-token prompt that shares 3,600 tokens with every other, prefix
+// caching off: the TTFT SLO fails on prefill, and turning prefix caching on
+// is the remedy the twin ranks first, with a large drop.
+func TestWhatIfPrefixCachingFixesTTFT(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "160", "--prefix-tokens", "3600", "--prefix-groups", "1",
+		"--input-tokens", "4000", "--output-tokens", "32")
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=100ms", "--what-if", "prefix-caching,weights,tensor-parallel")
+	w := rep.WhatIf
+	if w == nil {
+		t.Fatalf("no what-if; notes %v", rep.Notes)
+	}
+	i, r := remedy(w, "prefix-caching")
+	if i != 0 || r.Effect == nil || *r.Effect > 0.3 {
+		t.Fatalf("prefix caching ranked %d with effect %v; remedies %+v", i, r, w.Remedies)
+	}
+	if b, m := value(w.Baseline.ValuesMS, 0), w.MeasuredMS[0]; b < 0.8*m || b > 1.25*m {
+		t.Errorf("the twin's baseline TTFT P99 %.1f ms is far from the run's own %.1f ms (same engine, same seed)", b, m)
+	}
+	if value(r.After.ValuesMS, 0) > 100 || !r.After.Meets || r.After.GoodputRPS <= w.Baseline.GoodputRPS {
+		t.Errorf("prefix caching: after %+v, baseline goodput %v", r.After, w.Baseline.GoodputRPS)
+	}
+}
+
+// Answers of lognormal length under an E2E SLO: capping max_tokens at the
+// P90 output length cuts P99 E2E, by what the output-length finding
+// computes from each request's own TPOT; a cap the user gives is tried too.
+func TestWhatIfMaxTokensCapHelpsE2E(t *testing.T) {
+	dir := simulated(t, "--rate", "2", "--requests", "300", "--input-tokens", "200", "--output-tokens", "lognormal:mean=100,sigma=1")
+	rep := whatIfJSON(t, dir, "--slo", "e2e:p99<=1s", "--max-tokens-cap", "100")
+	w := rep.WhatIf
+	if w == nil || len(w.Remedies) != 2 {
+		t.Fatalf("what-if %+v; notes %v", w, rep.Notes)
+	}
+	var cut float64
+	for _, f := range rep.Findings {
+		if f.Rule == "output-length" {
+			cut = f.Numbers["p99_e2e_capped_ms"]
+		}
+	}
+	for _, r := range w.Remedies {
+		if r.Lever != "max-tokens-cap" || r.Effect == nil || *r.Effect > 0.6 {
+			t.Errorf("remedy %+v: want a max_tokens cap that cuts P99 E2E by more than 40%%", r)
+		}
+	}
+	if got := value(w.Remedies[1].After.ValuesMS, 0); cut > 0 && (got < 0.9*cut || got > 1.1*cut) {
+		t.Errorf("P90 cap: twin P99 E2E %.0f ms, the finding's own estimate %.0f ms", got, cut)
+	}
+	if !strings.Contains(w.Remedies[0].Title, "100") {
+		t.Errorf("the tighter cap (100) should rank first: %+v", w.Remedies)
+	}
+}
+
+// Overload: 4 req/s against at most 2 running. One more replica cuts TTFT
+// P99 from tens of seconds to about a second, the replicas needed to meet
+// the SLO are found, and prefix caching — nothing is shared — predicts
+// no change.
+func TestWhatIfReplicasForOverloadAndALeverThatDoesNotHelp(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "300", "--max-num-seqs", "2", "--input-tokens", "500", "--output-tokens", "100")
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=1s", "--what-if", "replicas,prefix-caching")
+	w := rep.WhatIf
+	if w == nil {
+		t.Fatalf("no what-if; notes %v", rep.Notes)
+	}
+	before := value(w.Baseline.ValuesMS, 0)
+	if before < 10000 || w.Baseline.KeepsUp {
+		t.Fatalf("baseline %+v: want an overloaded twin (TTFT P99 of tens of seconds)", w.Baseline)
+	}
+	_, one := remedy(w, "replicas")
+	if one == nil || value(one.After.ValuesMS, 0) > 0.1*before || !one.After.KeepsUp {
+		t.Errorf("one more replica: %+v", one)
+	}
+	i, need := remedy(w, "replicas-needed")
+	if i != 0 || need.Setting != "replicas: 1 → 3" || !need.After.Meets {
+		t.Errorf("replicas needed (ranked %d): %+v", i, need)
+	}
+	_, pc := remedy(w, "prefix-caching")
+	if pc == nil || pc.Effect == nil || *pc.Effect < 0.95 || *pc.Effect > 1.05 {
+		t.Errorf("prefix caching with nothing shared: %+v, want roughly no change", pc)
+	}
+}
+
+// The JSON form: every key of the what-if and of a remedy, by name.
+func TestWhatIfJSONShape(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "120", "--max-num-seqs", "2", "--input-tokens", "500", "--output-tokens", "100")
+	out, err := run(t, "report", dir, "--format", "json", "--slo", "ttft:p99<=1s", "--what-if", "replicas")
+	var ee *ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.Code != ExitSLOFailed) {
+		t.Fatal(err)
+	}
+	var doc struct {
+		WhatIf map[string]json.RawMessage `json:"what_if"`
+	}
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(m map[string]json.RawMessage) []string {
+		var k []string
+		for n := range m {
+			k = append(k, n)
+		}
+		slices.Sort(k)
+		return k
+	}
+	want := []string{"assumptions", "baseline", "basis", "deployment", "elapsed_s", "judged", "measured_ms", "objectives", "remedies", "seed", "simulations", "workload"}
+	if diff := cmp.Diff(want, keys(doc.WhatIf)); diff != "" {
+		t.Errorf("what_if keys (-want +got):\n%s", diff)
+	}
+	var base map[string]json.RawMessage
+	var rems []map[string]json.RawMessage
+	if err := json.Unmarshal(doc.WhatIf["baseline"], &base); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(doc.WhatIf["remedies"], &rems); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"failed_share", "goodput_rps", "keeps_up", "meets", "peak_batch", "values_ms"}, keys(base)); diff != "" {
+		t.Errorf("baseline keys (-want +got):\n%s", diff)
+	}
+	if len(rems) == 0 {
+		t.Fatal("no remedies")
+	}
+	if diff := cmp.Diff([]string{"after", "assumes", "effect", "for", "lever", "setting", "title"}, keys(rems[0])); diff != "" {
+		t.Errorf("remedy keys (-want +got):\n%s", diff)
+	}
+	var objectives []string
+	if err := json.Unmarshal(doc.WhatIf["objectives"], &objectives); err != nil {
+		t.Fatal(err)
+	}
+	if string(doc.WhatIf["basis"]) != `"the run's engine"` || !slices.Equal(objectives, []string{"ttft:p99<=1s"}) {
+		t.Errorf("basis %s, objectives %s", doc.WhatIf["basis"], doc.WhatIf["objectives"])
+	}
+}
+
+// With a profile, predictions outside its fitted range say so, and a lever
+// that changes the precision says its constants are carried there.
+func TestWhatIfProfileExtrapolates(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "120", "--max-num-seqs", "2", "--input-tokens", "500", "--output-tokens", "150")
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=1s", "--what-if", "replicas,weights", "--profile", writeProfile(t, t.TempDir(), "Llama-3.1-8B"))
+	w := rep.WhatIf
+	if w == nil || w.Basis != "profile Llama-3.1-8B.yaml" {
+		t.Fatalf("what-if %+v", w)
+	}
+	var r *report.Remedy
+	for i := range w.Remedies {
+		if w.Remedies[i].Title == "fp8 weights" {
+			r = &w.Remedies[i]
+		}
+	}
+	if r == nil || !slices.ContainsFunc(r.Extrapolates, func(s string) bool { return strings.Contains(s, "carried to TP1, fp8 weights") }) ||
+		!slices.ContainsFunc(r.Extrapolates, func(s string) bool { return strings.Contains(s, "output 150 is outside the fitted 10–100") }) {
+		t.Errorf("fp8 weights under a bf16 profile: %+v", r)
+	}
+}
+
+// Bad input: a profile for another model is refused (exit 2, naming the
+// flag and the difference); a run from a real server without a profile is
+// reported with a note saying what-if needs one.
+func TestWhatIfBadInput(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "60", "--max-num-seqs", "2", "--input-tokens", "500", "--output-tokens", "100")
+	_, err := run(t, "report", dir, "--slo", "ttft:p99<=1s", "--profile", writeProfile(t, t.TempDir(), "Llama-3.1-70B"))
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), "--profile") || !strings.Contains(err.Error(), "model Llama-3.1-70B, not Llama-3.1-8B") {
+		t.Errorf("profile for another model: %v", err)
+	}
+	for _, args := range [][]string{{"--what-if", "turbo"}, {"--speculative-alpha", "1.5"}, {"--max-tokens-cap", "-1"}} {
+		_, err := run(t, append([]string{"report", dir}, args...)...)
+		if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: %v, want exit 2 naming the flag", args, err)
+		}
+	}
+	// The same records, as from a real server.
+	for name, body := range map[string]string{"run.json": `{"target":"http://gpu:8000","mode":"open","offered_rps":4}`,
+		"config.json": `{"config":{"url":"http://gpu:8000"}}`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=1s")
+	if rep.WhatIf != nil || !slices.ContainsFunc(rep.Notes, func(n string) bool {
+		return strings.Contains(n, "what-if needs its calibrated profile (--profile FILE")
+	}) {
+		t.Errorf("a real server's run without a profile: what-if %+v, notes %v", rep.WhatIf, rep.Notes)
+	}
+	// With the profile, the records' arrivals and lengths are replayed.
+	rep = whatIfJSON(t, dir, "--slo", "ttft:p99<=1s", "--what-if", "replicas", "--profile", writeProfile(t, t.TempDir(), "Llama-3.1-8B"))
+	if rep.WhatIf == nil || !strings.Contains(rep.WhatIf.Workload, "replayed at their arrival times") {
+		t.Errorf("a real server's run with a profile: %+v, notes %v", rep.WhatIf, rep.Notes)
+	}
+}

@@ -1,0 +1,308 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// WhatIf is what the twin — the simulated engine, on the run's own
+// workload — predicts each remedy would do: the run re-simulated with its
+// own configuration (the baseline, beside the measured values, so the
+// twin's own error shows), then once per lever with that lever changed,
+// the same seed. internal/whatif computes it; the report only renders it.
+type WhatIf struct {
+	// Basis says what the twin was built from: "simulated run", "embedded
+	// engine" or "profile FILE" (a calibrated profile on a measured run).
+	Basis string `json:"basis"`
+	// Deployment is the run's deployment as the twin runs it; Workload
+	// the workload replayed.
+	Deployment string `json:"deployment"`
+	Workload   string `json:"workload"`
+	Seed       uint64 `json:"seed"`
+	// Objectives are what every prediction is judged on, failing SLOs
+	// first: the run's SLOs, or without any the P99 of the metrics the
+	// findings are about (then Judged is false: there is no threshold, so
+	// no goodput).
+	Objectives []string `json:"objectives"`
+	Judged     bool     `json:"judged"`
+	// MeasuredMS are the run's own values of the objectives.
+	MeasuredMS []float64 `json:"measured_ms"`
+	// Baseline is the twin's prediction for the run as it was.
+	Baseline WhatIfPoint `json:"baseline"`
+	// Remedies are ranked by their predicted effect on the first
+	// objective (the breached SLO), best first.
+	Remedies []Remedy `json:"remedies"`
+	// Assumptions hold for every prediction.
+	Assumptions []string `json:"assumptions,omitempty"`
+	// Simulations counts the simulations run; ElapsedS their wall time.
+	Simulations int     `json:"simulations"`
+	ElapsedS    float64 `json:"elapsed_s"`
+}
+
+// WhatIfPoint is one simulation of the run's workload at its own rate, and
+// the goodput search of the same deployment.
+type WhatIfPoint struct {
+	// ValuesMS holds each objective's percentile; null where it falls on
+	// a failed (refused) request, which counts as infinitely late.
+	ValuesMS []*float64 `json:"values_ms"`
+	// Meets says every SLO held (and the deployment kept up).
+	Meets bool `json:"meets"`
+	// KeepsUp is false when the deployment fell behind its arrivals.
+	KeepsUp bool `json:"keeps_up"`
+	// FailedShare is the share of the judged requests that failed (an
+	// admission bound sheds them).
+	FailedShare float64 `json:"failed_share"`
+	// GoodputRPS is the highest rate at which every SLO holds (0: none
+	// found, or no SLO to judge).
+	GoodputRPS float64 `json:"goodput_rps"`
+	// PeakBatch is the most requests one replica ran at once (sampled).
+	PeakBatch int `json:"peak_batch"`
+}
+
+// Remedy is one lever changed, and what the twin predicts.
+type Remedy struct {
+	// Lever names it (docs/report.md, "What-if remedies"); Setting says
+	// what changed in the engine's or deployment's own names.
+	Lever   string `json:"lever"`
+	Title   string `json:"title"`
+	Setting string `json:"setting"`
+	// For lists the findings (rules) it answers; empty when asked for.
+	For []string `json:"for,omitempty"`
+	// After is the prediction with the lever changed.
+	After WhatIfPoint `json:"after"`
+	// Effect is After ÷ Baseline of the first objective (< 1 is better);
+	// null when either falls on a failed request or was not simulated.
+	Effect *float64 `json:"effect"`
+	// Assumes says what the prediction takes for granted; Extrapolates
+	// where the twin leaves what it was calibrated or built on.
+	Assumes      []string `json:"assumes,omitempty"`
+	Extrapolates []string `json:"extrapolates,omitempty"`
+	// Error says why the lever could not be simulated (it does not fit).
+	Error string `json:"error,omitempty"`
+}
+
+// value formats an objective's value: "∞" for a failed request.
+func whatIfValue(v *float64) string {
+	if v == nil {
+		return "∞"
+	}
+	return fmtMS(*v)
+}
+
+// objectiveName is an objective's metric and percentile for a line:
+// "ttft:p99<=1s" → "TTFT P99".
+func objectiveName(o string) string {
+	m, p, _ := strings.Cut(o, ":")
+	p, _, _ = strings.Cut(p, "<=")
+	return strings.ToUpper(m) + " " + strings.ToUpper(p)
+}
+
+// Line is the remedy in one line: "prefix caching on: TTFT P99 1.84s →
+// 410ms, goodput 7.20 → 11.8 req/s (simulated, profile h100.yaml)".
+func (w *WhatIf) Line(r Remedy) string {
+	if r.Error != "" {
+		return fmt.Sprintf("%s: cannot be simulated: %s", r.Title, r.Error)
+	}
+	var b strings.Builder
+	b.WriteString(r.Title + ": ")
+	for i, o := range w.Objectives {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s → %s", objectiveName(o), whatIfValue(at(w.Baseline.ValuesMS, i)), whatIfValue(at(r.After.ValuesMS, i)))
+	}
+	if w.Judged {
+		fmt.Fprintf(&b, ", goodput %s → %s req/s", num(w.Baseline.GoodputRPS), num(r.After.GoodputRPS))
+	}
+	if r.After.FailedShare > 0 {
+		fmt.Fprintf(&b, ", %.1f%% refused", 100*r.After.FailedShare)
+	}
+	if !r.After.KeepsUp {
+		b.WriteString(", falls behind")
+	}
+	fmt.Fprintf(&b, " (simulated, %s)", w.Basis)
+	return b.String()
+}
+
+func at(v []*float64, i int) *float64 {
+	if i < len(v) {
+		return v[i]
+	}
+	return nil
+}
+
+// BaselineLine compares the measured run with the twin's baseline.
+func (w *WhatIf) BaselineLine() string {
+	var parts []string
+	for i, o := range w.Objectives {
+		m := math.NaN()
+		if i < len(w.MeasuredMS) {
+			m = w.MeasuredMS[i]
+		}
+		parts = append(parts, fmt.Sprintf("%s measured %s, twin %s", objectiveName(o), fmtMS(m), whatIfValue(at(w.Baseline.ValuesMS, i))))
+	}
+	s := strings.Join(parts, "; ")
+	if w.Judged {
+		s += fmt.Sprintf("; twin goodput %s req/s", num(w.Baseline.GoodputRPS))
+	}
+	return s
+}
+
+func (t textWriter) whatIf(w *WhatIf) {
+	if w == nil {
+		return
+	}
+	t.p("\nWHAT-IF (the twin: %s)\n", w.Basis)
+	t.wrapped("run as simulated: "+w.Deployment, 94, "  ", "    ")
+	t.wrapped("baseline: "+w.BaselineLine(), 94, "  ", "    ")
+	for i, r := range w.Remedies {
+		t.wrapped(fmt.Sprintf("%d. %s", i+1, w.Line(r)), 94, "  ", "     ")
+		for _, a := range r.Assumes {
+			t.wrapped("assumes: "+a, 90, "     ", "       ")
+		}
+		for _, x := range r.Extrapolates {
+			t.wrapped("extrapolates: "+x, 90, "     ", "       ")
+		}
+	}
+	for _, a := range w.Assumptions {
+		t.wrapped("note: "+a, 94, "  ", "    ")
+	}
+	t.p("  %d simulations in %.1fs\n", w.Simulations, w.ElapsedS)
+}
+
+func (m mdWriter) whatIf(w *WhatIf) {
+	if w == nil {
+		return
+	}
+	m.p("\n### What-if remedies (simulated, %s)\n\n", w.Basis)
+	m.p("Run as simulated: %s. Baseline: %s.\n\n", mdEscape(w.Deployment), mdEscape(w.BaselineLine()))
+	m.p("| # | remedy | setting |")
+	for _, o := range w.Objectives {
+		m.p(" %s |", mdEscape(objectiveName(o)))
+	}
+	if w.Judged {
+		m.p(" goodput req/s |")
+	}
+	m.p(" assumes / extrapolates |\n|---|---|---|")
+	for range w.Objectives {
+		m.p("---:|")
+	}
+	if w.Judged {
+		m.p("---:|")
+	}
+	m.p("---|\n")
+	for i, r := range w.Remedies {
+		m.p("| %d | %s | `%s` |", i+1, mdEscape(r.Title), r.Setting)
+		for j := range w.Objectives {
+			m.p(" %s → %s |", whatIfValue(at(w.Baseline.ValuesMS, j)), whatIfValue(at(r.After.ValuesMS, j)))
+		}
+		if w.Judged {
+			m.p(" %s → %s |", num(w.Baseline.GoodputRPS), num(r.After.GoodputRPS))
+		}
+		notes := append(append([]string{}, r.Assumes...), r.Extrapolates...)
+		if r.Error != "" {
+			notes = append([]string{"cannot be simulated: " + r.Error}, notes...)
+		}
+		m.p(" %s |\n", mdEscape(strings.Join(notes, "; ")))
+	}
+	for _, a := range w.Assumptions {
+		m.p("\n- %s", mdEscape(a))
+	}
+	m.p("\n")
+}
+
+// mdEscape keeps a table cell's pipes from splitting it.
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// whatIfView is a remedy as the HTML page shows it: its line and its
+// before/after chart.
+type whatIfView struct {
+	Remedy
+	Line  string
+	Chart template.HTML
+}
+
+// whatIfViews draws one small chart per remedy: the first objective as
+// measured, as the twin's baseline and with the lever changed, and the
+// goodput before and after when there is an SLO to judge it.
+func (w *WhatIf) whatIfViews() ([]whatIfView, error) {
+	if w == nil {
+		return nil, nil
+	}
+	out := make([]whatIfView, 0, len(w.Remedies))
+	for _, r := range w.Remedies {
+		v := whatIfView{Remedy: r, Line: w.Line(r)}
+		if r.Error == "" && len(w.Objectives) > 0 {
+			svg, err := w.remedyChart(r)
+			if err != nil {
+				return nil, err
+			}
+			v.Chart = template.HTML(svg) // drawn by gonum/plot from our numbers
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// remedyChart is one remedy's before/after bars.
+func (w *WhatIf) remedyChart(r Remedy) (string, error) {
+	name := objectiveName(w.Objectives[0])
+	p := newPlot(r.Title, "", name+" (ms)")
+	measured := math.NaN()
+	if len(w.MeasuredMS) > 0 {
+		measured = w.MeasuredMS[0]
+	}
+	before, after := at(w.Baseline.ValuesMS, 0), at(r.After.ValuesMS, 0)
+	vals := plotter.Values{finiteOr0(measured), ptrOr0(before), ptrOr0(after)}
+	labels := []string{"measured", "twin before", "twin after"}
+	bc, err := plotter.NewBarChart(vals, vg.Points(28))
+	if err != nil {
+		return "", err
+	}
+	bc.Color = palette[0]
+	bc.LineStyle.Width = 0
+	p.Add(bc)
+	if w.Judged && len(w.Objectives) > 0 {
+		if thr := thresholdMS(w.Objectives[0]); thr > 0 {
+			if err := hline(p, "SLO", thr, -0.5, 2.5, 1); err != nil {
+				return "", err
+			}
+		}
+	}
+	p.NominalX(labels...)
+	p.Y.Min = 0
+	return render(p, 3*vg.Inch, 2.2*vg.Inch)
+}
+
+func finiteOr0(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+func ptrOr0(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+// thresholdMS reads an objective's threshold ("ttft:p99<=1s" → 1000).
+func thresholdMS(o string) float64 {
+	_, t, ok := strings.Cut(o, "<=")
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		return 0
+	}
+	return float64(d) / 1e6
+}
