@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,7 @@ func TestHTMLInBrowser(t *testing.T) {
 		info.Samples[k].AtNS = int64(k) * 80e9
 	}
 	rep := collectRun(Options{SLOs: mustSLOs(t, "ttft:p99<=500ms,tpot:p99<=50ms,e2e:p95<=3s")}, info, sweepReqs())
+	rep.WhatIf = testWhatIf()
 	dir := t.ArtifactDir()
 	page := filepath.Join(dir, "report.html")
 	f, err := os.Create(page)
@@ -112,11 +114,24 @@ func TestHTMLInBrowser(t *testing.T) {
 			t.Errorf("chart %s has no <svg> in the rendered page", id)
 		}
 	}
-	if n := strings.Count(dom, `<svg class="chart"`); n < 14 {
-		t.Errorf("%d charts rendered, want 14", n)
+	// The what-if: one remedy each with its before/after chart, the
+	// extrapolation marked, between the diagnosis and the charts.
+	for i := range rep.WhatIf.Remedies {
+		at := strings.Index(dom, fmt.Sprintf(`id="remedy-%d"`, i))
+		end := strings.Index(dom[max(at, 0):], "</figure>")
+		if at < 0 || end < 0 || !strings.Contains(dom[at:at+end], "<svg") || !strings.Contains(dom[at:at+end], "→") {
+			t.Errorf("remedy %d is missing, or has no chart or before → after line", i)
+		}
 	}
-	if d, c := strings.Index(dom, `id="diagnosis"`), strings.Index(dom, `id="charts"`); d < 0 || c < d {
-		t.Errorf("the diagnosis (at %d) must come before the charts (at %d)", d, c)
+	if !strings.Contains(dom, `class="extrapolates"`) {
+		t.Error("the remedy that extrapolates does not say so")
+	}
+	if n := strings.Count(dom, `<svg class="chart"`); n < 16 {
+		t.Errorf("%d charts rendered, want 14 and 2 remedies'", n)
+	}
+	d, wi, c := strings.Index(dom, `id="diagnosis"`), strings.Index(dom, `id="what-if"`), strings.Index(dom, `id="charts"`)
+	if d < 0 || wi < d || c < wi {
+		t.Errorf("the diagnosis (at %d) must come before the what-if (at %d), and that before the charts (at %d)", d, wi, c)
 	}
 	shot := filepath.Join(dir, "report.png")
 	run("--hide-scrollbars", "--window-size=1366,4200", "--screenshot="+shot, "file://"+page)
@@ -125,4 +140,21 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Fatalf("screenshot %s: %v (size %v)", shot, err, st)
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, st.Size())
+}
+
+// testWhatIf is a what-if as internal/whatif makes one: two remedies, one
+// of them outside a profile's fitted range.
+func testWhatIf() *WhatIf {
+	f := func(v float64) *float64 { return &v }
+	return &WhatIf{Basis: "profile h100.yaml", Deployment: "1 × H100-SXM TP1 bf16, kv bf16", Workload: "the run's requests",
+		Objectives: []string{"ttft:p99<=500ms"}, Judged: true, MeasuredMS: []float64{1840},
+		Baseline: WhatIfPoint{ValuesMS: []*float64{f(1790)}, GoodputRPS: 7.2, KeepsUp: true},
+		Remedies: []Remedy{
+			{Lever: "prefix-caching", Title: "prefix caching on", Setting: "enable_prefix_caching: false → true", For: []string{"prefill-bound"},
+				After: WhatIfPoint{ValuesMS: []*float64{f(410)}, GoodputRPS: 11.8, Meets: true, KeepsUp: true}, Effect: f(0.23)},
+			{Lever: "replicas", Title: "one more replica", Setting: "replicas: 1 → 2", For: []string{"server-queueing"},
+				After: WhatIfPoint{ValuesMS: []*float64{f(900)}, GoodputRPS: 14.1, KeepsUp: true}, Effect: f(0.5),
+				Extrapolates: []string{"batch 40 is outside the fitted 1–27"}},
+		},
+		Assumptions: []string{"each prediction is one simulation of the run's own requests"}, Simulations: 40, ElapsedS: 1.2}
 }
