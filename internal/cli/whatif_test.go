@@ -39,7 +39,7 @@ func whatIfJSON(t *testing.T, dir string, args ...string) *report.Report {
 	return &rep
 }
 
-func remedy(w *report.WhatIf, lever string) (int, *report.Remedy) {
+func remedy(w *report.Predictions, lever string) (int, *report.Remedy) {
 	for i := range w.Remedies {
 		if w.Remedies[i].Lever == lever {
 			return i, &w.Remedies[i]

@@ -144,9 +144,9 @@ func TestHTMLInBrowser(t *testing.T) {
 
 // testWhatIf is a what-if as internal/whatif makes one: two remedies, one
 // of them outside a profile's fitted range.
-func testWhatIf() *WhatIf {
+func testWhatIf() *Predictions {
 	f := func(v float64) *float64 { return &v }
-	return &WhatIf{Basis: "profile h100.yaml", Deployment: "1 × H100-SXM TP1 bf16, kv bf16", Workload: "the run's requests",
+	return &Predictions{Basis: "profile h100.yaml", Deployment: "1 × H100-SXM TP1 bf16, kv bf16", Workload: "the run's requests",
 		Objectives: []string{"ttft:p99<=500ms"}, Judged: true, MeasuredMS: []float64{1840},
 		Baseline: WhatIfPoint{ValuesMS: []*float64{f(1790)}, GoodputRPS: 7.2, KeepsUp: true},
 		Remedies: []Remedy{

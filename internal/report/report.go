@@ -39,7 +39,7 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 	// WhatIf is the twin's prediction of each remedy (report --what-if);
 	// nil when not asked for or not possible.
-	WhatIf *WhatIf `json:"what_if,omitempty"`
+	WhatIf *Predictions `json:"what_if,omitempty"`
 	// Phases summarises each sweep point (records grouped by Record.Phase).
 	Phases []Phase `json:"phases,omitempty"`
 	// Sessions is the run's multi-turn and agent sessions, when it has

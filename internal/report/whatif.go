@@ -11,12 +11,12 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// WhatIf is what the twin — the simulated engine, on the run's own
+// Predictions is what the twin — the simulated engine, on the run's own
 // workload — predicts each remedy would do: the run re-simulated with its
 // own configuration (the baseline, beside the measured values, so the
 // twin's own error shows), then once per lever with that lever changed,
 // the same seed. internal/whatif computes it; the report only renders it.
-type WhatIf struct {
+type Predictions struct {
 	// Basis says what the twin was built from: "simulated run", "embedded
 	// engine" or "profile FILE" (a calibrated profile on a measured run).
 	Basis string `json:"basis"`
@@ -105,7 +105,7 @@ func objectiveName(o string) string {
 
 // Line is the remedy in one line: "prefix caching on: TTFT P99 1.84s →
 // 410ms, goodput 7.20 → 11.8 req/s (simulated, profile h100.yaml)".
-func (w *WhatIf) Line(r Remedy) string {
+func (w *Predictions) Line(r Remedy) string {
 	if r.Error != "" {
 		return fmt.Sprintf("%s: cannot be simulated: %s", r.Title, r.Error)
 	}
@@ -138,7 +138,7 @@ func at(v []*float64, i int) *float64 {
 }
 
 // BaselineLine compares the measured run with the twin's baseline.
-func (w *WhatIf) BaselineLine() string {
+func (w *Predictions) BaselineLine() string {
 	var parts []string
 	for i, o := range w.Objectives {
 		m := math.NaN()
@@ -154,7 +154,7 @@ func (w *WhatIf) BaselineLine() string {
 	return s
 }
 
-func (t textWriter) whatIf(w *WhatIf) {
+func (t textWriter) whatIf(w *Predictions) {
 	if w == nil {
 		return
 	}
@@ -176,7 +176,7 @@ func (t textWriter) whatIf(w *WhatIf) {
 	t.p("  %d simulations in %.1fs\n", w.Simulations, w.ElapsedS)
 }
 
-func (m mdWriter) whatIf(w *WhatIf) {
+func (m mdWriter) whatIf(w *Predictions) {
 	if w == nil {
 		return
 	}
@@ -231,7 +231,7 @@ type whatIfView struct {
 // whatIfViews draws one small chart per remedy: the first objective as
 // measured, as the twin's baseline and with the lever changed, and the
 // goodput before and after when there is an SLO to judge it.
-func (w *WhatIf) whatIfViews() ([]whatIfView, error) {
+func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 	if w == nil {
 		return nil, nil
 	}
@@ -251,7 +251,7 @@ func (w *WhatIf) whatIfViews() ([]whatIfView, error) {
 }
 
 // remedyChart is one remedy's before/after bars.
-func (w *WhatIf) remedyChart(r Remedy) (string, error) {
+func (w *Predictions) remedyChart(r Remedy) (string, error) {
 	name := objectiveName(w.Objectives[0])
 	p := newPlot(r.Title, "", name+" (ms)")
 	measured := math.NaN()

@@ -99,7 +99,7 @@ const unjudged = time.Duration(math.MaxInt64 / 2)
 
 // Run predicts each remedy. It returns nil when no finding names a lever
 // (and none was asked for).
-func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*report.WhatIf, error) {
+func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*report.Predictions, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 	if len(vs) == 0 {
 		return nil, nil
 	}
-	w := &report.WhatIf{Basis: b.Basis, Deployment: r.baseName, Workload: b.Workload.Describe, Seed: o.Seed,
+	w := &report.Predictions{Basis: b.Basis, Deployment: r.baseName, Workload: b.Workload.Describe, Seed: o.Seed,
 		Judged: r.judged, MeasuredMS: r.measured(rep)}
 	for _, s := range r.slos {
 		if r.judged {
