@@ -237,17 +237,19 @@ func (p *Profile) WriteFile(path string) error {
 		return fmt.Errorf("profile: %w", err)
 	}
 	tmp := f.Name()
+	// On failure the temporary file goes (best effort) and the first
+	// error is the one reported; path is untouched.
 	if _, err := f.Write(b.Bytes()); err != nil {
-		f.Close()
-		os.Remove(tmp)
+		_ = f.Close()
+		_ = os.Remove(tmp)
 		return fmt.Errorf("profile: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp)
 		return fmt.Errorf("profile: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp)
 		return fmt.Errorf("profile: %w", err)
 	}
 	return nil

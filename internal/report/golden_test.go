@@ -68,7 +68,9 @@ func TestGolden(t *testing.T) {
 			}
 			path := filepath.Join("testdata", "golden", name+"."+f.ext)
 			if *update {
-				os.MkdirAll(filepath.Dir(path), 0o755)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
 				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
 				}

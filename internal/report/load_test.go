@@ -56,7 +56,9 @@ func TestLoadMalformedLineIsSkippedAndSaid(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	lines := strings.SplitAfter(string(b), "\n")
 	bad := strings.Join(lines[:2], "") + "not json\n" + strings.Join(lines[2:], "")
-	os.WriteFile(path, []byte(bad), 0o644)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := Load(context.Background(), []string{path}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +79,9 @@ func TestLoadNewerSchemaIsRefused(t *testing.T) {
 
 func TestLoadNoRecords(t *testing.T) {
 	empty := t.TempDir()
-	os.WriteFile(filepath.Join(empty, RecordsFile), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(empty, RecordsFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	noFile := t.TempDir()
 	for _, tc := range []struct{ path, want string }{
 		{empty, "file is empty"},
@@ -178,7 +182,9 @@ func TestLoadSweepFolderAndRunInfo(t *testing.T) {
 func TestRunInfoBadJSONIsANote(t *testing.T) {
 	dir := t.TempDir()
 	writeRecords(t, dir, baseline(5, 10, 1), "")
-	os.WriteFile(filepath.Join(dir, RunInfoFile), []byte("{"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, RunInfoFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := Load(context.Background(), []string{dir}, Options{})
 	if err != nil || !containsNote(rep, "run metadata ignored") {
 		t.Fatalf("err %v notes %q", err, rep.Notes)

@@ -32,7 +32,9 @@ func TestSmokeHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv("REPORT_HTML_OUT") != "" {
-		os.WriteFile(os.Getenv("REPORT_HTML_OUT"), b.Bytes(), 0o644)
+		if err := os.WriteFile(os.Getenv("REPORT_HTML_OUT"), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

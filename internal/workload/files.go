@@ -119,7 +119,7 @@ func ReadPromptFile(path string) ([]Prompt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prompts: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	br := bufio.NewReader(f)
 	var first byte
 	for {

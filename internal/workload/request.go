@@ -153,9 +153,10 @@ func (ss *synthSession) Next(prevOutput int) (Request, bool) {
 	case ss.turn == 1 && sp.PrefixTokens > 0:
 		req.SharedPrefixTokens = role + sp.PrefixTokens
 	}
-	msgs := append(ss.history, tokenizer.Message{Role: "user", Content: content})
-	if sp.Turns > 1 {
-		ss.history = msgs
+	msgs := []tokenizer.Message{{Role: "user", Content: content}}
+	if sp.Turns > 1 { // (only then is there a history)
+		ss.history = append(ss.history, msgs[0])
+		msgs = ss.history
 	}
 	setContent(&req, msgs, sp.Chat)
 	return req, true

@@ -105,7 +105,7 @@ func ReadAzureTraceFile(path string) ([]TraceRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	rows, err := ReadAzureTrace(f)
 	if err != nil {
 		return nil, fmt.Errorf("trace %s: %w", path, err)
