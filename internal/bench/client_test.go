@@ -315,10 +315,15 @@ func BenchmarkSilenceWatch(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		rs := make([]io.Reader, 500)
+		ws := make([]*silenceWatch, len(rs))
+		defer func() {
+			for _, w := range ws {
+				w.stop()
+			}
+		}()
 		for i := range rs {
-			w := newSilenceWatch(time.Minute, func() {})
-			defer w.stop()
-			rs[i] = w.body(endlessReader{})
+			ws[i] = newSilenceWatch(time.Minute, func() {})
+			rs[i] = ws[i].body(endlessReader{})
 		}
 		var buf [64]byte
 		i := 0

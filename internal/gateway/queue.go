@@ -13,7 +13,6 @@ import (
 // Admission errors; the proxy turns them into 429 with Retry-After.
 var (
 	errQueueFull       = route.ErrQueueFull
-	errDeadline        = route.ErrDeadline
 	errDeadlineExpired = route.ErrDeadlineExpired
 )
 

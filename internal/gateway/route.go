@@ -61,11 +61,16 @@ type Balancer = route.Balancer[*Request, *Replica]
 
 // The balancers, internal/route's policies over the gateway's replicas.
 type (
-	RoundRobin       = route.RoundRobin[*Request, *Replica]
+	// RoundRobin is route.RoundRobin.
+	RoundRobin = route.RoundRobin[*Request, *Replica]
+	// LeastOutstanding is route.LeastOutstanding.
 	LeastOutstanding = route.LeastOutstanding[*Request, *Replica]
-	QueueAware       = route.QueueAware[*Request, *Replica]
-	PrefixAffinity   = route.PrefixAffinity[*Request, *Replica]
-	PrefixBounded    = route.PrefixBounded[*Request, *Replica]
+	// QueueAware is route.QueueAware.
+	QueueAware = route.QueueAware[*Request, *Replica]
+	// PrefixAffinity is route.PrefixAffinity.
+	PrefixAffinity = route.PrefixAffinity[*Request, *Replica]
+	// PrefixBounded is route.PrefixBounded.
+	PrefixBounded = route.PrefixBounded[*Request, *Replica]
 )
 
 // newBalancer builds the balancer a pool's configuration names (validated,

@@ -66,13 +66,6 @@ type stageDurations struct {
 	In, Queue, Connect, UpstreamTTFT, Decode, Post, Backpressure time.Duration
 }
 
-func sub(a, b time.Time) time.Duration {
-	if a.IsZero() || b.IsZero() || a.Before(b) {
-		return 0
-	}
-	return a.Sub(b)
-}
-
 // stages computes the partition. Instants not reached (a request rejected in
 // the queue) collapse to the last one reached, so the sum is always
 // end − start.
