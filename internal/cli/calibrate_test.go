@@ -112,15 +112,15 @@ func TestEstimateSeqOverhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	with, err := run(t, "estimate", "--batch", "64", "--json", "--seq-overhead", "40us")
+	with, err := run(t, "estimate", "--batch", "64", "--json", "--seq-overhead", "70us")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(with, `"seq_overhead_us": 40`) || base == with {
-		t.Errorf("--seq-overhead 40us not applied:\n%s", with)
+	if !strings.Contains(with, `"seq_overhead_us": 70`) || base == with {
+		t.Errorf("--seq-overhead 70us not applied:\n%s", with)
 	}
-	text, err := run(t, "estimate", "--batch", "64", "--seq-overhead", "40us")
-	if err != nil || !strings.Contains(text, "+ 40µs per sequence") {
+	text, err := run(t, "estimate", "--batch", "64", "--seq-overhead", "70us")
+	if err != nil || !strings.Contains(text, "+ 70µs per sequence") {
 		t.Errorf("text: %v\n%s", err, text)
 	}
 }

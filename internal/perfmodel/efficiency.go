@@ -21,7 +21,8 @@ type Efficiency struct {
 	// tensor-parallel all-reduce.
 	Interconnect float64 `json:"interconnect"`
 	// AllReduceLatency is the fixed cost of one all-reduce (launch and
-	// synchronisation), paid twice per layer when TP > 1.
+	// synchronisation), paid twice per layer when TP > 1. Each of the
+	// ring's 2(TP−1) steps adds RingStepLatency of the GPU's link on top.
 	AllReduceLatency time.Duration `json:"all_reduce_latency"`
 	// StepOverhead is the fixed cost of one engine step outside the forward
 	// pass: scheduling, input preparation, sampling, detokenization.
@@ -40,7 +41,11 @@ type Efficiency struct {
 // familyEfficiency is the one set of defaults per GPU family. The software
 // overheads (StepOverhead 1.5 ms, LayerOverhead 25 µs) are the same for every
 // family (chosen by comparing a small grid against all validation rows
-// together, never one row). The fractions of peak sit inside published
+// together, never one row). SeqOverhead is what a served engine pays per
+// sequence per step (40 µs on Hopper, 100 µs on Ampere): the median of the
+// public closed-loop rows' fit half (NIM on TensorRT-LLM, 2024; Llama-3-8B,
+// 200-token prompts, 100 and 200 clients), docs/perfmodel.md "Under load";
+// Blackwell takes Hopper's value and Ada and CDNA3 Ampere's, unvalidated. The fractions of peak sit inside published
 // utilisation ranges — decode steps of tuned engines reach roughly 60–85 % of
 // HBM bandwidth, large prefills roughly 50–65 % of the dense peak (less on
 // Hopper FP8 and Blackwell) — and are checked by TestValidation. MI300X uses
@@ -48,11 +53,11 @@ type Efficiency struct {
 // vLLM comparisons); no MI300X row is in the validation set, so treat it as
 // unvalidated, like Blackwell.
 var familyEfficiency = map[string]Efficiency{
-	"hopper":    {Compute: 0.55, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond},
-	"blackwell": {Compute: 0.50, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond},
-	"ampere":    {Compute: 0.60, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 10 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond},
-	"ada":       {Compute: 0.60, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 25 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond},
-	"cdna3":     {Compute: 0.40, Memory: 0.65, Interconnect: 0.60, AllReduceLatency: 15 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond},
+	"hopper":    {Compute: 0.55, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 40 * time.Microsecond},
+	"blackwell": {Compute: 0.50, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 40 * time.Microsecond},
+	"ampere":    {Compute: 0.60, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 10 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 100 * time.Microsecond},
+	"ada":       {Compute: 0.60, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 25 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 100 * time.Microsecond},
+	"cdna3":     {Compute: 0.40, Memory: 0.65, Interconnect: 0.60, AllReduceLatency: 15 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 100 * time.Microsecond},
 }
 
 // DefaultEfficiency is the default factors for g's family (the Ampere set for

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -205,7 +206,7 @@ func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 		}
 		e.arBytesPerToken = float64(m.Hidden) * b16
 		e.arFactor = 2 * (tp - 1) / tp / (g.InterconnectBW * e.eff.Interconnect)
-		e.arLatency = e.eff.AllReduceLatency.Seconds()
+		e.arLatency = e.eff.AllReduceLatency.Seconds() + 2*(tp-1)*RingStepLatency(g).Seconds()
 		e.allReduces = 2 * float64(m.Layers)
 	}
 	e.overhead = e.eff.StepOverhead.Seconds() + float64(m.Layers)*e.eff.LayerOverhead.Seconds()
@@ -425,6 +426,18 @@ func (e *Estimator) step(a agg) Step {
 	}
 	s.Total = seconds(max(compute, memory) + comm + overhead)
 	return s
+}
+
+// RingStepLatency is the latency of one step of a ring all-reduce over g's
+// link, which a collective of TP ranks takes 2(TP−1) of: NCCL's own tuning
+// model (src/graph/tuning.cc, hwLat, ring with the low-latency protocol)
+// puts it at 0.47 µs over NVLink and 1.0 µs over PCIe, the figures used
+// here (0.5 µs for any NVLink or Infinity Fabric, 1 µs for PCIe).
+func RingStepLatency(g GPU) time.Duration {
+	if strings.HasPrefix(g.Interconnect, "pcie") {
+		return time.Microsecond
+	}
+	return 500 * time.Nanosecond
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

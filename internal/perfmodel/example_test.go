@@ -24,5 +24,5 @@ func ExampleEstimator_StepTime() {
 	fmt.Println("step:", est.StepTime(&b).Round(100_000), est.Breakdown(&b).Bound+"-bound")
 	// Output:
 	// KV bytes per token: 131072
-	// step: 15.7ms compute-bound
+	// step: 15.8ms compute-bound
 }

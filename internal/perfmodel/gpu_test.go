@@ -87,8 +87,8 @@ func TestPlanEfficiencyOverrides(t *testing.T) {
 	if s.Memory != 2*b.Memory && (s.Memory-2*b.Memory > 1 || 2*b.Memory-s.Memory > 1) {
 		t.Errorf("memory time %v, want twice %v", s.Memory, b.Memory)
 	}
-	if s.Overhead != time25us(32) {
-		t.Errorf("overhead %v, want 32 layers × 25 µs only", s.Overhead)
+	if want := time25us(32) + DefaultEfficiency(mustGPU(t, "H100-SXM")).SeqOverhead; s.Overhead != want {
+		t.Errorf("overhead %v, want 32 layers × 25 µs and one sequence's overhead only (%v)", s.Overhead, want)
 	}
 	bad := 1.5
 	if _, err := Plan(Request{Model: "Llama-3.1-8B", GPU: "H100-SXM", Input: 1, Output: 1, Batches: []int{1}, Eff: EffOverride{Compute: &bad}}); err == nil {

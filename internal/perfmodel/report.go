@@ -38,8 +38,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.Eff.SeqOverhead > 0 {
 		perSeq = fmt.Sprintf(" + %v per sequence", c.Eff.SeqOverhead)
 	}
-	fmt.Fprintf(&b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer%s, %v per all-reduce\n",
-		100*c.Eff.Compute, 100*c.Eff.Memory, 100*c.Eff.Interconnect, c.Eff.StepOverhead, c.Eff.LayerOverhead, perSeq, c.Eff.AllReduceLatency)
+	var ring string
+	if c.TP > 1 {
+		ring = fmt.Sprintf(" + %v per ring step", RingStepLatency(c.GPU))
+	}
+	fmt.Fprintf(&b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer%s, %v per all-reduce%s\n",
+		100*c.Eff.Compute, 100*c.Eff.Memory, 100*c.Eff.Interconnect, c.Eff.StepOverhead, c.Eff.LayerOverhead, perSeq, c.Eff.AllReduceLatency, ring)
 	fmt.Fprintf(&b, "  workload: %d input + %d output tokens per request", r.Work.Input, r.Work.Output)
 	if r.Work.SpecK > 0 {
 		draft := "no draft model (n-gram proposals, free)"
@@ -215,8 +219,8 @@ func (e *Estimator) explainStep(b *strings.Builder, s Step) {
 	p("bytes = %s + KV read %s + KV write %s = %s", w, bytesN(s.KVReadBytes), bytesN(s.KVWriteBytes), bytesN(s.Bytes))
 	p("memory time = %s / %s = %s", bytesN(s.Bytes), bps(e.bw), ms(s.Memory))
 	if c.TP > 1 {
-		p("communication = 2 × %d layers × (%v + 2(TP−1)/TP × %s / (%s × %.2f)) = %s", c.Model.Layers, c.Eff.AllReduceLatency,
-			bytesN(s.CommBytes/e.allReduces), bps(e.cfg.GPU.InterconnectBW), c.Eff.Interconnect, ms(s.Comm))
+		p("communication = 2 × %d layers × (%v + 2(TP−1) × %v ring step + 2(TP−1)/TP × %s / (%s × %.2f)) = %s", c.Model.Layers, c.Eff.AllReduceLatency,
+			RingStepLatency(e.cfg.GPU), bytesN(s.CommBytes/e.allReduces), bps(e.cfg.GPU.InterconnectBW), c.Eff.Interconnect, ms(s.Comm))
 	} else {
 		p("communication = 0 (TP 1)")
 	}

@@ -28,6 +28,11 @@ type measurement struct {
 	Source  string  `yaml:"source"`
 	// MissReason explains a row the defaults miss by more than 30 %.
 	MissReason string `yaml:"miss_reason"`
+	// StaticSession marks a row measured by a bare static-batch session
+	// (TensorRT-LLM's gptSessionBenchmark, TurboMind's profile_generation):
+	// no in-flight batching loop and no per-request sampling, bookkeeping or
+	// streamed response, so no per-sequence overhead (SeqOverhead 0).
+	StaticSession bool `yaml:"static_session"`
 }
 
 func loadMeasurements(t *testing.T) []measurement {
@@ -61,7 +66,11 @@ func predict(m measurement) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	e, err := New(Config{Model: model, GPU: gpu, TP: m.TP, WeightDType: wd, KVDType: kd})
+	eff := DefaultEfficiency(gpu)
+	if m.StaticSession {
+		eff.SeqOverhead = 0
+	}
+	e, err := New(Config{Model: model, GPU: gpu, TP: m.TP, WeightDType: wd, KVDType: kd, Eff: eff})
 	if err != nil {
 		return 0, err
 	}
