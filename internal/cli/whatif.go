@@ -124,7 +124,6 @@ type twin struct {
 
 // runConfig is a results folder's config.json: the flags as given.
 type runConfig struct {
-	Target string            `json:"target"`
 	Config map[string]string `json:"config"`
 }
 
@@ -142,7 +141,8 @@ func twinOf(dir string, rep *report.Report, profile string) (twin, string, error
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return twin{}, "", err
 	}
-	sim, embedded := info.Simulated, rc.Config != nil && !info.Simulated && rc.Config["url"] == ""
+	sim := info.Simulated
+	embedded := !sim && (info.Target == "embedded" || rc.Config != nil && rc.Config["url"] == "")
 	if !sim && !embedded && profile == "" {
 		return twin{}, "the run came from a real server: what-if needs its calibrated profile (--profile FILE, from tokentrace calibrate)", nil
 	}

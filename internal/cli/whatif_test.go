@@ -244,3 +244,24 @@ func TestWhatIfBadInput(t *testing.T) {
 		t.Errorf("a real server's run with a profile: %+v, notes %v", rep.WhatIf, rep.Notes)
 	}
 }
+
+// A run of bench against its embedded engine: the twin's engine is the
+// --sim-* flags config.json records, its workload bench's flags.
+func TestWhatIfEmbeddedEngineRun(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "60", "--max-num-seqs", "2", "--input-tokens", "500", "--output-tokens", "100")
+	for name, body := range map[string]string{"run.json": `{"target":"embedded","mode":"open","offered_rps":4}`,
+		"config.json": `{"target":{"BaseURL":"http://127.0.0.1:1/v1"},"config":{"url":"","rate":"4","requests":"60","input-tokens":"500","output-tokens":"100","sim-max-num-seqs":"2"}}`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=1s", "--what-if", "replicas")
+	w := rep.WhatIf
+	if w == nil || w.Basis != "the embedded engine's settings" || !strings.Contains(w.Deployment, "max_num_seqs 2,") ||
+		!strings.Contains(w.Workload, "prompts 500 tokens, max_tokens 100") {
+		t.Fatalf("what-if %+v; notes %v", w, rep.Notes)
+	}
+	if b, m := value(w.Baseline.ValuesMS, 0), w.MeasuredMS[0]; b < 0.7*m || b > 1.4*m {
+		t.Errorf("the twin's baseline %.0f ms, the run's %.0f ms: the same engine and workload should agree", b, m)
+	}
+}
