@@ -42,7 +42,7 @@ func ReadAgentSessionsFile(path string, def AgentDefaults) ([]AgentPlan, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	plans, err := ReadAgentSessions(f, def)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
