@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -62,24 +61,17 @@ func ReadAgentSessionsFile(path string, def AgentDefaults) ([]AgentPlan, error) 
 // unknown key, a bad value or a session without steps is an error naming
 // the line and the field.
 func ReadAgentSessions(r io.Reader, def AgentDefaults) ([]AgentPlan, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
 	var plans []AgentPlan
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
+	err := scanJSONL(r, 16<<20, func(line int, b []byte) error {
 		p, err := parseSessionLine(b, def)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+			return fmt.Errorf("line %d: %w", line, err)
 		}
 		plans = append(plans, p)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %w", line+1, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(plans) == 0 {
 		return nil, errors.New("sessions file has no sessions")

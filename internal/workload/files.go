@@ -23,13 +23,12 @@ type Prompt struct {
 	MaxTokens int // 0: use the workload's output length distribution
 }
 
-// ReadJSONL reads a prompt file with one JSON object per line, either
-// {"prompt": "..."} or {"messages": [{"role": "...", "content": "..."}]},
-// each with an optional "max_tokens". Blank lines are skipped.
-func ReadJSONL(r io.Reader) ([]Prompt, error) {
+// scanJSONL calls fn with each non-blank line of r (trimmed) and its
+// 1-based number, lines of at most maxLine bytes; it stops at fn's first
+// error, and a line it cannot read is an error naming its number.
+func scanJSONL(r io.Reader, maxLine int, fn func(line int, b []byte) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 64<<20)
-	var out []Prompt
+	sc.Buffer(make([]byte, 64*1024), maxLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -37,6 +36,22 @@ func ReadJSONL(r io.Reader) ([]Prompt, error) {
 		if len(b) == 0 {
 			continue
 		}
+		if err := fn(line, b); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("line %d: %w", line+1, err)
+	}
+	return nil
+}
+
+// ReadJSONL reads a prompt file with one JSON object per line, either
+// {"prompt": "..."} or {"messages": [{"role": "...", "content": "..."}]},
+// each with an optional "max_tokens". Blank lines are skipped.
+func ReadJSONL(r io.Reader) ([]Prompt, error) {
+	var out []Prompt
+	err := scanJSONL(r, 64<<20, func(line int, b []byte) error {
 		var e struct {
 			Prompt   *string `json:"prompt"`
 			Messages []struct {
@@ -46,31 +61,32 @@ func ReadJSONL(r io.Reader) ([]Prompt, error) {
 			MaxTokens int `json:"max_tokens"`
 		}
 		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+			return fmt.Errorf("line %d: %w", line, err)
 		}
 		p := Prompt{MaxTokens: e.MaxTokens}
 		switch {
 		case e.Prompt != nil && len(e.Messages) > 0:
-			return nil, fmt.Errorf("line %d: has both prompt and messages", line)
+			return fmt.Errorf("line %d: has both prompt and messages", line)
 		case e.Prompt != nil:
 			p.Prompt = *e.Prompt
 		case len(e.Messages) > 0:
 			for _, m := range e.Messages {
 				if m.Role == "" {
-					return nil, fmt.Errorf("line %d: a message has no role", line)
+					return fmt.Errorf("line %d: a message has no role", line)
 				}
 				p.Messages = append(p.Messages, tokenizer.Message{Role: m.Role, Content: m.Content})
 			}
 		default:
-			return nil, fmt.Errorf(`line %d: want {"prompt": ...} or {"messages": [...]}`, line)
+			return fmt.Errorf(`line %d: want {"prompt": ...} or {"messages": [...]}`, line)
 		}
 		if e.MaxTokens < 0 {
-			return nil, fmt.Errorf("line %d: max_tokens %d is negative", line, e.MaxTokens)
+			return fmt.Errorf("line %d: max_tokens %d is negative", line, e.MaxTokens)
 		}
 		out = append(out, p)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading prompts: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, errors.New("prompt file has no entries")
