@@ -161,6 +161,22 @@ svg.chart { width:100%; height:auto; display:block; }
 {{with .Capacity}}<p>Capacity: <b>{{num .RPS}} req/s</b> ({{.Basis}}).</p>{{end}}
 {{end}}
 
+{{with .Sessions}}
+<h2 id="sessions">Sessions</h2>
+<p>{{.Headline}}.</p>
+{{if .Failures}}<ul>{{range .Failures}}<li>session {{.Session}} failed at step {{.Step}}: <code>{{.ErrorKind}}</code>: {{.Error}}</li>{{end}}</ul>{{end}}
+{{if .Sessions}}
+<div class="scroll"><table>
+<tr><th>part</th><th>mean</th><th>p50</th><th>p95</th><th>p99</th><th>share</th></tr>
+{{with .Latency}}<tr><td><b>session</b></td><td>{{ms .Mean}}</td><td>{{ms .P50}}</td><td>{{ms .P95}}</td><td>{{ms .P99}}</td><td></td></tr>{{end}}
+{{range .Components}}<tr><td>{{.Name}}</td><td>{{ms .Mean}}</td><td>{{ms .P50}}</td><td>{{ms .P95}}</td><td>{{ms .P99}}</td><td>{{pct .Share}}</td></tr>
+{{end}}</table></div>
+<ul>{{range .CriticalPaths}}<li>critical path, {{.Which}} session ({{.Session}}, {{ms .TotalMS}}): {{.Line}}</li>{{end}}
+{{with .ParallelTools}}<li>{{.Line "parallel tool calls"}}</li>{{end}}
+{{with .FasterModel}}<li>{{.Line "a faster model for the tool-calling steps"}}</li>{{end}}</ul>
+{{end}}
+{{end}}
+
 {{if .Notes}}
 <h2 id="notes">Notes</h2>
 <ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// sessionHeadline is the sessions' count line.
-func (s *Sessions) headline() string {
+// Headline is the sessions' count line.
+func (s *Sessions) Headline() string {
 	h := fmt.Sprintf("%d complete sessions, %.1f steps each", s.Sessions, s.Steps)
 	if s.Failed > 0 {
 		h += fmt.Sprintf("; %d failed", s.Failed)
@@ -17,8 +17,8 @@ func (s *Sessions) headline() string {
 	return h
 }
 
-// pathLine is a critical path on one line.
-func (cp CriticalPath) line() string {
+// Line is the critical path on one line: "1:llm_ttft 12ms → 1:tools search 80ms → …".
+func (cp CriticalPath) Line() string {
 	parts := make([]string, 0, len(cp.Segments))
 	for _, sg := range cp.Segments {
 		p := fmt.Sprintf("%d:%s %s", sg.Step, sg.Part, fmtMS(sg.MS))
@@ -30,7 +30,8 @@ func (cp CriticalPath) line() string {
 	return strings.Join(parts, " → ")
 }
 
-func (w *WhatIf) line(what string) string {
+// Line says what the lever (named by what) saves, with its basis and note.
+func (w *WhatIf) Line(what string) string {
 	if w.Basis == "none" || w.Basis == "" {
 		return fmt.Sprintf("%s: %s", what, w.Note)
 	}
@@ -43,7 +44,7 @@ func (t textWriter) sessions(s *Sessions) {
 	if s == nil {
 		return
 	}
-	t.p("\nSESSIONS  %s\n", s.headline())
+	t.p("\nSESSIONS  %s\n", s.Headline())
 	for _, f := range s.Failures {
 		t.wrapped(fmt.Sprintf("session %d failed at step %d: %s: %s", f.Session, f.Step, f.ErrorKind, f.Error), 96, "  ", "    ")
 	}
@@ -56,14 +57,14 @@ func (t textWriter) sessions(s *Sessions) {
 		t.p("%-14s %10s %10s %10s %10s %6.1f%%\n", c.Name, fmtMS(c.Mean), fmtMS(c.P50), fmtMS(c.P95), fmtMS(c.P99), 100*c.Share)
 	}
 	for _, cp := range s.CriticalPaths {
-		t.wrapped(fmt.Sprintf("critical path, %s session (%d, %s): %s", cp.Which, cp.Session, fmtMS(cp.TotalMS), cp.line()), 96, "", "  ")
+		t.wrapped(fmt.Sprintf("critical path, %s session (%d, %s): %s", cp.Which, cp.Session, fmtMS(cp.TotalMS), cp.Line()), 96, "", "  ")
 	}
 	for _, w := range []struct {
 		name string
 		w    *WhatIf
 	}{{"parallel tool calls", s.ParallelTools}, {"a faster model for the tool-calling steps", s.FasterModel}} {
 		if w.w != nil {
-			t.wrapped(w.w.line(w.name), 96, "", "  ")
+			t.wrapped(w.w.Line(w.name), 96, "", "  ")
 		}
 	}
 }
@@ -72,7 +73,7 @@ func (m mdWriter) sessions(s *Sessions) {
 	if s == nil {
 		return
 	}
-	m.p("### Sessions\n\n%s.\n\n", s.headline())
+	m.p("### Sessions\n\n%s.\n\n", s.Headline())
 	for _, f := range s.Failures {
 		m.p("- session %d failed at step %d: `%s`: %s\n", f.Session, f.Step, f.ErrorKind, f.Error)
 	}
@@ -89,13 +90,13 @@ func (m mdWriter) sessions(s *Sessions) {
 	}
 	m.p("\n")
 	for _, cp := range s.CriticalPaths {
-		m.p("- critical path, %s session (%d, %s): %s\n", cp.Which, cp.Session, fmtMS(cp.TotalMS), cp.line())
+		m.p("- critical path, %s session (%d, %s): %s\n", cp.Which, cp.Session, fmtMS(cp.TotalMS), cp.Line())
 	}
 	if s.ParallelTools != nil {
-		m.p("- %s\n", s.ParallelTools.line("parallel tool calls"))
+		m.p("- %s\n", s.ParallelTools.Line("parallel tool calls"))
 	}
 	if s.FasterModel != nil {
-		m.p("- %s\n", s.FasterModel.line("a faster model for the tool-calling steps"))
+		m.p("- %s\n", s.FasterModel.Line("a faster model for the tool-calling steps"))
 	}
 	m.p("\n")
 }

@@ -172,9 +172,17 @@ func TestSessionsFromFile(t *testing.T) {
 	if diff := cmp.Diff(want, rep.Sessions); diff != "" {
 		t.Errorf("sessions read from a file differ (-in memory +file):\n%s", diff)
 	}
-	var txt bytes.Buffer
+	var txt, page bytes.Buffer
 	if err := rep.WriteText(&txt); err != nil {
 		t.Fatal(err)
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`<h2 id="sessions">`, "session 3 failed at step 2", "1:tools search 50.0ms → 1:tools fetch 30.0ms", "parallel tool calls (simulated)"} {
+		if !strings.Contains(page.String(), s) {
+			t.Errorf("HTML lacks %q", s)
+		}
 	}
 	for _, s := range []string{"SESSIONS  2 complete sessions", "session 3 failed at step 2: tool_timeout", "1:tools search 50.0ms → 1:tools fetch 30.0ms", "parallel tool calls (simulated): saves"} {
 		if !strings.Contains(txt.String(), s) {
