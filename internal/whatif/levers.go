@@ -56,6 +56,8 @@ type state struct {
 	p90Output int
 	maxOutput int
 	sloTTFT   float64 // TTFT SLO threshold in seconds (0: none)
+	// budget is the token budget prefill-interference suggests (0: none).
+	budget int
 	rate      float64 // the run's mean arrival rate
 }
 
@@ -88,12 +90,16 @@ var levers = []lever{
 		var out []variant
 		cur := c.ec.MaxNumBatchedTokens
 		if c.findings["prefill-interference"] || c.findings["stalls"] || c.o.all() {
-			if v := max(cur/2, 256); v < cur && !c.ec.DisableChunkedPrefill {
+			v, why := max(cur/2, 256), "half the run's"
+			if c.budget > 0 {
+				v, why = c.budget, "the budget the prefill-interference finding computes"
+			}
+			if v < cur && !c.ec.DisableChunkedPrefill {
 				d := c.base
 				d.Engine.MaxNumBatchedTokens = v
 				out = append(out, variant{title: fmt.Sprintf("token budget %d", v),
 					setting: fmt.Sprintf("max_num_batched_tokens: %d → %d", cur, v), d: d,
-					assumes: []string{"a step's prefill chunk is cut to the budget, so decodes wait less and long prompts take more steps"}})
+					assumes: []string{"a step's prefill chunk is cut to the budget (" + why + "), so decodes wait less and long prompts take more steps"}})
 			}
 		}
 		if c.findings["prefill-bound"] || c.o.all() {

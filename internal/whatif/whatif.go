@@ -204,6 +204,9 @@ func (r *runner) prepare(rep *report.Report) error {
 	r.c = &state{base: d, ec: ec.WithDefaults(), pc: pc, findings: map[string]bool{}, o: r.o, rate: r.b.Workload.Rate}
 	for _, f := range rep.Findings {
 		r.c.findings[f.Rule] = true
+		if v := f.Numbers["suggested_max_num_batched_tokens"]; f.Rule == "prefill-interference" && v >= 1 {
+			r.c.budget = int(v)
+		}
 	}
 	r.c.p90Output, r.c.maxOutput = percentile(r.b.Outputs, 90), slices.Max(append([]int{0}, r.b.Outputs...))
 	r.inRange, r.outRange = span(r.b.Inputs), span(r.b.Outputs)
