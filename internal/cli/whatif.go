@@ -149,7 +149,8 @@ func twinOf(dir string, rep *report.Report, profile string) (twin, string, error
 	if rc.Config == nil && (sim || embedded) && profile == "" {
 		return twin{}, "the folder has no config.json to rebuild the run's engine from (give --profile)", nil
 	}
-	p, err := parseRunFlags(rc.Config, sim)
+	command, _ := os.ReadFile(filepath.Join(dir, results.CommandFile))
+	p, err := parseRunFlags(rc.Config, sim, string(command))
 	if err != nil {
 		return twin{}, "", fmt.Errorf("what-if: %s: %w", filepath.Join(dir, results.ConfigFile), err)
 	}
@@ -217,8 +218,11 @@ type runFlags struct {
 // parseRunFlags sets the flags a run recorded (those that differ from
 // their defaults) on fresh flag groups: simulate's, or bench's workload
 // and its embedded engine's (--sim-*).
-func parseRunFlags(cfg map[string]string, sim bool) (runFlags, error) {
+func parseRunFlags(cfg map[string]string, sim bool, command string) (runFlags, error) {
 	p := runFlags{opts: simulate.DefaultOptions(), simEngine: engine.DefaultOptions(), has: cfg != nil}
+	if !sim {
+		p.opts.IgnoreEOS = false // bench's default
+	}
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	g := newFlagGroup(fs, "", "", "seed")
 	fs.Uint64Var(&p.opts.Workload.Seed, "seed", p.opts.Workload.Seed, "")
@@ -228,7 +232,6 @@ func parseRunFlags(cfg map[string]string, sim bool) (runFlags, error) {
 	bindDeploymentFlags(g, &p.opts)
 	var sg *flagGroup
 	if !sim {
-		p.opts.IgnoreEOS = false // bench's default against a server
 		sg = newFlagGroup(fs, "sim-", "")
 		bindEngineFlags(sg, &p.simEngine)
 	}
@@ -241,8 +244,8 @@ func parseRunFlags(cfg map[string]string, sim bool) (runFlags, error) {
 			return p, fmt.Errorf("flag --%s=%q: %w", k, v, err)
 		}
 	}
-	if !sim && cfg["url"] == "" && cfg["ignore-eos"] == "" {
-		p.opts.IgnoreEOS = true // the embedded engine's default
+	if !sim && cfg["url"] == "" && !strings.Contains(command, "--ignore-eos") {
+		p.opts.IgnoreEOS = true // bench asks the embedded engine for it unless told
 	}
 	for _, gr := range []*flagGroup{g, sg} {
 		if gr != nil {

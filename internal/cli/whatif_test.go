@@ -265,3 +265,26 @@ func TestWhatIfEmbeddedEngineRun(t *testing.T) {
 		t.Errorf("the twin's baseline %.0f ms, the run's %.0f ms: the same engine and workload should agree", b, m)
 	}
 }
+
+// A real server's run with --profile: the engine is the profile's with the
+// batch settings the server exposed, and bench's workload flags are
+// replayed when its answers ran to max_tokens.
+func TestWhatIfMeasuredRunWithProfile(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "60", "--max-num-seqs", "2", "--input-tokens", "500", "--output-tokens", "100")
+	for name, body := range map[string]string{
+		"run.json": `{"target":"http://gpu:8000","model":"meta-llama/Llama-3.1-8B-Instruct","mode":"open","offered_rps":4,
+			"server":{"engine":"vllm","config":{"max_num_seqs":"2","enable_prefix_caching":"false"}}}`,
+		"config.json": `{"config":{"url":"http://gpu:8000","rate":"4","requests":"60","input-tokens":"500","output-tokens":"100","ignore-eos":"true"}}`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=1s", "--what-if", "replicas", "--profile", writeProfile(t, t.TempDir(), "Llama-3.1-8B"))
+	w := rep.WhatIf
+	if w == nil || !strings.Contains(w.Deployment, "max_num_seqs 2,") || !strings.Contains(w.Workload, "prompts 500 tokens, max_tokens 100") {
+		t.Fatalf("what-if %+v; notes %v", w, rep.Notes)
+	}
+	if !slices.ContainsFunc(w.Assumptions, func(s string) bool { return strings.Contains(s, "did not expose max_num_batched_tokens") }) {
+		t.Errorf("the setting the server did not expose is not said: %v", w.Assumptions)
+	}
+}

@@ -214,7 +214,7 @@ func (m mdWriter) whatIf(w *Predictions) {
 	for _, a := range w.Assumptions {
 		m.p("\n- %s", mdEscape(a))
 	}
-	m.p("\n")
+	m.p("\n\n")
 }
 
 // mdEscape keeps a table cell's pipes from splitting it.
