@@ -58,7 +58,7 @@ type state struct {
 	sloTTFT   float64 // TTFT SLO threshold in seconds (0: none)
 	// budget is the token budget prefill-interference suggests (0: none).
 	budget int
-	rate      float64 // the run's mean arrival rate
+	rate   float64 // the run's mean arrival rate
 }
 
 var (
