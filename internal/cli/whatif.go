@@ -100,6 +100,9 @@ func addWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	if err != nil {
 		return err
 	}
+	if wi == nil && names != nil {
+		rep.Notes = append(rep.Notes, "what-if: none of the levers asked for ("+w.mode+") changes this run's deployment (each is already set, or no finding calls for it)")
+	}
 	rep.WhatIf = wi
 	return nil
 }

@@ -252,6 +252,11 @@ func (r *runner) pickObjectives(rep *report.Report) {
 			r.slos = append(r.slos, latency.SLO{Metric: m, Percentile: 99, Max: unjudged})
 		}
 	}
+	if len(r.slos) == 0 { // levers asked for, no finding about a metric
+		for _, m := range []latency.Metric{latency.TTFT, latency.TPOT, latency.E2E} {
+			r.slos = append(r.slos, latency.SLO{Metric: m, Percentile: 99, Max: unjudged})
+		}
+	}
 }
 
 // variants lists the deployments to simulate: the levers the findings'
