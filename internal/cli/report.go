@@ -36,12 +36,19 @@ request) and html (one self-contained file; --output/-o, default report.html
 in the results folder). --compare A B sets two runs side by side and marks
 each difference larger than its confidence interval.
 
+What-if: for a simulated or embedded-engine run, or a measured one with
+--profile (from tokentrace calibrate), each remedy the diagnosis names is
+re-simulated on the run's own workload with that lever changed, and its
+predicted effect on the breached SLO and on goodput is shown, ranked
+(--what-if auto|off|all|LEVER,…; docs/report.md, "What-if remedies").
+
 Exit status: 0 when the report is written (and every --slo holds), 3 when an
 SLO failed, 2 for bad flags or results that cannot be read, 1 when the
 output cannot be written (docs/cli.md).`,
 		Example: `  tokentrace report results/run1
   tokentrace report results/run1 --slo "ttft:p99<=1.5s,tpot:p99<=50ms" --format html
-  tokentrace report --compare results/before results/after --format md`,
+  tokentrace report --compare results/before results/after --format md
+  tokentrace report results/run1 --slo "ttft:p99<=1s" --profile h100.yaml --what-if prefix-caching,replicas`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			slos, err := latency.ParseSLOs(slo)
