@@ -139,9 +139,10 @@ func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
 		s.finalUsage = chunkUsage(ch)
 	}
 	s.metrics = append(s.metrics[:0], ch.Metrics...)
-	if s.finalUsage == nil {
+	if s.finalUsage == nil && ch.Output {
 		// No usage: one chunk, counted as one token (the only honest
-		// per-chunk count without a tokenizer of the server's model).
+		// per-chunk count without a tokenizer of the server's model); an
+		// answer without output has none, and so no first token.
 		s.chunkTokens = 1
 	}
 	return nil

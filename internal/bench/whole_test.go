@@ -61,3 +61,43 @@ func TestWholeAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestNoContentNoTTFT: an answer without content (a stream of role-only,
+// finish and usage chunks, or a whole answer with empty content) has no
+// first token, so its record has no TTFT; one with content has.
+func TestNoContentNoTTFT(t *testing.T) {
+	role := `data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n"
+	stop := `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
+	tests := []struct {
+		name   string
+		stream bool
+		body   string
+		ttft   bool
+	}{
+		{"stream: role, finish, usage", true, role + stop + `data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":0}}` + "\n\ndata: [DONE]\n\n", false},
+		{"stream: role, finish", true, role + stop + "data: [DONE]\n\n", false},
+		{"stream: content", true, role + `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n" + stop + "data: [DONE]\n\n", true},
+		{"whole: empty content, no usage", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`, false},
+		{"whole: empty content, usage", false, `{"choices":[{"index":0,"message":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":0}}`, false},
+		{"whole: content, no usage", false, `{"choices":[{"index":0,"message":{"content":"a"},"finish_reason":"stop"}]}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if tt.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+				}
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			rec := do(t, newTestClient(t, srv.URL, func(tg *Target) { tg.Stream = tt.stream }))
+			if !rec.OK() {
+				t.Fatalf("failed: %s %s", rec.ErrorKind, rec.Error)
+			}
+			if _, ok := rec.TTFT(); ok != tt.ttft || (len(rec.ChunkNS) > 0) != tt.ttft {
+				t.Errorf("TTFT defined %v with %d content chunks (output %d tokens), want %v", ok, len(rec.ChunkNS), rec.OutputTokens, tt.ttft)
+			}
+		})
+	}
+}
