@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
 
@@ -401,7 +402,9 @@ func TestRewriteFieldsKeepsOtherBytes(t *testing.T) {
 }
 
 // FuzzScanRequestAgainstEncodingJSON checks the scanner against
-// encoding/json: whatever it accepts is valid JSON with the same fields.
+// encoding/json and serve's decoder both ways: whatever it accepts is
+// valid JSON that encoding/json reads with the same fields, and whatever
+// it refuses, openai.DecodeChat refuses too.
 func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi \"there\"\n"}]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"}]}],"max_tokens":null}`))
@@ -410,6 +413,12 @@ func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ScanRequest(body, true, 64)
 		if err != nil {
+			// The scanner refuses only what a server refuses: a body that
+			// serve's decoder (openai.DecodeChat: exact, unique keys,
+			// validated fields) accepts is accepted here too.
+			if _, apiErr := openai.DecodeChat(body); apiErr == nil {
+				t.Fatalf("refused %q (%v), which openai.DecodeChat accepts", body, err)
+			}
 			return
 		}
 		if !json.Valid(body) {
@@ -429,7 +438,7 @@ func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 			} `json:"messages"`
 		}
 		if err := json.Unmarshal(body, &ref); err != nil {
-			return // e.g. a duplicate key of another type; the scanner is stricter only in shape
+			t.Fatalf("accepted %q, which encoding/json cannot read: %v", body, err)
 		}
 		if ref.Model != r.Model || ref.Stream != r.Stream {
 			t.Fatalf("scanner %q/%v, encoding/json %q/%v", r.Model, r.Stream, ref.Model, ref.Stream)
