@@ -543,25 +543,13 @@ func indent(s string) string {
 func runID(t time.Time) string { return fmt.Sprintf("tt%x", t.UnixNano()&0xffffffffff) }
 
 // redacted is t as config.json records it: its API key, its URL's
-// userinfo and the credentials of its headers (Authorization, api-key
-// headers, any header named like a key) masked (internal/redact).
+// userinfo and the credentials of its headers (redact.Header) masked.
 func redacted(t Target) Target {
 	t.BaseURL = redact.URL(t.BaseURL)
 	if t.APIKey != "" {
 		t.APIKey = redact.Mask
 	}
-	if t.Headers != nil {
-		h := t.Headers.Clone()
-		for k, vs := range h {
-			for i, v := range vs {
-				if strings.EqualFold(k, "Authorization") || strings.Contains(strings.ToLower(k), "key") {
-					v = redact.Mask
-				}
-				vs[i] = redact.Text(v)
-			}
-		}
-		t.Headers = h
-	}
+	t.Headers = redact.Header(t.Headers)
 	return t
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -110,5 +111,33 @@ func TestQuoting(t *testing.T) {
 	want := `[3:18] time: invalid duration "xxxxxs" near http://xxxxx@10.0.0.1`
 	if got := Quoting(msg, doc); got != want {
 		t.Errorf("Quoting = %q, want %q", got, want)
+	}
+}
+
+func TestHeader(t *testing.T) {
+	in := http.Header{
+		"Authorization":       {"Bearer sk-secret-1"},
+		"Proxy-Authorization": {"Basic dXNlcjpwdw=="},
+		"X-Api-Key":           {"key-secret-2"},
+		"X-Auth-Token":        {"tok-secret-3"},
+		"Cookie":              {"session=s-secret-4"},
+		"X-Extra":             {"1", "see http://u:pw-secret-5@host/v1"},
+	}
+	want := http.Header{
+		"Authorization":       {Mask},
+		"Proxy-Authorization": {Mask},
+		"X-Api-Key":           {Mask},
+		"X-Auth-Token":        {Mask},
+		"Cookie":              {Mask},
+		"X-Extra":             {"1", "see http://xxxxx@host/v1"},
+	}
+	if diff := cmp.Diff(want, Header(in)); diff != "" {
+		t.Errorf("Header (-want +got):\n%s", diff)
+	}
+	if in.Get("Authorization") != "Bearer sk-secret-1" {
+		t.Errorf("Header changed its argument: %v", in)
+	}
+	if Header(nil) != nil {
+		t.Error("Header(nil) is not nil")
 	}
 }
