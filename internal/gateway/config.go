@@ -193,8 +193,9 @@ type RouteConfig struct {
 	// LengthPools, when set, choose the pool by input length: the first
 	// whose MaxInputTokens is ≥ the request's input tokens (0 = no bound).
 	LengthPools []LengthPool `yaml:"length_pools"`
-	// Fallback is a public model name tried when the TTFT timeout expires
-	// before the first token and retries are exhausted.
+	// Fallback is a route or a replica-listed model tried once, after a
+	// failure the gateway retries (the TTFT timeout, a connection error,
+	// 5xx or 429 before the first token) when retries are exhausted.
 	Fallback string       `yaml:"fallback"`
 	Length   LengthPolicy `yaml:"length"`
 	// DeadlineTTFT is the default TTFT deadline for requests without

@@ -87,3 +87,21 @@ func TestFallbackQueueKeepsTheDeadline(t *testing.T) {
 	close(gate)
 	<-held
 }
+
+// The fallback follows any failure the gateway retries (a TTFT timeout, a
+// connection error, 5xx or 429 before the first token) once retries are
+// spent; a failure it does not retry (a 400) is answered as it is.
+func TestFallbackAfterRetryableFailures(t *testing.T) {
+	for _, c := range []struct {
+		status, want int
+		smallServed  int64
+	}{{http.StatusServiceUnavailable, 200, 1}, {http.StatusTooManyRequests, 200, 1}, {http.StatusBadRequest, 400, 0}} {
+		big := newFakeUpstream(t, &fakeUpstream{name: "big", status: c.status})
+		small := newFakeUpstream(t, &fakeUpstream{name: "small"})
+		gw := startGateway(t, fallbackGateway(t, big, small, "{}", ""))
+		s, _, b := do(t, gw.URL, chatBody("big-model", true, "x", ""), nil)
+		if s != c.want || small.served.Load() != c.smallServed {
+			t.Errorf("big answers %d: status %d (%s), small served %d; want %d and %d", c.status, s, b, small.served.Load(), c.want, c.smallServed)
+		}
+	}
+}
