@@ -6,4 +6,8 @@
 // requests for confidence intervals and writes a perfmodel.Profile. It also
 // holds the closed-loop driver and the public-measurement reader used to
 // check the twin against published closed-loop results (docs/calibrate.md).
+//
+// It never imports serve, gateway, bench or app: it reads results folders
+// (through internal/report) and replays them on the engine's virtual
+// clock.
 package calibrate

@@ -19,4 +19,7 @@
 // "this workload, with one lever changed".
 //
 // docs/plan.md is the user's guide.
+//
+// It never imports serve, gateway, bench or app: every candidate is judged
+// on the virtual clock (internal/simulate), never measured.
 package capacity

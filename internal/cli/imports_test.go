@@ -85,3 +85,74 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 }
+
+// neverImports is what each package's doc comment (doc.go) says it must
+// never import of this module: the packages named, or, for "only", every
+// package of this module but those named (an empty "only" list: none at
+// all). docs/architecture.md draws the picture these rules keep true.
+var neverImports = map[string]struct{ only, never []string }{
+	"internal/field":      {only: []string{}},
+	"internal/latency":    {only: []string{}},
+	"internal/stats":      {only: []string{}},
+	"internal/jsonscan":   {only: []string{}},
+	"internal/sse":        {only: []string{}},
+	"internal/httplimit":  {only: []string{}},
+	"internal/redact":     {only: []string{}},
+	"internal/scrape":     {only: []string{}},
+	"internal/route":      {only: []string{}},
+	"internal/tokenizer":  {only: []string{}},
+	"internal/openai":     {only: []string{"jsonscan"}},
+	"internal/tracing":    {only: []string{"latency", "redact"}},
+	"internal/redisstate": {only: []string{"redact"}},
+	"internal/perfmodel":  {only: []string{"field"}},
+	"internal/workload":   {only: []string{"field", "tokenizer"}},
+	"internal/results":    {only: []string{"field", "latency"}},
+	"internal/engine":     {only: []string{"field", "perfmodel", "workload"}},
+	"internal/report":     {never: []string{"bench", "serve", "gateway", "app"}},
+	"internal/serve":      {never: []string{"bench", "gateway", "app", "report", "simulate", "calibrate", "capacity"}},
+	"internal/gateway":    {never: []string{"serve", "engine", "perfmodel", "bench", "app", "report", "simulate"}},
+	"internal/app":        {never: []string{"serve", "gateway", "engine", "bench", "report"}},
+	"internal/bench":      {never: []string{"serve", "gateway", "app", "engine", "perfmodel", "simulate"}},
+	"internal/simulate":   {never: []string{"serve", "gateway", "bench", "app"}},
+	"internal/calibrate":  {never: []string{"serve", "gateway", "bench", "app"}},
+	"internal/capacity":   {never: []string{"serve", "gateway", "bench", "app"}},
+	"internal/agent":      {never: []string{"serve", "gateway", "app", "bench", "engine", "report", "simulate"}},
+	"internal/whatif":     {never: []string{"serve", "gateway", "bench", "app", "agent"}},
+	"internal/cli":        {},
+}
+
+// commandPackages are the subcommands' capability packages that only
+// internal/cli may import (the flow runs one way, through the command line).
+var commandPackages = []string{"internal/app", "internal/bench", "internal/gateway", "internal/serve", "internal/whatif"}
+
+// TestDocumentedImports checks neverImports and commandPackages on every
+// package's non-test imports, and that every internal package has a rule
+// (a new package states its own in its doc.go and here).
+func TestDocumentedImports(t *testing.T) {
+	for _, p := range listPackages(t) {
+		name := strings.TrimPrefix(p.ImportPath, module+"/")
+		rule, ok := neverImports[name]
+		if !ok && strings.HasPrefix(name, "internal/") && strings.Count(name, "/") == 1 {
+			t.Errorf("%s has no import rule in neverImports (and its doc.go)", name)
+		}
+		for _, imp := range p.Imports {
+			dep, ours := strings.CutPrefix(imp, module+"/internal/")
+			if !ours {
+				continue
+			}
+			dep, _, _ = strings.Cut(dep, "/") // a test-helper subpackage counts as its parent
+			if "internal/"+dep == name {
+				continue
+			}
+			switch {
+			case rule.only != nil && !slices.Contains(rule.only, dep):
+				t.Errorf("%s imports internal/%s: its doc.go allows only %v", name, dep, rule.only)
+			case slices.Contains(rule.never, dep):
+				t.Errorf("%s imports internal/%s, which its doc.go says it never does", name, dep)
+			}
+			if slices.Contains(commandPackages, "internal/"+dep) && name != "internal/cli" {
+				t.Errorf("%s imports internal/%s: only internal/cli imports a command's package", name, dep)
+			}
+		}
+	}
+}

@@ -1,10 +1,3 @@
-// Package cli holds tokentrace's command line: flags (one name per concept,
-// each defined once in flaggroups.go and bound by every command that takes
-// it), config files, process settings, exit statuses, and the mapping from
-// the domain packages' field errors to flag names. One file per
-// subcommand turns flags into a typed configuration and calls the package
-// that does the work; no domain logic lives here, and no domain package
-// imports cobra or pflag (imports_test.go checks it).
 package cli
 
 import (

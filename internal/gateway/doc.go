@@ -24,4 +24,9 @@
 // (stages and Server-Timing), metrics.go (Prometheus), tracing.go
 // (OpenTelemetry), server.go (the process). docs/gateway.md describes it
 // for users.
+//
+// It never imports serve, engine, perfmodel, bench, app, report or
+// simulate: it proxies to any OpenAI-compatible server and shares only
+// internal/route's placement policies with the simulator; only
+// internal/cli imports it.
 package gateway

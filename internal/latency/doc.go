@@ -5,4 +5,7 @@
 // package (engine, bench, report, gateway) can import it.
 //
 // The formulas behind every name here are written out in docs/metrics.md.
+//
+// It must never import a package of this module (internal/cli's
+// TestImportRules checks it).
 package latency

@@ -1,7 +1,3 @@
-// Package openai holds the OpenAI-compatible HTTP API's wire types: requests,
-// responses, stream chunks, and the error shape every endpoint answers with.
-// Request decoding matches keys exactly and refuses duplicated keys
-// (keys.go), as OpenAI's API does.
 package openai
 
 import (

@@ -2,4 +2,7 @@
 // model catalogs, and a roofline estimate of one engine step's duration from
 // which TTFT, TPOT, KV-cache capacity and throughput are derived. The
 // simulated engine times every step with it.
+//
+// It imports nothing of this module but internal/field: never engine,
+// serve, bench or gateway, which build on it.
 package perfmodel

@@ -1,8 +1,3 @@
-// Package results writes a results folder, the output of `tokentrace
-// bench` and `tokentrace simulate` that `tokentrace report` reads:
-// requests.jsonl (one latency.Record per line, appended as each request
-// ends), summary.json, run.json (internal/report's RunInfo), command.txt,
-// config.json and, for a simulation asked for it, steps.jsonl.
 package results
 
 import (

@@ -1,14 +1,3 @@
-// Package serve is `tokentrace serve`: the simulated engine
-// (internal/engine) behind an OpenAI-compatible HTTP API, with vLLM's
-// /metrics, per-request server timing, and seeded fault injection.
-// docs/serve.md is the user's guide.
-//
-// In-process use (what `tokentrace bench` does when given no --url):
-//
-//	srv, err := serve.Start(ctx, serve.Config{Engine: engCfg}, "127.0.0.1:0")
-//	if err != nil { ... }
-//	defer srv.Close()
-//	client := openai.NewClient(option.WithBaseURL(srv.URL()))
 package serve
 
 import (

@@ -1,6 +1,3 @@
-// Package sse reads and writes Server-Sent Events as OpenAI-compatible
-// servers stream them: "data: {...}" events ended by a blank line, and a
-// final "data: [DONE]".
 package sse
 
 import (

@@ -1,9 +1,3 @@
-// Package tracing is what every tokentrace hop (bench's client, the app,
-// the gateway, serve) shares for OpenTelemetry traces: the OTLP/HTTP
-// exporter, the W3C trace-context propagator, and one child span per
-// stage of a request, so that one request is one trace in any OTLP
-// backend with each hop's Server-Timing split as spans
-// (docs/metrics.md, "Traces").
 package tracing
 
 import (

@@ -1,10 +1,3 @@
-// Package whatif predicts what each remedy of a report's diagnosis would do
-// to the run: the run's own workload (arrivals, lengths, shared prefixes,
-// sessions) re-simulated by the twin — the engine, scheduler and router of
-// internal/simulate, through capacity.Evaluate and capacity.FindGoodput —
-// first with the run's own configuration (the baseline), then once per
-// lever with that one setting changed, the same seed. The result is
-// report.WhatIf, which the report renders.
 package whatif
 
 import (

@@ -1,6 +1,3 @@
-// Package workload describes what a load generator sends: request shapes
-// (input and output lengths, shared prefixes, sessions), arrival schedules,
-// and traces of real production arrivals.
 package workload
 
 import (

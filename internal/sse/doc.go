@@ -1,0 +1,10 @@
+// Package sse reads and writes Server-Sent Events as OpenAI-compatible
+// servers stream them: "data: {...}" events ended by a blank line, and a
+// final "data: [DONE]". Reader is the project's one SSE reader: bench,
+// the gateway (in block mode, relaying each event's raw bytes) and the app
+// read every stream with it, with each line end the specification allows
+// (LF, CRLF, a lone CR) and each event stamped at its bytes' arrival;
+// Writer flushes each event as serve and the app send them.
+//
+// It imports nothing of this module (standard library only).
+package sse
