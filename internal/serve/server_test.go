@@ -486,12 +486,19 @@ func TestPriorityReachesTheEngine(t *testing.T) {
 			t.Fatalf("engine state %+v", s.Engine().Stats())
 		}
 	}
+	// The first request runs until the two others wait (2 s of steps: a
+	// busy machine's delays cannot end it first), then leaves.
 	first := make(chan struct{})
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
 	go func() {
 		defer close(first)
-		resp := post(t, context.Background(), s.URL()+"/completions", `{"model":"sim-model","prompt":"a","max_tokens":40,"ignore_eos":true}`)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/completions",
+			strings.NewReader(`{"model":"sim-model","prompt":"a","max_tokens":1000,"ignore_eos":true,"stream":true}`))
+		if resp, err := http.DefaultClient.Do(req); err == nil { // an error is the leaving
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
 	}()
 	wait(func(st engine.Stats) bool { return st.Running == 1 })
 	type result struct {
@@ -515,6 +522,7 @@ func TestPriorityReachesTheEngine(t *testing.T) {
 	wait(func(st engine.Stats) bool { return st.Waiting == 1 })
 	send("urgent", -1)
 	wait(func(st engine.Stats) bool { return st.Waiting == 2 })
+	leave()
 	<-first
 	scheduled := map[string]float64{}
 	for range 2 {
