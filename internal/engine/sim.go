@@ -88,33 +88,10 @@ func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for i := range arrivals {
-		a := &arrivals[i]
-		if a.At < 0 {
-			return nil, fmt.Errorf("arrival %d (%q): negative arrival offset %v", i, a.Request.ID, a.At)
-		}
-		if a.AbortAt > 0 && a.AbortAt < a.At {
-			return nil, fmt.Errorf("arrival %d (%q): abort at %v is before its arrival at %v", i, a.Request.ID, a.AbortAt, a.At)
-		}
-		if err := validate(&a.Request, cfg); err != nil {
-			return nil, fmt.Errorf("arrival %d (%q): %w", i, a.Request.ID, err)
-		}
+	if err := checkArrivals(cfg, arrivals); err != nil {
+		return nil, err
 	}
-	order := make([]int, len(arrivals))
-	for i := range order {
-		order[i] = i
-	}
-	if !slices.IsSortedFunc(arrivals, func(a, b Arrival) int { return cmpDur(a.At, b.At) }) {
-		slices.SortStableFunc(order, func(i, j int) int { return cmpDur(arrivals[i].At, arrivals[j].At) })
-	}
-	var aborts []int // arrival indices with AbortAt, by AbortAt
-	for i := range arrivals {
-		if arrivals[i].AbortAt > 0 {
-			aborts = append(aborts, i)
-		}
-	}
-	slices.SortStableFunc(aborts, func(i, j int) int { return cmpDur(arrivals[i].AbortAt, arrivals[j].AbortAt) })
-
+	order, aborts := simOrder(arrivals)
 	v, err := NewVirtual(cfg)
 	if err != nil {
 		return nil, err
@@ -168,24 +145,7 @@ func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, erro
 			now = arrivals[order[next]].At
 			continue
 		}
-		if opts.Steps {
-			res.Steps = append(res.Steps, v.LastStep())
-		}
-		if opts.Chunks {
-			v.EachPrefill(func(id, n int) {
-				res.Chunks[id] = append(res.Chunks[id], Chunk{Start: now, End: end, Tokens: n})
-			})
-		}
-		outs := v.Finish()
-		for i := range outs {
-			o := &outs[i]
-			if opts.Emissions {
-				res.Emissions[o.ID()] = append(res.Emissions[o.ID()], Emission{At: end, Tokens: o.Tokens})
-			}
-			if o.Finish != "" {
-				res.Timelines[o.ID()] = o.Timeline()
-			}
-		}
+		res.recordStep(v, opts, now, end)
 		now = end
 	}
 	for i := range res.Timelines {
@@ -196,6 +156,66 @@ func Simulate(cfg Config, arrivals []Arrival, opts SimOptions) (*SimResult, erro
 	res.Stats = v.Stats()
 	res.Stats.Running, res.Stats.Waiting = 0, 0
 	return res, nil
+}
+
+// checkArrivals refuses arrivals before 0, aborts before their arrival
+// and requests the engine would not take.
+func checkArrivals(cfg Config, arrivals []Arrival) error {
+	for i := range arrivals {
+		a := &arrivals[i]
+		if a.At < 0 {
+			return fmt.Errorf("arrival %d (%q): negative arrival offset %v", i, a.Request.ID, a.At)
+		}
+		if a.AbortAt > 0 && a.AbortAt < a.At {
+			return fmt.Errorf("arrival %d (%q): abort at %v is before its arrival at %v", i, a.Request.ID, a.AbortAt, a.At)
+		}
+		if err := validate(&a.Request, cfg); err != nil {
+			return fmt.Errorf("arrival %d (%q): %w", i, a.Request.ID, err)
+		}
+	}
+	return nil
+}
+
+// simOrder returns the arrivals' indices by arrival offset (stable), and
+// those with an abort by abort offset.
+func simOrder(arrivals []Arrival) (order, aborts []int) {
+	order = make([]int, len(arrivals))
+	for i := range order {
+		order[i] = i
+	}
+	if !slices.IsSortedFunc(arrivals, func(a, b Arrival) int { return cmpDur(a.At, b.At) }) {
+		slices.SortStableFunc(order, func(i, j int) int { return cmpDur(arrivals[i].At, arrivals[j].At) })
+	}
+	for i := range arrivals {
+		if arrivals[i].AbortAt > 0 {
+			aborts = append(aborts, i)
+		}
+	}
+	slices.SortStableFunc(aborts, func(i, j int) int { return cmpDur(arrivals[i].AbortAt, arrivals[j].AbortAt) })
+	return order, aborts
+}
+
+// recordStep keeps what opts asks of the step that ran from now to end,
+// and the timelines of the requests it finished.
+func (res *SimResult) recordStep(v *Virtual, opts SimOptions, now, end time.Duration) {
+	if opts.Steps {
+		res.Steps = append(res.Steps, v.LastStep())
+	}
+	if opts.Chunks {
+		v.EachPrefill(func(id, n int) {
+			res.Chunks[id] = append(res.Chunks[id], Chunk{Start: now, End: end, Tokens: n})
+		})
+	}
+	outs := v.Finish()
+	for i := range outs {
+		o := &outs[i]
+		if opts.Emissions {
+			res.Emissions[o.ID()] = append(res.Emissions[o.ID()], Emission{At: end, Tokens: o.Tokens})
+		}
+		if o.Finish != "" {
+			res.Timelines[o.ID()] = o.Timeline()
+		}
+	}
 }
 
 func cmpDur(a, b time.Duration) int {
