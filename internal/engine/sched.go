@@ -149,10 +149,23 @@ func (s *scheduler) drawOutput(q *Request) (int, FinishReason) {
 func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 	s.plan = s.plan[:0]
 	s.nPreempt = 0
-	budget := s.cfg.MaxNumBatchedTokens
-	bs := s.cfg.BlockSize
+	budget := s.planRunning(s.cfg.MaxNumBatchedTokens)
+	// Then waiting requests, into the leftover budget, unless this step
+	// preempted (vLLM V1 does the same).
+	if s.nPreempt == 0 {
+		s.admitWaiting(now, budget)
+	}
+	if len(s.plan) == 0 {
+		return 0, false
+	}
+	return s.price(), true
+}
 
-	// Running requests first: decodes and the next chunks of prompts.
+// planRunning plans the running requests first, decodes and the next
+// chunks of prompts, preempting where the KV cache cannot grow, and
+// returns the budget left.
+func (s *scheduler) planRunning(budget int) int {
+	bs := s.cfg.BlockSize
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		r := s.running[i]
 		remaining := r.numTokens() - r.computed
@@ -186,60 +199,62 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 		s.plan = append(s.plan, planned{r: r, n: n, ctx: r.computed, decode: decode})
 		budget -= n
 	}
+	return budget
+}
 
-	// Then waiting requests, into the leftover budget, unless this step
-	// preempted (vLLM V1 does the same).
-	if s.nPreempt == 0 {
-		for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
-			r := s.waiting.peek()
-			if r == nil {
-				break
-			}
-			numTok := r.numTokens()
-			hits, evict := 0, 0
-			if s.cfg.EnablePrefixCaching {
-				if r.prompt != nil {
-					r.hashes = blockHashes(r.prompt, bs)
-					r.prompt = nil
-				}
-				hits, evict = s.kv.lookup(r.hashes, (numTok-1)/bs)
-			}
-			hitTok := hits * bs
-			n := numTok - hitTok
-			if n > budget {
-				if !s.chunked {
-					break
-				}
-				n = budget
-			}
-			if s.kv.blocksFor(hitTok+n)-hits+evict > s.kv.numFree {
-				break
-			}
-			s.waiting.pop()
-			if need := s.kv.blocksFor(r.promptLen + r.target + s.k); cap(r.blocks) < need {
-				r.blocks = make([]int32, 0, need)
-			}
-			s.kv.take(&r.blocks, r.hashes, hits)
-			s.kv.grow(&r.blocks, hitTok+n)
-			r.computed = hitTok
-			if s.cfg.EnablePrefixCaching {
-				s.prefixQueries += int64(numTok)
-				s.prefixHits += int64(hitTok)
-			}
-			if r.scheduled < 0 { // first admission
-				r.cachedTokens = hitTok
-				r.scheduled = now
-			}
-			r.state = stRunning
-			s.running = append(s.running, r)
-			s.plan = append(s.plan, planned{r: r, n: n, ctx: hitTok})
-			budget -= n
+// admitWaiting admits waiting requests in order while the budget, the
+// sequence limit and the free KV blocks (after prefix-cache hits) allow.
+func (s *scheduler) admitWaiting(now int64, budget int) {
+	bs := s.cfg.BlockSize
+	for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
+		r := s.waiting.peek()
+		if r == nil {
+			break
 		}
+		numTok := r.numTokens()
+		hits, evict := 0, 0
+		if s.cfg.EnablePrefixCaching {
+			if r.prompt != nil {
+				r.hashes = blockHashes(r.prompt, bs)
+				r.prompt = nil
+			}
+			hits, evict = s.kv.lookup(r.hashes, (numTok-1)/bs)
+		}
+		hitTok := hits * bs
+		n := numTok - hitTok
+		if n > budget {
+			if !s.chunked {
+				break
+			}
+			n = budget
+		}
+		if s.kv.blocksFor(hitTok+n)-hits+evict > s.kv.numFree {
+			break
+		}
+		s.waiting.pop()
+		if need := s.kv.blocksFor(r.promptLen + r.target + s.k); cap(r.blocks) < need {
+			r.blocks = make([]int32, 0, need)
+		}
+		s.kv.take(&r.blocks, r.hashes, hits)
+		s.kv.grow(&r.blocks, hitTok+n)
+		r.computed = hitTok
+		if s.cfg.EnablePrefixCaching {
+			s.prefixQueries += int64(numTok)
+			s.prefixHits += int64(hitTok)
+		}
+		if r.scheduled < 0 { // first admission
+			r.cachedTokens = hitTok
+			r.scheduled = now
+		}
+		r.state = stRunning
+		s.running = append(s.running, r)
+		s.plan = append(s.plan, planned{r: r, n: n, ctx: hitTok})
+		budget -= n
 	}
+}
 
-	if len(s.plan) == 0 {
-		return 0, false
-	}
+// price times the planned step with the step timer.
+func (s *scheduler) price() time.Duration {
 	s.batch.Reset()
 	anyDecode := false
 	for _, p := range s.plan {
@@ -253,11 +268,7 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 	if anyDecode && s.k > 0 {
 		s.batch.DraftK = s.k
 	}
-	dur = s.timer.StepTime(&s.batch)
-	if dur < 0 {
-		dur = 0
-	}
-	return dur, true
+	return max(s.timer.StepTime(&s.batch), 0)
 }
 
 // restoreBudget drops plan entries of requests preempted after they were
