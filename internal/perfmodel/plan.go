@@ -71,38 +71,9 @@ type Result struct {
 // that do not fit (with the numbers and the smallest TP that does), lengths
 // ≤ 0, α outside [0, 1), k < 1, unknown precisions.
 func Plan(req Request) (*Result, error) {
-	model, err := ResolveModel(req.Model)
+	cfg, prices, err := planConfig(req)
 	if err != nil {
-		return nil, field.Wrap("model", err)
-	}
-	cat, err := GPUCatalogFor(req.GPUFile)
-	if err != nil {
-		return nil, field.Wrap("gpu_file", err)
-	}
-	gpu, err := cat.Lookup(req.GPU)
-	if err != nil {
-		return nil, field.Wrap("gpu", err)
-	}
-	prices, err := LoadPrices(req.Prices, cat)
-	if err != nil {
-		return nil, field.Wrap("prices", err)
-	}
-	if req.TP < 0 {
-		return nil, field.Invalid("tensor_parallel_size", req.TP, "must be ≥ 1, or 0 for the smallest that fits")
-	}
-	wd, err := ParseDType(orDefault(req.WeightDType, "bf16"))
-	if err != nil {
-		return nil, field.Wrap("dtype", err)
-	}
-	kd, err := ParseDType(KVDTypeFor(req.KVDType, wd))
-	if err != nil {
-		return nil, field.Wrap("kv_cache_dtype", err)
-	}
-	if !kd.validKV() {
-		return nil, field.Invalid("kv_cache_dtype", string(kd), "not a KV-cache precision (bf16, fp16, fp8, int8)")
-	}
-	if len(req.Batches) == 0 {
-		return nil, field.Errorf("batch", "at least one batch size is required")
+		return nil, err
 	}
 	work := Workload{Input: req.Input, Output: req.Output, Batch: req.Batches[0], SpecK: req.SpecK, SpecAlpha: req.Alpha}
 	for _, b := range req.Batches {
@@ -111,42 +82,28 @@ func Plan(req Request) (*Result, error) {
 			return nil, err
 		}
 	}
-	if req.MemUtil != 0 && !(req.MemUtil > 0 && req.MemUtil <= 1) {
-		return nil, field.Invalid("gpu_memory_utilization", req.MemUtil, "must be in (0, 1]")
-	}
-	eff := DefaultEfficiency(gpu)
 	var prof *Profile
 	if req.Profile != "" {
 		if prof, err = LoadProfile(req.Profile); err != nil {
 			return nil, field.Wrap("profile", err)
 		}
-		if req.TP == 0 {
-			req.TP = prof.TP
+		if cfg.TP == 0 {
+			cfg.TP = prof.TP
 		}
-		if err := prof.Matches(model, gpu, req.TP, wd, kd); err != nil {
+		if err := prof.Matches(cfg.Model, cfg.GPU, cfg.TP, cfg.WeightDType, cfg.KVDType); err != nil {
 			return nil, field.Invalid("profile", req.Profile, "%w", err)
 		}
-		eff = prof.Efficiency()
+		cfg.Eff = prof.Efficiency()
 	}
 	if req.Roofline {
-		eff = Roofline()
+		cfg.Eff = Roofline()
 	}
-	eff = overlay(eff, req.Eff)
-	if err := eff.Validate(); err != nil {
+	cfg.Eff = overlay(cfg.Eff, req.Eff)
+	if err := cfg.Eff.Validate(); err != nil {
 		return nil, err
 	}
-	cfg := Config{Model: model, GPU: gpu, TP: req.TP, WeightDType: wd, KVDType: kd, MemUtil: req.MemUtil, Eff: eff}
-	var draft *ModelSpec
-	if req.DraftModel != "" {
-		d, err := ResolveModel(req.DraftModel)
-		if err != nil {
-			return nil, field.Wrap("draft_model", err)
-		}
-		draft = &d
-		cfg.DraftModel = draft
-	}
-	res := &Result{Model: model, GPU: gpu, Draft: draft, Profile: prof}
-	if p, ok := prices.Lookup(gpu.Name); ok {
+	res := &Result{Model: cfg.Model, GPU: cfg.GPU, Draft: cfg.DraftModel, Profile: prof}
+	if p, ok := prices.Lookup(cfg.GPU.Name); ok {
 		res.Price = &p
 	}
 	if prof != nil {
@@ -158,24 +115,10 @@ func Plan(req Request) (*Result, error) {
 			}
 		}
 	}
-	if req.TP == 0 {
-		res.TPAuto = true
-		tp := MinTP(cfg)
-		if tp == 0 {
-			cfg.TP = 64
-			_, err := New(cfg)
-			return nil, fmt.Errorf("%w (tried TP 1 to 64)", err)
+	if cfg.TP == 0 {
+		if cfg.TP, err = smallestTP(cfg, res); err != nil {
+			return nil, err
 		}
-		if tp > 1 {
-			one := cfg
-			one.TP = 1
-			var nf *NoFitError
-			if _, err := newEstimator(one, false); errors.As(err, &nf) {
-				nf.MinTP = tp
-				res.FitNote = nf.Error()
-			}
-		}
-		cfg.TP = tp
 	}
 	e, err := New(cfg)
 	if err != nil {
@@ -196,6 +139,79 @@ func Plan(req Request) (*Result, error) {
 	work.Batch = req.Batches[0]
 	res.Work = work
 	return res, nil
+}
+
+// planConfig resolves req's names (model, GPU, draft model, prices) and
+// precisions into a Config with the GPU's default efficiency; TP 0 is left
+// for the caller to choose.
+func planConfig(req Request) (Config, *Prices, error) {
+	model, err := ResolveModel(req.Model)
+	if err != nil {
+		return Config{}, nil, field.Wrap("model", err)
+	}
+	cat, err := GPUCatalogFor(req.GPUFile)
+	if err != nil {
+		return Config{}, nil, field.Wrap("gpu_file", err)
+	}
+	gpu, err := cat.Lookup(req.GPU)
+	if err != nil {
+		return Config{}, nil, field.Wrap("gpu", err)
+	}
+	prices, err := LoadPrices(req.Prices, cat)
+	if err != nil {
+		return Config{}, nil, field.Wrap("prices", err)
+	}
+	if req.TP < 0 {
+		return Config{}, nil, field.Invalid("tensor_parallel_size", req.TP, "must be ≥ 1, or 0 for the smallest that fits")
+	}
+	wd, err := ParseDType(orDefault(req.WeightDType, "bf16"))
+	if err != nil {
+		return Config{}, nil, field.Wrap("dtype", err)
+	}
+	kd, err := ParseDType(KVDTypeFor(req.KVDType, wd))
+	if err != nil {
+		return Config{}, nil, field.Wrap("kv_cache_dtype", err)
+	}
+	if !kd.validKV() {
+		return Config{}, nil, field.Invalid("kv_cache_dtype", string(kd), "not a KV-cache precision (bf16, fp16, fp8, int8)")
+	}
+	if len(req.Batches) == 0 {
+		return Config{}, nil, field.Errorf("batch", "at least one batch size is required")
+	}
+	if req.MemUtil != 0 && !(req.MemUtil > 0 && req.MemUtil <= 1) {
+		return Config{}, nil, field.Invalid("gpu_memory_utilization", req.MemUtil, "must be in (0, 1]")
+	}
+	cfg := Config{Model: model, GPU: gpu, TP: req.TP, WeightDType: wd, KVDType: kd, MemUtil: req.MemUtil, Eff: DefaultEfficiency(gpu)}
+	if req.DraftModel != "" {
+		d, err := ResolveModel(req.DraftModel)
+		if err != nil {
+			return Config{}, nil, field.Wrap("draft_model", err)
+		}
+		cfg.DraftModel = &d
+	}
+	return cfg, prices, nil
+}
+
+// smallestTP is the smallest tensor parallelism at which cfg's weights and
+// some KV cache fit; res notes that it was chosen, and why TP 1 does not do.
+func smallestTP(cfg Config, res *Result) (int, error) {
+	res.TPAuto = true
+	tp := MinTP(cfg)
+	if tp == 0 {
+		cfg.TP = 64
+		_, err := New(cfg)
+		return 0, fmt.Errorf("%w (tried TP 1 to 64)", err)
+	}
+	if tp > 1 {
+		one := cfg
+		one.TP = 1
+		var nf *NoFitError
+		if _, err := newEstimator(one, false); errors.As(err, &nf) {
+			nf.MinTP = tp
+			res.FitNote = nf.Error()
+		}
+	}
+	return tp, nil
 }
 
 // KVDTypeFor is the KV cache precision a setting names: "auto" or empty
