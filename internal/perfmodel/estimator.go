@@ -106,31 +106,46 @@ func New(cfg Config) (*Estimator, error) { return newEstimator(cfg, true) }
 
 func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 	e := &Estimator{cfg: cfg}
+	if err := e.settle(cfg); err != nil {
+		return nil, err
+	}
+	if err := e.stepConstants(); err != nil {
+		return nil, err
+	}
+	if err := e.fit(cfg, findMinTP); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// settle checks cfg and fills e's configuration: the model normalised,
+// TP, precisions, memory utilisation, efficiency and reserve defaulted.
+func (e *Estimator) settle(cfg Config) error {
 	m := cfg.Model
 	m.normalize()
 	if err := m.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	e.cfg.Model = m
 	g := cfg.GPU
 	if g.Name == "" || !(g.HBMBandwidth > 0) || g.MemoryBytes <= 0 || !(g.PeakFLOPS[BF16] > 0) {
-		return nil, errors.New("GPU: name, memory, bandwidth and bf16 peak are required")
+		return errors.New("GPU: name, memory, bandwidth and bf16 peak are required")
 	}
 	e.tp = cfg.TP
 	if e.tp == 0 {
 		e.tp = 1
 	}
 	if e.tp < 0 || e.tp > 1024 {
-		return nil, fmt.Errorf("tp must be ≥ 1 (got %d)", cfg.TP)
+		return fmt.Errorf("tp must be ≥ 1 (got %d)", cfg.TP)
 	}
 	if m.Heads%e.tp != 0 {
-		return nil, fmt.Errorf("tp %d must divide the %d attention heads of %s", e.tp, m.Heads, m.Name)
+		return fmt.Errorf("tp %d must divide the %d attention heads of %s", e.tp, m.Heads, m.Name)
 	}
 	if m.Attention != AttnMLA && e.tp < m.KVHeads && m.KVHeads%e.tp != 0 {
-		return nil, fmt.Errorf("tp %d must divide the %d KV heads of %s", e.tp, m.KVHeads, m.Name)
+		return fmt.Errorf("tp %d must divide the %d KV heads of %s", e.tp, m.KVHeads, m.Name)
 	}
 	if m.Attention != AttnMLA && e.tp > m.KVHeads && e.tp%m.KVHeads != 0 {
-		return nil, fmt.Errorf("tp %d must be a multiple of the %d KV heads of %s", e.tp, m.KVHeads, m.Name)
+		return fmt.Errorf("tp %d must be a multiple of the %d KV heads of %s", e.tp, m.KVHeads, m.Name)
 	}
 	e.wdt, e.kdt = cfg.WeightDType, cfg.KVDType
 	if e.wdt == "" {
@@ -140,33 +155,41 @@ func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 		e.kdt = BF16
 	}
 	if !e.wdt.Valid() {
-		return nil, fmt.Errorf("unknown weight dtype %q (known: bf16, fp16, fp8, int8, int4)", e.wdt)
+		return fmt.Errorf("unknown weight dtype %q (known: bf16, fp16, fp8, int8, int4)", e.wdt)
 	}
 	if !e.kdt.validKV() {
-		return nil, fmt.Errorf("KV cache dtype %q is not supported (bf16, fp16, fp8, int8)", e.kdt)
+		return fmt.Errorf("KV cache dtype %q is not supported (bf16, fp16, fp8, int8)", e.kdt)
 	}
 	if cfg.MemUtil == 0 {
 		e.cfg.MemUtil = DefaultMemUtil
 	}
 	if !(e.cfg.MemUtil > 0 && e.cfg.MemUtil <= 1) {
-		return nil, fmt.Errorf("mem util must be in (0, 1] (got %g)", cfg.MemUtil)
+		return fmt.Errorf("mem util must be in (0, 1] (got %g)", cfg.MemUtil)
 	}
 	e.eff = cfg.Eff
 	if e.eff == (Efficiency{}) {
 		e.eff = DefaultEfficiency(g)
 	}
 	if err := e.eff.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	e.cfg.Eff = e.eff
 	e.cfg.TP, e.cfg.WeightDType, e.cfg.KVDType = e.tp, e.wdt, e.kdt
 	if cfg.ReserveBytes < 0 {
-		return nil, fmt.Errorf("reserve must be ≥ 0 (got %d)", cfg.ReserveBytes)
+		return fmt.Errorf("reserve must be ≥ 0 (got %d)", cfg.ReserveBytes)
 	}
 	if cfg.ReserveBytes == 0 {
 		e.cfg.ReserveBytes = DefaultReserve(m, e.tp)
 	}
 
+	return nil
+}
+
+// stepConstants precomputes what a step's time is made of: FLOPs and bytes
+// per token and per weight read, the effective peaks, the all-reduce's
+// cost and the overheads.
+func (e *Estimator) stepConstants() error {
+	m, g := e.cfg.Model, e.cfg.GPU
 	tp := float64(e.tp)
 	p := m.ParamCounts()
 	e.params = p
@@ -202,7 +225,7 @@ func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 	e.bw = g.HBMBandwidth * e.eff.Memory
 	if e.tp > 1 {
 		if !(g.InterconnectBW > 0) {
-			return nil, fmt.Errorf("GPU %s has no interconnect bandwidth for tp %d", g.Name, e.tp)
+			return fmt.Errorf("GPU %s has no interconnect bandwidth for tp %d", g.Name, e.tp)
 		}
 		e.arBytesPerToken = float64(m.Hidden) * b16
 		e.arFactor = 2 * (tp - 1) / tp / (g.InterconnectBW * e.eff.Interconnect)
@@ -212,6 +235,13 @@ func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 	e.overhead = e.eff.StepOverhead.Seconds() + float64(m.Layers)*e.eff.LayerOverhead.Seconds()
 	e.seqOverhead = e.eff.SeqOverhead.Seconds()
 
+	return nil
+}
+
+// fit checks that the weights (and a draft model's) fit in the usable
+// memory and sizes the KV cache from the rest.
+func (e *Estimator) fit(cfg Config, findMinTP bool) error {
+	m, g := e.cfg.Model, e.cfg.GPU
 	// Memory: weights (and a draft model's) must fit, the rest is KV cache.
 	e.usable = int64(e.cfg.MemUtil*float64(g.MemoryBytes)) - e.cfg.ReserveBytes
 	perGPU := e.WeightBytes() / int64(e.tp)
@@ -223,13 +253,13 @@ func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 		if err != nil {
 			var nf *NoFitError
 			if !errors.As(err, &nf) {
-				return nil, fmt.Errorf("draft model: %w", err)
+				return fmt.Errorf("draft model: %w", err)
 			}
 		}
 		if d == nil {
 			d, err = newUnchecked(dc.withModel(*cfg.DraftModel))
 			if err != nil {
-				return nil, fmt.Errorf("draft model: %w", err)
+				return fmt.Errorf("draft model: %w", err)
 			}
 		}
 		e.draft = d
@@ -241,10 +271,10 @@ func newEstimator(cfg Config, findMinTP bool) (*Estimator, error) {
 		if findMinTP {
 			nf.MinTP = minTP(cfg)
 		}
-		return nil, nf
+		return nf
 	}
 	e.kvCapacity = int64(float64(e.usable-perGPU) / kvPerTokenGPU)
-	return e, nil
+	return nil
 }
 
 func (c Config) withModel(m ModelSpec) Config { c.Model = m; return c }
