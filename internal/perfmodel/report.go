@@ -12,26 +12,40 @@ import (
 
 // WriteText prints the header and one table row per batch size.
 func (r *Result) WriteText(w io.Writer) error {
+	var b strings.Builder
+	r.writeHeader(&b)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if err := r.writeTable(w); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(r.notes(), "\n"))
+	return err
+}
+
+// writeHeader says what was estimated: model, GPUs, memory, KV cache, the
+// profile, efficiency, workload and cost.
+func (r *Result) writeHeader(b *strings.Builder) {
 	e := r.Est
 	c := e.Config()
-	var b strings.Builder
 	tpNote := ""
 	if r.TPAuto {
 		tpNote = ", chosen: the smallest that fits"
 	}
-	fmt.Fprintf(&b, "%s on %d × %s (TP %d%s); weights %s, KV cache %s\n", r.Model.Name, c.TP, r.GPU.Name, c.TP, tpNote, c.WeightDType, c.KVDType)
+	fmt.Fprintf(b, "%s on %d × %s (TP %d%s); weights %s, KV cache %s\n", r.Model.Name, c.TP, r.GPU.Name, c.TP, tpNote, c.WeightDType, c.KVDType)
 	if r.FitNote != "" {
-		fmt.Fprintf(&b, "  %s\n", r.FitNote)
+		fmt.Fprintf(b, "  %s\n", r.FitNote)
 	}
-	fmt.Fprintf(&b, "  parameters %s (active per token %s); weights %s, %s per GPU; usable %s per GPU (%.0f%% of %s − %s reserve)\n",
+	fmt.Fprintf(b, "  parameters %s (active per token %s); weights %s, %s per GPU; usable %s per GPU (%.0f%% of %s − %s reserve)\n",
 		count(float64(r.Model.TotalParams())), count(float64(r.Model.ActiveParams())),
 		gb(float64(e.WeightBytes())), gb(float64(e.WeightBytes())/float64(c.TP)),
 		gb(float64(e.UsableBytesPerGPU())), 100*c.MemUtil, gb(float64(r.GPU.MemoryBytes)), gb(float64(c.ReserveBytes)))
-	fmt.Fprintf(&b, "  KV cache %s per token (all GPUs); capacity %s tokens\n", kib(float64(e.KVBytesPerToken())), group(e.KVCapacityTokens()))
+	fmt.Fprintf(b, "  KV cache %s per token (all GPUs); capacity %s tokens\n", kib(float64(e.KVBytesPerToken())), group(e.KVCapacityTokens()))
 	if r.Profile != nil {
-		fmt.Fprintf(&b, "  profile: fitted on %s (%d requests)\n", orDefault(r.Profile.Source, "a calibration run"), r.Profile.Requests)
+		fmt.Fprintf(b, "  profile: fitted on %s (%d requests)\n", orDefault(r.Profile.Source, "a calibration run"), r.Profile.Requests)
 		for _, n := range r.OutOfRange {
-			fmt.Fprintf(&b, "  warning: %s: outside the profile's range, the prediction is an extrapolation\n", n)
+			fmt.Fprintf(b, "  warning: %s: outside the profile's range, the prediction is an extrapolation\n", n)
 		}
 	}
 	var perSeq string
@@ -42,22 +56,23 @@ func (r *Result) WriteText(w io.Writer) error {
 	if c.TP > 1 {
 		ring = fmt.Sprintf(" + %v per ring step", RingStepLatency(c.GPU))
 	}
-	fmt.Fprintf(&b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer%s, %v per all-reduce%s\n",
+	fmt.Fprintf(b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer%s, %v per all-reduce%s\n",
 		100*c.Eff.Compute, 100*c.Eff.Memory, 100*c.Eff.Interconnect, c.Eff.StepOverhead, c.Eff.LayerOverhead, perSeq, c.Eff.AllReduceLatency, ring)
-	fmt.Fprintf(&b, "  workload: %d input + %d output tokens per request", r.Work.Input, r.Work.Output)
+	fmt.Fprintf(b, "  workload: %d input + %d output tokens per request", r.Work.Input, r.Work.Output)
 	if r.Work.SpecK > 0 {
 		draft := "no draft model (n-gram proposals, free)"
 		if r.Draft != nil {
 			draft = "draft " + r.Draft.Name
 		}
-		fmt.Fprintf(&b, "; speculative k = %d, α = %g (%.2f tokens per step), %s", r.Work.SpecK, r.Work.SpecAlpha, ExpectedTokens(r.Work.SpecK, r.Work.SpecAlpha), draft)
+		fmt.Fprintf(b, "; speculative k = %d, α = %g (%.2f tokens per step), %s", r.Work.SpecK, r.Work.SpecAlpha, ExpectedTokens(r.Work.SpecK, r.Work.SpecAlpha), draft)
 	}
 	b.WriteString("\n")
-	r.writeCostLine(&b)
+	r.writeCostLine(b)
 	b.WriteString("\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
+}
+
+// writeTable writes one row per batch size.
+func (r *Result) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "batch\tTTFT\tTPOT\tE2E\ttok/s/user\ttok/s total\tKV/seq\tmax seqs\tbound (share of step)\t"
 	if r.Work.SpecK > 0 {
@@ -98,9 +113,12 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(tw, line)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return tw.Flush()
+}
+
+// notes explain the table's columns and flag a batch the KV cache cannot hold.
+func (r *Result) notes() []string {
+	e := r.Est
 	var notes []string
 	for _, row := range r.Rows {
 		if !row.FitsKV {
@@ -116,8 +134,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Work.SpecK > 0 {
 		notes = append(notes, "speculation helps while the verify step of k+1 tokens per sequence stays memory-bound; at large batches it turns compute-bound and each rejected token is paid for. break-even α: the acceptance rate above which it helps.")
 	}
-	_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
-	return err
+	return notes
 }
 
 // writeCostLine says what the deployment costs an hour, and from which price.
