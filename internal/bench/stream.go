@@ -2,8 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"math"
-	"strconv"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
@@ -209,54 +207,13 @@ func errorText(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// metricsSplit reads a per-request metrics object: tokentrace's
-// (queue_time_ms, prefill_time_ms, generation_time_ms) or vLLM's
-// RequestMetrics fields (time_in_queue in seconds, first_scheduled_time,
-// first_token_time, last_token_time as instants in seconds), with the
-// server-clock instant the request was first scheduled. A Server-Timing
-// trailer, when present, takes precedence for the durations.
+// metricsSplit sets rec's server split from a per-request metrics object
+// (latency.SplitFromMetrics), when it holds one. A Server-Timing trailer,
+// when present, takes precedence for the durations.
 func metricsSplit(rec *latency.Record, raw json.RawMessage) {
-	var m map[string]float64
-	if json.Unmarshal(raw, &m) != nil {
-		// Fields of other types: decode number by number.
-		var any map[string]json.RawMessage
-		if json.Unmarshal(raw, &any) != nil {
-			return
-		}
-		m = map[string]float64{}
-		for k, v := range any {
-			if f, err := strconv.ParseFloat(string(v), 64); err == nil {
-				m[k] = f
-			}
-		}
-	}
-	ms := func(v float64) int64 { return int64(math.Round(v * 1e6)) }
-	sec := func(v float64) int64 { return int64(math.Round(v * 1e9)) }
-	if q, ok := m["queue_time_ms"]; ok {
-		rec.Server = &latency.ServerSplit{QueueNS: ms(q), PrefillNS: ms(m["prefill_time_ms"]),
-			DecodeNS: ms(m["generation_time_ms"]), Source: "vllm-metrics"}
-		if at, ok := m["arrival_time"]; ok && at > 0 {
-			rec.Server.FirstScheduledUnixNS = unixNS(at) + ms(m["frontend_time_ms"]+q)
-		}
-		return
-	}
-	fs, okS := m["first_scheduled_time"]
-	ft, okT := m["first_token_time"]
-	if q, ok := m["time_in_queue"]; ok && okS && okT {
-		sp := &latency.ServerSplit{QueueNS: sec(q), PrefillNS: sec(ft - fs), Source: "vllm-metrics", FirstScheduledUnixNS: unixNS(fs)}
-		if lt, ok := m["last_token_time"]; ok && lt >= ft {
-			sp.DecodeNS = sec(lt - ft)
-		}
+	if sp := latency.SplitFromMetrics(raw); sp != nil {
 		rec.Server = sp
 	}
-}
-
-// unixNS converts Unix seconds to nanoseconds without the float64 product
-// (whose step is 256 ns at today's instants): whole seconds and the
-// fraction apart.
-func unixNS(s float64) int64 {
-	whole, frac := math.Modf(s)
-	return int64(whole)*1e9 + int64(math.Round(frac*1e9))
 }
 
 // serverTiming reads the Server-Timing values of the header, the final

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 )
 
@@ -92,7 +93,7 @@ type exchange struct {
 	deadline    time.Time // TTFT deadline (ttftDeadline); zero: none
 	// metricsSplit is the upstream's queue, prefill and decode time from a
 	// per-request metrics object, used when no Server-Timing gives them.
-	metricsSplit *[3]time.Duration
+	metricsSplit *latency.ServerSplit
 }
 
 // fail answers with an OpenAI-shaped error (if nothing was written yet).

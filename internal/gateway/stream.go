@@ -97,25 +97,6 @@ func answerTokens(body []byte) (int, error) {
 	return 0, nil
 }
 
-// metrics reads the vLLM-style per-request timing object some servers
-// (tokentrace serve among them) put on the final usage chunk: queue,
-// prefill and decode time; nil without one.
-func (p *chunkProbe) metrics() *[3]time.Duration {
-	if p.Metrics == nil {
-		return nil
-	}
-	var m struct {
-		QueueTimeMs      float64 `json:"queue_time_ms"`
-		PrefillTimeMs    float64 `json:"prefill_time_ms"`
-		GenerationTimeMs float64 `json:"generation_time_ms"`
-	}
-	if json.Unmarshal(p.Metrics, &m) != nil {
-		return nil
-	}
-	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	return &[3]time.Duration{ms(m.QueueTimeMs), ms(m.PrefillTimeMs), ms(m.GenerationTimeMs)}
-}
-
 // stream sends the winning attempt's answer to the client: the events read
 // so far, then each further event as it arrives, flushed one by one (or
 // the whole answer). It returns true (a first token existed).
@@ -316,8 +297,10 @@ func (r *relay) next() bool {
 		if used, ok := r.probe.usage(); ok && used > 0 {
 			x.tokens = used // final usage chunk
 		}
-		if m := r.probe.metrics(); m != nil {
-			x.metricsSplit = m
+		if r.probe.Metrics != nil {
+			if sp := latency.SplitFromMetrics(r.probe.Metrics); sp != nil {
+				x.metricsSplit = sp
+			}
 		}
 	}
 	t1 := g.now() // post-processing ends, the write begins
@@ -386,7 +369,8 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	t0 = t0.Add(a.up.waited - waited) // waiting for the upstream's end is not post-processing
 	x.tl.foldServerTiming(timing, a.resp.Trailer.Values("Server-Timing"))
 	if !x.tl.serverSplit && x.metricsSplit != nil {
-		x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = x.metricsSplit[0], x.metricsSplit[1], x.metricsSplit[2]
+		sp := x.metricsSplit
+		x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS)
 		x.tl.serverSplit = true
 	}
 	x.tl.post += g.now().Sub(t0)
