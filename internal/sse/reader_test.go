@@ -41,17 +41,24 @@ type got struct {
 
 func readAll(t testing.TB, r io.Reader, clock *int64) ([]got, error) {
 	t.Helper()
-	rd := NewReader(r, func() int64 { return *clock }, 0)
-	var out []got
+	return drain(NewReader(r, func() int64 { return *clock }, 0), func(ev Event) got {
+		return got{string(ev.Name), string(ev.Data), ev.At}
+	})
+}
+
+// drain reads rd to its end, keeping what keep takes of each event; a
+// clean end (io.EOF) is no error.
+func drain[T any](rd *Reader, keep func(Event) T) ([]T, error) {
+	var out []T
 	for {
 		ev, err := rd.Next()
+		if err == io.EOF {
+			return out, nil
+		}
 		if err != nil {
-			if err == io.EOF {
-				return out, nil
-			}
 			return out, err
 		}
-		out = append(out, got{string(ev.Name), string(ev.Data), ev.At})
+		out = append(out, keep(ev))
 	}
 }
 
@@ -254,17 +261,7 @@ type block struct {
 func readBlocks(r io.Reader) ([]block, error) {
 	rd := NewReader(r, nil, 0)
 	rd.Blocks()
-	var out []block
-	for {
-		ev, err := rd.Next()
-		if err != nil {
-			if err == io.EOF {
-				return out, nil
-			}
-			return out, err
-		}
-		out = append(out, block{string(ev.Raw), string(ev.Data), ev.HasData})
-	}
+	return drain(rd, func(ev Event) block { return block{string(ev.Raw), string(ev.Data), ev.HasData} })
 }
 
 // Block mode returns every block a blank line ends, with its bytes as
