@@ -10,7 +10,9 @@
 // only where the shared folder is absent; where the folder is present
 // but the engine is not built, the test fails and names the command that
 // builds it, since a build (about ten minutes on two cores) does not fit
-// in a test. TOKENTRACE_LLAMA_SERVER names another llama-server binary.
+// in a test (while a build is under way, its log written in the last five
+// minutes, the test skips and says so). TOKENTRACE_LLAMA_SERVER names
+// another llama-server binary.
 //
 // Start launches the server with what a client of a random-weight model
 // needs (see the shared README): byte tokens banned so answers are valid

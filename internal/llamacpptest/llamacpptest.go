@@ -115,13 +115,26 @@ func Find(t testing.TB) Engine {
 	if errors.Is(err, errNoShared) {
 		t.Skip("llama.cpp engine: no shared/engines/llama.cpp beside or above this checkout (and TOKENTRACE_LLAMA_SERVER unset); the tests against a real llama-server skip")
 	}
+	if errors.Is(err, errBuilding) {
+		// Only where someone started the build by hand; .ci/run builds it
+		// before the tests.
+		t.Skipf("%v; the tests against it skip until it is done", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-var errNoShared = errors.New("no shared/engines/llama.cpp")
+var (
+	errNoShared = errors.New("no shared/engines/llama.cpp")
+	errBuilding = errors.New("llama.cpp engine: llama-server is being built right now")
+)
+
+// buildQuiet is how long a build's log may go unwritten before the build
+// counts as stopped (failed or killed) rather than under way: compiling
+// one file on a busy machine takes a minute or two.
+const buildQuiet = 5 * time.Minute
 
 func find() (Engine, error) {
 	cache, err := cacheDir()
@@ -148,6 +161,9 @@ func find() (Engine, error) {
 	if _, err := os.Stat(bin); err != nil {
 		// build.sh would start a build here: ten minutes that do not fit in
 		// a test, and a second build would delete one in progress.
+		if fi, err := os.Stat(filepath.Join(source, "build.log")); err == nil && time.Since(fi.ModTime()) < buildQuiet {
+			return Engine{}, fmt.Errorf("%w: its build.log was written %s ago", errBuilding, time.Since(fi.ModTime()).Round(time.Second))
+		}
 		return Engine{}, fmt.Errorf("llama.cpp engine: llama-server is not built (%s is missing): run `bash %s` once (about 10 minutes on 2 cores; .ci/run does it before the tests)", bin, buildSh)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
