@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,10 +62,29 @@ func (w whatIfFlags) levers() (names []string, on bool, err error) {
 	}
 }
 
+// whatIfOwnFlags are the fields of report's own what-if flags: an error
+// naming one is the user's bad input, not the run's.
+var whatIfOwnFlags = []string{"what_if", "profile", "max_tokens_cap", "speculative_k", "speculative_alpha", "parallel"}
+
 // addWhatIf runs the what-if for a report of one results folder and
-// attaches it; what it cannot do is a note. Bad input (a profile for
-// another model) is an error naming the flag.
+// attaches it. What-if is an optional section: what it cannot do — the
+// run's folder cannot be rebuilt into a workload, the twin fails — is a
+// note, and the report is still written. Bad input to report's own flags
+// (a profile for another model, an unknown lever) is an error naming the
+// flag, and so is an interrupted context.
 func addWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos []latency.SLO, w whatIfFlags) error {
+	err := runWhatIf(ctx, rep, cfg, slos, w)
+	var fe *field.Error
+	if err == nil || rep == nil || ctx.Err() != nil || errors.As(err, &fe) && slices.Contains(whatIfOwnFlags, fe.Field) {
+		return err
+	}
+	rep.Notes = append(rep.Notes, "what-if: skipped: "+strings.TrimPrefix(err.Error(), "what-if: "))
+	return nil
+}
+
+// runWhatIf is addWhatIf's work; every error it returns is addWhatIf's to
+// judge.
+func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos []latency.SLO, w whatIfFlags) error {
 	names, on, err := w.levers()
 	if !on || err != nil || rep == nil {
 		return err
@@ -346,10 +366,12 @@ func workloadOf(dir string, p runFlags, lengthsKnown bool) (capacity.Workload, s
 			if rate == 0 {
 				rate = workload.DefaultRate
 			}
+			// The twin sends a count, not a span: the duration given is
+			// spent on the number of requests it stood for.
 			o.Requests, o.Duration = max(1, int(math.Round(rate*o.Duration.Seconds()))), 0
 		}
 		o.Concurrency = 0
-		src, load, err := o.Build(chat, func(f string) bool { return f == "requests" || p.given(f) })
+		src, load, err := o.Build(chat, func(f string) bool { return f == "requests" || f != "duration" && p.given(f) })
 		if err != nil {
 			return capacity.Workload{}, "", nil, fmt.Errorf("what-if: the run's workload: %w", err)
 		}

@@ -288,3 +288,39 @@ func TestWhatIfMeasuredRunWithProfile(t *testing.T) {
 		t.Errorf("the setting the server did not expose is not said: %v", w.Assumptions)
 	}
 }
+
+// A run given as a span (--duration) rather than a count: report still
+// writes, and what-if re-simulates the requests the span stood for — for
+// simulate's runs and bench's alike (once "duration 0s: must be positive"
+// and exit 2).
+func TestWhatIfDurationRuns(t *testing.T) {
+	sim := simulated(t, "--rate", "20", "--duration", "10s")
+	rep := whatIfJSON(t, sim, "--slo", "ttft:p99<=5ms", "--what-if", "replicas")
+	if rep.WhatIf == nil || !strings.Contains(rep.WhatIf.Workload, "200 requests") {
+		t.Errorf("simulate --duration: what-if %+v; notes %v", rep.WhatIf, rep.Notes)
+	}
+	dir := filepath.Join(t.TempDir(), "bench")
+	if out, err := run(t, "bench", "--output-dir", dir, "--rate", "20", "--duration", "500ms", "--input-tokens", "32", "--output-tokens", "4"); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	rep = whatIfJSON(t, dir, "--slo", "ttft:p99<=1us", "--what-if", "replicas")
+	if rep.WhatIf == nil || !strings.Contains(rep.WhatIf.Workload, "10 requests") {
+		t.Errorf("bench --duration: what-if %+v; notes %v", rep.WhatIf, rep.Notes)
+	}
+	if out, err := run(t, "report", dir); err != nil || !strings.Contains(out, "TTFT") {
+		t.Errorf("bench --duration, plain report: %v\n%s", err, out)
+	}
+}
+
+// What-if is optional: a run whose recorded flags cannot be rebuilt into
+// a workload still gets its report, the failure a note, exit 0.
+func TestWhatIfFailureIsANote(t *testing.T) {
+	dir := simulated(t, "--rate", "4", "--requests", "20", "--input-tokens", "100", "--output-tokens", "8")
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"config":{"rate":"4","requests":"20","input-tokens":"banana"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "report", dir, "--what-if", "replicas")
+	if err != nil || !strings.Contains(out, "what-if: skipped:") || !strings.Contains(out, "banana") {
+		t.Errorf("report: %v\n%s", err, out)
+	}
+}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -191,7 +192,7 @@ func xys(pts []XY) plotter.XYs {
 
 // Charts draws the report's figures from the Report alone (its Figures,
 // decomposition, phases, SLOs and the server's samples). Figures the run
-// has no data for are left out.
+// has no data for are left out; with an error, those that could be drawn.
 func (r *Report) Charts() ([]Chart, error) {
 	if r.Summary.Succeeded == 0 {
 		return nil, nil
@@ -205,12 +206,13 @@ func (r *Report) Charts() ([]Chart, error) {
 		out = append(out, Chart{ID: id, Title: title, Caption: caption, SVG: svg, Wide: w == wideW})
 		return nil
 	}
+	var errs []error
 	for _, draw := range []func(addFunc) error{r.cdfCharts, r.timeCharts, r.scatterCharts, r.stageBars, r.sweepCharts} {
 		if err := draw(add); err != nil {
-			return nil, err
+			errs = append(errs, err) // the other charts are still drawn
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 type addFunc func(id, title, caption string, p *plot.Plot, w, h vg.Length) error

@@ -10,15 +10,16 @@ import (
 
 // WriteHTML writes the report as one self-contained HTML page: styles and
 // charts (SVG from gonum.org/v1/plot) inline, no script, nothing fetched
-// at view time; the diagnosis comes first.
+// at view time; the diagnosis comes first. Charts are optional: those that
+// cannot be drawn are a note on the page, never a lost report.
 func (r *Report) WriteHTML(w io.Writer) error {
 	charts, err := r.Charts()
 	if err != nil {
-		return err
+		r = r.withNote("charts not drawn: " + err.Error())
 	}
 	whatIf, err := r.WhatIf.whatIfViews()
 	if err != nil {
-		return err
+		r = r.withNote("what-if charts not drawn: " + err.Error())
 	}
 	data := struct {
 		*Report
@@ -195,3 +196,10 @@ svg.chart { width:100%; height:auto; display:block; }
 </table></div>
 {{end}}
 `))
+
+// withNote is a shallow copy of r with one more note, r unchanged.
+func (r *Report) withNote(note string) *Report {
+	c := *r
+	c.Notes = append(slices.Clone(r.Notes), note)
+	return &c
+}

@@ -2,8 +2,10 @@ package report
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,5 +110,30 @@ func TestTextWidthWithBigCounts(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "151.5M") || !strings.Contains(b.String(), "9999999") {
 		t.Errorf("counts:\n%s", b.String())
+	}
+}
+
+// A chart that cannot be drawn (a point gonum/plot refuses) is a note on
+// the page; the page and the other charts are still written.
+func TestHTMLChartFailureIsANote(t *testing.T) {
+	c := NewCollector(Options{})
+	for i, s := range baseline(100, 10, 1) {
+		c.Add(s.record(i))
+	}
+	rep := c.Report()
+	rep.Figures.CDFs[0].Points[0].X = math.NaN()
+	charts, err := rep.Charts()
+	if err == nil || len(charts) == 0 {
+		t.Fatalf("charts %d, err %v: want the others drawn and the failure returned", len(charts), err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "charts not drawn:") || !strings.Contains(b.String(), "<svg") {
+		t.Errorf("the page lacks the note or the other charts")
+	}
+	if slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "charts not drawn") }) {
+		t.Errorf("writing the page changed the report's notes: %v", rep.Notes)
 	}
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"html/template"
 	"math"
@@ -236,18 +237,19 @@ func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 		return nil, nil
 	}
 	out := make([]whatIfView, 0, len(w.Remedies))
+	var errs []error
 	for _, r := range w.Remedies {
 		v := whatIfView{Remedy: r, Line: w.Line(r)}
 		if r.Error == "" && len(w.Objectives) > 0 {
 			svg, err := w.remedyChart(r)
 			if err != nil {
-				return nil, err
+				errs = append(errs, fmt.Errorf("%s: %w", r.Title, err))
 			}
 			v.Chart = template.HTML(svg) // drawn by gonum/plot from our numbers
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // remedyChart is one remedy's before/after bars.
