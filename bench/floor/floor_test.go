@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCountMarks counts token marks whole in a read and split across two.
+func TestCountMarks(t *testing.T) {
+	ev := "data: {\"x\":1}\n\n"
+	for _, tc := range []struct {
+		name        string
+		carry, read string
+		want        int
+	}{
+		{"two whole", "", ev + ev, 2},
+		{"none", "", ": keep-alive\n\n", 0},
+		{"split after 'da'", "\n\nda", "ta: {\"x\":1}\n\n", 1},
+		{"split before '{'", "data: ", "{\"x\":1}\n\n", 1},
+		{"a mark that ended the last read is not counted again", "ata: {", "\"x\":1}\n\n", 0},
+	} {
+		if got := countMarks([]byte(tc.carry), []byte(tc.read)); got != tc.want {
+			t.Errorf("%s: countMarks = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRecordJitter: the jitter of gaps 5, 7, 0 ms against a 5 ms schedule
+// is 0, 2 and 5 ms; a request with too few tokens is an error.
+func TestRecordJitter(t *testing.T) {
+	var r result
+	ms := time.Millisecond
+	r.record(&timing{ttft: 21 * ms, gaps: []time.Duration{5 * ms, 7 * ms, 0}, tokens: 4}, 5*ms, 4, nil)
+	r.record(&timing{tokens: 3}, 5*ms, 4, nil)
+	if r.requests != 1 || r.errors != 1 || r.tokens != 4 {
+		t.Fatalf("requests %d, errors %d, tokens %d; want 1, 1, 4", r.requests, r.errors, r.tokens)
+	}
+	// The histogram reads a percentile back within 1/2048 of it.
+	if got := []int64{r.jitter.Percentile(1), r.jitter.Percentile(50), r.jitter.Percentile(100)}; got[0] != 0 || got[1] < int64(2*ms) || got[1] > int64(2*ms)+int64(2*ms)/2048 || got[2] != int64(5*ms) {
+		t.Errorf("jitter min/P50/max = %v, want 0, 2 ms, 5 ms", got)
+	}
+	if got := r.ttft.Percentile(50); got != int64(21*ms) {
+		t.Errorf("TTFT P50 = %v, want 21 ms", got)
+	}
+}
+
+// TestSmoke runs the harness briefly: every path answers every request
+// with every token; no figure is checked (timing is the machine's).
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tokentrace and starts the proxies")
+	}
+	var out bytes.Buffer
+	cfg := config{Streams: []int{4}, Requests: 8, PerRound: 1, Sched: schedule{TTFT: 5 * time.Millisecond, Gap: 2 * time.Millisecond, Tokens: 4}, Out: &out}
+	if err := run(context.Background(), cfg); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Log("\n" + out.String())
+	want := []string{"direct ", "gateway "}
+	if !strings.Contains(out.String(), "nginx skipped") {
+		want = append(want, "nginx ")
+	}
+	for _, name := range want {
+		line := ""
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(l, name) {
+				line = l
+			}
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 || f[1] != "8" || f[2] != "0" {
+			t.Errorf("%s: want 8 requests and 0 errors, got %q", name, line)
+		}
+	}
+}
