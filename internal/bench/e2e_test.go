@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/workload"
+	"github.com/tokentrace/tokentrace/internal/workload/workloadtest"
 )
 
 // startSim starts the embedded engine as `bench` does without --url, with
@@ -237,4 +240,56 @@ func runStopped(t *testing.T, tokens int, first, gap, stop time.Duration, cfg Co
 		t.Fatal(err)
 	}
 	return res, cfg.OutDir
+}
+
+// A Mooncake trace replayed against the embedded engine with prefix
+// caching on: half the requests share 80 % of their blocks, the engine
+// serves from its cache the share of input tokens the hash_ids imply, and
+// the report's summary names both shares.
+func TestMooncakeTraceAgainstEmbeddedEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded engine")
+	}
+	srv := startSim(t, nil)
+	m := workloadtest.Mooncake{Requests: 60, Blocks: 10, Shared: 8, BlockSize: 32, Output: 3, GapMS: 20}
+	o := workload.DefaultOptions()
+	o.Trace, o.TraceBlockSize = m.Write(t, t.TempDir()), m.BlockSize
+	src, load, err := o.Build(true, func(string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	cfg := Config{
+		Target: Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true,
+			ContinuousUsage: true, Timeout: time.Minute},
+		Workload: src, Load: load, OutDir: dir, SkipCalibration: true,
+	}
+	var out bytes.Buffer
+	res, err := Run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, cached, shared int
+	for _, r := range readRecords(t, filepath.Join(dir, RequestsFile)) {
+		if !r.OK() {
+			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorKind, r.Error)
+		}
+		in, cached, shared = in+r.InputTokens, cached+r.CachedTokens, shared+r.SharedPrefixTokens
+	}
+	want := m.ImpliedShare(true)
+	if got := float64(shared) / float64(in); math.Abs(got-want) > 1e-9 {
+		t.Errorf("records say %.4f of input tokens are shared, the hash_ids %.4f", got, want)
+	}
+	got := float64(cached) / float64(in)
+	t.Logf("cached share %.4f, implied by hash_ids %.4f", got, want)
+	if math.Abs(got-want) > 0.05*want {
+		t.Errorf("cached share %.4f, want the hash_ids' %.4f within 5%%", got, want)
+	}
+	line := fmt.Sprintf("prompt tokens shared with an earlier request %.1f%%", 100*want)
+	if !strings.Contains(out.String(), line) || !strings.Contains(out.String(), "served from the prefix cache") {
+		t.Errorf("report summary lacks %q:\n%s", line, out.String())
+	}
+	if s := res.Summary.Report.Summary; s.SharedPrefixTokens != int64(shared) || s.CachedTokens != int64(cached) {
+		t.Errorf("report summary shared %d cached %d, records %d and %d", s.SharedPrefixTokens, s.CachedTokens, shared, cached)
+	}
 }

@@ -69,7 +69,7 @@ func TestShardsUnionIsTheWorkload(t *testing.T) {
 	for i := range 41 {
 		rows = append(rows, workload.TraceRow{At: time.Duration(i*i) * 7 * time.Millisecond, Input: 10 + i, Output: 1 + i%5})
 	}
-	replay, err := workload.NewReplay(rows, workload.Window{}, 0.5, true, 3)
+	replay, err := workload.NewReplay(rows, workload.ReplayConfig{Scale: 0.5, Chat: true, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

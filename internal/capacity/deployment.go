@@ -156,6 +156,20 @@ func (c capLengthSource) Lengths(i int64) (int, int) {
 	return in, min(out, c.limit)
 }
 
+// SharesPrefixes and SharedPrefixTokens pass on what the workload's
+// requests share (workload.Replay), which the simulator reads.
+func (c capLengthSource) SharesPrefixes() bool {
+	sp, ok := c.ls.(sharedPrefixSource)
+	return ok && sp.SharesPrefixes()
+}
+
+func (c capLengthSource) SharedPrefixTokens(i int64) int {
+	if sp, ok := c.ls.(sharedPrefixSource); ok {
+		return sp.SharedPrefixTokens(i)
+	}
+	return 0
+}
+
 // withCap clamps src's max_tokens to limit (0: src unchanged).
 func withCap(src workload.Source, limit int) workload.Source {
 	if limit <= 0 {

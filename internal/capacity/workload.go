@@ -130,7 +130,7 @@ func FromResults(dir string, chat bool, seed uint64) (Workload, error) {
 	if rows[len(rows)-1].At == rows[0].At {
 		return Workload{}, fmt.Errorf("%w: the %d requests of %s were all sent at one instant (%v); plan needs their arrival times", ErrNoArrivals, len(rows), dir, rows[0].At)
 	}
-	rp, err := workload.NewReplay(rows, workload.Window{}, 1, chat, seed)
+	rp, err := workload.NewReplay(rows, workload.ReplayConfig{Chat: chat, Seed: seed})
 	if err != nil {
 		return Workload{}, err
 	}
@@ -152,13 +152,26 @@ type lengthSource interface {
 	Lengths(i int64) (inputTokens, maxTokens int)
 }
 
+// sharedPrefixSource is a lengthSource that knows how many of each
+// request's first tokens earlier requests sent (workload.Replay of a trace
+// with hash_ids).
+type sharedPrefixSource interface {
+	SharesPrefixes() bool
+	SharedPrefixTokens(i int64) int
+}
+
 // sampleLengths draws the lengths of the workload's first n requests.
 func (w Workload) sampleLengths(n int) lengths {
 	var l lengths
 	if ls, ok := w.Source.(lengthSource); ok {
+		sp, _ := ls.(sharedPrefixSource)
 		for i := range int64(n) {
 			in, out := ls.Lengths(i)
-			l.add(in, out, 0)
+			cacheable := 0
+			if sp != nil {
+				cacheable = sp.SharedPrefixTokens(i)
+			}
+			l.add(in, out, cacheable)
 		}
 		return l
 	}

@@ -242,6 +242,9 @@ func TestFieldErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bench", "--output-dir", filepath.Join(dir, "b"), "--sim-tp", "-1"}, []string{"--sim-tensor-parallel-size -1"}},
 		{[]string{"bench", "--output-dir", filepath.Join(dir, "c"), "--prefix-tokens", "5", "--prefix-groups", "0"}, []string{"--prefix-groups 0: must be at least 1"}},
 		{[]string{"bench", "--output-dir", filepath.Join(dir, "d"), "--trace", "x.csv", "--rate", "5"}, []string{"--trace: sets the arrival times; leave out --rate (use --time-scale)"}},
+		{[]string{"bench", "--output-dir", filepath.Join(dir, "e"), "--trace", writeFile(t, dir, "az.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n"), "--trace-model", "GPT-4"}, []string{"--trace-model: ", "an Azure trace has no model column"}},
+		{[]string{"simulate", "--trace", writeFile(t, dir, "x.txt", "time,in,out\n1,2,3\n"), "--requests", "1"}, []string{"--trace: ", "BurstGPT CSV (columns Timestamp,Model,Request tokens", "Mooncake JSON lines"}},
+		{[]string{"plan", "--trace", writeFile(t, dir, "m.jsonl", `{"timestamp": 0, "input_length": 8, "output_length": 1}`+"\n"), "--trace-block-size", "-1"}, []string{"--trace-block-size -1: must be positive"}},
 		{[]string{"gateway", "--upstream", "http://127.0.0.1:1", "--config", "x.yaml"}, []string{"--config: give either --config or --upstream"}},
 		{[]string{"gateway", "--port", "-1"}, []string{"--port -1"}},
 		{[]string{"estimate", "--batch", "0"}, []string{`--batch "0"`}},
@@ -374,4 +377,14 @@ func TestConfigFileErrorQuotesNoSecret(t *testing.T) {
 			t.Errorf("error %q does not name the line", err)
 		}
 	}
+}
+
+// writeFile writes content to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

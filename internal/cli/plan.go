@@ -216,7 +216,7 @@ func (f *planFlags) workloadAndTarget(g *flagGroup, dir string) (capacity.Worklo
 	}
 	var err error
 	if dir != "" {
-		for _, name := range []string{"trace", "prompts", "input_tokens", "output_tokens", "prefix_tokens", "turns", "concurrency", "duration"} {
+		for _, name := range []string{"trace", "trace_model", "trace_block_size", "prompts", "input_tokens", "output_tokens", "prefix_tokens", "turns", "concurrency", "duration"} {
 			if g.given(name) {
 				return wl, 0, usageError(fmt.Errorf("plan: %w", field.Errorf(name, "the workload comes from %s; leave {%s} out", dir, name)), g)
 			}
@@ -256,6 +256,9 @@ func describeWorkload(o workload.Options, l workload.Load) string {
 		s := fmt.Sprintf("trace %s", o.Trace)
 		if o.TraceWindow != "" {
 			s += " window " + o.TraceWindow
+		}
+		if o.TraceModel != "" {
+			s += " model " + o.TraceModel
 		}
 		if o.TimeScale != 1 {
 			s += fmt.Sprintf(" at time scale %g", o.TimeScale)

@@ -18,15 +18,15 @@ const azureConv = "../../../shared/data/azure-llm-2023/conv.csv"
 // traceArrivals turns the trace into arrivals with its exact input and
 // output lengths, arrival offsets divided by speedup.
 func traceArrivals(b *testing.B, speedup float64, maxModelLen int) []Arrival {
-	rows, err := workload.ReadAzureTraceFile(azureConv)
+	trace, err := workload.ReadTraceFile(azureConv, workload.TraceFilter{})
 	if errors.Is(err, fs.ErrNotExist) {
 		b.Skipf("Azure trace not found at %s (shared data absent)", azureConv)
 	}
 	if err != nil {
 		b.Fatal(err)
 	}
-	arr := make([]Arrival, 0, len(rows))
-	for _, r := range rows {
+	arr := make([]Arrival, 0, len(trace.Rows))
+	for _, r := range trace.Rows {
 		in, out := max(r.Input, 1), max(r.Output, 1)
 		if in+out > maxModelLen {
 			continue

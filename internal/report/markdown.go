@@ -48,6 +48,9 @@ func (m mdWriter) summary(r *Report) {
 	m.p("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	m.p("| %d | %d | %d%s | %.1f s | %s req/s | %s | %s | %s req/s |\n\n", s.Requests, s.Succeeded, s.Failed,
 		errorList(s.Errors), s.DurationS, num(s.ThroughputRPS), num(s.OutputTPS), num(s.TotalTPS), num(s.OfferedRPS))
+	if line := s.PrefixLine(); line != "" {
+		m.p("%s\n\n", line)
+	}
 }
 
 func (m mdWriter) findings(fs []Finding) {

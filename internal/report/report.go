@@ -1,5 +1,7 @@
 package report
 
+import "fmt"
+
 // Schema is the version of the report's JSON form. Fields are only ever
 // added within a version.
 const Schema = 1
@@ -63,6 +65,27 @@ type Summary struct {
 	OutputTokens  int64   `json:"output_tokens"`
 	// ServerSplit is the number of successful requests with the server's own stage split.
 	ServerSplit int `json:"server_split"`
+	// SharedPrefixTokens and CachedTokens sum the successful requests'
+	// prompt tokens the workload shares with earlier requests
+	// (Record.SharedPrefixTokens: a prefix group, a session's history, a
+	// trace's hash_ids) and those the server served from its prefix cache
+	// (Record.CachedTokens); their shares of InputTokens are the run's
+	// shared-prefix evidence (docs/metrics.md, "Prompt tokens shared and
+	// cached").
+	SharedPrefixTokens int64 `json:"shared_prefix_tokens,omitempty"`
+	CachedTokens       int64 `json:"cached_tokens,omitempty"`
+}
+
+// PrefixLine words the summary's shared-prefix evidence: the shares of
+// input tokens the workload shares and the server served from its cache;
+// empty when the records show neither.
+func (s *Summary) PrefixLine() string {
+	if s.InputTokens == 0 || s.SharedPrefixTokens == 0 && s.CachedTokens == 0 {
+		return ""
+	}
+	in := float64(s.InputTokens)
+	return fmt.Sprintf("prompt tokens shared with an earlier request %.1f%% (shared_prefix_tokens)  served from the prefix cache %.1f%% (cached_tokens)",
+		100*float64(s.SharedPrefixTokens)/in, 100*float64(s.CachedTokens)/in)
 }
 
 // Dist describes one metric's distribution over the run's successful

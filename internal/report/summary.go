@@ -36,6 +36,8 @@ func (a *analysis) summary(rep *Report, warmup int) {
 		}
 		s.InputTokens += int64(r.input)
 		s.OutputTokens += int64(r.output)
+		s.SharedPrefixTokens += int64(r.shared)
+		s.CachedTokens += int64(r.cached)
 		if r.hasServer() {
 			s.ServerSplit++
 		}

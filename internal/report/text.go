@@ -64,6 +64,9 @@ func (t textWriter) summary(r *Report) {
 	if s.Warmup > 0 || s.Truncated > 0 {
 		t.p("warm-up excluded %d  answers that hit max_tokens %d\n", s.Warmup, s.Truncated)
 	}
+	if line := s.PrefixLine(); line != "" {
+		t.p("%s\n", line)
+	}
 	for _, run := range r.Runs {
 		for _, wmsg := range run.Warnings {
 			t.wrapped("bench warning: "+wmsg, 98, "", "  ")

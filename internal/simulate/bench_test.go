@@ -20,14 +20,14 @@ const azureConv = "../../../shared/data/azure-llm-2023/conv.csv"
 
 // convTrace replays the whole trace with its times multiplied by scale.
 func convTrace(b *testing.B, scale float64) (*workload.Replay, workload.Load) {
-	rows, err := workload.ReadAzureTraceFile(azureConv)
+	trace, err := workload.ReadTraceFile(azureConv, workload.TraceFilter{})
 	if errors.Is(err, fs.ErrNotExist) {
 		b.Skipf("Azure trace not found at %s (the shared data is absent)", azureConv)
 	}
 	if err != nil {
 		b.Fatal(err)
 	}
-	rp, err := workload.NewReplay(rows, workload.Window{}, scale, true, 1)
+	rp, err := workload.NewReplay(trace.Rows, workload.ReplayConfig{Scale: scale, Chat: true, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type call struct {
 	req      engine.Request
 	key      uint64 // prefix-affinity key
 	inputLen int    // the request's input tokens, for length pools
+	shared   int    // its first tokens the workload shares with others (Record.SharedPrefixTokens)
 
 	pool     *pool
 	replica  *replica
@@ -58,9 +59,9 @@ func (s *sim) startLoad() error {
 	if l.Duration > 0 {
 		s.end = int64(l.WarmupDuration + l.Duration)
 	}
-	if ls, ok := s.cfg.Workload.(lengthSource); ok {
-		// A trace's rows share no prompt prefix: the engine caches
-		// nothing of their text, so their lengths are all it needs.
+	if ls, ok := s.cfg.Workload.(lengthSource); ok && !(s.cfg.Engine.EnablePrefixCaching && sharesPrefixes(ls)) {
+		// A trace whose rows share no prompt prefix (or an engine that
+		// caches none): its lengths are all the engine needs.
 		s.lengths = ls
 	}
 	if l.Mode() == "open" {
@@ -144,7 +145,10 @@ func (s *sim) startSession(worker int32) (int32, bool) {
 	if s.lengths != nil {
 		in, out := s.lengths.Lengths(n)
 		c.session = n
-		c.inputLen = in
+		c.inputLen, c.shared = in, 0
+		if sp, ok := s.lengths.(sharedPrefixSource); ok {
+			c.shared = sp.SharedPrefixTokens(n)
+		}
 		c.req = engine.Request{PromptLen: in, MaxTokens: out, IgnoreEOS: s.cfg.IgnoreEOS}
 		if s.cfg.Priority != nil {
 			c.req.Priority = s.cfg.Priority(in, out)
@@ -166,7 +170,7 @@ func (s *sim) startSession(worker int32) (int32, bool) {
 // serve would tokenize it.
 func (s *sim) setRequest(c *call, q *workload.Request) {
 	c.session, c.turn, c.think = q.Session, q.Turn, q.Think
-	c.inputLen = q.InputTokens
+	c.inputLen, c.shared = q.InputTokens, q.SharedPrefixTokens
 	c.req = engine.Request{PromptLen: q.InputTokens, MaxTokens: q.MaxTokens, IgnoreEOS: s.cfg.IgnoreEOS}
 	if s.cfg.Priority != nil {
 		c.req.Priority = s.cfg.Priority(q.InputTokens, q.MaxTokens)

@@ -55,6 +55,21 @@ type lengthSource interface {
 	Lengths(i int64) (inputTokens, maxTokens int)
 }
 
+// sharedPrefixSource is a lengthSource that knows what its requests share
+// (workload.Replay): SharesPrefixes says whether a prefix cache needs the
+// prompts' text, SharedPrefixTokens what each request shares.
+type sharedPrefixSource interface {
+	SharesPrefixes() bool
+	SharedPrefixTokens(i int64) int
+}
+
+// sharesPrefixes reports whether the requests of src share prompt prefixes
+// a cache could reuse.
+func sharesPrefixes(src any) bool {
+	sp, ok := src.(sharedPrefixSource)
+	return ok && sp.SharesPrefixes()
+}
+
 // Run simulates cfg and calls emit with every request's record as it ends
 // (in virtual time). It returns an error, naming the setting, only when the
 // configuration cannot run; refused and failed requests are records.
@@ -276,15 +291,16 @@ func (s *sim) newRecord(c *call, intended int64) {
 	s.idBuf = strconv.AppendInt(append(append(s.idBuf[:0], s.cfg.RunID...), '-'), s.seq, 10)
 	c.rec, c.split = rec, split
 	*rec = latency.Record{
-		Schema:     latency.RecordSchema,
-		ChunkNS:    chunks,
-		ID:         string(s.idBuf),
-		Model:      s.cfg.Model,
-		Stream:     true,
-		Session:    c.session,
-		Turn:       c.turn,
-		IntendedNS: intended,
-		Warmup:     c.ticket <= int64(s.load.WarmupRequests) || time.Duration(intended) < s.load.WarmupDuration,
+		Schema:             latency.RecordSchema,
+		ChunkNS:            chunks,
+		ID:                 string(s.idBuf),
+		Model:              s.cfg.Model,
+		Stream:             true,
+		Session:            c.session,
+		Turn:               c.turn,
+		IntendedNS:         intended,
+		SharedPrefixTokens: c.shared,
+		Warmup:             c.ticket <= int64(s.load.WarmupRequests) || time.Duration(intended) < s.load.WarmupDuration,
 	}
 }
 

@@ -3,6 +3,7 @@ package simulate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/workload"
+	"github.com/tokentrace/tokentrace/internal/workload/workloadtest"
 )
 
 // h100 is Llama-3.1-8B on one H100 priced by the performance model.
@@ -400,7 +402,7 @@ func TestEngineQueueBoundAndLengthErrors(t *testing.T) {
 
 func TestTraceReplayUsesLengthsOnly(t *testing.T) {
 	rows := []workload.TraceRow{{At: 0, Input: 100, Output: 10}, {At: time.Second, Input: 3000, Output: 5}, {At: 1500 * time.Millisecond, Input: 7, Output: 0}}
-	rp, err := workload.NewReplay(rows, workload.Window{}, 1, true, 1)
+	rp, err := workload.NewReplay(rows, workload.ReplayConfig{Chat: true, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -579,5 +581,40 @@ func TestStopEndsTheRunEarly(t *testing.T) {
 	}
 	if diff := cmp.Diff(all[:len(recs)], recs); diff != "" {
 		t.Errorf("the records before the stop differ:\n%s", diff)
+	}
+}
+
+// A Mooncake trace whose even rows share 80 % of their blocks: with prefix
+// caching on, the engine serves from its cache the share of input tokens
+// the hash_ids imply, and the records carry what each request shares.
+func TestMooncakeHashIDsReachThePrefixCache(t *testing.T) {
+	m := workloadtest.Mooncake{Requests: 200, Blocks: 10, Shared: 8, BlockSize: 64, Output: 4, GapMS: 50}
+	path := m.Write(t, t.TempDir())
+	o := workload.DefaultOptions()
+	o.Trace, o.TraceBlockSize = path, m.BlockSize
+	src, load, err := o.Build(true, func(string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, caching := range []bool{true, false} {
+		ec := h100(t)
+		ec.EnablePrefixCaching = caching
+		recs, _ := collect(t, Config{Engine: ec, Workload: src, Load: load, IgnoreEOS: true})
+		var in, cached, shared int
+		for _, r := range recs {
+			in, cached, shared = in+r.InputTokens, cached+r.CachedTokens, shared+r.SharedPrefixTokens
+		}
+		want := m.ImpliedShare(true)
+		if got := float64(shared) / float64(in); math.Abs(got-want) > 1e-9 {
+			t.Errorf("caching %v: records say %.4f of input tokens are shared, the hash_ids %.4f", caching, got, want)
+		}
+		got := float64(cached) / float64(in)
+		t.Logf("caching %v: cached share %.4f, implied %.4f", caching, got, want)
+		if caching && math.Abs(got-want) > 0.05*want {
+			t.Errorf("cached share %.4f, want the hash_ids' %.4f within 5%%", got, want)
+		}
+		if !caching && cached != 0 {
+			t.Errorf("prefix caching off, yet %d cached tokens", cached)
+		}
 	}
 }

@@ -125,12 +125,12 @@ func parseLogNormal(args string) (Dist, error) {
 }
 
 func parseTrace(spec, file, column string) (Dist, error) {
-	rows, err := ReadAzureTraceFile(file)
+	t, err := ReadTraceFile(file, TraceFilter{})
 	if err != nil {
 		return nil, err
 	}
-	vals := make([]int, len(rows))
-	for i, r := range rows {
+	vals := make([]int, len(t.Rows))
+	for i, r := range t.Rows {
 		if column == "output" {
 			vals[i] = r.Output
 		} else {

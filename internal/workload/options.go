@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -24,9 +25,11 @@ type Options struct {
 	Warmup      string        // warmup: a number of requests or a duration
 	Seed        uint64        // seed: arrivals and prompts
 
-	Trace       string  // trace: an Azure LLM inference trace CSV to replay
-	TimeScale   float64 // time_scale: multiplies trace times
-	TraceWindow string  // trace_window: START-END or START+LENGTH
+	Trace          string  // trace: a trace to replay (Azure CSV, BurstGPT CSV or Mooncake JSONL; ReadTrace)
+	TimeScale      float64 // time_scale: multiplies trace times
+	TraceWindow    string  // trace_window: START-END or START+LENGTH
+	TraceModel     string  // trace_model: a BurstGPT trace's model to keep
+	TraceBlockSize int     // trace_block_size: tokens per Mooncake hash_ids block (0: DefaultTraceBlockSize)
 
 	InputTokens  string        // input_tokens: prompt length (ParseDist)
 	OutputTokens string        // output_tokens: max_tokens (ParseDist)
@@ -160,8 +163,14 @@ func (o Options) replay(chat bool, given func(string) bool) (*Replay, error) {
 	if given("rate") {
 		return nil, field.Errorf("trace", "sets the arrival times; leave out {rate} (use {time_scale})")
 	}
-	rows, err := ReadAzureTraceFile(o.Trace)
+	if o.TraceBlockSize < 0 {
+		return nil, field.Invalid("trace_block_size", o.TraceBlockSize, "must be positive")
+	}
+	t, err := ReadTraceFile(o.Trace, TraceFilter{Model: o.TraceModel})
 	if err != nil {
+		if me := ModelError(""); errors.As(err, &me) {
+			return nil, field.Wrap("trace_model", err)
+		}
 		return nil, field.Wrap("trace", err)
 	}
 	w, err := ParseWindow(o.TraceWindow)
@@ -171,7 +180,7 @@ func (o Options) replay(chat bool, given func(string) bool) (*Replay, error) {
 	if !(o.TimeScale > 0) || math.IsInf(o.TimeScale, 0) {
 		return nil, field.Invalid("time_scale", o.TimeScale, "must be positive")
 	}
-	rp, err := NewReplay(rows, w, o.TimeScale, chat, o.Seed)
+	rp, err := NewReplay(t.Rows, ReplayConfig{Window: w, Scale: o.TimeScale, Chat: chat, Seed: o.Seed, BlockSize: o.TraceBlockSize})
 	if err != nil {
 		return nil, field.Wrap("trace_window", err)
 	}

@@ -40,25 +40,64 @@ func ParseWindow(s string) (Window, error) {
 	return Window{start, end}, nil
 }
 
+// DefaultTraceBlockSize is the tokens of one of a Mooncake trace's hash_ids
+// blocks, as Mooncake's traces were made.
+const DefaultTraceBlockSize = 512
+
+// ReplayConfig says how a trace is replayed.
+type ReplayConfig struct {
+	// Window selects the rows (the zero Window: all).
+	Window Window
+	// Scale multiplies the offsets measured from the window's start (0.5
+	// replays twice as fast; 0 means 1).
+	Scale float64
+	// Chat builds chat messages, else completions prompts.
+	Chat bool
+	Seed uint64
+	// BlockSize is the tokens of one hash_ids block of a Mooncake row
+	// (0: DefaultTraceBlockSize).
+	BlockSize int
+}
+
 // Replay turns trace rows into arrival offsets and one single-request
-// session per row. The rows within the window are kept; their offsets,
-// measured from the window's start, are multiplied by scale (0.5 replays
-// twice as fast). Input lengths are the rows' context tokens (at least the
+// session per row. Input lengths are the rows' context tokens (at least the
 // chat role token plus one), output lengths their generated tokens (at
-// least 1).
+// least 1). A row with hash_ids (Mooncake) has a prompt of blocks: the
+// block of hash id h is BlockSize tokens of filler text drawn from h alone,
+// so requests whose hash_ids begin alike begin with the same tokens (the
+// last block holds what is left of the input length; input beyond the
+// blocks is the row's own text). Other rows' prompts are filler text of
+// their own seed, sharing no block-sized prefix with another row's.
 type Replay struct {
-	rows []TraceRow
-	at   []time.Duration
-	chat bool
-	seed uint64
+	rows  []TraceRow
+	at    []time.Duration
+	chat  bool
+	seed  uint64
+	block int
+	// shared[i] is how many of row i's first prompt tokens an earlier row
+	// of the replay sent too: its leading blocks whose chain of ids an
+	// earlier row began with (and the chat role token before them).
+	shared []int
+	shares bool // some row shares a prefix with an earlier one
 }
 
 // NewReplay selects and scales rows.
-func NewReplay(rows []TraceRow, w Window, scale float64, chat bool, seed uint64) (*Replay, error) {
+func NewReplay(rows []TraceRow, c ReplayConfig) (*Replay, error) {
+	scale := c.Scale
+	if scale == 0 {
+		scale = 1
+	}
 	if !(scale > 0) || math.IsInf(scale, 0) {
 		return nil, fmt.Errorf("time scale %g: must be positive", scale)
 	}
-	r := &Replay{chat: chat, seed: seed}
+	if c.BlockSize < 0 {
+		return nil, fmt.Errorf("block size %d: must be positive", c.BlockSize)
+	}
+	r := &Replay{chat: c.Chat, seed: c.Seed, block: c.BlockSize}
+	if r.block == 0 {
+		r.block = DefaultTraceBlockSize
+	}
+	w := c.Window
 	for _, row := range rows {
 		if row.At < w.Start || (w.End > 0 && row.At >= w.End) {
 			continue
@@ -67,9 +106,56 @@ func NewReplay(rows []TraceRow, w Window, scale float64, chat bool, seed uint64)
 		r.at = append(r.at, time.Duration(float64(row.At-w.Start)*scale))
 	}
 	if len(r.rows) == 0 {
-		return nil, fmt.Errorf("trace window %s-%s holds no rows", w.Start, w.End)
+		span := time.Duration(0)
+		if len(rows) > 0 {
+			span = rows[len(rows)-1].At
+		}
+		return nil, fmt.Errorf("trace window %s-%s holds no rows (the trace spans 0s-%s)", w.Start, w.End, span)
 	}
+	r.sharedPrefixes()
 	return r, nil
+}
+
+// sharedPrefixes finds, for every row, the leading blocks an earlier row
+// began with: the chain of hash ids up to a block, not the block's id
+// alone, since a block is shared only after the same blocks.
+func (r *Replay) sharedPrefixes() {
+	r.shared = make([]int, len(r.rows))
+	seen := map[uint64]struct{}{}
+	for i, row := range r.rows {
+		if len(row.HashIDs) == 0 {
+			continue
+		}
+		in, _ := r.Lengths(int64(i))
+		role := r.role()
+		left, shared, still := in-role, 0, true
+		key := uint64(14695981039346656037)
+		for _, h := range row.HashIDs {
+			if left <= 0 {
+				break
+			}
+			key = (key ^ uint64(h)) * 1099511628211
+			key ^= key >> 29
+			n := min(r.block, left)
+			left -= n
+			if _, ok := seen[key]; ok && still {
+				shared += n
+				continue
+			}
+			still = false
+			seen[key] = struct{}{}
+		}
+		if shared > 0 {
+			r.shared[i], r.shares = role+shared, true
+		}
+	}
+}
+
+func (r *Replay) role() int {
+	if r.chat {
+		return 1 // the user message's role token
+	}
+	return 0
 }
 
 // Len is the number of requests the replay sends.
@@ -78,29 +164,62 @@ func (r *Replay) Len() int { return len(r.rows) }
 // Arrivals returns the replay's send offsets.
 func (r *Replay) Arrivals() Arrivals { return &AtOffsets{At: r.at} }
 
+// SharesPrefixes reports whether some request begins with blocks an
+// earlier one sent: a simulator must then build the prompts for a prefix
+// cache to see them, where lengths otherwise suffice.
+func (r *Replay) SharesPrefixes() bool { return r.shares }
+
+// SharedPrefixTokens is Session(i)'s Request.SharedPrefixTokens: how many
+// of its first tokens an earlier request of the replay sent too.
+func (r *Replay) SharedPrefixTokens(i int64) int { return r.shared[int(i%int64(len(r.rows)))] }
+
 // Session returns the request of row i.
 func (r *Replay) Session(i int64) Session {
 	in, out := r.Lengths(i)
-	role := 0
-	if r.chat {
-		role = 1
-	}
-	text := tokenizer.Filler(in-role, turnSeed(r.seed, i, 0, 3))
-	req := Request{Session: i, MaxTokens: out}
+	k := int(i % int64(len(r.rows)))
+	text := r.text(r.rows[k].HashIDs, in-r.role(), i)
+	req := Request{Session: i, MaxTokens: out, SharedPrefixTokens: r.shared[k]}
 	setContent(&req, []tokenizer.Message{{Role: "user", Content: text}}, r.chat)
 	return &single{req: req}
 }
 
+// text is n tokens of a row's prompt: its blocks, then its own filler.
+func (r *Replay) text(ids []int64, n int, i int64) string {
+	if len(ids) == 0 {
+		return tokenizer.Filler(n, turnSeed(r.seed, i, 0, 3))
+	}
+	var b strings.Builder
+	for _, h := range ids {
+		if n <= 0 {
+			break
+		}
+		k := min(r.block, n)
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(tokenizer.Filler(k, blockSeed(r.seed, h)))
+		n -= k
+	}
+	if n > 0 {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(tokenizer.Filler(n, turnSeed(r.seed, i, 0, 3)))
+	}
+	return b.String()
+}
+
+// blockSeed is the filler seed of a trace's hash id: a stream of its own.
+func blockSeed(seed uint64, id int64) uint64 {
+	return seed ^ 0xB10C0000_00000000 ^ uint64(id)*0x9E3779B97F4A7C15
+}
+
 // Lengths returns the input tokens and max_tokens of Session(i)'s request
-// without building its prompt. Each row's prompt is filler text of its own
-// seed, sharing no block-sized prefix with another row's, so a consumer that
-// needs only lengths (the simulator, when nothing caches prefixes of text)
-// loses nothing by skipping the text.
+// without building its prompt. A consumer that needs only lengths (the
+// simulator, when nothing caches prefixes of text, or when SharesPrefixes
+// is false) loses nothing by skipping the text.
 func (r *Replay) Lengths(i int64) (inputTokens, maxTokens int) {
 	row := r.rows[int(i%int64(len(r.rows)))]
-	role := 0
-	if r.chat {
-		role = 1
-	}
+	role := r.role()
 	return max(row.Input, role+1), max(row.Output, 1)
 }

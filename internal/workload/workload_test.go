@@ -309,12 +309,12 @@ func TestReadShareGPT(t *testing.T) {
 }
 
 func TestReplayWindowAndScale(t *testing.T) {
-	rows := []TraceRow{{0, 10, 2}, {time.Second, 20, 0}, {3 * time.Second, 30, 4}, {9 * time.Second, 40, 5}}
+	rows := []TraceRow{{At: 0, Input: 10, Output: 2}, {At: time.Second, Input: 20}, {At: 3 * time.Second, Input: 30, Output: 4}, {At: 9 * time.Second, Input: 40, Output: 5}}
 	w, err := ParseWindow("1s+5s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReplay(rows, w, 0.5, true, 1)
+	r, err := NewReplay(rows, ReplayConfig{Window: w, Scale: 0.5, Chat: true, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,10 +345,10 @@ func TestReplayWindowAndScale(t *testing.T) {
 			t.Errorf("window %q accepted", bad)
 		}
 	}
-	if _, err := NewReplay(rows, Window{100 * time.Second, 200 * time.Second}, 1, true, 1); err == nil {
+	if _, err := NewReplay(rows, ReplayConfig{Window: Window{100 * time.Second, 200 * time.Second}, Chat: true, Seed: 1}); err == nil {
 		t.Error("empty window accepted")
 	}
-	if _, err := NewReplay(rows, Window{}, 0, true, 1); err == nil {
+	if _, err := NewReplay(rows, ReplayConfig{Scale: -1, Chat: true, Seed: 1}); err == nil {
 		t.Error("time scale 0 accepted")
 	}
 }
