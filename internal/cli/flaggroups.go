@@ -25,7 +25,7 @@ import (
 func bindModelFlags(g *flagGroup, o *engine.Options) {
 	g.stringVar(&o.Model, "model", "model: a catalog name (tokentrace estimate --list) or a Hugging Face config.json (file or folder)")
 	g.stringVar(&o.GPU, "gpu", "GPU: a catalog name (tokentrace estimate --list)")
-	g.stringVar(&o.GPUFile, "gpu-file", "YAML hardware catalog that adds to or overrides the built-in one")
+	bindGPUFileFlag(g, &o.GPUFile)
 	g.intVar(&o.TensorParallelSize, "tensor-parallel-size", "GPUs per replica (0: the smallest power of two at which the weights fit)")
 	g.stringVar(&o.DType, "dtype", "weight precision: bf16, fp16, fp8, int8, int4")
 	g.stringVar(&o.KVCacheDType, "kv-cache-dtype", "KV cache precision: auto (the weights' if 16-bit, else bf16), bf16, fp16, fp8, int8")
@@ -39,6 +39,12 @@ func bindModelFlags(g *flagGroup, o *engine.Options) {
 	g.alias("mem-util", "gpu-memory-utilization", true)
 	g.alias("spec-k", "speculative-k", true)
 	g.alias("spec-alpha", "speculative-alpha", true)
+}
+
+// bindGPUFileFlag binds --gpu-file, the hardware catalog that extends the
+// built-in one (the model flags; report's what-if).
+func bindGPUFileFlag(g *flagGroup, p *string) {
+	g.stringVar(p, "gpu-file", "YAML hardware catalog that adds to or overrides the built-in one")
 }
 
 // bindEngineFlags binds the simulated engine's settings: the model flags

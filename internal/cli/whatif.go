@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +31,7 @@ import (
 type whatIfFlags struct {
 	mode     string // auto, off, all, or levers
 	profile  string
+	gpuFile  string
 	capToks  int
 	specK    int
 	specA    float64
@@ -41,6 +41,7 @@ type whatIfFlags struct {
 func bindWhatIfFlags(g *flagGroup, w *whatIfFlags) {
 	g.stringVar(&w.mode, "what-if", "re-simulate the run with each remedy's lever changed: auto (when the run is simulated or embedded, or with --profile), off, all (every lever), or levers: "+strings.Join(whatif.LeverNames(), ", "))
 	g.stringVar(&w.profile, "profile", "what-if on a measured run: the performance profile (tokentrace calibrate) of its server")
+	bindGPUFileFlag(g, &w.gpuFile)
 	g.intVar(&w.capToks, "max-tokens-cap", "what-if: a cap on max_tokens to try besides the run's P90 output length (0: only that)")
 	g.intVar(&w.specK, "speculative-k", "what-if: draft tokens per step of the speculative decoding tried")
 	g.float64Var(&w.specA, "speculative-alpha", "what-if: per-token acceptance rate of the speculative decoding tried")
@@ -62,9 +63,11 @@ func (w whatIfFlags) levers() (names []string, on bool, err error) {
 	}
 }
 
-// whatIfOwnFlags are the fields of report's own what-if flags: an error
-// naming one is the user's bad input, not the run's.
-var whatIfOwnFlags = []string{"what_if", "profile", "max_tokens_cap", "speculative_k", "speculative_alpha", "parallel"}
+// badWhatIfFlag marks an error as bad input to report's own what-if flags
+// (--profile, --gpu-file, --what-if, …): the user's to fix, an exit.
+type badWhatIfFlag struct{ error }
+
+func (e badWhatIfFlag) Unwrap() error { return e.error }
 
 // addWhatIf runs the what-if for a report of one results folder and
 // attaches it. What-if is an optional section: what it cannot do — the
@@ -74,8 +77,8 @@ var whatIfOwnFlags = []string{"what_if", "profile", "max_tokens_cap", "speculati
 // flag, and so is an interrupted context.
 func addWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos []latency.SLO, w whatIfFlags) error {
 	err := runWhatIf(ctx, rep, cfg, slos, w)
-	var fe *field.Error
-	if err == nil || rep == nil || ctx.Err() != nil || errors.As(err, &fe) && slices.Contains(whatIfOwnFlags, fe.Field) {
+	var bad badWhatIfFlag
+	if err == nil || rep == nil || ctx.Err() != nil || errors.As(err, &bad) {
 		return err
 	}
 	rep.Notes = append(rep.Notes, "what-if: skipped: "+strings.TrimPrefix(err.Error(), "what-if: "))
@@ -92,7 +95,7 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	opts := whatif.Options{SLOs: slos, Levers: names, MaxTokensCap: w.capToks, SpeculativeK: w.specK,
 		SpeculativeAlpha: w.specA, Seed: 1, Parallel: w.parallel}
 	if err := opts.Check(); err != nil {
-		return err
+		return badWhatIfFlag{err}
 	}
 	if len(cfg.Paths) != 1 || len(rep.Runs) > 1 || len(rep.Runs) == 1 && len(rep.Runs[0].Points) > 0 {
 		if w.profile != "" || names != nil {
@@ -104,7 +107,7 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		dir = filepath.Dir(dir)
 	}
-	b, skip, err := twinOf(dir, rep, w.profile)
+	b, skip, err := twinOf(dir, rep, w.profile, w.gpuFile)
 	if err != nil {
 		return err
 	}
@@ -153,8 +156,10 @@ type runConfig struct {
 // twinOf rebuilds the run's deployment and workload from its folder: a
 // simulated or embedded run from the flags config.json records; a measured
 // one from --profile (the engine) and the workload bench's flags describe,
-// or its records' arrivals and lengths. skip says why there is no twin.
-func twinOf(dir string, rep *report.Report, profile string) (twin, string, error) {
+// or its records' arrivals and lengths. A GPU file given to report (for a
+// profile calibrated on a custom hardware entry) replaces the run's. skip
+// says why there is no twin.
+func twinOf(dir string, rep *report.Report, profile, gpuFile string) (twin, string, error) {
 	info, _, _ := report.ReadRunInfo(dir)
 	var rc runConfig
 	if b, err := os.ReadFile(filepath.Join(dir, results.ConfigFile)); err == nil {
@@ -190,10 +195,16 @@ func twinOf(dir string, rep *report.Report, profile string) (twin, string, error
 		t.Basis = "profile " + filepath.Base(profile)
 		eng, notes, err := engineOfProfile(profile, info)
 		if err != nil {
-			return twin{}, "", err
+			return twin{}, "", badWhatIfFlag{err}
 		}
 		t.Deployment = capacity.Deployment{Engine: eng, Replicas: 1}
 		t.Notes = append(t.Notes, notes...)
+	}
+	if gpuFile != "" {
+		if _, err := perfmodel.GPUCatalogFor(gpuFile); err != nil {
+			return twin{}, "", badWhatIfFlag{field.Wrap("gpu_file", err)}
+		}
+		t.Deployment.Engine.GPUFile = gpuFile
 	}
 	if profile != "" {
 		t.Deployment.Engine.Profile = profile
@@ -201,7 +212,11 @@ func twinOf(dir string, rep *report.Report, profile string) (twin, string, error
 			t.Basis = "profile " + filepath.Base(profile)
 		}
 		if _, _, err := t.Deployment.Engine.Config(); err != nil {
-			return twin{}, "", field.Wrap("profile", unwrapField(err))
+			var fe *field.Error
+			if errors.As(err, &fe) && fe.Field == "gpu" && gpuFile == "" {
+				err = field.Invalid("profile", profile, "is for GPU %s, not in the catalog: give its --gpu-file (%v)", t.Deployment.Engine.GPU, fe.Err)
+			}
+			return twin{}, "", badWhatIfFlag{field.Wrap("profile", unwrapField(err))}
 		}
 	}
 	w, skip, notes, err := workloadOf(dir, p, sim || embedded || p.opts.IgnoreEOS)

@@ -324,3 +324,43 @@ func TestWhatIfFailureIsANote(t *testing.T) {
 		t.Errorf("report: %v\n%s", err, out)
 	}
 }
+
+// A profile calibrated on a custom hardware entry: report --gpu-file (the
+// flag every command that prices a step takes) lets what-if use it; without
+// the file the GPU is unknown, exit 2.
+func TestWhatIfProfileOnCustomGPU(t *testing.T) {
+	tmp := t.TempDir()
+	gpus := filepath.Join(tmp, "gpus.yaml")
+	if err := os.WriteFile(gpus, []byte("- name: lab-gpu\n  memory_gib: 80\n  hbm_gb_s: 2000\n  bf16_tflops: 500\n  interconnect_gb_s: 64\n  source: test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prof := writeProfile(t, tmp, "Llama-3.1-8B")
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prof, []byte(strings.Replace(string(b), "gpu: H100-SXM", "gpu: lab-gpu", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := simulated(t, "--rate", "4", "--requests", "60", "--max-num-seqs", "2", "--input-tokens", "500", "--output-tokens", "100")
+	for name, body := range map[string]string{
+		"run.json":    `{"target":"http://gpu:8000","model":"Llama-3.1-8B","mode":"open","offered_rps":4,"server":{"engine":"vllm","config":{"max_num_seqs":"2"}}}`,
+		"config.json": `{"config":{"url":"http://gpu:8000","rate":"4","requests":"60","input-tokens":"500","output-tokens":"100","ignore-eos":"true"}}`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=1s", "--what-if", "replicas", "--profile", prof, "--gpu-file", gpus)
+	if w := rep.WhatIf; w == nil || !strings.Contains(w.Deployment, "lab-gpu") {
+		t.Fatalf("what-if %+v; notes %v", w, rep.Notes)
+	}
+	out, err := run(t, "report", dir, "--what-if", "replicas", "--profile", prof)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), "lab-gpu") {
+		t.Errorf("without --gpu-file: %v, want exit 2 naming the unknown GPU\n%s", err, out)
+	}
+	_, err = run(t, "report", dir, "--what-if", "replicas", "--profile", prof, "--gpu-file", filepath.Join(tmp, "missing.yaml"))
+	if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), "--gpu-file") {
+		t.Errorf("a missing GPU file: %v, want exit 2 naming --gpu-file", err)
+	}
+}
