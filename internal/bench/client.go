@@ -343,6 +343,10 @@ func (c *Client) readResponse(ctx context.Context, rec *latency.Record, req *wor
 			v.Final = []string{final}
 		}
 		serverTiming(rec, v)
+		if rec.Server == nil {
+			// TGI's timing headers, on a whole answer.
+			rec.Server = latency.SplitFromTGIHeaders(resp.Header.Get)
+		}
 	}
 }
 

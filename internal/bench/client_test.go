@@ -288,7 +288,7 @@ func TestServerTimingThroughGateway(t *testing.T) {
 	}
 	rec = &latency.Record{}
 	metricsSplit(rec, []byte(`{"arrival_time":100.0,"time_in_queue":0.5,"first_scheduled_time":100.5,"first_token_time":100.75,"last_token_time":101.0}`))
-	want = &latency.ServerSplit{QueueNS: 5e8, PrefillNS: 25e7, DecodeNS: 25e7, Source: "vllm-metrics", FirstScheduledUnixNS: 100_500_000_000}
+	want = &latency.ServerSplit{QueueNS: 5e8, PrefillNS: 25e7, DecodeNS: 25e7, Source: "vllm-metrics", Engine: "vllm", FirstScheduledUnixNS: 100_500_000_000}
 	if diff := cmp.Diff(want, rec.Server); diff != "" {
 		t.Errorf("vLLM metrics (-want +got):\n%s", diff)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -35,6 +36,8 @@ type streamState struct {
 	reasonByUsage int
 	allOnes       bool
 	metrics       json.RawMessage
+	timings       json.RawMessage // llama.cpp's per-request timings
+	ollama        bool            // a whole answer that may hold Ollama's durations
 	scratch       openai.ChunkInfo
 }
 
@@ -50,6 +53,9 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 	rec.LastEventNS = at
 	if len(ch.Metrics) > 0 {
 		s.metrics = append(s.metrics[:0], ch.Metrics...)
+	}
+	if len(ch.Timings) > 0 {
+		s.timings = append(s.timings[:0], ch.Timings...)
 	}
 	if ch.Choices == 0 {
 		if ch.HasUsage {
@@ -137,6 +143,10 @@ func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
 		s.finalUsage = chunkUsage(ch)
 	}
 	s.metrics = append(s.metrics[:0], ch.Metrics...)
+	s.timings = append(s.timings[:0], ch.Timings...)
+	if len(s.metrics) == 0 && len(s.timings) == 0 && bytes.Contains(b, []byte(`"eval_duration"`)) {
+		s.metrics, s.ollama = append(s.metrics[:0], b...), true
+	}
 	if s.finalUsage == nil && ch.Output {
 		// No usage: one chunk, counted as one token (the only honest
 		// per-chunk count without a tokenizer of the server's model); an
@@ -184,8 +194,32 @@ func (s *streamState) finish(rec *latency.Record, req *workload.Request) {
 		// One token per chunk is the default Record.ITLs assumes.
 		rec.ChunkTokens = nil
 	}
-	if len(s.metrics) > 0 && rec.OK() {
+	if rec.OK() {
+		s.engineSplit(rec)
+	}
+}
+
+// engineSplit sets rec's server split from the engine's own per-request
+// evidence, when the answer held some: a metrics object (vLLM's,
+// tokentrace's), else llama.cpp's timings (whose cache_n also gives the
+// prompt tokens cached when usage did not), else Ollama's durations. A
+// Server-Timing trailer, read after, takes precedence for the durations
+// (serverTiming).
+func (s *streamState) engineSplit(rec *latency.Record) {
+	switch {
+	case s.ollama:
+		rec.Server = latency.SplitFromOllama(s.metrics)
+	case len(s.metrics) > 0:
 		metricsSplit(rec, s.metrics)
+	}
+	if rec.Server != nil || len(s.timings) == 0 {
+		return
+	}
+	if t, ok := latency.ParseLlamaCppTimings(s.timings); ok {
+		rec.Server = t.Split()
+		if rec.CachedTokens == 0 && t.CacheN > 0 {
+			rec.CachedTokens = t.CacheN
+		}
 	}
 }
 

@@ -32,7 +32,7 @@ func SplitFromMetrics(raw []byte) *ServerSplit {
 	sec := func(v float64) int64 { return int64(math.Round(v * 1e9)) }
 	if q, ok := m["queue_time_ms"]; ok {
 		sp := &ServerSplit{QueueNS: ms(q), PrefillNS: ms(m["prefill_time_ms"]),
-			DecodeNS: ms(m["generation_time_ms"]), Source: "vllm-metrics"}
+			DecodeNS: ms(m["generation_time_ms"]), Source: SourceVLLMMetrics, Engine: EngineTokentrace}
 		if at, ok := m["arrival_time"]; ok && at > 0 {
 			sp.FirstScheduledUnixNS = unixNS(at) + ms(m["frontend_time_ms"]+q)
 		}
@@ -44,7 +44,7 @@ func SplitFromMetrics(raw []byte) *ServerSplit {
 	if !ok || !okS || !okT {
 		return nil
 	}
-	sp := &ServerSplit{QueueNS: sec(q), PrefillNS: sec(ft - fs), Source: "vllm-metrics", FirstScheduledUnixNS: unixNS(fs)}
+	sp := &ServerSplit{QueueNS: sec(q), PrefillNS: sec(ft - fs), Source: SourceVLLMMetrics, Engine: EngineVLLM, FirstScheduledUnixNS: unixNS(fs)}
 	if lt, ok := m["last_token_time"]; ok && lt >= ft {
 		sp.DecodeNS = sec(lt - ft)
 	}

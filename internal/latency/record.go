@@ -149,13 +149,26 @@ func (r *Record) ToolsEnd() int64 {
 }
 
 // ServerSplit is the server-side part of a request's latency as reported by
-// the server (tokentrace's Server-Timing trailer, or vLLM's per-request
-// metrics object). Durations are nanoseconds.
+// the server: tokentrace's Server-Timing trailer, a per-request metrics
+// object (vLLM's, tokentrace's), llama.cpp's timings, TGI's headers or
+// Ollama's durations (docs/engines.md). Durations are nanoseconds.
 type ServerSplit struct {
-	QueueNS   int64  `json:"queue_ns"`
-	PrefillNS int64  `json:"prefill_ns"`
-	DecodeNS  int64  `json:"decode_ns"`
-	Source    string `json:"source"` // "server-timing" or "vllm-metrics"
+	QueueNS   int64 `json:"queue_ns"`
+	PrefillNS int64 `json:"prefill_ns"`
+	DecodeNS  int64 `json:"decode_ns"`
+	// Source is the evidence the split was read from (Source* constants:
+	// "server-timing", "vllm-metrics", "llamacpp-timings", "tgi-headers",
+	// "ollama-durations").
+	Source string `json:"source"`
+	// Engine is the server the evidence names (Engine* constants), "" when
+	// it does not say (Server-Timing is any hop's).
+	Engine string `json:"engine,omitempty"`
+	// Unreported lists the stages (SplitQueue, SplitPrefill, SplitDecode)
+	// the evidence does not give; their fields are 0 or, for TGI's
+	// prefill, inside decode. Empty: all three are the server's own.
+	// llama.cpp and Ollama report no queue wait, TGI no prefill apart
+	// from decode.
+	Unreported []string `json:"unreported,omitempty"`
 	// FirstScheduledUnixNS is when the server first scheduled the request
 	// (the start of the step that first computed part of its prompt), in
 	// Unix nanoseconds on the server's clock, when its per-request metrics

@@ -106,5 +106,5 @@ func SplitServerTiming(values []string) (s ServerSplit, gateway time.Duration, o
 	if !okq && !okp {
 		return ServerSplit{}, gateway, false
 	}
-	return ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(decode), Source: "server-timing"}, gateway, true
+	return ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(decode), Source: SourceServerTiming}, gateway, true
 }

@@ -31,20 +31,20 @@ func TestSplitServerTiming(t *testing.T) {
 		ok      bool
 	}{
 		{"serve", []string{"frontend;dur=0.1, server_queue;dur=2, prefill;dur=3", "server_decode;dur=4"},
-			ServerSplit{2e6, 3e6, 4e6, "server-timing", 0}, 0, true},
+			ServerSplit{QueueNS: 2e6, PrefillNS: 3e6, DecodeNS: 4e6, Source: "server-timing"}, 0, true},
 		{"serve, former names", []string{"frontend;dur=0.1, queue;dur=2, prefill;dur=3", "decode;dur=4"},
-			ServerSplit{2e6, 3e6, 4e6, "server-timing", 0}, 0, true},
+			ServerSplit{QueueNS: 2e6, PrefillNS: 3e6, DecodeNS: 4e6, Source: "server-timing"}, 0, true},
 		{"server_queue alone", []string{"server_queue;dur=2, prefill;dur=3"},
-			ServerSplit{2e6, 3e6, 0, "server-timing", 0}, 0, true},
+			ServerSplit{QueueNS: 2e6, PrefillNS: 3e6, DecodeNS: 0, Source: "server-timing"}, 0, true},
 		{"behind a gateway", []string{"gateway_in;dur=0.2, gateway_queue;dur=5, connect;dur=0.3",
 			"decode;dur=90, post_process;dur=0.1, backpressure;dur=0.4, server_queue;dur=1, prefill;dur=7, server_decode;dur=88"},
-			ServerSplit{1e6, 7e6, 88e6, "server-timing", 0}, 6 * time.Millisecond, true},
+			ServerSplit{QueueNS: 1e6, PrefillNS: 7e6, DecodeNS: 88e6, Source: "server-timing"}, 6 * time.Millisecond, true},
 		{"behind a gateway, streamed (its decode stands for the server's)", []string{"gateway_in;dur=0.2, gateway_queue;dur=5, connect;dur=0.3",
 			"decode;dur=90, post_process;dur=0.1, backpressure;dur=0.4, server_queue;dur=1, prefill;dur=7"},
-			ServerSplit{1e6, 7e6, 90e6, "server-timing", 0}, 6 * time.Millisecond, true},
+			ServerSplit{QueueNS: 1e6, PrefillNS: 7e6, DecodeNS: 90e6, Source: "server-timing"}, 6 * time.Millisecond, true},
 		{"behind a gateway, former names", []string{"gateway_in;dur=0.2, queue;dur=5, connect;dur=0.3",
 			"decode;dur=90, post_process;dur=0.1, backpressure;dur=0.4, server_queue;dur=1, prefill;dur=7, server_decode;dur=88"},
-			ServerSplit{1e6, 7e6, 88e6, "server-timing", 0}, 6 * time.Millisecond, true},
+			ServerSplit{QueueNS: 1e6, PrefillNS: 7e6, DecodeNS: 88e6, Source: "server-timing"}, 6 * time.Millisecond, true},
 		{"no split", []string{"frontend;dur=1"}, ServerSplit{}, 0, false},
 	}
 	for _, tt := range tests {

@@ -39,9 +39,10 @@ type ChunkInfo struct {
 	HasPrompt, HasCompletion       bool
 	CachedTokens, ReasoningTokens  int
 	// Error and Metrics are the raw "error" and "metrics" values (the
-	// latter a per-request timing object, vLLM-style); nil when absent or
-	// null.
-	Error, Metrics []byte
+	// latter a per-request timing object, vLLM-style); Timings the raw
+	// "timings" value (llama.cpp's per-request object, on an answer or its
+	// last chunk); nil when absent or null.
+	Error, Metrics, Timings []byte
 }
 
 // ErrChunkShape is wrapped by ScanChunk's error for a chunk that is valid
@@ -157,6 +158,8 @@ func (cs *chunkScan) top() error {
 			c.Error, err = cs.value(1)
 		case "metrics":
 			c.Metrics, err = cs.value(1)
+		case "timings":
+			c.Timings, err = cs.value(1)
 		default:
 			err = cs.skip(1)
 		}

@@ -32,6 +32,8 @@ func TestScanChunk(t *testing.T) {
 		{"error and metrics", `{"error":{"message":"boom"},"metrics":{"queue_time_ms":1.5},"usage":null}`,
 			ChunkInfo{Error: []byte(`{"message":"boom"}`), Metrics: []byte(`{"queue_time_ms":1.5}`)}, false},
 		{"null error", `{"error":null,"choices":null}`, ChunkInfo{}, false},
+		{"llama.cpp timings", `{"choices":[{"finish_reason":"length","delta":{}}],"timings":{"prompt_n":3,"prompt_ms":1.5,"predicted_ms":2}}`,
+			ChunkInfo{Choices: 1, Finish: []byte("length"), HasFinish: true, Timings: []byte(`{"prompt_n":3,"prompt_ms":1.5,"predicted_ms":2}`)}, false},
 		// Keys are exact: a case variant is another key.
 		{"case variant", `{"Choices":[{"delta":{"content":"x"}}],"choices":[{"delta":{"Content":"x"}}],"USAGE":{"completion_tokens":1}}`,
 			ChunkInfo{Choices: 1}, false},
@@ -173,7 +175,7 @@ func refChunk(b []byte) (_ ChunkInfo, ok bool, _ error) {
 			}
 		}
 	}
-	c.Error, c.Metrics = raw(top["error"]), raw(top["metrics"])
+	c.Error, c.Metrics, c.Timings = raw(top["error"]), raw(top["metrics"]), raw(top["timings"])
 	return c, ok, nil
 }
 
@@ -197,6 +199,7 @@ func FuzzScanChunk(f *testing.F) {
 		`{"choices":[{"text":"x","finish_reason":null},{"text":"y"}]}`,
 		`{"choices":[{"delta":{"reasoning_content":"hm","content":null,"tool_calls":[{}]}}],"metrics":{"queue_time_ms":1.5}}`,
 		`{"error":{"message":"boom","type":"server_error"}}`,
+		`{"choices":[{"delta":{}}],"timings":{"cache_n":0,"prompt_n":21,"prompt_ms":20.2,"predicted_n":16,"predicted_ms":75.5}}`,
 		`{"choices":[{"delta":{"content":"x"}}]} trailing`,
 		`{"usage":{"prompt_tokens":1.5}}`,
 		`{"Choices":[{"Delta":{"content":"x"}}],"a":[1,-2.5e3,true,false,null,{"b":"c"}]}`,
@@ -232,10 +235,11 @@ func FuzzScanChunk(f *testing.F) {
 		// Raw strings are still escaped: compare their emptiness.
 		empty := cmp.Comparer(func(x, y []byte) bool { return (len(x) == 0) == (len(y) == 0) })
 		ref.Finish, c.Finish = nil, nil // HasFinish says it
-		if string(canon(ref.Error)) != string(canon(c.Error)) || string(canon(ref.Metrics)) != string(canon(c.Metrics)) {
-			t.Fatalf("%q: error %s, metrics %s; reference %s, %s", b, c.Error, c.Metrics, ref.Error, ref.Metrics)
+		if string(canon(ref.Error)) != string(canon(c.Error)) || string(canon(ref.Metrics)) != string(canon(c.Metrics)) ||
+			string(canon(ref.Timings)) != string(canon(c.Timings)) {
+			t.Fatalf("%q: error %s, metrics %s, timings %s; reference %s, %s, %s", b, c.Error, c.Metrics, c.Timings, ref.Error, ref.Metrics, ref.Timings)
 		}
-		ref.Error, ref.Metrics, c.Error, c.Metrics = nil, nil, nil, nil
+		ref.Error, ref.Metrics, ref.Timings, c.Error, c.Metrics, c.Timings = nil, nil, nil, nil, nil, nil
 		if diff := cmp.Diff(ref, c, empty); diff != "" {
 			t.Fatalf("%q (-reference +ScanChunk):\n%s", b, diff)
 		}

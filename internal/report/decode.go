@@ -37,6 +37,7 @@ const (
 	scFinish
 	scErrorKind
 	scServerSource
+	scServerEngine
 )
 
 // decode is decodeRecord with a cache kept across calls (one per goroutine).
@@ -328,6 +329,10 @@ func (d *fastDecoder) record(r *latency.Record) error {
 					s.DecodeNS, err = d.int64()
 				case "source":
 					s.Source, err = d.strc(scServerSource)
+				case "engine":
+					s.Engine, err = d.strc(scServerEngine)
+				case "unreported":
+					s.Unreported, err = d.strs()
 				default:
 					return errSlow
 				}
