@@ -49,6 +49,9 @@ cannot be written (docs/cli.md).`,
 			if err != nil {
 				return usageError(fmt.Errorf("simulate: %w", err), g)
 			}
+			for _, d := range opts.BenchDifferences(g.given) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "simulate: unlike bench --url: %s\n", d)
+			}
 			out.Command = os.Args
 			out.Echo = flagValues(cmd.Flags())
 			sum, err := simulate.WriteRun(cfg, out, cmd.OutOrStdout())

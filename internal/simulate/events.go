@@ -1,9 +1,10 @@
 package simulate
 
 // Event kinds. Events at the same instant run in the order they were
-// scheduled; after the last of an instant, every idle replica that was
-// given work starts its next step (so requests arriving together share a
-// step, as Simulate's arrivals do).
+// scheduled. A replica plans its next step when its step ends, before the
+// events that step causes (docs/simulate.md, "Step boundaries"); an idle
+// replica starts one on its first request; after the last event of an
+// instant, every idle replica that was given work starts its next step.
 const (
 	evArrival  uint8 = iota // the next open-loop arrival
 	evSend                  // a request's intended send (after think time)

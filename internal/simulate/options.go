@@ -169,3 +169,24 @@ func (o Options) admission(cfg *Config) error {
 	cfg.Admission = &Admission{Limits: l, DeadlineTTFT: o.DeadlineTTFT, EarlyReject: o.EarlyReject}
 	return nil
 }
+
+// BenchDifferences says how the workload these options simulate differs
+// from what `tokentrace bench --url` sends a real server with the same
+// workload flags, so that a user comparing the two compares like with
+// like (docs/simulate.md, "Same flags as bench"). given reports whether
+// the user set a field, by its snake_case name.
+func (o Options) BenchDifferences(given func(field string) bool) []string {
+	var out []string
+	if o.IgnoreEOS {
+		out = append(out, "answers run to max_tokens (ignore_eos, as bench asks of its embedded engine); bench --url sends no ignore_eos unless --ignore-eos is given, and a server then ends answers where its model stops: give bench --ignore-eos, or simulate --ignore-eos=false with --natural-output-tokens")
+	} else {
+		out = append(out, "answers end where --natural-output-tokens draws ("+o.Engine.NaturalOutputTokens+"), capped by max_tokens; a real server's end where its model stops")
+	}
+	if o.Workload.Trace == "" && o.Workload.Prompts == "" {
+		out = append(out, "prompts are --input-tokens long as serve tokenizes them; a real server counts its own tokens and its chat template's (bench's records keep the served input_tokens): simulate --like RESULTS replays the served lengths")
+	}
+	if o.NetworkLatency == 0 && !given("network_latency") {
+		out = append(out, "the client's transport is 0 (--network-latency): tokens reach the client at their step's end, requests the engine at their send")
+	}
+	return out
+}

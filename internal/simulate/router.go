@@ -140,7 +140,13 @@ func (s *sim) dispatch(id int32) {
 		return
 	}
 	r.outstanding++
-	s.touch(r)
+	// An idle replica starts a step at once with what it holds, as the
+	// wall-clock engine's step loop wakes on its first request: requests
+	// sent at the same instant reach a real server one after another, and
+	// those after the first wait for the next step.
+	if !s.startStep(r) {
+		s.touch(r)
+	}
 }
 
 // stepEnd applies a replica's step: tokens stream to their clients,
@@ -185,8 +191,19 @@ func (s *sim) stepEnd(r *replica) {
 		}
 		s.deliver(id, at)
 	}
+	// The replica plans its next step at once, from the requests it holds
+	// now, as a serving engine's step loop does: whatever this step's
+	// tokens cause — a closed-loop client's next request, a session's next
+	// turn, a request the admission queue lets through on a release —
+	// reaches it later (a handler, a network, a client in between) and
+	// waits for the step after. Admitting those into the step that starts
+	// at this same instant would let a response's successor overtake the
+	// step boundary no real client can, and lock closed loops into waves
+	// (docs/simulate.md, "Step boundaries").
+	if !s.startStep(r) {
+		s.touch(r)
+	}
 	s.drainAdmitted()
-	s.touch(r)
 }
 
 // chunk records a stream event of tokens at the client instant at, the

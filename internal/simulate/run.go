@@ -216,15 +216,24 @@ func (s *sim) handle(e event) {
 func (s *sim) startSteps() {
 	for _, r := range s.dirty {
 		r.dirty = false
-		if end, ok := r.v.Start(time.Duration(s.now)); ok {
-			if s.cfg.Steps {
-				rr := &s.res.Replicas[r.index]
-				rr.Steps = append(rr.Steps, r.v.LastStep())
-			}
-			s.ev.push(int64(end), evStepEnd, int32(r.index))
-		}
+		s.startStep(r)
 	}
 	s.dirty = s.dirty[:0]
+}
+
+// startStep starts r's next step at now if it is idle and has work, and
+// reports whether it did.
+func (s *sim) startStep(r *replica) bool {
+	end, ok := r.v.Start(time.Duration(s.now))
+	if !ok {
+		return false
+	}
+	if s.cfg.Steps {
+		rr := &s.res.Replicas[r.index]
+		rr.Steps = append(rr.Steps, r.v.LastStep())
+	}
+	s.ev.push(int64(end), evStepEnd, int32(r.index))
+	return true
 }
 
 func (s *sim) touch(r *replica) {

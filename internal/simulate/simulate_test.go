@@ -618,3 +618,37 @@ func TestMooncakeHashIDsReachThePrefixCache(t *testing.T) {
 		}
 	}
 }
+
+// TestStepBoundaries: a replica plans its next step at the instant its
+// step ends, before what that step's tokens cause reaches it — a closed
+// loop's next request waits for the step after, as on a serving engine —
+// and an idle replica starts a step on its first request, so requests sent
+// together at the start do not all share it. Before, a closed loop's next
+// request joined the step starting at its predecessor's end and a closed
+// loop of 16 workers with fixed lengths ran in lock-step waves with half
+// the served TTFT (issue: serve + bench 1.32 s, simulate 0.66 s).
+func TestStepBoundaries(t *testing.T) {
+	recs, res := collect(t, Config{Engine: h100(t), Workload: synthetic(512, 8), IgnoreEOS: true, Model: "m",
+		Load: workload.Load{Concurrency: 4, Requests: 24}, Steps: true})
+	steps := res.Replicas[0].Steps
+	if got := steps[0].PrefillTokens; got != 512 {
+		t.Errorf("first step computes %d prompt tokens, want 512: the first request alone", got)
+	}
+	starts := map[int64]bool{}
+	for _, st := range steps {
+		starts[int64(st.Start)] = true
+	}
+	for i, r := range recs {
+		if r.Server == nil {
+			t.Fatalf("record %d has no server split", i)
+		}
+		arrival := r.SentNS
+		scheduled := arrival + r.Server.QueueNS
+		if !starts[scheduled] {
+			t.Errorf("record %d scheduled at %d, not a step's start", i, scheduled)
+		}
+		if r.Server.QueueNS == 0 && i > 0 && r.SentNS > 0 {
+			t.Errorf("record %d (sent at %v after a response) was scheduled at once: it overtook the step boundary", i, time.Duration(r.SentNS))
+		}
+	}
+}
