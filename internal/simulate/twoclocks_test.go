@@ -64,8 +64,8 @@ var ciGrid = []clockCase{
 	{name: "closed-1-lognormal", concurrency: 1, requests: 10, in: "lognormal:mean=512,sigma=0.6", out: "lognormal:mean=8,sigma=0.5"},
 	{name: "closed-4-fixed", concurrency: 4, requests: 24, in: "512", out: "8"},
 	{name: "closed-16-fixed", concurrency: 16, requests: 48, in: "512", out: "8"},
-	{name: "open-30%-lognormal", rate: 12, requests: 48, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
-	{name: "open-70%-lognormal", rate: 28, requests: 60, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
+	{name: "open-12rps-lognormal", rate: 12, requests: 48, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
+	{name: "open-28rps-lognormal", rate: 28, requests: 60, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
 	{name: "closed-8-prefix", concurrency: 8, requests: 32, in: "768", out: "8", prefix: true},
 	{name: "closed-8-nochunk", concurrency: 8, requests: 32, in: "1024", out: "8", noChunk: true},
 }
@@ -87,7 +87,7 @@ var fullGrid = func() []clockCase {
 	for _, load := range []struct {
 		name string
 		rate float64
-	}{{"30%", 12}, {"70%", 28}, {"95%", 38}} {
+	}{{"12rps", 12}, {"28rps", 28}, {"38rps", 38}} {
 		g = append(g, clockCase{name: "open-" + load.name + "-lognormal", rate: load.rate, requests: 120,
 			in: lengths[2].in, out: lengths[1].out})
 	}
