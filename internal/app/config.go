@@ -59,6 +59,12 @@ type Config struct {
 	// UpstreamTimeout bounds one answer from upstream (upstream_timeout;
 	// 0: 10 minutes).
 	UpstreamTimeout time.Duration
+	// MaxResponseBytes bounds the answer the app holds: the whole answer
+	// for a client that does not stream, the unchecked answer for the
+	// blocking guardrail (max_response_bytes; 0: DefaultMaxResponseBytes).
+	// Beyond it the client gets 502 upstream_response_too_large and the
+	// upstream's connection is closed.
+	MaxResponseBytes int64
 	// Seed seeds the retrieval latency draws (seed).
 	Seed uint64
 	// Limits are the HTTP server's deadlines and connection cap.
@@ -73,6 +79,9 @@ type Config struct {
 	// slog's default.
 	Log *slog.Logger
 }
+
+// DefaultMaxResponseBytes is Config.MaxResponseBytes' default.
+const DefaultMaxResponseBytes = 64 << 20
 
 // DefaultConfig is `tokentrace app`'s defaults, upstream aside.
 func DefaultConfig() Config {
@@ -115,5 +124,8 @@ func (c Config) Validate() error {
 	if c.UpstreamTimeout < 0 {
 		return field.Invalid("upstream_timeout", c.UpstreamTimeout, "must not be negative")
 	}
-	return nil
+	if c.MaxResponseBytes < 0 {
+		return field.Invalid("max_response_bytes", c.MaxResponseBytes, "must not be negative")
+	}
+	return c.Limits.Validate()
 }

@@ -136,12 +136,20 @@ func (s *Server) upstreamBody(fields map[string]json.RawMessage, req *openai.Cha
 	return json.Marshal(fields)
 }
 
+// streamEndGrace is how long the app waits, after the upstream's [DONE],
+// for the rest of its body (the Server-Timing trailer): an upstream that
+// keeps its connection open after its answer never holds the client.
+const streamEndGrace = 500 * time.Millisecond
+
 // call sends the request upstream and relays the answer.
 func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatCompletionRequest) {
 	s := x.s
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.UpstreamTimeout)
+	// uctx is the upstream request's: cancel closes its connection (the
+	// answer's end, or an answer too large); ctx goes on for the checks
+	// and the writes after it.
+	uctx, cancel := context.WithTimeout(ctx, s.cfg.UpstreamTimeout)
 	defer cancel()
-	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, s.chatURL, bytes.NewReader(body))
+	ureq, err := http.NewRequestWithContext(uctx, http.MethodPost, s.chatURL, bytes.NewReader(body))
 	if err != nil {
 		x.fail(http.StatusInternalServerError, openai.NewError(openai.TypeServer, redact.Text(err.Error()), "", ""))
 		return
@@ -191,11 +199,14 @@ func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatComple
 	if !x.out.begin() {
 		return
 	}
-	if !x.events(ctx, rd) {
+	if !x.events(ctx, rd, cancel) {
 		return
 	}
-	// Read the upstream to its end for its trailer.
+	// Read the upstream to its end for its trailer, waiting
+	// streamEndGrace at most: past it the upstream's connection is closed.
+	end := time.AfterFunc(streamEndGrace, cancel)
 	_, _ = io.Copy(io.Discard, io.LimitReader(waitReader{r: resp.Body, now: s.clock.Now, waited: &x.tl.upstream}, 1<<20))
+	end.Stop()
 	v := latency.TimingValues{Header: resp.Header.Values("Server-Timing"), Trailer: resp.Trailer.Values("Server-Timing")}
 	if len(rd.Kept) > 0 {
 		v.Final = []string{string(rd.Kept)}
@@ -206,8 +217,16 @@ func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatComple
 
 // events reads the upstream's stream to its [DONE], checking and passing
 // on the answer as the guardrail mode says; false when the answer cannot
-// be completed (the stream broke, the client left).
-func (x *exchange) events(ctx context.Context, rd *sse.Reader) bool {
+// be completed (the stream broke, the client left). After the final usage
+// chunk (usage, no choices) the answer is whole: [DONE] is waited for
+// streamEndGrace at most (cancel closes the upstream's connection).
+func (x *exchange) events(ctx context.Context, rd *sse.Reader, cancel context.CancelFunc) bool {
+	var ending *time.Timer
+	defer func() {
+		if ending != nil {
+			ending.Stop()
+		}
+	}()
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -215,11 +234,17 @@ func (x *exchange) events(ctx context.Context, rd *sse.Reader) bool {
 				x.errKind = "client_closed"
 				return false
 			}
+			if ending != nil {
+				return true // the answer was whole; no [DONE] came
+			}
 			x.streamError("the model's stream ended before [DONE]", "upstream_stream_broken")
 			return false
 		}
 		if string(ev.Data) == "[DONE]" {
 			return true
+		}
+		if ending != nil {
+			continue // nothing but [DONE] belongs after the final usage chunk
 		}
 		if string(ev.Name) == "error" || x.scan(ev.Data) != nil {
 			x.streamError("the model's server sent an error or an event that is not a chunk", "upstream_stream_error")
@@ -227,6 +252,9 @@ func (x *exchange) events(ctx context.Context, rd *sse.Reader) bool {
 		}
 		if !x.chunk(ctx) {
 			return false
+		}
+		if x.ch.HasUsage && x.ch.Choices == 0 {
+			ending = time.AfterFunc(streamEndGrace, cancel)
 		}
 	}
 }
@@ -276,6 +304,13 @@ func (x *exchange) chunk(ctx context.Context) bool {
 	}
 	x.tokens += max(k, 0)
 	s := x.s
+	if held := int64(len(x.held) + len(x.out.whole) + len(text)); held > s.cfg.MaxResponseBytes {
+		// What the app holds (a whole answer, or one the blocking
+		// guardrail has not checked) is bounded; the caller's cancel
+		// closes the upstream's connection.
+		x.streamError(fmt.Sprintf("the model's answer exceeds %d bytes (max_response_bytes)", s.cfg.MaxResponseBytes), "upstream_response_too_large")
+		return false
+	}
 	switch s.cfg.Guardrail {
 	case GuardrailOff:
 		if len(text) > 0 {
@@ -353,10 +388,20 @@ func (x *exchange) fail(status int, e openai.Error) {
 	x.trailer()
 }
 
-// relayError passes on the upstream's error status and body.
+// relayError passes on the upstream's error status and body. A 413 is
+// not: the body the upstream found too large is the app's (the client's
+// question with the retrieved passages), so the client gets 502.
 func (x *exchange) relayError(resp *http.Response) {
 	x.status, x.errKind = resp.StatusCode, "upstream_status"
 	b, _ := io.ReadAll(io.LimitReader(waitReader{r: resp.Body, now: x.s.clock.Now, waited: &x.tl.upstream}, 64<<10))
+	if resp.StatusCode == http.StatusRequestEntityTooLarge {
+		x.forward = latency.ForwardTiming(latency.HopApp, latency.TimingValues{Header: resp.Header.Values("Server-Timing")})
+		x.s.log.Warn("upstream refused the app's request body as too large", "request_id", x.id, "upstream_status", resp.StatusCode)
+		x.fail(http.StatusBadGateway, openai.NewError(openai.TypeServer,
+			"the model's server refused the app's request (the question with the retrieved passages) as too large (413); fewer passages (--top-k) or a larger limit upstream would fit",
+			"", "upstream_request_too_large"))
+		return
+	}
 	h := x.w.Header()
 	h.Set("Content-Type", resp.Header.Get("Content-Type"))
 	if ra := resp.Header.Get("Retry-After"); ra != "" {

@@ -67,6 +67,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.UpstreamTimeout == 0 {
 		cfg.UpstreamTimeout = 10 * time.Minute
 	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	cfg.Limits = cfg.Limits.WithDefaults(2) // each client connection holds an upstream one
 	log := cfg.Log
 	if log == nil {

@@ -89,6 +89,7 @@ Exit status: 0 after a clean stop, 2 for bad flags, 1 when it cannot listen
 	g.durationVar(&cfg.GuardrailCost, "guardrail-cost", "the output check's cost per token, standing for a safety classifier")
 	g.stringArrayVar(&cfg.Blocklist, "blocklist", "a word the output filter masks (repeatable; API keys and e-mail addresses always are)")
 	g.durationVar(&cfg.UpstreamTimeout, "upstream-timeout", "longest wait for one answer from upstream (0: 10m)")
+	g.int64Var(&cfg.MaxResponseBytes, "max-response-bytes", "largest answer the app holds (a whole answer, or one the blocking guardrail checks); beyond it 502 upstream_response_too_large (0: 64 MiB)")
 	g.uint64Var(&cfg.Seed, "seed", "seed of the retrieval latency draws")
 	g.durationVar(&cfg.Limits.ReadHeaderTimeout, "read-header-timeout", "deadline for a request's headers")
 	g.durationVar(&cfg.Limits.BodyTimeout, "body-timeout", "deadline for a request's body, from the end of its headers (408 after it)")

@@ -96,7 +96,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/stats":        {only: []string{}},
 	"internal/jsonscan":     {only: []string{}},
 	"internal/sse":          {only: []string{}},
-	"internal/httplimit":    {only: []string{}},
+	"internal/httplimit":    {only: []string{"field"}},
 	"internal/redact":       {only: []string{}},
 	"internal/scrape":       {only: []string{}},
 	"internal/route":        {only: []string{}},

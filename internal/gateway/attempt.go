@@ -91,7 +91,13 @@ func (a *attempt) claimFirst() bool {
 func (a *attempt) won() bool { return a.err == nil && a.status == 0 }
 
 // retryable reports whether another replica may succeed where a failed.
+// An answer over the size bound is not retried: another replica would
+// most likely send as much.
 func (a *attempt) retryable() bool {
+	var tl *tooLargeError
+	if errors.As(a.err, &tl) {
+		return false
+	}
 	return a.err != nil || a.status >= 500 || a.status == http.StatusTooManyRequests
 }
 
@@ -192,9 +198,18 @@ func (x *exchange) readWhole(a *attempt) bool {
 	g := x.g
 	a.whole = true
 	var err error
-	a.body, err = io.ReadAll(a.resp.Body)
+	limit := x.rt.cfg.Server.MaxResponseBytes
+	a.body, err = io.ReadAll(io.LimitReader(a.resp.Body, limit+1))
 	if err != nil {
 		a.err = fmt.Errorf("read upstream body: %w", err)
+		return false
+	}
+	if int64(len(a.body)) > limit {
+		// The deferred cancel in run closes the upstream's connection:
+		// the rest of the answer is never read.
+		a.body = nil
+		a.err = &tooLargeError{limit: limit}
+		g.countFault(a.pool, faultTooLarge)
 		return false
 	}
 	a.first = g.now()
@@ -281,7 +296,16 @@ const (
 	faultProtocol    = "protocol_error"
 	faultStreamBroke = "stream_broken"
 	faultIdle        = "idle_timeout"
+	faultTooLarge    = "response_too_large"
 )
+
+// tooLargeError is a non-streamed answer larger than
+// server.max_response_bytes.
+type tooLargeError struct{ limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("the upstream's answer exceeds %d bytes (server.max_response_bytes)", e.limit)
+}
 
 func (g *Gateway) countFault(p *pool, kind string) {
 	if g.Metrics != nil {

@@ -77,7 +77,13 @@ const (
 // ServerConfig holds the listening server's limits. The deadlines and
 // the connection cap are read once, when the gateway starts listening.
 type ServerConfig struct {
-	MaxBodyBytes      int64    `yaml:"max_body_bytes"`      // default 4 MiB
+	MaxBodyBytes int64 `yaml:"max_body_bytes"` // default 4 MiB
+	// MaxResponseBytes bounds an upstream's answer that is not streamed
+	// (read whole before it is passed on): beyond it the client gets 502
+	// upstream_response_too_large and the upstream's connection is
+	// closed; default 64 MiB. A streamed answer is passed on event by
+	// event, each event bounded by 16 MiB.
+	MaxResponseBytes  int64    `yaml:"max_response_bytes"`
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"` // default 10s
 	// BodyTimeout bounds the request body's arrival, from the end of the
 	// headers (408 after it); default 30s.
@@ -90,6 +96,9 @@ type ServerConfig struct {
 	// PrefixBytes is how much of the prompt prefix affinity hashes; default 512.
 	PrefixBytes int `yaml:"prefix_bytes"`
 }
+
+// DefaultMaxResponseBytes is server.max_response_bytes' default.
+const DefaultMaxResponseBytes = 64 << 20
 
 // fdsPerConn is what a client connection costs the gateway in
 // descriptors: its own and one upstream.
@@ -418,6 +427,9 @@ func (c *Config) SetDefaults() {
 	if c.Server.MaxBodyBytes == 0 {
 		c.Server.MaxBodyBytes = 4 << 20
 	}
+	if c.Server.MaxResponseBytes == 0 {
+		c.Server.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	if c.Server.MaxConnections >= 0 {
 		c.Server.setLimits(c.Server.limits().WithDefaults(fdsPerConn))
 	}
@@ -490,8 +502,11 @@ func (c *Config) Validate() error {
 	if c.Server.MaxBodyBytes < 0 {
 		ps.add("server.max_body_bytes is negative")
 	}
-	if c.Server.MaxConnections < 0 {
-		ps.add("server.max_connections is negative")
+	if c.Server.MaxResponseBytes < 0 {
+		ps.add("server.max_response_bytes is negative")
+	}
+	if err := c.Server.limits().Validate(); err != nil {
+		ps.add("server.%v", err)
 	}
 	pools := map[string]bool{}
 	for i := range c.Pools {

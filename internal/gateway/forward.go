@@ -273,6 +273,11 @@ func (f *attempts) answerFailure() {
 			x.fail(http.StatusBadGateway, openai.TypeServer, protocolErrorMsg, "", "upstream_protocol_error", 0)
 			break
 		}
+		var tl *tooLargeError
+		if last != nil && errors.As(last.err, &tl) {
+			x.fail(http.StatusBadGateway, openai.TypeServer, tl.Error(), "", "upstream_response_too_large", 0)
+			break
+		}
 		msg := "upstream unavailable"
 		if last != nil && last.err != nil {
 			msg += ": " + redact.Text(last.err.Error())

@@ -20,6 +20,14 @@ import (
 // maxEventBytes bounds one SSE event read from upstream.
 const maxEventBytes = 16 << 20
 
+// streamEndGrace is how long the gateway waits on the upstream once its
+// answer has ended: after [DONE], for the rest of its body (the
+// Server-Timing trailer); after the final usage chunk (no choices), for
+// its [DONE]. Past it the upstream's connection is closed and the client's
+// stream ends: an upstream that keeps the connection open after its
+// answer never holds the client.
+const streamEndGrace = 500 * time.Millisecond
+
 // newEventReader reads an upstream's stream event by event, each with its
 // raw bytes to pass on (internal/sse in block mode: LF, CRLF and lone CR
 // line ends, keep-alive comments as events of their own).
@@ -161,6 +169,9 @@ type relay struct {
 	masked     []byte // an error event, its credentials masked
 	idle       *time.Timer
 	idleFired  atomic.Bool
+	// ending: the final usage chunk (usage, no choices) was passed on;
+	// only [DONE] may follow, within streamEndGrace.
+	ending bool
 }
 
 // newRelay sets the response headers: the upstream's end-to-end ones, the
@@ -241,14 +252,28 @@ func (r *relay) events() {
 	// The idle timeout cancels the upstream when no data event arrives
 	// in time; each data event re-arms it (keep-alive comments do not).
 	if a.idleTimeout > 0 {
-		r.idle = time.AfterFunc(a.idleTimeout, func() {
-			r.idleFired.Store(true)
-			a.cancel()
-		})
-		defer r.idle.Stop()
+		r.arm(a.idleTimeout)
 	}
+	defer func() {
+		if r.idle != nil {
+			r.idle.Stop()
+		}
+	}()
 	for r.next() {
 	}
+}
+
+// arm (re)starts the idle timer: the upstream is cancelled when no data
+// event arrives within d.
+func (r *relay) arm(d time.Duration) {
+	if r.idle == nil {
+		r.idle = time.AfterFunc(d, func() {
+			r.idleFired.Store(true)
+			r.a.cancel()
+		})
+		return
+	}
+	r.idle.Reset(d)
 }
 
 // next relays one event; false when the stream has ended.
@@ -269,7 +294,7 @@ func (r *relay) next() bool {
 	}
 	raw := ev.Raw
 	kind := r.probe.inspect(ev)
-	if r.idle != nil && kind != eventNoData {
+	if r.idle != nil && kind != eventNoData && !r.ending {
 		r.idle.Reset(a.idleTimeout)
 	}
 	switch kind {
@@ -296,6 +321,12 @@ func (r *relay) next() bool {
 	case eventOther:
 		if used, ok := r.probe.usage(); ok && used > 0 {
 			x.tokens = used // final usage chunk
+		}
+		if r.probe.HasUsage && r.probe.Choices == 0 && !r.ending {
+			// The answer is complete: wait streamEndGrace for [DONE],
+			// no longer.
+			r.ending = true
+			r.arm(streamEndGrace)
 		}
 		if r.probe.Metrics != nil {
 			if sp := latency.SplitFromMetrics(r.probe.Metrics); sp != nil {
@@ -344,6 +375,11 @@ func (r *relay) broken(err error) {
 		x.clientGone()
 	case r.ctx.Err() != nil:
 		x.streamError("total timeout expired during the stream", "timeout")
+	case r.ending:
+		// The final usage chunk came and the upstream sent no [DONE]
+		// (within streamEndGrace, or it closed): the answer is whole;
+		// the client gets its [DONE].
+		x.endStream(a, r.timing, nil)
 	case r.idleFired.Load():
 		g.log().Warn("upstream idle: no event within the idle timeout", "request_id", x.id, "replica", a.rep.cfg.URL, "idle_timeout", a.idleTimeout)
 		g.countFault(a.pool, faultIdle)
@@ -358,14 +394,17 @@ func (r *relay) broken(err error) {
 	}
 }
 
-// endStream reads the upstream to its end (for its trailer), then writes
-// the final event: an SSE comment line with the stage split, then
-// "data: [DONE]".
+// endStream reads the upstream to its end (for its trailer), waiting
+// streamEndGrace at most, then writes the final event: an SSE comment line
+// with the stage split, then "data: [DONE]" (done, or one of its own when
+// done is nil).
 func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	g := x.g
 	t0 := g.now()
 	waited := a.up.waited
+	end := time.AfterFunc(streamEndGrace, a.cancel)
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.up, 1<<20))
+	end.Stop()
 	t0 = t0.Add(a.up.waited - waited) // waiting for the upstream's end is not post-processing
 	x.tl.foldServerTiming(timing, a.resp.Trailer.Values("Server-Timing"))
 	if !x.tl.serverSplit && x.metricsSplit != nil {

@@ -10,5 +10,6 @@
 // timeout: both would end a streamed answer that legitimately lasts
 // minutes.
 //
-// It imports nothing of this module (standard library only).
+// It imports nothing of this module but field (whose errors Validate
+// returns).
 package httplimit

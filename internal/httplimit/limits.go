@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // Defaults of Limits' zero fields.
@@ -33,6 +35,24 @@ type Limits struct {
 	// MaxConns caps the connections open at once; further connections
 	// wait in the kernel's accept queue until one closes.
 	MaxConns int
+}
+
+// Validate reports the first field of l that cannot work: a negative
+// deadline or connection cap (which would switch the protection off). Zero
+// fields are valid: they take the defaults.
+func (l Limits) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read_header_timeout", l.ReadHeaderTimeout}, {"body_timeout", l.BodyTimeout}, {"idle_timeout", l.IdleTimeout}} {
+		if d.v < 0 {
+			return field.Invalid(d.name, d.v, "must not be negative (0 takes the default)")
+		}
+	}
+	if l.MaxConns < 0 {
+		return field.Invalid("max_connections", l.MaxConns, "must not be negative (0: from the descriptor limit)")
+	}
+	return nil
 }
 
 // WithDefaults fills l's zero fields: the timeouts from the Default

@@ -93,16 +93,8 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		return field.Invalid("max_body_bytes", c.MaxBodyBytes, "below 1 KiB")
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"read_header_timeout", c.Limits.ReadHeaderTimeout}, {"body_timeout", c.Limits.BodyTimeout}, {"idle_timeout", c.Limits.IdleTimeout}} {
-		if d.v < 0 {
-			return field.Invalid(d.name, d.v, "must not be negative")
-		}
-	}
-	if c.Limits.MaxConns < 0 {
-		return field.Invalid("max_connections", c.Limits.MaxConns, "must not be negative")
+	if err := c.Limits.Validate(); err != nil {
+		return err
 	}
 	if c.QueueFullStatus != http.StatusTooManyRequests && c.QueueFullStatus != http.StatusServiceUnavailable {
 		return field.Invalid("queue_full_status", c.QueueFullStatus, "must be 429 or 503")

@@ -1,0 +1,180 @@
+package app
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// endlessUpstream streams content chunks without end (up to max bytes,
+// so that an application holding all of it fails the test instead of
+// hanging it); closed counts the streams whose connection the application
+// closed first.
+func endlessUpstream(t *testing.T, max int, closed *atomic.Int64) string {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]string{"content": strings.Repeat("word ", 2000)}}}})
+		ev := []byte("data: " + string(b) + "\n\n")
+		for sent := 0; sent < max; sent += len(ev) {
+			if _, err := w.Write(ev); err != nil {
+				closed.Add(1)
+				return
+			}
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	return up.URL
+}
+
+// TestHeldAnswerIsBounded: an answer the application holds — whole, for a
+// client that does not stream, or unchecked, for the blocking guardrail —
+// is held up to max_response_bytes, no further: 502 (or an error event)
+// upstream_response_too_large, the upstream's connection closed, and the
+// allocations stay near the bound (the upstream sends 512 MiB).
+func TestHeldAnswerIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		stream    bool
+		guardrail string
+	}{{"whole answer", false, GuardrailOff}, {"blocking guardrail", true, GuardrailBlocking}} {
+		t.Run(c.name, func(t *testing.T) {
+			var closed atomic.Int64
+			srv := newTestServer(t, endlessUpstream(t, 512<<20, &closed), func(cfg *Config) {
+				cfg.Guardrail, cfg.MaxResponseBytes = c.guardrail, 1<<20
+			})
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":` + map[bool]string{true: "true", false: "false"}[c.stream] + `}`
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			runtime.ReadMemStats(&after)
+			if !strings.Contains(string(b), `"code":"upstream_response_too_large"`) || !strings.Contains(string(b), "1048576 bytes") {
+				t.Fatalf("status %d body %.300s, want upstream_response_too_large naming the bound", resp.StatusCode, b)
+			}
+			if !c.stream && resp.StatusCode != http.StatusBadGateway {
+				t.Errorf("status %d, want 502", resp.StatusCode)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+				t.Errorf("allocated %d MiB for a 1 MiB bound", got>>20)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for closed.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if closed.Load() != 1 {
+				t.Error("the upstream's connection was not closed")
+			}
+		})
+	}
+}
+
+// TestAnswerEndsForTheClientAtItsEnd: an upstream that keeps its
+// connection open after its answer — after [DONE], or after the final
+// usage chunk without [DONE] — does not hold the client: the answer
+// arrives, whole, while the upstream still holds on, and the upstream's
+// connection is closed.
+func TestAnswerEndsForTheClientAtItsEnd(t *testing.T) {
+	const content = `data: {"choices":[{"index":0,"delta":{"content":"hello"}}]}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}` + "\n\n"
+	for _, c := range []struct{ name, body string }{
+		{"after [DONE]", content + "data: [DONE]\n\n"},
+		{"usage chunk, no [DONE]", content},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const hold = 30 * time.Second
+			release := make(chan struct{})
+			gone := make(chan struct{}, 1)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, c.body)
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					gone <- struct{}{}
+				case <-release:
+				}
+			}))
+			t.Cleanup(up.Close)
+			timer := time.AfterFunc(hold, func() { close(release) })
+			defer timer.Stop()
+			srv := newTestServer(t, up.URL, func(cfg *Config) { cfg.Guardrail = GuardrailOff })
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !timer.Stop() {
+				t.Fatalf("the client's answer ended only when the upstream let go (%v)", hold)
+			}
+			defer close(release)
+			if resp.StatusCode != 200 || strings.Count(string(b), "[DONE]") != 1 || answerText(t, b, true) != "hello" {
+				t.Fatalf("status %d:\n%s", resp.StatusCode, b)
+			}
+			select {
+			case <-gone:
+			case <-time.After(hold):
+				t.Fatal("the upstream's connection was not closed")
+			}
+		})
+	}
+}
+
+// TestUpstream413IsNotTheClients: the upstream's 413 is about the
+// application's body (the question with the passages), not the client's:
+// the client gets 502 upstream_request_too_large.
+func TestUpstream413IsNotTheClients(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = io.WriteString(w, `{"error":{"message":"request body exceeds 1024 bytes","type":"invalid_request_error","code":"body_too_large"}}`)
+	}))
+	t.Cleanup(up.Close)
+	srv := newTestServer(t, up.URL, nil)
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), `"code":"upstream_request_too_large"`) {
+		t.Fatalf("status %d body %s, want 502 upstream_request_too_large", resp.StatusCode, b)
+	}
+}
+
+// TestNegativeLimitsAreRefused: a negative deadline or connection cap
+// would switch the protection off; it is refused, naming the field.
+func TestNegativeLimitsAreRefused(t *testing.T) {
+	for f, mod := range map[string]func(*Config){
+		"body_timeout":        func(c *Config) { c.Limits.BodyTimeout = -time.Second },
+		"read_header_timeout": func(c *Config) { c.Limits.ReadHeaderTimeout = -time.Second },
+		"idle_timeout":        func(c *Config) { c.Limits.IdleTimeout = -time.Second },
+		"max_connections":     func(c *Config) { c.Limits.MaxConns = -5 },
+		"max_response_bytes":  func(c *Config) { c.MaxResponseBytes = -1 },
+	} {
+		c := DefaultConfig()
+		c.Upstream = "http://127.0.0.1:8000"
+		mod(&c)
+		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), f+" ") {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

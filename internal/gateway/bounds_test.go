@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// endlessJSON answers every completion with a JSON body that does not end
+// (up to max bytes, so that a gateway holding all of it fails the test
+// instead of hanging it); closed counts the answers whose connection the
+// gateway closed before their end.
+func endlessJSON(t *testing.T, max int64, closed *atomic.Int64) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`)
+		chunk := []byte(strings.Repeat("a", 64<<10))
+		for sent := int64(0); sent < max; sent += int64(len(chunk)) {
+			if _, err := w.Write(chunk); err != nil {
+				closed.Add(1)
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"}}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestEndlessWholeAnswerIsBounded: a non-streamed answer that does not
+// end is read up to server.max_response_bytes, no further: the client gets
+// 502 upstream_response_too_large (OpenAI-shaped), the upstream's
+// connection is closed, and what the gateway allocated stays near the
+// bound (the upstream sends 512 MiB).
+func TestEndlessWholeAnswerIsBounded(t *testing.T) {
+	var closed atomic.Int64
+	cfg, err := QuickConfig([]string{endlessJSON(t, 512<<20, &closed)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Server.MaxResponseBytes = 1 << 20
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, g)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	resp := post(t, context.Background(), gw.URL, chatBody("m", false, "x", ""), nil)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	runtime.ReadMemStats(&after)
+	var e struct {
+		Error struct {
+			Code, Type, Message string
+		}
+	}
+	if resp.StatusCode != http.StatusBadGateway || json.Unmarshal(b, &e) != nil || e.Error.Code != "upstream_response_too_large" {
+		t.Fatalf("status %d body %.200s, want 502 upstream_response_too_large", resp.StatusCode, b)
+	}
+	if !strings.Contains(e.Error.Message, "1048576 bytes") {
+		t.Errorf("message %q does not name the bound", e.Error.Message)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Errorf("allocated %d MiB for a 1 MiB bound", got>>20)
+	}
+	waitFor(t, "the upstream's connection closed", func() bool { return closed.Load() == 1 })
+	if n := upstreamErrors(g, "default", "response_too_large"); n != 1 {
+		t.Errorf("response_too_large counted %v times, want 1", n)
+	}
+}
+
+// hangingStream answers with body, then keeps the connection open until
+// the gateway closes it or release is closed; gone receives when the
+// gateway closed it.
+func hangingStream(t *testing.T, body string, release <-chan struct{}, gone chan<- struct{}) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // the server watches the connection once the body is read
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Trailer", "Server-Timing")
+		_, _ = io.WriteString(w, body)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			gone <- struct{}{}
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestStreamEndsForTheClientAtItsEnd: an upstream that keeps its
+// connection open after the answer's end — after [DONE], or after the
+// final usage chunk with no [DONE] — does not hold the client: the client
+// gets exactly one [DONE] while the upstream still holds on, the upstream's
+// connection is closed, and decode ends before the upstream would have let
+// go.
+func TestStreamEndsForTheClientAtItsEnd(t *testing.T) {
+	for _, c := range []struct{ name, body string }{
+		{"after [DONE]", roleChunk + textChunk + stopChunk + usageChunk + doneEvent},
+		{"usage chunk, no [DONE]", roleChunk + textChunk + stopChunk + usageChunk},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const hold = 30 * time.Second
+			release := make(chan struct{})
+			gone := make(chan struct{}, 1)
+			g := quickGateway(t, hangingStream(t, c.body, release, gone))
+			gw := startGateway(t, g)
+			timer := time.AfterFunc(hold, func() { close(release) })
+			defer timer.Stop()
+			resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", `,"stream_options":{"include_usage":true}`), nil)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !timer.Stop() {
+				t.Fatalf("the client's stream ended only when the upstream let go (%v)", hold)
+			}
+			defer close(release)
+			if n := strings.Count(string(b), "[DONE]"); resp.StatusCode != 200 || n != 1 || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+				t.Fatalf("status %d, %d [DONE]s:\n%s", resp.StatusCode, n, b)
+			}
+			if strings.Contains(string(b), "error") {
+				t.Errorf("an error event in a whole answer:\n%s", b)
+			}
+			select {
+			case <-gone:
+			case <-time.After(hold):
+				t.Fatal("the upstream's connection was not closed")
+			}
+			tm := timingMap(resp.Trailer.Values("Server-Timing")...)
+			if d, ok := tm[latency.TimingName("decode")]; !ok || d >= hold {
+				t.Errorf("decode %v (recorded: %v), want it ended at the answer's end", d, ok)
+			}
+		})
+	}
+}
