@@ -23,7 +23,7 @@ func (keyLimits) apply(x *exchange) *rejection {
 	setLimitHeaders(x.w.Header(), d)
 	if !d.Allowed && d.Unchecked {
 		return shed("limits_unavailable", http.StatusServiceUnavailable, openai.TypeServer,
-			"the key's limits cannot be checked: their store is unreachable; retry later", d.Wait)
+			"the key's limits cannot be checked: their store is unreachable or holds unusable data for this key; retry later", d.Wait)
 	}
 	if !d.Allowed {
 		return shed("rate_limit", http.StatusTooManyRequests, openai.TypeRateLimit,

@@ -125,7 +125,18 @@ func (l *redisLimiter) Allow(ctx context.Context, now time.Time, tokens int) Lim
 		if ctx.Err() != nil { // the client left: nothing to decide, nothing to count
 			return LimitDecision{Unchecked: true}
 		}
+		if errors.Is(err, redisstate.ErrData) {
+			// This key's stored state is unusable (the script repairs what
+			// it can): on_error decides for this key's request only; Redis
+			// stays in use for every other key.
+			l.g.log().Warn("redis: this key's limits hold data that cannot be used; on_error decides for its requests",
+				"redis_key", l.key, "on_error", l.rr.cfg.OnError, "err", err)
+		}
 		return LimitDecision{Allowed: l.g.fallback(l.rr, useLimits, err), Unchecked: true, Wait: l.rr.cfg.RetryInterval.D()}
+	}
+	if t.Repaired {
+		l.g.log().Warn("redis: this key's limits held corrupt state (a value of another type or not a number); reset to full buckets",
+			"redis_key", l.key)
 	}
 	d := LimitDecision{Allowed: t.Allowed, Wait: t.Wait}
 	if l.req.Rate > 0 {
@@ -284,6 +295,14 @@ func (g *Gateway) shareLoop(ctx context.Context, p *pool, s *sharedSlots, rr *re
 		}
 		if err == nil && inUse != nil {
 			inUse(float64(ans.InUse))
+		}
+		switch {
+		case err == nil && ans.Repaired:
+			g.log().Warn("redis: the pool's shared slots held corrupt state (a key of another type, a count that is no number); dropped",
+				"pool", p.name)
+		case errors.Is(err, redisstate.ErrData):
+			g.log().Warn("redis: the pool's shared slots hold data that cannot be used; on_error decides for this pool",
+				"pool", p.name, "on_error", rr.cfg.OnError, "err", err)
 		}
 		if err != nil && !errors.Is(err, redisstate.ErrUnavailable) && g.Metrics != nil {
 			g.Metrics.RedisErrors.WithLabelValues(useAdmission).Inc()

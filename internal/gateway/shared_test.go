@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -496,5 +497,52 @@ func BenchmarkReplicaStateRequest(b *testing.B) {
 			b.ReportMetric(float64(stats.Percentile(times, 50).Microseconds()), "p50-µs")
 			b.ReportMetric(float64(stats.Percentile(times, 99).Microseconds()), "p99-µs")
 		})
+	}
+}
+
+// TestCorruptKeyIsThatKeysProblem: one key's bucket in Redis holding a
+// value of another type (WRONGTYPE for a hash command) or levels that are
+// no number is repaired for that key and logged as such; with fail_closed
+// no other key is refused, Redis is not called unreachable, and no wait
+// exceeds the bucket's window.
+func TestCorruptKeyIsThatKeysProblem(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	gs, gws, logs := gatewayReplicas(t, 1, fmt.Sprintf(`
+pools: [{name: p, replicas: [{url: %q}]}]
+routes: [{model: "*", pool: p}]
+keys:
+  - {name: a, sha256: %s, requests_per_second: 1, burst: 100}
+  - {name: b, sha256: %s, requests_per_second: 1, burst: 100}
+  - {name: c, sha256: %s, requests_per_second: 1, burst: 5}
+redis: {url: %q, timeout: 2s, retry_interval: 1h, on_error: fail_closed}
+`, up.URL(), HashKey("key-a"), HashKey("key-b"), HashKey("key-c"), srv.URL()))
+	g, url := gs[0], gws[0].URL
+	if r, err := srv.Command("SET tokentrace:limit:" + HashKey("key-a") + " corrupt"); err != nil || r != "+OK" {
+		t.Fatalf("SET: %q %v", r, err)
+	}
+	if r, err := srv.Command("HSET tokentrace:limit:" + HashKey("key-c") + " rl -49999999 rt 1"); err != nil || r != ":2" {
+		t.Fatalf("HSET: %q %v", r, err)
+	}
+	body := chatBody("m", false, "hi", "")
+	for i := range 10 {
+		for _, k := range []string{"key-b", "key-a"} {
+			if s, h, b := do(t, url, body, map[string]string{"Authorization": "Bearer " + k}); s != 200 {
+				t.Fatalf("request %d of %s: %d %v %s", i, k, s, h, b)
+			}
+		}
+	}
+	for range 6 {
+		s, h, _ := do(t, url, body, map[string]string{"Authorization": "Bearer key-c"})
+		if ra, _ := strconv.Atoi(h.Get("Retry-After")); s == 429 && ra > 5 {
+			t.Fatalf("Retry-After %d for a bucket that fills in 5 s", ra)
+		}
+	}
+	if v := testutil.ToFloat64(g.Metrics.RedisUp.WithLabelValues()); v != 1 {
+		t.Errorf("redis_up = %v after one key's corrupt state", v)
+	}
+	out := logs.String()
+	if strings.Contains(out, "unreachable") || !strings.Contains(out, "corrupt state") {
+		t.Errorf("logs do not call it the key's corrupt state:\n%s", out)
 	}
 }

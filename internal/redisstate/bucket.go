@@ -32,6 +32,10 @@ type Taken struct {
 	// Requests and Tokens are the two buckets' states (zero for a bucket
 	// with no limit).
 	Requests, Tokens Level
+	// Repaired reports that the key held corrupt state (a value of another
+	// type, a level that is no number): it was taken as full and
+	// overwritten.
+	Repaired bool
 }
 
 // takeScript is the token bucket of golang.org/x/time/rate (the
@@ -44,9 +48,14 @@ type Taken struct {
 // request rate per second, request burst, token rate per second, token
 // burst, tokens. A bucket of rate 0 is no limit. A level is the stored
 // level plus the elapsed time × rate, capped at the burst; an absent
-// bucket is full. Returns {allowed, wait µs, request remaining, request
-// reset µs, token remaining, token reset µs}. The key expires once both
-// buckets would be full again (an absent bucket is full).
+// bucket is full. Returns {allowed, wait µs, repaired, request remaining,
+// request reset µs, token remaining, token reset µs}. The key expires once
+// both buckets would be full again (an absent bucket is full).
+//
+// A key that is not a hash, or a level that is not a number, negative or
+// NaN, is corrupt: the key (or that bucket) is taken as absent, i.e. full,
+// and repaired is 1. A last instant in the future counts as now, so a wait
+// is never longer than the bucket takes to fill from empty.
 const takeScript = `
 local now
 if ARGV[1] == '' then
@@ -56,11 +65,22 @@ else
   now = tonumber(ARGV[1])
 end
 local tokens = tonumber(ARGV[6])
+local repaired = 0
+local ty = redis.call('TYPE', KEYS[1])['ok']
+if ty ~= 'none' and ty ~= 'hash' then
+  redis.call('DEL', KEYS[1])
+  repaired = 1
+end
 local st = redis.call('HMGET', KEYS[1], 'rl', 'rt', 'tl', 'tt')
 local function level(l, t, rate, burst)
+  if l == false and t == false then return burst end
   l, t = tonumber(l), tonumber(t)
-  if l == nil or t == nil then return burst end
-  if now > t then l = l + (now - t) / 1000000 * rate end
+  if l == nil or t == nil or l ~= l or t ~= t or l < 0 then
+    repaired = 1
+    return burst
+  end
+  if t > now then t = now end
+  l = l + (now - t) / 1000000 * rate
   if l > burst then l = burst end
   return l
 end
@@ -87,7 +107,7 @@ if wait == 0 then
     if b[i].rate > 0 then b[i].level = b[i].level - b[i].n end
   end
 end
-local out = {allowed, math.floor(wait)}
+local out = {allowed, math.floor(wait), repaired}
 for i = 1, 2 do
   if b[i].rate > 0 then
     local reset = b[i].wait
@@ -134,8 +154,8 @@ func (c *Client) Take(ctx context.Context, key string, requests, tok Bucket, tok
 	err := c.call(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = take.Run(ctx, c.rdb, []string{key}, args...).Int64Slice()
-		if err == nil && len(res) != 6 {
-			err = fmt.Errorf("token bucket script answered %d values, want 6", len(res))
+		if err == nil && len(res) != 7 {
+			err = fmt.Errorf("%w: token bucket script answered %d values, want 7", errShape, len(res))
 		}
 		return err
 	})
@@ -143,12 +163,23 @@ func (c *Client) Take(ctx context.Context, key string, requests, tok Bucket, tok
 		return Taken{}, err
 	}
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	window := max(requests.window(), tok.window())
 	return Taken{
 		Allowed:  res[0] == 1,
-		Wait:     us(res[1]),
-		Requests: Level{Remaining: res[2], Reset: us(res[3])},
-		Tokens:   Level{Remaining: res[4], Reset: us(res[5])},
+		Wait:     min(us(res[1]), window),
+		Repaired: res[2] == 1,
+		Requests: Level{Remaining: res[3], Reset: min(us(res[4]), requests.window())},
+		Tokens:   Level{Remaining: res[5], Reset: min(us(res[6]), tok.window())},
 	}, nil
+}
+
+// window is the longest a bucket can make a request wait: the time it
+// takes to fill from empty (0 for no limit).
+func (b Bucket) window() time.Duration {
+	if !(b.Rate > 0) || math.IsInf(b.Rate, 0) {
+		return 0
+	}
+	return time.Duration(math.Ceil(float64(b.Burst)/b.Rate*1e6)) * time.Microsecond
 }
 
 // num writes a rate for the script: exact, and 0 for a negative or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,44 @@ import (
 // ErrUnavailable is the answer while Redis is treated as unreachable:
 // within Config.RetryInterval of a failed call.
 var ErrUnavailable = errors.New("redis unavailable")
+
+// ErrData is wrapped by a call's error that is about the data at its keys,
+// not about Redis: Redis answered, with an error reply about a value (a
+// key of the wrong type, a script failing on what it read) or with an
+// answer of the wrong shape. It is that key's problem only: it does not
+// make the Client treat Redis as unreachable. (The scripts repair what
+// they can themselves: see Taken.Repaired.)
+var ErrData = errors.New("redis data error")
+
+// errShape is an answer of the wrong shape (a data error).
+var errShape = errors.New("unexpected answer")
+
+// stateReplies are the error replies that say the Redis server cannot
+// serve now (loading, a read-only replica, out of memory, a script
+// running too long, refused credentials): like an unreachable server,
+// they make the Client fail fast for a while.
+var stateReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "BUSY", "TRYAGAIN", "NOAUTH",
+	"WRONGPASS", "NOPERM", "OOM", "MISCONF", "ERR max number of clients"}
+
+// isDataError reports whether err is a data error (ErrData): an error
+// reply of the server's that is not about its state, or an answer of the
+// wrong shape. Connection errors, timeouts and state replies are not.
+func isDataError(err error) bool {
+	if errors.Is(err, errShape) {
+		return true
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range stateReplies {
+		if strings.HasPrefix(msg, p) {
+			return false
+		}
+	}
+	return true
+}
 
 // Defaults of Config's zero fields.
 const (
@@ -138,6 +177,17 @@ func (c *Client) call(ctx context.Context, fn func(context.Context) error) error
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err != nil && isDataError(err) {
+		// Redis answered: it is reachable, whatever this key holds.
+		c.mu.Lock()
+		changed := c.down
+		c.down = false
+		c.mu.Unlock()
+		if changed && c.cfg.OnChange != nil {
+			c.cfg.OnChange(true, nil)
+		}
+		return fmt.Errorf("%w: %s", ErrData, redact.Quoting(err.Error(), c.cfg.URL))
 	}
 	c.mu.Lock()
 	changed := c.down != (err != nil)

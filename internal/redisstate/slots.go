@@ -30,6 +30,9 @@ type SlotsAnswer struct {
 	Granted int // new slots, at most Want
 	InUse   int // the pool's slots held by every replica, these included
 	Waiting int // replicas waiting for a slot, this one included
+	// Repaired reports that the pool's keys held corrupt state, which
+	// was dropped.
+	Repaired bool
 }
 
 // slotsScript is a pool's concurrency limit held across replicas.
@@ -45,11 +48,22 @@ type SlotsAnswer struct {
 // each replica waiting ahead of it): a replica that waits keeps its turn,
 // one granted less than it wants goes to the back of the line, so
 // replicas that all wait take freed slots in turn and none can hold the
-// pool by asking first. Returns {granted, held by all, replicas waiting}.
+// pool by asking first. Returns {granted, held by all, replicas waiting,
+// repaired}: a key of the wrong type is deleted, a held count that is no
+// number (or outside 0…limit) is dropped, and repaired is 1.
 const slotsScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id, held, want, limit, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local repaired = 0
+local types = {'hash', 'zset', 'zset', 'string'}
+for i = 1, 4 do
+  local ty = redis.call('TYPE', KEYS[i])['ok']
+  if ty ~= 'none' and ty ~= types[i] then
+    redis.call('DEL', KEYS[i])
+    repaired = 1
+  end
+end
 for _, d in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do
   redis.call('HDEL', KEYS[1], d)
   redis.call('ZREM', KEYS[3], d)
@@ -58,7 +72,13 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local others = 0
 local h = redis.call('HGETALL', KEYS[1])
 for i = 1, #h, 2 do
-  if h[i] ~= id then others = others + tonumber(h[i + 1]) end
+  local n = tonumber(h[i + 1])
+  if n == nil or n ~= n or n < 0 or n > limit then
+    redis.call('HDEL', KEYS[1], h[i])
+    repaired = 1
+  elseif h[i] ~= id then
+    others = others + n
+  end
 end
 local granted = 0
 if want > 0 then
@@ -87,7 +107,7 @@ else
   redis.call('ZREM', KEYS[2], id)
 end
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
-return {granted, others + held, redis.call('ZCARD', KEYS[3])}
+return {granted, others + held, redis.call('ZCARD', KEYS[3]), repaired}
 `
 
 var slots = redis.NewScript(slotsScript)
@@ -107,13 +127,13 @@ func (c *Client) Slots(ctx context.Context, r SlotsRequest) (SlotsAnswer, error)
 	err := c.call(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = slots.Run(ctx, c.rdb, c.slotKeys(r.Pool), r.Replica, max(0, r.Held), max(0, r.Want), r.Limit, ttl).Int64Slice()
-		if err == nil && len(res) != 3 {
-			err = fmt.Errorf("slots script answered %d values, want 3", len(res))
+		if err == nil && len(res) != 4 {
+			err = fmt.Errorf("%w: slots script answered %d values, want 4", errShape, len(res))
 		}
 		return err
 	})
 	if err != nil {
 		return SlotsAnswer{}, err
 	}
-	return SlotsAnswer{Granted: int(res[0]), InUse: int(res[1]), Waiting: int(res[2])}, nil
+	return SlotsAnswer{Granted: int(res[0]), InUse: int(res[1]), Waiting: int(res[2]), Repaired: res[3] == 1}, nil
 }

@@ -106,25 +106,9 @@ func (s *Server) start(port int) error {
 	return fmt.Errorf("redis-server on %s did not answer PING within 20s", s.Addr)
 }
 
-// ping sends PING (after AUTH when there is a password) and reads PONG.
+// ping sends PING and reads PONG.
 func (s *Server) ping() error {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	r := bufio.NewReader(c)
-	if s.Password != "" {
-		fmt.Fprintf(c, "AUTH %s\r\n", s.Password)
-		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
-			return fmt.Errorf("AUTH: %q %v", line, err)
-		}
-	}
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := r.ReadString('\n')
+	line, err := s.Command("PING")
 	if err != nil {
 		return err
 	}
@@ -132,6 +116,30 @@ func (s *Server) ping() error {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
+}
+
+// Command sends one inline command (after AUTH when there is a password),
+// e.g. "SET k v", and returns the first line of its reply ("+OK",
+// "-WRONGTYPE …"): for tests that put a key in a given state.
+func (s *Server) Command(line string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	r := bufio.NewReader(c)
+	if s.Password != "" {
+		fmt.Fprintf(c, "AUTH %s\r\n", s.Password)
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
+			return "", fmt.Errorf("AUTH: %q %v", line, err)
+		}
+	}
+	if _, err := fmt.Fprintf(c, "%s\r\n", line); err != nil {
+		return "", err
+	}
+	reply, err := r.ReadString('\n')
+	return strings.TrimRight(reply, "\r\n"), err
 }
 
 func lastLine(s string) string {
