@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
@@ -38,6 +39,11 @@ type Result struct {
 	// Before are the residuals with the starting constants.
 	Before      map[string]perfmodel.Residual
 	Evaluations int
+	// Warnings say where the fit is not to be taken at its word: a
+	// constant at its bound, a metric whose tail the fitted constants
+	// predict worse than the starting ones, constants the data could not
+	// separate (docs/calibrate.md, "Warnings").
+	Warnings []string
 }
 
 // fitted names the constants calibration moves; the others are held (see
@@ -354,7 +360,84 @@ func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]fl
 		Source: w.Dir, Requests: len(w.Requests), Constants: consts, Residuals: residuals(w.Requests, after.timelines),
 		Range: fitRange(w.Requests, after.maxBatch),
 	}
-	return &Result{Profile: pr, Before: residuals(w.Requests, before.timelines), Evaluations: evals}, nil
+	res := &Result{Profile: pr, Before: residuals(w.Requests, before.timelines), Evaluations: evals}
+	res.Warnings = fitWarnings(eff, samples, res.Before, pr.Residuals)
+	return res, nil
+}
+
+// separable is the bootstrap correlation of two fitted constants (their
+// log values over the resamples) past which the data could not tell them
+// apart: the fit trades one for the other along a ridge.
+const separable = 0.9
+
+// fitWarnings: a fraction at its cap of 1 or an overhead fitted to nothing
+// (the data wanted more of it, or none, than the model allows), a metric
+// whose tail (P90, P99) the fitted constants predict worse than the
+// starting ones, and pairs of constants the resamples moved together.
+func fitWarnings(eff perfmodel.Efficiency, samples [][]float64, before, after map[string]perfmodel.Residual) []string {
+	var out []string
+	for _, b := range []struct {
+		name  string
+		at    bool
+		bound string
+	}{
+		{"compute efficiency", eff.Compute >= 0.999, "its cap of 1"},
+		{"memory efficiency", eff.Memory >= 0.999, "its cap of 1"},
+		{"step overhead", eff.StepOverhead < time.Microsecond, "0"},
+		{"sequence overhead", eff.SeqOverhead < 100*time.Nanosecond, "0"},
+	} {
+		if b.at {
+			out = append(out, fmt.Sprintf("%s sits at %s: the data asked for more than the model allows, so the fit is pinned there and the other constants absorb the rest (is the GPU entry or the model right?)", b.name, b.bound))
+		}
+	}
+	for _, m := range []string{"ttft", "tpot", "e2e"} {
+		a, okA := after[m]
+		s, okS := before[m]
+		if !okA || !okS {
+			continue
+		}
+		for _, q := range []struct {
+			name         string
+			fitted, prev float64
+		}{{"P90", a.P90, s.P90}, {"P99", a.P99, s.P99}} {
+			if q.fitted > q.prev+0.005 {
+				out = append(out, fmt.Sprintf("%s %s: the fitted constants predict it worse than the starting ones (%.1f %% vs %.1f %% off): the fit traded the tail for the median", strings.ToUpper(m), q.name, 100*q.fitted, 100*q.prev))
+			}
+		}
+	}
+	for i := range samples {
+		for j := i + 1; j < len(samples); j++ {
+			if r := correlation(samples[i], samples[j]); math.Abs(r) >= separable {
+				out = append(out, fmt.Sprintf("the data could not separate %s and %s (bootstrap correlation %+.2f): only a combination of them is fitted; more varied batch sizes or prompt lengths would tell them apart", fittedNames[i], fittedNames[j], r))
+			}
+		}
+	}
+	return out
+}
+
+// fittedNames are fitted's constants as the output names them.
+var fittedNames = []string{"compute efficiency", "memory efficiency", "step overhead", "sequence overhead"}
+
+// correlation is Pearson's r of x and y (0 when either does not vary).
+func correlation(x, y []float64) float64 {
+	n := min(len(x), len(y))
+	if n < 3 {
+		return 0
+	}
+	var mx, my float64
+	for k := range n {
+		mx, my = mx+x[k], my+y[k]
+	}
+	mx, my = mx/float64(n), my/float64(n)
+	var sxy, sxx, syy float64
+	for k := range n {
+		dx, dy := x[k]-mx, y[k]-my
+		sxy, sxx, syy = sxy+dx*dy, sxx+dx*dx, syy+dy*dy
+	}
+	if sxx < 1e-18 || syy < 1e-18 {
+		return 0
+	}
+	return sxy / math.Sqrt(sxx*syy)
 }
 
 func fitRange(obs []Observed, maxBatch int) perfmodel.FitRange {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,29 @@ func TestCalibrateRecoversVirtual(t *testing.T) {
 	within(t, "step overhead", c.StepOverheadUS.Value, float64(truth.StepOverhead)/1e3, 0.05)
 	within(t, "sequence overhead", c.SeqOverheadUS.Value, float64(truth.SeqOverhead)/1e3, 0.05)
 	t.Logf("evaluations %d, residuals %+v, before %+v, range %+v", res.Evaluations, res.Profile.Residuals, res.Before, res.Profile.Range)
+}
+
+// fitWarnings names a fraction at its cap, a tail the fit made worse,
+// and two constants the resamples moved together; a clean fit has none.
+func TestFitWarnings(t *testing.T) {
+	eff := perfmodel.Efficiency{Compute: 1, Memory: 0.7, StepOverhead: 300 * time.Microsecond, SeqOverhead: 10 * time.Microsecond}
+	ridge := [][]float64{{0.1, 0.2, 0.3, 0.4}, {-0.1, -0.2, -0.31, -0.4}, {0.3, -0.2, 0.1, 0}, {0, 0.1, -0.1, 0.05}}
+	before := map[string]perfmodel.Residual{"ttft": {P50: 0.2, P90: 0.1, P99: 0.1}, "tpot": {P50: 0.1, P90: 0.1, P99: 0.1}}
+	after := map[string]perfmodel.Residual{"ttft": {P50: 0.02, P90: 0.05, P99: 0.3}, "tpot": {P50: 0.01, P90: 0.02, P99: 0.05}}
+	got := fitWarnings(eff, ridge, before, after)
+	want := []string{"compute efficiency sits at its cap of 1", "TTFT P99: the fitted constants predict it worse than the starting ones (30.0 % vs 10.0 % off)",
+		"the data could not separate compute efficiency and memory efficiency (bootstrap correlation -1.00)"}
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.Contains(got[i], want[i]) {
+			t.Errorf("warning %d = %q, want it to say %q", i, got[i], want[i])
+		}
+	}
+	eff.Compute = 0.6
+	clean := [][]float64{{0.1, 0.2, 0.3, 0.4}, {0.1, -0.2, 0.3, -0.4}, {0.3, -0.2, 0.1, 0}, {0, 0.1, -0.1, 0.05}}
+	if got := fitWarnings(eff, clean, after, after); len(got) != 0 {
+		t.Errorf("a clean fit warns: %q", got)
+	}
 }

@@ -42,6 +42,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	g := p.Range
 	fmt.Fprintf(&b, "fitted on: batch %d–%d sequences per step, input %d–%d tokens, output %d–%d tokens; predictions outside this range are extrapolations\n",
 		g.BatchMin, g.BatchMax, g.InputMin, g.InputMax, g.OutputMin, g.OutputMax)
+	for _, x := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", x)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -158,7 +158,7 @@ func TestWhatIfJSONShape(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	want := []string{"assumptions", "baseline", "basis", "deployment", "elapsed_s", "judged", "measured_ms", "objectives", "remedies", "seed", "simulations", "workload"}
+	want := []string{"assumptions", "baseline", "basis", "deployment", "elapsed_s", "fidelity", "judged", "measured_ms", "objectives", "remedies", "seed", "simulations", "stated_error", "workload"}
 	if diff := cmp.Diff(want, keys(doc.WhatIf)); diff != "" {
 		t.Errorf("what_if keys (-want +got):\n%s", diff)
 	}

@@ -41,6 +41,18 @@ type Predictions struct {
 	Remedies []Remedy `json:"remedies"`
 	// Assumptions hold for every prediction.
 	Assumptions []string `json:"assumptions,omitempty"`
+	// Fidelity is, per objective, the twin baseline's relative miss of the
+	// measured value (|twin − measured| / measured; null when either is
+	// unknown), and StatedError the twin's own stated error there: its
+	// profile's calibration residual, or the two-clock differential's
+	// limit (5 % at P50/P90, 10 % at P99) for the run's own engine.
+	Fidelity    []*float64 `json:"fidelity,omitempty"`
+	StatedError []float64  `json:"stated_error,omitempty"`
+	// Unreliable, when set, says why the remedies cannot be trusted: the
+	// twin's baseline misses the run by more than its stated error, so it
+	// does not reproduce what made the run slow. Its remedies are listed
+	// but not ranked or recommended.
+	Unreliable string `json:"unreliable,omitempty"`
 	// Simulations counts the simulations run; ElapsedS their wall time.
 	Simulations int     `json:"simulations"`
 	ElapsedS    float64 `json:"elapsed_s"`
@@ -128,6 +140,9 @@ func (w *Predictions) Line(r Remedy) string {
 		b.WriteString(", falls behind")
 	}
 	fmt.Fprintf(&b, " (simulated, %s)", w.Basis)
+	if w.Unreliable != "" {
+		b.WriteString(" — unreliable: the twin does not reproduce the run")
+	}
 	return b.String()
 }
 
@@ -162,6 +177,9 @@ func (t textWriter) whatIf(w *Predictions) {
 	t.p("\nWHAT-IF (the twin: %s)\n", w.Basis)
 	t.wrapped("run as simulated: "+w.Deployment, 94, "  ", "    ")
 	t.wrapped("baseline: "+w.BaselineLine(), 94, "  ", "    ")
+	if w.Unreliable != "" {
+		t.wrapped("UNRELIABLE: "+w.Unreliable, 94, "  ", "    ")
+	}
 	for i, r := range w.Remedies {
 		t.wrapped(fmt.Sprintf("%d. %s", i+1, w.Line(r)), 94, "  ", "     ")
 		for _, a := range r.Assumes {
@@ -183,6 +201,9 @@ func (m mdWriter) whatIf(w *Predictions) {
 	}
 	m.p("\n### What-if remedies (simulated, %s)\n\n", w.Basis)
 	m.p("Run as simulated: %s. Baseline: %s.\n\n", mdEscape(w.Deployment), mdEscape(w.BaselineLine()))
+	if w.Unreliable != "" {
+		m.p("**Unreliable:** %s\n\n", mdEscape(w.Unreliable))
+	}
 	m.p("| # | remedy | setting |")
 	for _, o := range w.Objectives {
 		m.p(" %s |", mdEscape(objectiveName(o)))

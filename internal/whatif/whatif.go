@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,7 +136,10 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	rank(w.Remedies)
+	w.Fidelity, w.StatedError, w.Unreliable = r.fidelity(w.MeasuredMS, base.view.ValuesMS)
+	if w.Unreliable == "" {
+		rank(w.Remedies)
+	}
 	w.Assumptions = r.assumptions()
 	w.Simulations = int(r.sims.Load())
 	w.ElapsedS = time.Since(start).Seconds()
@@ -546,4 +550,65 @@ func span(xs []int) [2]int {
 		return [2]int{}
 	}
 	return [2]int{slices.Min(xs), slices.Max(xs)}
+}
+
+// fidelity compares the twin's baseline with the measured run, objective
+// by objective, against the twin's stated error there, and says why its
+// remedies are unreliable when it misses by more (empty when it does not).
+func (r *runner) fidelity(measured []float64, twin []*float64) (miss []*float64, stated []float64, why string) {
+	miss = make([]*float64, len(r.slos))
+	stated = make([]float64, len(r.slos))
+	var worst []string
+	for i, s := range r.slos {
+		stated[i] = r.statedError(s)
+		if i >= len(measured) || i >= len(twin) || twin[i] == nil || !(measured[i] > 0) {
+			continue
+		}
+		m := math.Abs(*twin[i]-measured[i]) / measured[i]
+		miss[i] = &m
+		if m > stated[i] {
+			worst = append(worst, fmt.Sprintf("%s %s measured %.0f ms, twin %.0f ms (off by %.0f %%, its stated error %.0f %%)",
+				s.Metric, percentileName(s.Percentile), measured[i], *twin[i], 100*m, 100*stated[i]))
+		}
+	}
+	if len(worst) == 0 {
+		return miss, stated, ""
+	}
+	return miss, stated, "the twin's baseline misses the run by more than its stated error — " + strings.Join(worst, "; ") +
+		": something the twin does not model shaped this run (server stalls, another tenant, the network, a different engine), so what it predicts for a lever is not what the server would do; remedies are listed unranked"
+}
+
+// statedError is the twin's own stated relative error at an objective:
+// the profile's calibration residual for the metric at that percentile
+// (P50, P90 or P99, the nearest at or above), else the two-clock
+// differential's limit for the engine itself (docs/simulate.md,
+// "Accuracy"): 5 % up to P90, 10 % above.
+func (r *runner) statedError(s latency.SLO) float64 {
+	limit := 0.05
+	if s.Percentile > 90 {
+		limit = 0.10
+	}
+	if r.prof == nil {
+		return limit
+	}
+	res, ok := r.prof.Residuals[string(s.Metric)]
+	if !ok {
+		return limit
+	}
+	v := res.P99
+	switch {
+	case s.Percentile <= 50:
+		v = res.P50
+	case s.Percentile <= 90:
+		v = res.P90
+	}
+	return math.Max(limit, v)
+}
+
+// percentileName is "P99" for 99, "max" for 100.
+func percentileName(p float64) string {
+	if p >= 100 {
+		return "max"
+	}
+	return "P" + strconv.FormatFloat(p, 'f', -1, 64)
 }

@@ -1,11 +1,14 @@
 package whatif
 
 import (
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
 
@@ -71,4 +74,31 @@ func TestEffectAndPercentile(t *testing.T) {
 		t.Errorf("span %v", s)
 	}
 
+}
+
+// The run: injected server stalls made E2E P99 1.74 s, the twin's
+// baseline 1.08 s — 38 % off against its stated 10 %: the remedies are
+// unreliable, and say why. A baseline within the stated error (or a
+// profile's larger residual) is not.
+func TestFidelityMarksATwinThatMissesTheRun(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	slos := []latency.SLO{{Metric: latency.E2E, Percentile: 99}, {Metric: latency.TTFT, Percentile: 50}}
+	r := &runner{slos: slos}
+	miss, stated, why := r.fidelity([]float64{1740, 100}, []*float64{f(1080), f(103)})
+	if why == "" || !strings.Contains(why, "e2e P99 measured 1740 ms, twin 1080 ms (off by 38 %, its stated error 10 %)") || strings.Contains(why, "ttft") {
+		t.Errorf("why = %q, want the E2E P99 miss named and TTFT P50 (3 %% off, within 5 %%) not", why)
+	}
+	if diff := cmp.Diff([]float64{0.10, 0.05}, stated); diff != "" {
+		t.Errorf("stated errors (-want +got):\n%s", diff)
+	}
+	if miss[0] == nil || math.Abs(*miss[0]-660.0/1740) > 1e-12 {
+		t.Errorf("miss %v, want 660/1740", miss[0])
+	}
+	if _, _, why := r.fidelity([]float64{1740, 100}, []*float64{f(1700), nil}); why != "" {
+		t.Errorf("a baseline 2.3 %% off (and one unknown) is called unreliable: %q", why)
+	}
+	r.prof = &perfmodel.Profile{Residuals: map[string]perfmodel.Residual{"e2e": {P50: 0.1, P90: 0.2, P99: 0.45}}}
+	if _, stated, why := r.fidelity([]float64{1740, 100}, []*float64{f(1080), f(103)}); why != "" || stated[0] != 0.45 {
+		t.Errorf("a profile stating 45 %% at E2E P99: stated %v, why %q; want 0.45 and reliable", stated, why)
+	}
 }
