@@ -74,19 +74,23 @@ func (r *Record) Path() (p Path, ok bool) {
 	if !r.OK() || r.EndNS == 0 {
 		return Path{}, false
 	}
+	r.walkPath(&pathWalker{p: &p})
+	return p, true
+}
+
+// walkPath decomposes a successful request's E2E into w.
+func (r *Record) walkPath(w *pathWalker) {
 	wrote := r.WroteNS
 	if wrote == 0 {
 		wrote = r.SentNS + r.ConnectNS
 	}
-	w := pathWalker{p: &p}
-	p.Hops = append(p.Hops, HopClient)
-	w.add(HopClient, string(StageClientQueue), r.SentNS-r.IntendedNS)
-	w.add(HopClient, string(StageConnect), r.ConnectNS)
-	w.add(HopClient, string(StageSend), wrote-r.SentNS-r.ConnectNS)
+	w.p.Hops = append(w.p.Hops, HopClient)
+	w.add(HopClient, string(StageClientQueue), r.SentNS-r.IntendedNS, beforeFirst)
+	w.add(HopClient, string(StageConnect), r.ConnectNS, beforeFirst)
+	w.add(HopClient, string(StageSend), wrote-r.SentNS-r.ConnectNS, beforeFirst)
 	// A hop's handler starts once the request's headers are read, so it
 	// may claim up to end − sent.
 	w.walk(groupHops(r.reportedStages()), HopClient, r.EndNS-wrote, r.EndNS-r.SentNS, availWait, nil)
-	return p, true
 }
 
 // reportedStages is Timing, or a version 1 record's split as stages.
@@ -155,10 +159,18 @@ func (h *hopReport) claim() int64 {
 	return h.own + h.up
 }
 
-type pathWalker struct{ p *Path }
+// pathWalker builds a Path; when is set, it also records when each part
+// lies against the first token (parallel to Parts).
+type pathWalker struct {
+	p    *Path
+	when *[]partWhen
+}
 
-func (w *pathWalker) add(hop Hop, name string, ns int64) {
+func (w *pathWalker) add(hop Hop, name string, ns int64, when partWhen) {
 	w.p.Parts = append(w.p.Parts, PathPart{Hop: hop, Name: name, NS: ns})
+	if w.when != nil {
+		*w.when = append(*w.when, when)
+	}
 }
 
 func (w *pathWalker) note(format string, args ...any) {
@@ -232,12 +244,12 @@ func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind 
 	if len(hops) == 0 {
 		if leaves == nil {
 			if avail != 0 {
-				w.add("", PartUnattributed, avail)
+				w.add("", PartUnattributed, avail, spansFirst)
 			}
 			return
 		}
 		for _, l := range leaves {
-			w.add(outer, l.name, l.ns)
+			w.add(outer, l.name, l.ns, leafWhen(outer, l.name))
 		}
 		return
 	}
@@ -248,7 +260,7 @@ func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind 
 		// The hop says only what it did itself: the rest of avail is the
 		// inner hops' and the links'.
 		for _, it := range h.items {
-			w.add(h.hop, it.name, it.ns)
+			w.add(h.hop, it.name, it.ns, beforeFirst)
 		}
 		w.walk(inner, h.hop, avail-h.own, limit-h.own, kind, nil)
 		return
@@ -278,11 +290,17 @@ func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind 
 		w.p.HiddenNS += T - shown
 	}
 	if gap := avail - shown; gap != 0 {
-		name := PartNetwork
-		if kind == availRest {
-			name = PartUnattributed
+		switch {
+		case kind == availRest:
+			w.add(Link(outer, h.hop), PartUnattributed, gap, spansFirst)
+		case !h.whole():
+			// The hop gave only some of its stages: the rest of its time
+			// is in the gap with the network's, and no one can say how
+			// much of it is either.
+			w.add("", PartUnattributed, gap, spansFirst)
+		default:
+			w.add(Link(outer, h.hop), PartNetwork, gap, spansFirst)
 		}
-		w.add(Link(outer, h.hop), name, gap)
 	}
 	w.emit(h, items, inner, T)
 }
@@ -294,7 +312,7 @@ func (w *pathWalker) emit(h *hopReport, items []pathItem, inner []hopReport, T i
 	for _, it := range items {
 		if !it.up {
 			if it.name != PartUnattributed || it.ns != 0 {
-				w.add(h.hop, it.name, it.ns)
+				w.add(h.hop, it.name, it.ns, itemWhen(h, it.name, slotDone))
 			}
 			continue
 		}

@@ -32,6 +32,8 @@ type analysis struct {
 	rng       *rand.Rand
 	// ev is the server's own evidence (run.json), read before the rules.
 	ev *evidence
+	// paths holds every successful request's parts along its path.
+	paths pathParts
 }
 
 // analyse snapshots what was added so far, ready to report on.
@@ -39,7 +41,7 @@ func (c *Collector) analyse() *analysis {
 	a := &analysis{
 		opts: c.opts, rows: c.rows, steps: c.steps, errKinds: c.errKinds, phases: c.phases,
 		sources: c.sources, runs: c.runs, itl: c.itl.Snapshot(), icl: c.icl.Snapshot(),
-		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()),
+		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()), paths: c.paths,
 	}
 	a.ev = a.serverEvidence()
 	for i := range a.rows {
@@ -76,8 +78,8 @@ func (a *analysis) report(warmup int) *Report {
 	a.precompute()
 	a.dists(rep)
 	if len(a.ok) > 0 {
-		rep.Decomposition = a.decompose("e2e_intended", func(r *row) int64 { return r.end - r.intended }, allStages())
-		rep.TTFTSplit = a.decompose("ttft_intended", func(r *row) int64 { return r.firstOut() - r.intended }, ttftStages)
+		rep.Decomposition = a.decompose(false)
+		rep.TTFTSplit = a.decompose(true)
 	}
 	a.verdicts(rep)
 	a.phaseSummaries(rep)

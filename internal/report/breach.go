@@ -20,6 +20,7 @@ var explains = map[string][]latency.Metric{
 	"kv-cache":             {latency.TPOT, latency.ITL, latency.ICL, latency.E2E, latency.E2EIntended, latency.TTFT, latency.TTFTIntended},
 	"output-length":        {latency.E2E, latency.E2EIntended},
 	"outside-model":        {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended},
+	"app-stage":            {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended},
 	"stalls":               {latency.ITL, latency.ICL, latency.TPOT},
 }
 
@@ -64,13 +65,18 @@ func breachFinding(rep *Report, v Verdict, m latency.Metric) Finding {
 		f.Remedies = stageRemedies(latency.StageDecode)
 		return f
 	}
-	top := latency.Stage(g.Largest)
-	f.Title = fmt.Sprintf("%s: the largest term in its tail is %s", v.SLO, top)
+	var top StageShare
+	for _, s := range g.Stages {
+		if s.Hop == g.LargestHop && s.Stage == g.Largest {
+			top = s
+		}
+	}
+	f.Title = fmt.Sprintf("%s: the largest term in its tail is %s", v.SLO, partWords(top))
 	f.Evidence = fmt.Sprintf("%s. Above its P%s (%d requests) %s takes %.0f%% of %s (mean %s of %s); "+
 		"no rule found a more specific pattern (for example a trend with input length or load).",
-		why, name[1:len(name)-1], g.Requests, top, 100*g.share(top), m, fmtMS(g.meanMS(top)), fmtMS(g.TotalMS))
-	f.Numbers["largest_share"] = g.share(top)
-	f.Remedies = stageRemedies(top)
+		why, name[1:len(name)-1], g.Requests, partWords(top), 100*top.Share, m, fmtMS(top.MeanMS), fmtMS(g.TotalMS))
+	f.Numbers["largest_share"] = top.Share
+	f.Remedies = partRemedies(top)
 	return f
 }
 

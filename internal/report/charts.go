@@ -416,7 +416,10 @@ func (r *Report) scatterCharts(add addFunc) error {
 	return nil
 }
 
-// stageBars: the E2E decomposition of each group as stacked bars.
+// stageBars: the E2E and TTFT decompositions of each group as stacked
+// bars, a hop's stages in shades of one colour (the network between hops
+// and unattributed time in greys), the legend beside the bars in the
+// bars' order, top to bottom; the chart grows with the number of stages.
 func (r *Report) stageBars(add addFunc) error {
 	for _, d := range []*Decomposition{r.Decomposition, r.TTFTSplit} {
 		if d == nil || len(d.Groups) == 0 {
@@ -431,8 +434,14 @@ func (r *Report) stageBars(add addFunc) error {
 		for _, g := range d.Groups {
 			names = append(names, fmt.Sprintf("%s (n=%d)", g.Name, g.Requests))
 		}
+		colors := stageColors(d.Groups[0].Stages)
 		var below *plotter.BarChart
-		for si := range d.Groups[0].Stages {
+		type entry struct {
+			name string
+			bc   *plotter.BarChart
+		}
+		var legend []entry
+		for si, st := range d.Groups[0].Stages {
 			vals := make(plotter.Values, len(d.Groups))
 			any := false
 			for gi, g := range d.Groups {
@@ -446,23 +455,67 @@ func (r *Report) stageBars(add addFunc) error {
 			if err != nil {
 				return err
 			}
-			bc.Color = palette[si%len(palette)]
-			bc.LineStyle.Width = 0
+			bc.Color = colors[si]
+			bc.LineStyle.Width = 0.3
+			bc.LineStyle.Color = color.White
 			if below != nil {
 				bc.StackOn(below)
 			}
 			below = bc
 			p.Add(bc)
-			p.Legend.Add(d.Groups[0].Stages[si].Stage, bc)
+			legend = append(legend, entry{partWords(st), bc})
+		}
+		for i := len(legend) - 1; i >= 0; i-- {
+			p.Legend.Add(legend[i].name, legend[i].bc)
 		}
 		p.NominalX(names...)
-		p.Legend.Left = true
-		if err := add(id, title, "mean time in each stage for the median band and the tails; "+
-			"the tail bars show what the slowest requests spent their time on", p, narrowW, narrowH); err != nil {
+		// The bars take the left part, the legend the right.
+		p.X.Min, p.X.Max = -0.6, float64(len(d.Groups))+1.6
+		p.Legend.Left = false
+		p.Legend.Top = true
+		h := max(narrowH, vg.Length(len(legend))*vg.Points(13)+vg.Inch)
+		if err := add(id, title, "mean time in each stage for the median band and the tails, a hop's stages in shades "+
+			"of its colour; the tail bars show what the slowest requests spent their time on", p, narrowW*1.4, h); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stageColors gives each part a colour: one hue per hop (the palette's,
+// in order of first appearance), lighter for each further stage of the
+// hop; grey for the network between hops and for unattributed time.
+func stageColors(ss []StageShare) []color.Color {
+	hops := map[string]int{}
+	seen := map[string]int{}
+	out := make([]color.Color, len(ss))
+	for i, s := range ss {
+		k := seen[s.Hop]
+		seen[s.Hop]++
+		var base color.RGBA
+		switch {
+		case s.Hop == "":
+			base = color.RGBA{0xb0, 0xb0, 0xb0, 0xff}
+		case strings.Contains(s.Hop, "→"):
+			base = color.RGBA{0x60, 0x60, 0x60, 0xff}
+			k = i % 3
+		default:
+			h, ok := hops[s.Hop]
+			if !ok {
+				h = len(hops)
+				hops[s.Hop] = h
+			}
+			base = color.RGBAModel.Convert(palette[h%len(palette)]).(color.RGBA)
+		}
+		out[i] = tint(base, float64(k%5)*0.17)
+	}
+	return out
+}
+
+// tint mixes c with white: f = 0 is c, 1 white.
+func tint(c color.RGBA, f float64) color.Color {
+	mix := func(v uint8) uint8 { return uint8(float64(v) + (255-float64(v))*f) }
+	return color.RGBA{mix(c.R), mix(c.G), mix(c.B), 0xff}
 }
 
 // sweepCharts: per sweep point, latency percentiles and goodput against

@@ -57,6 +57,10 @@ type row struct {
 	src, phase                           uint16
 	errKind                              uint8 // index into Collector.errKinds; 0 = success
 	flags                                uint8
+	// The request's parts along its path (partTable): plen of them from
+	// poff, their own TTFT values from toff.
+	poff, toff uint32
+	plen       uint8
 }
 
 func (r *row) ok() bool        { return r.errKind == 0 && r.end > 0 }
@@ -80,7 +84,8 @@ type Collector struct {
 	runs     []RunInfo
 	notes    []string
 	warmup   int
-	one      *digest // scratch for Add
+	paths    pathParts // every request's parts along its path
+	one      *digest   // scratch for Add
 	// shift is added to the instants of the rows absorbed (a shard's, to
 	// put them on the merged run's clock).
 	shift int64
@@ -154,6 +159,7 @@ func (c *Collector) absorb(d *digest) {
 		}
 		phases[i] = idx
 	}
+	c.paths.absorb(&d.paths, d.rows)
 	for _, w := range d.rows {
 		w.errKind = kinds[w.errKind]
 		w.phase = phases[w.phase]

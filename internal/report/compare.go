@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
@@ -42,6 +43,10 @@ type CompareRow struct {
 	CI          [2]float64 `json:"delta_ci,omitzero"`
 	HasCI       bool       `json:"has_ci"`
 	Significant bool       `json:"significant"`
+	// Only is "a" or "b" for a part of the path (a stage of a hop, the
+	// network between two hops) that only that run has: its value is
+	// that run's, the other is 0 and there is no difference.
+	Only string `json:"only,omitempty"`
 }
 
 // CompareSLO is one SLO's verdict in both runs.
@@ -104,22 +109,59 @@ func (c *Comparison) rates(a, b *Report) {
 func (c *Comparison) percentiles(a, b *analysis) {
 	rng := newRand(a.opts.seed())
 	resamples := a.opts.resamples()
-	names := append([]string{"ttft", "tpot", "itl", "e2e"}, stageNames()...)
-	for _, m := range names {
-		sa, sb := a.sampleFor(m), b.sampleFor(m)
-		if len(sa) == 0 || len(sb) == 0 || (sa[len(sa)-1] == 0 && sb[len(sb)-1] == 0) {
-			continue
+	for _, m := range []string{"ttft", "tpot", "itl", "e2e"} {
+		c.percentileRows(m, "ms", a.sampleFor(m), b.sampleFor(m), resamples, rng)
+	}
+	c.percentileRows("input_tokens", "tok", a.inputSample(), b.inputSample(), resamples, rng)
+	pa, pb := a.partSamples(), b.partSamples()
+	for _, l := range unionLabels(pa, pb) {
+		sa, sb := pa.byLabel[l], pb.byLabel[l]
+		switch {
+		case sa == nil:
+			c.onlyRows(l, "b", sb)
+		case sb == nil:
+			c.onlyRows(l, "a", sa)
+		default:
+			c.percentileRows(l, "ms", sa, sb, resamples, rng)
 		}
-		for _, p := range []float64{50, 95, 99} {
-			va, vb := ms(stats.Percentile(sa, p)), ms(stats.Percentile(sb, p))
-			row := CompareRow{Metric: m, Stat: "p" + pct(p), Unit: "ms", A: va, B: vb, Delta: vb - va,
-				DeltaPct: relDelta(va, vb)}
-			if lo, hi, ok := stats.BootstrapDiffCI(sa, sb, p, resamples, rng); ok {
-				row.CI, row.HasCI = [2]float64{msf(lo), msf(hi)}, true
-				row.Significant = lo > 0 || hi < 0
-			}
-			c.Rows = append(c.Rows, row)
+	}
+}
+
+// percentileRows adds P50, P95 and P99 of one metric in both runs, with
+// the bootstrap interval of each difference; none when either run lacks
+// it or both are all zero. Values in unit "ms" are nanoseconds.
+func (c *Comparison) percentileRows(m, unit string, sa, sb []int64, resamples int, rng *rand.Rand) {
+	if len(sa) == 0 || len(sb) == 0 || (sa[len(sa)-1] == 0 && sb[len(sb)-1] == 0) {
+		return
+	}
+	scale := func(v float64) float64 { return v }
+	if unit == "ms" {
+		scale = msf
+	}
+	for _, p := range []float64{50, 95, 99} {
+		va, vb := scale(float64(stats.Percentile(sa, p))), scale(float64(stats.Percentile(sb, p)))
+		row := CompareRow{Metric: m, Stat: "p" + pct(p), Unit: unit, A: va, B: vb, Delta: vb - va,
+			DeltaPct: relDelta(va, vb)}
+		if lo, hi, ok := stats.BootstrapDiffCI(sa, sb, p, resamples, rng); ok {
+			row.CI, row.HasCI = [2]float64{scale(lo), scale(hi)}, true
+			row.Significant = lo > 0 || hi < 0
 		}
+		c.Rows = append(c.Rows, row)
+	}
+}
+
+// onlyRows adds P50, P95 and P99 of a part of the path that only run
+// which ("a" or "b") has: its values, no difference.
+func (c *Comparison) onlyRows(m, which string, s []int64) {
+	for _, p := range []float64{50, 95, 99} {
+		v := ms(stats.Percentile(s, p))
+		row := CompareRow{Metric: m, Stat: "p" + pct(p), Unit: "ms", Only: which, DeltaPct: math.NaN()}
+		if which == "a" {
+			row.A = v
+		} else {
+			row.B = v
+		}
+		c.Rows = append(c.Rows, row)
 	}
 }
 

@@ -57,8 +57,8 @@ figcaption { color:#5b6475; font-size:12.5px; } svg.chart { width:100%; height:a
 <h1>tokentrace comparison</h1>
 <p>A (baseline): <code>{{.AName}}</code><br>B (candidate): <code>{{.BName}}</code></p>
 <table><tr><th>metric</th><th>stat</th><th>A</th><th>B</th><th>B − A</th><th>Δ%</th><th>95% CI of B − A</th><th>beyond CI</th></tr>
-{{range .Rows}}<tr><td>{{.Metric}}</td><td>{{.Stat}}</td><td>{{val .A .Unit}}</td><td>{{val .B .Unit}}</td><td>{{val .Delta .Unit}}</td><td>{{pct .DeltaPct}}</td>
-<td>{{if .HasCI}}{{ms (index .CI 0)}} … {{ms (index .CI 1)}}{{end}}</td><td>{{if .HasCI}}{{if .Significant}}<span class="sig">yes</span>{{else}}no{{end}}{{end}}</td></tr>
+{{range .Rows}}{{$c := .Cells}}<tr><td>{{.Metric}}</td><td>{{.Stat}}</td><td>{{index $c 0}}</td><td>{{index $c 1}}</td><td>{{index $c 2}}</td><td>{{pct .DeltaPct}}</td>
+<td>{{if .HasCI}}{{val (index .CI 0) .Unit}} … {{val (index .CI 1) .Unit}}{{end}}{{if .Only}}only in {{if eq .Only "a"}}A{{else}}B{{end}}{{end}}</td><td>{{if .HasCI}}{{if .Significant}}<span class="sig">yes</span>{{else}}no{{end}}{{end}}</td></tr>
 {{end}}</table>
 {{if .SLOs}}<h2>SLOs</h2><table><tr><th>SLO</th><th>A</th><th>B</th></tr>
 {{range .SLOs}}<tr><td><code>{{.SLO}}</code></td><td>{{.A}}</td><td>{{.B}}</td></tr>{{end}}</table>{{end}}

@@ -23,18 +23,21 @@ func (c *Comparison) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("A: %s\nB: %s\n\n", clip(strings.Join(c.A, ", "), 97), clip(strings.Join(c.B, ", "), 97))
-	p("%-18s %-5s %10s %10s %10s %8s  %-22s %s\n", "metric", "stat", "A", "B", "B − A", "Δ%", "95% CI of B − A", "beyond CI")
+	p("%-24s %-4s %9s %9s %9s %7s  %-21s %s\n", "metric", "stat", "A", "B", "B − A", "Δ%", "95% CI of B − A", "beyond CI")
 	for _, r := range c.Rows {
 		ci, sig := "", ""
 		if r.HasCI {
-			ci = fmtMS(r.CI[0]) + " … " + fmtMS(r.CI[1])
+			ci = fmtVal(r.CI[0], r.Unit) + " … " + fmtVal(r.CI[1], r.Unit)
 			sig = "no"
 			if r.Significant {
 				sig = "YES"
 			}
 		}
-		p("%-18s %-5s %10s %10s %10s %8s  %-22s %s\n", clip(r.Metric, 18), r.Stat, fmtVal(r.A, r.Unit),
-			fmtVal(r.B, r.Unit), fmtVal(r.Delta, r.Unit), fmtPct(r.DeltaPct), ci, sig)
+		va, vb, d := r.cells()
+		if r.Only != "" {
+			ci = "only in " + strings.ToUpper(r.Only)
+		}
+		p("%-24s %-4s %9s %9s %9s %7s  %-21s %s\n", clip(r.Metric, 24), r.Stat, va, vb, d, fmtPct(r.DeltaPct), ci, sig)
 	}
 	if len(c.SLOs) > 0 {
 		p("\n%-30s %-8s %-8s %12s %12s\n", "SLO", "A", "B", "attain A", "attain B")
@@ -57,13 +60,16 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	for _, r := range c.Rows {
 		ci, sig := "", ""
 		if r.HasCI {
-			ci, sig = fmtMS(r.CI[0])+" … "+fmtMS(r.CI[1]), "no"
+			ci, sig = fmtVal(r.CI[0], r.Unit)+" … "+fmtVal(r.CI[1], r.Unit), "no"
 			if r.Significant {
 				sig = "**yes**"
 			}
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Metric, r.Stat, fmtVal(r.A, r.Unit), fmtVal(r.B, r.Unit),
-			fmtVal(r.Delta, r.Unit), fmtPct(r.DeltaPct), ci, sig)
+		if r.Only != "" {
+			ci = "only in " + strings.ToUpper(r.Only)
+		}
+		va, vb, d := r.cells()
+		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCell(r.Metric), r.Stat, va, vb, d, fmtPct(r.DeltaPct), ci, sig)
 	}
 	if len(c.SLOs) > 0 {
 		p("\n| SLO | A | B | attainment A | attainment B |\n|---|---|---|---:|---:|\n")
@@ -96,6 +102,25 @@ func nanToZero(c *Comparison) *Comparison {
 		}
 	}
 	return &out
+}
+
+// cells are a row's A, B and B − A as shown: "—" for the run that lacks
+// the metric and for their difference.
+func (r CompareRow) cells() (a, b, delta string) {
+	a, b, delta = fmtVal(r.A, r.Unit), fmtVal(r.B, r.Unit), fmtVal(r.Delta, r.Unit)
+	switch r.Only {
+	case "a":
+		b, delta = "—", "—"
+	case "b":
+		a, delta = "—", "—"
+	}
+	return a, b, delta
+}
+
+// Cells is cells as a list, for the HTML template.
+func (r CompareRow) Cells() []string {
+	a, b, d := r.cells()
+	return []string{a, b, d}
 }
 
 func fmtVal(v float64, unit string) string {

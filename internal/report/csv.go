@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/csv"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -19,14 +20,42 @@ var csvHeader = []string{
 // unless the options include it): its metrics and stages in milliseconds.
 // A value a request does not have is left empty. The CSV is the records'
 // numbers, not the report's, so it is written from the collector.
+//
+// After the fixed columns come the parts of the path the run has (the
+// decomposition's, latency.Record.Path), one column each, named
+// "path.HOP.STAGE_ms" ("path.app.retrieval_ms", "path.client→server.network_ms",
+// "path.unattributed_ms"), in path order: a successful request's value
+// (0 when it lacks the part), empty for a failed one.
 func (c *Collector) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvHeader); err != nil {
+	keys := c.paths.shown()
+	header := slices.Clone(csvHeader)
+	col := make([]int, len(c.paths.keys)) // key → column after the fixed ones, +1
+	for j, k := range keys {
+		header = append(header, "path."+c.paths.keys[k].label()+"_ms")
+		col[k] = j + 1
+	}
+	if err := cw.Write(header); err != nil {
 		return err
 	}
-	rec := make([]string, len(csvHeader))
+	rec := make([]string, len(header))
+	vals := make([]int64, len(keys))
 	for i := range c.rows {
-		rec = c.csvLine(rec[:0], &c.rows[i])
+		row := &c.rows[i]
+		rec = c.csvLine(rec[:0], row)
+		clear(vals)
+		c.paths.parts(row, func(k uint16, e2e, _ int64) {
+			if col[k] > 0 {
+				vals[col[k]-1] += e2e
+			}
+		})
+		for _, v := range vals {
+			if row.ok() {
+				rec = append(rec, strconv.FormatFloat(ms(v), 'f', 3, 64))
+			} else {
+				rec = append(rec, "")
+			}
+		}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

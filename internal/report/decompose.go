@@ -29,12 +29,24 @@ func (a *analysis) rank(total func(*row) int64) []ranked {
 	return ps
 }
 
-// decompose groups successful requests by the value of total (ranked) and
-// averages the given stages over each group.
-func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *Decomposition {
+// splitTotal is what a decomposition splits: E2E or TTFT from the
+// intended send.
+func splitTotal(ttft bool) func(*row) int64 {
+	if ttft {
+		return func(r *row) int64 { return r.firstOut() - r.intended }
+	}
+	return func(r *row) int64 { return r.end - r.intended }
+}
+
+// decompose groups successful requests by E2E (or TTFT) from the intended
+// send and averages each part of their paths over each group.
+func (a *analysis) decompose(ttft bool) *Decomposition {
 	n := len(a.ok)
-	ps := a.rank(total)
-	d := &Decomposition{Of: of}
+	ps := a.rank(splitTotal(ttft))
+	d := &Decomposition{Of: "e2e_intended"}
+	if ttft {
+		d.Of = "ttft_intended"
+	}
 	rank := func(p float64) int { return int(stats.Rank(p, int64(n))) }
 	lo, hi := rank(40)-1, rank(60)
 	groups := []struct {
@@ -46,23 +58,26 @@ func (a *analysis) decompose(of string, total func(*row) int64, stages []int) *D
 		{"p99+", min(rank(99), n-1), n},
 	}
 	for _, g := range groups {
-		d.Groups = append(d.Groups, a.groupOf(g.name, ps[g.lo:g.hi], stages))
+		d.Groups = append(d.Groups, a.groupOf(g.name, ps[g.lo:g.hi], ttft))
 	}
 	return d
 }
 
-// groupOf averages the stages over a group of ranked requests.
-func (a *analysis) groupOf(name string, ps []ranked, stages []int) StageGroup {
-	var sum [nStages]float64
+// groupOf averages the parts over a group of ranked requests.
+func (a *analysis) groupOf(name string, ps []ranked, ttft bool) StageGroup {
+	sum := make([]float64, len(a.paths.keys))
 	var tot float64
 	for _, p := range ps {
-		s := a.rows[p.i].stages()
-		for _, st := range stages {
-			sum[st] += float64(s[st])
-		}
+		a.paths.parts(&a.rows[p.i], func(k uint16, e2e, t int64) {
+			if ttft {
+				sum[k] += float64(t)
+			} else {
+				sum[k] += float64(e2e)
+			}
+		})
 		tot += float64(p.v)
 	}
-	return a.stageGroup(name, len(ps), sum, tot, stages)
+	return a.stageGroup(name, len(ps), sum, tot, ttft)
 }
 
 // minTail is the fewest requests a rule judges a tail on: above the P95
@@ -77,52 +92,40 @@ func (a *analysis) tail(d *Decomposition) *StageGroup {
 	if g == nil || g.Requests >= minTail || len(a.ok) <= g.Requests {
 		return g
 	}
-	total, stages := func(r *row) int64 { return r.end - r.intended }, allStages()
-	if d.Of == "ttft_intended" {
-		total, stages = func(r *row) int64 { return r.firstOut() - r.intended }, ttftStages
-	}
-	ps := a.rank(total)
+	ttft := d.Of == "ttft_intended"
+	ps := a.rank(splitTotal(ttft))
 	k := min(minTail, len(ps))
-	sg := a.groupOf(fmt.Sprintf("slowest %d", k), ps[len(ps)-k:], stages)
+	sg := a.groupOf(fmt.Sprintf("slowest %d", k), ps[len(ps)-k:], ttft)
 	return &sg
 }
 
-// stageGroup is one group's mean per stage and share of the total, from
-// the sums over its n requests.
-func (a *analysis) stageGroup(name string, n int, sum [nStages]float64, tot float64, stages []int) StageGroup {
+// stageGroup is one group's mean per part and share of the total, from
+// the sums over its n requests, the parts in path order: the client's
+// always, the others where some request of the run has them.
+func (a *analysis) stageGroup(name string, n int, sum []float64, tot float64, ttft bool) StageGroup {
 	cnt := float64(n)
 	sg := StageGroup{Name: name, Requests: n, TotalMS: msf(tot / cnt)}
-	best, bestV := "", math.Inf(-1)
-	for _, st := range stages {
-		m := sum[st] / cnt
-		if !stageSeen(a, st) {
+	seen := a.paths.seenE2E
+	if ttft {
+		seen = a.paths.seenTTFT
+	}
+	best := math.Inf(-1)
+	for _, k := range a.paths.order {
+		if int(k) >= len(clientKeys) && !seen[k] {
 			continue
 		}
+		m := sum[k] / cnt
 		share := 0.0
 		if tot != 0 {
-			share = sum[st] / tot
+			share = sum[k] / tot
 		}
-		sg.Stages = append(sg.Stages, StageShare{Stage: string(stageOrder[st]), MeanMS: msf(m), Share: share})
-		if m > bestV {
-			best, bestV = string(stageOrder[st]), m
+		key := a.paths.keys[k]
+		sg.Stages = append(sg.Stages, StageShare{Hop: key.hop, Stage: key.stage, MeanMS: msf(m), Share: share})
+		if m > best {
+			best, sg.Largest, sg.LargestHop = m, key.stage, key.hop
 		}
 	}
-	sg.Largest = best
 	return sg
-}
-
-// stageSeen says whether any successful request has the stage.
-func stageSeen(a *analysis, st int) bool {
-	switch st {
-	case stCQ, stConnect, stSend, stDecode:
-		return true
-	}
-	for _, i := range a.ok {
-		if r := &a.rows[i]; stageApplies(r, st) {
-			return true
-		}
-	}
-	return false
 }
 
 func cmpInt64(x, y int64) int {

@@ -61,6 +61,7 @@ var rules = []rule{
 	{"kv-cache", ruleKVCache},
 	{"output-length", ruleOutputLength},
 	{"outside-model", ruleOutsideModel},
+	{"app-stage", ruleAppStage},
 	{"errors", ruleErrors},
 	{"stalls", ruleStalls},
 	{"closed-loop-waves", ruleWaves},
@@ -130,7 +131,7 @@ func (g *StageGroup) without(stage latency.Stage) *StageGroup {
 	out.TotalMS = g.TotalMS - g.meanMS(stage)
 	best := -math.MaxFloat64
 	for _, s := range g.Stages {
-		if s.Stage == string(stage) {
+		if s.is(stage) {
 			continue
 		}
 		if out.TotalMS != 0 {
@@ -138,7 +139,7 @@ func (g *StageGroup) without(stage latency.Stage) *StageGroup {
 		}
 		out.Stages = append(out.Stages, s)
 		if s.MeanMS > best {
-			best, out.Largest = s.MeanMS, s.Stage
+			best, out.Largest, out.LargestHop = s.MeanMS, s.Stage, s.Hop
 		}
 	}
 	return &out
@@ -152,22 +153,48 @@ func tailWords(g *StageGroup) string {
 	return fmt.Sprintf("among its %d slowest requests", g.Requests)
 }
 
-func (g *StageGroup) share(stage latency.Stage) float64 {
-	for _, s := range g.Stages {
-		if s.Stage == string(stage) {
-			return s.Share
-		}
+// is says whether a part is the vocabulary's stage: the client's queue,
+// connect and send; the server's queue, prefill and decode; every part of
+// the gateway hop for "gateway"; the network between any two hops for
+// "network"; any other stage by its name.
+func (s StageShare) is(stage latency.Stage) bool {
+	switch stage {
+	case latency.StageClientQueue, latency.StageConnect, latency.StageSend:
+		return s.Hop == string(latency.HopClient) && s.Stage == string(stage)
+	case latency.StageServerQueue, latency.StagePrefill, latency.StageDecode:
+		return s.Hop == string(latency.HopServer) && s.Stage == string(stage)
+	case latency.StageGateway:
+		return s.Hop == string(latency.HopGateway)
 	}
-	return 0
+	return s.Stage == string(stage)
 }
 
-func (g *StageGroup) meanMS(stage latency.Stage) float64 {
+// share is the share of the group's total in the vocabulary's stage (the
+// sum over the parts it stands for).
+func (g *StageGroup) share(stage latency.Stage) float64 {
+	var v float64
 	for _, s := range g.Stages {
-		if s.Stage == string(stage) {
-			return s.MeanMS
+		if s.is(stage) {
+			v += s.Share
 		}
 	}
-	return 0
+	return v
+}
+
+// meanMS is the group's mean time in the vocabulary's stage.
+func (g *StageGroup) meanMS(stage latency.Stage) float64 {
+	var v float64
+	for _, s := range g.Stages {
+		if s.is(stage) {
+			v += s.MeanMS
+		}
+	}
+	return v
+}
+
+// largestIs says whether the group's largest part is the stage.
+func (g *StageGroup) largestIs(stage latency.Stage) bool {
+	return StageShare{Hop: g.LargestHop, Stage: g.Largest}.is(stage)
 }
 
 // byTime returns the successful rows ordered by send instant.

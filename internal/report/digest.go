@@ -24,6 +24,7 @@ type digest struct {
 	noExact bool
 	scratch []int64 // the record's gaps when noExact
 	warmup  int
+	paths   partTable // the rows' parts along their paths
 
 	// Reading state, for Load.
 	lines     int    // lines in the batch
@@ -37,7 +38,8 @@ type digest struct {
 
 func (d *digest) reset() {
 	*d = digest{rows: d.rows[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
-		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0]}
+		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0], paths: d.paths}
+	d.paths.reset()
 	d.itlHist.Reset()
 	d.iclHist.Reset()
 }
@@ -92,6 +94,7 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	if w.ok() {
 		w.itlMax = d.addGaps(&d.itl, &d.itlHist, r.ITLs)
 		d.addGaps(&d.icl, &d.iclHist, r.ICLs)
+		d.paths.addPath(&w, r)
 	}
 	d.rows = append(d.rows, w)
 	if r.Turn > 0 {

@@ -38,13 +38,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 }
 
 var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
-	"ms":    fmtMS,
-	"num":   num,
-	"pct":   func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
-	"svg":   func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot from our numbers
-	"upper": strings.ToUpper,
-	"errs":  func(m map[string]int) string { return strings.TrimPrefix(errorList(m), " ") },
-	"gt0":   func(v float64) bool { return v > 0 },
+	"ms":      fmtMS,
+	"hopCell": hopCell,
+	"num":     num,
+	"pct":     func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
+	"svg":     func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot from our numbers
+	"upper":   strings.ToUpper,
+	"errs":    func(m map[string]int) string { return strings.TrimPrefix(errorList(m), " ") },
+	"gt0":     func(v float64) bool { return v > 0 },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -188,11 +189,11 @@ svg.chart { width:100%; height:auto; display:block; }
 {{define "decomp"}}
 <h2 id="{{.Of}}">{{if eq .Of "ttft_intended"}}TTFT split (from the intended send){{else}}Where the time goes (E2E from the intended send){{end}}</h2>
 <div class="scroll"><table>
-<tr><th>stage</th>{{range .Groups}}<th>{{.Name}} (n={{.Requests}})</th>{{end}}</tr>
-{{$groups := .Groups}}
-{{range $i, $s := (index .Groups 0).Stages}}<tr><td>{{$s.Stage}}</td>{{range $groups}}{{$st := index .Stages $i}}<td{{if eq $st.Stage .Largest}} class="largest"{{end}}>{{ms $st.MeanMS}} ({{pct $st.Share}})</td>{{end}}</tr>
-{{end}}<tr><td>total</td>{{range .Groups}}<td>{{ms .TotalMS}}</td>{{end}}</tr>
-<tr><td>largest</td>{{range .Groups}}<td>{{.Largest}}</td>{{end}}</tr>
+<tr><th>hop</th><th>stage</th>{{range .Groups}}<th>{{.Name}} (n={{.Requests}})</th>{{end}}</tr>
+{{$groups := .Groups}}{{$stages := (index .Groups 0).Stages}}
+{{range $i, $s := $stages}}<tr><td>{{hopCell $stages $i}}</td><td>{{$s.Stage}}</td>{{range $groups}}{{$st := index .Stages $i}}<td{{if and (eq $st.Stage .Largest) (eq $st.Hop .LargestHop)}} class="largest"{{end}}>{{ms $st.MeanMS}} ({{pct $st.Share}})</td>{{end}}</tr>
+{{end}}<tr><td>total</td><td></td>{{range .Groups}}<td>{{ms .TotalMS}}</td>{{end}}</tr>
+<tr><td>largest</td><td></td>{{range .Groups}}<td>{{.LargestHop}} {{.Largest}}</td>{{end}}</tr>
 </table></div>
 {{end}}
 `))

@@ -114,29 +114,33 @@ func (m mdWriter) decomposition(d *Decomposition) {
 	} else {
 		m.p("### Where the time goes (E2E from the intended send)\n\n")
 	}
-	m.p("| stage |")
+	m.p("| hop | stage |")
 	for _, g := range d.Groups {
 		m.p(" %s (n=%d) |", g.Name, g.Requests)
 	}
-	m.p("\n|---|%s\n", strings.Repeat("---:|", len(d.Groups)))
-	for i := range d.Groups[0].Stages {
-		m.p("| %s |", d.Groups[0].Stages[i].Stage)
+	m.p("\n|---|---|%s\n", strings.Repeat("---:|", len(d.Groups)))
+	for i, s := range d.Groups[0].Stages {
+		m.p("| %s | %s |", mdCell(hopCell(d.Groups[0].Stages, i)), mdCell(s.Stage))
 		for _, g := range d.Groups {
 			st := g.Stages[i]
 			cell := fmt.Sprintf("%s (%.1f%%)", fmtMS(st.MeanMS), 100*st.Share)
-			if st.Stage == g.Largest {
+			if st.Stage == g.Largest && st.Hop == g.LargestHop {
 				cell = "**" + cell + "**"
 			}
 			m.p(" %s |", cell)
 		}
 		m.p("\n")
 	}
-	m.p("| total |")
+	m.p("| total | |")
 	for _, g := range d.Groups {
 		m.p(" %s |", fmtMS(g.TotalMS))
 	}
 	m.p("\n\n")
 }
+
+// mdCell escapes what would break a table cell (a stage name as a hop
+// reported it).
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 
 func (m mdWriter) phases(r *Report) {
 	if len(r.Phases) == 0 {

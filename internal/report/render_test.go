@@ -6,7 +6,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,7 +43,7 @@ func TestRenderFormats(t *testing.T) {
 			}
 		case "csv":
 			rows, err := csv.NewReader(out).ReadAll()
-			if err != nil || len(rows) != 51 || len(rows[0]) != len(csvHeader) {
+			if err != nil || len(rows) != 51 || len(rows[0]) <= len(csvHeader) {
 				t.Fatalf("csv: %v, %d rows", err, len(rows))
 			}
 			// Row 1 is request 0 of baseline: e2e_intended equals the sum of its stages.
@@ -56,6 +58,21 @@ func TestRenderFormats(t *testing.T) {
 			}
 			if rows[1][col("ok")] != "true" || rows[1][col("server_queue_ms")] == "" || rows[1][col("unattributed_ms")] != "" {
 				t.Errorf("csv row: %v", rows[1])
+			}
+			// The path's columns sum to e2e_intended_ms (to rounding).
+			var sum float64
+			for i := len(csvHeader); i < len(rows[0]); i++ {
+				v, err := strconv.ParseFloat(rows[1][i], 64)
+				if err != nil {
+					t.Fatalf("column %s: %v", rows[0][i], err)
+				}
+				sum += v
+			}
+			if e2e, _ := strconv.ParseFloat(rows[1][col("e2e_intended_ms")], 64); math.Abs(sum-e2e) > 0.01 {
+				t.Errorf("path columns %v sum to %.3f, want e2e_intended %.3f", rows[0][len(csvHeader):], sum, e2e)
+			}
+			if col("path.server.prefill_ms") < 0 || col("path.client→server.network_ms") < 0 {
+				t.Errorf("no path column")
 			}
 		case "html":
 			if !strings.Contains(out.String(), "<svg") {
@@ -124,17 +141,17 @@ func TestCompare(t *testing.T) {
 		return CompareRow{}
 	}
 	c := Compare(load(a), load(same))
-	if r := row(c, "prefill", "p50"); r.Significant || !r.HasCI || r.CI[0] > 0 || r.CI[1] < 0 {
+	if r := row(c, "server.prefill", "p50"); r.Significant || !r.HasCI || r.CI[0] > 0 || r.CI[1] < 0 {
 		t.Errorf("same workload: %+v", r)
 	}
 	c = Compare(load(a), load(slow))
-	for _, m := range []string{"ttft", "prefill"} {
+	for _, m := range []string{"ttft", "server.prefill"} {
 		r := row(c, m, "p50")
 		if !r.Significant || r.Delta < 30 || r.Delta > 50 {
 			t.Errorf("%s: 40 ms slower prefill: %+v", m, r)
 		}
 	}
-	if r := row(c, "decode", "p50"); r.Significant && (r.Delta > 100 || r.Delta < -100) {
+	if r := row(c, "server.decode", "p50"); r.Significant && (r.Delta > 100 || r.Delta < -100) {
 		t.Errorf("decode did not change: %+v", r)
 	}
 	s, err := renderText(Config{Paths: []string{a, slow}, Compare: true})

@@ -117,7 +117,10 @@ type Decomposition struct {
 	Groups []StageGroup `json:"groups"`
 }
 
-// StageGroup is a set of requests and how their time splits into stages.
+// StageGroup is a set of requests and how their time splits along their
+// path (latency.Record.Path): the client's stages, each hop's stages under
+// its hop, the network between hops and what no hop accounts for, in path
+// order; the parts sum to the total.
 type StageGroup struct {
 	// Name is "median" (ranked between P40 and P60), "p95+" or "p99+"
 	// (ranked above the P95 / P99 request; at least one request).
@@ -125,11 +128,19 @@ type StageGroup struct {
 	Requests int          `json:"requests"`
 	TotalMS  float64      `json:"total_ms"` // mean of the decomposed metric
 	Stages   []StageShare `json:"stages"`
-	Largest  string       `json:"largest"`
+	// Largest is the stage with the largest mean, LargestHop its hop.
+	Largest    string `json:"largest"`
+	LargestHop string `json:"largest_hop"`
 }
 
-// StageShare is one stage's mean time in a group and its share of the total.
+// StageShare is one part's mean time in a group and its share of the
+// total. Hop is the hop that reported the stage ("client", "app",
+// "gateway", "server", or any hop a record names), a link "a→b" for the
+// network between two hops, or "" for time no hop accounts for; Stage is
+// its name within the hop, as the hop named it (a tokentrace server's
+// server_decode is its "decode").
 type StageShare struct {
+	Hop    string  `json:"hop"`
 	Stage  string  `json:"stage"`
 	MeanMS float64 `json:"mean_ms"`
 	Share  float64 `json:"share"` // 0..1

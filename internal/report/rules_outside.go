@@ -8,45 +8,86 @@ import (
 )
 
 // ruleOutsideModel: a large share of E2E is spent outside the model —
-// network, connection set-up, the gateway, the end of the stream.
+// the network between hops, connection set-up and sending, the gateway.
+// Application stages are ruleAppStage's.
 func ruleOutsideModel(a *analysis, rep *Report) (Finding, bool) {
 	if rep.Summary.ServerSplit*2 < rep.Summary.Succeeded || rep.Decomposition == nil {
 		return Finding{}, false
 	}
-	outside := []latency.Stage{latency.StageConnect, latency.StageSend, latency.StageGateway,
-		latency.StageNetwork, latency.StageStreamTail}
-	var best Finding
-	found := false
 	for _, gname := range []string{"median", "p95+"} {
 		g := group(rep.Decomposition, gname)
 		if g == nil {
 			continue
 		}
-		var share float64
-		top, topShare := latency.Stage(""), 0.0
+		var share, topShare float64
+		var top StageShare
 		var parts []string
-		for _, st := range outside {
-			s := g.share(st)
-			share += s
-			if s > topShare {
-				top, topShare = st, s
+		for _, s := range g.Stages {
+			if !outsideModel(s) {
+				continue
 			}
-			if s >= 0.01 {
-				parts = append(parts, fmt.Sprintf("%s %s (%.0f%%)", st, fmtMS(g.meanMS(st)), 100*s))
+			share += s.Share
+			if s.Share > topShare {
+				top, topShare = s, s.Share
+			}
+			if s.Share >= 0.01 {
+				parts = append(parts, fmt.Sprintf("%s %s (%.0f%%)", partWords(s), fmtMS(s.MeanMS), 100*s.Share))
 			}
 		}
-		if share < 0.2 || found {
+		if share < 0.2 {
 			continue
 		}
-		found = true
-		best = Finding{Severity: "warning", Title: "Much of the latency is spent outside the model",
+		return Finding{Severity: "warning", Title: "Much of the latency is spent outside the model",
 			Numbers: map[string]float64{"outside_share": share, "largest_outside_share": topShare},
 			Evidence: fmt.Sprintf("%.0f%% of E2E in the %s group (mean %s) is outside the server's queue, "+
-				"prefill and decode: %s. The largest is %s.", 100*share, gname, fmtMS(g.TotalMS),
-				strings.Join(parts, ", "), top),
-			Remedies: outsideRemedies(top)}
+				"prefill and decode and the application's stages: %s. The largest is %s.", 100*share, gname, fmtMS(g.TotalMS),
+				strings.Join(parts, ", "), partWords(top)),
+			Remedies: partRemedies(top)}, true
 	}
-	return best, found
+	return Finding{}, false
+}
+
+// outsideModel says whether a part is outside the model and the
+// application: the client's connect and send, the gateway's stages, the
+// network between hops and the stream's tail.
+func outsideModel(s StageShare) bool {
+	return s.is(latency.StageConnect) || s.is(latency.StageSend) || s.is(latency.StageGateway) ||
+		((s.Stage == latency.PartNetwork || s.is(latency.StageStreamTail)) && strings.Contains(s.Hop, "→"))
+}
+
+// partWords names a part in evidence text: "network client→server",
+// "app retrieval", "unattributed".
+func partWords(s StageShare) string {
+	switch {
+	case s.Hop == "":
+		return s.Stage
+	case strings.Contains(s.Hop, "→"):
+		return s.Stage + " " + s.Hop
+	}
+	return s.Hop + " " + s.Stage
+}
+
+// partRemedies are the levers that act on a part: the vocabulary's
+// stages' own, the application's by the stage's name.
+func partRemedies(s StageShare) []string {
+	switch {
+	case s.is(latency.StageConnect):
+		return outsideRemedies(latency.StageConnect)
+	case s.is(latency.StageGateway):
+		return outsideRemedies(latency.StageGateway)
+	case s.is(latency.StageStreamTail):
+		return outsideRemedies(latency.StageStreamTail)
+	case s.Stage == latency.PartNetwork || s.is(latency.StageSend):
+		return outsideRemedies(latency.StageNetwork)
+	case s.Stage == latency.PartUnattributed:
+		return []string{"have the server (and every hop) report its stages in Server-Timing, so that this time is attributed",
+			"check the HTTP frontend and tokenization time (API server CPU)"}
+	case appStage(s):
+		return appRemedies(s.Stage)
+	case s.Hop == string(latency.HopServer) && s.Stage == string(latency.TimingFrontend):
+		return outsideRemedies(latency.StageNetwork)
+	}
+	return stageRemedies(latency.Stage(s.Stage))
 }
 
 func outsideRemedies(top latency.Stage) []string {

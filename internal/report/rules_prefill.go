@@ -34,7 +34,7 @@ func rulePrefillBound(a *analysis, rep *Report) (Finding, bool) {
 			return Finding{}, false
 		}
 		tail := a.ttftTail(rep)
-		if tail == nil || tail.Largest != string(latency.StagePrefill) || tail.share(latency.StagePrefill) < 0.4 {
+		if tail == nil || !tail.largestIs(latency.StagePrefill) || tail.share(latency.StagePrefill) < 0.4 {
 			return Finding{}, false
 		}
 		nums["prefill_share_p95"] = tail.share(latency.StagePrefill)

@@ -32,7 +32,7 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	var ev string
 	if split && tail != nil {
 		share := tail.share(latency.StageServerQueue)
-		if tail.Largest != string(latency.StageServerQueue) || share < 0.4 {
+		if !tail.largestIs(latency.StageServerQueue) || share < 0.4 {
 			return Finding{}, false
 		}
 		q0, q1 := w0, w1

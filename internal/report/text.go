@@ -143,28 +143,41 @@ func (t textWriter) decomposition(d *Decomposition) {
 		what = "TTFT SPLIT (TTFT from the intended send"
 	}
 	t.p("\n%s; mean per group)\n", what)
-	t.p("%-14s", "stage")
+	t.p("%-15s %-16s", "hop", "stage")
 	for _, g := range d.Groups {
 		t.p(" %18s", fmt.Sprintf("%s (n=%d)", g.Name, g.Requests))
 	}
 	t.p("\n")
-	for i := range d.Groups[0].Stages {
-		t.p("%-14s", d.Groups[0].Stages[i].Stage)
+	for i, s := range d.Groups[0].Stages {
+		t.p("%-15s %-16s", clip(hopCell(d.Groups[0].Stages, i), 15), clip(s.Stage, 16))
 		for _, g := range d.Groups {
 			st := g.Stages[i]
 			t.p(" %11s %5.1f%%", fmtMS(st.MeanMS), 100*st.Share)
 		}
 		t.p("\n")
 	}
-	t.p("%-14s", "total")
+	t.p("%-32s", "total")
 	for _, g := range d.Groups {
 		t.p(" %11s %6s", fmtMS(g.TotalMS), "")
 	}
-	t.p("\n%-14s", "largest")
+	t.p("\n%-32s", "largest")
 	for _, g := range d.Groups {
-		t.p(" %18s", g.Largest)
+		t.p(" %18s", clip(g.Largest, 18))
 	}
 	t.p("\n")
+}
+
+// hopCell is the hop column of part i: its hop where it differs from the
+// part above's, so that a hop's stages read as one block; "-" for time no
+// hop accounts for.
+func hopCell(ss []StageShare, i int) string {
+	switch {
+	case ss[i].Hop == "":
+		return "-"
+	case i > 0 && ss[i-1].Hop == ss[i].Hop:
+		return ""
+	}
+	return ss[i].Hop
 }
 
 func (t textWriter) phases(r *Report) {
