@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -606,15 +605,6 @@ func describeLoad(cfg Config) string {
 		parts = append(parts, fmt.Sprintf("shard %s of the workload (its share of the above)", l.Shard))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// CPUTime is the process's user + system CPU time.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // gcPauses reads the runtime's GC pause histogram.

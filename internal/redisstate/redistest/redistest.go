@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -158,7 +157,7 @@ func (s *Server) Kill() {
 		return
 	default:
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server dies as well
+	_ = cont(s.cmd.Process) // a paused server dies as well
 	_ = s.cmd.Process.Kill()
 	<-s.done
 }
@@ -173,7 +172,7 @@ func (s *Server) Restart() {
 
 // Pause stops the server's process (SIGSTOP): connections stay open and
 // nothing answers, as with a stalled server. Resume continues it.
-func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *Server) Pause() { _ = stop(s.cmd.Process) }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() { _ = cont(s.cmd.Process) }
