@@ -49,8 +49,12 @@ cannot be written (docs/cli.md).`,
 			if err != nil {
 				return usageError(fmt.Errorf("simulate: %w", err), g)
 			}
+			prefix := "simulate: unlike bench --url: "
+			if opts.Like != "" {
+				prefix = "simulate: like: "
+			}
 			for _, d := range opts.BenchDifferences(g.given) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "simulate: unlike bench --url: %s\n", d)
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s%s\n", prefix, d)
 			}
 			out.Command = os.Args
 			out.Echo = flagValues(cmd.Flags())
@@ -80,6 +84,7 @@ cannot be written (docs/cli.md).`,
 	bindSLOFlag(g, &opts.SLO, `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"`)
 	bindOutputDir(g, &opts.OutputDir, "results folder (default ./results/<timestamp>/)")
 	g.boolVar(&opts.Steps, "steps", "write every engine step to steps.jsonl")
+	g.stringVar(&opts.Like, "like", "replay a results folder's workload (bench's or simulate's): its requests' served prompt lengths and produced output lengths, its closed loop or arrivals, its client's measured transport; the engine is this command's flags")
 	return cmd
 }
 

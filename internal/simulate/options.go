@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -21,6 +22,11 @@ import (
 type Options struct {
 	Engine   engine.Options
 	Workload workload.Options
+
+	// Like (like) is a results folder whose workload is replayed instead
+	// of Workload's: its requests' served lengths in its own shape, with
+	// its client's measured transport (LikeRun).
+	Like string
 
 	Endpoint        string // endpoint: chat or completions (how prompts are built)
 	IgnoreEOS       bool   // ignore_eos: answers run to max_tokens
@@ -92,7 +98,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 	if endpoint != EndpointChat && endpoint != EndpointCompletions {
 		return cfg, out, field.Invalid("endpoint", o.Endpoint, "want chat or completions")
 	}
-	src, l, err := o.Workload.Build(endpoint == EndpointChat, given)
+	src, l, network, ignoreEOS, err := o.workload(endpoint == EndpointChat, given)
 	if err != nil {
 		return cfg, out, err
 	}
@@ -116,8 +122,8 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 	}
 	cfg = Config{
 		Engine: ec, Replicas: replicas, Pools: pools, Balancer: o.Balancer, PrefixBytes: o.PrefixBytes,
-		ScrapeInterval: o.ScrapeInterval, Network: o.NetworkLatency, QueueFullStatus: o.QueueFullStatus,
-		Workload: src, Load: l, IgnoreEOS: o.IgnoreEOS, Model: model, Steps: o.Steps,
+		ScrapeInterval: o.ScrapeInterval, Network: network, QueueFullStatus: o.QueueFullStatus,
+		Workload: src, Load: l, IgnoreEOS: ignoreEOS, Model: model, Steps: o.Steps,
 		SampleInterval: SampleInterval,
 	}
 	if err := o.admission(&cfg); err != nil {
@@ -135,6 +141,35 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 		return cfg, out, err
 	}
 	return cfg, out, nil
+}
+
+// likeConflicts are the workload settings a --like replay takes from the
+// run instead.
+var likeConflicts = []string{"rate", "concurrency", "requests", "duration", "warmup", "trace", "prompts",
+	"input_tokens", "output_tokens", "prefix_tokens", "prefix_groups", "turns", "arrival", "agent_steps", "agent_sessions"}
+
+// workload is what to send: the workload flags', or with Like the run's
+// (its transport as the network unless network_latency is given, answers
+// running to the lengths it produced).
+func (o Options) workload(chat bool, given func(string) bool) (workload.Source, workload.Load, time.Duration, bool, error) {
+	if o.Like == "" {
+		src, l, err := o.Workload.Build(chat, given)
+		return src, l, o.NetworkLatency, o.IgnoreEOS, err
+	}
+	for _, f := range likeConflicts {
+		if given(f) {
+			return nil, workload.Load{}, 0, false, &field.Error{Field: "like", Err: fmt.Errorf("replays the run's own workload: leave out --%s", strings.ReplaceAll(f, "_", "-"))}
+		}
+	}
+	lk, err := LikeRun(o.Like, chat, max(o.Workload.Seed, 1))
+	if err != nil {
+		return nil, workload.Load{}, 0, false, field.Invalid("like", o.Like, "%w", err)
+	}
+	network := lk.Network
+	if given("network_latency") {
+		network = o.NetworkLatency
+	}
+	return lk.Source, lk.Load, network, true, nil
 }
 
 // admission builds the admission queue's configuration, when it is on.
@@ -176,6 +211,13 @@ func (o Options) admission(cfg *Config) error {
 // like (docs/simulate.md, "Same flags as bench"). given reports whether
 // the user set a field, by its snake_case name.
 func (o Options) BenchDifferences(given func(field string) bool) []string {
+	if o.Like != "" {
+		lk, err := LikeRun(o.Like, o.Endpoint != EndpointCompletions, max(o.Workload.Seed, 1))
+		if err != nil {
+			return nil // Config says why
+		}
+		return lk.Notes
+	}
 	var out []string
 	if o.IgnoreEOS {
 		out = append(out, "answers run to max_tokens (ignore_eos, as bench asks of its embedded engine); bench --url sends no ignore_eos unless --ignore-eos is given, and a server then ends answers where its model stops: give bench --ignore-eos, or simulate --ignore-eos=false with --natural-output-tokens")
