@@ -700,6 +700,10 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 	if v := s.Compat; v != nil {
 		fmt.Fprintf(w, "compat    vLLM TTFT/TPOT/ITL P50 %.2f/%.2f/%.2f ms · AIPerf ITL/ICL P50 %.2f/%.2f ms · guidellm TPOT P50 %.2f ms (docs/metrics.md)\n",
 			v.VLLM.TTFT.P50, v.VLLM.TPOT.P50, v.VLLM.ITL.P50, v.AIPerf.ITL.P50, v.AIPerf.ICL.P50, v.Guidellm.TPOT.P50)
+		if v.AIPerf.TTFO.Count > 0 {
+			fmt.Fprintf(w, "compat    reasoning: TTFT P50 as vLLM prints it %.2f ms (first choice event), as AIPerf %.2f ms (first reasoning or content); time to first answer token: AIPerf TTFO %.2f ms (docs/metrics.md)\n",
+				v.VLLM.TTFT.P50, v.AIPerf.TTFT.P50, v.AIPerf.TTFO.P50)
+		}
 	}
 	if s.Sweep != nil && s.Sweep.Line != "" {
 		fmt.Fprintln(w, s.Sweep.Line)

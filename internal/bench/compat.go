@@ -14,11 +14,15 @@ import (
 //   - vLLM (benchmarks/serve): TTFT at the first event carrying a choice,
 //     even a role-only or empty one; ITL = the gaps between consecutive
 //     choice events; latency = the last data event (the usage chunk
-//     included) − send; TPOT = (latency − TTFT) / (output tokens − 1).
+//     included) − send; TPOT = (latency − TTFT) / (output tokens − 1),
+//     output tokens being usage's completion_tokens (reasoning included).
 //   - AIPerf: responses are the content-bearing events (reasoning included);
 //     TTFT = first response − send; request latency = last response − send;
 //     ITL = (request latency − TTFT) / (output + reasoning tokens − 1), one
 //     value per request; ICL = the gaps between consecutive responses.
+//     TTFO (time to first output token) = the first content response −
+//     send: a reasoning model's first answer token (tokentrace's
+//     ttft_answer), where its TTFT counts the reasoning.
 //   - guidellm: TPOT = (last token − first token) / output tokens.
 
 // CompatRequest is one request's values in each view, in nanoseconds; a
@@ -27,13 +31,14 @@ type CompatRequest struct {
 	VLLMTTFT, VLLMTPOT    int64
 	VLLMITL               []int64
 	AIPerfTTFT, AIPerfITL int64
+	AIPerfTTFO            int64
 	AIPerfICL             []int64
 	GuidellmTPOT          int64
 }
 
 // CompatOf computes a successful streaming request's compatibility values.
 func CompatOf(r *latency.Record) CompatRequest {
-	c := CompatRequest{VLLMTTFT: -1, VLLMTPOT: -1, AIPerfTTFT: -1, AIPerfITL: -1, GuidellmTPOT: -1}
+	c := CompatRequest{VLLMTTFT: -1, VLLMTPOT: -1, AIPerfTTFT: -1, AIPerfITL: -1, AIPerfTTFO: -1, GuidellmTPOT: -1}
 	if !r.OK() || len(r.ChunkNS) == 0 {
 		return c
 	}
@@ -49,8 +54,8 @@ func CompatOf(r *latency.Record) CompatRequest {
 	if last == 0 {
 		last = ev[len(ev)-1]
 	}
-	if r.OutputTokens > 1 {
-		c.VLLMTPOT = (last - r.SentNS - c.VLLMTTFT) / int64(r.OutputTokens-1)
+	if n := r.OutputTokens + r.ReasoningTokens; n > 1 { // usage's completion_tokens
+		c.VLLMTPOT = (last - r.SentNS - c.VLLMTTFT) / int64(n-1)
 	}
 	// AIPerf: content (and reasoning) responses.
 	first := r.FirstTokenNS
@@ -58,6 +63,7 @@ func CompatOf(r *latency.Record) CompatRequest {
 		first = r.FirstReasonNS
 	}
 	c.AIPerfTTFT = first - r.SentNS
+	c.AIPerfTTFO = r.FirstTokenNS - r.SentNS
 	lastResp := r.ChunkNS[len(r.ChunkNS)-1]
 	if osl := r.OutputTokens + r.ReasoningTokens; osl > 1 {
 		c.AIPerfITL = (lastResp - first) / int64(osl-1)
@@ -90,6 +96,8 @@ type CompatViews struct {
 	} `json:"vllm"`
 	AIPerf struct {
 		TTFT CompatStat `json:"ttft"`
+		// TTFO is set when some answer reasoned first (else it is TTFT).
+		TTFO CompatStat `json:"ttfo,omitzero"`
 		ITL  CompatStat `json:"itl"`
 		ICL  CompatStat `json:"icl"`
 	} `json:"aiperf"`
@@ -103,6 +111,7 @@ type CompatViews struct {
 // stops growing with the number of requests.
 type compatAgg struct {
 	vTTFT, vTPOT, aTTFT, aITL, gTPOT stats.Sample
+	aTTFO                            stats.Sample // only requests that reasoned
 	vITL, aICL                       stats.Sample
 }
 
@@ -122,6 +131,9 @@ func (a *compatAgg) add(r *latency.Record) {
 	push(&a.vTTFT, c.VLLMTTFT)
 	push(&a.vTPOT, c.VLLMTPOT)
 	push(&a.aTTFT, c.AIPerfTTFT)
+	if r.FirstReasonNS != 0 {
+		push(&a.aTTFO, c.AIPerfTTFO)
+	}
 	push(&a.aITL, c.AIPerfITL)
 	push(&a.gTPOT, c.GuidellmTPOT)
 	for _, g := range c.VLLMITL {
@@ -140,6 +152,7 @@ func (a *compatAgg) views() *CompatViews {
 	v.VLLM.TTFT, v.VLLM.TPOT, v.VLLM.ITL = compatStat(&a.vTTFT), compatStat(&a.vTPOT), compatStat(&a.vITL)
 	v.AIPerf.TTFT, v.AIPerf.ITL, v.AIPerf.ICL = compatStat(&a.aTTFT), compatStat(&a.aITL), compatStat(&a.aICL)
 	v.Guidellm.TPOT = compatStat(&a.gTPOT)
+	v.AIPerf.TTFO = compatStat(&a.aTTFO)
 	return v
 }
 

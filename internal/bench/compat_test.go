@@ -97,6 +97,7 @@ func TestCompatViewsOnRecordedStream(t *testing.T) {
 		VLLMITL:      []int64{ms(50), ms(10), ms(20), 0, ms(20)}, // every choice event, the finish chunk included
 		AIPerfTTFT:   ms(150),
 		AIPerfITL:    ms(7.5), // (180 − 150) / (5 − 1): request latency ends at the last response
+		AIPerfTTFO:   ms(150), // no reasoning: TTFT
 		AIPerfICL:    []int64{ms(10), ms(20), 0},
 		GuidellmTPOT: ms(6), // (180 − 150) / 5
 	}

@@ -9,11 +9,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/workload"
 	"github.com/tokentrace/tokentrace/internal/workload/workloadtest"
@@ -291,5 +293,78 @@ func TestMooncakeTraceAgainstEmbeddedEngine(t *testing.T) {
 	}
 	if s := res.Summary.Report.Summary; s.SharedPrefixTokens != int64(shared) || s.CachedTokens != int64(cached) {
 		t.Errorf("report summary shared %d cached %d, records %d and %d", s.SharedPrefixTokens, s.CachedTokens, shared, cached)
+	}
+}
+
+// A reasoning model on the embedded engine: every answer streams 20
+// reasoning tokens before its 10 answer tokens, and bench's time to first
+// answer token is the first reasoning token plus the reasoning tokens'
+// decode, within one step; TTFT is the first reasoning token; the report
+// leads with both.
+func TestReasoningModelTimesFirstAnswerToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded engine")
+	}
+	for _, field := range []string{openai.ReasoningField, openai.ReasoningContentField} {
+		srv := startSim(t, func(o *serve.Options) {
+			o.Engine.ReasoningTokens = "20"
+			o.ReasoningField = field
+		})
+		dir := filepath.Join(t.TempDir(), "run")
+		cfg := Config{
+			Target: Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true,
+				ContinuousUsage: true, Timeout: time.Minute},
+			Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(64), Output: workload.Fixed(30), Turns: 1, Seed: 1},
+			Load:     workload.Load{Concurrency: 1, Requests: 6},
+			SLOs:     mustSLOs(t, "ttft_answer:p99<=1ms"),
+			OutDir:   dir, SkipCalibration: true,
+		}
+		res, err := Run(context.Background(), cfg, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var offs []float64
+		for _, r := range readRecords(t, filepath.Join(dir, RequestsFile)) {
+			if !r.OK() || r.ReasoningTokens != 20 || r.OutputTokens != 10 || r.FirstReasonNS == 0 || r.FirstTokenNS <= r.FirstReasonNS {
+				t.Fatalf("%s: %s reasoning %d answer %d, first reasoning %d, first answer %d", field, r.ID,
+					r.ReasoningTokens, r.OutputTokens, r.FirstReasonNS, r.FirstTokenNS)
+			}
+			if r.Server == nil {
+				t.Fatalf("%s: %s has no server split", field, r.ID)
+			}
+			// The server's mean decode step: its decode runs from the
+			// first of the 30 tokens to the last.
+			step := r.Server.DecodeNS / 29
+			// In steps of the decode; a wall-clock server on a busy
+			// machine may write one event late, so each request is held to
+			// three steps and the median request to one.
+			gap := float64(r.FirstTokenNS-r.FirstReasonNS) / float64(step)
+			offs = append(offs, gap-20)
+			if math.Abs(gap-20) > 3 {
+				t.Errorf("%s: first answer %.2f steps of %v after the first reasoning token, want 20", field, gap, time.Duration(step))
+			}
+			if ttft, _ := r.TTFT(); ttft != time.Duration(r.FirstReasonNS-r.SentNS) {
+				t.Errorf("%s: TTFT %v is not the first reasoning token's", field, ttft)
+			}
+		}
+		slices.Sort(offs)
+		if med := offs[len(offs)/2]; math.Abs(med) > 1 {
+			t.Errorf("%s: the median request's first answer is %.2f steps off the first reasoning token + 20 steps", field, med)
+		}
+		var names []string
+		for _, m := range res.Summary.Report.Metrics {
+			names = append(names, m.Metric)
+		}
+		if !slices.Contains(names, "ttft") || !slices.Contains(names, "ttft_answer") {
+			t.Errorf("%s: report metrics %v, want ttft and ttft_answer side by side", field, names)
+		}
+		if !res.SLOsFailed() {
+			t.Errorf("%s: an SLO on ttft_answer of 1 ms held", field)
+		}
+		// The compat views say what each peer would print: AIPerf's TTFT
+		// counts the reasoning, its TTFO is the first answer token.
+		if c := res.Summary.Compat; c == nil || c.AIPerf.TTFO.Count != 6 || c.AIPerf.TTFO.P50 <= c.AIPerf.TTFT.P50 {
+			t.Errorf("%s: compat views %+v", field, c)
+		}
 	}
 }

@@ -61,6 +61,7 @@ func bindEngineFlags(g *flagGroup, o *engine.Options) {
 	g.boolVar(&o.EnableChunkedPrefill, "enable-chunked-prefill", "split long prompts across steps (=false: whole prompts only)")
 	g.stringVar(&o.SchedulingPolicy, "scheduling-policy", "fcfs or priority (requests' \"priority\" field, lower first)")
 	g.stringVar(&o.NaturalOutputTokens, "natural-output-tokens", "where an answer ends on its own unless max_tokens stops it first: "+workload.DistSyntax+", or max (never early)")
+	g.stringVar(&o.ReasoningTokens, "reasoning-tokens", "a reasoning model: how many of each answer's first tokens are reasoning, streamed as reasoning deltas before the answer ("+workload.DistSyntax+"; counted within max_tokens; empty: none)")
 	g.uint64Var(&o.Seed, "seed", "seed of the engine's draws (natural output lengths, speculative acceptance)")
 	bindLegacyOutputLength(g, o)
 }
@@ -119,6 +120,7 @@ func bindLegacyOutputLength(g *flagGroup, o *engine.Options) {
 func bindServerFlags(g *flagGroup, o *serve.Options) {
 	bindAnswerFlags(g, &o.ServedModelName, &o.QueueFullStatus)
 	g.int64Var(&o.MaxBodyBytes, "max-body-bytes", "largest request body accepted")
+	g.stringVar(&o.ReasoningField, "reasoning-field", "chat field of reasoning tokens (--reasoning-tokens): reasoning (vLLM's) or reasoning_content (DeepSeek's)")
 	g.durationVar(&o.ReadHeaderTimeout, "read-header-timeout", "deadline for a request's headers, from the connection's accept or its previous answer")
 	g.durationVar(&o.BodyTimeout, "body-timeout", "deadline for a request's body, from the end of its headers (408 after it)")
 	g.durationVar(&o.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")

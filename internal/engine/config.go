@@ -104,6 +104,11 @@ type Config struct {
 	// capped by max_tokens; ignore_eos skips the draw. Nil means
 	// DefaultOutputLength.
 	OutputLength workload.Dist
+	// Reasoning is how many of an answer's first tokens are reasoning (a
+	// reasoning model's thinking before its answer), drawn per request
+	// from its own random source and capped by the answer's length: a
+	// server streams them as reasoning deltas. Nil: no reasoning.
+	Reasoning workload.Dist
 	// MaxWaiting bounds the waiting queue; Submit returns ErrQueueFull
 	// beyond it. 0 means unbounded.
 	MaxWaiting int
@@ -189,6 +194,11 @@ func (c Config) Validate() error {
 	if err := c.OutputLength.Validate(); err != nil {
 		return field.Invalid("natural_output_tokens", c.OutputLength, "%w", err)
 	}
+	if c.Reasoning != nil {
+		if err := c.Reasoning.Validate(); err != nil {
+			return field.Invalid("reasoning_tokens", c.Reasoning, "%w", err)
+		}
+	}
 	return nil
 }
 
@@ -234,5 +244,8 @@ func (c Config) Describe() string {
 		waiting = fmt.Sprint(c.MaxWaiting)
 	}
 	fmt.Fprintf(&b, "  speculative=%s output_length=%s max_waiting=%s seed=%d", spec, c.OutputLength, waiting, c.Seed)
+	if c.Reasoning != nil {
+		fmt.Fprintf(&b, " reasoning_tokens=%s", c.Reasoning)
+	}
 	return b.String()
 }

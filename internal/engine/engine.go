@@ -273,6 +273,7 @@ func (e *Engine) deliver(q *request, n int, fin FinishReason, at int64) {
 		tl.FirstToken = e.at(q.firstTok)
 	}
 	tl.OutputTokens = q.output
+	tl.ReasoningTokens = min(q.reasoning, q.output)
 	tl.PrefillChunks = q.chunks
 	tl.Preemptions = q.preemptions
 	if fin != "" {

@@ -42,7 +42,11 @@ type Options struct {
 	// end on their own, in workload.ParseDist's vocabulary, or "max"
 	// (ParseOutputLength); empty means DefaultOutputLength.
 	NaturalOutputTokens string
-	Seed                uint64 // seed of output lengths and speculative acceptance
+	// ReasoningTokens (reasoning_tokens) is how many of an answer's first
+	// tokens a reasoning model spends thinking, in workload.ParseDist's
+	// vocabulary; empty: no reasoning.
+	ReasoningTokens string
+	Seed            uint64 // seed of output lengths and speculative acceptance
 }
 
 // DefaultMaxModelLen is the context length used when MaxModelLen is 0
@@ -99,12 +103,18 @@ func (o Options) Config() (Config, *perfmodel.Estimator, error) {
 			return Config{}, nil, field.Invalid("natural_output_tokens", o.NaturalOutputTokens, "%w", err)
 		}
 	}
+	var think workload.Dist
+	if o.ReasoningTokens != "" {
+		if think, err = workload.ParseDist(o.ReasoningTokens, "output"); err != nil {
+			return Config{}, nil, field.Invalid("reasoning_tokens", o.ReasoningTokens, "%w", err)
+		}
+	}
 	ec := FromEstimator(Config{
 		BlockSize: o.BlockSize, NumBlocks: o.NumGPUBlocksOverride, MaxModelLen: o.MaxModelLen,
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens,
 		DisableChunkedPrefill: !o.EnableChunkedPrefill, EnablePrefixCaching: o.EnablePrefixCaching,
 		Speculative: Speculative{K: o.SpeculativeK, Alpha: o.SpeculativeAlpha},
-		Policy:      o.SchedulingPolicy, OutputLength: out, MaxWaiting: o.MaxWaiting, Seed: o.Seed,
+		Policy:      o.SchedulingPolicy, OutputLength: out, Reasoning: think, MaxWaiting: o.MaxWaiting, Seed: o.Seed,
 	}, est)
 	if ec.NumBlocks < 1 {
 		return Config{}, nil, field.Invalid("gpu_memory_utilization", o.GPUMemoryUtilization,

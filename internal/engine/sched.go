@@ -23,6 +23,7 @@ type request struct {
 	idx       int // arrival index (simulation)
 	promptLen int
 	target    int          // output tokens to produce
+	reasoning int          // how many of the first output tokens are reasoning (at most target)
 	finishAs  FinishReason // reason when target is reached
 	priority  int
 	seq       uint64 // arrival order
@@ -57,14 +58,15 @@ type planned struct {
 // scheduler is the engine core shared by both clocks. It is not safe for
 // concurrent use: one goroutine (Run, or Simulate) owns it.
 type scheduler struct {
-	cfg     Config
-	kv      *kvCache
-	timer   StepTimer
-	rng     *rand.Rand // speculative acceptance
-	outRng  *rand.Rand // output lengths (under Engine.mu when serving)
-	chunked bool
-	k       int
-	alpha   float64
+	cfg      Config
+	kv       *kvCache
+	timer    StepTimer
+	rng      *rand.Rand // speculative acceptance
+	outRng   *rand.Rand // output lengths (under Engine.mu when serving)
+	thinkRng *rand.Rand // reasoning lengths, a stream of their own so that output lengths do not move
+	chunked  bool
+	k        int
+	alpha    float64
 
 	running []*request
 	waiting waitQueue
@@ -80,15 +82,16 @@ type scheduler struct {
 
 func newScheduler(cfg Config) *scheduler {
 	return &scheduler{
-		cfg:     cfg,
-		kv:      newKVCache(cfg.NumBlocks, cfg.BlockSize, cfg.EnablePrefixCaching),
-		timer:   cfg.StepTimer,
-		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
-		outRng:  rand.New(rand.NewPCG(cfg.Seed^0xa0761d6478bd642f, cfg.Seed)),
-		chunked: !cfg.DisableChunkedPrefill,
-		k:       cfg.Speculative.K,
-		alpha:   cfg.Speculative.Alpha,
-		waiting: waitQueue{prio: cfg.Policy == PolicyPriority},
+		cfg:      cfg,
+		kv:       newKVCache(cfg.NumBlocks, cfg.BlockSize, cfg.EnablePrefixCaching),
+		timer:    cfg.StepTimer,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
+		outRng:   rand.New(rand.NewPCG(cfg.Seed^0xa0761d6478bd642f, cfg.Seed)),
+		thinkRng: rand.New(rand.NewPCG(cfg.Seed^0xe7037ed1a0b428db, cfg.Seed)),
+		chunked:  !cfg.DisableChunkedPrefill,
+		k:        cfg.Speculative.K,
+		alpha:    cfg.Speculative.Alpha,
+		waiting:  waitQueue{prio: cfg.Policy == PolicyPriority},
 	}
 }
 
@@ -117,6 +120,9 @@ func (s *scheduler) initRequest(r *request, q *Request, now int64) {
 		state:     stNew,
 	}
 	r.target, r.finishAs = s.drawOutput(q)
+	if s.cfg.Reasoning != nil {
+		r.reasoning = min(s.cfg.Reasoning.Sample(s.thinkRng), r.target)
+	}
 	if !s.cfg.EnablePrefixCaching {
 		r.prompt = nil
 	}

@@ -237,15 +237,16 @@ func (r *request) timeline(epoch time.Time) Timeline {
 		return epoch.Add(time.Duration(i))
 	}
 	return Timeline{
-		Arrival:       at(r.arrival),
-		Scheduled:     at(r.scheduled),
-		FirstToken:    at(r.firstTok),
-		Finished:      at(r.finish),
-		PromptTokens:  r.promptLen,
-		CachedTokens:  r.cachedTokens,
-		OutputTokens:  r.output,
-		PrefillChunks: r.chunks,
-		Preemptions:   r.preemptions,
-		Finish:        r.reason,
+		Arrival:         at(r.arrival),
+		Scheduled:       at(r.scheduled),
+		FirstToken:      at(r.firstTok),
+		Finished:        at(r.finish),
+		PromptTokens:    r.promptLen,
+		CachedTokens:    r.cachedTokens,
+		OutputTokens:    r.output,
+		ReasoningTokens: min(r.reasoning, r.output),
+		PrefillChunks:   r.chunks,
+		Preemptions:     r.preemptions,
+		Finish:          r.reason,
 	}
 }

@@ -89,6 +89,11 @@ type Timeline struct {
 	// prefix cache supplied at first admission; OutputTokens how many
 	// tokens were emitted.
 	PromptTokens, CachedTokens, OutputTokens int
+	// ReasoningTokens is how many of the first output tokens are reasoning
+	// (Config.Reasoning): never more than OutputTokens, so that while the
+	// answer streams, the tokens up to min(ReasoningTokens, tokens seen)
+	// are reasoning.
+	ReasoningTokens int
 	// PrefillChunks counts the steps that computed prompt tokens (including
 	// recomputation after a preemption); Preemptions how often the request
 	// was preempted.

@@ -10,10 +10,17 @@ type Metric string
 
 // The metrics. Each one's formula is in docs/metrics.md.
 const (
-	// TTFT is time to first token: first content token arrival − send start.
+	// TTFT is time to first token: the first output token's arrival, of
+	// any kind (a reasoning model's first reasoning token, else its first
+	// content token) − send start.
 	TTFT Metric = "ttft"
-	// TPOT is time per output token after the first:
-	// (E2E − TTFT) / (output tokens − 1); undefined for one output token.
+	// TTFTAnswer is time to first answer token: the first content token's
+	// arrival − send start. It is TTFT for a model that does not reason;
+	// for one that does, TTFT plus the reasoning phase.
+	TTFTAnswer Metric = "ttft_answer"
+	// TPOT is time per output token after the first answer token:
+	// (E2E − TTFTAnswer) / (output tokens − 1), output tokens being the
+	// answer's (reasoning tokens apart); undefined for one output token.
 	TPOT Metric = "tpot"
 	// ITL is inter-token latency: the gap between consecutive output tokens.
 	// A chunk carrying k tokens after a gap g contributes k gaps of g/k.
@@ -33,7 +40,7 @@ const (
 )
 
 // Metrics lists the metrics an SLO may name.
-var Metrics = []Metric{TTFT, TPOT, ITL, ICL, E2E, ClientQueue, TTFTIntended, E2EIntended}
+var Metrics = []Metric{TTFT, TTFTAnswer, TPOT, ITL, ICL, E2E, ClientQueue, TTFTIntended, E2EIntended}
 
 // ParseMetric reads a metric name, case-insensitively.
 func ParseMetric(s string) (Metric, error) {

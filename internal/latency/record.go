@@ -182,20 +182,42 @@ type ServerSplit struct {
 // OK reports whether the request succeeded.
 func (r *Record) OK() bool { return r.ErrorKind == "" }
 
-// TTFT is FirstTokenNS − SentNS; ok is false when no token arrived.
+// FirstOutputNS is the first output token's instant of any kind: the
+// earlier of FirstReasonNS and FirstTokenNS that happened; 0 when none did.
+func (r *Record) FirstOutputNS() int64 {
+	if r.FirstReasonNS != 0 && (r.FirstTokenNS == 0 || r.FirstReasonNS < r.FirstTokenNS) {
+		return r.FirstReasonNS
+	}
+	return r.FirstTokenNS
+}
+
+// TTFT is FirstOutputNS − SentNS: the first token of any kind, reasoning
+// included; ok is false when no token arrived.
 func (r *Record) TTFT() (d time.Duration, ok bool) {
+	first := r.FirstOutputNS()
+	if first == 0 {
+		return 0, false
+	}
+	return time.Duration(first - r.SentNS), true
+}
+
+// TTFTAnswer is FirstTokenNS − SentNS: the first answer (content) token;
+// ok is false when none arrived (an answer that was all reasoning).
+func (r *Record) TTFTAnswer() (d time.Duration, ok bool) {
 	if r.FirstTokenNS == 0 {
 		return 0, false
 	}
 	return time.Duration(r.FirstTokenNS - r.SentNS), true
 }
 
-// TTFTIntended is FirstTokenNS − IntendedNS: TTFT including client queueing.
+// TTFTIntended is FirstOutputNS − IntendedNS: TTFT including client
+// queueing.
 func (r *Record) TTFTIntended() (d time.Duration, ok bool) {
-	if r.FirstTokenNS == 0 {
+	first := r.FirstOutputNS()
+	if first == 0 {
 		return 0, false
 	}
-	return time.Duration(r.FirstTokenNS - r.IntendedNS), true
+	return time.Duration(first - r.IntendedNS), true
 }
 
 // E2E is EndNS − SentNS; ok is false when the response never ended.
@@ -217,7 +239,8 @@ func (r *Record) E2EIntended() (d time.Duration, ok bool) {
 // ClientQueue is SentNS − IntendedNS.
 func (r *Record) ClientQueue() time.Duration { return time.Duration(r.SentNS - r.IntendedNS) }
 
-// TPOT is (E2E − TTFT) / (OutputTokens − 1); ok is false with fewer than two
+// TPOT is (EndNS − FirstTokenNS) / (OutputTokens − 1), the answer's tokens
+// after its first (reasoning apart); ok is false with fewer than two
 // output tokens or a missing instant.
 func (r *Record) TPOT() (d time.Duration, ok bool) {
 	if r.OutputTokens < 2 || r.FirstTokenNS == 0 || r.EndNS == 0 {
@@ -286,6 +309,8 @@ func (r *Record) Value(m Metric) (time.Duration, bool) {
 	switch m {
 	case TTFT:
 		return r.TTFT()
+	case TTFTAnswer:
+		return r.TTFTAnswer()
 	case TTFTIntended:
 		return r.TTFTIntended()
 	case TPOT:

@@ -68,6 +68,19 @@ func (e *ChunkEncoder) AppendText(dst, text []byte, finish string, usage *Usage)
 	return e.tail(dst, usage)
 }
 
+// AppendReasoning appends a chat chunk whose delta carries reasoning text
+// under field (ReasoningField or ReasoningContentField) and nothing else,
+// as vLLM and DeepSeek send it. usage, when not nil, is added.
+func (e *ChunkEncoder) AppendReasoning(dst []byte, field string, text []byte, usage *Usage) []byte {
+	dst = append(dst, e.head...)
+	dst = append(dst, `,"choices":[{"index":0,"delta":{`...)
+	dst = AppendString(dst, field)
+	dst = append(dst, ':')
+	dst = appendString(dst, text)
+	dst = append(dst, `},"logprobs":null,"finish_reason":null}]`...)
+	return e.tail(dst, usage)
+}
+
 // AppendUsage appends the final usage chunk: empty choices, the usage, and
 // the per-request metrics when m is not nil.
 func (e *ChunkEncoder) AppendUsage(dst []byte, usage Usage, m *RequestMetrics) []byte {

@@ -98,6 +98,12 @@ type ChatMessage struct {
 	Role    string  `json:"role"`
 	Content Content `json:"content"`
 	Name    string  `json:"name,omitempty"`
+	// Reasoning and ReasoningContent carry a reasoning model's thinking
+	// before its answer: vLLM's field ("reasoning", since it followed
+	// OpenAI's guidance) and DeepSeek's (and vLLM's former one,
+	// "reasoning_content"). A server fills the one it speaks.
+	Reasoning        string `json:"reasoning,omitempty"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // Generation holds the request fields both completion endpoints share.
@@ -246,7 +252,22 @@ type Usage struct {
 	CompletionTokens    int                  `json:"completion_tokens"`
 	TotalTokens         int                  `json:"total_tokens"`
 	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	// CompletionTokensDetails splits the completion tokens; set when some
+	// were reasoning.
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
 }
+
+// CompletionTokensDetails splits the completion tokens.
+type CompletionTokensDetails struct {
+	// ReasoningTokens is how many completion tokens were reasoning.
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// Reasoning fields of a chat delta or message (ChatMessage).
+const (
+	ReasoningField        = "reasoning"         // vLLM's (and OpenAI's guidance)
+	ReasoningContentField = "reasoning_content" // DeepSeek's, vLLM's former
+)
 
 // PromptTokensDetails splits the prompt tokens.
 type PromptTokensDetails struct {

@@ -13,8 +13,9 @@ import (
 // "no problem found".
 var explains = map[string][]latency.Metric{
 	"client-bottleneck":    latency.Metrics,
-	"server-queueing":      {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended, latency.ClientQueue},
-	"prefill-bound":        {latency.TTFT, latency.TTFTIntended},
+	"server-queueing":      {latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended, latency.E2E, latency.E2EIntended, latency.ClientQueue},
+	"prefill-bound":        {latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended},
+	"reasoning-phase":      {latency.TTFTAnswer},
 	"decode-bandwidth":     {latency.TPOT, latency.ITL, latency.ICL},
 	"prefill-interference": {latency.TPOT, latency.ITL, latency.ICL},
 	"kv-cache":             {latency.TPOT, latency.ITL, latency.ICL, latency.E2E, latency.E2EIntended, latency.TTFT, latency.TTFTIntended},

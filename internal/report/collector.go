@@ -53,6 +53,8 @@ type row struct {
 	itlMax                               int64
 	input, output, cached, turn, nchunks int32
 	shared                               int32 // prompt tokens shared with other requests
+	reasoning                            int32 // reasoning tokens before the answer
+	firstReason                          int64 // first reasoning token; 0: none
 	session                              int64
 	src, phase                           uint16
 	errKind                              uint8 // index into Collector.errKinds; 0 = success

@@ -60,6 +60,7 @@ var rules = []rule{
 	{"prefill-interference", rulePrefillInterference},
 	{"kv-cache", ruleKVCache},
 	{"output-length", ruleOutputLength},
+	{"reasoning-phase", ruleReasoningPhase},
 	{"outside-model", ruleOutsideModel},
 	{"app-stage", ruleAppStage},
 	{"errors", ruleErrors},

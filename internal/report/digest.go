@@ -65,6 +65,7 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 		firstTok: r.FirstTokenNS, end: r.EndNS, connect: r.ConnectNS, gateway: r.GatewayNS,
 		input: int32(r.InputTokens), output: int32(r.OutputTokens), cached: int32(r.CachedTokens),
 		turn: int32(r.Turn), session: r.Session, nchunks: int32(len(r.ChunkNS)), shared: int32(r.SharedPrefixTokens),
+		reasoning: int32(r.ReasoningTokens), firstReason: r.FirstReasonNS,
 	}
 	if r.Server != nil {
 		w.flags |= flagServer

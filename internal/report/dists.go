@@ -18,12 +18,25 @@ func metricValue(r *row, m string) (int64, bool) {
 		return r.stall, r.nchunks >= 2
 	}
 	rec := latency.Record{IntendedNS: r.intended, SentNS: r.sent, FirstTokenNS: r.firstTok, EndNS: r.end,
-		OutputTokens: int(r.output)}
+		OutputTokens: int(r.output), FirstReasonNS: r.firstReason}
 	d, ok := rec.Value(latency.Metric(m))
 	return int64(d), ok
 }
 
-var headMetrics = []string{"ttft", "tpot", "itl", "e2e", "ttft_intended", "e2e_intended", "client_queue"}
+// headMetrics are the metrics a report leads with; ttft_answer only when
+// some answer had reasoning before it (else it is ttft).
+var headMetrics = []string{"ttft", "ttft_answer", "tpot", "itl", "e2e", "ttft_intended", "e2e_intended", "client_queue"}
+
+// reasons reports whether some successful request reasoned before its
+// answer.
+func (a *analysis) reasons() bool {
+	for _, i := range a.ok {
+		if a.rows[i].firstReason != 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // sample returns the sorted sample of a per-request metric or stage over
 // successful requests, cached.
@@ -125,7 +138,11 @@ func (a *analysis) dists(rep *Report) {
 		rep.Metrics = []Dist{}
 		return
 	}
+	reasons := a.reasons()
 	for _, m := range headMetrics {
+		if m == "ttft_answer" && !reasons {
+			continue
+		}
 		if m == "itl" {
 			if a.itl.Count() > 0 {
 				rep.Metrics = append(rep.Metrics, a.gapDist("itl", &a.itl))

@@ -390,3 +390,48 @@ func TestServerQueueingWholeAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A reasoning model whose 400 reasoning tokens at 10 ms each dwarf a
+// 25 ms prefill: reasoning-phase fires, names the share and is what
+// explains a failed ttft_answer SLO; the same run without reasoning, or
+// with a short reasoning phase, does not fire it. Report leads with TTFT
+// and ttft_answer side by side.
+func TestReasoningPhaseRule(t *testing.T) {
+	long := baseline(200, 5, 21)
+	short := baseline(200, 5, 21)
+	for i := range long {
+		long[i].output, long[i].reasoning, long[i].tpot = 450, 400, 10
+		short[i].output, short[i].reasoning, short[i].tpot = 450, 1, 10
+	}
+	slos := mustSLOs(t, "ttft_answer:p99<=1s")
+	rep := collect(Options{SLOs: slos}, long)
+	k := findingIndex(rep, "reasoning-phase")
+	if k < 0 {
+		t.Fatalf("no reasoning-phase finding: %+v", rep.Findings)
+	}
+	f := rep.Findings[k]
+	if f.Severity != "critical" || f.Numbers["reasoning_share"] < 0.9 || f.Numbers["reasoning_tokens_p50"] != 400 ||
+		!strings.Contains(f.Evidence, "not prefill") {
+		t.Errorf("finding %+v", f)
+	}
+	if findingIndex(rep, "slo-breach") >= 0 {
+		t.Error("the ttft_answer breach is explained by reasoning-phase, yet slo-breach fired")
+	}
+	var ttft, answer float64
+	for _, d := range rep.Metrics {
+		switch d.Metric {
+		case "ttft":
+			ttft = d.P50
+		case "ttft_answer":
+			answer = d.P50
+		}
+	}
+	if ttft <= 0 || answer < ttft+3900 || answer > ttft+4100 {
+		t.Errorf("ttft P50 %.1f ms, ttft_answer P50 %.1f ms: want 400 reasoning tokens of 10 ms between them", ttft, answer)
+	}
+	for name, run := range map[string][]synthReq{"short": short, "none": baseline(200, 5, 21)} {
+		if rep := collect(Options{}, run); findingIndex(rep, "reasoning-phase") >= 0 {
+			t.Errorf("%s reasoning: reasoning-phase fired", name)
+		}
+	}
+}

@@ -26,6 +26,7 @@ type synthReq struct {
 	turn                   int
 	cached                 int
 	shared                 int // prompt tokens shared with other requests
+	reasoning              int // the first output tokens that are reasoning
 }
 
 const msNS = 1e6
@@ -59,6 +60,11 @@ func (s synthReq) record(id int) *latency.Record {
 		r.ChunkTokens = append(r.ChunkTokens, 1)
 	}
 	r.EndNS = ns(t + s.tail)
+	if s.reasoning > 0 && s.reasoning < s.output {
+		r.FirstReasonNS, r.OtherNS = r.FirstTokenNS, r.ChunkNS[:s.reasoning]
+		r.ChunkNS, r.ChunkTokens = r.ChunkNS[s.reasoning:], r.ChunkTokens[s.reasoning:]
+		r.FirstTokenNS, r.ReasoningTokens, r.OutputTokens = r.ChunkNS[0], s.reasoning, s.output-s.reasoning
+	}
 	if s.split {
 		r.Server = &latency.ServerSplit{QueueNS: ns(s.sq), PrefillNS: ns(s.prefill),
 			DecodeNS: ns(t - first), Source: "server-timing"}

@@ -270,6 +270,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 	if x.p.ContinuousUsage {
 		usageP = &usage
 	}
+	reasons := x.chat && s.cfg.Engine.Reasoning != nil
 	emit := func(ev engine.Event, first bool, sent int) bool {
 		if first && x.chat {
 			buf = enc.AppendRole(buf[:0], usageP)
@@ -277,12 +278,29 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 				return false
 			}
 		}
-		sent += ev.Tokens
-		usage.CompletionTokens, usage.TotalTokens = sent, len(x.prompt)+sent
-		txt = text.append(txt[:0], ev.Tokens)
-		buf = enc.AppendText(buf[:0], txt, string(ev.Finish), usageP)
-		if sw.Data(buf) != nil {
-			return false
+		think := 0
+		if reasons {
+			// The first ReasoningTokens of the answer are reasoning; an
+			// event may hold the last of them and the first of the answer.
+			think = min(max(st.Timeline().ReasoningTokens-sent, 0), ev.Tokens)
+		}
+		if think > 0 {
+			sent += think
+			usage.CompletionTokens, usage.TotalTokens = sent, len(x.prompt)+sent
+			txt = text.append(txt[:0], think)
+			buf = enc.AppendReasoning(buf[:0], s.cfg.ReasoningField, txt, usageP)
+			if sw.Data(buf) != nil {
+				return false
+			}
+		}
+		if rest := ev.Tokens - think; rest > 0 || think == 0 || ev.Finish != "" {
+			sent += rest
+			usage.CompletionTokens, usage.TotalTokens = sent, len(x.prompt)+sent
+			txt = text.append(txt[:0], rest)
+			buf = enc.AppendText(buf[:0], txt, string(ev.Finish), usageP)
+			if sw.Data(buf) != nil {
+				return false
+			}
 		}
 		late := s.clock.Now().Sub(ev.At)
 		s.late.Observe(late)
@@ -294,6 +312,9 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 	}
 	if x.p.IncludeUsage || x.p.ReturnMetrics {
 		usage.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: x.tl.CachedTokens}
+		if reasons && x.tl.ReasoningTokens > 0 {
+			usage.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: x.tl.ReasoningTokens}
+		}
 		var m *openai.RequestMetrics
 		if x.p.ReturnMetrics {
 			rm := x.requestMetrics()
@@ -317,9 +338,23 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine
 		return
 	}
 	text := newTextWriter(idSeed(x.rid))
-	content := string(text.append(make([]byte, 0, 6*sent), sent))
+	think := 0
+	if x.chat && s.cfg.Engine.Reasoning != nil {
+		think = min(x.tl.ReasoningTokens, sent)
+	}
+	reasoning := string(text.append(make([]byte, 0, 6*think), think))
+	content := string(text.append(make([]byte, 0, 6*(sent-think)), sent-think))
 	usage := openai.Usage{PromptTokens: len(x.prompt), CompletionTokens: sent, TotalTokens: len(x.prompt) + sent,
 		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: x.tl.CachedTokens}}
+	msg := openai.ChatMessage{Role: "assistant", Content: openai.Content(content)}
+	if think > 0 {
+		usage.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: think}
+		if s.cfg.ReasoningField == openai.ReasoningContentField {
+			msg.ReasoningContent = reasoning
+		} else {
+			msg.Reasoning = reasoning
+		}
+	}
 	var m *openai.RequestMetrics
 	if x.p.ReturnMetrics {
 		rm := x.requestMetrics()
@@ -330,7 +365,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine
 	if x.chat {
 		body = openai.ChatCompletion{ID: x.responseID(), Object: openai.ObjectChatCompletion, Created: x.received.Unix(),
 			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m,
-			Choices: []openai.ChatChoice{{Message: openai.ChatMessage{Role: "assistant", Content: openai.Content(content)},
+			Choices: []openai.ChatChoice{{Message: msg,
 				Logprobs: json.RawMessage("null"), FinishReason: finish}}}
 	} else {
 		body = openai.Completion{ID: x.responseID(), Object: openai.ObjectTextCompletion, Created: x.received.Unix(),

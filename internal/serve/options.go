@@ -5,6 +5,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
+	"github.com/tokentrace/tokentrace/internal/openai"
 )
 
 // Options are `tokentrace serve`'s settings as a user gives them (the
@@ -24,6 +25,11 @@ type Options struct {
 	// descriptor limit), as httplimit.Limits.
 	ReadHeaderTimeout, BodyTimeout, IdleTimeout time.Duration
 	MaxConnections                              int
+	// ReasoningField (reasoning_field) is the chat delta and message field
+	// that carries reasoning tokens (engine.Options.ReasoningTokens):
+	// openai.ReasoningField ("reasoning", vLLM's) or
+	// openai.ReasoningContentField ("reasoning_content", DeepSeek's).
+	ReasoningField string
 }
 
 // DefaultOptions are the defaults of `tokentrace serve`.
@@ -33,7 +39,7 @@ func DefaultOptions() Options {
 		MaxBodyBytes: DefaultMaxBodyBytes, QueueFullStatus: 429,
 		Faults:            Faults{SlowFirstTokenDelay: DefaultSlowFirstTokenDelay, StallDuration: DefaultStallDuration},
 		ReadHeaderTimeout: httplimit.DefaultReadHeaderTimeout, BodyTimeout: httplimit.DefaultBodyTimeout,
-		IdleTimeout: httplimit.DefaultIdleTimeout,
+		IdleTimeout: httplimit.DefaultIdleTimeout, ReasoningField: openai.ReasoningField,
 	}
 }
 
@@ -51,7 +57,7 @@ func (o Options) Config() (Config, error) {
 	}
 	cfg := Config{
 		Engine: ec, ServedModelName: o.ServedModelName, MaxBodyBytes: o.MaxBodyBytes,
-		QueueFullStatus: o.QueueFullStatus, Faults: o.Faults, CacheDType: kv,
+		QueueFullStatus: o.QueueFullStatus, Faults: o.Faults, CacheDType: kv, ReasoningField: o.ReasoningField,
 		GPUMemoryUtilization: o.Engine.GPUMemoryUtilization,
 		Limits: httplimit.Limits{ReadHeaderTimeout: o.ReadHeaderTimeout, BodyTimeout: o.BodyTimeout,
 			IdleTimeout: o.IdleTimeout, MaxConns: o.MaxConnections},

@@ -41,6 +41,10 @@ type Config struct {
 	QueueFullStatus int
 	// Faults configures fault injection (none by default).
 	Faults Faults
+	// ReasoningField is the chat field of reasoning tokens (Engine.Reasoning):
+	// openai.ReasoningField (default) or openai.ReasoningContentField. A
+	// completions answer has no such field: its reasoning is text.
+	ReasoningField string
 	// CacheDType and GPUMemoryUtilization are shown in
 	// vllm:cache_config_info.
 	CacheDType           string
@@ -76,6 +80,9 @@ func (c Config) withDefaults() Config {
 	if c.CacheDType == "" {
 		c.CacheDType = "auto"
 	}
+	if c.ReasoningField == "" {
+		c.ReasoningField = openai.ReasoningField
+	}
 	if c.Clock == nil {
 		c.Clock = engine.WallClock()
 	}
@@ -98,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueueFullStatus != http.StatusTooManyRequests && c.QueueFullStatus != http.StatusServiceUnavailable {
 		return field.Invalid("queue_full_status", c.QueueFullStatus, "must be 429 or 503")
+	}
+	if c.ReasoningField != openai.ReasoningField && c.ReasoningField != openai.ReasoningContentField {
+		return field.Invalid("reasoning_field", c.ReasoningField, "want %s (vLLM's) or %s (DeepSeek's)", openai.ReasoningField, openai.ReasoningContentField)
 	}
 	return c.Faults.validate()
 }

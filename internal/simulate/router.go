@@ -277,6 +277,9 @@ func (s *sim) finish(c *call, tl engine.Timeline, at int64) {
 	rec.InputTokens, rec.InputSource = tl.PromptTokens, latency.SourceUsage
 	rec.OutputTokens, rec.OutputSource = tl.OutputTokens, latency.SourceUsage
 	rec.CachedTokens = tl.CachedTokens
+	if tl.ReasoningTokens > 0 {
+		splitReasoning(rec, tl.ReasoningTokens)
+	}
 	rec.FinishReason = string(tl.Finish)
 	sp := c.split
 	if sp == nil {
@@ -287,6 +290,49 @@ func (s *sim) finish(c *call, tl engine.Timeline, at int64) {
 	rec.Server = sp
 	if c.pool.adm != nil {
 		rec.GatewayNS = c.admitAt - c.routerAt
+	}
+}
+
+// splitReasoning makes the first n output tokens of a finished record
+// reasoning, as bench reads a reasoning model's stream from serve: their
+// events become OtherNS (FirstReasonNS the first), the answer's first
+// token is FirstTokenNS, and OutputTokens counts the answer alone. An event
+// holding the last reasoning tokens and the first answer tokens is two
+// events at one instant, as serve writes it. Without token instants
+// (Config.NoTokenTimes) the first answer token is placed n steps of the
+// request's mean decode step after its first token.
+func splitReasoning(rec *latency.Record, n int) {
+	total := rec.OutputTokens
+	rec.ReasoningTokens, rec.OutputTokens = n, total-n
+	rec.FirstReasonNS = rec.FirstTokenNS
+	if len(rec.ChunkNS) == 0 {
+		rec.FirstTokenNS = 0
+		if total > n && total > 1 {
+			rec.FirstTokenNS = rec.FirstReasonNS + int64(n)*(rec.EndNS-rec.FirstReasonNS)/int64(total-1)
+		}
+		return
+	}
+	left, i := n, 0
+	for ; i < len(rec.ChunkNS) && left > 0; i++ {
+		k := 1
+		if rec.ChunkTokens != nil {
+			k = int(rec.ChunkTokens[i])
+		}
+		rec.OtherNS = append(rec.OtherNS, rec.ChunkNS[i])
+		if k > left { // the event also holds answer tokens: it stays, with those
+			rec.ChunkTokens[i] = int32(k - left)
+			left = 0
+			break
+		}
+		left -= k
+	}
+	rec.ChunkNS = rec.ChunkNS[i:]
+	if rec.ChunkTokens != nil {
+		rec.ChunkTokens = rec.ChunkTokens[i:]
+	}
+	rec.FirstTokenNS = 0
+	if len(rec.ChunkNS) > 0 {
+		rec.FirstTokenNS = rec.ChunkNS[0]
 	}
 }
 

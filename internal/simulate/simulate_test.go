@@ -652,3 +652,28 @@ func TestStepBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// A reasoning model on the virtual clock: the first 20 of 30 tokens are
+// reasoning, so the first answer token is exactly 20 decode steps after
+// the first reasoning token, and the answer counts 10 tokens.
+func TestReasoningSplitsTheAnswer(t *testing.T) {
+	ec := h100(t)
+	ec.Reasoning = workload.Fixed(20)
+	for _, noTimes := range []bool{false, true} {
+		recs, _ := collect(t, Config{Engine: ec, Workload: synthetic(64, 30), IgnoreEOS: true, NoTokenTimes: noTimes,
+			Load: workload.Load{Concurrency: 1, Requests: 3}})
+		for _, r := range recs {
+			if r.ReasoningTokens != 20 || r.OutputTokens != 10 || r.FirstReasonNS == 0 || r.FirstTokenNS <= r.FirstReasonNS {
+				t.Fatalf("no times %v: reasoning %d answer %d, first reasoning %d, first answer %d", noTimes,
+					r.ReasoningTokens, r.OutputTokens, r.FirstReasonNS, r.FirstTokenNS)
+			}
+			step := float64(r.EndNS-r.FirstReasonNS) / 29
+			if gap := float64(r.FirstTokenNS-r.FirstReasonNS) / step; math.Abs(gap-20) > 0.5 {
+				t.Errorf("no times %v: first answer %.2f steps after the first reasoning token, want 20", noTimes, gap)
+			}
+			if !noTimes && (len(r.OtherNS) != 20 || len(r.ChunkNS) != 10 || r.OtherNS[0] != r.FirstReasonNS || r.ChunkNS[0] != r.FirstTokenNS) {
+				t.Errorf("%d reasoning events, %d answer chunks", len(r.OtherNS), len(r.ChunkNS))
+			}
+		}
+	}
+}
