@@ -2,11 +2,13 @@ package app_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/gateway"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/tracing/otlptest"
@@ -33,6 +36,7 @@ const simModel = "Llama-3.1-8B"
 // exporting spans to rcv when it is set.
 type chain struct {
 	appURL string
+	dir    string                   // the last run's results folder
 	bench  *sdktrace.TracerProvider // bench's tracer, when tracing
 	stop   func()                   // stops every hop and flushes their spans
 }
@@ -133,6 +137,7 @@ func startChain(t *testing.T, cfg app.Config, rcv *otlptest.Receiver) *chain {
 func (c *chain) run(t *testing.T, n int, rate float64, output int) []latency.Record {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
+	c.dir = dir
 	cfg := bench.Config{
 		Target: bench.Target{BaseURL: c.appURL, Endpoint: bench.EndpointChat, Model: simModel, Stream: true, IgnoreEOS: true,
 			ContinuousUsage: true, Timeout: time.Minute},
@@ -237,6 +242,52 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 	}
 	t.Logf("stages claimed by a hop sum to the client's E2E within 2 ms on %d/%d requests (worst gap %v); measured in BenchmarkPathVsClientE2E", within, n, slices.Max(gaps))
 	checkTraces(t, rcv, recs)
+	checkReportPath(t, c.dir)
+}
+
+// checkReportPath reads the run as `tokentrace report` does: its
+// decomposition (E2E and TTFT, every group) holds the app's, the
+// gateway's and the server's stages under their hops and the network
+// between them, and its parts sum to each group's total.
+func checkReportPath(t *testing.T, dir string) {
+	t.Helper()
+	rep, err := report.Load(context.Background(), []string{dir}, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*report.Decomposition{rep.Decomposition, rep.TTFTSplit} {
+		wants := []string{"client connect", "client→app network", "app retrieval", "app rerank", "app prompt",
+			"app→gateway network", "gateway gateway_in", "gateway gateway_queue", "gateway→server network",
+			"server server_queue", "server prefill"}
+		if d.Of == "e2e_intended" {
+			wants = append(wants, "server decode", "app guardrail", "app post_process")
+		}
+		for _, g := range d.Groups {
+			have := map[string]bool{}
+			var sum float64
+			for _, s := range g.Stages {
+				have[s.Hop+" "+s.Stage] = true
+				sum += s.MeanMS
+			}
+			for _, w := range wants {
+				if !have[w] {
+					t.Errorf("%s %s: no %s among %+v", d.Of, g.Name, w, g.Stages)
+				}
+			}
+			if math.Abs(sum-g.TotalMS) > 1e-6*g.TotalMS {
+				t.Errorf("%s %s: parts sum to %.6f ms, total %.6f ms", d.Of, g.Name, sum, g.TotalMS)
+			}
+		}
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"retrieval", "gateway_queue", "prefill", "app→gateway"} {
+		if !strings.Contains(text.String(), w) {
+			t.Errorf("report text lacks %q:\n%s", w, text.String())
+		}
+	}
 }
 
 // unclaimed is the time of a path no hop claims: the network between hops

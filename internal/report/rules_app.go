@@ -79,10 +79,9 @@ func largestApp(g *StageGroup) (StageShare, bool) {
 
 // appFinding words the finding on stage s of metric's tail.
 func (a *analysis) appFinding(why string, metric latency.Metric, s StageShare, tail, median *StageGroup, d *Decomposition) Finding {
-	name := s.Hop + " " + s.Stage
 	nums := map[string]float64{"stage_share_tail": s.Share, "stage_tail_ms": s.MeanMS}
-	ev := fmt.Sprintf("%sThe application's %s stage is the largest term of %s in the tail: %.0f%% %s (mean %s of %s).",
-		prefix(why), name, metric, 100*s.Share, tailWords(tail), fmtMS(s.MeanMS), fmtMS(tail.TotalMS))
+	ev := fmt.Sprintf("%sApplication stage %s (reported by hop %s) is the largest term of %s in the tail: %.0f%% %s (mean %s of %s).",
+		prefix(why), s.Stage, s.Hop, metric, 100*s.Share, tailWords(tail), fmtMS(s.MeanMS), fmtMS(tail.TotalMS))
 	if median != nil {
 		for _, ms := range median.Stages {
 			if ms.Hop == s.Hop && ms.Stage == s.Stage {
