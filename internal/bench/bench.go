@@ -420,8 +420,11 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 func (r *run) runInfo() report.RunInfo {
 	sum, l := r.sum, r.cfg.Load
 	info := report.RunInfo{Target: sum.Target, Model: r.target.Model, Mode: l.Mode(),
-		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency,
+		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency, Interrupted: sum.Interrupted,
 		Warnings: sum.Client.Warnings, Samples: r.samples, Server: r.server}
+	if sum.Sweep == nil && l.Duration == 0 {
+		info.Planned = l.Requests
+	}
 	if sum.Calibration != nil {
 		info.OverheadFloor = time.Duration(sum.Calibration.FloorMS * 1e6)
 	}

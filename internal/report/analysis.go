@@ -56,6 +56,7 @@ func (c *Collector) analyse() *analysis {
 func (c *Collector) Report() *Report {
 	a := c.analyse()
 	rep := a.report(c.warmup)
+	rep.Summary.Unreadable = c.unreadable
 	rep.Notes = append(slices.Clone(c.notes), rep.Notes...)
 	return rep
 }
@@ -85,6 +86,7 @@ func (a *analysis) report(warmup int) *Report {
 	a.phaseSummaries(rep)
 	rep.Sessions = a.sessions()
 	rep.Notes = append(rep.Notes, a.ev.lacking(a.runs)...)
+	rep.Notes = append(rep.Notes, a.stragglers()...)
 	rep.Findings = diagnose(a, rep)
 	if rep.Findings == nil {
 		rep.Findings = []Finding{}

@@ -67,6 +67,7 @@ func Collect(ctx context.Context, paths []string, opts Options) (*Collector, err
 		total += n
 		unread.add(u)
 	}
+	c.unreadable += unread.lines
 	c.shift = 0
 	files := make([]string, len(ins))
 	for i, in := range ins {
@@ -117,8 +118,12 @@ func (c *Collector) readInput(ctx context.Context, in input, ownSource, several 
 	}
 	if in.has {
 		c.SetRun(info)
+	} else if ownSource {
+		c.Note(fmt.Sprintf("%s: no %s beside it: the run may have been cut short (bench writes it when the run ends); "+
+			"its configuration, warnings and the server's evidence are unknown", in.file, RunInfoFile))
 	}
 	c.shift = in.shift
+	before := len(c.rows)
 	n, u, err := readFile(ctx, c, in.file)
 	if err != nil {
 		return n, u, err
@@ -126,6 +131,7 @@ func (c *Collector) readInput(ctx context.Context, in input, ownSource, several 
 	if n == 0 {
 		c.Note(fmt.Sprintf("%s holds no records", in.file))
 	}
+	c.cutShort(in.file, info, len(c.rows)-before)
 	if several {
 		u.first = in.file + " " + u.first
 	}

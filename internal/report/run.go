@@ -33,6 +33,13 @@ type RunInfo struct {
 	OfferedRate float64 `json:"offered_rps,omitempty"`
 	// Concurrency is the configured number of workers (closed loop) or in-flight cap.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Planned is how many measured requests the run was to send (0: the
+	// run was bounded by its duration, or the number is not known); a
+	// results folder holding fewer records was cut short.
+	Planned int `json:"planned_requests,omitempty"`
+	// Interrupted says the run was stopped before its end (a signal, a
+	// cancelled context); its records are the requests that finished.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// OverheadFloor is the client's own latency measured against a null
 	// server: the smallest TTFT this client can observe.
 	OverheadFloor time.Duration `json:"overhead_floor_ns,omitempty"`

@@ -64,6 +64,9 @@ func (t textWriter) summary(r *Report) {
 	if s.Warmup > 0 || s.Truncated > 0 {
 		t.p("warm-up excluded %d  answers that hit max_tokens %d\n", s.Warmup, s.Truncated)
 	}
+	if s.Unreadable > 0 {
+		t.p("unreadable lines %d (not records: neither succeeded nor failed requests; see the notes)\n", s.Unreadable)
+	}
 	if line := s.PrefixLine(); line != "" {
 		t.p("%s\n", line)
 	}

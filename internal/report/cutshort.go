@@ -1,0 +1,58 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// cutShort notes a results file whose run.json says it was cut short:
+// interrupted, or holding fewer measured records than it planned.
+func (c *Collector) cutShort(file string, info RunInfo, measured int) {
+	switch {
+	case info.Interrupted:
+		c.Note(fmt.Sprintf("%s: the run was interrupted: %d measured records of %s; "+
+			"its numbers cover the requests that finished", file, measured, plannedWords(info.Planned)))
+	case info.Planned > 0 && measured < info.Planned:
+		c.Note(fmt.Sprintf("%s: %d measured records of the %d planned: the run was cut short; "+
+			"its numbers cover the requests that finished", file, measured, info.Planned))
+	}
+}
+
+func plannedWords(n int) string {
+	if n == 0 {
+		return "an unknown number planned"
+	}
+	return fmt.Sprintf("%d planned", n)
+}
+
+// stragglers notes a run whose last requests ended far beyond the others:
+// among the last 1 % of ends (at least one), a gap to the end before it of
+// more than max(1 s, 10 × the median E2E) — a run stopped or stalled while
+// they were in flight, whose last numbers are not the server's.
+func (a *analysis) stragglers() []string {
+	var ends []int64
+	for i := range a.rows {
+		if e := a.rows[i].end; e > 0 {
+			ends = append(ends, e)
+		}
+	}
+	n := len(ends)
+	if n < 10 {
+		return nil
+	}
+	slices.Sort(ends)
+	limit := int64(1e9)
+	if e2e := a.sample("e2e"); len(e2e) > 0 {
+		limit = max(limit, 10*e2e[len(e2e)/2])
+	}
+	k := max(1, n/100)
+	for i := n - k; i < n; i++ {
+		if gap := ends[i] - ends[i-1]; gap > limit {
+			return []string{fmt.Sprintf("the last %d requests ended %s or more after the %d before them "+
+				"(more than max(1 s, 10 × the median E2E)): the run was probably stopped or stalled while they "+
+				"were in flight; their numbers may not be the server's", n-i, dur(time.Duration(gap)), i)}
+		}
+	}
+	return nil
+}
