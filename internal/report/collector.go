@@ -88,8 +88,8 @@ type Collector struct {
 	warmup   int
 	// unreadable counts the input lines that were not records.
 	unreadable int
-	paths    pathParts // every request's parts along its path
-	one      *digest   // scratch for Add
+	paths      pathParts // every request's parts along its path
+	one        *digest   // scratch for Add
 	// shift is added to the instants of the rows absorbed (a shard's, to
 	// put them on the merged run's clock).
 	shift int64

@@ -48,13 +48,13 @@ type Summary struct {
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 	// Errors counts failed requests by latency.Err* kind.
-	Errors    map[string]int `json:"errors,omitempty"`
-	Warmup    int            `json:"warmup_excluded,omitempty"`
+	Errors map[string]int `json:"errors,omitempty"`
+	Warmup int            `json:"warmup_excluded,omitempty"`
 	// Unreadable counts the input's lines that are not records (malformed,
 	// or the incomplete last line of a killed run): no request, neither
 	// succeeded nor failed.
 	Unreadable int `json:"unreadable_lines,omitempty"`
-	Truncated int            `json:"truncated,omitempty"` // finish_reason "length"
+	Truncated  int `json:"truncated,omitempty"` // finish_reason "length"
 	// DurationS is Σ over sources of (last end − first intended send).
 	DurationS     float64 `json:"duration_s"`
 	OfferedRPS    float64 `json:"offered_rps"`    // (requests − 1) / (last − first intended send)
