@@ -407,12 +407,38 @@ func fitWarnings(eff perfmodel.Efficiency, samples [][]float64, before, after ma
 	}
 	for i := range samples {
 		for j := i + 1; j < len(samples); j++ {
+			// Two constants the resamples pinned (each within a fraction
+			// of a percent) are told apart however their jitter correlates.
+			if spread(samples[i]) < minSpread || spread(samples[j]) < minSpread {
+				continue
+			}
 			if r := correlation(samples[i], samples[j]); math.Abs(r) >= separable {
 				out = append(out, fmt.Sprintf("the data could not separate %s and %s (bootstrap correlation %+.2f): only a combination of them is fitted; more varied batch sizes or prompt lengths would tell them apart", fittedNames[i], fittedNames[j], r))
 			}
 		}
 	}
 	return out
+}
+
+// minSpread is the standard deviation of a constant's log over the
+// resamples (0.5 %) below which the data pinned it.
+const minSpread = 0.005
+
+// spread is the standard deviation of xs.
+func spread(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var m float64
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	var v float64
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return math.Sqrt(v / float64(len(xs)-1))
 }
 
 // fittedNames are fitted's constants as the output names them.

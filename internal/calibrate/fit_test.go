@@ -97,4 +97,10 @@ func TestFitWarnings(t *testing.T) {
 	if got := fitWarnings(eff, clean, after, after); len(got) != 0 {
 		t.Errorf("a clean fit warns: %q", got)
 	}
+	// Pinned constants (resamples within a thousandth of a percent) are
+	// separated, however their jitter correlates.
+	pinned := [][]float64{{1e-5, 2e-5, 3e-5, 4e-5}, {1e-5, 2e-5, 3e-5, 4e-5}, {0.3, -0.2, 0.1, 0}, {0, 0.1, -0.1, 0.05}}
+	if got := fitWarnings(eff, pinned, after, after); len(got) != 0 {
+		t.Errorf("pinned constants warn: %q", got)
+	}
 }
