@@ -3,10 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(goProxyEnv); spec != "" {
+		os.Exit(runGoProxy(spec)) // the Go floor proxy's process
+	}
+	os.Exit(m.Run())
+}
 
 // TestCountMarks counts token marks whole in a read and split across two.
 func TestCountMarks(t *testing.T) {
@@ -59,7 +67,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	t.Log("\n" + out.String())
-	want := []string{"direct ", "gateway "}
+	want := []string{"direct ", "go-proxy ", "gateway "}
 	if !strings.Contains(out.String(), "nginx skipped") {
 		want = append(want, "nginx ")
 	}

@@ -1,8 +1,10 @@
 // Command floor measures, side by side in one run, what a streaming proxy
 // adds to an LLM stream: an exact-schedule upstream (first token 20 ms
 // after the request, then one every 5 ms, 32 tokens) reached directly,
-// through nginx (one worker, proxy_buffering off, upstream keep-alive)
-// and through the tokentrace gateway (its quick-start configuration, every
+// through nginx (one worker, proxy_buffering off, upstream keep-alive),
+// through the least a Go proxy costs (the standard library's
+// httputil.ReverseProxy flushing every write, nothing measured) and
+// through the tokentrace gateway (its quick-start configuration, every
 // stage measured and exported), by one minimal streaming client, at each
 // concurrency asked for. The paths take turns in short rounds (their order
 // rotating), so a change in the machine's load falls on all of them.
@@ -47,6 +49,9 @@ type config struct {
 }
 
 func main() {
+	if spec := os.Getenv(goProxyEnv); spec != "" {
+		os.Exit(runGoProxy(spec))
+	}
 	var cfg config
 	var streams string
 	flag.StringVar(&streams, "streams", "50,500", "concurrent streams, comma-separated: one table each")
@@ -120,6 +125,12 @@ func run(ctx context.Context, cfg config) error {
 			defer p.stop()
 			paths = append(paths, &path{name: "nginx", addr: p.addr, proc: p})
 		}
+	}
+	if gp, err := startGoProxy(ctx, up.addr()); err != nil {
+		return err
+	} else {
+		defer gp.stop()
+		paths = append(paths, &path{name: "go-proxy", addr: gp.addr, proc: gp})
 	}
 	bin := cfg.Tokentrace
 	if bin == "" {
@@ -277,6 +288,9 @@ func writeTable(w io.Writer, n int, paths []*path, res []*result, s schedule) {
 			strings.Join(ttft, " / "), strings.Join(added, " / "), strings.Join(jit, " / "), cpu)
 		if r.lastErr != nil {
 			fmt.Fprintf(w, "  %s: last error: %v\n", p.name, r.lastErr)
+			if p.proc != nil && p.proc.log.Len() > 0 {
+				fmt.Fprintf(w, "  %s's log: %.400s\n", p.name, p.proc.log.String())
+			}
 		}
 	}
 }

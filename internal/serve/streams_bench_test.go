@@ -6,12 +6,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // The many-streams benchmarks run the server in this process and the load
@@ -50,17 +51,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runStreamsClient is the child process: "ADDR N BODYFILE" opens N
+// runStreamsClient is the child process: "ADDR N BODYFILE STEP_NS" opens N
 // connections (500 at a time), sends the request on each and reads every
 // response to its end, discarding it. It prints "ready" once every
 // request is sent and exits when stdin closes or every response ended.
+// Between the lines "start" and "stop" on its stdin it records the
+// token-gap jitter of every stream (|gap between successive reads that
+// brought bytes − STEP|) and, at "stop", prints "jitter P50 P99 P99.9 MAX
+// COUNT" in nanoseconds.
 func runStreamsClient(spec string) int {
 	var addr, bodyPath string
 	var n int
-	if _, err := fmt.Sscan(spec, &addr, &n, &bodyPath); err != nil {
+	var stepNS int64
+	if _, err := fmt.Sscan(spec, &addr, &n, &bodyPath, &stepNS); err != nil {
 		fmt.Fprintln(os.Stderr, "client spec:", err)
 		return 2
 	}
+	step := time.Duration(stepNS)
 	body, err := os.ReadFile(bodyPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,6 +76,8 @@ func runStreamsClient(spec string) int {
 	req := fmt.Appendf(nil, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
+	var recording atomic.Bool
+	var jitter stats.Concurrent
 	for i := 0; i < n; i++ {
 		var c net.Conn
 		for try := 0; ; try++ {
@@ -92,8 +101,16 @@ func runStreamsClient(spec string) int {
 			defer c.Close()
 			buf := make([]byte, 4096)
 			var tail []byte
+			var last time.Time
 			for {
 				k, err := c.Read(buf)
+				if k > 0 {
+					now := time.Now()
+					if recording.Load() && !last.IsZero() {
+						jitter.Add(int64((now.Sub(last) - step).Abs()))
+					}
+					last = now
+				}
 				tail = append(tail[:0], buf[max(0, k-32):k]...)
 				if bytes.Contains(tail, []byte("[DONE]")) {
 					return
@@ -111,7 +128,21 @@ func runStreamsClient(spec string) int {
 	fmt.Println("ready")
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			switch sc.Text() {
+			case "start":
+				jitter.Reset()
+				recording.Store(true)
+			case "stop":
+				recording.Store(false)
+				h := jitter.Snapshot(nil)
+				fmt.Println("jitter", h.Percentile(50), h.Percentile(99), h.Percentile(99.9), h.Max(), h.Count())
+			}
+		}
+		os.Exit(0)
+	}()
 	<-done
 	if f := failed.Load(); f > 0 {
 		fmt.Fprintf(os.Stderr, "%d streams ended without [DONE]\n", f)
@@ -120,16 +151,17 @@ func runStreamsClient(spec string) int {
 	return 0
 }
 
-// startClient runs the child client against addr; cpu reads the child's
-// CPU time so far.
-func startClient(b *testing.B, addr string, n int, body string) (cpu func() time.Duration, stop func()) {
+// startClient runs the child client against addr (tokens every step);
+// cpu reads the child's CPU time so far; the client's token-gap jitter is
+// recorded between window's start and its end, which returns it.
+func startClient(b *testing.B, addr string, n int, body string, step time.Duration) (cpu func() time.Duration, window func() (end func() gapJitter), stop func()) {
 	b.Helper()
 	path := fmt.Sprintf("%s/body.json", b.TempDir())
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s", clientEnv, addr, n, path))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %s %d", clientEnv, addr, n, path, int64(step)))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -142,9 +174,38 @@ func startClient(b *testing.B, addr string, n int, body string) (cpu func() time
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, bufio.NewReader(out)) }()
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "jitter ") {
+				lines <- sc.Text()
+			}
+		}
+		close(lines)
+	}()
 	pid := cmd.Process.Pid
-	return func() time.Duration { return procCPU(pid) }, func() { stdin.Close(); _ = cmd.Wait() }
+	window = func() func() gapJitter {
+		fmt.Fprintln(stdin, "start")
+		return func() gapJitter {
+			fmt.Fprintln(stdin, "stop")
+			var j gapJitter
+			if _, err := fmt.Sscan(strings.TrimPrefix(<-lines, "jitter "), &j.p50, &j.p99, &j.p999, &j.max, &j.n); err != nil {
+				b.Errorf("client's jitter line: %v", err)
+			}
+			return j
+		}
+	}
+	return func() time.Duration { return procCPU(pid) }, window, func() { stdin.Close(); _ = cmd.Wait() }
+}
+
+// gapJitter is the client's token-gap jitter over a window (ns).
+type gapJitter struct{ p50, p99, p999, max, n int64 }
+
+func (j gapJitter) report(b *testing.B) {
+	b.ReportMetric(float64(j.p50)/1e6, "p50-gap-jitter-ms")
+	b.ReportMetric(float64(j.p99)/1e6, "p99-gap-jitter-ms")
+	b.ReportMetric(float64(j.p999)/1e6, "p999-gap-jitter-ms")
 }
 
 // procCPU reads a process's user + system time from /proc (clock ticks of
@@ -214,14 +275,16 @@ func BenchmarkStreams(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			clientCPU, stop := startClient(b, s.Addr().String(), n, body)
+			clientCPU, jitterWindow, stop := startClient(b, s.Addr().String(), n, body, step)
 			defer stop()
 			if !waitFor(60*time.Second, func() bool { st := s.Engine().Stats(); return st.Running == running && st.Running+st.Waiting == n }) {
 				b.Fatalf("only %+v streams open", s.Engine().Stats())
 			}
 			s.WriteLateness().Reset()
 			cpu0, ccpu0, m0 := cpuTime(), clientCPU(), mallocs()
+			end := jitterWindow()
 			time.Sleep(window)
+			end().report(b)
 			l := s.WriteLateness()
 			report(b, l, window, cpuTime()-cpu0, clientCPU()-ccpu0)
 			b.ReportMetric(float64(mallocs()-m0)/float64(max(l.Count(), 1)), "allocs/chunk")
@@ -235,14 +298,16 @@ func BenchmarkStreams(b *testing.B) {
 			}
 			ns := startNullServer(b, step, tokens)
 			defer ns.close()
-			clientCPU, stop := startClient(b, ns.ln.Addr().String(), n, body)
+			clientCPU, jitterWindow, stop := startClient(b, ns.ln.Addr().String(), n, body, step)
 			defer stop()
 			if !waitFor(60*time.Second, func() bool { return ns.conns.Load() == int64(n) }) {
 				b.Fatalf("only %d null streams", ns.conns.Load())
 			}
 			ns.late.Reset()
 			cpu0, ccpu0 := cpuTime(), clientCPU()
+			end := jitterWindow()
 			time.Sleep(window)
+			end().report(b)
 			report(b, &ns.late, window, cpuTime()-cpu0, clientCPU()-ccpu0)
 		})
 	}
@@ -350,7 +415,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		heap0, stack0 := memInUse()
-		_, stop := startClient(b, s.Addr().String(), n, body)
+		_, _, stop := startClient(b, s.Addr().String(), n, body, time.Hour)
 		if !waitFor(60*time.Second, func() bool { st := s.Engine().Stats(); return st.Running+st.Waiting == n }) {
 			b.Fatalf("only %+v streams open", s.Engine().Stats())
 		}
