@@ -443,3 +443,29 @@ func BenchmarkEventPath(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/64, "ns/event")
 }
+
+// BenchmarkStreamRequest is one streaming request of 32 chunks at a time
+// through the gateway (client, gateway and upstream in this process), so
+// that its allocations per request (b.ReportAllocs: the client's and the
+// upstream's included, the same on every build) show what the gateway's
+// own per-request work allocates; and the same through the floor proxy.
+func BenchmarkStreamRequest(b *testing.B) {
+	_, gwURL, flURL, client := benchPaths(b, benchUpstream(32, 100*time.Microsecond))
+	for _, p := range []struct{ name, url string }{{"gw", gwURL}, {"floor", flURL}} {
+		b.Run("path="+p.name, func(b *testing.B) {
+			for range 20 {
+				runStreams(client, p.url, 1, false)
+			}
+			b.ReportAllocs()
+			var chunks []time.Duration
+			for b.Loop() {
+				st := runStreams(client, p.url, 1, false)
+				if st.errors > 0 {
+					b.Fatalf("%d errors", st.errors)
+				}
+				chunks = append(chunks, st.chunks...)
+			}
+			reportP50P99(b, "chunk", chunks)
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -167,8 +168,16 @@ type relay struct {
 	continuous bool
 	probe      chunkProbe
 	masked     []byte // an error event, its credentials masked
-	idle       *time.Timer
-	idleFired  atomic.Bool
+	// The idle timeout (and, once the answer is complete, the grace for
+	// its [DONE]): one timer, armed for the earliest instant the
+	// upstream's silence could reach the limit in force; lastData is when
+	// the last data event arrived (since idleBase), stamped per event
+	// instead of re-arming the timer per event.
+	idle      atomic.Pointer[time.Timer] // nil: not armed
+	idleBase  time.Time
+	lastData  atomic.Int64 // ns since idleBase
+	limit     atomic.Int64 // the silence allowed, ns
+	idleFired atomic.Bool
 	// ending: the final usage chunk (usage, no choices) was passed on;
 	// only [DONE] may follow, within streamEndGrace.
 	ending bool
@@ -255,8 +264,8 @@ func (r *relay) events() {
 		r.arm(a.idleTimeout)
 	}
 	defer func() {
-		if r.idle != nil {
-			r.idle.Stop()
+		if t := r.idle.Load(); t != nil {
+			t.Stop()
 		}
 	}()
 	for r.next() {
@@ -264,16 +273,36 @@ func (r *relay) events() {
 }
 
 // arm (re)starts the idle timer: the upstream is cancelled when no data
-// event arrives within d.
+// event arrives within d from now.
 func (r *relay) arm(d time.Duration) {
-	if r.idle == nil {
-		r.idle = time.AfterFunc(d, func() {
-			r.idleFired.Store(true)
-			r.a.cancel()
-		})
+	if r.idleBase.IsZero() {
+		r.idleBase = time.Now()
+	}
+	r.limit.Store(int64(d))
+	r.lastData.Store(int64(time.Since(r.idleBase)))
+	if t := r.idle.Load(); t != nil {
+		t.Reset(d)
 		return
 	}
-	r.idle.Reset(d)
+	r.idle.Store(time.AfterFunc(d, r.idleCheck))
+}
+
+// idleCheck runs when the idle timer fires: the upstream is cancelled
+// when no data event came within the limit, else the timer is armed again
+// for what is left of it after the last data event.
+func (r *relay) idleCheck() {
+	silent := time.Since(r.idleBase) - time.Duration(r.lastData.Load())
+	if left := time.Duration(r.limit.Load()) - silent; left > 0 {
+		t := r.idle.Load()
+		for t == nil { // stored right after AfterFunc returned
+			runtime.Gosched()
+			t = r.idle.Load()
+		}
+		t.Reset(left)
+		return
+	}
+	r.idleFired.Store(true)
+	r.a.cancel()
 }
 
 // next relays one event; false when the stream has ended.
@@ -294,8 +323,8 @@ func (r *relay) next() bool {
 	}
 	raw := ev.Raw
 	kind := r.probe.inspect(ev)
-	if r.idle != nil && kind != eventNoData && !r.ending {
-		r.idle.Reset(a.idleTimeout)
+	if kind != eventNoData && !r.ending && r.idle.Load() != nil {
+		r.lastData.Store(int64(time.Since(r.idleBase)))
 	}
 	switch kind {
 	case eventContent:
