@@ -67,7 +67,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	t.Log("\n" + out.String())
-	want := []string{"direct ", "go-proxy ", "gateway "}
+	want := []string{"direct ", "go-floor ", "gateway "}
 	if !strings.Contains(out.String(), "nginx skipped") {
 		want = append(want, "nginx ")
 	}

@@ -62,7 +62,7 @@ func startGoProxy(ctx context.Context, upstream string) (*proc, error) {
 	if _, port, _ := net.SplitHostPort(addr); port == "" {
 		return nil, fmt.Errorf("go proxy: no port in %s", addr)
 	}
-	p := &proc{name: "go-proxy", addr: addr, log: &bytes.Buffer{}}
+	p := &proc{name: "go-floor", addr: addr, log: &bytes.Buffer{}}
 	p.cmd = exec.CommandContext(ctx, self, "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), goProxyEnv+"="+addr+" "+upstream)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

@@ -130,7 +130,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	} else {
 		defer gp.stop()
-		paths = append(paths, &path{name: "go-proxy", addr: gp.addr, proc: gp})
+		paths = append(paths, &path{name: "go-floor", addr: gp.addr, proc: gp})
 	}
 	bin := cfg.Tokentrace
 	if bin == "" {
