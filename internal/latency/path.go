@@ -103,9 +103,18 @@ func (r *Record) reportedStages() []HopStage {
 		s = append(s, HopStage{HopGateway, string(StageGateway), r.GatewayNS})
 	}
 	if sp := r.Server; sp != nil {
-		s = append(s, HopStage{HopServer, string(TimingServerQueue), sp.QueueNS},
-			HopStage{HopServer, string(TimingPrefill), sp.PrefillNS},
-			HopStage{HopServer, string(TimingServerDecode), sp.DecodeNS})
+		// A stage the server does not report (llama.cpp's and Ollama's
+		// queue wait) is left out, not given as 0: the time is then
+		// unattributed rather than the network's.
+		for _, st := range []struct {
+			split, name string
+			ns          int64
+		}{{SplitQueue, string(TimingServerQueue), sp.QueueNS}, {SplitPrefill, string(TimingPrefill), sp.PrefillNS},
+			{SplitDecode, string(TimingServerDecode), sp.DecodeNS}} {
+			if sp.Reports(st.split) {
+				s = append(s, HopStage{HopServer, st.name, st.ns})
+			}
+		}
 	}
 	return s
 }

@@ -34,6 +34,10 @@ type analysis struct {
 	ev *evidence
 	// paths holds every successful request's parts along its path.
 	paths pathParts
+	// evidence counts the per-request server splits by their evidence;
+	// queue says how a queue wait was inferred where the server gave none.
+	evidence map[string]int
+	queue    *QueueInference
 }
 
 // analyse snapshots what was added so far, ready to report on.
@@ -49,6 +53,8 @@ func (c *Collector) analyse() *analysis {
 			a.ok = append(a.ok, int32(i))
 		}
 	}
+	a.evidence = c.evidence
+	a.queue = a.inferQueue()
 	return a
 }
 
@@ -66,6 +72,7 @@ func (c *Collector) Report() *Report {
 func (a *analysis) report(warmup int) *Report {
 	rep := &Report{Schema: Schema, Sources: nonEmpty(a.sources), Runs: a.runs}
 	a.summary(rep, warmup)
+	rep.Summary.ServerEvidence, rep.Summary.QueueInferred = a.evidence, a.queue
 	if len(a.rows) == 0 {
 		rep.Notes = append(rep.Notes, "no measured requests: nothing to report")
 		rep.Findings = []Finding{}
@@ -87,6 +94,7 @@ func (a *analysis) report(warmup int) *Report {
 	rep.Sessions = a.sessions()
 	rep.Notes = append(rep.Notes, a.ev.lacking(a.runs)...)
 	rep.Notes = append(rep.Notes, a.stragglers()...)
+	rep.Notes = append(rep.Notes, evidenceNotes(rep.Summary)...)
 	rep.Findings = diagnose(a, rep)
 	if rep.Findings == nil {
 		rep.Findings = []Finding{}

@@ -76,6 +76,10 @@ func breachFinding(rep *Report, v Verdict, m latency.Metric) Finding {
 	f.Evidence = fmt.Sprintf("%s. Above its P%s (%d requests) %s takes %.0f%% of %s (mean %s of %s); "+
 		"no rule found a more specific pattern (for example a trend with input length or load).",
 		why, name[1:len(name)-1], g.Requests, partWords(top), 100*top.Share, m, fmtMS(top.MeanMS), fmtMS(g.TotalMS))
+	if top.Stage == string(latency.StageUnattributed) {
+		f.Evidence += " Unattributed is time the server did not split: its queue wait, its prefill and the " +
+			"network between client and server are not known apart in this run, so no one of them is to blame yet."
+	}
 	f.Numbers["largest_share"] = top.Share
 	f.Remedies = partRemedies(top)
 	return f
@@ -94,6 +98,12 @@ func stageRemedies(s latency.Stage) []string {
 	case latency.StageDecode:
 		return []string{"smaller batches (max_num_seqs) for latency", "quantized weights or KV cache (FP8, INT8)",
 			"speculative decoding", "cap max_tokens where answers run long"}
+	case latency.StageUnattributed:
+		// Never the network by default: nothing says where this time went.
+		return []string{"get the server's own split of this time: a server that reports per-request timings " +
+			"(Server-Timing, vLLM's metrics object, llama.cpp's timings, TGI's headers), or tokentrace's gateway in front of it",
+			"scrape the server's /metrics during the run (bench records them): a queue gauge that fills says queueing, " +
+				"an empty one points at prefill or what lies between client and server"}
 	default:
 		return outsideRemedies(s)
 	}

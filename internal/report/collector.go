@@ -40,6 +40,10 @@ const (
 	flagServer uint8 = 1 << iota // the server gave its own split
 	flagStream
 	flagTruncated // the answer ended with finish_reason "length"
+	// flagQueueInferred: the server's split gives no queue wait
+	// (llama.cpp's timings, Ollama's durations); the analysis infers it
+	// (analysis.inferQueue).
+	flagQueueInferred
 )
 
 // row is the compact part of a Record that a report needs: about 170 bytes
@@ -89,7 +93,11 @@ type Collector struct {
 	// unreadable counts the input lines that were not records.
 	unreadable int
 	paths      pathParts // every request's parts along its path
-	one        *digest   // scratch for Add
+	// evidence counts the successful requests whose server split came
+	// from each kind of evidence (latency.ServerSplit's Source, with its
+	// Engine when it names one).
+	evidence map[string]int
+	one      *digest // scratch for Add
 	// shift is added to the instants of the rows absorbed (a shard's, to
 	// put them on the merged run's clock).
 	shift int64
@@ -176,6 +184,12 @@ func (c *Collector) absorb(d *digest) {
 	for _, st := range d.steps {
 		st.src = c.src
 		c.steps = append(c.steps, st)
+	}
+	for k, n := range d.evidence {
+		if c.evidence == nil {
+			c.evidence = map[string]int{}
+		}
+		c.evidence[k] += n
 	}
 	c.itl.AddBatch(d.itl, &d.itlHist)
 	c.icl.AddBatch(d.icl, &d.iclHist)

@@ -25,6 +25,9 @@ type digest struct {
 	scratch []int64 // the record's gaps when noExact
 	warmup  int
 	paths   partTable // the rows' parts along their paths
+	// evidence counts the successful records' server splits by their
+	// evidence (Collector.evidence).
+	evidence map[string]int
 
 	// Reading state, for Load.
 	lines     int    // lines in the batch
@@ -38,8 +41,10 @@ type digest struct {
 
 func (d *digest) reset() {
 	*d = digest{rows: d.rows[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
-		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0], paths: d.paths}
+		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0], paths: d.paths,
+		evidence: d.evidence}
 	d.paths.reset()
+	clear(d.evidence)
 	d.itlHist.Reset()
 	d.iclHist.Reset()
 }
@@ -70,6 +75,16 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	if r.Server != nil {
 		w.flags |= flagServer
 		w.sq, w.prefill, w.decode = r.Server.QueueNS, r.Server.PrefillNS, r.Server.DecodeNS
+		if !r.Server.Reports(latency.SplitQueue) {
+			w.flags |= flagQueueInferred
+			w.sq = 0
+		}
+		if r.OK() && r.EndNS != 0 {
+			if d.evidence == nil {
+				d.evidence = map[string]int{}
+			}
+			d.evidence[evidenceName(r.Server)]++
+		}
 	}
 	if r.Stream {
 		w.flags |= flagStream

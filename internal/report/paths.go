@@ -1,6 +1,7 @@
 package report
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -190,6 +191,80 @@ type pathParts struct {
 	remap      []uint16 // scratch: a digest's keys → the collector's
 	rowKeys    []uint16 // scratch
 	anyOrdered bool
+	// q, when set, re-attributes the requests whose server reports no
+	// queue wait (analysis.inferQueue).
+	q *queueParts
+}
+
+// queueParts are the keys inferQueue moves a request's gap between: the
+// link into the server (its network before the first token) becomes the
+// server's queue wait and, for what every request pays, unattributed.
+type queueParts struct {
+	link          map[uint16]bool
+	queue, unattr uint16
+}
+
+// parts is partTable.parts with the inferred queue wait of flagged rows:
+// the link into the server's value becomes the row's queue wait (row.sq)
+// and the rest of it unattributed — never network.
+func (pp *pathParts) parts(w *row, f func(k uint16, e2e, ttft int64)) {
+	q := pp.q
+	if q == nil || w.flags&flagQueueInferred == 0 {
+		pp.partTable.parts(w, f)
+		return
+	}
+	pp.partTable.parts(w, func(k uint16, e2e, ttft int64) {
+		if !q.link[k] {
+			f(k, e2e, ttft)
+			return
+		}
+		sq := min(w.sq, e2e)
+		f(q.queue, sq, min(sq, ttft))
+		f(q.unattr, e2e-sq, ttft-min(sq, ttft))
+	})
+}
+
+// inferredKeys sets up q: the server's queue and unattributed keys (added
+// to the table, in path order, before the server's prefill), and the
+// links into the server.
+func (pp *pathParts) inferredKeys() {
+	// The analysis's copy shares its tables with the collector, which goes
+	// on adding: clone what this changes.
+	pp.index = maps.Clone(pp.index)
+	pp.keys, pp.order = slices.Clone(pp.keys), slices.Clone(pp.order)
+	pp.ordered, pp.seenE2E, pp.seenTTFT = slices.Clone(pp.ordered), slices.Clone(pp.seenE2E), slices.Clone(pp.seenTTFT)
+	q := &queueParts{link: map[uint16]bool{}}
+	for i, k := range pp.keys {
+		if k.stage == latency.PartNetwork && strings.HasSuffix(k.hop, "→"+string(latency.HopServer)) {
+			q.link[uint16(i)] = true
+		}
+	}
+	add := func(k partKey) uint16 {
+		i := pp.key(k)
+		for len(pp.ordered) < len(pp.keys) {
+			pp.ordered = append(pp.ordered, false)
+			pp.seenE2E = append(pp.seenE2E, false)
+			pp.seenTTFT = append(pp.seenTTFT, false)
+		}
+		pp.seenE2E[i], pp.seenTTFT[i] = true, true
+		return i
+	}
+	q.unattr = add(partKey{stage: latency.PartUnattributed})
+	q.queue = add(partKey{string(latency.HopServer), string(latency.TimingServerQueue)})
+	for _, k := range []uint16{q.unattr, q.queue} {
+		if pp.ordered[k] {
+			continue
+		}
+		at := len(pp.order)
+		for j, o := range pp.order {
+			if q.link[o] {
+				at = j + 1
+			}
+		}
+		pp.order = slices.Insert(pp.order, at, k)
+		pp.ordered[k] = true
+	}
+	pp.q = q
 }
 
 // absorb appends a digest's parts, setting the offsets of its rows (in

@@ -69,6 +69,14 @@ type Summary struct {
 	OutputTokens  int64   `json:"output_tokens"`
 	// ServerSplit is the number of successful requests with the server's own stage split.
 	ServerSplit int `json:"server_split"`
+	// ServerEvidence counts them by the evidence the split came from
+	// (latency.ServerSplit's Source; a metrics object with its engine:
+	// "vllm-metrics (vllm)"), so that every figure about the server says
+	// where it came from (docs/engines.md).
+	ServerEvidence map[string]int `json:"server_evidence,omitempty"`
+	// QueueInferred says how the queue wait was put on requests whose
+	// server reports none (llama.cpp, Ollama); nil when none.
+	QueueInferred *QueueInference `json:"queue_inferred,omitempty"`
 	// SharedPrefixTokens and CachedTokens sum the successful requests'
 	// prompt tokens the workload shares with earlier requests
 	// (Record.SharedPrefixTokens: a prefix group, a session's history, a

@@ -117,8 +117,11 @@ func steadyDecode(a *analysis, rep *Report, why string, conc []float64) (Finding
 			body = true
 		}
 	}
-	if batch < 2 || !body {
+	if !body {
 		return Finding{}, false
+	}
+	if batch < 1.5 {
+		return singleStream(a, why, tpot, itl, batch)
 	}
 	nums := map[string]float64{"batch_mean": batch, "tpot_p50_ms": tpot.P50, "tpot_p99_ms": tpot.P99,
 		"itl_p50_ms": itl.P50, "itl_p90_ms": itl.P90}
@@ -191,5 +194,28 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 			fmt.Sprintf("cap max_tokens (at the P90 output, %d tokens, P99 E2E drops %.0f%%)", capTok, 100*cut),
 			"ask for concise answers in the prompt",
 			"stream to the user so perceived latency is TTFT, not E2E",
+		}}, true
+}
+
+// singleStream is decode-bandwidth for one request decoding at a time
+// (batch 1): each token reads every weight once, so TPOT's floor is the
+// bytes read per token (the weights, plus the KV cache so far) over the
+// memory bandwidth, and batching has nothing to share.
+func singleStream(a *analysis, why string, tpot, itl *Dist, batch float64) (Finding, bool) {
+	nums := map[string]float64{"batch_mean": batch, "tpot_p50_ms": tpot.P50, "tpot_p99_ms": tpot.P99, "itl_p50_ms": itl.P50}
+	ev := fmt.Sprintf("%sOne stream decodes at a time (%.1f on average), and the median request misses the objective "+
+		"too (TPOT P50 %s, P99 %s): each token is one decode step that reads all the weights and the sequence's KV "+
+		"cache from memory, so a single stream's TPOT floor is the bytes read per token ÷ the memory bandwidth "+
+		"(tokentrace estimate --model M --gpu G computes it for a known model and hardware; this run names neither, "+
+		"so the measured TPOT stands for it).", prefix(why), batch, fmtMS(tpot.P50), fmtMS(tpot.P99))
+	if a.engine() == latency.EngineLlamaCpp {
+		ev += " On llama.cpp's CPU build the step is also bound by the threads it runs (-t)."
+	}
+	return Finding{Severity: "warning", Title: "A single stream's decode is bandwidth-bound: TPOT is at its floor",
+		Evidence: ev, Numbers: nums, Remedies: []string{
+			"quantize the weights (8- or 4-bit): fewer bytes read per token lowers the floor itself",
+			"speculative decoding (a draft model or n-grams): several tokens per read of the weights",
+			"a smaller model, or hardware with more memory bandwidth",
+			"batching does not lower one stream's TPOT; it only adds streams at about the same TPOT",
 		}}, true
 }

@@ -53,6 +53,10 @@ func rulePrefillInterference(a *analysis, rep *Report) (Finding, bool) {
 // beside it) — and the budget that would keep a step within 4× the median
 // ITL; and disaggregation.
 func (a *analysis) budgetRemedies(nums map[string]float64, ov overlap, itlP50 float64) (evidence string, remedies []string) {
+	if a.engine() == latency.EngineLlamaCpp {
+		return " llama.cpp computes a prompt of up to a batch (-b) in one step with the others' decode tokens; it has no " +
+			"other prefill budget.", llamaBatchRemedies
+	}
 	chunked, knownChunked := a.ev.on("enable_chunked_prefill")
 	budget, knownBudget := a.ev.number("max_num_batched_tokens")
 	if knownChunked && !chunked {
@@ -269,6 +273,18 @@ func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
 	ov, overlaps := a.stallOverlap(thr, thr/2)
 	overlaps = overlaps && ov.share() >= 0.5
 	switch {
+	case a.engine() == latency.EngineLlamaCpp:
+		// llama.cpp never preempts: a slot keeps its KV cache until it ends.
+		f.Title, f.Remedies = "Token streams stalled: llama.cpp computes other requests' prompts in its decode steps", llamaBatchRemedies
+		f.Evidence += " llama.cpp does not preempt (a slot keeps its KV cache); each of its steps computes the " +
+			"decoding slots' next tokens together with up to a batch (-b, 2048 tokens by default) of a new " +
+			"request's prompt, so a stream waits while another prompt is processed."
+		if overlaps {
+			f.Evidence += fmt.Sprintf(" %d of the stalls overlap another request's prompt processing (timings.prompt_ms; "+
+				"%.0f%% by chance).", ov.overlapping, 100*ov.chance)
+		} else if rep.Summary.ServerSplit == 0 {
+			f.Evidence += " The run has no per-request timings to line the stalls up with prompts."
+		}
 	case a.ev.preempting():
 		f.Title = "Token streams stalled: the server preempted requests"
 		f.Evidence += fmt.Sprintf(" The server's counters show the KV cache running out (%s): a preempted "+
@@ -301,4 +317,13 @@ func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
 			"leave KV-cache headroom if it preempts (lower max concurrent sequences or raise its memory share)"}
 	}
 	return f, true
+}
+
+// llamaBatchRemedies are the levers on llama.cpp's prompt processing
+// stalling its decoding slots.
+var llamaBatchRemedies = []string{
+	"a smaller batch (-b/--batch-size, and -ub/--ubatch-size below it): a prompt longer than the batch is " +
+		"computed over several steps, so a decoding stream waits for one batch at a time (llama.cpp's form of chunked prefill)",
+	"fewer slots (-np) on a replica that serves latency-sensitive streams, or long prompts sent to another replica",
+	"reuse cached prompt prefixes (cache_prompt, --cache-reuse) so repeated prompts are not computed again",
 }

@@ -173,9 +173,11 @@ func TestRules(t *testing.T) {
 		// Equal-weight prompts with no trend: the server's split names prefill.
 		{"prefill-bound", Options{SLOs: mustSLOs(t, "ttft:p99<=25ms")}, baseline(300, 10, 1), nil, true,
 			[]string{"ttft:p99<=25ms fails", "largest TTFT term", "ms per 1k tokens"}},
-		// One request at a time: no batch to blame, the step is the model's.
-		{"slo-breach", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(60, 0.5, 1), nil, true,
-			[]string{"tpot:p99<=5ms fails", "decode step"}},
+		// One request at a time: no batch to blame, the step is the model's,
+		// named with its floor and levers.
+		{"decode-bandwidth", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(60, 0.5, 1), nil, true,
+			[]string{"tpot:p99<=5ms fails", "One stream decodes at a time", "bytes read per token ÷ the memory bandwidth"}},
+		{"slo-breach", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(60, 0.5, 1), nil, false, nil},
 		// A steady batch of about ten: the fixed-concurrency decode rule.
 		{"decode-bandwidth", Options{SLOs: mustSLOs(t, "tpot:p99<=5ms")}, baseline(300, 10, 1), nil, true,
 			[]string{"tpot:p99<=5ms fails", "the median request misses the objective too", "memory-bandwidth bound"}},

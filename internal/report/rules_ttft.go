@@ -57,9 +57,16 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 			"quarter of the run to %s in the last while requests arrive faster than they complete: "+
 			"requests are waiting in a queue.", prefix(why), fmtMS(t0), fmtMS(t1))
 	}
-	if e := a.ev; e.has("waiting") && e.waitingPeak > 0 {
+	llama := a.engine() == latency.EngineLlamaCpp
+	if e := a.ev; e.has("waiting") && e.waitingPeak > 0 && !llama {
 		nums["server_waiting_peak"] = e.waitingPeak
 		ev += fmt.Sprintf(" The server's own queue (its /metrics) held up to %s requests waiting.", num0(e.waitingPeak))
+	}
+	if llama {
+		nums["server_waiting_peak"], nums["server_running_peak"] = a.ev.waitingPeak, a.ev.runningPeak
+		ev += a.slotQueueing(tail)
+	} else if a.queue != nil && split {
+		ev += " The server reports no queue wait: " + a.queue.Basis + "."
 	}
 	sev, title := "warning", "TTFT is dominated by waiting in the server's queue"
 	first := fmt.Sprintf("keep the offered rate below the measured capacity (%s req/s) or scale out replicas", num(capacity))
@@ -73,6 +80,10 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 			a.ev.counters())
 		return Finding{Severity: sev, Title: title, Evidence: ev, Numbers: nums,
 			Remedies: append(a.kvRemedies(), rest...)}, true
+	case a.closedLoop() && llama:
+		ev += " The closed loop keeps more requests in flight than the server has slots; the rest wait for one."
+		first = "fewer workers than slots, or more slots (-np, with -c large enough for each slot's context: " +
+			"each slot gets -c ÷ -np tokens), or more llama-server replicas"
 	case a.closedLoop():
 		// A closed loop offers only as many requests as it has workers.
 		ev += " The closed loop keeps its workers' requests in flight; the server runs fewer at once and the " +

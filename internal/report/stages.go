@@ -75,12 +75,24 @@ func (r *row) stages() (s [nStages]int64) {
 	s[stGateway] = r.gateway
 	first := r.firstOut()
 	pre := first - wrote - r.gateway
-	if r.hasServer() {
+	switch {
+	case r.flags&flagQueueInferred != 0:
+		// The engine's queue wait is inferred (analysis.inferQueue); what
+		// every request pays before it — HTTP, templating, tokenization,
+		// the network — is not known apart: unattributed, never network.
+		s[stSQ], s[stPrefill], s[stDecode] = r.sq, r.prefill, r.decode
+		s[stUnattr] = pre - r.sq - r.prefill
+		if r.firstTok == 0 {
+			s[stUnattr] -= r.decode // a whole answer: decode came before its end
+		} else {
+			s[stTail] = r.end - first - r.decode
+		}
+	case r.hasServer():
 		s[stSQ], s[stPrefill] = r.sq, r.prefill
 		s[stNetwork] = pre - r.sq - r.prefill
 		s[stDecode] = r.decode
 		s[stTail] = r.end - first - r.decode
-	} else {
+	default:
 		s[stUnattr] = pre
 		s[stDecode] = r.end - first
 	}
@@ -91,10 +103,12 @@ func (r *row) stages() (s [nStages]int64) {
 // stages (and network, stream tail) need its split; unattributed needs its absence.
 func stageApplies(r *row, st int) bool {
 	switch st {
-	case stSQ, stPrefill, stNetwork, stTail:
+	case stSQ, stPrefill, stTail:
 		return r.hasServer()
+	case stNetwork:
+		return r.hasServer() && r.flags&flagQueueInferred == 0
 	case stUnattr:
-		return !r.hasServer()
+		return !r.hasServer() || r.flags&flagQueueInferred != 0
 	case stGateway:
 		return r.gateway > 0
 	}

@@ -1,0 +1,144 @@
+package report
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// llamaRecord turns a synthetic request into what bench records from
+// llama-server: its split is llama.cpp's timings (prompt_ms as prefill,
+// predicted_ms as decode), with no queue wait.
+func llamaRecord(s synthReq, id int) *latency.Record {
+	s.split = true
+	r := s.record(id)
+	if r.Server != nil {
+		r.Server = &latency.ServerSplit{PrefillNS: r.Server.PrefillNS, DecodeNS: r.Server.DecodeNS,
+			Source: latency.SourceLlamaCppTimings, Engine: latency.EngineLlamaCpp, Unreported: []string{latency.SplitQueue}}
+	}
+	return r
+}
+
+// TestQueueInferredFromLlamaCppTimings checks the inference by hand: four
+// requests pay 15 ms of HTTP and tokenization each and wait 0, 100, 300
+// and 500 ms for a slot before 20 ms of prompt processing. The least gap
+// (15 ms) is every request's; the rest is each one's queue wait.
+func TestQueueInferredFromLlamaCppTimings(t *testing.T) {
+	c := NewCollector(Options{})
+	for i, wait := range []float64{0, 100, 300, 500} {
+		c.Add(llamaRecord(synthReq{at: float64(i) * 1000, send: 0.5, net: 15, sq: wait, prefill: 20, tpot: 5, output: 4, input: 30}, i))
+	}
+	a := c.analyse()
+	if a.queue == nil || a.queue.Requests != 4 || a.queue.FloorMS != 15 {
+		t.Fatalf("queue inference %+v, want 4 requests, floor 15 ms", a.queue)
+	}
+	for k, want := range []int64{0, 100e6, 300e6, 500e6} {
+		s := a.rows[a.ok[k]].stages()
+		if s[stSQ] != want || s[stPrefill] != 20e6 || s[stUnattr] != 15e6 || s[stNetwork] != 0 {
+			t.Errorf("request %d: queue %d, prefill %d, unattributed %d, network %d; want queue %d, prefill 20 ms, unattributed 15 ms, no network",
+				k, s[stSQ], s[stPrefill], s[stUnattr], s[stNetwork], want)
+		}
+	}
+	rep := c.Report()
+	if rep.Summary.ServerEvidence[latency.SourceLlamaCppTimings] != 4 || rep.Summary.QueueInferred == nil {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	for _, s := range []string{"llama.cpp's per-request timings", "4 of 4 requests: ", "queue wait inferred on 4 requests"} {
+		if !strings.Contains(notes, s) {
+			t.Errorf("notes lack %q:\n%s", s, notes)
+		}
+	}
+	// Twice: the inference reads the rows, not what it wrote into them.
+	if again := c.Report(); again.Summary.QueueInferred.FloorMS != 15 {
+		t.Errorf("second report: floor %v", again.Summary.QueueInferred.FloorMS)
+	}
+}
+
+// slotRun is a closed loop of 8 workers on llama-server's 4 slots: each
+// request waits about a whole answer (1.7 s) for a slot, then 250 ms of
+// prompt processing and 64 tokens at 10 ms; every request pays 15 ms of
+// HTTP and tokenization. The server's /metrics show 4 processing and 4
+// deferred.
+func slotRun() (*RunInfo, []*latency.Record) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	var recs []*latency.Record
+	for i := range 200 {
+		wait := 1700 + 100*rng.NormFloat64()
+		if i < 4 {
+			wait = 0 // the first four found a free slot
+		}
+		recs = append(recs, llamaRecord(synthReq{at: float64(i) * 275, send: 0.3, net: 15 + rng.Float64(), sq: wait,
+			prefill: 250 + 10*rng.NormFloat64(), tpot: 10, output: 64, input: 256}, i))
+	}
+	run := &RunInfo{Mode: "closed", Concurrency: 8, Server: &ServerInfo{Engine: "llamacpp", Series: []string{"running", "waiting"}}}
+	for k := range 50 {
+		run.Samples = append(run.Samples, ServerSample{AtNS: int64(k) * int64(time.Second), Running: 4, Waiting: 4})
+	}
+	return run, recs
+}
+
+// TestLlamaCppSlotQueueing is the case: 8 workers on 4 slots is
+// queueing for a slot, said with llama.cpp's evidence, with or without an
+// SLO; never "streams stalled" blamed on the KV cache, never the network.
+func TestLlamaCppSlotQueueing(t *testing.T) {
+	for _, slo := range []string{"", "ttft:p99<=1s"} {
+		t.Run(slo, func(t *testing.T) {
+			var opts Options
+			if slo != "" {
+				opts.SLOs = mustSLOs(t, slo)
+			}
+			run, recs := slotRun()
+			c := NewCollector(opts)
+			c.SetRun(*run)
+			for _, r := range recs {
+				c.Add(r)
+			}
+			rep := c.Report()
+			if len(rep.Findings) == 0 || rep.Findings[0].Rule != "server-queueing" {
+				t.Fatalf("first finding is not server-queueing: %+v", rep.Findings)
+			}
+			if g := group(rep.TTFTSplit, "p95+"); g == nil || g.Largest != string(latency.TimingServerQueue) || g.share(latency.StageNetwork) != 0 {
+				t.Errorf("TTFT split's tail: %+v, want the server's queue largest and no network", g)
+			}
+			f := rep.Findings[0]
+			for _, s := range []string{"llamacpp:requests_processing peaked at 4", "llamacpp:requests_deferred at 4",
+				"timings.prompt_ms", "inferred", "more requests in flight than the server has slots"} {
+				if !strings.Contains(f.Evidence, s) {
+					t.Errorf("evidence lacks %q: %s", s, f.Evidence)
+				}
+			}
+			if !slices.ContainsFunc(f.Remedies, func(r string) bool { return strings.Contains(r, "-np") }) {
+				t.Errorf("remedies lack the slots (-np): %q", f.Remedies)
+			}
+			for _, g := range rep.Findings {
+				if g.Rule == "outside-model" || strings.Contains(g.Evidence, "KV") || strings.Contains(strings.Join(g.Remedies, " "), "closer") {
+					t.Errorf("finding blames what the evidence does not show: %+v", g)
+				}
+			}
+		})
+	}
+}
+
+// TestUnknownSplitNeverBlamesTheNetwork: without a server split a failed
+// TTFT SLO's largest term is unattributed, and the finding says what is
+// unknown instead of sending the client closer to the server.
+func TestUnknownSplitNeverBlamesTheNetwork(t *testing.T) {
+	var reqs []synthReq
+	for i := range 100 {
+		reqs = append(reqs, synthReq{at: float64(i) * 100, net: 5, sq: 400, prefill: 300, tpot: 10, output: 16, input: 100})
+	}
+	rep := collect(Options{SLOs: mustSLOs(t, "ttft:p99<=500ms")}, reqs)
+	i := findingIndex(rep, "slo-breach")
+	if i < 0 {
+		t.Fatalf("no slo-breach finding: %+v", rep.Findings)
+	}
+	f := rep.Findings[i]
+	if !strings.Contains(f.Evidence, "not known apart") || strings.Contains(strings.Join(f.Remedies, " "), "closer") {
+		t.Errorf("finding %+v", f)
+	}
+}
