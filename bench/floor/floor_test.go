@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,9 @@ func TestRecordJitter(t *testing.T) {
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tokentrace and starts the proxies")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH to build tokentrace")
 	}
 	var out bytes.Buffer
 	cfg := config{Streams: []int{4}, Requests: 8, PerRound: 1, Sched: schedule{TTFT: 5 * time.Millisecond, Gap: 2 * time.Millisecond, Tokens: 4}, Out: &out}
