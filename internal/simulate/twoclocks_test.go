@@ -3,9 +3,12 @@ package simulate_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/gateway"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/serve"
@@ -50,6 +54,7 @@ type clockCase struct {
 	in, out     string // workload.ParseDist
 	prefix      bool   // prefix caching on, with prompts sharing prefixes
 	noChunk     bool   // chunked prefill off
+	replicas    int    // > 1: that many serves behind a gateway (least_outstanding)
 }
 
 // ciGrid is the grid the test runs (about 25 s of wall-clock runs). A
@@ -91,6 +96,9 @@ var fullGrid = func() []clockCase {
 		g = append(g, clockCase{name: "open-" + load.name + "-lognormal", rate: load.rate, requests: 120,
 			in: lengths[2].in, out: lengths[1].out})
 	}
+	g = append(g, clockCase{name: "closed-8-2-replicas-fixed", concurrency: 8, requests: 32, in: "512", out: "8", replicas: 2},
+		clockCase{name: "closed-16-2-replicas-fixed", concurrency: 16, requests: 96, in: "512", out: "16", replicas: 2},
+		clockCase{name: "open-24rps-2-replicas-lognormal", rate: 24, requests: 120, in: lengths[2].in, out: lengths[1].out, replicas: 2})
 	for _, p := range []bool{false, true} {
 		for _, nc := range []bool{false, true} {
 			g = append(g, clockCase{name: fmt.Sprintf("closed-8-prefix=%t-chunked=%t", p, !nc), concurrency: 8,
@@ -164,16 +172,13 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 	scfg.Engine.StepTimer = slowed{scfg.Engine.StepTimer, slowdown}
 	bo := bench.DefaultOptions()
 	bo.Workload, bo.OutputDir, bo.NoCalibration = wl, filepath.Join(dir, "bench"), true
+	bo.Model = scfg.Engine.Model // a gateway's quick start lists no models
 	bcfg, err := bo.Config(given, time.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	bcfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
-		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		return &bench.Embedded{URL: srv.URL(), Close: srv.Close}, nil
+		return startServed(ctx, scfg, c.replicas)
 	}
 	bres, err := bench.Run(context.Background(), bcfg, io.Discard)
 	if err != nil {
@@ -188,6 +193,9 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 	// they did on the wall clock, and meet the same step boundaries.
 	mo.NetworkLatency = time.Duration(stats.Percentile(served["transport"], 50)/2*1e6) * time.Nanosecond
 	mo.Engine.Seed = 0 // the embedded engine's
+	if c.replicas > 1 {
+		mo.Replicas, mo.Balancer = c.replicas, "least_outstanding" // the gateway's quick start
+	}
 	cfg, out, err := mo.Config(given, time.Now())
 	if err != nil {
 		tb.Fatal(err)
@@ -198,6 +206,54 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 	}
 	return clocks{served: served, simulated: readMetrics(tb, out.Dir),
 		sendLagP99: bres.Summary.Client.SendLagP99MS}
+}
+
+// startServed starts one serve, or replicas of it behind a gateway
+// (its quick start: least outstanding requests).
+func startServed(ctx context.Context, scfg serve.Config, replicas int) (*bench.Embedded, error) {
+	if replicas <= 1 {
+		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		return &bench.Embedded{URL: srv.URL(), Close: srv.Close}, nil
+	}
+	var (
+		urls    []string
+		servers []*serve.Server
+	)
+	closeAll := func() error {
+		var errs []error
+		for _, s := range servers {
+			errs = append(errs, s.Close())
+		}
+		return errors.Join(errs...)
+	}
+	for i := range replicas {
+		c := scfg
+		c.Engine.Seed += uint64(i) // simulate's replica i draws with seed + i
+		srv, err := serve.Start(ctx, c, "127.0.0.1:0")
+		if err != nil {
+			return nil, errors.Join(err, closeAll())
+		}
+		servers = append(servers, srv)
+		urls = append(urls, strings.TrimSuffix(srv.URL(), "/v1")) // the gateway adds the path
+	}
+	gw, err := gateway.NewServer(gateway.RunConfig{Upstreams: urls, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, errors.Join(err, closeAll())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, errors.Join(err, closeAll())
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(gctx, ln) }()
+	return &bench.Embedded{URL: "http://" + ln.Addr().String(), Close: func() error {
+		cancel()
+		return errors.Join(<-done, closeAll())
+	}}, nil
 }
 
 // readMetrics reads a results folder's measured, successful requests: per
