@@ -135,7 +135,7 @@ type pathItem struct {
 
 // groupHops groups stages by hop, hops in order of first appearance.
 func groupHops(stages []HopStage) []hopReport {
-	var hops []hopReport
+	hops := make([]hopReport, 0, 4)
 	for _, s := range stages {
 		i := 0
 		for i < len(hops) && hops[i].hop != s.Hop {

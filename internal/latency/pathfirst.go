@@ -1,6 +1,9 @@
 package latency
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // partWhen says where a part of a path lies against the first token.
 type partWhen uint8
@@ -79,8 +82,9 @@ func (h *hopReport) whole() bool {
 // came whole, the end) along the same path: the parts before the first
 // token as they are, the parts after it left out, and the rest of TTFT
 // spread over the parts that lie on both sides — the network between
-// hops and unattributed time — in proportion to their E2E values
-// (docs/metrics.md, "TTFT along the path"). Where the parts before the
+// hops and unattributed time — in proportion to their E2E values, none
+// beyond its own, the rest unattributed (docs/metrics.md, "TTFT along the
+// path"). Where the parts before the
 // first token claim more than TTFT, the excess is cut from the last of
 // the hops' (never the client's) parts. The TTFT parts sum exactly to
 // first − intended; a part whose TTFT value is 0 is left out.
@@ -88,7 +92,9 @@ func (r *Record) PathWithTTFT() (p Path, ttft []PathPart, ok bool) {
 	if !r.OK() || r.EndNS == 0 {
 		return Path{}, nil, false
 	}
-	var when []partWhen
+	// Room for a whole chain's parts: one allocation each, not a growth.
+	p.Parts, p.Hops = make([]PathPart, 0, 24), make([]Hop, 0, 4)
+	when := make([]partWhen, 0, 24)
 	r.walkPath(&pathWalker{p: &p, when: &when})
 	first := r.FirstTokenNS
 	if first == 0 {
@@ -127,15 +133,22 @@ func untilFirst(parts []PathPart, when []partWhen, total int64) []PathPart {
 			last = i
 		}
 	}
-	var out []PathPart
+	// A part on both sides takes no more of TTFT than its whole length:
+	// what is left beyond them (the hops' work on the first piece of the
+	// answer, which their stages count after it) is unattributed.
+	spread, over := rest, int64(0)
+	if float64(rest) > flex {
+		spread, over = int64(flex), rest-int64(flex)
+	}
+	out := make([]PathPart, 0, len(parts)+1)
 	var given int64
 	for i, x := range parts {
 		v := vals[i]
 		if when[i] == spansFirst && x.NS > 0 {
 			if i == last {
-				v = rest - given
+				v = spread - given
 			} else {
-				v = int64(math.Round(float64(rest) * float64(x.NS) / flex))
+				v = int64(math.Round(float64(spread) * float64(x.NS) / flex))
 				given += v
 			}
 		}
@@ -143,8 +156,16 @@ func untilFirst(parts []PathPart, when []partWhen, total int64) []PathPart {
 			out = append(out, PathPart{Hop: x.Hop, Name: x.Name, NS: v})
 		}
 	}
-	if last < 0 && rest != 0 {
-		out = append(out, PathPart{Hop: "", Name: PartUnattributed, NS: rest})
+	if last < 0 {
+		over = rest
+	}
+	if over != 0 {
+		i := slices.IndexFunc(out, func(x PathPart) bool { return x.Hop == "" && x.Name == PartUnattributed })
+		if i < 0 {
+			out = append(out, PathPart{Hop: "", Name: PartUnattributed})
+			i = len(out) - 1
+		}
+		out[i].NS += over
 	}
 	return out
 }

@@ -76,6 +76,23 @@ func TestPathTTFTCutsStagesPastTheFirstToken(t *testing.T) {
 	}
 }
 
+// The network takes no more of TTFT than its whole length: the rest before
+// the first token is unattributed.
+func TestPathTTFTNetworkAtMostItsLength(t *testing.T) {
+	r := Record{SentNS: 0, WroteNS: ms(1), FirstTokenNS: ms(40), EndNS: ms(85), Timing: []HopStage{
+		{HopServer, "server_queue", ms(10)}, {HopServer, "prefill", ms(20)}, {HopServer, "server_decode", ms(50)},
+	}}
+	p, ttft, _ := r.PathWithTTFT()
+	if p.Parts[3] != (PathPart{"client→server", PartNetwork, ms(4)}) { // 84 − 80
+		t.Fatalf("parts %v", p.Parts)
+	}
+	want := []PathPart{{HopClient, "send", ms(1)}, {"client→server", PartNetwork, ms(4)},
+		{HopServer, "server_queue", ms(10)}, {HopServer, "prefill", ms(20)}, {"", PartUnattributed, ms(5)}} // 40 − 31 − 4
+	if diff := cmp.Diff(want, ttft); diff != "" {
+		t.Errorf("TTFT parts (-want +got):\n%s", diff)
+	}
+}
+
 // Whatever the hops report, the TTFT parts sum exactly to TTFT from the
 // intended send.
 func FuzzPathTTFTSumsExactly(f *testing.F) {

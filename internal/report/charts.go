@@ -469,6 +469,15 @@ func (r *Report) stageBars(add addFunc) error {
 			p.Legend.Add(legend[i].name, legend[i].bc)
 		}
 		p.NominalX(names...)
+		top := 0.0
+		for _, g := range d.Groups {
+			var h float64
+			for _, st := range g.Stages {
+				h += math.Max(st.MeanMS, 0)
+			}
+			top = max(top, h)
+		}
+		p.Y.Min, p.Y.Max = 0, 1.05*top
 		// The bars take the left part, the legend the right.
 		p.X.Min, p.X.Max = -0.6, float64(len(d.Groups))+1.6
 		p.Legend.Left = false
