@@ -22,6 +22,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -75,6 +76,10 @@ type Config struct {
 	// is the request's traceparent (Client.Trace); nil sends a fresh
 	// traceparent and records nothing.
 	Tracer trace.Tracer
+	// GenAI, when set, records each measured request's OpenTelemetry GenAI
+	// client metrics (tracing.NewGenAIClient: operation duration, time to
+	// first chunk, token usage); nil records none.
+	GenAI *tracing.GenAIServer
 }
 
 // ToolTarget is the tool endpoint of agent sessions.
@@ -311,6 +316,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 			w.Write(rec)
 			r.coll.Add(rec)
 			r.compat.add(rec)
+			r.genAI(rec)
 			r.sum.Records++
 		},
 	}
@@ -715,4 +721,29 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 		fmt.Fprintln(w, "interrupted: the summary covers the requests that finished")
 	}
 	fmt.Fprintf(w, "results   %s (%d records)\n", dir, s.Records)
+}
+
+// genAI feeds a measured request to the GenAI client metrics: the
+// operation's duration (E2E), time to first chunk (TTFT, the first token of
+// any kind) and usage; a failed request's duration with error.type its
+// kind.
+func (r *run) genAI(rec *latency.Record) {
+	if r.cfg.GenAI == nil || rec.Warmup {
+		return
+	}
+	op := "chat"
+	if r.target.Endpoint == EndpointCompletions {
+		op = "text_completion"
+	}
+	req := tracing.GenAIRequest{Operation: op, Model: rec.Model, InputTokens: rec.InputTokens,
+		OutputTokens: rec.OutputTokens + rec.ReasoningTokens}
+	if e2e, ok := rec.E2E(); ok {
+		req.Duration = e2e
+	}
+	if !rec.OK() {
+		req.ErrorType = rec.ErrorKind
+	} else if ttft, ok := rec.TTFT(); ok && rec.Stream {
+		req.TTFT = ttft
+	}
+	r.cfg.GenAI.Record(context.Background(), req)
 }

@@ -73,6 +73,12 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 			}
 			defer stopTracing()
 			cfg.Tracer = tracer
+			genai, stopMetrics, err := startGenAIMetrics(ctx, otlpEndpoint, "tokentrace-bench", true, cmd.ErrOrStderr())
+			if err != nil {
+				return usageError(fmt.Errorf("bench: %w", err), g)
+			}
+			defer stopMetrics()
+			cfg.GenAI = genai
 			if cfg.StartEmbedded != nil {
 				st, stopServe, err := startTracing(ctx, otlpEndpoint, "tokentrace-serve", cmd.ErrOrStderr())
 				if err != nil {

@@ -56,6 +56,12 @@ run, 1 when it cannot listen (docs/cli.md).`,
 			}
 			defer stopTracing()
 			cfg.Tracer = tracer
+			genai, stopMetrics, err := startGenAIMetrics(cmd.Context(), otlpEndpoint, "tokentrace-serve", false, cmd.ErrOrStderr())
+			if err != nil {
+				return usageError(fmt.Errorf("serve: %w", err), g)
+			}
+			defer stopMetrics()
+			cfg.GenAI = genai
 			srv, err := serve.Start(cmd.Context(), cfg, addr)
 			if err != nil {
 				return err

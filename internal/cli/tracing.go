@@ -16,7 +16,38 @@ import (
 // bindTracingFlag binds --otlp-endpoint (serve, app, bench; the gateway's
 // otlp_endpoint in its configuration file).
 func bindTracingFlag(g *flagGroup, endpoint *string) {
-	g.stringVar(endpoint, "otlp-endpoint", "export spans over OTLP/HTTP to this collector, e.g. http://localhost:4318 (default: none)")
+	g.stringVar(endpoint, "otlp-endpoint", "export spans and OpenTelemetry GenAI metrics over OTLP/HTTP to this collector, e.g. http://localhost:4318 (default: none)")
+}
+
+// startGenAIMetrics returns the GenAI metrics (a server's, or with client
+// a client's) exporting to endpoint as service every 10 s and a stop
+// function that flushes them, or nil and a no-op when endpoint is empty
+// (checked by startTracing).
+func startGenAIMetrics(ctx context.Context, endpoint, service string, client bool, stderr io.Writer) (*tracing.GenAIServer, func(), error) {
+	if endpoint == "" {
+		return nil, func() {}, nil
+	}
+	mp, err := tracing.NewMeterProvider(ctx, endpoint, service, 10*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := mp.Shutdown(sctx); err != nil {
+			fmt.Fprintf(stderr, "%s: GenAI metrics not exported at exit: %v\n", service, err)
+		}
+	}
+	newGenAI := tracing.NewGenAIServer
+	if client {
+		newGenAI = tracing.NewGenAIClient
+	}
+	g, err := newGenAI(mp, "tokentrace")
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return g, stop, nil
 }
 
 // startTracing returns a tracer exporting to endpoint as service and a

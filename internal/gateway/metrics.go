@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 )
 
 // Buckets. The GenAI histograms use the OpenTelemetry GenAI semantic
@@ -60,6 +62,10 @@ type Metrics struct {
 	SharedInUse   *prometheus.GaugeVec
 
 	series sync.Map // [2]string{pool, model} → *seriesSet
+
+	// GenAI, when set, records the OpenTelemetry GenAI server metrics of
+	// every finished request (exported over OTLP with the spans).
+	GenAI *tracing.GenAIServer
 }
 
 // seriesSet holds one pool/model's histograms, resolved once so that a
@@ -170,6 +176,7 @@ type observation struct {
 	// stands in for the first token in the stages, but it is no TTFT.
 	noContent bool
 	outTokens int
+	inTokens  int // the request's prompt tokens as the gateway counts them
 	// chunkNS and chunkTokens are the content events' instants and, with
 	// continuous usage, their token counts: the chunk gaps and ITLs follow
 	// latency.Record's formulas (ICLs, ITLs).
@@ -187,6 +194,7 @@ func (m *Metrics) observe(o *observation) {
 	ss := m.seriesFor(pool, model)
 	e2e := o.stages.sum()
 	ss.duration.Observe(e2e.Seconds())
+	m.recordGenAI(o, e2e)
 	if o.status != 200 || o.ttft == 0 {
 		return
 	}
@@ -219,6 +227,26 @@ func (m *Metrics) observe(o *observation) {
 			ss.itl.Observe(time.Duration(d).Seconds())
 		}
 	}
+}
+
+// recordGenAI feeds the GenAI server metrics with the same definitions as
+// the Prometheus histograms beside them: TTFT and TPOT of streams that
+// produced content, the duration of every request, errors by status.
+func (m *Metrics) recordGenAI(o *observation, e2e time.Duration) {
+	if m.GenAI == nil {
+		return
+	}
+	req := tracing.GenAIRequest{Operation: "chat", Model: o.model, Duration: e2e,
+		InputTokens: o.inTokens, OutputTokens: o.outTokens}
+	if o.status != 200 {
+		req.ErrorType = strconv.Itoa(o.status)
+	} else if o.stream && !o.noContent && o.ttft > 0 {
+		req.TTFT = o.ttft
+		if o.outTokens >= 2 {
+			req.TPOT = (e2e - o.ttft) / time.Duration(o.outTokens-1)
+		}
+	}
+	m.GenAI.Record(context.Background(), req)
 }
 
 // The fixed label values of Rejected and Attempts (proxy.go), and the

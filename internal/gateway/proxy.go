@@ -203,6 +203,6 @@ func (x *exchange) finish() {
 		x.status = http.StatusOK
 	}
 	x.g.Metrics.observe(&observation{pool: pool, model: model, status: x.status, stream: x.req.Stream, stages: st, tl: &x.tl,
-		ttft: ttft, noContent: x.noContent, outTokens: x.tokens, chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
+		ttft: ttft, noContent: x.noContent, outTokens: x.tokens, inTokens: x.req.InputTokens(), chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
 	x.span.end(x, st)
 }

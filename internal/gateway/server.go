@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/redact"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 )
 
 // RunConfig is a gateway to run: either a configuration file or
@@ -117,6 +118,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		}()
 		g.Tracer = tp.Tracer("github.com/tokentrace/tokentrace/internal/gateway")
+		if g.Metrics != nil {
+			mp, err := tracing.NewMeterProvider(ctx, cfg.OTLPEndpoint, "tokentrace-gateway", 10*time.Second)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				if err := mp.Shutdown(sctx); err != nil {
+					log.Error("metrics: GenAI metrics not exported at shutdown", "endpoint", cfg.OTLPEndpoint, "err", err)
+				}
+			}()
+			if g.Metrics.GenAI, err = tracing.NewGenAIServer(mp, "tokentrace"); err != nil {
+				ln.Close()
+				return err
+			}
+		}
 	}
 	limits := cfg.Server.limits()
 	srv := limits.Server(g)

@@ -21,6 +21,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 )
 
 // Config is everything a server needs: the engine's configuration and the
@@ -59,6 +60,10 @@ type Config struct {
 	// of its traceparent, with one child span per Server-Timing stage
 	// (docs/serve.md, "Traces"); nil traces nothing.
 	Tracer trace.Tracer
+	// GenAI, when set, records the OpenTelemetry GenAI server metrics of
+	// every completion request (tracing.GenAISemconvVersion); nil records
+	// none.
+	GenAI *tracing.GenAIServer
 }
 
 // DefaultMaxBodyBytes is the default request body limit.

@@ -8,9 +8,36 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 )
+
+// recordGenAI feeds the GenAI server metrics from a finished request, as
+// the server saw it: time to first token and per output token from the
+// engine's timeline (TPOT = decode / (output tokens − 1)), the duration
+// from arrival to end; a request that never reached the engine's end is
+// an error.
+func (s *Server) recordGenAI(x *exchange, end time.Time) {
+	op := "text_completion"
+	if x.chat {
+		op = "chat"
+	}
+	req := tracing.GenAIRequest{Operation: op, Model: s.cfg.ServedModelName, Duration: end.Sub(x.received)}
+	if !x.hasTL || x.tl.Finish == engine.FinishAbort {
+		req.ErrorType = "incomplete"
+		s.cfg.GenAI.Record(context.Background(), req)
+		return
+	}
+	if !x.tl.FirstToken.IsZero() {
+		req.TTFT = x.tl.FirstToken.Sub(x.received)
+	}
+	if n := x.tl.OutputTokens; n >= 2 {
+		req.TPOT = x.tl.Decode() / time.Duration(n-1)
+	}
+	req.InputTokens, req.OutputTokens = x.tl.PromptTokens, x.tl.OutputTokens
+	s.cfg.GenAI.Record(context.Background(), req)
+}
 
 // traceRequest records a request's span (a child of its traceparent, from
 // the handler's start to end) and one child span per stage of its

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"context"
+	"math"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/tracing"
+	"github.com/tokentrace/tokentrace/internal/tracing/otlptest"
 )
 
 // The worked example's request (TestRequestTiming) as spans: the
@@ -60,5 +64,60 @@ func TestRequestSpans(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("spans (-want +got):\n%s", diff)
+	}
+}
+
+// The OpenTelemetry GenAI server metrics of the worked example's request,
+// exported over OTLP to an in-test receiver: the spec's names and units,
+// and the values the timeline gives by hand (TTFT 60.4 ms from arrival,
+// TPOT 40 ms / 4, duration 351 ms, 12 input and 5 output tokens).
+func TestGenAIMetricsReachAnOTLPReceiver(t *testing.T) {
+	rcv := otlptest.NewReceiver(t)
+	mp, err := tracing.NewMeterProvider(context.Background(), rcv.URL(), "tokentrace-serve", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tracing.NewGenAIServer(mp, "tokentrace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: Config{GenAI: g, ServedModelName: "m"}}
+	r0 := time.Unix(1700000000, 0)
+	at := func(us int) time.Time { return r0.Add(time.Duration(us) * time.Microsecond) }
+	x := &exchange{chat: true, received: r0, hasTL: true, tl: engine.Timeline{Arrival: at(400), Scheduled: at(10400),
+		FirstToken: at(60400), Finished: at(100400), PromptTokens: 12, OutputTokens: 5, Finish: engine.FinishLength}}
+	s.recordGenAI(x, at(351000))
+	if err := mp.Shutdown(context.Background()); err != nil { // flushes
+		t.Fatal(err)
+	}
+	points, bad := rcv.Points()
+	if len(bad) > 0 {
+		t.Fatalf("receiver could not decode: %v", bad)
+	}
+	type got struct {
+		Unit  string
+		Count uint64
+		Sum   float64
+	}
+	m := map[string]got{}
+	for _, p := range points {
+		key := p.Metric
+		if tt, ok := p.Attrs["gen_ai.token.type"]; ok {
+			key += "/" + tt.(string)
+		}
+		if p.Attrs["gen_ai.operation.name"] != "chat" || p.Attrs["gen_ai.request.model"] != "m" || p.Service != "tokentrace-serve" {
+			t.Errorf("%s: attributes %v of service %q", key, p.Attrs, p.Service)
+		}
+		m[key] = got{p.Unit, p.Count, math.Round(p.Sum*1e6) / 1e6}
+	}
+	want := map[string]got{
+		"gen_ai.server.time_to_first_token":   {"s", 1, 0.0604},
+		"gen_ai.server.time_per_output_token": {"s", 1, 0.01},
+		"gen_ai.server.request.duration":      {"s", 1, 0.351},
+		"gen_ai.client.token.usage/input":     {"{token}", 1, 12},
+		"gen_ai.client.token.usage/output":    {"{token}", 1, 5},
+	}
+	if diff := cmp.Diff(want, m); diff != "" {
+		t.Errorf("GenAI metrics (-want +got):\n%s", diff)
 	}
 }

@@ -3,7 +3,9 @@
 // exporter, the W3C trace-context propagator, and one child span per
 // stage of a request, so that one request is one trace in any OTLP
 // backend with each hop's Server-Timing split as spans
-// (docs/metrics.md, "Traces").
+// (docs/metrics.md, "Traces"); and the OpenTelemetry GenAI metrics
+// (semantic conventions 1.41.0) serve, the gateway and bench export over
+// OTLP/HTTP beside them.
 //
 // It imports nothing of this module but internal/latency and
 // internal/redact.

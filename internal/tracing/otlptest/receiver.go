@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	colmetric "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	common "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
@@ -35,10 +36,11 @@ func (s Span) Duration() time.Duration { return s.End.Sub(s.Start) }
 
 // Receiver collects the spans posted to it.
 type Receiver struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	spans []Span
-	bad   []string
+	srv    *httptest.Server
+	mu     sync.Mutex
+	spans  []Span
+	points []Point
+	bad    []string
 }
 
 // NewReceiver starts a receiver on a loopback port, closed at the test's end.
@@ -53,7 +55,7 @@ func NewReceiver(t testing.TB) *Receiver {
 func (r *Receiver) URL() string { return r.srv.URL }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
+	if req.Method != http.MethodPost || (req.URL.Path != "/v1/traces" && req.URL.Path != "/v1/metrics") {
 		r.fail(w, "unexpected "+req.Method+" "+req.URL.Path)
 		return
 	}
@@ -71,11 +73,25 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.fail(w, "read: "+err.Error())
 		return
 	}
+	if req.URL.Path == "/v1/metrics" {
+		r.metrics(w, b)
+		return
+	}
 	var msg coltrace.ExportTraceServiceRequest
 	if err := proto.Unmarshal(b, &msg); err != nil {
 		r.fail(w, "protobuf: "+err.Error())
 		return
 	}
+	got := decodeSpans(&msg)
+	r.mu.Lock()
+	r.spans = append(r.spans, got...)
+	r.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+	_, _ = w.Write(out)
+}
+
+func decodeSpans(msg *coltrace.ExportTraceServiceRequest) []Span {
 	var got []Span
 	for _, rs := range msg.GetResourceSpans() {
 		service := ""
@@ -91,28 +107,79 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 					Kind:  sp.GetKind().String(),
 					Start: time.Unix(0, int64(sp.GetStartTimeUnixNano())), End: time.Unix(0, int64(sp.GetEndTimeUnixNano())),
 					Attrs: map[string]any{}}
-				for _, kv := range sp.GetAttributes() {
-					switch v := kv.GetValue().GetValue().(type) {
-					case *common.AnyValue_StringValue:
-						s.Attrs[kv.GetKey()] = v.StringValue
-					case *common.AnyValue_IntValue:
-						s.Attrs[kv.GetKey()] = v.IntValue
-					case *common.AnyValue_DoubleValue:
-						s.Attrs[kv.GetKey()] = v.DoubleValue
-					case *common.AnyValue_BoolValue:
-						s.Attrs[kv.GetKey()] = v.BoolValue
-					}
-				}
+				addAttrs(s.Attrs, sp.GetAttributes())
 				got = append(got, s)
 			}
 		}
 	}
+	return got
+}
+
+func addAttrs(dst map[string]any, kvs []*common.KeyValue) {
+	for _, kv := range kvs {
+		switch v := kv.GetValue().GetValue().(type) {
+		case *common.AnyValue_StringValue:
+			dst[kv.GetKey()] = v.StringValue
+		case *common.AnyValue_IntValue:
+			dst[kv.GetKey()] = v.IntValue
+		case *common.AnyValue_DoubleValue:
+			dst[kv.GetKey()] = v.DoubleValue
+		case *common.AnyValue_BoolValue:
+			dst[kv.GetKey()] = v.BoolValue
+		}
+	}
+}
+
+// Point is one histogram data point of a received metric, flattened.
+type Point struct {
+	Metric, Unit, Service string
+	Count                 uint64
+	Sum                   float64
+	Bounds                []float64
+	Attrs                 map[string]any
+}
+
+// metrics decodes one OTLP metrics export and keeps its histogram points.
+func (r *Receiver) metrics(w http.ResponseWriter, b []byte) {
+	var msg colmetric.ExportMetricsServiceRequest
+	if err := proto.Unmarshal(b, &msg); err != nil {
+		r.fail(w, "protobuf: "+err.Error())
+		return
+	}
+	var got []Point
+	for _, rm := range msg.GetResourceMetrics() {
+		service := ""
+		for _, kv := range rm.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				service = kv.GetValue().GetStringValue()
+			}
+		}
+		for _, sm := range rm.GetScopeMetrics() {
+			for _, m := range sm.GetMetrics() {
+				for _, dp := range m.GetHistogram().GetDataPoints() {
+					p := Point{Metric: m.GetName(), Unit: m.GetUnit(), Service: service, Count: dp.GetCount(),
+						Sum: dp.GetSum(), Bounds: dp.GetExplicitBounds(), Attrs: map[string]any{}}
+					addAttrs(p.Attrs, dp.GetAttributes())
+					got = append(got, p)
+				}
+			}
+		}
+	}
 	r.mu.Lock()
-	r.spans = append(r.spans, got...)
+	r.points = append(r.points, got...)
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-protobuf")
-	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+	out, _ := proto.Marshal(&colmetric.ExportMetricsServiceResponse{})
 	_, _ = w.Write(out)
+}
+
+// Points returns the histogram points received so far (every export's:
+// cumulative temporality repeats a point in each), and the reasons of any
+// post it could not decode.
+func (r *Receiver) Points() ([]Point, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Point(nil), r.points...), append([]string(nil), r.bad...)
 }
 
 func (r *Receiver) fail(w http.ResponseWriter, why string) {
