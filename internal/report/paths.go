@@ -22,9 +22,6 @@ func (k partKey) label() string {
 	return k.hop + "." + k.stage
 }
 
-// isLink says whether the part lies between two hops.
-func (k partKey) isLink() bool { return strings.Contains(k.hop, "→") }
-
 // clientKeys are the client's stages, measured for every request: keys
 // 0, 1 and 2 of every table, shown whatever their values.
 var clientKeys = []partKey{
@@ -189,7 +186,6 @@ type pathParts struct {
 	seenE2E    []bool
 	seenTTFT   []bool
 	remap      []uint16 // scratch: a digest's keys → the collector's
-	rowKeys    []uint16 // scratch
 	anyOrdered bool
 	// q, when set, re-attributes the requests whose server reports no
 	// queue wait (analysis.inferQueue).

@@ -2,7 +2,9 @@ package report
 
 import "github.com/tokentrace/tokentrace/internal/latency"
 
-// stageOrder lists the stages a request's E2E (from intended) is split into.
+// stageOrder lists the stages of the per-stage distributions and the CSV's
+// fixed columns (docs/metrics.md, "Per-stage distributions"); the
+// decomposition is the path's (paths.go).
 var stageOrder = []latency.Stage{
 	latency.StageClientQueue, latency.StageConnect, latency.StageSend, latency.StageGateway,
 	latency.StageNetwork, latency.StageServerQueue, latency.StagePrefill, latency.StageDecode,
@@ -22,26 +24,6 @@ const (
 	stUnattr
 	nStages
 )
-
-// ttftStages are the stages before the first token.
-var ttftStages = []int{stCQ, stConnect, stSend, stGateway, stNetwork, stSQ, stPrefill, stUnattr}
-
-func allStages() []int {
-	s := make([]int, nStages)
-	for i := range s {
-		s[i] = i
-	}
-	return s
-}
-
-// stageNames are the names of every stage but the client queue.
-func stageNames() []string {
-	var out []string
-	for st := stConnect; st < nStages; st++ {
-		out = append(out, string(stageOrder[st]))
-	}
-	return out
-}
 
 func stageIndex(name string) int {
 	for i, s := range stageOrder {
