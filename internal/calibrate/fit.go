@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
@@ -30,6 +31,25 @@ type Config struct {
 	Seed            uint64 // of the bootstrap
 	MaxEvaluations  int    // per optimisation (0: 400)
 	ConfidenceLevel float64
+}
+
+// Validate names the first setting of c that cannot be meant: the
+// engine's (engine.Options.Validate), a negative count of resamples or
+// evaluations, a confidence level outside [0, 1).
+func (c Config) Validate() error {
+	if err := c.Engine.Validate(); err != nil {
+		return err
+	}
+	if err := field.Count("bootstrap", c.Bootstrap); err != nil {
+		return err
+	}
+	if err := field.Count("max_evaluations", c.MaxEvaluations); err != nil {
+		return err
+	}
+	if !(c.ConfidenceLevel >= 0 && c.ConfidenceLevel < 1) {
+		return field.Invalid("confidence_level", c.ConfidenceLevel, "must be in [0, 1) (0: the default)")
+	}
+	return nil
 }
 
 // Result is a calibration: the profile written, the fit at the starting
@@ -205,6 +225,9 @@ func logRatio(sim, meas time.Duration) float64 {
 // the constants on it (fitAnchored); without them it minimises over whole
 // replays, restarting four times.
 func Calibrate(ctx context.Context, w *Workload, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	p, err := newProblem(w, cfg)
 	if err != nil {
 		return nil, err

@@ -2,11 +2,11 @@ package calibrate
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
@@ -46,7 +46,7 @@ type PublicFits struct {
 
 // LoadPublicFits reads the fits file (strict: an unknown key is an error).
 func LoadPublicFits(path string) (*PublicFits, error) {
-	data, err := os.ReadFile(path)
+	data, err := field.ReadFile(path, 0)
 	if err != nil {
 		return nil, err
 	}

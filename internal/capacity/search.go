@@ -176,6 +176,17 @@ func Search(ctx context.Context, base Deployment, space Space, w Workload, obj O
 	if obj.TargetRate < 0 || math.IsNaN(obj.TargetRate) || math.IsInf(obj.TargetRate, 0) {
 		return nil, field.Invalid("rate", obj.TargetRate, "must be a positive number of requests per second")
 	}
+	if err := field.NonNegative("budget", obj.Budget); err != nil {
+		return nil, err
+	}
+	// The settings every candidate shares are checked once, here: a bad
+	// one is the user's error, not a candidate that fails to meet the SLOs.
+	if base.Replicas < 1 {
+		return nil, field.Invalid("replicas", base.Replicas, "must be at least 1")
+	}
+	if err := base.Engine.Validate(); err != nil {
+		return nil, err
+	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
 	}

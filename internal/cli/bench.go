@@ -87,6 +87,10 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 				defer stopServe()
 				serveTracer = st
 			}
+			if rp, ok := cfg.Workload.(*workload.Replay); ok && rp.Span() > workload.LongSpan {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: warning: the trace's schedule spans %s (%.0f days) at --time-scale %g: the run sleeps that long between its first and last request; narrow it with --trace-window or speed it up with --time-scale\n",
+					rp.Span().Round(time.Second), rp.Span().Hours()/24, opts.Workload.TimeScale)
+			}
 			cfg.Command = commandLine(os.Args)
 			cfg.Echo = flagValues(cmd.Flags())
 			cfg.Log = cmd.ErrOrStderr()

@@ -45,6 +45,9 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 			if err := g.finish(); err != nil {
 				return usageError(fmt.Errorf("calibrate: %w", err), g)
 			}
+			if err := cfg.Validate(); err != nil {
+				return usageError(fmt.Errorf("calibrate: %w", err), g)
+			}
 			if _, _, err := cfg.Engine.Config(); err != nil {
 				return usageError(fmt.Errorf("calibrate: %w", err), g)
 			}
@@ -78,7 +81,7 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 	bindEngineFlags(g, &cfg.Engine)
 	f.StringVar(&cfg.EngineName, "engine", "", "the server's engine, recorded in the profile (e.g. vLLM)")
 	f.StringVar(&cfg.EngineVersion, "engine-version", "", "the server's engine version, recorded in the profile")
-	f.IntVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "bootstrap resamples for the confidence intervals")
+	g.intVar(&cfg.Bootstrap, "bootstrap", "bootstrap resamples for the confidence intervals (0: 16)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the bootstrap resamples")
 	bindOutputFile(newFlagGroup(f, "", ""), &out, "profile file to write")
 	return cmd

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/pflag"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
@@ -21,7 +21,7 @@ import (
 // rejects is an error; a deprecated spelling is taken, with a notice on
 // warn.
 func applyConfigFile(path string, fs *pflag.FlagSet, warn io.Writer) error {
-	data, err := os.ReadFile(path)
+	data, err := field.ReadFile(path, 0)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}

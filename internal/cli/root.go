@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -73,11 +75,11 @@ func exitStatus(root *cobra.Command, err error, stderr io.Writer) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintln(stderr, "tokentrace:", ee.Err)
+			fmt.Fprintln(stderr, "tokentrace:", field.Escape(ee.Err.Error()))
 		}
 		return ee.Code
 	}
-	fmt.Fprintln(stderr, "tokentrace:", err)
+	fmt.Fprintln(stderr, "tokentrace:", field.Escape(err.Error()))
 	if root.Annotations[startedKey] == "" {
 		return ExitUsage
 	}

@@ -85,6 +85,7 @@ cannot be written (docs/cli.md).`,
 	bindOutputDir(g, &opts.OutputDir, "results folder (default ./results/<timestamp>/)")
 	g.boolVar(&opts.Steps, "steps", "write every engine step to steps.jsonl")
 	g.stringVar(&opts.Like, "like", "replay a results folder's workload (bench's or simulate's): its requests' served prompt lengths and produced output lengths, its closed loop or arrivals, its client's measured transport; the engine is this command's flags")
+	g.boolVar(&opts.Force, "force", "run over the bounds of one simulation (2,000,000 requests, 4096 replicas; docs/operate.md)")
 	return cmd
 }
 

@@ -79,7 +79,7 @@ func DefaultOptions() Options {
 // Config resolves the options into an engine configuration timed by the
 // performance model, whose estimator it also returns.
 func (o Options) Config() (Config, *perfmodel.Estimator, error) {
-	if err := o.check(); err != nil {
+	if err := o.Validate(); err != nil {
 		return Config{}, nil, err
 	}
 	pc, err := o.perfConfig()
@@ -130,10 +130,13 @@ func (o Options) Config() (Config, *perfmodel.Estimator, error) {
 	return ec, est, nil
 }
 
-// check rejects the values Config would read as "the default" (0) or
-// that the performance model takes otherwise; the rest Config.Validate
-// judges on the resolved configuration.
-func (o Options) check() error {
+// Validate rejects, naming the field, the numbers that cannot be meant:
+// those Config would read as "the default" (0) or that the performance
+// model takes otherwise, NaN, and negative counts; the rest
+// Config.Validate judges on the resolved configuration. Every command
+// that takes engine settings (serve, simulate, plan, calibrate, bench's
+// embedded engine) checks them here, before anything runs.
+func (o Options) Validate() error {
 	switch {
 	case o.BlockSize < 1:
 		return field.Invalid("block_size", o.BlockSize, "must be at least 1")
@@ -141,6 +144,17 @@ func (o Options) check() error {
 		return field.Invalid("tensor_parallel_size", o.TensorParallelSize, "must be at least 1, or 0 for the smallest that fits")
 	case !(o.GPUMemoryUtilization > 0 && o.GPUMemoryUtilization <= 1):
 		return field.Invalid("gpu_memory_utilization", o.GPUMemoryUtilization, "must be in (0, 1]")
+	case o.SpeculativeAlpha != 0 && !(o.SpeculativeAlpha > 0 && o.SpeculativeAlpha <= 1):
+		return field.Invalid("speculative_alpha", o.SpeculativeAlpha, "must be in (0, 1]")
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"max_num_seqs", o.MaxNumSeqs}, {"max_num_batched_tokens", o.MaxNumBatchedTokens}, {"num_gpu_blocks_override", o.NumGPUBlocksOverride},
+		{"max_model_len", o.MaxModelLen}, {"max_waiting", o.MaxWaiting}, {"speculative_k", o.SpeculativeK}} {
+		if err := field.Count(c.name, c.v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/redisstate"
@@ -387,7 +388,7 @@ func yamlError(data []byte, err error) error {
 // It also returns the bytes it parsed, for Watch to compare later reads
 // against.
 func LoadConfig(path string) (*Config, []byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := field.ReadFile(path, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
@@ -760,7 +761,7 @@ func Watch(ctx context.Context, path string, loaded []byte, interval time.Durati
 			return
 		case <-t.C:
 		}
-		data, err := os.ReadFile(path)
+		data, err := field.ReadFile(path, 0)
 		if err != nil {
 			if !bytes.Equal(last, nil) {
 				log.Error("config reload: keeping the running configuration", "path", path, "err", err)

@@ -4,11 +4,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // GPU is one accelerator's public figures. All rates are per GPU.
@@ -217,7 +218,7 @@ func LookupGPU(name string) (GPU, error) { return BuiltinGPUs().Lookup(name) }
 // LoadGPUCatalogFile returns the embedded catalog extended (and overridden,
 // name by name) by the GPUs in the YAML file at path.
 func LoadGPUCatalogFile(path string) (*GPUCatalog, error) {
-	data, err := os.ReadFile(path)
+	data, err := field.ReadFile(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("GPU file: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // LoadModelConfig reads a Hugging Face config.json (Llama, Mistral, Qwen2,
@@ -15,7 +17,7 @@ import (
 // multimodal config's text_config is used when present). A missing or
 // mistyped required field is named in the error.
 func LoadModelConfig(path string) (ModelSpec, error) {
-	data, err := os.ReadFile(path)
+	data, err := field.ReadFile(path, 0)
 	if err != nil {
 		return ModelSpec{}, fmt.Errorf("model config: %w", err)
 	}

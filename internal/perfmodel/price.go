@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // Price is one GPU's on-demand price per GPU-hour, with where it comes from.
@@ -68,7 +69,7 @@ func LoadPrices(path string, cat *GPUCatalog) (*Prices, error) {
 	if path == "" {
 		return base, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := field.ReadFile(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("price file: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/tokentrace/tokentrace/internal/field"
 )
 
 // ProfileSchema is the version of the profile file format.
@@ -198,7 +200,7 @@ func (p *Profile) OutOfRange(batch, input, output int) []string {
 // LoadProfile reads and validates a profile file. An unknown key is an
 // error (a typo would otherwise silently keep a default).
 func LoadProfile(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
+	data, err := field.ReadFile(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}

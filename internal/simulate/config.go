@@ -53,6 +53,8 @@ type Config struct {
 	// Workload and Load are what is sent and when, as for bench.
 	Workload workload.Source
 	Load     workload.Load
+	// Force runs a simulation over the bounds of Preflight.
+	Force bool
 	// IgnoreEOS sends every request with ignore_eos (answers run to
 	// max_tokens), as bench does against the embedded engine.
 	IgnoreEOS bool
@@ -154,6 +156,11 @@ func (c Config) validate() error {
 	}
 	if err := c.Engine.WithDefaults().Validate(); err != nil {
 		return err
+	}
+	if !c.Force {
+		if err := Preflight(c.Replicas, c.Load); err != nil {
+			return err
+		}
 	}
 	switch {
 	case c.Replicas < 1:

@@ -34,6 +34,7 @@ type Options struct {
 	QueueFullStatus int    // queue_full_status: 429 or 503 for --max-waiting
 
 	Replicas       int           // replicas
+	Force          bool          // force: run over Preflight's bounds
 	Balancer       string        // balancer: route.Names
 	LengthPools    string        // length_pools: ParsePools
 	PrefixBytes    int           // prefix_bytes: text hashed by prefix_affinity
@@ -124,7 +125,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 		Engine: ec, Replicas: replicas, Pools: pools, Balancer: o.Balancer, PrefixBytes: o.PrefixBytes,
 		ScrapeInterval: o.ScrapeInterval, Network: network, QueueFullStatus: o.QueueFullStatus,
 		Workload: src, Load: l, IgnoreEOS: ignoreEOS, Model: model, Steps: o.Steps,
-		SampleInterval: SampleInterval,
+		SampleInterval: SampleInterval, Force: o.Force,
 	}
 	if err := o.admission(&cfg); err != nil {
 		return cfg, out, err

@@ -9,9 +9,12 @@ import (
 	"strings"
 )
 
-// MaxLen bounds every drawn length (2^30 tokens, the largest max_tokens a
-// server accepts), so a long tail never overflows an int.
-const MaxLen = 1 << 30
+// MaxLen bounds every length, drawn or read from a trace (10,000,000
+// tokens, the estimator's bound, perfmodel.MaxLength): a long tail never
+// overflows an int, and a prompt is never built larger than about 50 MB of
+// text. Longer lengths are refused, naming the flag or the trace's row,
+// before anything is allocated.
+const MaxLen = 10_000_000
 
 // Dist is a distribution of token lengths: prompt lengths and max_tokens
 // of a workload (bench --input-tokens/--output-tokens), and the engine's

@@ -50,6 +50,26 @@ func (l Load) Mode() string {
 
 // Validate checks a load; a bad one gives a *field.Error named as Options
 // names the setting.
+// Expected is how many requests the load sends, warm-up included, when
+// that is known before it runs: its Requests (capped by what Rate sends in
+// Duration when both are set), or Rate × Duration. ok is false for a closed
+// loop bounded by time alone, or a trace (its file bounds it).
+func (l Load) Expected() (n float64, ok bool) {
+	byRate := math.Inf(1)
+	if l.Rate > 0 && l.Duration > 0 {
+		byRate = l.Rate * (l.Duration + l.WarmupDuration).Seconds()
+	}
+	switch {
+	case l.Arrivals != nil:
+		return 0, false
+	case l.Requests > 0:
+		return math.Min(float64(l.Requests+l.WarmupRequests), byRate), true
+	case !math.IsInf(byRate, 1):
+		return byRate, true
+	}
+	return 0, false
+}
+
 func (l Load) Validate() error {
 	switch {
 	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):

@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +81,19 @@ type Replay struct {
 	shared []int
 	shares bool // some row shares a prefix with an earlier one
 }
+
+// Span is the replay's schedule from its first arrival to its last, at
+// its time scale: how long a run replaying it in wall time lasts at least.
+func (r *Replay) Span() time.Duration {
+	if len(r.at) == 0 {
+		return 0
+	}
+	return slices.Max(r.at) - slices.Min(r.at)
+}
+
+// LongSpan is the schedule past which a wall-clock replay is warned about
+// at its start.
+const LongSpan = 24 * time.Hour
 
 // NewReplay selects and scales rows.
 func NewReplay(rows []TraceRow, c ReplayConfig) (*Replay, error) {

@@ -103,7 +103,7 @@ func ReadTrace(r io.Reader, f TraceFilter) (*Trace, error) {
 		}
 		t, err = readMooncake(br)
 	} else {
-		t, err = readTraceCSV(br, f)
+		t, err = readTraceCSV(&lineLimiter{r: br}, f)
 	}
 	if err != nil {
 		return nil, err
@@ -162,6 +162,31 @@ func (c *rowClock) at(ts time.Time) (time.Duration, error) {
 // without spaces or underscores ("Request tokens" is "requesttokens").
 func columnKey(s string) string {
 	return strings.NewReplacer(" ", "", "_", "").Replace(strings.ToLower(strings.TrimSpace(s)))
+}
+
+// maxTraceLine bounds one line of a CSV trace (a row is a few dozen
+// bytes): a file that is not a trace (a binary file, /dev/zero) fails at
+// once instead of being held whole as one line.
+const maxTraceLine = 1 << 20
+
+// lineLimiter fails a read once more than maxTraceLine bytes have passed
+// without a line end.
+type lineLimiter struct {
+	r   io.Reader
+	run int
+}
+
+func (l *lineLimiter) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+		l.run = n - 1 - i
+	} else {
+		l.run += n
+	}
+	if l.run > maxTraceLine {
+		return 0, fmt.Errorf("a line over %d bytes: this is not a trace", maxTraceLine)
+	}
+	return n, err
 }
 
 // readTraceCSV reads an Azure or a BurstGPT trace by its header.
@@ -361,6 +386,9 @@ func parseCount(s string) (int, error) {
 	}
 	if n < 0 {
 		return 0, fmt.Errorf("%d is negative", n)
+	}
+	if n > MaxLen {
+		return 0, fmt.Errorf("%d tokens is over the %d a request may hold", n, MaxLen)
 	}
 	return n, nil
 }
