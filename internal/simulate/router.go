@@ -321,7 +321,6 @@ func splitReasoning(rec *latency.Record, n int) {
 		rec.OtherNS = append(rec.OtherNS, rec.ChunkNS[i])
 		if k > left { // the event also holds answer tokens: it stays, with those
 			rec.ChunkTokens[i] = int32(k - left)
-			left = 0
 			break
 		}
 		left -= k
