@@ -8,6 +8,7 @@ import (
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +116,27 @@ func TestEngineFixtures(t *testing.T) {
 		want := &ServerSplit{PrefillNS: 342546000, DecodeNS: 4535599000, Source: SourceOllamaDurations, Engine: EngineOllama, Unreported: []string{SplitQueue}}
 		if diff := cmp.Diff(want, SplitFromOllama(bytes.TrimSpace(read(t, "ollama-chat.json")))); diff != "" {
 			t.Errorf("split (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("llamacpp", func(t *testing.T) {
+		var raw []byte
+		for _, line := range strings.Split(string(read(t, "llamacpp-stream.sse")), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, `"timings"`) {
+				raw = []byte(d)
+			}
+		}
+		for name, answer := range map[string][]byte{"stream": raw, "answer": read(t, "llamacpp-answer.json")} {
+			tm, ok := timingsOf(answer)
+			if !ok {
+				t.Fatalf("%s: no timings in the recorded exchange", name)
+			}
+			sp := SplitFromLlamaCppTimings(tm)
+			if sp == nil || sp.PrefillNS <= 0 || sp.DecodeNS <= 0 || sp.Reports(SplitQueue) || sp.Engine != EngineLlamaCpp {
+				t.Errorf("%s: split %+v from %s", name, sp, tm)
+			}
+			if got, _ := ParseLlamaCppTimings(tm); got.PredictedN != 16 || got.PromptN <= 0 {
+				t.Errorf("%s: timings %+v: want 16 predicted tokens (max_tokens with ignore_eos) and some prompt", name, got)
+			}
 		}
 	})
 }

@@ -2,8 +2,14 @@ package llamacpptest
 
 import (
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,4 +83,66 @@ func TestServerAnswers(t *testing.T) {
 			t.Errorf("/metrics lacks %s:\n%s", name, m)
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "record the llama-server exchange into ../latency/testdata/engines")
+
+// TestRecordExchange records a streamed and a whole answer of the real
+// llama-server as the fixtures latency's adapters are tested on (with
+// -update), and otherwise checks that the server still sends the timings
+// keys the fixtures hold.
+func TestRecordExchange(t *testing.T) {
+	s := Start(t, Options{Slots: 2})
+	dir := filepath.Join("..", "latency", "testdata", "engines")
+	for _, c := range []struct {
+		file   string
+		stream bool
+	}{{"llamacpp-stream.sse", true}, {"llamacpp-answer.json", false}} {
+		body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"hello there, how are you"}],"max_tokens":16,"ignore_eos":true,"stream":%v}`, c.stream)
+		// A fresh connection each: llama-server closes one after a stream.
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Post(s.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v\n%s", c.file, resp.StatusCode, err, got)
+		}
+		path := filepath.Join(dir, c.file)
+		if *update {
+			if err := os.WriteFile(path, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := timingsKeys(t, got), timingsKeys(t, want); !slices.Equal(a, b) {
+			t.Errorf("%s: llama-server's timings keys are %v, the fixture's %v (run with -update to record again)", c.file, a, b)
+		}
+	}
+}
+
+// timingsKeys are the keys of the last "timings" object in an answer or a
+// stream.
+func timingsKeys(t *testing.T, b []byte) []string {
+	t.Helper()
+	var last []byte
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimPrefix(strings.TrimSpace(line), "data: ")
+		if strings.Contains(line, `"timings"`) {
+			last = []byte(line)
+		}
+	}
+	var m struct {
+		Timings map[string]json.RawMessage `json:"timings"`
+	}
+	if err := json.Unmarshal(last, &m); err != nil || m.Timings == nil {
+		t.Fatalf("no timings in %s", b)
+	}
+	return slices.Sorted(maps.Keys(m.Timings))
 }
