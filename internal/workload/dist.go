@@ -9,12 +9,32 @@ import (
 	"strings"
 )
 
-// MaxLen bounds every length, drawn or read from a trace (10,000,000
-// tokens, the estimator's bound, perfmodel.MaxLength): a long tail never
-// overflows an int, and a prompt is never built larger than about 50 MB of
-// text. Longer lengths are refused, naming the flag or the trace's row,
-// before anything is allocated.
-const MaxLen = 10_000_000
+// MaxLen bounds every drawn length (2^30: tokens, or microseconds for a
+// delay), so a long tail never overflows an int.
+const MaxLen = 1 << 30
+
+// MaxTokens bounds a prompt or output length given as a number (a flag's
+// fixed or uniform length, a trace row): 10,000,000 tokens, the
+// estimator's bound (perfmodel.MaxLength), so a prompt is never built
+// larger than about 50 MB of text. Longer lengths are refused, naming the
+// flag or the trace's row, before anything is allocated.
+const MaxTokens = 10_000_000
+
+// checkTokens refuses a token length distribution whose stated lengths
+// exceed MaxTokens (a fixed length, a uniform range's top, a mean).
+func checkTokens(d Dist) error {
+	top := d.Mean()
+	switch x := d.(type) {
+	case Fixed:
+		top = float64(x)
+	case Uniform:
+		top = float64(x.Hi)
+	}
+	if top > MaxTokens {
+		return fmt.Errorf("%s: over the %d tokens a request may hold", d, MaxTokens)
+	}
+	return nil
+}
 
 // Dist is a distribution of token lengths: prompt lengths and max_tokens
 // of a workload (bench --input-tokens/--output-tokens), and the engine's

@@ -73,6 +73,9 @@ func (o Options) Build(chat bool, given func(field string) bool) (Source, Load, 
 		return nil, Load{}, err
 	}
 	out, err := ParseDist(o.OutputTokens, "output")
+	if err == nil {
+		err = checkTokens(out)
+	}
 	if err != nil {
 		return nil, Load{}, field.Wrap("output_tokens", err)
 	}
@@ -104,6 +107,9 @@ func (o Options) Build(chat bool, given func(field string) bool) (Source, Load, 
 		src = pr
 	default:
 		in, err := ParseDist(o.InputTokens, "input")
+		if err == nil {
+			err = checkTokens(in)
+		}
 		if err != nil {
 			return nil, Load{}, field.Wrap("input_tokens", err)
 		}

@@ -387,8 +387,8 @@ func parseCount(s string) (int, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("%d is negative", n)
 	}
-	if n > MaxLen {
-		return 0, fmt.Errorf("%d tokens is over the %d a request may hold", n, MaxLen)
+	if n > MaxTokens {
+		return 0, fmt.Errorf("%d tokens is over the %d a request may hold", n, MaxTokens)
 	}
 	return n, nil
 }
