@@ -29,6 +29,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/sse"
+	"github.com/tokentrace/tokentrace/internal/staleconn"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -152,7 +153,10 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 	if to <= 0 {
 		to = 10 * time.Minute
 	}
-	return &Client{target: t, url: u, hc: &http.Client{Transport: tr}, now: now, timeout: to}, nil
+	// A request that meets a pooled connection its server already closed
+	// (llama-server closes after each answer) is resent once on a fresh
+	// one; requestTrace counts it into the record.
+	return &Client{target: t, url: u, hc: &http.Client{Transport: staleconn.New(tr)}, now: now, timeout: to}, nil
 }
 
 // Close releases idle connections.
@@ -211,6 +215,7 @@ type requestTrace struct {
 	c         *Client
 	rec       *latency.Record
 	connStart int64
+	conns     int          // connections the request got: more than one, it was resent
 	arrival   func() int64 // when the bytes being read reached the process
 }
 
@@ -220,6 +225,9 @@ func (t *requestTrace) trace() *httptrace.ClientTrace {
 		DNSStart:     func(httptrace.DNSStartInfo) { t.startConnect() },
 		ConnectStart: func(string, string) { t.startConnect() },
 		GotConn: func(info httptrace.GotConnInfo) {
+			if t.conns++; t.conns > 1 {
+				rec.Resent++ // a resend: the connection before was stale
+			}
 			if !info.Reused && t.connStart != 0 {
 				rec.ConnectNS = now() - t.connStart
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/route"
+	"github.com/tokentrace/tokentrace/internal/staleconn"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -109,9 +110,11 @@ func newWithLog(cfg *Config, log *slog.Logger) (*Gateway, error) {
 
 func (g *Gateway) init() {
 	g.initOnce.Do(func() {
-		g.transport = g.Transport
-		if g.transport == nil {
-			g.transport = &http.Transport{
+		// A request that meets a pooled connection its upstream already
+		// closed is resent once on a fresh one (internal/staleconn).
+		switch t := g.Transport.(type) {
+		case nil:
+			g.transport = staleconn.New(&http.Transport{
 				Proxy:               nil,
 				DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 				MaxIdleConns:        0,
@@ -120,7 +123,11 @@ func (g *Gateway) init() {
 				DisableCompression:  true,
 				WriteBufferSize:     8 << 10,
 				ReadBufferSize:      4 << 10,
-			}
+			})
+		case *http.Transport:
+			g.transport = staleconn.New(t)
+		default:
+			g.transport = &staleconn.Transport{Pooled: t}
 		}
 		g.idPrefix = newIDPrefix()
 	})

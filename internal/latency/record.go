@@ -99,7 +99,15 @@ type Record struct {
 	OutputSource       string `json:"output_source,omitempty"`
 	FinishReason       string `json:"finish_reason,omitempty"`
 
-	Status    int    `json:"status,omitempty"`
+	Status int `json:"status,omitempty"`
+	// Resent is how many times the client sent the request again because
+	// the pooled keep-alive connection it took had been closed or reset by
+	// the server before any byte of answer (internal/staleconn): at most
+	// one resend of ours, on a fresh connection, plus any Go's transport
+	// made for a request it had not written at all. A resent request that
+	// then succeeded is a success; its instants are the resend's, from the
+	// first send (SentNS).
+	Resent    int    `json:"resent,omitempty"`
 	ErrorKind string `json:"error_kind,omitempty"`
 	Error     string `json:"error,omitempty"`
 

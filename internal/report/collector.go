@@ -44,6 +44,7 @@ const (
 	// (llama.cpp's timings, Ollama's durations); the analysis infers it
 	// (analysis.inferQueue).
 	flagQueueInferred
+	flagResent // sent again after a stale keep-alive connection
 )
 
 // row is the compact part of a Record that a report needs: about 170 bytes

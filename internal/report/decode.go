@@ -283,6 +283,8 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			r.FinishReason, err = d.strc(scFinish)
 		case "status":
 			r.Status, err = d.int()
+		case "resent":
+			r.Resent, err = d.int()
 		case "error_kind":
 			r.ErrorKind, err = d.strc(scErrorKind)
 		case "error":

@@ -92,6 +92,9 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	if r.FinishReason == "length" {
 		w.flags |= flagTruncated
 	}
+	if r.Resent > 0 {
+		w.flags |= flagResent
+	}
 	switch {
 	case !r.OK():
 		w.errKind = uint8(min(d.index(&d.kinds, r.ErrorKind), 255))

@@ -55,6 +55,10 @@ type Summary struct {
 	// succeeded nor failed.
 	Unreadable int `json:"unreadable_lines,omitempty"`
 	Truncated  int `json:"truncated,omitempty"` // finish_reason "length"
+	// Resent counts the requests the client sent again, once, because the
+	// pooled connection they took had been closed by the server before
+	// any answer (Record.Resent): the keep-alive race, not a failure.
+	Resent int `json:"resent,omitempty"`
 	// DurationS is Σ over sources of (last end − first intended send).
 	DurationS     float64 `json:"duration_s"`
 	OfferedRPS    float64 `json:"offered_rps"`    // (requests − 1) / (last − first intended send)

@@ -27,6 +27,9 @@ func (a *analysis) summary(rep *Report, warmup int) {
 	s.Warmup = warmup
 	for i := range a.rows {
 		r := &a.rows[i]
+		if r.flags&flagResent != 0 {
+			s.Resent++
+		}
 		if !r.ok() {
 			if s.Errors == nil {
 				s.Errors = map[string]int{}

@@ -67,6 +67,9 @@ func (t textWriter) summary(r *Report) {
 	if s.Unreadable > 0 {
 		t.p("unreadable lines %d (not records: neither succeeded nor failed requests; see the notes)\n", s.Unreadable)
 	}
+	if s.Resent > 0 {
+		t.p("resent %d (the server had closed their pooled connection before any answer; not failures)\n", s.Resent)
+	}
 	if line := s.PrefixLine(); line != "" {
 		t.p("%s\n", line)
 	}

@@ -1,0 +1,167 @@
+package staleconn
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/staleconn/staleconntest"
+)
+
+// start starts a test server and returns its chat completions URL.
+func start(t *testing.T, m staleconntest.Mode) string {
+	return staleconntest.Start(t, m) + "/v1/chat/completions"
+}
+
+// post sends one streamed request through rt and reads its answer whole.
+func post(rt http.RoundTripper, url string) error {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		return err
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(string(b), "[DONE]\n\n") {
+		return fmt.Errorf("answer cut short: %q", b)
+	}
+	return nil
+}
+
+func newTransport() (*Transport, *atomic.Int64) {
+	var resent atomic.Int64
+	t := New(&http.Transport{MaxIdleConnsPerHost: 64})
+	t.OnResend = func() { resent.Add(1) }
+	return t, &resent
+}
+
+// A server that closes after every streamed answer though it says
+// keep-alive: four closed-loop workers, 400 requests, none failed. How
+// many met a closed connection is a race (the server's FIN against the
+// next request); every one that did was resent.
+func TestServerClosingAfterEachAnswer(t *testing.T) {
+	url := start(t, staleconntest.CloseAfterAnswer)
+	tr, resent := newTransport()
+	defer tr.CloseIdleConnections()
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				if err := post(tr, url); err != nil {
+					failed.Add(1)
+					t.Errorf("request failed: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("400 requests, %d failed, %d resent", failed.Load(), resent.Load())
+}
+
+// A server that reads a connection's second request and closes without
+// answering: every such request is resent, once, on a fresh connection.
+// One worker, 100 requests: the first on each connection is answered, the
+// second resent, so exactly 50 resends and no failure.
+func TestStaleConnectionResentOnce(t *testing.T) {
+	url := start(t, staleconntest.DiscardSecond)
+	tr, resent := newTransport()
+	defer tr.CloseIdleConnections()
+	for i := 0; i < 100; i++ {
+		if err := post(tr, url); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if resent.Load() != 50 {
+		t.Errorf("%d resends, want 50", resent.Load())
+	}
+}
+
+// Without the wrapper the same server fails those requests: the test
+// server does reproduce the stale connection.
+func TestStaleConnectionFailsWithoutResend(t *testing.T) {
+	url := start(t, staleconntest.DiscardSecond)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	if err := post(tr, url); err != nil {
+		t.Fatal(err)
+	}
+	err := post(tr, url)
+	if err == nil || !Dropped(err) {
+		t.Errorf("second request on the connection: %v, want the connection dropped before any answer", err)
+	}
+}
+
+// A server that resets a connection's second request without answering
+// (as one closing after its answer does when the next request is already
+// in its buffer): resent, like a close.
+func TestResetBeforeAnswerResent(t *testing.T) {
+	url := start(t, staleconntest.ResetSecond)
+	tr, resent := newTransport()
+	defer tr.CloseIdleConnections()
+	for i := 0; i < 10; i++ {
+		if err := post(tr, url); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if resent.Load() != 5 {
+		t.Errorf("%d resends, want 5", resent.Load())
+	}
+}
+
+// The server had the request — a byte of answer came — or the connection
+// was fresh: real failures. A server that resets every request gets one
+// resend of a request on a pooled connection, never two, and no resend of
+// one on a fresh connection.
+func TestRealFailuresNotResent(t *testing.T) {
+	url := start(t, staleconntest.CutSecond)
+	tr, resent := newTransport()
+	defer tr.CloseIdleConnections()
+	if err := post(tr, url); err != nil {
+		t.Fatal(err)
+	}
+	if err := post(tr, url); err == nil || resent.Load() != 0 {
+		t.Errorf("cut after the first byte: err %v, %d resends; want a failure, none", err, resent.Load())
+	}
+
+	url = start(t, staleconntest.ResetAll)
+	tr, resent = newTransport()
+	defer tr.CloseIdleConnections()
+	if err := post(tr, url); err == nil || resent.Load() != 0 {
+		t.Errorf("reset on a fresh connection: err %v, %d resends; want a failure, none", err, resent.Load())
+	}
+}
+
+func TestDropped(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{io.EOF, true},
+		{fmt.Errorf("net/http: Transport failed to read from server: %w", io.EOF), true},
+		{fmt.Errorf("Post %q: %s", "u", serverClosedIdle), true},
+		{fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{fmt.Errorf("write: %w", syscall.EPIPE), true},
+		{io.ErrUnexpectedEOF, false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := Dropped(c.err); got != c.want {
+			t.Errorf("Dropped(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
