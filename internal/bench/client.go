@@ -214,7 +214,9 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 type requestTrace struct {
 	c         *Client
 	rec       *latency.Record
-	connStart int64
+	// connStart is set by the dial's hooks, which run on the transport's
+	// dialing goroutines (a dial begun for the request may outlive it).
+	connStart atomic.Int64
 	conns     int          // connections the request got: more than one, it was resent
 	arrival   func() int64 // when the bytes being read reached the process
 }
@@ -228,8 +230,8 @@ func (t *requestTrace) trace() *httptrace.ClientTrace {
 			if t.conns++; t.conns > 1 {
 				rec.Resent++ // a resend: the connection before was stale
 			}
-			if !info.Reused && t.connStart != 0 {
-				rec.ConnectNS = now() - t.connStart
+			if cs := t.connStart.Load(); !info.Reused && cs != 0 {
+				rec.ConnectNS = now() - cs
 			}
 			t.arrival = arrivalClock(info.Conn)
 		},
@@ -243,9 +245,7 @@ func (t *requestTrace) trace() *httptrace.ClientTrace {
 }
 
 func (t *requestTrace) startConnect() {
-	if t.connStart == 0 {
-		t.connStart = t.c.now()
-	}
+	t.connStart.CompareAndSwap(0, t.c.now())
 }
 
 // arrivalClock is the connection's arrival stamp, or the run's clock where

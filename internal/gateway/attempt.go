@@ -165,11 +165,11 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 // trace context and the replica's own credentials.
 func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Response, error) {
 	g := x.g
-	conns := 0 // more than one: the request was resent (a stale connection)
+	var conns atomic.Int32 // more than one: the request was resent (a stale connection)
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
 		t := g.now()
 		a.gotConn.Store(&t)
-		conns++
+		conns.Add(1)
 	}}
 	ctx = httptrace.WithClientTrace(ctx, trace)
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, a.rep.cfg.URL+x.r.URL.Path, bytes.NewReader(body))
@@ -186,7 +186,7 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 		out.Header.Del("Authorization") // the gateway's key is not the upstream's
 	}
 	resp, err := g.transport.RoundTrip(out)
-	if conns > 1 {
+	if conns.Load() > 1 {
 		g.countFault(a.pool, faultStaleConn)
 	}
 	if err != nil {
