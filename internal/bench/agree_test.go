@@ -54,7 +54,7 @@ func TestSameP99Everywhere(t *testing.T) {
 	coll := report.NewCollector(report.Options{})
 	var compat compatAgg
 	dir := t.TempDir()
-	w, err := results.NewRecordWriter(filepath.Join(dir, report.RecordsFile))
+	w, err := results.NewRecordWriter(filepath.Join(dir, results.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

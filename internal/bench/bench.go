@@ -196,8 +196,8 @@ type run struct {
 	coll    *report.Collector
 	compat  compatAgg
 	// The server's evidence read from its /metrics over the run.
-	samples []report.ServerSample
-	server  *report.ServerInfo
+	samples []results.ServerSample
+	server  *results.ServerInfo
 	// zero is the wall-clock instant the records' instants count from;
 	// offset the clock's measured offset to the target's (shards).
 	zero      time.Time
@@ -404,7 +404,7 @@ func (r *run) send(ctx context.Context, runner *Runner) error {
 func (r *run) conclude(out io.Writer) (*Result, error) {
 	info := r.runInfo()
 	r.coll.SetRun(info)
-	if err := report.WriteRunInfo(r.cfg.OutDir, info); err != nil {
+	if err := results.WriteRunInfo(r.cfg.OutDir, info); err != nil {
 		return nil, err
 	}
 	rep := r.coll.Report()
@@ -423,9 +423,9 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 }
 
 // runInfo is what the report is told about the run (run.json).
-func (r *run) runInfo() report.RunInfo {
+func (r *run) runInfo() results.RunInfo {
 	sum, l := r.sum, r.cfg.Load
-	info := report.RunInfo{Target: sum.Target, Model: r.target.Model, Mode: l.Mode(),
+	info := results.RunInfo{Target: sum.Target, Model: r.target.Model, Mode: l.Mode(),
 		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency, Interrupted: sum.Interrupted,
 		Warnings: sum.Client.Warnings, Samples: r.samples, Server: r.server}
 	if sum.Sweep == nil && l.Duration == 0 {
@@ -487,13 +487,13 @@ func (r *run) runID() string {
 
 // shardInfo is a shard's part of run.json: which share, of which
 // workload, and where its clock stands.
-func (r *run) shardInfo() *report.ShardInfo {
+func (r *run) shardInfo() *results.ShardInfo {
 	sh := r.cfg.Shard
 	if !sh.Sharded() {
 		return nil
 	}
 	host, _ := os.Hostname()
-	si := &report.ShardInfo{Index: sh.Index, Count: sh.Count, Workload: r.cfg.WorkloadID,
+	si := &results.ShardInfo{Index: sh.Index, Count: sh.Count, Workload: r.cfg.WorkloadID,
 		StartUnixNS: r.zero.UnixNano(), StartAt: r.cfg.StartAt, Host: host}
 	if r.offset != nil {
 		si.ClockOffsetNS, si.ClockUncertaintyNS = int64(r.offset.Offset), max(int64(r.offset.Uncertainty), 1)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -135,10 +136,10 @@ type SweepOutcome struct {
 	Line string `json:"line"`
 }
 
-func (o *SweepOutcome) points() []report.SweepPoint {
-	var out []report.SweepPoint
+func (o *SweepOutcome) points() []results.SweepPoint {
+	var out []results.SweepPoint
 	for _, p := range o.Points {
-		out = append(out, report.SweepPoint{Phase: p.Phase, OfferedRate: p.Rate, Concurrency: p.Concurrency})
+		out = append(out, results.SweepPoint{Phase: p.Phase, OfferedRate: p.Rate, Concurrency: p.Concurrency})
 	}
 	return out
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
@@ -30,8 +30,8 @@ type serverWatch struct {
 
 	mu      sync.Mutex
 	engine  scrape.Engine
-	info    report.ServerInfo
-	samples []report.ServerSample
+	info    results.ServerInfo
+	samples []results.ServerSample
 	off     bool // the first scrape failed: none after it
 }
 
@@ -87,7 +87,7 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 	if first {
 		w.info.Series = s.Has
 	}
-	w.samples = append(w.samples, report.ServerSample{AtNS: at, Running: s.Running, Waiting: s.Waiting,
+	w.samples = append(w.samples, results.ServerSample{AtNS: at, Running: s.Running, Waiting: s.Waiting,
 		KVCacheUsage: s.KVUsage, Preemptions: s.Preemptions, PrefixQueries: s.PrefixQueries,
 		PrefixHits: s.PrefixHits, PrefixHitRate: s.PrefixHitRate})
 }
@@ -134,7 +134,7 @@ func (w *serverWatch) start(ctx context.Context, interval time.Duration) (stop f
 }
 
 // result is what was read: the samples and what they hold.
-func (w *serverWatch) result() ([]report.ServerSample, *report.ServerInfo) {
+func (w *serverWatch) result() ([]results.ServerSample, *results.ServerInfo) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	info := w.info

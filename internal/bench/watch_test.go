@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -39,7 +39,7 @@ func TestServerEvidenceInRunJSON(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, &out); err != nil {
 		t.Fatal(err)
 	}
-	info, ok, err := report.ReadRunInfo(dir)
+	info, ok, err := results.ReadRunInfo(dir)
 	if err != nil || !ok {
 		t.Fatalf("run.json: %v %v", ok, err)
 	}

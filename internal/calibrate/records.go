@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // ErrBadInput marks a results folder that cannot be calibrated from (no
@@ -56,7 +56,7 @@ type Workload struct {
 	Requests []Observed
 	// Skipped counts records left out: failed, warm-up, or incomplete.
 	Skipped int
-	Run     report.RunInfo
+	Run     results.RunInfo
 }
 
 // ReadResults reads a bench results folder (requests.jsonl, run.json) and
@@ -68,14 +68,14 @@ type Workload struct {
 // send instants. A folder without records, or whose successful records
 // lack token counts or timestamps, is an error wrapping ErrBadInput.
 func ReadResults(dir string) (*Workload, error) {
-	path := filepath.Join(dir, report.RecordsFile)
+	path := filepath.Join(dir, results.RequestsFile)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	w := &Workload{Dir: dir}
-	if info, ok, err := report.ReadRunInfo(dir); err == nil && ok {
+	if info, ok, err := results.ReadRunInfo(dir); err == nil && ok {
 		w.Run = info
 	}
 	sc := bufio.NewScanner(f)

@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
-	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
@@ -26,7 +25,7 @@ func warnOutsideProfile(w io.Writer, profile, dir string, replicas int) error {
 		return err
 	}
 	batch := 0
-	if info, ok, err := report.ReadRunInfo(dir); err == nil && ok {
+	if info, ok, err := results.ReadRunInfo(dir); err == nil && ok {
 		for _, s := range info.Samples {
 			batch = max(batch, int(math.Ceil(s.Running/float64(max(replicas, 1)))))
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 func TestSimulateBadInputExits2AndWritesNothing(t *testing.T) {
@@ -84,7 +85,7 @@ func TestSimulateFolderIsReadByReport(t *testing.T) {
 			t.Errorf("missing %s: %v", f, err)
 		}
 	}
-	info, ok, err := report.ReadRunInfo(a)
+	info, ok, err := results.ReadRunInfo(a)
 	if err != nil || !ok || !info.Simulated || info.Mode != "open" || len(info.Samples) == 0 {
 		t.Errorf("run.json: %+v, %v, %v", info, ok, err)
 	}

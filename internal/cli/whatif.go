@@ -160,7 +160,7 @@ type runConfig struct {
 // profile calibrated on a custom hardware entry) replaces the run's. skip
 // says why there is no twin.
 func twinOf(dir string, rep *report.Report, profile, gpuFile string) (twin, string, error) {
-	info, _, _ := report.ReadRunInfo(dir)
+	info, _, _ := results.ReadRunInfo(dir)
 	var rc runConfig
 	if b, err := os.ReadFile(filepath.Join(dir, results.ConfigFile)); err == nil {
 		if err := json.Unmarshal(b, &rc); err != nil {
@@ -319,7 +319,7 @@ func simulateLeftOut(o simulate.Options) []string {
 // TP and precisions, with the batch settings the server exposed (else
 // vLLM's defaults). A run whose recorded model is a catalog model other
 // than the profile's is bad input.
-func engineOfProfile(path string, info report.RunInfo) (engine.Options, []string, error) {
+func engineOfProfile(path string, info results.RunInfo) (engine.Options, []string, error) {
 	prof, err := perfmodel.LoadProfile(path)
 	if err != nil {
 		return engine.Options{}, nil, field.Wrap("profile", err)

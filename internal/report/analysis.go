@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -21,7 +22,7 @@ type analysis struct {
 	errKinds []string
 	phases   []string
 	sources  []string
-	runs     []RunInfo
+	runs     []results.RunInfo
 	itl, icl stats.Sample
 
 	// Sorted samples over successful requests, nanoseconds.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // appendBenchRecord appends one realistic requests.jsonl line: a streamed
@@ -143,7 +144,7 @@ func cpuTime() time.Duration {
 func BenchmarkCollectorAdd(b *testing.B) {
 	line := appendBenchRecord(nil, 1, rand.New(rand.NewPCG(1, 2)))
 	var r latency.Record
-	if err := decodeRecord(line, &r); err != nil {
+	if err := results.DecodeRecord(line, &r); err != nil {
 		b.Fatal(err)
 	}
 	c := NewCollector(Options{})

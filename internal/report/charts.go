@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -290,11 +291,11 @@ func (r *Report) timeCharts(add addFunc) error {
 func (tl *Timeline) axis(p *plot.Plot) { p.X.Min, p.X.Max = 0, tl.EndS }
 
 // at is a server sample's instant on the timeline, in seconds.
-func (tl *Timeline) at(s ServerSample) float64 { return float64(s.AtNS-tl.StartNS) / 1e9 }
+func (tl *Timeline) at(s results.ServerSample) float64 { return float64(s.AtNS-tl.StartNS) / 1e9 }
 
 // server returns the samples of the run and what they hold (one input:
 // the timeline exists only then).
-func (r *Report) server() ([]ServerSample, *ServerInfo) {
+func (r *Report) server() ([]results.ServerSample, *results.ServerInfo) {
 	for _, run := range r.Runs {
 		if len(run.Samples) > 0 {
 			return run.Samples, run.Server

@@ -2,6 +2,7 @@ package report
 
 import (
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -88,7 +89,7 @@ type Collector struct {
 	phaseIdx map[string]uint16
 	sources  []string
 	src      uint16
-	runs     []RunInfo
+	runs     []results.RunInfo
 	notes    []string
 	warmup   int
 	// unreadable counts the input lines that were not records.
@@ -119,7 +120,7 @@ func NewCollector(opts Options) *Collector {
 }
 
 // SetRun attaches the load generator's metadata for the current source.
-func (c *Collector) SetRun(info RunInfo) { c.runs = append(c.runs, info) }
+func (c *Collector) SetRun(info results.RunInfo) { c.runs = append(c.runs, info) }
 
 // Note adds a line to the report's notes (what was dropped, what is missing).
 func (c *Collector) Note(s string) { c.notes = append(c.notes, s) }

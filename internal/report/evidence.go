@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"math"
 	"slices"
 	"strconv"
@@ -13,7 +14,7 @@ import (
 // configuration, and the figures the rules reason with. A figure the
 // server does not expose is unknown, never zero.
 type evidence struct {
-	scraped bool   // at least one input has samples with their ServerInfo
+	scraped bool   // at least one input has samples with their results.ServerInfo
 	engine  string // the engine of the first input that has one
 	series  map[string]bool
 	config  map[string]string
@@ -151,7 +152,7 @@ func (ev *evidence) prefixCacheShare() (float64, bool) {
 // lacking lists what the rules would have read but the run does not
 // hold, for the report's notes; nil when nothing is missing or the inputs
 // carry no run metadata at all (records alone).
-func (ev *evidence) lacking(runs []RunInfo) []string {
+func (ev *evidence) lacking(runs []results.RunInfo) []string {
 	if len(runs) == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // The server's evidence over a run, by hand: counters from the first to
@@ -14,9 +15,9 @@ import (
 // over every sample, the mean of running (0, 4, 2: 2).
 func TestServerEvidenceByHand(t *testing.T) {
 	c := NewCollector(Options{})
-	c.SetRun(RunInfo{Server: &ServerInfo{Engine: "vllm", Series: []string{"running", "waiting", "kv_cache_usage",
+	c.SetRun(results.RunInfo{Server: &results.ServerInfo{Engine: "vllm", Series: []string{"running", "waiting", "kv_cache_usage",
 		"preemptions", "prefix_cache"}, Config: map[string]string{"enable_prefix_caching": "True", "block_size": "16"}},
-		Samples: []ServerSample{
+		Samples: []results.ServerSample{
 			{AtNS: 0, Preemptions: 7, PrefixQueries: 1000, PrefixHits: 10, KVCacheUsage: 0.2},
 			{AtNS: 1e9, Running: 4, Waiting: 9, Preemptions: 15, PrefixQueries: 2000, PrefixHits: 500, KVCacheUsage: 0.97},
 			{AtNS: 2e9, Running: 2, Preemptions: 19, PrefixQueries: 3000, PrefixHits: 1010, KVCacheUsage: 0.5},

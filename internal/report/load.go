@@ -15,10 +15,8 @@ import (
 	"sync/atomic"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
-
-// RecordsFile is the name of the per-request records file in a results folder.
-const RecordsFile = "requests.jsonl"
 
 // ErrNoRecords is returned (wrapped) when the inputs hold no record at all.
 var ErrNoRecords = errors.New("no request records")
@@ -95,7 +93,7 @@ func inputs(c *Collector, paths []string) ([]input, error) {
 		}
 		for _, f := range fs {
 			in := input{file: f}
-			info, ok, err := ReadRunInfo(filepath.Dir(f))
+			info, ok, err := results.ReadRunInfo(filepath.Dir(f))
 			if err != nil {
 				c.Note(fmt.Sprintf("run metadata ignored: %v", err))
 			}
@@ -164,7 +162,7 @@ func (u unreadable) String() string {
 // sourceName names an input by its folder, or by the file when it is not
 // called requests.jsonl.
 func sourceName(f string) string {
-	if filepath.Base(f) == RecordsFile {
+	if filepath.Base(f) == results.RequestsFile {
 		return filepath.Dir(f)
 	}
 	return f
@@ -179,17 +177,17 @@ func resolve(p string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{p}, nil
 	}
-	direct := filepath.Join(p, RecordsFile)
+	direct := filepath.Join(p, results.RequestsFile)
 	if _, err := os.Stat(direct); err == nil {
 		return []string{direct}, nil
 	}
-	sub, _ := filepath.Glob(filepath.Join(p, "*", RecordsFile))
+	sub, _ := filepath.Glob(filepath.Join(p, "*", results.RequestsFile))
 	if len(sub) > 0 {
 		slices.Sort(sub)
 		return sub, nil
 	}
 	return nil, fmt.Errorf("%s: %w: no %s in it or in its subfolders (is it a bench results folder?)",
-		p, ErrNoRecords, RecordsFile)
+		p, ErrNoRecords, results.RequestsFile)
 }
 
 // readFile adds every record of one requests.jsonl to c and returns how
@@ -309,7 +307,7 @@ func (p *pipeline) read(ctx context.Context, rd io.Reader) {
 // reduce decodes and reduces blocks into digests (one worker).
 func (p *pipeline) reduce(includeWarmup bool) {
 	var rec latency.Record
-	var sc strCache
+	var sc results.Decoder
 	for j := range p.jobs {
 		var d *digest
 		select {
@@ -406,7 +404,7 @@ func (m *merger) notes() {
 // reduceBlock decodes the lines of one block into d. In the input's final
 // block, a last line without a newline that does not parse is the
 // remainder of a killed run: it is counted in d.truncated, not as malformed.
-func reduceBlock(data []byte, final bool, d *digest, rec *latency.Record, sc *strCache, includeWarmup bool) {
+func reduceBlock(data []byte, final bool, d *digest, rec *latency.Record, sc *results.Decoder, includeWarmup bool) {
 	for len(data) > 0 {
 		line := data
 		rest := []byte(nil)
@@ -420,7 +418,7 @@ func reduceBlock(data []byte, final bool, d *digest, rec *latency.Record, sc *st
 		if len(text) == 0 {
 			continue
 		}
-		if err := sc.decode(text, rec); err != nil {
+		if err := sc.Decode(text, rec); err != nil {
 			if final && !complete {
 				d.truncated = len(text)
 				return
@@ -440,11 +438,6 @@ func reduceBlock(data []byte, final bool, d *digest, rec *latency.Record, sc *st
 		}
 		d.add(rec, includeWarmup)
 	}
-}
-
-// resetRecord clears a record for reuse, keeping its slices' storage.
-func resetRecord(r latency.Record) latency.Record {
-	return latency.Record{ChunkNS: r.ChunkNS[:0], ChunkTokens: r.ChunkTokens[:0], OtherNS: r.OtherNS[:0]}
 }
 
 func joinInts(xs []int) string {

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 func writeRecords(t *testing.T, dir string, reqs []synthReq, tail string) string {
@@ -28,7 +30,7 @@ func writeRecords(t *testing.T, dir string, reqs []synthReq, tail string) string
 		b.WriteByte('\n')
 	}
 	b.WriteString(tail)
-	path := filepath.Join(dir, RecordsFile)
+	path := filepath.Join(dir, results.RequestsFile)
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestLoadNewerSchemaIsRefused(t *testing.T) {
 
 func TestLoadNoRecords(t *testing.T) {
 	empty := t.TempDir()
-	if err := os.WriteFile(filepath.Join(empty, RecordsFile), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(empty, results.RequestsFile), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	noFile := t.TempDir()
@@ -108,7 +110,7 @@ func TestLoadOnlyGarbage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, RecordsFile), []byte(tc.data), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, results.RequestsFile), []byte(tc.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			_, err := Load(context.Background(), []string{dir}, Options{})
@@ -163,7 +165,7 @@ func TestLoadSweepFolderAndRunInfo(t *testing.T) {
 		}
 		dir := filepath.Join(root, []string{"a-5", "b-10", "c-20"}[i])
 		writeRecords(t, dir, reqs, "")
-		if err := WriteRunInfo(dir, RunInfo{OfferedRate: rate, Points: []SweepPoint{{Phase: reqs[0].phase, OfferedRate: rate}}}); err != nil {
+		if err := results.WriteRunInfo(dir, results.RunInfo{OfferedRate: rate, Points: []results.SweepPoint{{Phase: reqs[0].phase, OfferedRate: rate}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +184,7 @@ func TestLoadSweepFolderAndRunInfo(t *testing.T) {
 func TestRunInfoBadJSONIsANote(t *testing.T) {
 	dir := t.TempDir()
 	writeRecords(t, dir, baseline(5, 10, 1), "")
-	if err := os.WriteFile(filepath.Join(dir, RunInfoFile), []byte("{"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, results.RunInfoFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := Load(context.Background(), []string{dir}, Options{})
@@ -260,5 +262,41 @@ func TestLoadCanceled(t *testing.T) {
 	cancel()
 	if _, err := Load(ctx, []string{dir}, Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// The collector's inter-token gaps are exactly latency.Record.ITLs and ICLs.
+func TestCollectorGapsMatchRecord(t *testing.T) {
+	recs := []*latency.Record{
+		{Schema: 1, ID: "a", FirstTokenNS: 10, EndNS: 100, OutputTokens: 7, ChunkNS: []int64{10, 20, 50, 58},
+			ChunkTokens: []int32{2, 1, 3, 1}},
+		{Schema: 1, ID: "b", FirstTokenNS: 5, EndNS: 50, OutputTokens: 4, ChunkNS: []int64{5, 15, 16, 40},
+			ChunkTokens: []int32{1, 0, 2, 1}},
+		{Schema: 1, ID: "c", FirstTokenNS: 1, EndNS: 9, OutputTokens: 3, ChunkNS: []int64{1, 4, 8}},
+		{Schema: 1, ID: "d", ErrorKind: latency.ErrStreamCut, ChunkNS: []int64{1, 900}},
+	}
+	c := NewCollector(Options{})
+	var itl, icl []int64
+	for _, r := range recs {
+		c.Add(r)
+		if r.OK() {
+			itl = r.ITLs(itl)
+			icl = r.ICLs(icl)
+		}
+	}
+	if diff := cmp.Diff(itl, c.itl.Values()); diff != "" {
+		t.Errorf("ITL (-record +collector):\n%s", diff)
+	}
+	if diff := cmp.Diff(icl, c.icl.Values()); diff != "" {
+		t.Errorf("ICL (-record +collector):\n%s", diff)
+	}
+	for i, r := range recs[:3] {
+		want, _ := r.Value(latency.ITL)
+		if got := c.rows[i].itlMax; got != int64(want) {
+			t.Errorf("%s: max ITL %d, want %d", r.ID, got, want)
+		}
+		if got := c.rows[i].stall; got != int64(r.MaxStall()) {
+			t.Errorf("%s: stall %d, want %d", r.ID, got, r.MaxStall())
+		}
 	}
 }

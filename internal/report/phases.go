@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -17,7 +18,7 @@ func (a *analysis) phaseSummaries(rep *Report) {
 	if len(used) < 2 {
 		return
 	}
-	points := map[string]SweepPoint{}
+	points := map[string]results.SweepPoint{}
 	for _, run := range a.runs {
 		for _, p := range run.Points {
 			points[p.Phase] = p

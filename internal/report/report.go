@@ -1,6 +1,10 @@
 package report
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tokentrace/tokentrace/internal/results"
+)
 
 // Schema is the version of the report's JSON form. Fields are only ever
 // added within a version.
@@ -9,10 +13,10 @@ const Schema = 1
 // Report is a run's analysis. Its exported fields are the JSON schema
 // (docs/report.md); durations are milliseconds, rates per second.
 type Report struct {
-	Schema  int       `json:"schema"`
-	Sources []string  `json:"sources"`
-	Runs    []RunInfo `json:"runs,omitempty"`
-	Summary Summary   `json:"summary"`
+	Schema  int               `json:"schema"`
+	Sources []string          `json:"sources"`
+	Runs    []results.RunInfo `json:"runs,omitempty"`
+	Summary Summary           `json:"summary"`
 	// Metrics holds TTFT, TPOT, ITL, E2E, the intended-time variants, the
 	// client queue and every stage the run has values for.
 	Metrics []Dist `json:"metrics"`

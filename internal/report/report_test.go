@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"math"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func TestChartsUseServerSamples(t *testing.T) {
 	if !strings.Contains(caption(charts), "client view") {
 		t.Errorf("without samples: %q", caption(charts))
 	}
-	c.SetRun(RunInfo{Samples: []ServerSample{{AtNS: 0, Running: 3, Waiting: 0}, {AtNS: 5e9, Running: 8, Waiting: 12}}})
+	c.SetRun(results.RunInfo{Samples: []results.ServerSample{{AtNS: 0, Running: 3, Waiting: 0}, {AtNS: 5e9, Running: 8, Waiting: 12}}})
 	charts, err = c.Report().Charts()
 	if err != nil {
 		t.Fatal(err)

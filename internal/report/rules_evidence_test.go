@@ -6,15 +6,16 @@ import (
 	"testing"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // scraped is run metadata with the server's evidence as bench records it:
 // preemptions during the run, the KV cache's peak usage, prefix-cache
 // tokens looked up and served, and the configuration.
-func scraped(preemptions, kvPeak, queries, hits float64, config map[string]string) *RunInfo {
-	return &RunInfo{Mode: "open", Server: &ServerInfo{Engine: "tokentrace", Config: config,
+func scraped(preemptions, kvPeak, queries, hits float64, config map[string]string) *results.RunInfo {
+	return &results.RunInfo{Mode: "open", Server: &results.ServerInfo{Engine: "tokentrace", Config: config,
 		Series: []string{"running", "waiting", "kv_cache_usage", "preemptions", "prefix_cache"}},
-		Samples: []ServerSample{
+		Samples: []results.ServerSample{
 			{AtNS: 0, Running: 0, KVCacheUsage: 0.1, Preemptions: 7, PrefixQueries: 1000, PrefixHits: 10},
 			{AtNS: 1e9, Running: 4, Waiting: 2, KVCacheUsage: kvPeak, Preemptions: 7 + preemptions/2},
 			{AtNS: 2e9, Running: 0, KVCacheUsage: 0.1, Preemptions: 7 + preemptions,
@@ -58,7 +59,7 @@ func TestStallsNamedFromTheServersCounters(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		run        *RunInfo
+		run        *results.RunInfo
 		title      string
 		says       []string
 		remedy     string
@@ -67,8 +68,8 @@ func TestStallsNamedFromTheServersCounters(t *testing.T) {
 	}{
 		{"preempting", scraped(12, 1.0, 0, 0, serveConfig), "preempted", []string{"12 preemption(s)", "peaked at 100%"},
 			"KV-cache headroom", true, false},
-		{"full cache, no counter", &RunInfo{Server: &ServerInfo{Series: []string{"kv_cache_usage"}},
-			Samples: []ServerSample{{KVCacheUsage: 0.5}, {AtNS: 1e9, KVCacheUsage: 0.97}}},
+		{"full cache, no counter", &results.RunInfo{Server: &results.ServerInfo{Series: []string{"kv_cache_usage"}},
+			Samples: []results.ServerSample{{KVCacheUsage: 0.5}, {AtNS: 1e9, KVCacheUsage: 0.97}}},
 			"preempted", []string{"peaked at 97%"}, "KV-cache headroom", true, false},
 		{"counters say no", scraped(0, 0.3, 0, 0, serveConfig), "blocked",
 			[]string{"not preemptions", "0 preemption(s)", "peaked at 30%"}, "CPU starvation", false, true},
@@ -109,7 +110,7 @@ func TestStallsNamedFromTheServersCounters(t *testing.T) {
 func TestInterferenceLeverFromConfig(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
-		run      *RunInfo
+		run      *results.RunInfo
 		want     []string
 		wantNot  []string
 		evidence string
@@ -171,7 +172,7 @@ func TestPrefillRemediesFromTheirEvidence(t *testing.T) {
 	tests := []struct {
 		name     string
 		reqs     []synthReq
-		run      *RunInfo
+		run      *results.RunInfo
 		first    string // the first remedy says
 		evidence []string
 		never    string // no remedy says
@@ -234,15 +235,15 @@ func TestClosedLoopWaves(t *testing.T) {
 		}
 		return out
 	}
-	closed := &RunInfo{Mode: "closed", Concurrency: 8}
+	closed := &results.RunInfo{Mode: "closed", Concurrency: 8}
 	for _, tt := range []struct {
 		name string
 		reqs []synthReq
-		run  *RunInfo
+		run  *results.RunInfo
 		want bool
 	}{
 		{"closed, equal", waves(false), closed, true},
-		{"open, equal", waves(false), &RunInfo{Mode: "open", OfferedRate: 10}, false},
+		{"open, equal", waves(false), &results.RunInfo{Mode: "open", OfferedRate: 10}, false},
 		{"closed, varied", waves(true), closed, false},
 		{"closed, spread", baseline(80, 10, 2), closed, false},
 	} {
@@ -264,14 +265,14 @@ func TestClosedLoopWaves(t *testing.T) {
 func TestLackingEvidenceIsNoted(t *testing.T) {
 	reqs := baseline(50, 10, 1)
 	for _, tt := range []struct {
-		run  *RunInfo
+		run  *results.RunInfo
 		want string
 	}{
-		{&RunInfo{Mode: "open"}, "no server evidence: bench did not read it"},
-		{&RunInfo{Server: &ServerInfo{Error: "the target's /metrics could not be read: GET /metrics: status 404"}},
+		{&results.RunInfo{Mode: "open"}, "no server evidence: bench did not read it"},
+		{&results.RunInfo{Server: &results.ServerInfo{Error: "the target's /metrics could not be read: GET /metrics: status 404"}},
 			"status 404"},
-		{&RunInfo{Server: &ServerInfo{Engine: "tgi", Series: []string{"running", "waiting"}},
-			Samples: []ServerSample{{Running: 1}}}, "(tgi) exposes no KV-cache usage, preemptions, prefix-cache hits"},
+		{&results.RunInfo{Server: &results.ServerInfo{Engine: "tgi", Series: []string{"running", "waiting"}},
+			Samples: []results.ServerSample{{Running: 1}}}, "(tgi) exposes no KV-cache usage, preemptions, prefix-cache hits"},
 	} {
 		rep := collectRun(Options{}, tt.run, reqs)
 		if !containsNote(rep, tt.want) {

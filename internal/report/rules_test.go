@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 func mustSLOs(t testing.TB, s string) []latency.SLO {
@@ -84,7 +85,7 @@ func outputRun(n int) []synthReq {
 
 // collectRun reports on synthetic requests, with bench's run metadata when
 // run is not nil.
-func collectRun(opts Options, run *RunInfo, reqs []synthReq) *Report {
+func collectRun(opts Options, run *results.RunInfo, reqs []synthReq) *Report {
 	c := NewCollector(opts)
 	if run != nil {
 		c.SetRun(*run)
@@ -140,7 +141,7 @@ func TestRules(t *testing.T) {
 		rule    string
 		opts    Options
 		reqs    []synthReq
-		run     *RunInfo
+		run     *results.RunInfo
 		want    bool
 		mention []string // the evidence must cite these
 	}{
@@ -184,10 +185,10 @@ func TestRules(t *testing.T) {
 		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, baseline(300, 10, 1), nil, false, nil},
 		{"slo-breach", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, overloadRun(200), nil, false, nil},
 		{"client-bottleneck", Options{}, clientRun, nil, true, []string{"P99 client queue"}},
-		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{OverheadFloor: 8 * time.Millisecond}, true,
+		{"client-bottleneck", Options{}, baseline(300, 10, 1), &results.RunInfo{OverheadFloor: 8 * time.Millisecond}, true,
 			[]string{"overhead floor is 8.00ms"}},
-		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{OverheadFloor: time.Millisecond}, false, nil},
-		{"client-bottleneck", Options{}, baseline(300, 10, 1), &RunInfo{Warnings: []string{"CPU 95%"}}, true,
+		{"client-bottleneck", Options{}, baseline(300, 10, 1), &results.RunInfo{OverheadFloor: time.Millisecond}, false, nil},
+		{"client-bottleneck", Options{}, baseline(300, 10, 1), &results.RunInfo{Warnings: []string{"CPU 95%"}}, true,
 			[]string{"bench warned: CPU 95%", "still the server's"}},
 	}
 	for i, tt := range tests {
@@ -346,7 +347,7 @@ func TestRuleSeverity(t *testing.T) {
 		name, rule string
 		opts       Options
 		reqs       []synthReq
-		run        *RunInfo
+		run        *results.RunInfo
 		want       string
 	}{
 		{"errors under 1%", "errors", Options{}, fewErrors, nil, "warning"},
@@ -354,9 +355,9 @@ func TestRuleSeverity(t *testing.T) {
 		{"overloaded queue", "server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=1s")}, overloadRun(200), nil, "critical"},
 		{"bursty queue", "server-queueing", Options{SLOs: mustSLOs(t, "ttft:p99<=300ms")}, bursty, nil, "warning"},
 		{"overhead floor", "client-bottleneck", Options{}, baseline(300, 10, 1),
-			&RunInfo{OverheadFloor: 8 * time.Millisecond}, "critical"},
+			&results.RunInfo{OverheadFloor: 8 * time.Millisecond}, "critical"},
 		{"warnings only", "client-bottleneck", Options{}, baseline(300, 10, 1),
-			&RunInfo{Warnings: []string{"CPU 95%"}}, "info"},
+			&results.RunInfo{Warnings: []string{"CPU 95%"}}, "info"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

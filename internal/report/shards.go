@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ var ErrShards = errors.New("shards do not make up one run")
 // of a sharded run adds to its instants.
 type input struct {
 	file  string
-	info  RunInfo
+	info  results.RunInfo
 	has   bool // info was read
 	shift int64
 }
@@ -114,7 +115,7 @@ func checkShards(ins, shards []input) error {
 
 // clockCorrection is what to add to shard sh's wall-clock start to put it
 // on shard ref's clock, and how that was found.
-func clockCorrection(ref, sh *ShardInfo) (int64, string) {
+func clockCorrection(ref, sh *results.ShardInfo) (int64, string) {
 	switch {
 	case sh == ref:
 		return 0, ""
@@ -168,7 +169,7 @@ func shardSetName(shards []input) string {
 
 // shifted is run.json of a shard set on the common clock: its scraped
 // samples moved by shift, its warnings naming the shard.
-func (in input) shifted() RunInfo {
+func (in input) shifted() results.RunInfo {
 	info := in.info
 	info.Samples = slices.Clone(info.Samples)
 	for i := range info.Samples {

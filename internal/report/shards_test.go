@@ -15,10 +15,11 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // writeRun writes records and, when info is set, run.json into dir.
-func writeRun(t *testing.T, dir string, recs []*latency.Record, info *RunInfo) {
+func writeRun(t *testing.T, dir string, recs []*latency.Record, info *results.RunInfo) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -31,11 +32,11 @@ func writeRun(t *testing.T, dir string, recs []*latency.Record, info *RunInfo) {
 		}
 		b.Write(append(line, '\n'))
 	}
-	if err := os.WriteFile(filepath.Join(dir, RecordsFile), b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, results.RequestsFile), b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if info != nil {
-		if err := WriteRunInfo(dir, *info); err != nil {
+		if err := results.WriteRunInfo(dir, *info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,11 +81,11 @@ func shardedRun(t *testing.T, reqs []synthReq, hosts bool) (string, []string) {
 		// start then. Its records count from its own start.
 		parts[i] = append(parts[i], moved(r, -int64(i)*7e6))
 	}
-	writeRun(t, filepath.Join(root, "whole"), all, &RunInfo{Mode: "open", OfferedRate: 10})
+	writeRun(t, filepath.Join(root, "whole"), all, &results.RunInfo{Mode: "open", OfferedRate: 10})
 	var dirs []string
 	const t0 = int64(1_750_000_000_000_000_000)
 	for i, recs := range parts {
-		si := &ShardInfo{Index: i, Count: 4, Workload: "w1", StartUnixNS: t0 + int64(i)*7e6, Host: "one",
+		si := &results.ShardInfo{Index: i, Count: 4, Workload: "w1", StartUnixNS: t0 + int64(i)*7e6, Host: "one",
 			ClockOffsetNS: 3e6 - int64(i)*100, ClockUncertaintyNS: 5e5}
 		if hosts {
 			si.Host = fmt.Sprint("host", i)
@@ -92,7 +93,7 @@ func shardedRun(t *testing.T, reqs []synthReq, hosts bool) (string, []string) {
 			si.ClockOffsetNS = int64(i) * 20e6
 		}
 		dir := filepath.Join(root, "shards", fmt.Sprint("shard-", i))
-		writeRun(t, dir, recs, &RunInfo{Mode: "open", OfferedRate: 10, Shard: si, Warnings: []string{"w"}})
+		writeRun(t, dir, recs, &results.RunInfo{Mode: "open", OfferedRate: 10, Shard: si, Warnings: []string{"w"}})
 		dirs = append(dirs, dir)
 	}
 	return filepath.Join(root, "whole"), dirs
@@ -150,11 +151,11 @@ func TestShardsMergeToTheWholeRun(t *testing.T) {
 // start, 1020 ms (+27 ms after shard 1).
 func TestShardClockJoin(t *testing.T) {
 	ins := []input{
-		{file: "a/requests.jsonl", has: true, info: RunInfo{Shard: &ShardInfo{Index: 0, Count: 3, Workload: "w", Host: "h0",
+		{file: "a/requests.jsonl", has: true, info: results.RunInfo{Shard: &results.ShardInfo{Index: 0, Count: 3, Workload: "w", Host: "h0",
 			StartUnixNS: 1010e6, ClockOffsetNS: 12e6, ClockUncertaintyNS: 2e6}}},
-		{file: "b/requests.jsonl", has: true, info: RunInfo{Shard: &ShardInfo{Index: 1, Count: 3, Workload: "w", Host: "h1",
+		{file: "b/requests.jsonl", has: true, info: results.RunInfo{Shard: &results.ShardInfo{Index: 1, Count: 3, Workload: "w", Host: "h1",
 			StartUnixNS: 1000e6, ClockOffsetNS: 5e6, ClockUncertaintyNS: 1e6}}},
-		{file: "c/requests.jsonl", has: true, info: RunInfo{Shard: &ShardInfo{Index: 2, Count: 3, Workload: "w", Host: "h2",
+		{file: "c/requests.jsonl", has: true, info: results.RunInfo{Shard: &results.ShardInfo{Index: 2, Count: 3, Workload: "w", Host: "h2",
 			StartUnixNS: 1020e6, ClockError: "the target sends no Date header"}}},
 	}
 	plan, err := planShards(ins)
@@ -182,9 +183,9 @@ func TestShardsThatAreNotOneRun(t *testing.T) {
 	root := t.TempDir()
 	shard := func(name string, i, n int, w string) string {
 		dir := filepath.Join(root, name)
-		var info *RunInfo
+		var info *results.RunInfo
 		if n > 0 {
-			info = &RunInfo{Shard: &ShardInfo{Index: i, Count: n, Workload: w, StartUnixNS: 1}}
+			info = &results.RunInfo{Shard: &results.ShardInfo{Index: i, Count: n, Workload: w, StartUnixNS: 1}}
 		}
 		writeRun(t, dir, recs, info)
 		return dir

@@ -16,6 +16,7 @@ import (
 const (
 	RequestsFile = "requests.jsonl"
 	SummaryFile  = "summary.json"
+	RunInfoFile  = "run.json"
 	CommandFile  = "command.txt"
 	ConfigFile   = "config.json"
 	StepsFile    = "steps.jsonl"

@@ -117,15 +117,15 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	for _, r := range res.Replicas {
 		sum.Replicas = append(sum.Replicas, summarizeReplica(r))
 	}
-	info := report.RunInfo{Target: sum.Target, Model: cfg.Model, Mode: cfg.Load.Mode(), Simulated: true,
+	info := results.RunInfo{Target: sum.Target, Model: cfg.Model, Mode: cfg.Load.Mode(), Simulated: true,
 		Duration: cfg.Load.Duration, OfferedRate: cfg.Load.Rate, Concurrency: cfg.Load.Concurrency,
 		Warnings: res.Warnings}
 	for _, sm := range res.Samples {
-		info.Samples = append(info.Samples, report.ServerSample{AtNS: int64(sm.At), Running: float64(sm.Running),
+		info.Samples = append(info.Samples, results.ServerSample{AtNS: int64(sm.At), Running: float64(sm.Running),
 			Waiting: float64(sm.Waiting), KVCacheUsage: sm.KVUsage})
 	}
 	coll.SetRun(info)
-	if err := report.WriteRunInfo(o.Dir, info); err != nil {
+	if err := results.WriteRunInfo(o.Dir, info); err != nil {
 		return nil, err
 	}
 	if cfg.Steps {

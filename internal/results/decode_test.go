@@ -1,7 +1,8 @@
-package report
+package results
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	lines := [][]byte{
-		appendBenchRecord(nil, 7, rng),
+		benchLine(7, rng),
 		[]byte(`{"v":1,"id":"a","chunk_ns":[],"chunk_tokens":null,"server":null,"error_kind":"timeout","unknown":{"x":[1,"2",{"y":null}],"z":true}}`),
 		[]byte(`{"v":1,"ID":"case","Sent_NS":5}`),                       // other case: encoding/json matches it
 		[]byte(`{"v":1,"id":"caf\u00e9","model":"mödel","sent_ns":-3}`), // escapes and UTF-8
@@ -49,7 +50,7 @@ func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, line := range lines {
 		var fast, std latency.Record
-		errFast := decodeRecord(line, &fast)
+		errFast := DecodeRecord(line, &fast)
 		errStd := json.Unmarshal(line, &std)
 		if (errFast == nil) != (errStd == nil) {
 			t.Errorf("%s: fast err %v, encoding/json err %v", line, errFast, errStd)
@@ -85,13 +86,13 @@ func normalize(r latency.Record) latency.Record {
 
 func FuzzDecodeRecord(f *testing.F) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	f.Add(appendBenchRecord(nil, 1, rng))
+	f.Add(benchLine(1, rng))
 	f.Add([]byte(`{"v":1,"id":"a","chunk_ns":[1,-2],"server":{"queue_ns":3},"x":[{}]}`))
 	f.Add([]byte(`{"V":2,"Id":"\u0041"}`))
 	f.Add([]byte(`{"v":2,"timing":[{"hop":"app","name":"in","ns":5}],"timing_notes":["x"],"max_tokens":3}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var fast, std latency.Record
-		errFast := decodeRecord(line, &fast)
+		errFast := DecodeRecord(line, &fast)
 		errStd := json.Unmarshal(line, &std)
 		if (errFast == nil) != (errStd == nil) {
 			t.Fatalf("%q: fast err %v, encoding/json err %v", line, errFast, errStd)
@@ -104,42 +105,6 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// The collector's inter-token gaps are exactly latency.Record.ITLs and ICLs.
-func TestCollectorGapsMatchRecord(t *testing.T) {
-	recs := []*latency.Record{
-		{Schema: 1, ID: "a", FirstTokenNS: 10, EndNS: 100, OutputTokens: 7, ChunkNS: []int64{10, 20, 50, 58},
-			ChunkTokens: []int32{2, 1, 3, 1}},
-		{Schema: 1, ID: "b", FirstTokenNS: 5, EndNS: 50, OutputTokens: 4, ChunkNS: []int64{5, 15, 16, 40},
-			ChunkTokens: []int32{1, 0, 2, 1}},
-		{Schema: 1, ID: "c", FirstTokenNS: 1, EndNS: 9, OutputTokens: 3, ChunkNS: []int64{1, 4, 8}},
-		{Schema: 1, ID: "d", ErrorKind: latency.ErrStreamCut, ChunkNS: []int64{1, 900}},
-	}
-	c := NewCollector(Options{})
-	var itl, icl []int64
-	for _, r := range recs {
-		c.Add(r)
-		if r.OK() {
-			itl = r.ITLs(itl)
-			icl = r.ICLs(icl)
-		}
-	}
-	if diff := cmp.Diff(itl, c.itl.Values()); diff != "" {
-		t.Errorf("ITL (-record +collector):\n%s", diff)
-	}
-	if diff := cmp.Diff(icl, c.icl.Values()); diff != "" {
-		t.Errorf("ICL (-record +collector):\n%s", diff)
-	}
-	for i, r := range recs[:3] {
-		want, _ := r.Value(latency.ITL)
-		if got := c.rows[i].itlMax; got != int64(want) {
-			t.Errorf("%s: max ITL %d, want %d", r.ID, got, want)
-		}
-		if got := c.rows[i].stall; got != int64(r.MaxStall()) {
-			t.Errorf("%s: stall %d, want %d", r.ID, got, r.MaxStall())
-		}
-	}
-}
-
 // Decoding a run of lines into one record (as the loader does) gives each
 // line's own stages, never the previous line's.
 func TestFastDecoderReusesTimingStorage(t *testing.T) {
@@ -149,10 +114,10 @@ func TestFastDecoderReusesTimingStorage(t *testing.T) {
 		`{"v":2,"id":"none"}`,
 		`{"v":2,"timing":[{"hop":"app","ns":5}],"timing_notes":["n"]}`,
 	}
-	var sc strCache
+	var sc Decoder
 	var r latency.Record
 	for _, l := range lines {
-		if err := sc.decode([]byte(l), &r); err != nil {
+		if err := sc.Decode([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}
 		var want latency.Record
@@ -163,4 +128,26 @@ func TestFastDecoderReusesTimingStorage(t *testing.T) {
 			t.Errorf("%s (-encoding/json +fast):\n%s", l, diff)
 		}
 	}
+}
+
+// benchLine is one requests.jsonl line as bench writes it: a streamed
+// answer of one-token chunks with the server's split.
+func benchLine(i int, rng *rand.Rand) []byte {
+	n := 16 + rng.IntN(200)
+	sent := int64(i)*10e6 + int64(rng.IntN(50000))
+	first := sent + 20e6 + int64(rng.IntN(5e6))
+	gap := int64(12e6 + rng.IntN(4e6))
+	r := latency.Record{Schema: latency.RecordSchema, ID: fmt.Sprintf("req-%d", i), Model: "bench", Stream: true,
+		IntendedNS: int64(i) * 10e6, SentNS: sent, WroteNS: sent + 80000, FirstByteNS: first - 1e6, FirstTokenNS: first,
+		EndNS: first + int64(n-1)*gap + 300000, InputTokens: 100 + rng.IntN(3000), OutputTokens: n,
+		InputSource: "usage", OutputSource: "usage", FinishReason: "stop", Status: 200,
+		Server: &latency.ServerSplit{QueueNS: 2e6, PrefillNS: first - sent - 3e6, DecodeNS: int64(n-1) * gap, Source: "server-timing"}}
+	for k := range n {
+		r.ChunkNS = append(r.ChunkNS, first+int64(k)*gap)
+	}
+	b, err := json.Marshal(&r)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -1,4 +1,4 @@
-package report
+package results
 
 import (
 	"encoding/json"
@@ -10,14 +10,10 @@ import (
 	"time"
 )
 
-// RunInfoFile is the name of the run metadata file in a results folder,
-// beside requests.jsonl. Load reads it when present.
-const RunInfoFile = "run.json"
-
 // RunInfo is what the load generator knows about a run that the records do
 // not say: how it was driven and how far its own measurements can be
-// trusted. bench attaches it with Collector.SetRun and writes it with
-// WriteRunInfo; every field is optional.
+// trusted. bench and simulate write it with WriteRunInfo and report reads it
+// with ReadRunInfo; every field is optional.
 type RunInfo struct {
 	Label  string `json:"label,omitempty"`
 	Target string `json:"target,omitempty"` // base URL, "embedded", or the simulated deployment

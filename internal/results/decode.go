@@ -1,4 +1,4 @@
-package report
+package results
 
 import (
 	"encoding/json"
@@ -9,22 +9,23 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-// decodeRecord parses one requests.jsonl line into r, reusing r's slices
+// DecodeRecord parses one requests.jsonl line into r, reusing r's slices
 // and server split.
 // A hand-written scanner handles the lines bench writes (about ten times
 // faster than encoding/json on long chunk arrays); anything it is not sure
 // of — escapes, non-ASCII text, fractions, a key in another case — goes to
 // encoding/json, so the result is always what encoding/json would give.
-func decodeRecord(b []byte, r *latency.Record) error {
-	var sc strCache
-	return sc.decode(b, r)
+func DecodeRecord(b []byte, r *latency.Record) error {
+	var d Decoder
+	return d.Decode(b, r)
 }
 
-// strCache remembers the last value of each repetitive string field (model,
+// Decoder is DecodeRecord with a cache kept across calls (one per
+// goroutine): it remembers the last value of each repetitive string field (model,
 // sources, finish reason, phase, error kind) so that a run of records
 // shares one string instead of allocating one per record, and interns the
 // hop and stage names of Timing.
-type strCache struct {
+type Decoder struct {
 	last  [8]string
 	names map[string]string
 }
@@ -40,8 +41,8 @@ const (
 	scServerEngine
 )
 
-// decode is decodeRecord with a cache kept across calls (one per goroutine).
-func (sc *strCache) decode(b []byte, r *latency.Record) error {
+// Decode parses one line into r as DecodeRecord does.
+func (sc *Decoder) Decode(b []byte, r *latency.Record) error {
 	d := fastDecoder{s: jsonscan.New(b), cache: sc}
 	if err := d.record(r); err == nil {
 		return nil
@@ -56,7 +57,7 @@ var errSlow = errors.New("not on the fast path")
 // not sure of returns an error, and the line goes to encoding/json.
 type fastDecoder struct {
 	s     jsonscan.Scanner
-	cache *strCache
+	cache *Decoder
 }
 
 // plain returns a string's raw bytes if it has no escapes and only ASCII
@@ -373,4 +374,9 @@ func (d *fastDecoder) nullField(r *latency.Record, k []byte) error {
 		return errSlow // encoding/json's result depends on what came before
 	}
 	return nil
+}
+
+// resetRecord clears a record for reuse, keeping its slices' storage.
+func resetRecord(r latency.Record) latency.Record {
+	return latency.Record{ChunkNS: r.ChunkNS[:0], ChunkTokens: r.ChunkTokens[:0], OtherNS: r.OtherNS[:0]}
 }
