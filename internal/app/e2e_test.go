@@ -24,6 +24,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/gateway"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/tracing/otlptest"
@@ -152,7 +153,7 @@ func (c *chain) run(t *testing.T, n int, rate float64, output int) []latency.Rec
 	if _, err := bench.Run(context.Background(), cfg, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(dir, bench.RequestsFile))
+	f, err := os.Open(filepath.Join(dir, results.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -39,7 +40,7 @@ func agentRun(t *testing.T, url string, o workload.Options, tools *ToolTarget, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res, readRecords(t, filepath.Join(dir, RequestsFile))
+	return res, readRecords(t, filepath.Join(dir, results.RequestsFile))
 }
 
 // expectedSaving is what parallel tool calls save on a session by the

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -257,11 +256,10 @@ func (r *run) openFolder() error {
 	if err := results.Prepare(dir); err != nil {
 		return err
 	}
-	if err := results.WriteText(filepath.Join(dir, CommandFile), r.sum.Command+"\n"); err != nil {
+	if err := results.WriteCommand(dir, r.sum.Command); err != nil {
 		return err
 	}
-	return results.WriteJSON(filepath.Join(dir, ConfigFile), map[string]any{
-		"target": redacted(r.target), "config": r.cfg.Echo})
+	return results.WriteConfig(dir, results.Config{Target: redacted(r.target), Config: r.cfg.Echo})
 }
 
 // calibrate measures the client's overhead floor on this host, unless told
@@ -284,7 +282,7 @@ func (r *run) calibrate(ctx context.Context) {
 // it finishes and feeding the report's collector, and judges the client's
 // own health over it.
 func (r *run) measure(ctx context.Context) (err error) {
-	w, err := results.NewRecordWriter(filepath.Join(r.cfg.OutDir, RequestsFile))
+	w, err := results.CreateRecords(r.cfg.OutDir)
 	if err != nil {
 		return err
 	}
@@ -412,7 +410,7 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 	sum.Report = rep
 	sum.Compat = r.compat.views()
 	sum.SLOsFailed = r.slosFailed(rep)
-	if err := results.WriteJSON(filepath.Join(r.cfg.OutDir, SummaryFile), sum); err != nil {
+	if err := results.WriteSummary(r.cfg.OutDir, sum); err != nil {
 		return nil, err
 	}
 	if err := rep.WriteText(out); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/workload"
 	"github.com/tokentrace/tokentrace/internal/workload/workloadtest"
@@ -86,7 +87,7 @@ func TestEndToEndAgainstEmbeddedEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := readRecords(t, filepath.Join(dir, RequestsFile))
+	recs := readRecords(t, filepath.Join(dir, results.RequestsFile))
 	if len(recs) != 28 {
 		t.Fatalf("%d records, want 24 + 4 warm-up", len(recs))
 	}
@@ -129,7 +130,7 @@ func TestEndToEndAgainstEmbeddedEngine(t *testing.T) {
 	if s.Compat == nil || s.Compat.VLLM.TTFT.Count != 24 {
 		t.Errorf("compatibility views: %+v", s.Compat)
 	}
-	for _, f := range []string{SummaryFile, CommandFile, ConfigFile, "run.json"} {
+	for _, f := range []string{results.SummaryFile, results.CommandFile, results.ConfigFile, "run.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("results folder lacks %s", f)
 		}
@@ -192,7 +193,7 @@ func TestStopWritesSummary(t *testing.T) {
 		Load:  workload.Load{Rate: 50, Arrival: workload.Constant, Duration: time.Minute},
 		Grace: 5 * time.Second,
 	})
-	recs := readRecords(t, filepath.Join(dir, RequestsFile))
+	recs := readRecords(t, filepath.Join(dir, results.RequestsFile))
 	if !res.Summary.Interrupted || len(recs) == 0 || len(recs) > 30 {
 		t.Fatalf("interrupted %v with %d records", res.Summary.Interrupted, len(recs))
 	}
@@ -201,7 +202,7 @@ func TestStopWritesSummary(t *testing.T) {
 			t.Errorf("%s: %s — requests in flight should finish within the grace", r.ID, r.ErrorKind)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	b, err := os.ReadFile(filepath.Join(dir, results.SummaryFile))
 	if err != nil || !strings.Contains(string(b), `"interrupted": true`) {
 		t.Errorf("summary.json: %v", err)
 	}
@@ -213,7 +214,7 @@ func TestGraceRunsOut(t *testing.T) {
 		Load:  workload.Load{Concurrency: 3, Requests: 100},
 		Grace: 100 * time.Millisecond,
 	})
-	recs := readRecords(t, filepath.Join(dir, RequestsFile))
+	recs := readRecords(t, filepath.Join(dir, results.RequestsFile))
 	if len(recs) != 3 || res.Report.Summary.Errors[latency.ErrCanceled] != 3 {
 		t.Fatalf("%d records, errors %v: want the 3 in flight, canceled", len(recs), res.Report.Summary.Errors)
 	}
@@ -272,7 +273,7 @@ func TestMooncakeTraceAgainstEmbeddedEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var in, cached, shared int
-	for _, r := range readRecords(t, filepath.Join(dir, RequestsFile)) {
+	for _, r := range readRecords(t, filepath.Join(dir, results.RequestsFile)) {
 		if !r.OK() {
 			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorKind, r.Error)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -156,7 +157,7 @@ func rankCI(sorted []int64, p float64) (lo, hi int64) {
 func sentOf(t *testing.T, dir string) []sentRequest {
 	t.Helper()
 	var out []sentRequest
-	for _, r := range readRecords(t, filepath.Join(dir, RequestsFile)) {
+	for _, r := range readRecords(t, filepath.Join(dir, results.RequestsFile)) {
 		if !r.OK() {
 			t.Fatalf("%s: request %s failed: %s", dir, r.ID, r.Error)
 		}
@@ -170,7 +171,7 @@ func sentOf(t *testing.T, dir string) []sentRequest {
 func valuesOf(t *testing.T, of func(*latency.Record) (time.Duration, bool), dirs ...string) []int64 {
 	var out []int64
 	for _, d := range dirs {
-		for _, r := range readRecords(t, filepath.Join(d, RequestsFile)) {
+		for _, r := range readRecords(t, filepath.Join(d, results.RequestsFile)) {
 			if v, ok := of(&r); ok && !r.Warmup {
 				out = append(out, int64(v))
 			}
@@ -185,7 +186,7 @@ func valuesOf(t *testing.T, of func(*latency.Record) (time.Duration, bool), dirs
 func achieved(t *testing.T, dirs ...string) float64 {
 	var sent []int64
 	for _, d := range dirs {
-		for _, r := range readRecords(t, filepath.Join(d, RequestsFile)) {
+		for _, r := range readRecords(t, filepath.Join(d, results.RequestsFile)) {
 			if !r.Warmup {
 				sent = append(sent, r.SentNS)
 			}

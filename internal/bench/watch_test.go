@@ -56,7 +56,7 @@ func TestServerEvidenceInRunJSON(t *testing.T) {
 			t.Errorf("series %v lack %s", s.Series, fig)
 		}
 	}
-	recs := readRecords(t, filepath.Join(dir, RequestsFile))
+	recs := readRecords(t, filepath.Join(dir, results.RequestsFile))
 	var first, last int64 = recs[0].SentNS, 0
 	var cached, input int
 	for _, r := range recs {

@@ -8,6 +8,6 @@
 // check the twin against published closed-loop results (docs/calibrate.md).
 //
 // It never imports serve, gateway, bench or app: it reads results folders
-// (through internal/report) and replays them on the engine's virtual
+// (through internal/results) and replays them on the engine's virtual
 // clock.
 package calibrate

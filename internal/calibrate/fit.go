@@ -12,6 +12,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -75,7 +76,7 @@ type problem struct {
 	base  perfmodel.Config
 	eng   engine.Config
 	start perfmodel.Efficiency
-	obs   []Observed
+	obs   []results.Observed
 	// anchored: every request carries the server's scheduling instant,
 	// and the fit replays by it (replayAnchored).
 	anchored bool
@@ -158,7 +159,7 @@ func (p *problem) simulate(eff perfmodel.Efficiency) ([]float64, replay, error) 
 // times are a replayed request's TTFT, E2E and prefill (first scheduled
 // step to first token). An anchored replay does not simulate the queue:
 // the measured queue stands for it.
-func (p *problem) times(o Observed, tl engine.Timeline) (ttft, e2e, prefill time.Duration) {
+func (p *problem) times(o results.Observed, tl engine.Timeline) (ttft, e2e, prefill time.Duration) {
 	prefill = tl.FirstToken.Sub(tl.Scheduled)
 	if p.anchored {
 		return o.Queue + prefill, o.Queue + tl.Finished.Sub(tl.Scheduled), prefill
@@ -224,7 +225,7 @@ func logRatio(sim, meas time.Duration) float64 {
 // it alternates between fixing the anchored replay's schedule and fitting
 // the constants on it (fitAnchored); without them it minimises over whole
 // replays, restarting four times.
-func Calibrate(ctx context.Context, w *Workload, cfg Config) (*Result, error) {
+func Calibrate(ctx context.Context, w *results.Observations, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -295,10 +296,10 @@ func Calibrate(ctx context.Context, w *Workload, cfg Config) (*Result, error) {
 	return p.result(w, cfg, best, samples, evals)
 }
 
-func newProblem(w *Workload, cfg Config) (*problem, error) {
+func newProblem(w *results.Observations, cfg Config) (*problem, error) {
 	ec, est, err := cfg.Engine.Config()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+		return nil, fmt.Errorf("%w: %w", results.ErrBadInput, err)
 	}
 	base := est.Config()
 	start := cfg.Start
@@ -315,7 +316,7 @@ func newProblem(w *Workload, cfg Config) (*problem, error) {
 	}
 	slices.SortStableFunc(p.byInput, func(a, b int) int { return w.Requests[a].Input - w.Requests[b].Input })
 	if _, _, err := p.simulate(start); err != nil {
-		return nil, fmt.Errorf("%w: the records cannot be replayed on %s: %v", ErrBadInput, base.Model.Name, err)
+		return nil, fmt.Errorf("%w: the records cannot be replayed on %s: %v", results.ErrBadInput, base.Model.Name, err)
 	}
 	return p, nil
 }
@@ -335,7 +336,7 @@ func (p *problem) minimize(ctx context.Context, x0, weights []float64, maxEvals 
 	}, x0, maxEvals)
 }
 
-func (p *problem) result(w *Workload, cfg Config, best []float64, samples [][]float64, evals int) (*Result, error) {
+func (p *problem) result(w *results.Observations, cfg Config, best []float64, samples [][]float64, evals int) (*Result, error) {
 	eff := p.efficiency(best)
 	consts := perfmodel.ProfileFromEfficiency(eff)
 	level := cfg.ConfidenceLevel
@@ -489,7 +490,7 @@ func correlation(x, y []float64) float64 {
 	return sxy / math.Sqrt(sxx*syy)
 }
 
-func fitRange(obs []Observed, maxBatch int) perfmodel.FitRange {
+func fitRange(obs []results.Observed, maxBatch int) perfmodel.FitRange {
 	r := perfmodel.FitRange{BatchMin: 1, BatchMax: max(1, maxBatch), InputMin: math.MaxInt, OutputMin: math.MaxInt}
 	for _, o := range obs {
 		r.InputMin, r.InputMax = min(r.InputMin, o.Input), max(r.InputMax, o.Input)
@@ -500,7 +501,7 @@ func fitRange(obs []Observed, maxBatch int) perfmodel.FitRange {
 
 // residuals are the absolute relative errors of simulated against measured
 // TTFT, TPOT and E2E at P50, P90 and P99 (nearest rank).
-func residuals(obs []Observed, tls []engine.Timeline) map[string]perfmodel.Residual {
+func residuals(obs []results.Observed, tls []engine.Timeline) map[string]perfmodel.Residual {
 	var tt, tp, ee []float64
 	rel := func(s, m time.Duration) float64 { return math.Abs(float64(s-m)) / float64(max(m, time.Microsecond)) }
 	for i, o := range obs {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // truth is the set of deliberately non-default constants the recovery tests
@@ -21,7 +22,7 @@ var truth = perfmodel.Efficiency{Compute: 0.42, Memory: 0.66, Interconnect: 0.7,
 // and returns it as measured records (server-side times and scheduling
 // instants, as a server's metrics object gives them), for a recovery test
 // without a wall clock.
-func syntheticWorkload(t *testing.T, rate float64, n int, seed uint64) *Workload {
+func syntheticWorkload(t *testing.T, rate float64, n int, seed uint64) *results.Observations {
 	t.Helper()
 	m, _ := perfmodel.LookupModel("Llama-3.1-8B")
 	g, _ := perfmodel.LookupGPU("H100-SXM")
@@ -42,9 +43,9 @@ func syntheticWorkload(t *testing.T, rate float64, n int, seed uint64) *Workload
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Workload{Dir: "synthetic"}
+	w := &results.Observations{Dir: "synthetic"}
 	for i, tl := range res.Timelines {
-		w.Requests = append(w.Requests, Observed{Arrival: arr[i].At, Input: tl.PromptTokens, Output: tl.OutputTokens,
+		w.Requests = append(w.Requests, results.Observed{Arrival: arr[i].At, Input: tl.PromptTokens, Output: tl.OutputTokens,
 			TTFT: tl.FirstToken.Sub(tl.Arrival), Queue: tl.Scheduled.Sub(tl.Arrival), E2E: tl.Finished.Sub(tl.Arrival), ServerSide: true,
 			Scheduled: tl.Scheduled.Sub(engine.SimEpoch), Anchored: true})
 	}
@@ -61,7 +62,7 @@ func within(t *testing.T, name string, got, want, tol float64) {
 }
 
 func TestCalibrateRecoversVirtual(t *testing.T) {
-	w := Merge(syntheticWorkload(t, 4, 80, 1), syntheticWorkload(t, 14, 120, 2))
+	w := results.Merge(syntheticWorkload(t, 4, 80, 1), syntheticWorkload(t, 14, 120, 2))
 	res, err := Calibrate(context.Background(), w, Config{Engine: engine.DefaultOptions(), Bootstrap: 4})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -80,15 +81,15 @@ func httpRecords(t *testing.T) []string {
 // step schedule through host stalls (engine.maxLag), so a loaded machine
 // delays the tokens' delivery, not the server's timings.
 func TestCalibrateRecoversThroughHTTP(t *testing.T) {
-	var ws []*Workload
+	var ws []*results.Observations
 	for _, dir := range httpRecords(t) {
-		w, err := ReadResults(dir)
+		w, err := results.ReadObserved(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ws = append(ws, w)
 	}
-	w := Merge(ws...)
+	w := results.Merge(ws...)
 	if p, err := newProblem(w, Config{Engine: engine.DefaultOptions()}); err == nil {
 		_, rp, _ := p.simulate(truth)
 		t.Logf("anchored %v; at the truth, as fitted: %+v", p.anchored, residualsOf(p, rp))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // anchorSlack is how far before a request's server scheduling instant a
@@ -28,7 +29,7 @@ type replay struct {
 // replayFree runs the engine over the requests at their measured arrival
 // instants: what the twin predicts for the same arrivals, queueing
 // included.
-func replayFree(cfg engine.Config, obs []Observed) (replay, error) {
+func replayFree(cfg engine.Config, obs []results.Observed) (replay, error) {
 	arr := make([]engine.Arrival, len(obs))
 	for i, o := range obs {
 		arr[i] = engine.Arrival{At: o.Arrival, Request: request(i, o)}
@@ -53,7 +54,7 @@ func replayFree(cfg engine.Config, obs []Observed) (replay, error) {
 // instant's side of a step boundary, which no client-side estimate can
 // tell, no longer matters. The timelines' Arrival is the admitting step's
 // start: their queue is not simulated (the measured one stands for it).
-func replayAnchored(cfg engine.Config, obs []Observed) (replay, error) {
+func replayAnchored(cfg engine.Config, obs []results.Observed) (replay, error) {
 	v, err := engine.NewVirtual(cfg)
 	if err != nil {
 		return replay{}, err
@@ -103,6 +104,6 @@ func replayAnchored(cfg engine.Config, obs []Observed) (replay, error) {
 
 // request is the engine request replaying o: its lengths, answered to the
 // last token as the benchmark asked.
-func request(i int, o Observed) engine.Request {
+func request(i int, o results.Observed) engine.Request {
 	return engine.Request{ID: fmt.Sprint(i), PromptLen: o.Input, MaxTokens: o.Output, IgnoreEOS: true}
 }

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/calibrate"
 	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -114,9 +114,9 @@ func (s *scaled) Next() (time.Duration, bool) {
 // input length and its output length as max_tokens, answers running to it.
 // A closed-loop run, or records whose arrivals all coincide, is an error
 // wrapping ErrNoArrivals; a folder that cannot be read wraps
-// calibrate.ErrBadInput.
+// results.ErrBadInput.
 func FromResults(dir string, chat bool, seed uint64) (Workload, error) {
-	rw, err := calibrate.ReadResults(dir)
+	rw, err := results.ReadObserved(dir)
 	if err != nil {
 		return Workload{}, err
 	}

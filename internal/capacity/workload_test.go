@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tokentrace/tokentrace/internal/calibrate"
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -66,7 +66,7 @@ func TestFromResultsReplaysArrivalsAndLengths(t *testing.T) {
 
 // TestFromResultsWithoutArrivals: a closed-loop run, and records all sent
 // at one instant, are ErrNoArrivals; a folder without records is
-// calibrate's ErrBadInput.
+// results.ErrBadInput.
 func TestFromResultsWithoutArrivals(t *testing.T) {
 	closed := writeRun(t, workload.Load{Concurrency: 4, Requests: 50, Seed: 5})
 	if _, err := FromResults(closed, true, 1); !errors.Is(err, ErrNoArrivals) {
@@ -85,7 +85,7 @@ func TestFromResultsWithoutArrivals(t *testing.T) {
 	if _, err := FromResults(dir, true, 1); !errors.Is(err, ErrNoArrivals) {
 		t.Errorf("one instant: %v", err)
 	}
-	if _, err := FromResults(t.TempDir(), true, 1); !errors.Is(err, calibrate.ErrBadInput) {
+	if _, err := FromResults(t.TempDir(), true, 1); !errors.Is(err, results.ErrBadInput) {
 		t.Errorf("empty folder: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/calibrate"
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 func init() { register(newCalibrateCmd) }
@@ -51,17 +52,17 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 			if _, _, err := cfg.Engine.Config(); err != nil {
 				return usageError(fmt.Errorf("calibrate: %w", err), g)
 			}
-			var ws []*calibrate.Workload
+			var ws []*results.Observations
 			for _, dir := range args {
-				w, err := calibrate.ReadResults(dir)
+				w, err := results.ReadObserved(dir)
 				if err != nil {
 					return usageError(fmt.Errorf("calibrate: %w", err))
 				}
 				ws = append(ws, w)
 			}
-			res, err := calibrate.Calibrate(cmd.Context(), calibrate.Merge(ws...), cfg)
+			res, err := calibrate.Calibrate(cmd.Context(), results.Merge(ws...), cfg)
 			if err != nil {
-				if errors.Is(err, calibrate.ErrBadInput) {
+				if errors.Is(err, results.ErrBadInput) {
 					return usageError(fmt.Errorf("calibrate: %w", err), g)
 				}
 				return fmt.Errorf("calibrate: %w", err)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // writeProfile writes a valid profile for model on one H100-SXM.
@@ -40,7 +40,7 @@ func TestCalibrateBadInput(t *testing.T) {
 	mutate := func(name, from, to string) string {
 		d := filepath.Join(dir, name)
 		writeRun(t, d, 30)
-		f := filepath.Join(d, bench.RequestsFile)
+		f := filepath.Join(d, results.RequestsFile)
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

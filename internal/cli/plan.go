@@ -10,12 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tokentrace/tokentrace/internal/bench"
-	"github.com/tokentrace/tokentrace/internal/calibrate"
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -223,7 +223,7 @@ func (f *planFlags) workloadAndTarget(g *flagGroup, dir string) (capacity.Worklo
 		}
 		wl, err = capacity.FromResults(dir, chat, f.workload.Seed)
 		switch {
-		case errors.Is(err, capacity.ErrNoArrivals), errors.Is(err, calibrate.ErrBadInput):
+		case errors.Is(err, capacity.ErrNoArrivals), errors.Is(err, results.ErrBadInput):
 			return wl, 0, &ExitError{Code: ExitUsage, Err: fmt.Errorf("plan: %w", err)}
 		case err != nil:
 			return wl, 0, usageError(fmt.Errorf("plan: %w", err), g)

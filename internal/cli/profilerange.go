@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
@@ -30,7 +27,7 @@ func warnOutsideProfile(w io.Writer, profile, dir string, replicas int) error {
 			batch = max(batch, int(math.Ceil(s.Running/float64(max(replicas, 1)))))
 		}
 	}
-	in, out, err := lengthSpan(filepath.Join(dir, results.RequestsFile))
+	in, out, err := lengthSpan(dir)
 	if err != nil {
 		return err
 	}
@@ -46,30 +43,20 @@ func warnOutsideProfile(w io.Writer, profile, dir string, replicas int) error {
 }
 
 // lengthSpan is the smallest and largest prompt and output lengths of the
-// successful records in a requests.jsonl.
-func lengthSpan(path string) (in, out [2]int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return in, out, err
-	}
-	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
+// successful records of a results folder (lines that are not records are
+// left out).
+func lengthSpan(dir string) (in, out [2]int, err error) {
 	in, out = [2]int{math.MaxInt, 0}, [2]int{math.MaxInt, 0}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		var r struct {
-			In    int    `json:"input_tokens"`
-			Out   int    `json:"output_tokens"`
-			Error string `json:"error_kind"`
+	err = results.EachRecord(results.RecordsPath(dir), func(_ int, r *latency.Record, err error) error {
+		if err != nil || r.ErrorKind != "" || r.InputTokens <= 0 {
+			return nil
 		}
-		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Error != "" || r.In <= 0 {
-			continue
-		}
-		in = [2]int{min(in[0], r.In), max(in[1], r.In)}
-		out = [2]int{min(out[0], r.Out), max(out[1], r.Out)}
-	}
+		in = [2]int{min(in[0], r.InputTokens), max(in[1], r.InputTokens)}
+		out = [2]int{min(out[0], r.OutputTokens), max(out[1], r.OutputTokens)}
+		return nil
+	})
 	if in[0] == math.MaxInt {
 		in, out = [2]int{}, [2]int{}
 	}
-	return in, out, sc.Err()
+	return in, out, err
 }

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tokentrace/tokentrace/internal/calibrate"
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
@@ -148,11 +145,6 @@ type twin struct {
 	seed uint64
 }
 
-// runConfig is a results folder's config.json: the flags as given.
-type runConfig struct {
-	Config map[string]string `json:"config"`
-}
-
 // twinOf rebuilds the run's deployment and workload from its folder: a
 // simulated or embedded run from the flags config.json records; a measured
 // one from --profile (the engine) and the workload bench's flags describe,
@@ -161,26 +153,22 @@ type runConfig struct {
 // says why there is no twin.
 func twinOf(dir string, rep *report.Report, profile, gpuFile string) (twin, string, error) {
 	info, _, _ := results.ReadRunInfo(dir)
-	var rc runConfig
-	if b, err := os.ReadFile(filepath.Join(dir, results.ConfigFile)); err == nil {
-		if err := json.Unmarshal(b, &rc); err != nil {
-			rc = runConfig{}
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	config, err := results.ReadConfig(dir)
+	if err != nil {
 		return twin{}, "", err
 	}
 	sim := info.Simulated
-	embedded := !sim && (info.Target == "embedded" || rc.Config != nil && rc.Config["url"] == "")
+	embedded := !sim && (info.Target == "embedded" || config != nil && config["url"] == "")
 	if !sim && !embedded && profile == "" {
 		return twin{}, "the run came from a real server: what-if needs its calibrated profile (--profile FILE, from tokentrace calibrate)", nil
 	}
-	if rc.Config == nil && (sim || embedded) && profile == "" {
+	if config == nil && (sim || embedded) && profile == "" {
 		return twin{}, "the folder has no config.json to rebuild the run's engine from (give --profile)", nil
 	}
-	command, _ := os.ReadFile(filepath.Join(dir, results.CommandFile))
-	p, err := parseRunFlags(rc.Config, sim, string(command))
+	command, _ := results.ReadCommand(dir)
+	p, err := parseRunFlags(config, sim, command)
 	if err != nil {
-		return twin{}, "", fmt.Errorf("what-if: %s: %w", filepath.Join(dir, results.ConfigFile), err)
+		return twin{}, "", fmt.Errorf("what-if: %s: %w", results.ConfigPath(dir), err)
 	}
 	t := twin{seed: p.opts.Workload.Seed}
 	t.Deployment = capacity.Deployment{Engine: p.opts.Engine, Replicas: p.opts.Replicas, Balancer: p.opts.Balancer}
@@ -225,7 +213,7 @@ func twinOf(dir string, rep *report.Report, profile, gpuFile string) (twin, stri
 	}
 	t.Workload = w
 	t.Notes = append(t.Notes, notes...)
-	if rw, err := calibrate.ReadResults(dir); err == nil {
+	if rw, err := results.ReadObserved(dir); err == nil {
 		for _, r := range rw.Requests {
 			t.Inputs = append(t.Inputs, r.Input)
 			t.Outputs = append(t.Outputs, r.Output)

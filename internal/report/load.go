@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,8 +17,9 @@ import (
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
-// ErrNoRecords is returned (wrapped) when the inputs hold no record at all.
-var ErrNoRecords = errors.New("no request records")
+// ErrNoRecords is returned (wrapped) when the inputs hold no record at all
+// (results.ErrNoRecords).
+var ErrNoRecords = results.ErrNoRecords
 
 // Load reads bench results — folders holding requests.jsonl (and run.json),
 // folders of such folders (a sweep), or requests.jsonl files — and reports
@@ -87,7 +87,7 @@ func Collect(ctx context.Context, paths []string, opts Options) (*Collector, err
 func inputs(c *Collector, paths []string) ([]input, error) {
 	var ins []input
 	for _, p := range paths {
-		fs, err := resolve(p)
+		fs, err := results.FindRecords(p)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +110,7 @@ func inputs(c *Collector, paths []string) ([]input, error) {
 func (c *Collector) readInput(ctx context.Context, in input, ownSource, several bool) (int, unreadable, error) {
 	info := in.info
 	if ownSource {
-		c.source(sourceName(in.file))
+		c.source(results.SourceName(in.file))
 	} else {
 		info = in.shifted()
 	}
@@ -157,37 +157,6 @@ func (u unreadable) String() string {
 		return fmt.Sprintf("1 line could not be read as a record (%s: %s)", u.first, u.why)
 	}
 	return fmt.Sprintf("%d lines could not be read as records (%s: %s)", u.lines, u.first, u.why)
-}
-
-// sourceName names an input by its folder, or by the file when it is not
-// called requests.jsonl.
-func sourceName(f string) string {
-	if filepath.Base(f) == results.RequestsFile {
-		return filepath.Dir(f)
-	}
-	return f
-}
-
-// resolve turns a path into the records files it stands for.
-func resolve(p string) ([]string, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, fmt.Errorf("input: %w", err)
-	}
-	if !st.IsDir() {
-		return []string{p}, nil
-	}
-	direct := filepath.Join(p, results.RequestsFile)
-	if _, err := os.Stat(direct); err == nil {
-		return []string{direct}, nil
-	}
-	sub, _ := filepath.Glob(filepath.Join(p, "*", results.RequestsFile))
-	if len(sub) > 0 {
-		slices.Sort(sub)
-		return sub, nil
-	}
-	return nil, fmt.Errorf("%s: %w: no %s in it or in its subfolders (is it a bench results folder?)",
-		p, ErrNoRecords, results.RequestsFile)
 }
 
 // readFile adds every record of one requests.jsonl to c and returns how

@@ -81,7 +81,7 @@ func checkShards(ins, shards []input) error {
 	for _, in := range ins {
 		if !in.has || in.info.Shard == nil {
 			return fmt.Errorf("%w: %s is shard %d/%d of a run but %s is not a shard: report shards of one run together, or each folder alone",
-				ErrShards, sourceName(ref.file), ref.info.Shard.Index, ref.info.Shard.Count, sourceName(in.file))
+				ErrShards, results.SourceName(ref.file), ref.info.Shard.Index, ref.info.Shard.Count, results.SourceName(in.file))
 		}
 	}
 	seen := map[int]string{}
@@ -89,16 +89,16 @@ func checkShards(ins, shards []input) error {
 		sh, r := s.info.Shard, ref.info.Shard
 		switch {
 		case sh.Count != r.Count:
-			return fmt.Errorf("%w: %s is one of %d shards, %s one of %d", ErrShards, sourceName(ref.file), r.Count, sourceName(s.file), sh.Count)
+			return fmt.Errorf("%w: %s is one of %d shards, %s one of %d", ErrShards, results.SourceName(ref.file), r.Count, results.SourceName(s.file), sh.Count)
 		case sh.Workload != r.Workload:
 			return fmt.Errorf("%w: %s and %s split different workloads (%s and %s: other settings or seed)",
-				ErrShards, sourceName(ref.file), sourceName(s.file), r.Workload, sh.Workload)
+				ErrShards, results.SourceName(ref.file), results.SourceName(s.file), r.Workload, sh.Workload)
 		case sh.Index < 0 || sh.Index >= sh.Count:
-			return fmt.Errorf("%w: %s says it is shard %d of %d", ErrShards, sourceName(s.file), sh.Index, sh.Count)
+			return fmt.Errorf("%w: %s says it is shard %d of %d", ErrShards, results.SourceName(s.file), sh.Index, sh.Count)
 		case seen[sh.Index] != "":
-			return fmt.Errorf("%w: %s and %s are both shard %d/%d", ErrShards, seen[sh.Index], sourceName(s.file), sh.Index, sh.Count)
+			return fmt.Errorf("%w: %s and %s are both shard %d/%d", ErrShards, seen[sh.Index], results.SourceName(s.file), sh.Index, sh.Count)
 		}
-		seen[sh.Index] = sourceName(s.file)
+		seen[sh.Index] = results.SourceName(s.file)
 	}
 	if n := ref.info.Shard.Count; len(shards) != n {
 		var missing []string
@@ -154,7 +154,7 @@ func signedMS(ns int64) string {
 func shardSetName(shards []input) string {
 	dirs := make([]string, len(shards))
 	for i, s := range shards {
-		dirs[i] = filepath.Dir(sourceName(s.file))
+		dirs[i] = filepath.Dir(results.SourceName(s.file))
 	}
 	suffix := fmt.Sprintf(" (%d shards)", len(shards))
 	if d := dirs[0]; !slices.ContainsFunc(dirs, func(x string) bool { return x != d }) {
@@ -162,7 +162,7 @@ func shardSetName(shards []input) string {
 	}
 	names := make([]string, len(shards))
 	for i, s := range shards {
-		names[i] = sourceName(s.file)
+		names[i] = results.SourceName(s.file)
 	}
 	return strings.Join(names, " + ") + suffix
 }

@@ -104,20 +104,3 @@ func (w *RecordWriter) Close() error {
 	}
 	return w.err
 }
-
-// WriteJSON writes v, indented, to path.
-func WriteJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	return WriteText(path, string(append(b, '\n')))
-}
-
-// WriteText writes s to path.
-func WriteText(path, s string) error {
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	return nil
-}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -91,13 +89,13 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	sum := &Summary{Schema: 1, Command: strings.Join(o.Command, " "), Simulated: true, Model: cfg.Model,
 		Engine: o.Describe, Balancer: cfg.Balancer, NetworkNS: int64(cfg.Network)}
 	sum.Target = describeTarget(cfg)
-	if err := results.WriteText(filepath.Join(o.Dir, results.CommandFile), sum.Command+"\n"); err != nil {
+	if err := results.WriteCommand(o.Dir, sum.Command); err != nil {
 		return nil, err
 	}
-	if err := results.WriteJSON(filepath.Join(o.Dir, results.ConfigFile), map[string]any{"config": o.Echo}); err != nil {
+	if err := results.WriteConfig(o.Dir, results.Config{Config: o.Echo}); err != nil {
 		return nil, err
 	}
-	rw, err := results.NewRecordWriter(filepath.Join(o.Dir, results.RequestsFile))
+	rw, err := results.CreateRecords(o.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +127,14 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 		return nil, err
 	}
 	if cfg.Steps {
-		if err := writeSteps(filepath.Join(o.Dir, results.StepsFile), res.Replicas); err != nil {
+		if err := writeSteps(o.Dir, res.Replicas); err != nil {
 			return nil, err
 		}
 	}
 	rep := coll.Report()
 	sum.Report = rep
 	sum.SLOsFailed = len(o.SLOs) > 0 && (len(rep.SLOs) == 0 || rep.SLOsFailed())
-	if err := results.WriteJSON(filepath.Join(o.Dir, results.SummaryFile), sum); err != nil {
+	if err := results.WriteSummary(o.Dir, sum); err != nil {
 		return nil, err
 	}
 	if err := rep.WriteText(w); err != nil {
@@ -189,10 +187,10 @@ type stepLine struct {
 	engine.StepRecord
 }
 
-func writeSteps(path string, reps []ReplicaResult) error {
-	f, err := os.Create(path)
+func writeSteps(dir string, reps []ReplicaResult) error {
+	f, err := results.CreateSteps(dir)
 	if err != nil {
-		return fmt.Errorf("steps file: %w", err)
+		return err
 	}
 	bw := bufio.NewWriterSize(f, 1<<16)
 	enc := json.NewEncoder(bw)

@@ -1,23 +1,19 @@
-package calibrate
+package results
 
 import (
-	"bufio"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/results"
 )
 
-// ErrBadInput marks a results folder that cannot be calibrated from (no
-// records, or records without lengths or timestamps); the command line maps
-// it to exit status 2.
+// ErrBadInput marks a results folder whose requests cannot be replayed or
+// calibrated from (no records, or records without lengths or timestamps);
+// the command line maps it to exit status 2.
 var ErrBadInput = errors.New("bad calibration input")
 
 // Observed is one measured request, reduced to what calibration compares:
@@ -50,16 +46,17 @@ func (o Observed) TPOT() (time.Duration, bool) {
 	return (o.E2E - o.TTFT) / time.Duration(o.Output-1), true
 }
 
-// Workload is a results folder read for calibration.
-type Workload struct {
+// Observations are the requests of a results folder as its server saw
+// them: what calibration fits and plan replays.
+type Observations struct {
 	Dir      string
 	Requests []Observed
 	// Skipped counts records left out: failed, warm-up, or incomplete.
 	Skipped int
-	Run     results.RunInfo
+	Run     RunInfo
 }
 
-// ReadResults reads a bench results folder (requests.jsonl, run.json) and
+// ReadObserved reads a bench results folder (requests.jsonl, run.json) and
 // reconstructs the workload the server saw. When every record carries the
 // server's first-scheduled instant (its metrics object; bench
 // --return-metrics), arrivals and scheduling instants are the server's own
@@ -67,62 +64,45 @@ type Workload struct {
 // the server's TTFT when the records carry its split, else the client's
 // send instants. A folder without records, or whose successful records
 // lack token counts or timestamps, is an error wrapping ErrBadInput.
-func ReadResults(dir string) (*Workload, error) {
-	path := filepath.Join(dir, results.RequestsFile)
-	f, err := os.Open(path)
-	if err != nil {
+func ReadObserved(dir string) (*Observations, error) {
+	path := RecordsPath(dir)
+	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
-	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
-	w := &Workload{Dir: dir}
-	if info, ok, err := results.ReadRunInfo(dir); err == nil && ok {
+	w := &Observations{Dir: dir}
+	if info, ok, err := ReadRunInfo(dir); err == nil && ok {
 		w.Run = info
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var missing []string
 	var origin int64
 	first := true
-	for line := 1; sc.Scan(); line++ {
-		var r latency.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%w: %s line %d: %v", ErrBadInput, path, line, err)
+	err := EachRecord(path, func(line int, r *latency.Record, err error) error {
+		if err != nil {
+			return fmt.Errorf("%w: %s line %d: %v", ErrBadInput, path, line, err)
 		}
 		if !r.OK() || r.Warmup {
 			w.Skipped++
-			continue
+			return nil
 		}
 		switch {
 		case r.InputTokens <= 0 || r.OutputTokens <= 0:
 			missing = append(missing, fmt.Sprintf("line %d (%s): no input/output token counts", line, r.ID))
-			continue
+			return nil
 		case r.FirstTokenNS == 0 || r.EndNS == 0 || r.FirstTokenNS < r.SentNS || r.EndNS < r.FirstTokenNS:
 			missing = append(missing, fmt.Sprintf("line %d (%s): no first-token or end timestamp, or one before the send", line, r.ID))
-			continue
+			return nil
 		}
-		o := Observed{ID: r.ID, Input: r.InputTokens, Output: r.OutputTokens}
-		var arrival int64
-		if s := r.Server; s != nil && s.PrefillNS > 0 {
-			o.ServerSide = true
-			o.Queue = time.Duration(s.QueueNS)
-			o.TTFT = time.Duration(s.QueueNS + s.PrefillNS)
-			o.E2E = o.TTFT + time.Duration(s.DecodeNS)
-			arrival = r.FirstTokenNS - int64(o.TTFT)
-		} else {
-			o.TTFT = time.Duration(r.FirstTokenNS - r.SentNS)
-			o.E2E = time.Duration(r.EndNS - r.SentNS)
-			arrival = r.SentNS
-		}
+		o, arrival := observe(r)
 		if first || arrival < origin {
 			origin, first = arrival, false
 		}
-		o.Arrival = time.Duration(arrival)
-		if s := r.Server; s != nil && s.FirstScheduledUnixNS > 0 {
-			o.Scheduled, o.Anchored = time.Duration(s.FirstScheduledUnixNS), true
-		}
 		w.Requests = append(w.Requests, o)
+		return nil
+	})
+	if errors.Is(err, ErrBadInput) {
+		return nil, err
 	}
-	if err := sc.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
 	}
 	if len(missing) > 0 {
@@ -134,6 +114,31 @@ func ReadResults(dir string) (*Workload, error) {
 	anchor(w.Requests, time.Duration(origin))
 	slices.SortStableFunc(w.Requests, func(a, b Observed) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	return w, nil
+}
+
+// observe reduces a successful record to what calibration compares, and
+// the instant the server received it on the records' clock: the first
+// token − the server's TTFT when the record carries the server's split,
+// else the client's send.
+func observe(r *latency.Record) (Observed, int64) {
+	o := Observed{ID: r.ID, Input: r.InputTokens, Output: r.OutputTokens}
+	var arrival int64
+	if s := r.Server; s != nil && s.PrefillNS > 0 {
+		o.ServerSide = true
+		o.Queue = time.Duration(s.QueueNS)
+		o.TTFT = time.Duration(s.QueueNS + s.PrefillNS)
+		o.E2E = o.TTFT + time.Duration(s.DecodeNS)
+		arrival = r.FirstTokenNS - int64(o.TTFT)
+	} else {
+		o.TTFT = time.Duration(r.FirstTokenNS - r.SentNS)
+		o.E2E = time.Duration(r.EndNS - r.SentNS)
+		arrival = r.SentNS
+	}
+	o.Arrival = time.Duration(arrival)
+	if s := r.Server; s != nil && s.FirstScheduledUnixNS > 0 {
+		o.Scheduled, o.Anchored = time.Duration(s.FirstScheduledUnixNS), true
+	}
+	return o, arrival
 }
 
 // anchor makes the requests' instants offsets from the first arrival: on
@@ -164,8 +169,8 @@ func anchor(obs []Observed, origin time.Duration) {
 // Merge joins workloads of separate runs against the same server into one
 // list of requests, each run shifted after the previous one's last finish
 // (plus a second), so that runs do not overlap in the replay.
-func Merge(ws ...*Workload) *Workload {
-	out := &Workload{}
+func Merge(ws ...*Observations) *Observations {
+	out := &Observations{}
 	var shift time.Duration
 	for _, w := range ws {
 		var end time.Duration

@@ -1,0 +1,138 @@
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// ErrNoRecords is returned (wrapped) when a path holds no records file, or
+// the records files hold no record at all.
+var ErrNoRecords = errors.New("no request records")
+
+// Config is a run's config.json: the configuration as given (its flags by
+// name) and, for a run against a server, the target with its credentials
+// masked.
+type Config struct {
+	Config any `json:"config"`
+	Target any `json:"target,omitempty"`
+}
+
+// WriteCommand writes the run's exact command line to dir/command.txt.
+func WriteCommand(dir, command string) error {
+	return writeText(filepath.Join(dir, CommandFile), command+"\n")
+}
+
+// WriteConfig writes dir/config.json.
+func WriteConfig(dir string, c Config) error {
+	return writeJSON(filepath.Join(dir, ConfigFile), c)
+}
+
+// WriteSummary writes the run's summary, indented, to dir/summary.json.
+func WriteSummary(dir string, summary any) error {
+	return writeJSON(filepath.Join(dir, SummaryFile), summary)
+}
+
+// CreateRecords creates dir/requests.jsonl; an existing file is an error.
+func CreateRecords(dir string) (*RecordWriter, error) {
+	return NewRecordWriter(filepath.Join(dir, RequestsFile))
+}
+
+// CreateSteps creates dir/steps.jsonl, the simulator's per-step records.
+func CreateSteps(dir string) (*os.File, error) {
+	f, err := os.Create(filepath.Join(dir, StepsFile))
+	if err != nil {
+		return nil, fmt.Errorf("steps file: %w", err)
+	}
+	return f, nil
+}
+
+// ReadCommand reads dir/command.txt; "" when there is none.
+func ReadCommand(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, CommandFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return string(b), err
+}
+
+// ReadConfig reads the flags as given from dir/config.json: nil when there
+// is none, or when it does not parse as a map of names to values (a folder
+// written by another tool).
+func ReadConfig(dir string) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var c struct {
+		Config map[string]string `json:"config"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return nil, nil
+	}
+	return c.Config, nil
+}
+
+// ConfigPath names dir's config.json (for messages about it).
+func ConfigPath(dir string) string { return filepath.Join(dir, ConfigFile) }
+
+// RecordsPath is the records file of the results folder dir.
+func RecordsPath(dir string) string { return filepath.Join(dir, RequestsFile) }
+
+// FindRecords turns a path into the records files it stands for: a
+// records file itself, a results folder's requests.jsonl, or those of its
+// subfolders (a sweep), in name order. A folder with none is an error
+// wrapping ErrNoRecords.
+func FindRecords(p string) ([]string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	if !st.IsDir() {
+		return []string{p}, nil
+	}
+	direct := RecordsPath(p)
+	if _, err := os.Stat(direct); err == nil {
+		return []string{direct}, nil
+	}
+	sub, _ := filepath.Glob(filepath.Join(p, "*", RequestsFile))
+	if len(sub) > 0 {
+		slices.Sort(sub)
+		return sub, nil
+	}
+	return nil, fmt.Errorf("%s: %w: no %s in it or in its subfolders (is it a bench results folder?)",
+		p, ErrNoRecords, RequestsFile)
+}
+
+// SourceName names a records file by its folder, or by the file when it is
+// not called requests.jsonl.
+func SourceName(f string) string {
+	if filepath.Base(f) == RequestsFile {
+		return filepath.Dir(f)
+	}
+	return f
+}
+
+// writeJSON writes v, indented, to path.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return writeText(path, string(append(b, '\n')))
+}
+
+// writeText writes s to path.
+func writeText(path, s string) error {
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return nil
+}

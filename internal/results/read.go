@@ -1,0 +1,44 @@
+package results
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// maxLine is the longest records line the sequential reader accepts (a
+// record of a long answer holds one instant per chunk).
+const maxLine = 64 << 20
+
+// EachRecord reads a records file in order and calls fn for every line
+// that is not blank: with the record, or with the error that kept the
+// line from being one (malformed, or of a schema newer than
+// latency.RecordSchema). fn returns nil to read on, an error to stop;
+// EachRecord returns that error, or the file's. The record is reused
+// between calls: fn keeps what it needs, not the pointer.
+func EachRecord(path string, fn func(line int, r *latency.Record, err error) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), maxLine)
+	var d Decoder
+	var r latency.Record
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		err := d.Decode(sc.Bytes(), &r)
+		if err == nil && r.Schema > latency.RecordSchema {
+			err = fmt.Errorf("record schema v%d is newer than this tokentrace reads (v%d): upgrade tokentrace", r.Schema, latency.RecordSchema)
+		}
+		if err := fn(line, &r, err); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
