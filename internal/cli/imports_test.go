@@ -109,7 +109,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/llamacpptest":            {only: []string{}},
 	"internal/perfmodel":               {only: []string{"field"}},
 	"internal/workload":                {only: []string{"field", "tokenizer"}},
-	"internal/results":                 {only: []string{"field", "latency"}},
+	"internal/results":                 {only: []string{"field", "jsonscan", "latency"}},
 	"internal/engine":                  {only: []string{"field", "perfmodel", "workload"}},
 	"internal/report":                  {never: []string{"bench", "serve", "gateway", "app"}},
 	"internal/serve":                   {never: []string{"bench", "gateway", "app", "report", "simulate", "calibrate", "capacity"}},
