@@ -325,7 +325,7 @@ func TestReasoningModelTimesFirstAnswerToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		var offs []float64
-		for _, r := range readRecords(t, filepath.Join(dir, RequestsFile)) {
+		for _, r := range readRecords(t, filepath.Join(dir, results.RequestsFile)) {
 			if !r.OK() || r.ReasoningTokens != 20 || r.OutputTokens != 10 || r.FirstReasonNS == 0 || r.FirstTokenNS <= r.FirstReasonNS {
 				t.Fatalf("%s: %s reasoning %d answer %d, first reasoning %d, first answer %d", field, r.ID,
 					r.ReasoningTokens, r.OutputTokens, r.FirstReasonNS, r.FirstTokenNS)

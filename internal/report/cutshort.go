@@ -2,13 +2,14 @@ package report
 
 import (
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"slices"
 	"time"
 )
 
 // cutShort notes a results file whose run.json says it was cut short:
 // interrupted, or holding fewer measured records than it planned.
-func (c *Collector) cutShort(file string, info RunInfo, measured int) {
+func (c *Collector) cutShort(file string, info results.RunInfo, measured int) {
 	switch {
 	case info.Interrupted:
 		c.Note(fmt.Sprintf("%s: the run was interrupted: %d measured records of %s; "+

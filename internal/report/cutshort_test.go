@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,21 +37,21 @@ func TestCutShortRunsAreFlagged(t *testing.T) {
 		t.Errorf("text does not count the unreadable lines apart (%v):\n%s", err, text.String())
 	}
 	// run.json planned 50; 20 arrived.
-	if err := WriteRunInfo(dir, RunInfo{Planned: 50}); err != nil {
+	if err := results.WriteRunInfo(dir, results.RunInfo{Planned: 50}); err != nil {
 		t.Fatal(err)
 	}
 	if rep = load(dir); !containsNote(rep, "20 measured records of the 50 planned: the run was cut short") ||
 		containsNote(rep, "no run.json") {
 		t.Errorf("notes %q", rep.Notes)
 	}
-	if err := WriteRunInfo(dir, RunInfo{Planned: 20, Interrupted: true}); err != nil {
+	if err := results.WriteRunInfo(dir, results.RunInfo{Planned: 20, Interrupted: true}); err != nil {
 		t.Fatal(err)
 	}
 	if rep = load(dir); !containsNote(rep, "the run was interrupted: 20 measured records of 20 planned") {
 		t.Errorf("notes %q", rep.Notes)
 	}
 	// A whole run says none of it.
-	if err := WriteRunInfo(dir, RunInfo{Planned: 20}); err != nil {
+	if err := results.WriteRunInfo(dir, results.RunInfo{Planned: 20}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, nil, 0o644); err != nil {
@@ -65,7 +66,7 @@ func TestCutShortRunsAreFlagged(t *testing.T) {
 	reqs[len(reqs)-1].tail = 60_000
 	dir2 := filepath.Join(t.TempDir(), "straggler")
 	writeRecords(t, dir2, reqs, "")
-	if err := WriteRunInfo(dir2, RunInfo{Planned: 200}); err != nil {
+	if err := results.WriteRunInfo(dir2, results.RunInfo{Planned: 200}); err != nil {
 		t.Fatal(err)
 	}
 	if rep = load(dir2); !containsNote(rep, "the last 1 requests ended") || !containsNote(rep, "stopped or stalled") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // llamaRecord turns a synthetic request into what bench records from
@@ -64,7 +65,7 @@ func TestQueueInferredFromLlamaCppTimings(t *testing.T) {
 // prompt processing and 64 tokens at 10 ms; every request pays 15 ms of
 // HTTP and tokenization. The server's /metrics show 4 processing and 4
 // deferred.
-func slotRun() (*RunInfo, []*latency.Record) {
+func slotRun() (*results.RunInfo, []*latency.Record) {
 	rng := rand.New(rand.NewPCG(3, 9))
 	var recs []*latency.Record
 	for i := range 200 {
@@ -75,9 +76,9 @@ func slotRun() (*RunInfo, []*latency.Record) {
 		recs = append(recs, llamaRecord(synthReq{at: float64(i) * 275, send: 0.3, net: 15 + rng.Float64(), sq: wait,
 			prefill: 250 + 10*rng.NormFloat64(), tpot: 10, output: 64, input: 256}, i))
 	}
-	run := &RunInfo{Mode: "closed", Concurrency: 8, Server: &ServerInfo{Engine: "llamacpp", Series: []string{"running", "waiting"}}}
+	run := &results.RunInfo{Mode: "closed", Concurrency: 8, Server: &results.ServerInfo{Engine: "llamacpp", Series: []string{"running", "waiting"}}}
 	for k := range 50 {
-		run.Samples = append(run.Samples, ServerSample{AtNS: int64(k) * int64(time.Second), Running: 4, Waiting: 4})
+		run.Samples = append(run.Samples, results.ServerSample{AtNS: int64(k) * int64(time.Second), Running: 4, Waiting: 4})
 	}
 	return run, recs
 }

@@ -118,7 +118,7 @@ func (c *Collector) readInput(ctx context.Context, in input, ownSource, several 
 		c.SetRun(info)
 	} else if ownSource {
 		c.Note(fmt.Sprintf("%s: no %s beside it: the run may have been cut short (bench writes it when the run ends); "+
-			"its configuration, warnings and the server's evidence are unknown", in.file, RunInfoFile))
+			"its configuration, warnings and the server's evidence are unknown", in.file, results.RunInfoFile))
 	}
 	c.shift = in.shift
 	before := len(c.rows)

@@ -1,19 +1,15 @@
 package simulate
 
 import (
-	"bufio"
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -52,7 +48,7 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 	if err != nil {
 		return Like{}, err
 	}
-	info, _, err := report.ReadRunInfo(dir)
+	info, _, err := results.ReadRunInfo(dir)
 	if err != nil {
 		return Like{}, err
 	}
@@ -101,22 +97,14 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 // order they were sent: by intended instant, then by the sequence number
 // that ends a record's id (bench's and simulate's ids count sends).
 func readLike(dir string) ([]likeRequest, error) {
-	path := filepath.Join(dir, report.RecordsFile)
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
+	path := results.RecordsPath(dir)
 	var out []likeRequest
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		var r latency.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, line, err)
+	err := results.EachRecord(path, func(line int, r *latency.Record, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s line %d: %w", path, line, err)
 		}
 		if !r.OK() || r.InputTokens <= 0 || r.OutputTokens <= 0 {
-			continue
+			return nil
 		}
 		q := likeRequest{intended: r.IntendedNS, in: r.InputTokens, out: r.OutputTokens, warmup: r.Warmup, seq: int64(line)}
 		if i := strings.LastIndexByte(r.ID, '-'); i >= 0 {
@@ -129,9 +117,10 @@ func readLike(dir string) ([]likeRequest, error) {
 			q.transport = max(0, time.Duration(r.FirstTokenNS-r.SentNS-s.QueueNS-s.PrefillNS))
 		}
 		out = append(out, q)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s holds no successful request with token counts", path)
