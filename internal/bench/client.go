@@ -212,8 +212,8 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 // requestTrace stamps a request's connection, write and first byte on the
 // run's clock, and learns how the connection stamps its reads.
 type requestTrace struct {
-	c         *Client
-	rec       *latency.Record
+	c   *Client
+	rec *latency.Record
 	// connStart is set by the dial's hooks, which run on the transport's
 	// dialing goroutines (a dial begun for the request may outlive it).
 	connStart atomic.Int64
