@@ -30,6 +30,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/gateway"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -301,7 +302,7 @@ func engineTTFT(t *testing.T, res *bench.Result) float64 {
 // readRecords reads a bench run's requests.jsonl.
 func readRecords(t *testing.T, res *bench.Result) []latency.Record {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(res.OutDir, bench.RequestsFile))
+	raw, err := os.ReadFile(filepath.Join(res.OutDir, results.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
