@@ -73,12 +73,17 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Out = os.Stdout
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	if err := runInterruptible(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
+}
+
+// runInterruptible runs the harness until it ends or an interrupt stops it.
+func runInterruptible(cfg config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return run(ctx, cfg)
 }
 
 func parseInts(s string) ([]int, error) {
@@ -155,7 +160,7 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			return fmt.Errorf("-also %s: %w", name, err)
 		}
-		defer p.stop()
+		defer p.stop() //nolint:gocritic // each path's process lives until run returns; -also lists a few at most
 		paths = append(paths, &path{name: name, addr: p.addr, proc: p})
 	}
 

@@ -67,7 +67,7 @@ func TestHostileInputs(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tokentrace")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, module+"/cmd/tokentrace")
+	build := exec.Command("go", "build", "-o", bin, module+"/cmd/tokentrace")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}

@@ -215,7 +215,7 @@ func (e Engine) model(s Shape) (string, error) {
 	// Written beside its final name and renamed: concurrent test binaries
 	// never read a half-written model.
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	defer os.Remove(tmp)
+	defer func() { _ = os.Remove(tmp) }() // gone already once renamed
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, filepath.Join(e.Dir, "make_model.py"), tmp,
@@ -329,7 +329,7 @@ func (s *Server) start(bin string, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer log.Close()
+	defer func() { _ = log.Close() }() // the child holds its own descriptor
 	s.cmd = exec.Command(bin, append(Args(s.Model, o), "--port", strconv.Itoa(port))...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {

@@ -48,8 +48,6 @@ func (l Load) Mode() string {
 	return "closed"
 }
 
-// Validate checks a load; a bad one gives a *field.Error named as Options
-// names the setting.
 // Expected is how many requests the load sends, warm-up included, when
 // that is known before it runs: its Requests (capped by what Rate sends in
 // Duration when both are set), or Rate × Duration. ok is false for a closed
@@ -70,6 +68,8 @@ func (l Load) Expected() (n float64, ok bool) {
 	return 0, false
 }
 
+// Validate checks a load; a bad one gives a *field.Error named as Options
+// names the setting.
 func (l Load) Validate() error {
 	switch {
 	case l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
