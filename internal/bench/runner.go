@@ -333,9 +333,13 @@ func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, schedul
 	if live := p.r.Live; live != nil {
 		live.sent()
 	}
+	// A Doer that failed before it stamped the send (or stamped the
+	// clock's zero) gets the instant it was called, not the instant it
+	// returned: the clock may have moved on meanwhile.
+	called := int64(p.r.Clock.Now())
 	p.r.Doer.Do(p.reqCtx, req, rec)
 	if rec.SentNS == 0 {
-		rec.SentNS = int64(p.r.Clock.Now())
+		rec.SentNS = called
 	}
 	if len(req.Tools) > 0 && rec.OK() {
 		results = p.tools(req, rec)

@@ -36,9 +36,10 @@ func TestServerClosingAfterEachAnswerFailsNothing(t *testing.T) {
 		if !recs[i].OK() {
 			t.Errorf("request %d failed: %s %s", i, recs[i].ErrorKind, recs[i].Error)
 		}
-		if recs[i].Resent > 1 {
-			t.Errorf("request %d resent %d times", i, recs[i].Resent)
-		}
+		// More than one where Go's transport had itself retried, on
+		// another pooled connection, a request it had not written at all
+		// (Record.Resent); our own resend is at most one
+		// (TestStaleConnectionRecord).
 		if recs[i].Resent > 0 {
 			resent++
 		}
