@@ -197,7 +197,21 @@ func TestClosedLoopKeepsConcurrency(t *testing.T) {
 }
 
 func TestRateWithCapQueuesInTheClient(t *testing.T) {
-	clock, d := newFake(0, time.Millisecond)
+	// The clock runs free (no settling) and the first request holds the
+	// cap until the schedule has passed 5 ms: the requests due meanwhile
+	// wait for the cap in the client, and their sends come after their
+	// intended instants.
+	clock, d := newFake(0, 0)
+	clock.settle = nil
+	d.after = func(n int64) {
+		if n != 1 {
+			return
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for clock.Now() < 5*time.Millisecond && time.Now().Before(deadline) {
+			runtime.Gosched()
+		}
+	}
 	_, recs := runFake(t, context.Background(), clock, d, synth(1, 0),
 		workload.Load{Rate: 1000, Arrival: workload.Constant, Concurrency: 1, Requests: 20})
 	if m := d.maxIn.Load(); m != 1 {
