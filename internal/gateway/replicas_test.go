@@ -147,8 +147,9 @@ func TestPrefixAffinityAcrossGatewayReplicas(t *testing.T) {
 	one, two := replicaRun(t, addrs, 1, 3, "prefix_affinity"), replicaRun(t, addrs, 2, 3, "prefix_affinity")
 	t.Logf("prefix_affinity: prefix-cache hit rate %.1f%% behind one gateway, %.1f%% behind two (round robin behind two: %.1f%%)", 100*one, 100*two, 100*rr)
 	// The routing is the same from one gateway or two; the serves' timing
-	// may evict a block more or less.
-	if two < one-0.01 {
+	// may evict a block or two more or less out of 120 requests (82.3 %
+	// against 83.6 % seen on a busy machine).
+	if two < one-0.03 {
 		t.Errorf("prefix_affinity: hit rate %.3f behind two gateways, below %.3f behind one", two, one)
 	}
 	if two < rr+0.15 {
