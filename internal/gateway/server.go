@@ -109,14 +109,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			ln.Close()
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			// Shutdown exports the spans still batched; a failure loses them.
-			if err := tp.Shutdown(sctx); err != nil {
-				log.Error("tracing: spans not exported at shutdown", "endpoint", cfg.OTLPEndpoint, "err", err)
-			}
-		}()
+		// Shutdown exports the spans still batched; a failure loses them.
+		defer shutdownExporter(ctx, log, tp.Shutdown, "tracing: spans not exported at shutdown", cfg.OTLPEndpoint)
 		g.Tracer = tp.Tracer("github.com/tokentrace/tokentrace/internal/gateway")
 		if g.Metrics != nil {
 			mp, err := tracing.NewMeterProvider(ctx, cfg.OTLPEndpoint, "tokentrace-gateway", 10*time.Second)
@@ -124,13 +118,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				ln.Close()
 				return err
 			}
-			defer func() {
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				if err := mp.Shutdown(sctx); err != nil {
-					log.Error("metrics: GenAI metrics not exported at shutdown", "endpoint", cfg.OTLPEndpoint, "err", err)
-				}
-			}()
+			defer shutdownExporter(ctx, log, mp.Shutdown, "metrics: GenAI metrics not exported at shutdown", cfg.OTLPEndpoint)
 			if g.Metrics.GenAI, err = tracing.NewGenAIServer(mp, "tokentrace"); err != nil {
 				ln.Close()
 				return err
@@ -174,4 +162,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return g.drainAndStop(srv, s.rc.DrainDelay, grace, log)
 	})
 	return grp.Wait()
+}
+
+// shutdownExporter flushes an OTLP exporter's batched data within 5 s of
+// the server's end, even when ctx is already done, and logs what a failed
+// flush lost.
+func shutdownExporter(ctx context.Context, log *slog.Logger, shutdown func(context.Context) error, lost, endpoint string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := shutdown(sctx); err != nil {
+		log.Error(lost, "endpoint", endpoint, "err", err)
+	}
 }
