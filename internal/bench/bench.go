@@ -123,9 +123,12 @@ type ClientHealth struct {
 	GCPauseP99MS float64 `json:"gc_pause_p99_ms"`
 	// Worst schedule lag of any phase (actual − intended send of requests
 	// only the schedule held).
-	SendLagP99MS float64  `json:"send_lag_p99_ms"`
-	SendLagMaxMS float64  `json:"send_lag_max_ms"`
-	Warnings     []string `json:"warnings,omitempty"`
+	SendLagP99MS float64 `json:"send_lag_p99_ms"`
+	SendLagMaxMS float64 `json:"send_lag_max_ms"`
+	// Timekeeping is the client's watch on its own scheduling: a ticker's
+	// lateness over the run and the intervals it could not keep time in.
+	Timekeeping Timekeeping `json:"timekeeping"`
+	Warnings    []string    `json:"warnings,omitempty"`
 }
 
 // Result is what Run returns.
@@ -210,8 +213,9 @@ func newRun(cfg Config) *run {
 		logw = io.Discard
 	}
 	started := time.Now()
+	// Summary.Started is set when the run's clock starts: the records' zero.
 	return &run{cfg: cfg, log: logw, started: started, target: cfg.Target,
-		sum:  &Summary{Schema: 1, Command: strings.Join(cfg.Command, " "), Started: started.UTC()},
+		sum:  &Summary{Schema: 1, Command: strings.Join(cfg.Command, " ")},
 		coll: report.NewCollector(report.Options{SLOs: cfg.SLOs})}
 }
 
@@ -329,7 +333,10 @@ func (r *run) measure(ctx context.Context) (err error) {
 			r.cfg.StartAt.Format(time.RFC3339Nano), late.Round(time.Millisecond))
 	}
 	usage0, gc0, wall0 := CPUTime(), gcPauses(), time.Now()
+	late := newLateness(clock)
+	stopLate := late.start(ctx)
 	err = r.send(ctx, runner)
+	stopLate()
 	stopLive()
 	stopWatch()
 	r.samples, r.server = watch.result()
@@ -338,6 +345,8 @@ func (r *run) measure(ctx context.Context) (err error) {
 	}
 	r.sum.Interrupted = ctx.Err() != nil
 	r.sum.Client = health(CPUTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
+	r.sum.Client.Timekeeping = late.result()
+	r.sum.Client.Warnings = append(r.sum.Client.Warnings, r.sum.Client.Timekeeping.warnings()...)
 	return nil
 }
 
@@ -464,14 +473,19 @@ func (r *run) syncClock(ctx context.Context) {
 }
 
 // startClock starts the run's clock: at the agreed instant when one was
-// given (Now is negative until then), else now.
+// given (Now is negative until then), else now. That instant is the
+// records' zero and summary.json's started: a record's instant t
+// happened at started + t.
 func (r *run) startClock() Clock {
+	var c Clock
 	if at := r.cfg.StartAt; !at.IsZero() {
-		r.zero = at
-		return newRealClockAt(at)
+		r.zero, c = at, newRealClockAt(at)
+	} else {
+		r.zero = time.Now()
+		c = &realClock{start: r.zero}
 	}
-	r.zero = time.Now()
-	return NewRealClock()
+	r.sum.Started = r.zero.UTC()
+	return c
 }
 
 // runID prefixes the run's request ids; a shard's name their shard.
@@ -700,6 +714,10 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 	} else {
 		fmt.Fprintf(w, "client    no calibration; CPU %.0f%% of %d cores; GC pauses %d (max %.2f ms)\n",
 			100*s.Client.CPUUtil, s.Client.Cores, s.Client.GCPauses, s.Client.GCPauseMaxMS)
+	}
+	if tk := s.Client.Timekeeping; tk.Ticks > 0 {
+		fmt.Fprintf(w, "timekeep  %s ticker late P50 %.3f ms P99 %.3f ms max %.3f ms; %d interval(s) over %.0f ms late\n",
+			time.Duration(tk.TickPeriodMS*1e6), tk.TickLateP50MS, tk.TickLateP99MS, tk.TickLateMaxMS, tk.StallCount, tk.StallThreshold)
 	}
 	for _, warn := range s.Client.Warnings {
 		fmt.Fprintf(w, "WARNING   %s\n", warn)
