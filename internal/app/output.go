@@ -6,6 +6,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // output writes the answer to the client: a stream of chat chunks, or one
@@ -18,14 +19,14 @@ type output struct {
 	includeUsage bool
 	model        string
 	enc          *openai.ChunkEncoder
-	rc           *http.ResponseController
+	sw           *sse.Writer
 	started      bool
-	buf          []byte
+	buf          []byte // one chunk's JSON
 	whole        []byte // the answer, when not streamed
 }
 
 func newOutput(x *exchange, req *openai.ChatCompletionRequest) *output {
-	o := &output{x: x, stream: req.Stream, model: req.Model, rc: http.NewResponseController(x.w)}
+	o := &output{x: x, stream: req.Stream, model: req.Model, sw: sse.NewWriter(x.w)}
 	if so := req.StreamOptions; so != nil {
 		o.continuous, o.includeUsage = so.ContinuousUsageStats, so.IncludeUsage || so.ContinuousUsageStats
 	}
@@ -45,10 +46,8 @@ func (o *output) begin() bool {
 	h.Set("Server-Timing", o.x.stages().headerTiming())
 	o.x.w.WriteHeader(http.StatusOK)
 	o.started = true
-	o.buf = append(o.buf[:0], "data: "...)
-	o.buf = o.enc.AppendRole(o.buf, o.usage())
-	o.buf = append(o.buf, "\n\n"...)
-	return o.write(o.buf)
+	o.buf = o.enc.AppendRole(o.buf[:0], o.usage())
+	return o.write(func() error { return o.sw.Data(o.buf) })
 }
 
 // usage is the running usage for a chunk, when the client asked for it on
@@ -70,10 +69,8 @@ func (o *output) text(t []byte, finish string) bool {
 	if len(t) == 0 && finish == "" {
 		return true
 	}
-	o.buf = append(o.buf[:0], "data: "...)
-	o.buf = o.enc.AppendText(o.buf, t, finish, o.usage())
-	o.buf = append(o.buf, "\n\n"...)
-	return o.write(o.buf)
+	o.buf = o.enc.AppendText(o.buf[:0], t, finish, o.usage())
+	return o.write(func() error { return o.sw.Data(o.buf) })
 }
 
 // finishAnswer sends the usage chunk (when asked) and the final event (an
@@ -99,25 +96,27 @@ func (o *output) finishAnswer(u *openai.Usage) {
 		h.Set("Server-Timing", x.stages().headerTiming())
 		x.w.WriteHeader(http.StatusOK)
 		o.started = true
-		if o.write(append(body, '\n')) {
+		body = append(body, '\n')
+		if o.write(func() error {
+			if _, err := x.w.Write(body); err != nil {
+				return err
+			}
+			return o.sw.Flush()
+		}) {
 			x.trailer()
 		}
 		return
 	}
 	if o.includeUsage {
-		o.buf = append(o.buf[:0], "data: "...)
-		o.buf = o.enc.AppendUsage(o.buf, *u, nil)
-		o.buf = append(o.buf, "\n\n"...)
-		if !o.write(o.buf) {
+		o.buf = o.enc.AppendUsage(o.buf[:0], *u, nil)
+		if !o.write(func() error { return o.sw.Data(o.buf) }) {
 			return
 		}
 	}
-	// The comment shares the [DONE] event: some clients take a
-	// comment-only event for empty data.
-	o.buf = append(o.buf[:0], ": "+latency.FinalTimingComment...)
-	o.buf = append(o.buf, x.stages().finalTiming(x.forward)...)
-	o.buf = append(o.buf, "\ndata: [DONE]\n\n"...)
-	if o.write(o.buf) {
+	// The comment with every stage shares the [DONE] event (sse.Writer's
+	// final form).
+	timing := x.stages().finalTiming(x.forward)
+	if o.write(func() error { return o.sw.Final(nil, latency.FinalTimingComment, timing) }) {
 		x.trailer()
 	}
 }
@@ -126,21 +125,17 @@ func (o *output) finishAnswer(u *openai.Usage) {
 // [DONE].
 func (o *output) error(e openai.Error) {
 	b, _ := json.Marshal(openai.ErrorBody{Error: e})
-	o.buf = append(append(append(o.buf[:0], "data: "...), b...), "\n\n"...)
-	if o.write(o.buf) {
+	if o.write(func() error { return o.sw.Data(b) }) {
 		o.x.trailer()
 	}
 }
 
-// write sends b and flushes, counting the time as backpressure; false when
-// the client is gone.
-func (o *output) write(b []byte) bool {
+// write runs send (a write and its flush), counting the time as
+// backpressure; false when the client is gone.
+func (o *output) write(send func() error) bool {
 	x := o.x
 	t0 := x.s.clock.Now()
-	_, err := x.w.Write(b)
-	if err == nil {
-		err = o.rc.Flush()
-	}
+	err := send()
 	x.tl.backpressure += x.s.clock.Now().Sub(t0)
 	if err != nil {
 		x.errKind = "client_closed"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/httplimit"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // loopback is an in-process server that streams chat completion chunks on
@@ -36,10 +37,9 @@ type loopback struct {
 }
 
 var (
-	loopRole  = []byte(`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
-	loopToken = []byte(`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}` + "\n\n")
-	loopLast  = []byte(`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":"length"}]}` + "\n\n")
-	loopDone  = []byte("data: [DONE]\n\n")
+	loopRole  = []byte(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`)
+	loopToken = []byte(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`)
+	loopLast  = []byte(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":"length"}]}`)
 )
 
 // startLoopback starts the server on 127.0.0.1. keep records flush instants.
@@ -79,7 +79,7 @@ func (l *loopback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	rc := http.NewResponseController(w)
+	sw := sse.NewWriter(w)
 	var inst []int64
 	if l.keep {
 		inst = make([]int64, 0, l.Tokens)
@@ -91,21 +91,14 @@ func (l *loopback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range l.Tokens {
 		wait(l.First + time.Duration(i)*l.Gap)
-		var b []byte
 		if i == 0 {
-			b = append(append(b, loopRole...), loopToken...)
-		} else if i == l.Tokens-1 {
+			sw.Queue(loopRole) // leaves with the first token
+		}
+		b := loopToken
+		if i == l.Tokens-1 {
 			b = loopLast
-		} else {
-			b = loopToken
 		}
-		if i == 0 && l.Tokens == 1 {
-			b = append(append([]byte(nil), loopRole...), loopLast...)
-		}
-		if _, err := w.Write(b); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
+		if sw.Data(b) != nil {
 			return
 		}
 		if l.keep && id != "" {
@@ -115,11 +108,10 @@ func (l *loopback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			l.mu.Unlock()
 		}
 	}
-	usage := `data: {"id":"x","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":` +
-		strconv.Itoa(l.Tokens) + `,"total_tokens":` + strconv.Itoa(l.Tokens+4) + "}}\n\n"
-	_, _ = io.WriteString(w, usage)
-	_, _ = w.Write(loopDone)
-	_ = rc.Flush()
+	usage := `{"id":"x","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":` +
+		strconv.Itoa(l.Tokens) + `,"total_tokens":` + strconv.Itoa(l.Tokens+4) + "}}"
+	sw.Queue([]byte(usage)) // leaves with [DONE]
+	_ = sw.Done()
 }
 
 // minimalClient is the floor: a raw HTTP/1.1 exchange on one TCP

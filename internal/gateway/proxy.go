@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // The paths the gateway serves.
@@ -88,6 +89,7 @@ type exchange struct {
 	tokens      int            // output tokens
 	noContent   bool           // the stream ended without content (no first token: no TTFT)
 	wrote       bool
+	sw          *sse.Writer // the answer's events, from newRelay on
 	errKind     string
 	prio        int       // priority class in the queues (queuePriority)
 	deadline    time.Time // TTFT deadline (ttftDeadline); zero: none

@@ -158,7 +158,6 @@ type relay struct {
 	x      *exchange
 	a      *attempt
 	ctx    context.Context
-	rc     *http.ResponseController
 	timing []string  // the upstream's Server-Timing header values
 	wrote  time.Time // when the last write ended
 	// lastUse and continuous follow continuous usage: the
@@ -193,19 +192,21 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 	h.Set(headerRequestID, x.id)
 	h.Set("Server-Timing", headerTiming(x.tl.stages()))
 	x.wrote = true
-	return &relay{x: x, a: a, ctx: ctx, rc: http.NewResponseController(x.w), timing: a.resp.Header.Values("Server-Timing")}
+	x.sw = sse.NewWriter(x.w)
+	if a.rd != nil {
+		// No flush while the next event is already read and waiting:
+		// nothing is ever held back for input that has not arrived, but
+		// events that arrived together leave together (one write).
+		x.sw.CoalesceWith(a.rd)
+	}
+	return &relay{x: x, a: a, ctx: ctx, timing: a.resp.Header.Values("Server-Timing")}
 }
 
-// write sends b, counting the time from t0 (now, read by the caller) as
-// backpressure. It flushes unless the next event is already read and
-// waiting: nothing is ever held back for input that has not arrived, but
-// events that arrived together leave together (one write to the client).
+// write sends the events b, counting the time from t0 (now, read by the
+// caller) as backpressure.
 func (r *relay) write(b []byte, t0 time.Time) error {
 	x := r.x
-	_, err := x.w.Write(b)
-	if err == nil && (r.a.rd == nil || !r.a.rd.Ready()) {
-		err = r.rc.Flush()
-	}
+	err := x.sw.Event(b)
 	r.wrote = x.g.now()
 	x.tl.backpressure += r.wrote.Sub(t0)
 	return err
@@ -220,7 +221,13 @@ func (r *relay) whole() {
 	tl.post += a.scanned // reading the answer's usage
 	x.tokens = a.wholeTokens
 	x.w.WriteHeader(http.StatusOK)
-	if err := r.write(a.body, x.g.now()); err != nil {
+	t0 := x.g.now()
+	_, err := x.w.Write(a.body)
+	if err == nil {
+		err = x.sw.Flush()
+	}
+	tl.backpressure += x.g.now().Sub(t0)
+	if err != nil {
 		x.clientGone()
 		return
 	}
@@ -443,23 +450,10 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	}
 	x.tl.post += g.now().Sub(t0)
 	x.tl.end = g.now()
-	comment := latency.FinalTimingComment + x.tl.finalTiming(x.tl.stages())
-	msg := make([]byte, 0, len(comment)+len(done)+4)
-	// The comment shares the [DONE] event rather than being an event of
-	// its own: some clients (openai-go) dispatch a comment-only event as
-	// empty data and fail to parse it.
-	msg = append(msg, ": "...)
-	msg = append(msg, comment...)
-	msg = append(msg, '\n')
-	if done == nil {
-		done = []byte("data: [DONE]\n\n")
-	}
-	msg = append(msg, done...)
+	final := x.tl.finalTiming(x.tl.stages())
 	t1 := g.now()
-	_, err := x.w.Write(msg)
-	if err == nil {
-		err = http.NewResponseController(x.w).Flush()
-	}
+	// sse.Writer's final form: the comment shares the [DONE] event.
+	err := x.sw.Final(done, latency.FinalTimingComment, final)
 	x.tl.backpressure += g.now().Sub(t1)
 	if err != nil {
 		x.clientGone()
@@ -484,13 +478,7 @@ func (x *exchange) streamError(msg, code string) {
 		x.status = http.StatusGatewayTimeout
 	}
 	b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer, msg, "", code)})
-	ev := make([]byte, 0, len(b)+8)
-	ev = append(ev, "data: "...)
-	ev = append(ev, b...)
-	ev = append(ev, '\n', '\n')
-	if _, err := x.w.Write(ev); err == nil {
-		_ = http.NewResponseController(x.w).Flush()
-	}
+	_ = x.sw.Data(b)
 	x.setTrailer()
 }
 

@@ -261,9 +261,8 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	_ = http.NewResponseController(w).Flush()
-
 	sw := sse.NewWriter(w)
+	_ = sw.Flush()
 	enc := openai.NewChunkEncoder(x.chat, x.responseID(), s.cfg.ServedModelName, x.received.Unix())
 	text := newTextWriter(idSeed(x.rid))
 	buf := make([]byte, 0, 512)

@@ -1,65 +1,150 @@
 package sse
 
 import (
+	"errors"
 	"io"
 	"net/http"
 )
 
-// Writer writes events to an HTTP response and flushes each one at once.
-// Its zero value is not usable; make one with NewWriter.
+// Writer is the project's one SSE writer: serve, the app, the gateway and
+// bench's loopback server frame every event they send with it. It writes
+// each event to an HTTP response in one Write and flushes it at once,
+// unless the input it relays already holds the next event (see
+// CoalesceWith). In steady state it allocates nothing per event: it
+// frames into one buffer it keeps, and relays an event already framed
+// (Event) without copying it.
+//
+// Its zero value is not usable; make one with NewWriter. A Writer is not
+// safe for concurrent use.
 type Writer struct {
-	w       io.Writer
-	flusher http.Flusher
-	buf     []byte
+	w    io.Writer
+	rc   *http.ResponseController // nil: w cannot flush
+	more Source                   // nil: flush every event
+	buf  []byte
+}
+
+// Source is what a relay reads from: Ready reports whether the next event
+// is already read and waiting (Reader.Ready).
+type Source interface {
+	Ready() bool
 }
 
 // NewWriter returns a Writer on w. If w is an http.ResponseWriter that can
 // flush (directly or through Unwrap), every event is flushed as written.
 func NewWriter(w io.Writer) *Writer {
-	sw := &Writer{w: w}
+	sw := &Writer{w: w, buf: make([]byte, 0, 512)}
 	if rw, ok := w.(http.ResponseWriter); ok {
-		if f, ok := rw.(http.Flusher); ok {
-			sw.flusher = f
-		} else {
-			// http.ResponseController finds a Flusher behind wrappers.
-			rc := http.NewResponseController(rw)
-			sw.flusher = flushFunc(func() { _ = rc.Flush() })
-		}
+		sw.rc = http.NewResponseController(rw)
 	}
 	return sw
 }
 
-type flushFunc func()
+// CoalesceWith makes the writer skip the flush after an event while src
+// has the next one waiting: events that arrived together leave together
+// (one write to the client), and nothing is ever held back for input that
+// has not arrived. A nil src flushes every event.
+func (w *Writer) CoalesceWith(src Source) { w.more = src }
 
-func (f flushFunc) Flush() { f() }
-
-// Data writes one event "data: <payload>\n\n" and flushes it. The payload
-// must not contain a newline (JSON from encoding/json never does).
+// Data writes one event "data: <payload>\n\n", with any queued events
+// before it. The payload must not contain a line end (JSON from
+// encoding/json and openai's encoders never does).
 func (w *Writer) Data(payload []byte) error {
-	w.buf = append(w.buf[:0], "data: "...)
-	w.buf = append(w.buf, payload...)
-	w.buf = append(w.buf, '\n', '\n')
-	return w.write()
+	w.buf = appendData(w.buf, payload)
+	return w.sendBuf()
 }
 
-// Comment writes ": <text>\n\n", which clients ignore; useful as a
-// keep-alive or to carry trailing information readable by humans.
+// Queue frames the event "data: <payload>\n\n" in the writer's buffer
+// without sending it: it leaves with the next event written, in the same
+// Write and flush (a role chunk and the first token, say).
+func (w *Writer) Queue(payload []byte) { w.buf = appendData(w.buf, payload) }
+
+// Event writes an event already framed (its field lines and the blank
+// line that ends it), as a relay passes on what it read. Without queued
+// events the bytes are written as they are, not copied.
+func (w *Writer) Event(raw []byte) error {
+	if len(w.buf) == 0 {
+		return w.send(raw)
+	}
+	w.buf = append(w.buf, raw...)
+	return w.sendBuf()
+}
+
+// Comment writes the event ": <text>\n\n", which clients ignore: a
+// keep-alive.
 func (w *Writer) Comment(text string) error {
-	w.buf = append(w.buf[:0], ": "...)
+	w.buf = append(w.buf, ": "...)
 	w.buf = append(w.buf, text...)
 	w.buf = append(w.buf, '\n', '\n')
-	return w.write()
+	return w.sendBuf()
 }
 
 // Done writes the terminating "data: [DONE]" event.
-func (w *Writer) Done() error { return w.Data([]byte("[DONE]")) }
+func (w *Writer) Done() error { return w.Final(nil) }
 
-func (w *Writer) write() error {
-	if _, err := w.w.Write(w.buf); err != nil {
+// doneEvent is the terminating event as Final writes it without one of
+// the caller's.
+var doneEvent = []byte("data: [DONE]\n\n")
+
+// Final writes the stream's last event: the comment line ": <comment…>"
+// (its parts joined; none: no comment line), then done, the [DONE] event
+// as read from an upstream, or "data: [DONE]\n\n" when done is nil. The
+// comment shares the [DONE] event rather than being an event of its own:
+// some clients (openai-go) dispatch a comment-only event as empty data
+// and fail to parse it. The writer flushes it whatever CoalesceWith says.
+func (w *Writer) Final(done []byte, comment ...string) error {
+	if len(comment) > 0 {
+		w.buf = append(w.buf, ": "...)
+		for _, c := range comment {
+			w.buf = append(w.buf, c...)
+		}
+		w.buf = append(w.buf, '\n')
+	}
+	if done == nil {
+		done = doneEvent
+	}
+	w.buf = append(w.buf, done...)
+	more := w.more
+	w.more = nil
+	err := w.sendBuf()
+	w.more = more
+	return err
+}
+
+// Flush flushes what was written, whatever CoalesceWith says (after the
+// response's headers, say). An error means the client is gone.
+func (w *Writer) Flush() error {
+	if w.rc == nil {
+		return nil
+	}
+	if err := w.rc.Flush(); err != nil {
+		if errors.Is(err, http.ErrNotSupported) {
+			w.rc = nil // an http.ResponseWriter that cannot flush: write only
+			return nil
+		}
 		return err
 	}
-	if w.flusher != nil {
-		w.flusher.Flush()
-	}
 	return nil
+}
+
+func appendData(b, payload []byte) []byte {
+	b = append(b, "data: "...)
+	b = append(b, payload...)
+	return append(b, '\n', '\n')
+}
+
+// sendBuf sends the buffer and empties it, whether or not it was sent.
+func (w *Writer) sendBuf() error {
+	err := w.send(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+func (w *Writer) send(b []byte) error {
+	if _, err := w.w.Write(b); err != nil {
+		return err
+	}
+	if w.more != nil && w.more.Ready() {
+		return nil
+	}
+	return w.Flush()
 }
