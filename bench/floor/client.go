@@ -33,6 +33,18 @@ type result struct {
 	errors   int64
 	lastErr  error
 	cpu      time.Duration // the proxy process's CPU over the rounds kept
+	// mallocs is the Go proxy's allocation count after the warm-up round
+	// and after the last (−1: not a Go process with metrics).
+	mallocs [2]float64
+}
+
+// allocsPerRequest is the Go proxy's heap allocations per request over
+// the rounds kept; false where they were not read.
+func (r *result) allocsPerRequest() (float64, bool) {
+	if r.mallocs[0] < 0 || r.mallocs[1] < 0 || r.requests+r.errors == 0 {
+		return 0, false
+	}
+	return (r.mallocs[1] - r.mallocs[0]) / float64(r.requests+r.errors), true
 }
 
 // stream is one client connection to a path.

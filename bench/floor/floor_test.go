@@ -88,3 +88,44 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestParseStreamsBench reads serve's and the null server's metrics from
+// BenchmarkStreams' output.
+func TestParseStreamsBench(t *testing.T) {
+	out := []byte(`goos: linux
+BenchmarkStreams/serve-2         	       1	3012345678 ns/op	         0.41 p50-gap-jitter-ms	         6.20 p99-gap-jitter-ms	        9.10 p999-gap-jitter-ms	        12.5 server-cpu-us/chunk	         1.50 p99-late-ms
+BenchmarkStreams/null-2          	       1	3001234567 ns/op	         0.30 p50-gap-jitter-ms	         4.00 p99-gap-jitter-ms	        7.00 p999-gap-jitter-ms	         9.6 server-cpu-us/chunk
+PASS
+`)
+	s, n, ok := parseStreamsBench(out)
+	if !ok {
+		t.Fatal("not parsed")
+	}
+	if s["p99-gap-jitter-ms"] != 6.2 || n["p99-gap-jitter-ms"] != 4 || s["server-cpu-us/chunk"] != 12.5 || s["p99-late-ms"] != 1.5 || n["p50-gap-jitter-ms"] != 0.3 {
+		t.Errorf("serve %v, null %v", s, n)
+	}
+	if _, _, ok := parseStreamsBench([]byte("BenchmarkStreams/serve-2 1 5 ns/op\n")); ok {
+		t.Error("parsed without a null line")
+	}
+}
+
+// TestParseSelfTest reads bench --self-test's two TTFT error lines.
+func TestParseSelfTest(t *testing.T) {
+	out := []byte(`TTFT error at 100 concurrent streams, a token every 50ms each (client arrival − server flush):
+  bench client     P50 0.038 ms  P99 15.084 ms  max 15.171 ms  (errors 0; ITL error P99 15.090 ms)
+  minimal client   P50 0.058 ms  P99 0.570 ms  max 0.576 ms  (errors 0)  ← floor of this host
+memory per in-flight stream (live heap + stacks, client and null server together):
+  bench client     41.0 KiB
+  minimal client   13.9 KiB  → bench's client above a minimal one: 27.1 KiB
+`)
+	st, ok := parseSelfTest(out)
+	if !ok {
+		t.Fatal("not parsed")
+	}
+	if st.bench != [3]float64{0.038, 15.084, 15.171} || st.floor != [3]float64{0.058, 0.570, 0.576} {
+		t.Errorf("got %+v", st)
+	}
+	if _, ok := parseSelfTest([]byte("  bench client     P50 0.038 ms  P99 15.084 ms  max 15.171 ms\n")); ok {
+		t.Error("parsed without the minimal client's line")
+	}
+}

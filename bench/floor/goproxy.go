@@ -12,6 +12,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // The Go floor: the least a Go streaming proxy costs on this machine — the
@@ -24,6 +28,11 @@ import (
 
 const goProxyEnv = "TOKENTRACE_FLOOR_GOPROXY" // "LISTEN UPSTREAM" in the child
 
+// goProxyMetrics is the Go floor's Go runtime counters (Prometheus text,
+// as the gateway's /metrics carries them): its allocations per request
+// beside the gateway's. Read twice a run, off the proxied path.
+const goProxyMetrics = "/go-proxy-metrics"
+
 // runGoProxy is the child process's main: it serves until interrupted.
 func runGoProxy(spec string) int {
 	var listen, upstream string
@@ -35,6 +44,9 @@ func runGoProxy(spec string) int {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { proxyOne(w, r, tr, upstream) })
 	mux.HandleFunc("/go-proxy-ready", func(http.ResponseWriter, *http.Request) {})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	mux.Handle(goProxyMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 5 * time.Minute}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

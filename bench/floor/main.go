@@ -10,14 +10,21 @@
 // rotating), so a change in the machine's load falls on all of them.
 //
 //	go run ./bench/floor                       # 50 and 500 streams, 3,000 requests per path each
-//	go run ./bench/floor -streams 50 -requests 600 -nginx ''   # quick, nginx wherever it is found
+//	go run ./bench/floor -streams 50 -requests 600 -serve-streams 0 -bench-runs 0   # quick: the proxies only
 //
 // It prints, per concurrency and path, TTFT P50/P99/P99.9, the TTFT added
 // over the direct path at each, and the token-gap jitter (|gap between
 // successive tokens at the client − the scheduled gap|) P50/P99/P99.9,
-// with the load average before and after. nginx is skipped, with a note,
-// where it is not installed (Debian: apt-get install nginx-light).
-// docs/performance.md, "Side by side with nginx", holds its figures.
+// the proxy's CPU (per token and in all) and the Go proxies' heap
+// allocations per request, with the load average before and after and
+// the gateway's targets against nginx judged. nginx is skipped, with a
+// note, where it is not installed (Debian: apt-get install nginx-light).
+// Then, so that one run gives every figure of the issue, serve's
+// token-gap jitter against an exact-schedule server (-serve-streams, its
+// BenchmarkStreams in windows) and bench's TTFT error at warm streams
+// (-bench-runs self-tests, then one at -bench-big streams), each judged
+// against its target. docs/performance.md, "Side by side with nginx",
+// holds its figures.
 package main
 
 import (
@@ -25,12 +32,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 // config is one run of the harness.
@@ -44,8 +55,10 @@ type config struct {
 	// Also are more gateways to run beside the first, each
 	// "NAME=BINARY[,KEY=VALUE...]" (a build to compare, or the same one
 	// with other process settings).
-	Also []string
-	Out  io.Writer
+	Also  []string
+	Serve serveCheck // Streams 0: skipped
+	Bench benchCheck // Runs 0: skipped
+	Out   io.Writer
 }
 
 func main() {
@@ -62,6 +75,12 @@ func main() {
 	flag.IntVar(&cfg.Sched.Tokens, "tokens", 32, "upstream: tokens per answer")
 	flag.StringVar(&cfg.Tokentrace, "tokentrace", "", "tokentrace binary (default: go build ./cmd/tokentrace into a temporary folder)")
 	flag.StringVar(&cfg.Nginx, "nginx", "", "nginx binary (default: nginx on PATH or /usr/sbin/nginx; - skips nginx)")
+	flag.IntVar(&cfg.Serve.Streams, "serve-streams", 200, "serve's jitter check: concurrent streams (0 skips it)")
+	flag.IntVar(&cfg.Serve.Windows, "serve-windows", 4, "serve's jitter check: measurement windows of 3 s")
+	flag.DurationVar(&cfg.Serve.Step, "serve-step", 20*time.Millisecond, "serve's jitter check: engine step time")
+	flag.IntVar(&cfg.Bench.Runs, "bench-runs", 10, "bench's TTFT-error check: self-test runs at -bench-streams (0 skips it)")
+	flag.IntVar(&cfg.Bench.Streams, "bench-streams", 100, "bench's TTFT-error check: warm streams per run")
+	flag.IntVar(&cfg.Bench.Big, "bench-big", 1000, "bench's TTFT-error check: streams of one more run (0: none)")
 	flag.Func("also", "another gateway path beside the first: NAME=BINARY[,KEY=VALUE...] (environment settings for it); repeatable", func(v string) error {
 		cfg.Also = append(cfg.Also, v)
 		return nil
@@ -100,9 +119,10 @@ func parseInts(s string) ([]int, error) {
 
 // path is one way from the client to the upstream.
 type path struct {
-	name string
-	addr string
-	proc *proc // nil for direct
+	name    string
+	addr    string
+	proc    *proc  // nil for direct
+	metrics string // its Prometheus /metrics with the Go runtime's counters ("": none)
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -119,53 +139,19 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer up.close()
-	paths := []*path{{name: "direct", addr: up.addr()}}
-
-	if cfg.Nginx != "-" {
-		if bin, err := findNginx(cfg.Nginx); err != nil {
-			fmt.Fprintf(cfg.Out, "nginx skipped: %v\n", err)
-		} else if p, err := startNginx(ctx, bin, dir, up.addr()); err != nil {
-			fmt.Fprintf(cfg.Out, "nginx skipped: %v\n", err)
-		} else {
-			defer p.stop()
-			paths = append(paths, &path{name: "nginx", addr: p.addr, proc: p})
-		}
-	}
-	if gp, err := startGoProxy(ctx, up.addr()); err != nil {
-		return err
-	} else {
-		defer gp.stop()
-		paths = append(paths, &path{name: "go-floor", addr: gp.addr, proc: gp})
-	}
 	bin := cfg.Tokentrace
 	if bin == "" {
 		if bin, err = buildTokentrace(ctx, dir); err != nil {
 			return err
 		}
 	}
-	gw, err := startGateway(ctx, bin, up.addr(), nil)
+	paths, stop, err := startPaths(ctx, cfg, dir, bin, up.addr())
+	defer stop()
 	if err != nil {
 		return err
 	}
-	defer gw.stop()
-	paths = append(paths, &path{name: "gateway", addr: gw.addr, proc: gw})
-	fmt.Fprintf(cfg.Out, "upstream at %s; gateway at %s (its /metrics holds every stage)\n", up.addr(), gw.addr)
-	for _, a := range cfg.Also {
-		name, spec, ok := strings.Cut(a, "=")
-		fields := strings.Split(spec, ",")
-		if !ok || name == "" || fields[0] == "" {
-			return fmt.Errorf("-also %q: want NAME=BINARY[,KEY=VALUE...]", a)
-		}
-		p, err := startGateway(ctx, fields[0], up.addr(), fields[1:])
-		if err != nil {
-			return fmt.Errorf("-also %s: %w", name, err)
-		}
-		defer p.stop() //nolint:gocritic // each path's process lives until run returns; -also lists a few at most
-		paths = append(paths, &path{name: name, addr: p.addr, proc: p})
-	}
-
-	fmt.Fprintf(cfg.Out, "upstream: first token %v after the request, then one every %v, %d tokens; %d requests per path per concurrency\n",
-		cfg.Sched.TTFT, cfg.Sched.Gap, cfg.Sched.Tokens, cfg.Requests)
+	fmt.Fprintf(cfg.Out, "upstream: first token %v after the request, then one every %v, %d tokens; %d requests per path per concurrency; %d CPUs\n",
+		cfg.Sched.TTFT, cfg.Sched.Gap, cfg.Sched.Tokens, cfg.Requests, runtime.NumCPU())
 	for _, n := range cfg.Streams {
 		load0 := loadAverage()
 		start := time.Now()
@@ -174,7 +160,76 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 		writeTable(cfg.Out, n, paths, res, cfg.Sched)
-		fmt.Fprintf(cfg.Out, "load average before: %s, after: %s; %.1f s\n\n", load0, loadAverage(), time.Since(start).Seconds())
+		fmt.Fprintf(cfg.Out, "load average before: %s, after: %s; %.1f s\n", load0, loadAverage(), time.Since(start).Seconds())
+		writeVerdicts(cfg.Out, paths, res, cfg.Sched)
+		fmt.Fprintln(cfg.Out)
+	}
+	return runChecks(ctx, cfg, bin)
+}
+
+// startPaths starts every proxy in front of the upstream: nginx (where
+// found), the Go floor, the gateway and the -also gateways; stop ends
+// those started, also on error.
+func startPaths(ctx context.Context, cfg config, dir, bin, upstream string) (paths []*path, stop func(), err error) {
+	var procs []*proc
+	stop = func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}
+	add := func(name string, p *proc, metrics string) {
+		procs = append(procs, p)
+		paths = append(paths, &path{name: name, addr: p.addr, proc: p, metrics: metrics})
+	}
+	paths = []*path{{name: "direct", addr: upstream}}
+	if cfg.Nginx != "-" {
+		if nb, err := findNginx(cfg.Nginx); err != nil {
+			fmt.Fprintf(cfg.Out, "nginx skipped: %v\n", err)
+		} else if p, err := startNginx(ctx, nb, dir, upstream); err != nil {
+			fmt.Fprintf(cfg.Out, "nginx skipped: %v\n", err)
+		} else {
+			add("nginx", p, "")
+		}
+	}
+	gp, err := startGoProxy(ctx, upstream)
+	if err != nil {
+		return nil, stop, err
+	}
+	add("go-floor", gp, "http://"+gp.addr+goProxyMetrics)
+	gw, err := startGateway(ctx, bin, upstream, nil)
+	if err != nil {
+		return nil, stop, err
+	}
+	add("gateway", gw, "http://"+gw.addr+"/metrics")
+	fmt.Fprintf(cfg.Out, "upstream at %s; gateway at %s (its /metrics holds every stage)\n", upstream, gw.addr)
+	for _, a := range cfg.Also {
+		name, spec, ok := strings.Cut(a, "=")
+		fields := strings.Split(spec, ",")
+		if !ok || name == "" || fields[0] == "" {
+			return nil, stop, fmt.Errorf("-also %q: want NAME=BINARY[,KEY=VALUE...]", a)
+		}
+		p, err := startGateway(ctx, fields[0], upstream, fields[1:])
+		if err != nil {
+			return nil, stop, fmt.Errorf("-also %s: %w", name, err)
+		}
+		add(name, p, "http://"+p.addr+"/metrics")
+	}
+	return paths, stop, nil
+}
+
+// runChecks runs serve's and bench's checks, where asked for.
+func runChecks(ctx context.Context, cfg config, bin string) error {
+	if cfg.Serve.Streams > 0 && cfg.Serve.Windows > 0 {
+		module, err := moduleDir(ctx)
+		if err != nil {
+			return err
+		}
+		if err := runServeCheck(ctx, cfg.Out, module, cfg.Serve); err != nil {
+			return err
+		}
+	}
+	if cfg.Bench.Runs > 0 {
+		return runBenchCheck(ctx, cfg.Out, bin, cfg.Bench)
 	}
 	return nil
 }
@@ -220,8 +275,31 @@ func measure(ctx context.Context, cfg config, paths []*path, n int) ([]*result, 
 				return nil, err
 			}
 		}
+		if r == 0 || r == rounds-1 {
+			// The Go paths' allocations over the rounds kept: their
+			// counters read once after the warm-up and once at the end.
+			for i, p := range paths {
+				res[i].mallocs[min(r, 1)] = mallocs(ctx, p.metrics)
+			}
+		}
 	}
 	return res, nil
+}
+
+// mallocs is a Go process's heap allocations so far
+// (go_memstats_mallocs_total on its /metrics); −1 where it has none.
+func mallocs(ctx context.Context, url string) float64 {
+	if url == "" {
+		return -1
+	}
+	f, err := scrape.Get(ctx, http.DefaultClient, url, nil)
+	if err != nil {
+		return -1
+	}
+	if v, ok := f.Sum("go_memstats_mallocs_total"); ok {
+		return v
+	}
+	return -1
 }
 
 // turn runs one path's round: n streams, started evenly over one
@@ -264,12 +342,14 @@ func loadAverage() string {
 var quantiles = []float64{50, 99, 99.9}
 
 // writeTable prints one concurrency's table: per path, TTFT and its
-// excess over the direct path's at each quantile, and the jitter.
+// excess over the direct path's at each quantile, the jitter, the proxy
+// process's CPU (per token, and in all) and, for the Go proxies, their
+// heap allocations per request.
 func writeTable(w io.Writer, n int, paths []*path, res []*result, s schedule) {
 	ms := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 2, 64) }
 	fmt.Fprintf(w, "%d streams\n", n)
-	fmt.Fprintf(w, "%-8s %8s %6s %-23s %-23s %-23s %s\n", "path", "requests", "errors",
-		"TTFT P50/P99/P99.9 ms", "added P50/P99/P99.9 ms", "jitter P50/P99/P99.9 ms", "proxy CPU/token")
+	fmt.Fprintf(w, "%-8s %8s %6s %-23s %-23s %-23s %-10s %-7s %s\n", "path", "requests", "errors",
+		"TTFT P50/P99/P99.9 ms", "added P50/P99/P99.9 ms", "jitter P50/P99/P99.9 ms", "CPU/token", "CPU s", "allocs/request")
 	direct := res[0]
 	for i, p := range paths {
 		r := res[i]
@@ -285,17 +365,60 @@ func writeTable(w io.Writer, n int, paths []*path, res []*result, s schedule) {
 				added = append(added, fmt.Sprintf("%+.2f", float64(d)/1e6))
 			}
 		}
-		cpu := "—"
+		cpu, cpuS, allocs := "—", "—", "—"
 		if p.proc != nil && r.tokens > 0 {
-			cpu = fmt.Sprintf("%.1f µs", float64(r.cpu)/1e3/float64(r.tokens))
+			cpu = fmt.Sprintf("%.1f µs", cpuPerToken(r))
+			cpuS = fmt.Sprintf("%.2f", r.cpu.Seconds())
 		}
-		fmt.Fprintf(w, "%-8s %8d %6d %-23s %-23s %-23s %s\n", p.name, r.requests, r.errors,
-			strings.Join(ttft, " / "), strings.Join(added, " / "), strings.Join(jit, " / "), cpu)
+		if a, ok := r.allocsPerRequest(); ok {
+			allocs = fmt.Sprintf("%.0f", a)
+		}
+		fmt.Fprintf(w, "%-8s %8d %6d %-23s %-23s %-23s %-10s %-7s %s\n", p.name, r.requests, r.errors,
+			strings.Join(ttft, " / "), strings.Join(added, " / "), strings.Join(jit, " / "), cpu, cpuS, allocs)
 		if r.lastErr != nil {
 			fmt.Fprintf(w, "  %s: last error: %v\n", p.name, r.lastErr)
 			if p.proc != nil && p.proc.log.Len() > 0 {
 				fmt.Fprintf(w, "  %s's log: %.400s\n", p.name, p.proc.log.String())
 			}
 		}
+	}
+}
+
+// cpuPerToken is the proxy's CPU per token delivered, µs.
+func cpuPerToken(r *result) float64 {
+	return float64(r.cpu) / 1e3 / float64(max(r.tokens, 1))
+}
+
+// writeVerdicts prints the gateway's targets against nginx in this run
+// (added TTFT P50 and P99 ≤ nginx's, jitter P99 ≤ nginx's + 0.5 ms) and
+// its ratios to nginx and to the Go floor, with a warning where the
+// direct path itself missed its schedule at P99 (the machine, not the
+// proxies, then sets the tail).
+func writeVerdicts(w io.Writer, paths []*path, res []*result, s schedule) {
+	idx := map[string]int{}
+	for i, p := range paths {
+		idx[p.name] = i
+	}
+	gi, okG := idx["gateway"]
+	ni, okN := idx["nginx"]
+	if !okG || !okN {
+		fmt.Fprintln(w, "targets: not judged (no nginx in this run)")
+		return
+	}
+	d, g, n := res[0], res[gi], res[ni]
+	added := func(r *result, q float64) float64 { return float64(r.ttft.Percentile(q)-d.ttft.Percentile(q)) / 1e6 }
+	jit := func(r *result) float64 { return float64(r.jitter.Percentile(99)) / 1e6 }
+	for _, q := range []float64{50, 99} {
+		fmt.Fprintf(w, "target: gateway's added TTFT P%.0f ≤ nginx's: %+.2f against %+.2f ms: %s\n", q, added(g, q), added(n, q), metWord(added(g, q) <= added(n, q)))
+	}
+	fmt.Fprintf(w, "target: gateway's jitter P99 ≤ nginx's + 0.5 ms: %.2f against %.2f ms: %s\n", jit(g), jit(n), metWord(jit(g) <= jit(n)+0.5))
+	line := fmt.Sprintf("CPU per token: gateway %.1f µs = %.2f × nginx's %.1f µs", cpuPerToken(g), cpuPerToken(g)/cpuPerToken(n), cpuPerToken(n))
+	if fi, ok := idx["go-floor"]; ok {
+		f := res[fi]
+		line += fmt.Sprintf(", %.2f × the Go floor's %.1f µs; added TTFT P50 over the Go floor's %+.2f ms", cpuPerToken(g)/cpuPerToken(f), cpuPerToken(f), added(g, 50)-added(f, 50))
+	}
+	fmt.Fprintln(w, line)
+	if p99 := time.Duration(d.ttft.Percentile(99)); p99 > s.TTFT+2*time.Millisecond {
+		fmt.Fprintf(w, "warning: the direct path's own TTFT P99 is %.2f ms against a %v schedule: the machine, not the proxies, sets the P99s of this table\n", float64(p99)/1e6, s.TTFT)
 	}
 }

@@ -200,15 +200,24 @@ func startGateway(ctx context.Context, bin, upstream string, env []string) (*pro
 	return p, nil
 }
 
+// moduleDir is the root of the module the harness runs in (go env GOMOD).
+func moduleDir(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil || len(bytes.TrimSpace(out)) == 0 || string(bytes.TrimSpace(out)) == os.DevNull {
+		return "", fmt.Errorf("finding the module (run from the tokentrace source tree, or pass -tokentrace and -serve-streams 0): %v", err)
+	}
+	return filepath.Dir(string(bytes.TrimSpace(out))), nil
+}
+
 // buildTokentrace builds the command into dir with the go tool.
 func buildTokentrace(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil || len(bytes.TrimSpace(out)) == 0 {
-		return "", fmt.Errorf("finding the module to build tokentrace (or pass -tokentrace): %v", err)
+	module, err := moduleDir(ctx)
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(dir, "tokentrace")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tokentrace")
-	cmd.Dir = filepath.Dir(string(bytes.TrimSpace(out)))
+	cmd.Dir = module
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/tokentrace: %w\n%s", err, msg)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
@@ -99,6 +100,15 @@ func newWithLog(cfg *Config, log *slog.Logger) (*Gateway, error) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics()
 	if err := m.Register(reg); err != nil {
+		return nil, err
+	}
+	// The process's own cost beside what it measures: CPU seconds, heap,
+	// allocations, GC pauses and goroutines (go_*, process_*), as any
+	// proxy's exporter shows them; read only when /metrics is scraped.
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, err
 	}
 	g := &Gateway{Log: log, Metrics: m, MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
