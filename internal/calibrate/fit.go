@@ -25,8 +25,9 @@ type Config struct {
 	Engine engine.Options
 	// Start are the starting constants (zero: Engine's, which are the GPU
 	// family's defaults unless Engine.Profile gives others).
-	Start           perfmodel.Efficiency
-	EngineName      string
+	Start perfmodel.Efficiency
+	// EngineVersion is recorded in the profile beside Engine.Engine, the
+	// engine family.
 	EngineVersion   string
 	Bootstrap       int    // resamples for the confidence intervals (0: 16)
 	Seed            uint64 // of the bootstrap
@@ -380,7 +381,7 @@ func (p *problem) result(w *results.Observations, cfg Config, best []float64, sa
 	}
 	pr := &perfmodel.Profile{
 		Schema: perfmodel.ProfileSchema, Model: p.base.Model.Name, GPU: p.base.GPU.Name, TP: max(p.base.TP, 1),
-		DType: string(p.base.WeightDType), KVDType: string(p.base.KVDType), Engine: cfg.EngineName, EngineVersion: cfg.EngineVersion,
+		DType: string(p.base.WeightDType), KVDType: string(p.base.KVDType), Engine: familyName(cfg.Engine.Engine), EngineVersion: cfg.EngineVersion,
 		Source: w.Dir, Requests: len(w.Requests), Constants: consts, Residuals: residuals(w.Requests, after.timelines),
 		Range: fitRange(w.Requests, after.maxBatch),
 	}
@@ -522,4 +523,13 @@ func residuals(obs []results.Observed, tls []engine.Timeline) map[string]perfmod
 		out[name] = perfmodel.Residual{P50: stats.Percentile(xs, 50), P90: stats.Percentile(xs, 90), P99: stats.Percentile(xs, 99)}
 	}
 	return out
+}
+
+// familyName is the engine family's own name for what the user gave
+// (vLLM → vllm); empty stays empty.
+func familyName(name string) string {
+	if f, err := engine.LookupFamily(name); err == nil {
+		return f.Name
+	}
+	return name
 }

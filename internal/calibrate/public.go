@@ -105,11 +105,10 @@ type Prediction struct {
 }
 
 // EngineFor builds the engine configuration a public row ran: its model,
-// GPU, TP and precisions timed with eff, and the engine's own scheduler
-// settings: vLLM's defaults for the GPU (engine.DefaultBatchLimits);
-// for TensorRT-LLM its defaults of the time (max_num_tokens 8,192,
-// max_batch_size 256, chunked context off: a prompt is computed whole in
-// one step, alongside the decodes).
+// GPU, TP and precisions timed with eff, and its engine family's scheduler
+// defaults (engine.FamilyOf the row's engine: TensorRT-LLM's max_num_tokens
+// 8,192, max_batch_size 256 and whole prompts, vLLM's defaults for the
+// GPU; an engine of no family takes vLLM's).
 func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	m, err := perfmodel.ResolveModel(p.Model)
 	if err != nil {
@@ -132,10 +131,31 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 		return engine.Config{}, err
 	}
 	cfg := engine.Config{MaxModelLen: p.Input + p.Output}
-	if strings.Contains(p.Engine, "TensorRT-LLM") {
-		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs, cfg.DisableChunkedPrefill = 8192, 256, true
+	if fam, ok := engine.FamilyOf(p.Engine); ok {
+		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = fam.BatchLimits(g.MemoryBytes)
+		cfg.DisableChunkedPrefill, cfg.EnablePrefixCaching = !fam.Scheduler.EnableChunkedPrefill, fam.Scheduler.EnablePrefixCaching
 	}
 	return engine.FromEstimator(cfg, est), nil
+}
+
+// FamilyEff is the constants an engine family ships for a row's GPU and
+// weights (engine.Family.ConstantsFor), the GPU family's defaults where it
+// ships none or the row's engine is of no family.
+func FamilyEff(p PublicRow) (perfmodel.Efficiency, error) {
+	g, err := perfmodel.LookupGPU(p.GPU)
+	if err != nil {
+		return perfmodel.Efficiency{}, err
+	}
+	if fam, ok := engine.FamilyOf(p.Engine); ok {
+		wd, err := perfmodel.ParseDType(p.DType)
+		if err != nil {
+			return perfmodel.Efficiency{}, err
+		}
+		if eff, ok := fam.ConstantsFor(g.Name, wd); ok {
+			return eff, nil
+		}
+	}
+	return perfmodel.DefaultEfficiency(g), nil
 }
 
 // Predict runs the twin on p's closed loop as its client ran it: every

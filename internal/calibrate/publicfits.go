@@ -2,7 +2,6 @@ package calibrate
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/goccy/go-yaml"
 
@@ -13,30 +12,15 @@ import (
 // PublicFit is one group's constants fitted on the fit half of the public
 // rows (FitPublic), as kept in internal/perfmodel/testdata/loaded-fits.yaml.
 type PublicFit struct {
-	Group              string  `yaml:"group"`
-	FitRows            int     `yaml:"fit_rows"`
-	Evaluations        int     `yaml:"evaluations"`
-	Compute            float64 `yaml:"compute"`
-	Memory             float64 `yaml:"memory"`
-	Interconnect       float64 `yaml:"interconnect"`
-	StepOverheadUS     float64 `yaml:"step_overhead_us"`
-	LayerOverheadUS    float64 `yaml:"layer_overhead_us"`
-	SeqOverheadUS      float64 `yaml:"seq_overhead_us"`
-	AllReduceLatencyUS float64 `yaml:"all_reduce_latency_us"`
+	Group               string `yaml:"group"`
+	FitRows             int    `yaml:"fit_rows"`
+	Evaluations         int    `yaml:"evaluations"`
+	perfmodel.Constants `yaml:",inline"`
 }
 
 // NewPublicFit records eff as group's fit.
 func NewPublicFit(group string, rows, evals int, eff perfmodel.Efficiency) PublicFit {
-	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	return PublicFit{Group: group, FitRows: rows, Evaluations: evals, Compute: eff.Compute, Memory: eff.Memory, Interconnect: eff.Interconnect,
-		StepOverheadUS: us(eff.StepOverhead), LayerOverheadUS: us(eff.LayerOverhead), SeqOverheadUS: us(eff.SeqOverhead), AllReduceLatencyUS: us(eff.AllReduceLatency)}
-}
-
-// Efficiency is the fit as the model's constants.
-func (f PublicFit) Efficiency() perfmodel.Efficiency {
-	d := func(us float64) time.Duration { return time.Duration(us * 1e3) }
-	return perfmodel.Efficiency{Compute: f.Compute, Memory: f.Memory, Interconnect: f.Interconnect, StepOverhead: d(f.StepOverheadUS),
-		LayerOverhead: d(f.LayerOverheadUS), SeqOverhead: d(f.SeqOverheadUS), AllReduceLatency: d(f.AllReduceLatencyUS)}
+	return PublicFit{Group: group, FitRows: rows, Evaluations: evals, Constants: perfmodel.ConstantsOf(eff)}
 }
 
 // PublicFits is the file of every group's fit.

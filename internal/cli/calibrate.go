@@ -30,9 +30,11 @@ minimising the error between simulated and measured TTFT, TPOT and E2E
 serve, simulate, estimate and bench --sim-* load with --profile, and prints
 each constant with its interval, the residuals and the range fitted on.
 
-The engine flags say what the server ran (model, GPU, tensor parallel size,
-precisions, batch limits), with the names serve takes; --profile gives the
-starting constants instead of the GPU family's defaults.
+The engine flags say what the server ran (its --engine family, model, GPU,
+tensor parallel size, precisions, batch limits), with the names serve takes;
+--engine sets that engine's scheduler defaults, is recorded in the profile
+and gives the family's shipped constants as the start where it has them for
+the GPU; --profile gives the starting constants instead.
 
 Exit status: 0 when the profile was written, 2 for bad input (a folder
 without records, lengths or timestamps; unknown model or GPU), 1 otherwise
@@ -80,7 +82,6 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 	f := cmd.Flags()
 	g = newFlagGroup(f, "", "", "natural-output-tokens", "seed", "enable-prefix-caching")
 	bindEngineFlags(g, &cfg.Engine)
-	f.StringVar(&cfg.EngineName, "engine", "", "the server's engine, recorded in the profile (e.g. vLLM)")
 	f.StringVar(&cfg.EngineVersion, "engine-version", "", "the server's engine version, recorded in the profile")
 	g.intVar(&cfg.Bootstrap, "bootstrap", "bootstrap resamples for the confidence intervals (0: 16)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the bootstrap resamples")

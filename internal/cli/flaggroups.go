@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -50,6 +51,7 @@ func bindGPUFileFlag(g *flagGroup, p *string) {
 // bindEngineFlags binds the simulated engine's settings: the model flags
 // and the scheduler's (serve; bench as --sim-*; simulate).
 func bindEngineFlags(g *flagGroup, o *engine.Options) {
+	bindEngineFamilyFlag(g, o)
 	bindModelFlags(g, o)
 	g.intVar(&o.MaxNumSeqs, "max-num-seqs", "most running requests per step (0: vLLM's default for the GPU)")
 	g.intVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", "token budget per step (0: vLLM's default for the GPU)")
@@ -64,6 +66,22 @@ func bindEngineFlags(g *flagGroup, o *engine.Options) {
 	g.stringVar(&o.ReasoningTokens, "reasoning-tokens", "a reasoning model: how many of each answer's first tokens are reasoning, streamed as reasoning deltas before the answer ("+workload.DistSyntax+"; counted within max_tokens; empty: none)")
 	g.uint64Var(&o.Seed, "seed", "seed of the engine's draws (natural output lengths, speculative acceptance)")
 	bindLegacyOutputLength(g, o)
+}
+
+// bindEngineFamilyFlag binds --engine, the serving engine's family: once
+// flags and config files are read, its scheduler defaults fill the
+// settings the user did not give (engine.Options.WithEngine), and its
+// constants time the steps.
+func bindEngineFamilyFlag(g *flagGroup, o *engine.Options) {
+	g.stringVar(&o.Engine, "engine", "serving engine: "+strings.Join(engine.FamilyNames(), ", ")+" — its scheduler defaults for the settings not given, and its constants fitted on public measurements where it ships them for the GPU (docs/engines.md); empty: vLLM's settings, the GPU family's constants")
+	if g.skip["engine"] {
+		return
+	}
+	g.onFinish(func() error {
+		var err error
+		*o, err = o.WithEngine(g.given)
+		return err
+	})
 }
 
 // bindLegacyOutputLength keeps serve's former --output-dist, --output-mean,

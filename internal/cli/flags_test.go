@@ -164,7 +164,7 @@ func TestConfigFileKeysAreFlags(t *testing.T) {
 		"fault-500-rate": "0.05", "fault-503-rate": "0.02", "fault-400-rate": "0.01", "fault-slow-first-token-rate": "0.2",
 		"fault-slow-first-token-delay": "3s", "fault-stall-rate": "0.3", "fault-stall-duration": "250ms",
 		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml", "profile": "profile.yaml", "read-header-timeout": "5s", "body-timeout": "7s",
-		"idle-timeout": "1m", "max-connections": "100", "reasoning-tokens": "uniform:10-20", "reasoning-field": "reasoning_content",
+		"idle-timeout": "1m", "max-connections": "100", "engine": "trtllm", "reasoning-tokens": "uniform:10-20", "reasoning-field": "reasoning_content",
 	}
 	fsFlags, _, fromFlags, lFlags := serveFlags("")
 	fsFile, _, fromFile, lFile := serveFlags("")

@@ -47,6 +47,7 @@ func TestSimulateBadInputExits2AndWritesNothing(t *testing.T) {
 		{[]string{"--slo", "ttft:p99>1s"}, "--slo"},
 		{[]string{"--queue-full-status", "500"}, "--queue-full-status"},
 		{[]string{"--no-such-flag"}, "unknown flag"},
+		{[]string{"--engine", "tgi"}, "--engine"},
 	} {
 		out := filepath.Join(dir, "x")
 		_, err := run(t, append([]string{"simulate", "--output-dir", out}, tt.args...)...)
@@ -118,5 +119,36 @@ func TestSimulateFolderIsReadByReport(t *testing.T) {
 	out, err = run(t, "report", "--compare", a, b)
 	if err != nil || !strings.Contains(out, "ttft") || !strings.Contains(out, "B − A") {
 		t.Errorf("report --compare: %v\n%s", err, out)
+	}
+}
+
+// --engine fills the settings not given with the family's defaults, and
+// the run records them (what-if re-simulates the run as it ran).
+func TestSimulateEngineFamily(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want map[string]string
+	}{
+		{[]string{"--engine", "trtllm"}, map[string]string{"engine": "trtllm", "max-num-batched-tokens": "8192", "max-num-seqs": "256",
+			"enable-chunked-prefill": "false", "enable-prefix-caching": "true"}},
+		{[]string{"--engine", "TensorRT-LLM", "--max-num-seqs", "8", "--enable-chunked-prefill"}, map[string]string{"max-num-batched-tokens": "8192",
+			"max-num-seqs": "8", "enable-chunked-prefill": "true"}},
+		{[]string{"--engine", "sglang", "--gpu", "L4"}, map[string]string{"max-num-batched-tokens": "2048", "max-num-seqs": "0", "enable-prefix-caching": "true"}},
+		{nil, map[string]string{"engine": "", "max-num-batched-tokens": "0", "enable-prefix-caching": "false", "enable-chunked-prefill": "true"}},
+	} {
+		out := filepath.Join(dir, strings.Join(c.args, "_"))
+		if _, err := run(t, append([]string{"simulate", "--requests", "4", "--concurrency", "2", "--input-tokens", "64", "--output-tokens", "4", "--output-dir", out}, c.args...)...); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		cfg, err := results.ReadConfig(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range c.want {
+			if cfg[k] != v {
+				t.Errorf("%v: config %s = %q, want %q", c.args, k, cfg[k], v)
+			}
+		}
 	}
 }

@@ -12,6 +12,12 @@ import (
 // naming the setting that is wrong. The field names (snake_case, as in
 // the comments) are vLLM's where vLLM has the setting.
 type Options struct {
+	// Engine (engine) is the serving engine's family (LookupFamily:
+	// vllm, sglang, trtllm, llamacpp): WithEngine applies its scheduler
+	// defaults, and Config times the steps with its constants for the GPU
+	// (unless a Profile gives others). Empty: vLLM's settings, the GPU
+	// family's constants.
+	Engine  string
 	Model   string // model: catalog name or a Hugging Face config.json (file or folder)
 	GPU     string // gpu: catalog name
 	GPUFile string // gpu_file: YAML catalog that adds to or overrides the built-in one
@@ -191,6 +197,13 @@ func (o Options) perfConfig() (perfmodel.Config, error) {
 		}
 		pc.DraftModel = &d
 	}
+	eff, ok, err := o.familyConstants(gpu.Name, pc.WeightDType)
+	if err != nil {
+		return perfmodel.Config{}, err
+	}
+	if ok {
+		pc.Eff = eff
+	}
 	if o.Profile != "" {
 		prof, err := perfmodel.LoadProfile(o.Profile)
 		if err != nil {
@@ -202,7 +215,26 @@ func (o Options) perfConfig() (perfmodel.Config, error) {
 		if err := prof.Matches(pc.Model, pc.GPU, pc.TP, pc.WeightDType, pc.KVDType); err != nil {
 			return perfmodel.Config{}, field.Invalid("profile", o.Profile, "%w", err)
 		}
+		if err := o.profileEngine(prof); err != nil {
+			return perfmodel.Config{}, err
+		}
 		pc.Eff = prof.Efficiency()
 	}
 	return pc, nil
+}
+
+// profileEngine refuses a profile fitted on another engine family than
+// o's: its constants carry that engine's kernels and scheduler costs.
+func (o Options) profileEngine(prof *perfmodel.Profile) error {
+	if o.Engine == "" || prof.Engine == "" {
+		return nil
+	}
+	want, err := LookupFamily(o.Engine)
+	if err != nil {
+		return field.Wrap("engine", err)
+	}
+	if got, ok := FamilyOf(prof.Engine); ok && got.Name != want.Name {
+		return field.Invalid("profile", o.Profile, "was fitted on engine %s, not %s", prof.Engine, want.Name)
+	}
+	return nil
 }

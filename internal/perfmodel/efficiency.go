@@ -93,3 +93,31 @@ func (e Efficiency) Validate() error {
 	}
 	return nil
 }
+
+// Constants are an Efficiency as a file holds it: fractions as fractions,
+// durations in microseconds (an engine family's shipped constants, a
+// public-rows fit).
+type Constants struct {
+	Compute            float64 `yaml:"compute"`
+	Memory             float64 `yaml:"memory"`
+	Interconnect       float64 `yaml:"interconnect"`
+	StepOverheadUS     float64 `yaml:"step_overhead_us"`
+	LayerOverheadUS    float64 `yaml:"layer_overhead_us"`
+	SeqOverheadUS      float64 `yaml:"seq_overhead_us"`
+	AllReduceLatencyUS float64 `yaml:"all_reduce_latency_us"`
+}
+
+// ConstantsOf is eff as a file holds it.
+func ConstantsOf(eff Efficiency) Constants {
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	return Constants{Compute: eff.Compute, Memory: eff.Memory, Interconnect: eff.Interconnect, StepOverheadUS: us(eff.StepOverhead),
+		LayerOverheadUS: us(eff.LayerOverhead), SeqOverheadUS: us(eff.SeqOverhead), AllReduceLatencyUS: us(eff.AllReduceLatency)}
+}
+
+// Efficiency is the constants as the model's factors (durations to the
+// nanosecond).
+func (c Constants) Efficiency() Efficiency {
+	d := func(us float64) time.Duration { return time.Duration(us * 1e3) }
+	return Efficiency{Compute: c.Compute, Memory: c.Memory, Interconnect: c.Interconnect, StepOverhead: d(c.StepOverheadUS),
+		LayerOverhead: d(c.LayerOverheadUS), SeqOverhead: d(c.SeqOverheadUS), AllReduceLatency: d(c.AllReduceLatencyUS)}
+}

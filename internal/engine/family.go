@@ -1,0 +1,258 @@
+package engine
+
+import (
+	_ "embed"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+)
+
+// A Family is a serving engine as --engine names it: the scheduler
+// defaults that engine starts with and, per GPU, the performance model's
+// constants fitted on public measurements of it. The families ship in
+// families.yaml; docs/engines.md ("Engine families") gives each one's
+// sources and the rows its constants were fitted on and checked against.
+type Family struct {
+	// Name is the flag's value: vllm, sglang, trtllm, llamacpp.
+	Name string `yaml:"name"`
+	// Title is the engine's own spelling.
+	Title string `yaml:"title"`
+	// Aliases are other names the engine goes by (in server headers,
+	// public measurements, profiles), matched without case.
+	Aliases   []string         `yaml:"aliases"`
+	Scheduler FamilyScheduler  `yaml:"scheduler"`
+	Constants []FamilyConstant `yaml:"constants"`
+	// Sources are the URLs the scheduler defaults were read from.
+	Sources []string `yaml:"sources"`
+}
+
+// FamilyScheduler is an engine's scheduler defaults, in vLLM's names.
+type FamilyScheduler struct {
+	// MaxNumBatchedTokens is the token budget per step by GPU memory (the
+	// first step whose bound the GPU is below); none: vLLM's default for
+	// the GPU (DefaultBatchLimits).
+	MaxNumBatchedTokens []ByMemory `yaml:"max_num_batched_tokens"`
+	// MaxNumSeqs is the most running requests per step by GPU memory;
+	// none: vLLM's default for the GPU.
+	MaxNumSeqs           []ByMemory `yaml:"max_num_seqs"`
+	EnableChunkedPrefill bool       `yaml:"enable_chunked_prefill"`
+	EnablePrefixCaching  bool       `yaml:"enable_prefix_caching"`
+	// FP8KVCacheDType is the KV cache precision the engine takes for FP8
+	// weights when none is given: "fp8" where an FP8 checkpoint's KV
+	// scales put the cache in FP8; empty keeps auto (the weights' if
+	// 16-bit, else bf16).
+	FP8KVCacheDType string `yaml:"fp8_kv_cache_dtype"`
+}
+
+// ByMemory is one step of a setting that depends on the GPU's memory: the
+// value for GPUs with less than BelowGiB (0: any GPU).
+type ByMemory struct {
+	BelowGiB float64 `yaml:"below_gib"`
+	Value    int     `yaml:"value"`
+}
+
+// FamilyConstant is a family's fitted constants for one GPU (and, where
+// DType is given, one weight precision).
+type FamilyConstant struct {
+	GPU   string `yaml:"gpu"`
+	DType string `yaml:"dtype"`
+	// FittedOn names the measurements fitted (and which were held out).
+	FittedOn            string `yaml:"fitted_on"`
+	perfmodel.Constants `yaml:",inline"`
+}
+
+// familiesYAML is the shipped families.
+//
+//go:embed families.yaml
+var familiesYAML []byte
+
+// loadFamilies parses the shipped families once.
+var loadFamilies = sync.OnceValues(func() ([]Family, error) { return parseFamilies(familiesYAML) })
+
+// parseFamilies reads a families file strictly and checks every family.
+func parseFamilies(data []byte) ([]Family, error) {
+	var f struct {
+		Families []Family `yaml:"families"`
+	}
+	if err := yaml.UnmarshalWithOptions(data, &f, yaml.DisallowUnknownField()); err != nil {
+		return nil, fmt.Errorf("engine families: %w", err)
+	}
+	owner := map[string]string{}
+	for _, fam := range f.Families {
+		for _, n := range fam.names() {
+			if o, ok := owner[strings.ToLower(n)]; ok && o != fam.Name {
+				return nil, fmt.Errorf("engine families: %q names two families", n)
+			}
+			owner[strings.ToLower(n)] = fam.Name
+		}
+		if fam.Scheduler.FP8KVCacheDType != "" {
+			if _, err := perfmodel.ParseDType(fam.Scheduler.FP8KVCacheDType); err != nil {
+				return nil, fmt.Errorf("engine family %s: fp8_kv_cache_dtype: %w", fam.Name, err)
+			}
+		}
+		for _, c := range fam.Constants {
+			if err := c.Efficiency().Validate(); err != nil {
+				return nil, fmt.Errorf("engine family %s on %s: %w", fam.Name, c.GPU, err)
+			}
+		}
+	}
+	return f.Families, nil
+}
+
+// Families are the shipped engine families, in the file's order.
+func Families() []Family {
+	fs, err := loadFamilies()
+	if err != nil {
+		panic(err) // the embedded file is checked by TestFamiliesParse
+	}
+	return fs
+}
+
+// FamilyNames are the values --engine takes.
+func FamilyNames() []string {
+	var out []string
+	for _, f := range Families() {
+		out = append(out, f.Name)
+	}
+	return out
+}
+
+func (f Family) names() []string { return append([]string{f.Name, f.Title}, f.Aliases...) }
+
+// LookupFamily finds a family by its name, title or an alias, without
+// case; an unknown name is an error listing the families.
+func LookupFamily(name string) (Family, error) {
+	for _, f := range Families() {
+		if slices.ContainsFunc(f.names(), func(n string) bool { return strings.EqualFold(n, name) }) {
+			return f, nil
+		}
+	}
+	return Family{}, fmt.Errorf("unknown engine %q (want %s)", name, strings.Join(FamilyNames(), ", "))
+}
+
+// FamilyOf finds the family a free-text engine description names ("NIM
+// (TensorRT-LLM)", a server's "vllm/0.8"): the first family one of whose
+// names it contains, without case.
+func FamilyOf(text string) (Family, bool) {
+	t := strings.ToLower(text)
+	for _, f := range Families() {
+		for _, n := range f.names() {
+			if n != "" && strings.Contains(t, strings.ToLower(n)) {
+				return f, true
+			}
+		}
+	}
+	return Family{}, false
+}
+
+// ConstantsFor are the family's constants fitted for gpu and weight
+// precision wd: an entry for that precision first, then one for any; false
+// when the family has none for the GPU (the GPU family's defaults stand).
+func (f Family) ConstantsFor(gpu string, wd perfmodel.DType) (perfmodel.Efficiency, bool) {
+	var any *FamilyConstant
+	for i, c := range f.Constants {
+		if !strings.EqualFold(c.GPU, gpu) {
+			continue
+		}
+		if c.DType != "" && strings.EqualFold(c.DType, string(wd)) {
+			return c.Efficiency(), true
+		}
+		if c.DType == "" && any == nil {
+			any = &f.Constants[i]
+		}
+	}
+	if any == nil {
+		return perfmodel.Efficiency{}, false
+	}
+	return any.Efficiency(), true
+}
+
+// BatchLimits are the family's token budget per step and bound on running
+// requests for a GPU of memBytes; 0 where the family keeps vLLM's default
+// for the GPU (DefaultBatchLimits).
+func (f Family) BatchLimits(memBytes int64) (maxTokens, maxSeqs int) {
+	return byMemory(f.Scheduler.MaxNumBatchedTokens, memBytes), byMemory(f.Scheduler.MaxNumSeqs, memBytes)
+}
+
+// byMemory is the value of steps for a GPU of memBytes; 0 when none.
+func byMemory(steps []ByMemory, memBytes int64) int {
+	gib := float64(memBytes) / (1 << 30)
+	for _, s := range steps {
+		if s.BelowGiB == 0 || gib < s.BelowGiB {
+			return s.Value
+		}
+	}
+	return 0
+}
+
+// WithEngine returns o with its engine family's scheduler defaults (the
+// token budget and running-request bound for its GPU, chunked prefill,
+// prefix caching, the KV cache precision of FP8 weights) in every setting
+// given reports the user did not set (given nil: none set). Options
+// without an engine are returned as they are. Config then times the
+// steps with the family's constants for the GPU; a CLI or config file
+// applies WithEngine first, once its settings are read.
+func (o Options) WithEngine(given func(field string) bool) (Options, error) {
+	if o.Engine == "" {
+		return o, nil
+	}
+	fam, err := LookupFamily(o.Engine)
+	if err != nil {
+		return o, field.Wrap("engine", err)
+	}
+	set := func(name string) bool { return given == nil || !given(name) }
+	s := fam.Scheduler
+	if len(s.MaxNumBatchedTokens) > 0 || len(s.MaxNumSeqs) > 0 {
+		cat, err := perfmodel.GPUCatalogFor(o.GPUFile)
+		if err != nil {
+			return o, field.Wrap("gpu_file", err)
+		}
+		gpu, err := cat.Lookup(o.GPU)
+		if err != nil {
+			return o, field.Wrap("gpu", err)
+		}
+		tokens, seqs := fam.BatchLimits(gpu.MemoryBytes)
+		if tokens > 0 && set("max_num_batched_tokens") {
+			o.MaxNumBatchedTokens = tokens
+		}
+		if seqs > 0 && set("max_num_seqs") {
+			o.MaxNumSeqs = seqs
+		}
+	}
+	if set("enable_chunked_prefill") {
+		o.EnableChunkedPrefill = s.EnableChunkedPrefill
+	}
+	// Without chunked prefill a prompt is computed whole in one step: the
+	// engine takes no longer sequence than its token budget (TensorRT-LLM's
+	// max_seq_len under max_num_tokens), unless the user says otherwise.
+	if !o.EnableChunkedPrefill && o.MaxNumBatchedTokens > 0 && o.MaxModelLen == 0 && set("max_model_len") {
+		o.MaxModelLen = o.MaxNumBatchedTokens
+	}
+	if set("enable_prefix_caching") {
+		o.EnablePrefixCaching = s.EnablePrefixCaching
+	}
+	if s.FP8KVCacheDType != "" && set("kv_cache_dtype") && (o.KVCacheDType == "" || o.KVCacheDType == "auto") && strings.EqualFold(o.DType, string(perfmodel.FP8)) {
+		o.KVCacheDType = s.FP8KVCacheDType
+	}
+	return o, nil
+}
+
+// familyConstants are the constants o's engine family ships for its GPU
+// and weights, when it has an engine and the family has them.
+func (o Options) familyConstants(gpu string, wd perfmodel.DType) (perfmodel.Efficiency, bool, error) {
+	if o.Engine == "" {
+		return perfmodel.Efficiency{}, false, nil
+	}
+	fam, err := LookupFamily(o.Engine)
+	if err != nil {
+		return perfmodel.Efficiency{}, false, field.Wrap("engine", err)
+	}
+	eff, ok := fam.ConstantsFor(gpu, wd)
+	return eff, ok, nil
+}
