@@ -86,6 +86,7 @@ output cannot be written (docs/cli.md).`,
 	g.uint64Var(&cfg.Seed, "seed", "seed of the bootstrap's random source")
 	g.intVar(&cfg.Resamples, "resamples", "bootstrap resamples for confidence intervals")
 	g.boolVar(&cfg.IncludeWarmup, "include-warmup", "keep warm-up requests in the results")
+	g.intVar(&cfg.GPUs, "gpus", "GPUs that served the run: a sweep's Pareto front gives output tokens/s per GPU (default: per replica)")
 	bindWhatIfFlags(g, &wi)
 	return cmd
 }

@@ -81,20 +81,7 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Errorf("the page refers to an outside resource or script: %q", m)
 	}
 
-	run := func(args ...string) (stdout, stderr string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-			"--disable-extensions", "--no-first-run", "--enable-logging=stderr", "--v=0",
-			"--user-data-dir=" + filepath.Join(t.TempDir(), "profile")}
-		cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%s: %v\n%s", browser, err, errb.String())
-		}
-		return out.String(), errb.String()
-	}
+	run := func(args ...string) (string, string) { return chromium(t, browser, args...) }
 	dom, logs := run("--dump-dom", "file://"+page)
 	for _, line := range consoleErrors(logs) {
 		t.Errorf("browser console: %s", line)
@@ -104,7 +91,7 @@ func TestHTMLInBrowser(t *testing.T) {
 	}
 	for _, id := range []string{"cdf-ttft", "cdf-tpot", "cdf-e2e", "latency-time", "throughput-time",
 		"inflight-time", "kv-time", "preemptions-time", "ttft-input", "e2e-output", "stages-e2e", "stages-ttft",
-		"sweep-latency", "sweep-goodput"} {
+		"sweep-latency", "sweep-goodput", "sweep-curve", "sweep-pareto"} {
 		i := strings.Index(dom, `id="fig-`+id+`"`)
 		if i < 0 {
 			t.Errorf("chart %s missing from the rendered page", id)
@@ -140,6 +127,93 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Fatalf("screenshot %s: %v (size %v)", shot, err, st)
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, st.Size())
+}
+
+// chromium runs the headless browser with args, failing the test if it
+// fails, and returns its stdout and stderr.
+func chromium(t *testing.T, browser string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-extensions", "--no-first-run", "--enable-logging=stderr", "--v=0",
+		"--user-data-dir=" + filepath.Join(t.TempDir(), "profile")}
+	cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", browser, err, errb.String())
+	}
+	return out.String(), errb.String()
+}
+
+// TestCompareSweepsInBrowser opens report --compare of two sweeps in
+// headless Chromium: the throughput–latency curves and the Pareto fronts
+// of both are overlaid, each knee ringed, and a screenshot is saved (go
+// test -run Browser -artifacts -outputdir DIR keeps it).
+func TestCompareSweepsInBrowser(t *testing.T) {
+	browser := findBrowser()
+	if browser == "" {
+		t.Skip("no Chromium installed (apt-get install chromium); skipping the browser test of the comparison")
+	}
+	slos := Options{SLOs: mustSLOs(t, "tpot:p99<=15ms"), GPUs: 2}
+	faster := paretoSweep()
+	for i := range faster {
+		faster[i].tpot *= 0.7
+	}
+	c := Compare(collectorOf(slos, paretoSweep()), collectorOf(slos, faster))
+	if c.Sweeps == nil {
+		t.Fatal("the comparison of two sweeps has no Sweeps")
+	}
+	if got := c.Sweeps.ParetoB.Knee; got != "p3" {
+		t.Errorf("B's knee is %q, want p3 (its TPOT p99 at p3 is 14 ms)", got)
+	}
+	dir := t.ArtifactDir()
+	page := filepath.Join(dir, "compare.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteHTML(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dom, logs := chromium(t, browser, "--dump-dom", "file://"+page)
+	for _, line := range consoleErrors(logs) {
+		t.Errorf("browser console: %s", line)
+	}
+	for _, id := range []string{"sweep-curve", "sweep-pareto"} {
+		i := strings.Index(dom, `id="fig-`+id+`"`)
+		if i < 0 || !strings.Contains(dom[i:min(len(dom), i+400)], "<svg") {
+			t.Errorf("chart %s missing or empty in the rendered page", id)
+			continue
+		}
+		fig, _, _ := strings.Cut(dom[i:], "</figure>")
+		for _, s := range []string{"A SLO knee (p2)", "B SLO knee (p3)"} {
+			if !strings.Contains(fig, s) {
+				t.Errorf("chart %s lacks the legend %q", id, s)
+			}
+		}
+	}
+	if !strings.Contains(dom, "A front") || !strings.Contains(dom, "B: SLO knee: p3") {
+		t.Error("the page lacks B's front or its knee in words")
+	}
+	shot := filepath.Join(dir, "compare.png")
+	chromium(t, browser, "--hide-scrollbars", "--window-size=1366,2400", "--screenshot="+shot, "file://"+page)
+	st, err := os.Stat(shot)
+	if err != nil || st.Size() < 10000 {
+		t.Fatalf("screenshot %s: %v (size %v)", shot, err, st)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, st.Size())
+}
+
+// collectorOf is a collector fed the requests.
+func collectorOf(opts Options, reqs []synthReq) *Collector {
+	c := NewCollector(opts)
+	for i, s := range reqs {
+		c.Add(s.record(i))
+	}
+	return c
 }
 
 // testWhatIf is a what-if as internal/whatif makes one: two remedies, one

@@ -208,7 +208,7 @@ func (r *Report) Charts() ([]Chart, error) {
 		return nil
 	}
 	var errs []error
-	for _, draw := range []func(addFunc) error{r.cdfCharts, r.timeCharts, r.scatterCharts, r.stageBars, r.sweepCharts} {
+	for _, draw := range []func(addFunc) error{r.cdfCharts, r.timeCharts, r.scatterCharts, r.stageBars, r.sweepCharts, r.tradeoffCharts} {
 		if err := draw(add); err != nil {
 			errs = append(errs, err) // the other charts are still drawn
 		}

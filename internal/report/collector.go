@@ -17,6 +17,9 @@ type Options struct {
 	Resamples int
 	// IncludeWarmup keeps records marked Warmup (left out by default).
 	IncludeWarmup bool
+	// GPUs is how many GPUs served the run: a sweep's Pareto front divides
+	// its token throughput by it. 0: per replica (the target taken as one).
+	GPUs int
 }
 
 func (o Options) seed() uint64 {

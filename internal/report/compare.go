@@ -17,9 +17,34 @@ type Comparison struct {
 	Rows   []CompareRow `json:"rows"`
 	SLOs   []CompareSLO `json:"slos,omitempty"`
 	Notes  []string     `json:"notes,omitempty"`
+	// Sweeps are the two runs' sweep points and Pareto trade-offs, when
+	// both are sweeps: the HTML form overlays their curves and fronts.
+	Sweeps *CompareSweeps `json:"sweeps,omitempty"`
 	// CDFs are the two runs' CDFs of TTFT, TPOT and E2E, drawn overlaid
 	// in the HTML form; not part of the JSON form.
 	CDFs []CompareCDF `json:"-"`
+}
+
+// CompareSweeps is two sweeps side by side.
+type CompareSweeps struct {
+	A       []Phase `json:"a"`
+	B       []Phase `json:"b"`
+	ParetoA *Pareto `json:"pareto_a"`
+	ParetoB *Pareto `json:"pareto_b"`
+}
+
+// Lines is both trade-offs in words, each prefixed by its run.
+func (s *CompareSweeps) Lines() []string {
+	var out []string
+	for _, side := range []struct {
+		name string
+		p    *Pareto
+	}{{"A", s.ParetoA}, {"B", s.ParetoB}} {
+		for _, l := range side.p.Lines() {
+			out = append(out, side.name+": "+l)
+		}
+	}
+	return out
 }
 
 // CompareCDF is one metric's CDF in both runs.
@@ -73,6 +98,12 @@ func Compare(a, b *Collector) *Comparison {
 				c.SLOs = append(c.SLOs, CompareSLO{SLO: va.SLO, A: va.Status, B: vb.Status,
 					AttainA: ra.SLOs[i].Attainment, AttainB: vb.Attainment})
 			}
+		}
+	}
+	if ra.Pareto != nil && rb.Pareto != nil {
+		c.Sweeps = &CompareSweeps{A: ra.Phases, B: rb.Phases, ParetoA: ra.Pareto, ParetoB: rb.Pareto}
+		if ra.Pareto.Per != rb.Pareto.Per || ra.Pareto.GPUs != rb.Pareto.GPUs {
+			c.Notes = append(c.Notes, fmt.Sprintf("the sweeps' throughput is per %s in A and per %s in B", ra.Pareto.per(), rb.Pareto.per()))
 		}
 	}
 	if aa.itl.Hist() != nil || ab.itl.Hist() != nil {

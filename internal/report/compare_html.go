@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -29,6 +30,23 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 		charts = append(charts, Chart{ID: "cdf-" + m, Title: "CDF of " + m, SVG: svg,
 			Caption: "A (baseline) and B (candidate)"})
 	}
+	if sw := c.Sweeps; sw != nil {
+		runs := []sweepRun{{name: "A", phases: sw.A, pareto: sw.ParetoA}, {name: "B", phases: sw.B, pareto: sw.ParetoB}}
+		for _, ch := range []struct {
+			id, caption string
+			p           *plot.Plot
+		}{
+			{"sweep-curve", "A (baseline) and B (candidate): TTFT p99 solid, TPOT p99 dashed; ring: each run's SLO knee", curvePlot(runs, nil)},
+			{"sweep-pareto", "A (baseline) and B (candidate): tokens/s per user against output tokens/s " + sw.ParetoA.per() +
+				"; lines: each run's Pareto front; ring: its SLO knee", paretoPlot(runs)},
+		} {
+			svg, err := render(ch.p, wideW, wideH)
+			if err != nil {
+				return err
+			}
+			charts = append(charts, Chart{ID: ch.id, Title: ch.p.Title.Text, SVG: svg, Caption: ch.caption, Wide: true})
+		}
+	}
 	return compareHTML.Execute(w, struct {
 		*Comparison
 		Charts []Chart
@@ -52,6 +70,7 @@ th:first-child, td:first-child, td:nth-child(2) { text-align:left; } th { backgr
 .sig { color:#b42318; font-weight:700; }
 .charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(360px,1fr)); gap:14px; margin-top:18px; }
 figure { margin:0; background:#fff; border:1px solid #dde1e8; border-radius:8px; padding:8px; }
+figure.wide { grid-column:1/-1; }
 figcaption { color:#5b6475; font-size:12.5px; } svg.chart { width:100%; height:auto; display:block; }
 </style></head><body><main>
 <h1>tokentrace comparison</h1>
@@ -62,7 +81,8 @@ figcaption { color:#5b6475; font-size:12.5px; } svg.chart { width:100%; height:a
 {{end}}</table>
 {{if .SLOs}}<h2>SLOs</h2><table><tr><th>SLO</th><th>A</th><th>B</th></tr>
 {{range .SLOs}}<tr><td><code>{{.SLO}}</code></td><td>{{.A}}</td><td>{{.B}}</td></tr>{{end}}</table>{{end}}
-<div class="charts">{{range .Charts}}<figure id="fig-{{.ID}}">{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>{{end}}</div>
+<div class="charts">{{range .Charts}}<figure id="fig-{{.ID}}"{{if .Wide}} class="wide"{{end}}>{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>{{end}}</div>
+{{with .Sweeps}}<ul>{{range .Lines}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Notes}}<p>{{.}}</p>{{end}}
 </main></body></html>
 `))

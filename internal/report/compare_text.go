@@ -45,6 +45,12 @@ func (c *Comparison) writeText(w io.Writer) error {
 			p("%-30s %-8s %-8s %11.1f%% %11.1f%%\n", clip(s.SLO, 30), s.A, s.B, 100*s.AttainA, 100*s.AttainB)
 		}
 	}
+	if c.Sweeps != nil {
+		p("\n")
+		for _, l := range c.Sweeps.Lines() {
+			p("%s\n", l)
+		}
+	}
 	for _, n := range c.Notes {
 		p("note: %s\n", n)
 	}
@@ -75,6 +81,12 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		p("\n| SLO | A | B | attainment A | attainment B |\n|---|---|---|---:|---:|\n")
 		for _, s := range c.SLOs {
 			p("| `%s` | %s | %s | %.1f%% | %.1f%% |\n", s.SLO, s.A, s.B, 100*s.AttainA, 100*s.AttainB)
+		}
+	}
+	if c.Sweeps != nil {
+		p("\n")
+		for _, l := range c.Sweeps.Lines() {
+			p("- %s\n", mdCell(l))
 		}
 	}
 	for _, n := range c.Notes {

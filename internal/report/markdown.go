@@ -159,5 +159,11 @@ func (m mdWriter) phases(r *Report) {
 	if r.Capacity != nil {
 		m.p("\nCapacity: **%s req/s** (%s).\n", num(r.Capacity.RPS), r.Capacity.Basis)
 	}
+	if r.Pareto != nil {
+		m.p("\n")
+		for _, l := range r.Pareto.Lines() {
+			m.p("- %s\n", mdCell(l))
+		}
+	}
 	m.p("\n")
 }

@@ -45,6 +45,7 @@ func (a *analysis) phaseSummaries(rep *Report) {
 		return x.Concurrency - y.Concurrency
 	})
 	rep.Capacity = a.capacity(rep.Phases)
+	rep.Pareto = a.pareto(rep.Phases, rep.Capacity)
 }
 
 // phase summarises the records of one phase.
@@ -55,6 +56,7 @@ func (a *analysis) phase(p uint16, spans map[int][2]int64) Phase {
 	}
 	ph := Phase{Name: name}
 	var ttft, tpot, e2e []int64
+	var outTok int64
 	meeting := 0
 	for i := range a.rows {
 		r := &a.rows[i]
@@ -69,6 +71,7 @@ func (a *analysis) phase(p uint16, spans map[int][2]int64) Phase {
 			continue
 		}
 		ph.Succeeded++
+		outTok += int64(r.output)
 		for _, m := range []struct {
 			name string
 			s    *[]int64
@@ -90,6 +93,7 @@ func (a *analysis) phase(p uint16, spans map[int][2]int64) Phase {
 	if ph.DurationS > 0 {
 		ph.ThroughputRPS = float64(ph.Succeeded) / ph.DurationS
 		ph.GoodputRPS = float64(meeting) / ph.DurationS
+		ph.OutputTPS = float64(outTok) / ph.DurationS
 	}
 	if ph.Requests > 0 {
 		ph.Attainment = float64(meeting) / float64(ph.Requests)

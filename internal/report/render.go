@@ -51,6 +51,8 @@ func (c Config) Validate() error {
 		return field.Errorf("compare", "takes exactly two runs (A B), got %d", len(c.Paths))
 	case c.Compare && !slices.Contains(compareFormats, f):
 		return field.Invalid("format", c.Format, "a comparison is written as %s", strings.Join(compareFormats, ", "))
+	case c.GPUs < 0:
+		return field.Invalid("gpus", c.GPUs, "a count of GPUs is 0 (per replica) or more")
 	}
 	return nil
 }

@@ -37,6 +37,9 @@ type Report struct {
 	// any: their cumulative latency and its split.
 	Sessions *Sessions `json:"sessions,omitempty"`
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// Pareto is a sweep's trade-off between each user's token speed and
+	// the server's token throughput, with its front and SLO knee.
+	Pareto *Pareto `json:"pareto,omitempty"`
 	// Notes says what the report lacks or what input was dropped.
 	Notes []string `json:"notes,omitempty"`
 
@@ -207,14 +210,17 @@ type Phase struct {
 	ThroughputRPS float64 `json:"throughput_rps"`
 	CompletionRPS float64 `json:"completion_rps"`
 	GoodputRPS    float64 `json:"goodput_rps"`
-	Attainment    float64 `json:"attainment"`
-	TTFTP50       float64 `json:"ttft_p50_ms"`
-	TTFTP99       float64 `json:"ttft_p99_ms"`
-	TPOTP50       float64 `json:"tpot_p50_ms"`
-	TPOTP99       float64 `json:"tpot_p99_ms"`
-	E2EP50        float64 `json:"e2e_p50_ms"`
-	E2EP99        float64 `json:"e2e_p99_ms"`
-	SLOsMet       bool    `json:"slos_met"`
+	// OutputTPS is the phase's output tokens of successful requests per
+	// second of its span.
+	OutputTPS  float64 `json:"output_tps"`
+	Attainment float64 `json:"attainment"`
+	TTFTP50    float64 `json:"ttft_p50_ms"`
+	TTFTP99    float64 `json:"ttft_p99_ms"`
+	TPOTP50    float64 `json:"tpot_p50_ms"`
+	TPOTP99    float64 `json:"tpot_p99_ms"`
+	E2EP50     float64 `json:"e2e_p50_ms"`
+	E2EP99     float64 `json:"e2e_p99_ms"`
+	SLOsMet    bool    `json:"slos_met"`
 }
 
 // Capacity is the measured capacity of the system under test.

@@ -203,6 +203,11 @@ func (t textWriter) phases(r *Report) {
 	if r.Capacity != nil {
 		t.wrapped(fmt.Sprintf("capacity: %s req/s (%s)", num(r.Capacity.RPS), r.Capacity.Basis), 98, "", "")
 	}
+	if r.Pareto != nil {
+		for _, l := range r.Pareto.Lines() {
+			t.wrapped(l, 98, "", "  ")
+		}
+	}
 }
 
 func (t textWriter) notes(notes []string) {
