@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
 
@@ -143,29 +144,20 @@ func TestRetrievedPassagesLengthenThePrompt(t *testing.T) {
 	}
 }
 
-// fakeUpstream streams a fixed answer with Server-Timing, as a model
-// server would.
-func fakeUpstream(t *testing.T, words []string) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req map[string]json.RawMessage
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i, wd := range words {
-			if i > 0 {
-				wd = " " + wd
-			}
-			b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]string{"content": wd}}}})
-			_, _ = io.WriteString(w, "data: "+string(b)+"\n\n")
-			w.(http.Flusher).Flush()
+// fakeUpstream streams a fixed answer (words joined by spaces) with its
+// usage and Server-Timing, as a model server would.
+func fakeUpstream(t *testing.T, words []string) *openaitest.Upstream {
+	t.Helper()
+	spaced := make([]string, len(words))
+	for i, w := range words {
+		if i > 0 {
+			w = " " + w
 		}
-		_, _ = io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":300,"completion_tokens":`+itoa(len(words))+`}}`+"\n\ndata: [DONE]\n\n")
-		w.Header().Set(http.TrailerPrefix+"Server-Timing", "frontend;dur=0.1, server_queue;dur=0.2, prefill;dur=0.3, server_decode;dur=0.4")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+		spaced[i] = w
+	}
+	return openaitest.Start(t, &openaitest.Upstream{Words: spaced, UsageChunk: true, PromptTokens: 300,
+		Timing: "frontend;dur=0.1, server_queue;dur=0.2, prefill;dur=0.3, server_decode;dur=0.4"})
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func newTestServer(t *testing.T, upstream string, mod func(*Config)) *httptest.Server {
 	cfg := DefaultConfig()
@@ -191,7 +183,7 @@ func TestGuardrailModesAnswerAlike(t *testing.T) {
 	up := fakeUpstream(t, words)
 	for _, mode := range []string{GuardrailBlocking, GuardrailStreaming} {
 		for _, stream := range []bool{true, false} {
-			srv := newTestServer(t, up.URL, func(c *Config) { c.Guardrail, c.Blocklist = mode, []string{"hunter2", "password"} })
+			srv := newTestServer(t, up.URL(), func(c *Config) { c.Guardrail, c.Blocklist = mode, []string{"hunter2", "password"} })
 			body := `{"model":"m","messages":[{"role":"user","content":"what is the password"}],"max_tokens":8,"stream":` + map[bool]string{true: "true", false: "false"}[stream] + `}`
 			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 			if err != nil {

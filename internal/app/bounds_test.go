@@ -1,39 +1,15 @@
 package app
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// endlessUpstream streams content chunks without end (up to max bytes,
-// so that an application holding all of it fails the test instead of
-// hanging it); closed counts the streams whose connection the application
-// closed first.
-func endlessUpstream(t *testing.T, max int, closed *atomic.Int64) string {
-	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]string{"content": strings.Repeat("word ", 2000)}}}})
-		ev := []byte("data: " + string(b) + "\n\n")
-		for sent := 0; sent < max; sent += len(ev) {
-			if _, err := w.Write(ev); err != nil {
-				closed.Add(1)
-				return
-			}
-		}
-		_, _ = io.WriteString(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(up.Close)
-	return up.URL
-}
+	"github.com/tokentrace/tokentrace/internal/openaitest"
+)
 
 // TestHeldAnswerIsBounded: an answer the application holds — whole, for a
 // client that does not stream, or unchecked, for the blocking guardrail —
@@ -47,8 +23,8 @@ func TestHeldAnswerIsBounded(t *testing.T) {
 		guardrail string
 	}{{"whole answer", false, GuardrailOff}, {"blocking guardrail", true, GuardrailBlocking}} {
 		t.Run(c.name, func(t *testing.T) {
-			var closed atomic.Int64
-			srv := newTestServer(t, endlessUpstream(t, 512<<20, &closed), func(cfg *Config) {
+			up := openaitest.Start(t, &openaitest.Upstream{Endless: 512 << 20})
+			srv := newTestServer(t, up.URL(), func(cfg *Config) {
 				cfg.Guardrail, cfg.MaxResponseBytes = c.guardrail, 1<<20
 			})
 			var before, after runtime.MemStats
@@ -72,10 +48,10 @@ func TestHeldAnswerIsBounded(t *testing.T) {
 				t.Errorf("allocated %d MiB for a 1 MiB bound", got>>20)
 			}
 			deadline := time.Now().Add(30 * time.Second)
-			for closed.Load() == 0 && time.Now().Before(deadline) {
+			for up.Closed.Load() == 0 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if closed.Load() != 1 {
+			if up.Closed.Load() != 1 {
 				t.Error("the upstream's connection was not closed")
 			}
 		})
@@ -99,21 +75,10 @@ func TestAnswerEndsForTheClientAtItsEnd(t *testing.T) {
 			const hold = 30 * time.Second
 			release := make(chan struct{})
 			gone := make(chan struct{}, 1)
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, c.body)
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-					gone <- struct{}{}
-				case <-release:
-				}
-			}))
-			t.Cleanup(up.Close)
+			up := openaitest.Start(t, &openaitest.Upstream{Script: c.body, Hold: true, Release: release, Gone: gone})
 			timer := time.AfterFunc(hold, func() { close(release) })
 			defer timer.Stop()
-			srv := newTestServer(t, up.URL, func(cfg *Config) { cfg.Guardrail = GuardrailOff })
+			srv := newTestServer(t, up.URL(), func(cfg *Config) { cfg.Guardrail = GuardrailOff })
 			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
 				strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
 			if err != nil {
@@ -141,14 +106,9 @@ func TestAnswerEndsForTheClientAtItsEnd(t *testing.T) {
 // application's body (the question with the passages), not the client's:
 // the client gets 502 upstream_request_too_large.
 func TestUpstream413IsNotTheClients(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		_, _ = io.WriteString(w, `{"error":{"message":"request body exceeds 1024 bytes","type":"invalid_request_error","code":"body_too_large"}}`)
-	}))
-	t.Cleanup(up.Close)
-	srv := newTestServer(t, up.URL, nil)
+	up := openaitest.Start(t, &openaitest.Upstream{Status: http.StatusRequestEntityTooLarge,
+		ErrorBody: `{"error":{"message":"request body exceeds 1024 bytes","type":"invalid_request_error","code":"body_too_large"}}`})
+	srv := newTestServer(t, up.URL(), nil)
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {
 		t.Fatal(err)

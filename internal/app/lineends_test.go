@@ -4,21 +4,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // eventUpstream streams the given SSE body as a model server would.
-func eventUpstream(t *testing.T, body string) *httptest.Server {
+func eventUpstream(t *testing.T, body string) *openaitest.Upstream {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(up.Close)
-	return up
+	return openaitest.Start(t, &openaitest.Upstream{Script: body})
 }
 
 // askApp sends one chat request through an application (guardrail off)
@@ -52,7 +47,7 @@ func TestUpstreamLineEnds(t *testing.T) {
 		body.WriteString(`data: {"choices":[],"usage":{"prompt_tokens":30,"completion_tokens":3}}` + end + end + "data: [DONE]" + end + end)
 		up := eventUpstream(t, body.String())
 		for _, stream := range []bool{true, false} {
-			if text := askApp(t, up.URL, stream); text != "one two three" {
+			if text := askApp(t, up.URL(), stream); text != "one two three" {
 				t.Errorf("%q stream=%v: answer %q, want %q", end, stream, text, "one two three")
 			}
 		}
@@ -69,7 +64,7 @@ func TestUpstreamChunkKeys(t *testing.T) {
 		`data: {"choices":[{"index":0,"delta":{"content":" end"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
 	up := eventUpstream(t, body)
 	for _, stream := range []bool{true, false} {
-		if text, want := askApp(t, up.URL, stream), `café "q" end`; text != want {
+		if text, want := askApp(t, up.URL(), stream), `café "q" end`; text != want {
 			t.Errorf("stream=%v: answer %q, want %q", stream, text, want)
 		}
 	}

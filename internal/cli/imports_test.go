@@ -107,6 +107,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/tracing":                 {only: []string{"latency", "redact"}},
 	"internal/redisstate":              {only: []string{"redact"}},
 	"internal/llamacpptest":            {only: []string{}},
+	"internal/openaitest":              {only: []string{"sse"}},
 	"internal/perfmodel":               {only: []string{"field"}},
 	"internal/workload":                {only: []string{"field", "tokenizer"}},
 	"internal/results":                 {only: []string{"field", "jsonscan", "latency"}},

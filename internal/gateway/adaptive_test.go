@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 func TestAdaptiveConfig(t *testing.T) {
@@ -63,7 +65,7 @@ func TestOverloadStatus(t *testing.T) {
 // Fed the TTFT from gateway arrival instead, the burst's window averages
 // several times the first one's and the limit is cut.
 func TestGatewayQueueTimeDoesNotShrinkLimit(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", ttft: 50 * time.Millisecond, gap: 50 * time.Millisecond, chunks: 3})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", TTFT: 50 * time.Millisecond, Gap: 50 * time.Millisecond, Chunks: 3})
 	g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}], queue: {concurrency: 8, min_concurrency: 1, max_concurrency: 8, adaptive: gradient}}]
 routes: [{model: "*", pool: p}]

@@ -5,37 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
-
-// endlessJSON answers every completion with a JSON body that does not end
-// (up to max bytes, so that a gateway holding all of it fails the test
-// instead of hanging it); closed counts the answers whose connection the
-// gateway closed before their end.
-func endlessJSON(t *testing.T, max int64, closed *atomic.Int64) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`)
-		chunk := []byte(strings.Repeat("a", 64<<10))
-		for sent := int64(0); sent < max; sent += int64(len(chunk)) {
-			if _, err := w.Write(chunk); err != nil {
-				closed.Add(1)
-				return
-			}
-		}
-		_, _ = io.WriteString(w, `"}}]}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 // TestEndlessWholeAnswerIsBounded: a non-streamed answer that does not
 // end is read up to server.max_response_bytes, no further: the client gets
@@ -43,8 +20,8 @@ func endlessJSON(t *testing.T, max int64, closed *atomic.Int64) string {
 // connection is closed, and what the gateway allocated stays near the
 // bound (the upstream sends 512 MiB).
 func TestEndlessWholeAnswerIsBounded(t *testing.T) {
-	var closed atomic.Int64
-	cfg, err := QuickConfig([]string{endlessJSON(t, 512<<20, &closed)})
+	up := openaitest.Start(t, &openaitest.Upstream{Endless: 512 << 20})
+	cfg, err := QuickConfig([]string{up.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,31 +52,10 @@ func TestEndlessWholeAnswerIsBounded(t *testing.T) {
 	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
 		t.Errorf("allocated %d MiB for a 1 MiB bound", got>>20)
 	}
-	waitFor(t, "the upstream's connection closed", func() bool { return closed.Load() == 1 })
+	waitFor(t, "the upstream's connection closed", func() bool { return up.Closed.Load() == 1 })
 	if n := upstreamErrors(g, "default", "response_too_large"); n != 1 {
 		t.Errorf("response_too_large counted %v times, want 1", n)
 	}
-}
-
-// hangingStream answers with body, then keeps the connection open until
-// the gateway closes it or release is closed; gone receives when the
-// gateway closed it.
-func hangingStream(t *testing.T, body string, release <-chan struct{}, gone chan<- struct{}) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body) // the server watches the connection once the body is read
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Trailer", "Server-Timing")
-		_, _ = io.WriteString(w, body)
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-			gone <- struct{}{}
-		case <-release:
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
 }
 
 // TestStreamEndsForTheClientAtItsEnd: an upstream that keeps its
@@ -117,7 +73,8 @@ func TestStreamEndsForTheClientAtItsEnd(t *testing.T) {
 			const hold = 30 * time.Second
 			release := make(chan struct{})
 			gone := make(chan struct{}, 1)
-			g := quickGateway(t, hangingStream(t, c.body, release, gone))
+			up := openaitest.Start(t, &openaitest.Upstream{Script: c.body, Hold: true, Release: release, Gone: gone})
+			g := quickGateway(t, up.URL())
 			gw := startGateway(t, g)
 			timer := time.AfterFunc(hold, func() { close(release) })
 			defer timer.Stop()

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 func getHealth(t *testing.T, base string) (int, string) {
@@ -35,7 +37,7 @@ func getHealth(t *testing.T, base string) (int, string) {
 }
 
 func TestDrainTurnsHealthNotReadyAndKeepsServing(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	g := quickGateway(t, up.URL())
 	gw := startGateway(t, g)
 	if code, status := getHealth(t, gw.URL); code != 200 || status != "ok" {
@@ -120,7 +122,7 @@ func waitRun(t *testing.T, errc chan error) error {
 // a stream in flight runs to its end; then Run returns without error.
 func TestRunFinishesInFlightStreamAfterStop(t *testing.T) {
 	gate := make(chan struct{})
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 3, gate: gate})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 3, Gate: gate})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr, errc := startRun(t, ctx, RunConfig{Upstreams: []string{up.URL()}, Grace: time.Minute})
@@ -152,7 +154,7 @@ func TestRunFinishesInFlightStreamAfterStop(t *testing.T) {
 // A stream still running when the grace expires is cut and Run says so.
 func TestRunCutsStreamsAfterGrace(t *testing.T) {
 	gate := make(chan struct{})
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 3, gate: gate})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 3, Gate: gate})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr, errc := startRun(t, ctx, RunConfig{Upstreams: []string{up.URL()}, Grace: 50 * time.Millisecond})
@@ -173,7 +175,7 @@ func TestRunCutsStreamsAfterGrace(t *testing.T) {
 
 // With a drain delay, /health turns 503 while requests are still taken.
 func TestRunDrainDelayServesWhileNotReady(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr, errc := startRun(t, ctx, RunConfig{Upstreams: []string{up.URL()}, DrainDelay: time.Hour, Grace: time.Second})

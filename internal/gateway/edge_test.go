@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
@@ -22,12 +23,7 @@ import (
 // written in one go.
 func scriptedUpstream(t testing.TB, body string) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return openaitest.Start(t, &openaitest.Upstream{Script: body}).URL()
 }
 
 const (
@@ -241,7 +237,7 @@ func TestNonJSONAnswerIs502(t *testing.T) {
 	if n := upstreamErrors(g, "default", "protocol_error"); n != 1 {
 		t.Errorf("protocol errors counted %v, want 1", n)
 	}
-	good := newFakeUpstream(t, &fakeUpstream{name: "b"})
+	good := openaitest.Start(t, &openaitest.Upstream{Name: "b"})
 	g2 := mustGateway(t, fmt.Sprintf("pools: [{name: p, balancer: round_robin, replicas: [{url: %q}, {url: %q}]}]\nroutes: [{model: \"*\", pool: p, timeouts: {retries: 1}}]\n", html.URL, good.URL()))
 	gw2 := startGateway(t, g2)
 	for range 2 { // whichever replica round robin starts with

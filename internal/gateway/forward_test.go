@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // fallbackGateway is a route whose pool times out (ttft) and falls back
 // to a route of another pool.
-func fallbackGateway(t *testing.T, big, small *fakeUpstream, smallQueue, smallRoute string) *Gateway {
+func fallbackGateway(t *testing.T, big, small *openaitest.Upstream, smallQueue, smallRoute string) *Gateway {
 	t.Helper()
 	return mustGateway(t, fmt.Sprintf(`
 pools:
@@ -31,8 +33,8 @@ routes:
 // admission to that pool); the pool given up counts its TTFT timeout as
 // a drop (overload) and is fed no first token.
 func TestFallbackFeedsThePoolThatAnswered(t *testing.T) {
-	big := newFakeUpstream(t, &fakeUpstream{name: "big", ttft: time.Minute})
-	small := newFakeUpstream(t, &fakeUpstream{name: "small"})
+	big := openaitest.Start(t, &openaitest.Upstream{Name: "big", TTFT: time.Minute})
+	small := openaitest.Start(t, &openaitest.Upstream{Name: "small"})
 	g := fallbackGateway(t, big, small, "{}", "")
 	gw := startGateway(t, g)
 	if s, _, b := do(t, gw.URL, chatBody("big-model", true, "x", ""), nil); s != 200 {
@@ -58,9 +60,9 @@ func TestFallbackFeedsThePoolThatAnswered(t *testing.T) {
 // the fallback route's early rejection refuses it there when the deadline
 // passes: 429 deadline, counted under the fallback's pool.
 func TestFallbackQueueKeepsTheDeadline(t *testing.T) {
-	big := newFakeUpstream(t, &fakeUpstream{name: "big", ttft: time.Minute})
+	big := openaitest.Start(t, &openaitest.Upstream{Name: "big", TTFT: time.Minute})
 	gate := make(chan struct{})
-	small := newFakeUpstream(t, &fakeUpstream{name: "small", gate: gate, chunks: 1})
+	small := openaitest.Start(t, &openaitest.Upstream{Name: "small", Gate: gate, Chunks: 1})
 	g := fallbackGateway(t, big, small, "{concurrency: 1}", ", early_reject: true")
 	gw := startGateway(t, g)
 	// Hold the small pool's only slot.
@@ -96,12 +98,12 @@ func TestFallbackAfterRetryableFailures(t *testing.T) {
 		status, want int
 		smallServed  int64
 	}{{http.StatusServiceUnavailable, 200, 1}, {http.StatusTooManyRequests, 200, 1}, {http.StatusBadRequest, 400, 0}} {
-		big := newFakeUpstream(t, &fakeUpstream{name: "big", status: c.status})
-		small := newFakeUpstream(t, &fakeUpstream{name: "small"})
+		big := openaitest.Start(t, &openaitest.Upstream{Name: "big", Status: c.status})
+		small := openaitest.Start(t, &openaitest.Upstream{Name: "small"})
 		gw := startGateway(t, fallbackGateway(t, big, small, "{}", ""))
 		s, _, b := do(t, gw.URL, chatBody("big-model", true, "x", ""), nil)
-		if s != c.want || small.served.Load() != c.smallServed {
-			t.Errorf("big answers %d: status %d (%s), small served %d; want %d and %d", c.status, s, b, small.served.Load(), c.want, c.smallServed)
+		if s != c.want || small.Served.Load() != c.smallServed {
+			t.Errorf("big answers %d: status %d (%s), small served %d; want %d and %d", c.status, s, b, small.Served.Load(), c.want, c.smallServed)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/httplimit/httplimittest"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // runGateway serves a gateway on a loopback port with the YAML configuration
@@ -60,7 +61,7 @@ func TestSlowBodiesAreTimedOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds 500 connections for the body timeout")
 	}
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	const bodyTimeout = 5 * time.Second
 	addr := runGateway(t, fmt.Sprintf("server: {body_timeout: %v}\npools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n",
 		bodyTimeout, up.URL()))
@@ -164,7 +165,7 @@ func (s *sharedLimiter) Allow(_ context.Context, _ time.Time, tokens int) LimitD
 // the gateway asks it with the request's tokens, answers its refusal
 // with 429 and its wait, and reports its quota.
 func TestLimiterSlotsIn(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	cfg, err := ParseConfig([]byte(fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\nkeys: [{name: k, sha256: %s, requests_per_second: 1}, {name: free, sha256: %s}]\n",
 		up.URL(), HashKey("k-1"), HashKey("k-free"))))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
@@ -44,7 +45,7 @@ func TestQueueFullRejectsWith429(t *testing.T) {
 	}{{1, 429}, {2, 200}} {
 		t.Run(fmt.Sprintf("max_size=%d", tc.maxSize), func(t *testing.T) {
 			gate := make(chan struct{})
-			up := newFakeUpstream(t, &fakeUpstream{name: "a", gate: gate})
+			up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Gate: gate})
 			g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}], queue: {concurrency: 1, max_size: %d}}]
 routes: [{model: "*", pool: p}]
@@ -91,7 +92,7 @@ routes: [{model: "*", pool: p}]
 
 func TestUnmeetableDeadlineRejectedEarly(t *testing.T) {
 	gate := make(chan struct{})
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", gate: gate})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Gate: gate})
 	g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}], queue: {concurrency: 1}}]
 routes: [{model: "*", pool: p, early_reject: true}]
@@ -184,8 +185,8 @@ func TestTTFTTimeoutFallsBackToSmallerModel(t *testing.T) {
 		wantFromBig bool
 	}{{"slow big model", 5 * time.Second, false}, {"fast big model", 5 * time.Millisecond, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			big := newFakeUpstream(t, &fakeUpstream{name: "big", ttft: tc.bigTTFT})
-			small := newFakeUpstream(t, &fakeUpstream{name: "small"})
+			big := openaitest.Start(t, &openaitest.Upstream{Name: "big", TTFT: tc.bigTTFT})
+			small := openaitest.Start(t, &openaitest.Upstream{Name: "small"})
 			g := mustGateway(t, fmt.Sprintf(`
 pools:
   - {name: big, replicas: [{url: %q}]}
@@ -206,12 +207,12 @@ routes:
 				t.Fatalf("answer %s: from big = %v, want %v", data[1], fromBig, tc.wantFromBig)
 			}
 			if !tc.wantFromBig {
-				if m := small.lastBody()["model"]; m != "small-model" {
+				if m := small.LastBody()["model"]; m != "small-model" {
 					t.Errorf("fallback request model = %v, want small-model", m)
 				}
-				waitFor(t, "big upstream cancelled", func() bool { return big.canceled.Load() == 1 })
-			} else if small.served.Load() != 0 {
-				t.Errorf("small model served %d requests, want 0", small.served.Load())
+				waitFor(t, "big upstream cancelled", func() bool { return big.Canceled.Load() == 1 })
+			} else if small.Served.Load() != 0 {
+				t.Errorf("small model served %d requests, want 0", small.Served.Load())
 			}
 		})
 	}
@@ -220,8 +221,8 @@ routes:
 func TestRetryOnAnotherReplica(t *testing.T) {
 	for _, retries := range []int{0, 1} {
 		t.Run(fmt.Sprintf("retries=%d", retries), func(t *testing.T) {
-			bad := newFakeUpstream(t, &fakeUpstream{name: "bad", status: 500})
-			good := newFakeUpstream(t, &fakeUpstream{name: "good"})
+			bad := openaitest.Start(t, &openaitest.Upstream{Name: "bad", Status: 500})
+			good := openaitest.Start(t, &openaitest.Upstream{Name: "good"})
 			g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, balancer: round_robin, replicas: [{url: %q}, {url: %q}]}]
 routes: [{model: "*", pool: p, timeouts: {retries: %d}}]
@@ -256,8 +257,8 @@ func TestHedgeCancelsTheLoser(t *testing.T) {
 		wantHedges float64
 	}{{"first pick slow: hedged", true, "50ms", 1}, {"first pick fast: not hedged", false, "1m", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			slow := newFakeUpstream(t, &fakeUpstream{name: "slow", ttft: 3 * time.Second})
-			fast := newFakeUpstream(t, &fakeUpstream{name: "fast"})
+			slow := openaitest.Start(t, &openaitest.Upstream{Name: "slow", TTFT: 3 * time.Second})
+			fast := openaitest.Start(t, &openaitest.Upstream{Name: "fast"})
 			reps := fmt.Sprintf("{url: %q}, {url: %q}", slow.URL(), fast.URL())
 			if !tc.slowFirst {
 				reps = fmt.Sprintf("{url: %q}, {url: %q}", fast.URL(), slow.URL())
@@ -271,15 +272,15 @@ routes: [{model: "*", pool: p, timeouts: {hedge: true, hedge_min_delay: %s}}]
 				t.Fatalf("status %d %s", s, b)
 			}
 			if tc.slowFirst {
-				waitFor(t, "slow attempt cancelled", func() bool { return slow.canceled.Load() == 1 })
-			} else if slow.served.Load() != 0 {
-				t.Errorf("slow replica got %d requests, want 0", slow.served.Load())
+				waitFor(t, "slow attempt cancelled", func() bool { return slow.Canceled.Load() == 1 })
+			} else if slow.Served.Load() != 0 {
+				t.Errorf("slow replica got %d requests, want 0", slow.Served.Load())
 			}
 			if got := testutil.ToFloat64(g.Metrics.Attempts.WithLabelValues("p", "cancelled")); got != tc.wantHedges {
 				t.Errorf("cancelled attempts = %v, want %v", got, tc.wantHedges)
 			}
-			if fast.served.Load() != 1 {
-				t.Errorf("fast served %d, want 1", fast.served.Load())
+			if fast.Served.Load() != 1 {
+				t.Errorf("fast served %d, want 1", fast.Served.Load())
 			}
 			waitFor(t, "outstanding counts back to 0", func() bool {
 				for _, r := range g.rt.Load().pools["p"].replicas {
@@ -294,10 +295,10 @@ routes: [{model: "*", pool: p, timeouts: {hedge: true, hedge_min_delay: %s}}]
 }
 
 func TestPrefixAffinityKeepsSharedPromptsTogether(t *testing.T) {
-	var ups []*fakeUpstream
+	var ups []*openaitest.Upstream
 	var urls []string
 	for i := range 4 {
-		u := newFakeUpstream(t, &fakeUpstream{name: fmt.Sprint(i)})
+		u := openaitest.Start(t, &openaitest.Upstream{Name: fmt.Sprint(i)})
 		ups = append(ups, u)
 		urls = append(urls, fmt.Sprintf("{url: %q}", u.URL()))
 	}
@@ -317,10 +318,10 @@ routes: [{model: "*", pool: p}]
 	}
 	used := 0
 	for _, u := range ups {
-		if n := u.served.Load(); n > 0 {
+		if n := u.Served.Load(); n > 0 {
 			used++
 			if n != 12 {
-				t.Errorf("replica %s served %d of 12 shared-prefix requests", u.name, n)
+				t.Errorf("replica %s served %d of 12 shared-prefix requests", u.Name, n)
 			}
 		}
 	}
@@ -333,7 +334,7 @@ routes: [{model: "*", pool: p}]
 	}
 	used = 0
 	for _, u := range ups {
-		if u.served.Load() > 0 {
+		if u.Served.Load() > 0 {
 			used++
 		}
 	}
@@ -364,8 +365,8 @@ func TestPrefixAffinityFallsBackWhenOverloaded(t *testing.T) {
 
 func TestLengthPoolsIsolateShortRequests(t *testing.T) {
 	gate := make(chan struct{})
-	long := newFakeUpstream(t, &fakeUpstream{name: "long", gate: gate})
-	short := newFakeUpstream(t, &fakeUpstream{name: "short"})
+	long := openaitest.Start(t, &openaitest.Upstream{Name: "long", Gate: gate})
+	short := openaitest.Start(t, &openaitest.Upstream{Name: "short"})
 	g := mustGateway(t, fmt.Sprintf(`
 pools:
   - {name: short, replicas: [{url: %q}], queue: {concurrency: 4}}
@@ -383,22 +384,22 @@ routes:
 	}
 	waitFor(t, "long pool saturated", func() bool {
 		d, f, _ := poolState(g, "long")
-		return d == 4 && f == 4 && long.served.Load() == 4 // the 4 dispatched have reached the upstream
+		return d == 4 && f == 4 && long.Served.Load() == 4 // the 4 dispatched have reached the upstream
 	})
 	for range 5 {
 		if s, _, b := do(t, gw.URL, chatBody("m", true, "short question", ""), nil); s != 200 || !strings.Contains(b, "[DONE]") {
 			t.Fatalf("short request during the flood: %d %s", s, b)
 		}
 	}
-	if short.served.Load() != 5 || long.served.Load() != 4 {
-		t.Errorf("served short %d long %d, want 5 and 4", short.served.Load(), long.served.Load())
+	if short.Served.Load() != 5 || long.Served.Load() != 4 {
+		t.Errorf("served short %d long %d, want 5 and 4", short.Served.Load(), long.Served.Load())
 	}
 	close(gate)
 	wg.Wait()
 }
 
 func TestLengthControl(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}]}]
 routes:
@@ -420,18 +421,18 @@ routes:
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := up.served.Load()
+			before := up.Served.Load()
 			s, _, b := do(t, gw.URL, c.body, nil)
 			if s != c.status {
 				t.Fatalf("status %d, want %d: %s", s, c.status, b)
 			}
 			if s != 200 {
-				if up.served.Load() != before {
+				if up.Served.Load() != before {
 					t.Error("rejected request reached the upstream")
 				}
 				return
 			}
-			got := up.lastBody()
+			got := up.LastBody()
 			if c.name == "max_completion_tokens clamped" {
 				if got["max_completion_tokens"] != float64(256) {
 					t.Errorf("upstream max_completion_tokens = %v, want 256", got["max_completion_tokens"])
@@ -446,7 +447,7 @@ routes:
 }
 
 func TestPerKeyRateAndTokenLimits(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}]}]
 routes: [{model: "*", pool: p}]
@@ -530,7 +531,7 @@ vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.25
 		t.Error("a non-numeric value was accepted")
 	}
 
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	r := &Replica{cfg: ReplicaConfig{URL: up.URL(), Kind: "vllm"}}
 	now := time.Unix(50, 0)
 	if err := r.scrape(context.Background(), http.DefaultClient, now); err != nil {
@@ -547,7 +548,7 @@ vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.25
 
 func TestPriorityHeaderOrdersTheQueue(t *testing.T) {
 	gate := make(chan struct{})
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", gate: gate})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Gate: gate})
 	g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}], queue: {concurrency: 1}}]
 routes: [{model: "*", pool: p}]
@@ -570,20 +571,18 @@ routes: [{model: "*", pool: p}]
 	close(gate) // one request upstream at a time: they leave in queue order
 	wg.Wait()
 	var order []string
-	up.mu.Lock()
-	for _, b := range up.bodies {
+	for _, b := range up.Bodies() {
 		msgs := b["messages"].([]any)
 		order = append(order, msgs[0].(map[string]any)["content"].(string))
 	}
-	up.mu.Unlock()
 	if got := strings.Join(order, ","); got != "first,high,low" {
 		t.Errorf("upstream order %s, want first,high,low", got)
 	}
 }
 
 func TestModelsListedByReplicasAreRouted(t *testing.T) {
-	a := newFakeUpstream(t, &fakeUpstream{name: "a"})
-	b := newFakeUpstream(t, &fakeUpstream{name: "b"})
+	a := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
+	b := openaitest.Start(t, &openaitest.Upstream{Name: "b"})
 	g := mustGateway(t, fmt.Sprintf(`
 pools:
   - {name: pa, replicas: [{url: %q, models: [model-a]}]}
@@ -593,14 +592,14 @@ routes: [{model: alias-b, pool: pb, upstream_model: model-b}]
 	gw := startGateway(t, g)
 	for _, c := range []struct {
 		model string
-		want  *fakeUpstream
+		want  *openaitest.Upstream
 	}{{"model-a", a}, {"model-b", b}, {"alias-b", b}} {
-		before := c.want.served.Load()
+		before := c.want.Served.Load()
 		if s, _, body := do(t, gw.URL, chatBody(c.model, false, "x", ""), nil); s != 200 {
 			t.Fatalf("%s: %d %s", c.model, s, body)
 		}
-		if c.want.served.Load() != before+1 {
-			t.Errorf("%s not served by %s", c.model, c.want.name)
+		if c.want.Served.Load() != before+1 {
+			t.Errorf("%s not served by %s", c.model, c.want.Name)
 		}
 	}
 	if s, _, _ := do(t, gw.URL, chatBody("model-c", false, "x", ""), nil); s != 404 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 func quickGateway(t testing.TB, urls ...string) *Gateway {
@@ -30,7 +31,7 @@ func quickGateway(t testing.TB, urls ...string) *Gateway {
 
 func TestStreamPassesThroughUnbuffered(t *testing.T) {
 	gate := make(chan struct{})
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 5, gate: gate})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 5, Gate: gate})
 	gw := startGateway(t, quickGateway(t, up.URL()))
 	// The gateway sends headers once the first token exists: release it.
 	go func() { gate <- struct{}{} }()
@@ -124,14 +125,14 @@ func stagesBatch(t testing.TB, url string, n int, body func(i int) string, needS
 // 1 ms on ≥ 99 % of requests on a quiet machine) depends on the machine's
 // load, so it is measured by BenchmarkStagesVsClientE2E, not asserted.
 func TestStagesSumToClientE2E(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 5, ttft: 2 * time.Millisecond, gap: time.Millisecond, timing: true})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 5, TTFT: 2 * time.Millisecond, Gap: time.Millisecond, Timing: openaitest.Timing})
 	gw := startGateway(t, quickGateway(t, up.URL()))
 	within, gaps := stagesBatch(t, gw.URL, 50, func(i int) string { return chatBody("m", i%2 == 0, "count the stages", "") }, true)
 	t.Logf("within 1 ms of the client's E2E on %d/50; worst gap %v", within, slices.Max(gaps))
 }
 
 func TestClientDisconnectCancelsUpstream(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 1000, gap: 5 * time.Millisecond})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 1000, Gap: 5 * time.Millisecond})
 	gw := startGateway(t, quickGateway(t, up.URL()))
 	ctx, cancel := context.WithCancel(context.Background())
 	resp := post(t, ctx, gw.URL, chatBody("m", true, "long answer", ""), nil)
@@ -139,25 +140,25 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	if _, err := rd.ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
-	if up.active.Load() != 1 {
-		t.Fatalf("upstream active = %d, want 1", up.active.Load())
+	if up.Active.Load() != 1 {
+		t.Fatalf("upstream active = %d, want 1", up.Active.Load())
 	}
 	cancel()
 	resp.Body.Close()
 	deadline := time.Now().Add(5 * time.Second)
-	for up.active.Load() != 0 {
+	for up.Active.Load() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("upstream request still running 5 s after the client left")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if up.canceled.Load() != 1 {
-		t.Errorf("upstream saw %d cancellations, want 1", up.canceled.Load())
+	if up.Canceled.Load() != 1 {
+		t.Errorf("upstream saw %d cancellations, want 1", up.Canceled.Load())
 	}
 }
 
 func TestUpstreamDyingMidStreamEndsWithErrorEvent(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 5, dieAfter: 2})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 5, CutAfter: 2})
 	g := quickGateway(t, up.URL())
 	gw := startGateway(t, g)
 	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "hi", ""), nil)
@@ -186,7 +187,7 @@ func TestUpstreamDyingMidStreamEndsWithErrorEvent(t *testing.T) {
 }
 
 func TestNonStreamingPassesBodyAndTiming(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", timing: true})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Timing: openaitest.Timing})
 	gw := startGateway(t, quickGateway(t, up.URL()))
 	resp := post(t, context.Background(), gw.URL, chatBody("m", false, "hi", ""), map[string]string{"X-Request-Id": "abc-1"})
 	b, _ := io.ReadAll(resp.Body)
@@ -197,7 +198,7 @@ func TestNonStreamingPassesBodyAndTiming(t *testing.T) {
 	if got := resp.Header.Get("X-Request-Id"); got != "abc-1" {
 		t.Errorf("X-Request-Id = %q, want passed through", got)
 	}
-	if got := up.headers[0].Get("X-Request-Id"); got != "abc-1" {
+	if got := up.Headers()[0].Get("X-Request-Id"); got != "abc-1" {
 		t.Errorf("upstream X-Request-Id = %q", got)
 	}
 	st := timingMap(resp.Trailer.Get("Server-Timing"))
@@ -214,7 +215,7 @@ func TestNonStreamingPassesBodyAndTiming(t *testing.T) {
 }
 
 func TestBadInputGetsOpenAIErrors(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	g := mustGateway(t, fmt.Sprintf(`
 server: {max_body_bytes: 2000}
 pools: [{name: p, replicas: [{url: %q}]}]
@@ -263,7 +264,7 @@ keys: [{name: team, sha256: %s}]
 		})
 	}
 	// The gateway's key is never forwarded upstream.
-	for _, h := range up.headers {
+	for _, h := range up.Headers() {
 		if h.Get("Authorization") != "" {
 			t.Errorf("upstream received Authorization %q", h.Get("Authorization"))
 		}
@@ -271,9 +272,9 @@ keys: [{name: team, sha256: %s}]
 }
 
 func TestUpstreamDownGives502AndGatewayStaysUp(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	url := up.URL()
-	up.srv.Close()
+	up.Close()
 	gw := startGateway(t, quickGateway(t, url))
 	resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", ""), nil)
 	b, _ := io.ReadAll(resp.Body)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // The secrets these tests plant, and must find nowhere.
@@ -69,7 +71,7 @@ func TestConfigErrorsCarryNoSecrets(t *testing.T) {
 // a bad file (what the command prints to stderr), and the log of a reload
 // that fails, carry no secret.
 func TestBadConfigFileCarriesNoSecrets(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	dir := t.TempDir()
 	for name, text := range badConfigs {
 		path := filepath.Join(dir, "start.yaml")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // run serves rc on a loopback port until ctx ends; ready receives the
@@ -35,7 +36,7 @@ func run(ctx context.Context, rc RunConfig, ready func(net.Addr)) error {
 }
 
 func TestRunQuickStartServesAndShutsDown(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	errc := make(chan error, 1)
@@ -79,7 +80,7 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 }
 
 func TestRunAppliesReadHeaderTimeout(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	path := filepath.Join(t.TempDir(), "gw.yaml")
 	cfg := "server: {read_header_timeout: 100ms}\npools: [{name: p, replicas: [{url: \"" + up.URL() + "\"}]}]\nroutes: [{model: \"*\", pool: p}]\n"
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
@@ -148,7 +149,7 @@ func gatewayGoroutines(skip map[string]bool) map[string]string {
 // server, the reload watcher and each pool's scraper (those of a replaced
 // configuration too).
 func TestServeWaitsForItsGoroutines(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	path := filepath.Join(t.TempDir(), "gw.yaml")
 	cfg := func(iv string) string {
 		return "pools: [{name: p, scrape_interval: " + iv + ", replicas: [{url: \"" + up.URL() + "\"}]}, {name: q, balancer: queue_aware, replicas: [{url: \"" + up.URL() + "\"}]}]\nroutes: [{model: \"*\", pool: p}]\n"

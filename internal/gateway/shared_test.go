@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/redisstate/redistest"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
@@ -83,7 +84,7 @@ func TestRedisLimiterMatchesLocal(t *testing.T) {
 // each replica's own buckets each lets its own burst through.
 func TestTwoReplicasShareOneLimit(t *testing.T) {
 	srv := redistest.Start(t)
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	keys := fmt.Sprintf("keys: [{name: req, sha256: %s, requests_per_second: 0.001, burst: 5}, {name: tok, sha256: %s, tokens_per_minute: 1000}]\n",
 		HashKey("key-req"), HashKey("key-tok"))
 	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL()) + keys
@@ -151,7 +152,7 @@ func TestRedisUnreachable(t *testing.T) {
 	for _, onError := range []string{FailOpen, FailClosed} {
 		t.Run(onError, func(t *testing.T) {
 			srv := redistest.StartWithPassword(t, password)
-			up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+			up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 			gs, gws, logs := gatewayReplicas(t, 1, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}]}]
 routes: [{model: "*", pool: p}]
@@ -365,7 +366,7 @@ func TestSharedQueueRedisUnreachable(t *testing.T) {
 	for _, onError := range []string{FailOpen, FailClosed} {
 		t.Run(onError, func(t *testing.T) {
 			srv := redistest.Start(t)
-			up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+			up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 			gs, gws, logs := gatewayReplicas(t, 1, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}], queue: {concurrency: 2, shared: true}}]
 routes: [{model: "*", pool: p}]
@@ -507,7 +508,7 @@ func BenchmarkReplicaStateRequest(b *testing.B) {
 // exceeds the bucket's window.
 func TestCorruptKeyIsThatKeysProblem(t *testing.T) {
 	srv := redistest.Start(t)
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	gs, gws, logs := gatewayReplicas(t, 1, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}]}]
 routes: [{model: "*", pool: p}]

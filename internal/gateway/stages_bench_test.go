@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // BenchmarkStagesVsClientE2E sends 100 requests one after another per
@@ -22,7 +23,7 @@ import (
 // handler, and whatever else the machine was doing).
 func BenchmarkStagesVsClientE2E(b *testing.B) {
 	fake := func(b *testing.B) (string, func(int) string) {
-		up := newFakeUpstream(b, &fakeUpstream{name: "a", chunks: 5, ttft: 2 * time.Millisecond, gap: time.Millisecond, timing: true})
+		up := openaitest.Start(b, &openaitest.Upstream{Name: "a", Chunks: 5, TTFT: 2 * time.Millisecond, Gap: time.Millisecond, Timing: openaitest.Timing})
 		return up.URL(), func(i int) string { return chatBody("m", i%2 == 0, "count the stages", "") }
 	}
 	sim := func(b *testing.B) (string, func(int) string) {

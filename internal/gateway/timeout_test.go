@@ -5,39 +5,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
-// silentUpstream sends the response headers, optionally some events,
-// then only keep-alive comments, every 5 ms, until the request ends.
+// silentUpstream sends the response headers and first, then only
+// keep-alive comments, every 5 ms, until the request ends.
 func silentUpstream(t testing.TB, first string) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.WriteString(w, first)
-		w.(http.Flusher).Flush()
-		tk := time.NewTicker(5 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-tk.C:
-				if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return openaitest.Start(t, &openaitest.Upstream{Script: first, Hold: true, KeepAlive: 5 * time.Millisecond}).URL()
 }
 
 // TestTimeoutDefaults: with nothing configured the first-token and idle

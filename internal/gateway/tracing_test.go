@@ -9,10 +9,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 func TestSpanPerRequestWithStageEventsAndPropagation(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", timing: true})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Timing: openaitest.Timing})
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
@@ -72,7 +74,7 @@ func TestSpanPerRequestWithStageEventsAndPropagation(t *testing.T) {
 		}
 	}
 	// Upstream sees the gateway's span as parent, in the client's trace.
-	got := up.headers[0].Get("Traceparent")
+	got := up.Headers()[0].Get("Traceparent")
 	want := fmt.Sprintf("00-%s-%s-01", traceID, sp.SpanContext.SpanID())
 	if got != want {
 		t.Errorf("upstream traceparent %q, want %q", got, want)
@@ -80,11 +82,11 @@ func TestSpanPerRequestWithStageEventsAndPropagation(t *testing.T) {
 }
 
 func TestTraceparentPassedThroughWithoutTracer(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	gw := startGateway(t, quickGateway(t, up.URL()))
 	parent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	do(t, gw.URL, chatBody("m", false, "hi", ""), map[string]string{"Traceparent": parent})
-	if got := up.headers[0].Get("Traceparent"); got != parent {
+	if got := up.Headers()[0].Get("Traceparent"); got != parent {
 		t.Errorf("upstream traceparent %q, want %q", got, parent)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
 
@@ -232,7 +233,7 @@ func replaceFile(t testing.TB, path, text string) {
 }
 
 func TestHotReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	write := func(s string) { replaceFile(t, path, s) }
 	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\n", up.URL())
@@ -269,7 +270,7 @@ func TestHotReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 }
 
 func TestAPIKeysNeverLogged(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", status: 500})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Status: 500})
 	var logs lockedBuffer
 	g := mustGateway(t, fmt.Sprintf(`pools: [{name: p, replicas: [{url: %q, api_key: sk-upstream-secret}]}]
 routes: [{model: "*", pool: p}]`, up.URL()))
@@ -279,7 +280,7 @@ routes: [{model: "*", pool: p}]`, up.URL()))
 	if s != 500 {
 		t.Fatalf("status %d", s)
 	}
-	if got := up.headers[0].Get("Authorization"); got != "Bearer sk-upstream-secret" {
+	if got := up.Headers()[0].Get("Authorization"); got != "Bearer sk-upstream-secret" {
 		t.Errorf("upstream got Authorization %q", got)
 	}
 	for _, where := range []string{logs.String(), body, fmt.Sprint(hdr)} {
@@ -610,7 +611,7 @@ func TestNextEventReady(t *testing.T) {
 // TestReloadUnderTraffic reloads the configuration while requests run; the
 // race detector checks the shared state.
 func TestReloadUnderTraffic(t *testing.T) {
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 3, gap: time.Millisecond})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 3, Gap: time.Millisecond})
 	mk := func(conc int) *Config {
 		c, err := ParseConfig([]byte(fmt.Sprintf("pools: [{name: p, scrape_interval: 5ms, replicas: [{url: %q}], queue: {concurrency: %d, aimd: true}}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL(), conc)))
 		if err != nil {
