@@ -327,11 +327,26 @@ func engineOfProfile(path string, info results.RunInfo) (engine.Options, []strin
 	if info.Server != nil {
 		cfg = info.Server.Config
 	}
+	// The engine's own defaults stand for what the server did not expose:
+	// its family's, by the profile's engine or the run's metric names.
+	defaults := "vLLM's default for the GPU"
+	fam, ok := engine.FamilyOf(prof.Engine)
+	if !ok && info.Server != nil {
+		fam, ok = engine.FamilyOf(info.Server.Engine)
+	}
+	if ok {
+		e.Engine = fam.Name
+		if fe, err := e.WithEngine(nil); err == nil {
+			e, defaults = fe, fam.Title+"'s default"
+		} else { // a GPU of a --gpu-file: its memory, which some defaults follow, is not known here
+			notes = append(notes, fmt.Sprintf("%s's scheduler defaults are not applied (%v)", fam.Title, err))
+		}
+	}
 	setInt := func(key string, p *int) {
 		if n, err := strconv.Atoi(cfg[key]); err == nil && n > 0 {
 			*p = n
 		} else {
-			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes vLLM's default for the GPU", key))
+			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes %s", key, defaults))
 		}
 	}
 	setBool := func(key string, p *bool) {
