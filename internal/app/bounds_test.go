@@ -2,13 +2,17 @@ package app
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // TestHeldAnswerIsBounded: an answer the application holds — whole, for a
@@ -136,5 +140,83 @@ func TestNegativeLimitsAreRefused(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), f+" ") {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestUpstreamTimeEndsAtTheEndEvent: the client's [DONE] and the app's
+// stages end when the upstream's end event arrives, not when the upstream
+// lets go of its connection: the client reads its [DONE] while the
+// upstream still holds its trailer back (before, the app waited for it,
+// up to the grace, and counted the wait as app.upstream), and the trailer
+// the upstream sends afterwards still reaches the client in the app's
+// trailer. After a final usage chunk with no [DONE], app.upstream ends at
+// the usage chunk: the wait for the [DONE] is the app's post_process.
+func TestUpstreamTimeEndsAtTheEndEvent(t *testing.T) {
+	const grace = 3 * time.Second
+	const content = `data: {"choices":[{"index":0,"delta":{"content":"hello"}}]}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}` + "\n\n"
+	for _, c := range []struct {
+		name string
+		body string
+		done bool
+	}{{"[DONE], trailer held back", content + "data: [DONE]\n\n", true}, {"usage chunk, no [DONE]", content, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			release := make(chan struct{})
+			up := openaitest.Start(t, &openaitest.Upstream{Script: c.body, Timing: "server_queue;dur=7, prefill;dur=3", Hold: true, Release: release})
+			cfg := DefaultConfig()
+			cfg.Upstream, cfg.RetrievalLatency, cfg.Guardrail = up.URL(), "0", GuardrailOff
+			cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+			s, err := NewServer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.endGraceTest = grace
+			srv := httptest.NewServer(s.Handler())
+			t.Cleanup(srv.Close)
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			rd := sse.NewReader(resp.Body, nil, 0)
+			rd.KeepComment = latency.FinalTimingComment
+			for {
+				ev, err := rd.Next()
+				if err != nil {
+					t.Fatalf("the stream ended without [DONE]: %v", err)
+				}
+				if string(ev.Data) == "[DONE]" {
+					break
+				}
+			}
+			close(release) // only now does the upstream send its trailer
+			final := latency.ParseServerTiming([]string{string(rd.Kept)})
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				t.Fatal(err)
+			}
+			tr := latency.ParseServerTiming(resp.Trailer.Values("Server-Timing"))
+			for _, tm := range []map[latency.TimingName]time.Duration{final, tr} {
+				if d, ok := tm[latency.TimingAppUpstream]; !ok || d >= grace/2 {
+					t.Errorf("app.upstream %v (reported: %v), want it ended at the answer's end", d, ok)
+				}
+			}
+			if !c.done {
+				if d := tr[latency.TimingAppPostProcess]; d < grace/2 {
+					t.Errorf("app.post_process %v, want the wait for [DONE] (%v) in it", d, grace)
+				}
+				return
+			}
+			if d := tr[latency.TimingAppTotal]; d >= grace/2 {
+				t.Errorf("app.total %v, want it ended at [DONE]", d)
+			}
+			if tr[latency.TimingAppUpstream] != final[latency.TimingAppUpstream] {
+				t.Errorf("app.upstream %v in the trailer, %v in the final event: want one instant", tr[latency.TimingAppUpstream], final[latency.TimingAppUpstream])
+			}
+			if d, ok := tr[latency.TimingServerQueue]; !ok || d != 7*time.Millisecond {
+				t.Errorf("the upstream's trailer did not reach the client's: %v", resp.Trailer)
+			}
+		})
 	}
 }

@@ -141,6 +141,14 @@ func (s *Server) upstreamBody(fields map[string]json.RawMessage, req *openai.Cha
 // keeps its connection open after its answer never holds the client.
 const streamEndGrace = 500 * time.Millisecond
 
+// endGrace is streamEndGrace, or what a test set instead.
+func (s *Server) endGrace() time.Duration {
+	if s.endGraceTest > 0 {
+		return s.endGraceTest
+	}
+	return streamEndGrace
+}
+
 // call sends the request upstream and relays the answer.
 func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatCompletionRequest) {
 	s := x.s
@@ -202,26 +210,40 @@ func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatComple
 	if !x.events(ctx, rd, cancel) {
 		return
 	}
-	// Read the upstream to its end for its trailer, waiting
-	// streamEndGrace at most: past it the upstream's connection is closed.
-	end := time.AfterFunc(streamEndGrace, cancel)
-	_, _ = io.Copy(io.Discard, io.LimitReader(waitReader{r: resp.Body, now: s.clock.Now, waited: &x.tl.upstream}, 1<<20))
-	end.Stop()
-	v := latency.TimingValues{Header: resp.Header.Values("Server-Timing"), Trailer: resp.Trailer.Values("Server-Timing")}
+	timing := latency.TimingValues{Header: resp.Header.Values("Server-Timing")}
 	if len(rd.Kept) > 0 {
-		v.Final = []string{string(rd.Kept)}
+		timing.Final = []string{string(rd.Kept)}
 	}
-	x.forward = latency.ForwardTiming(latency.HopApp, v)
+	x.forward = latency.ForwardTiming(latency.HopApp, timing)
 	x.end(ctx)
+	if x.final == nil || x.errKind != "" {
+		return
+	}
+	// The answer has ended for the client, and the timeline with it: only
+	// now is the rest of the upstream's body read, for its Server-Timing
+	// trailer, streamEndGrace at most (past it the upstream's connection
+	// is closed). What the trailer says goes into the app's own trailer,
+	// which supersedes the final comment; the stages stay those of the
+	// answer's end.
+	stop := time.AfterFunc(s.endGrace(), cancel)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	stop.Stop()
+	if tr := resp.Trailer.Values("Server-Timing"); len(tr) > 0 {
+		timing.Trailer = tr
+		x.forward = latency.ForwardTiming(latency.HopApp, timing)
+		x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.final.finalTiming(x.forward))
+	}
 }
 
 // events reads the upstream's stream to its [DONE], checking and passing
 // on the answer as the guardrail mode says; false when the answer cannot
 // be completed (the stream broke, the client left). After the final usage
 // chunk (usage, no choices) the answer is whole: [DONE] is waited for
-// streamEndGrace at most (cancel closes the upstream's connection).
+// streamEndGrace at most (cancel closes the upstream's connection), and
+// that wait is no upstream time.
 func (x *exchange) events(ctx context.Context, rd *sse.Reader, cancel context.CancelFunc) bool {
 	var ending *time.Timer
+	var upstreamAtEnd time.Duration // app.upstream when the final usage chunk came
 	defer func() {
 		if ending != nil {
 			ending.Stop()
@@ -235,7 +257,11 @@ func (x *exchange) events(ctx context.Context, rd *sse.Reader, cancel context.Ca
 				return false
 			}
 			if ending != nil {
-				return true // the answer was whole; no [DONE] came
+				// The answer was whole at its final usage chunk; no [DONE]
+				// came. Waiting for it is the app's own time
+				// (post_process), not the upstream's.
+				x.tl.upstream = upstreamAtEnd
+				return true
 			}
 			x.streamError("the model's stream ended before [DONE]", "upstream_stream_broken")
 			return false
@@ -254,7 +280,8 @@ func (x *exchange) events(ctx context.Context, rd *sse.Reader, cancel context.Ca
 			return false
 		}
 		if x.ch.HasUsage && x.ch.Choices == 0 {
-			ending = time.AfterFunc(streamEndGrace, cancel)
+			ending = time.AfterFunc(x.s.endGrace(), cancel)
+			upstreamAtEnd = x.tl.upstream
 		}
 	}
 }

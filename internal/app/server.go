@@ -40,6 +40,8 @@ type Server struct {
 	log       *slog.Logger
 	nonce     string
 	seq       atomic.Uint64
+	// endGraceTest replaces streamEndGrace when set (tests).
+	endGraceTest time.Duration
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
+	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // TestEndlessWholeAnswerIsBounded: a non-streamed answer that does not
@@ -102,4 +103,78 @@ func TestStreamEndsForTheClientAtItsEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecodeEndsAtTheEndEvent: the client's [DONE], the gateway's decode
+// and its total end when the upstream's end event arrives, not when the
+// upstream lets go of the connection: the client reads its [DONE] while
+// the upstream still holds its trailer back (before the fix the gateway
+// waited for it, up to the grace, and counted that wait as decode). The
+// trailer the upstream sends afterwards still reaches the client in the
+// gateway's trailer. After a final usage chunk with no [DONE], decode
+// ends at the usage chunk; the wait for the [DONE] is post_process.
+func TestDecodeEndsAtTheEndEvent(t *testing.T) {
+	const grace = 3 * time.Second
+	const upstreamTiming = "server_queue;dur=7, prefill;dur=3, server_decode;dur=1"
+	t.Run("[DONE], trailer held back", func(t *testing.T) {
+		release := make(chan struct{})
+		up := openaitest.Start(t, &openaitest.Upstream{Script: roleChunk + textChunk + stopChunk + usageChunk + doneEvent, Timing: upstreamTiming, Hold: true, Release: release})
+		g := quickGateway(t, up.URL())
+		g.endGraceTest = grace
+		gw := startGateway(t, g)
+		resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", `,"stream_options":{"include_usage":true}`), nil)
+		defer resp.Body.Close()
+		rd := sse.NewReader(resp.Body, nil, 0)
+		rd.KeepComment = latency.FinalTimingComment
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				t.Fatalf("the stream ended without [DONE]: %v", err)
+			}
+			if string(ev.Data) == "[DONE]" {
+				break
+			}
+		}
+		close(release) // only now does the upstream send its trailer
+		final := timingMap(string(rd.Kept))
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		tr := timingMap(resp.Trailer.Values("Server-Timing")...)
+		for _, tm := range []map[latency.TimingName]time.Duration{final, tr} {
+			if d, ok := tm[latency.TimingDecode]; !ok || d >= grace {
+				t.Errorf("decode %v (reported: %v), want it ended at [DONE], before the %v grace", d, ok, grace)
+			}
+			if d := tm[latency.TimingTotal]; d >= grace {
+				t.Errorf("total %v, want it ended at [DONE]", d)
+			}
+		}
+		if d, ok := tr[latency.TimingServerQueue]; !ok || d != 7*time.Millisecond {
+			t.Errorf("the upstream's trailer did not reach the client's: server_queue %v (%v) in %v", d, ok, resp.Trailer)
+		}
+		if tr[latency.TimingDecode] != final[latency.TimingDecode] {
+			t.Errorf("decode %v in the trailer, %v in the final event: want one instant", tr[latency.TimingDecode], final[latency.TimingDecode])
+		}
+	})
+	t.Run("usage chunk, no [DONE]", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		up := openaitest.Start(t, &openaitest.Upstream{Script: roleChunk + textChunk + stopChunk + usageChunk, Timing: upstreamTiming, Hold: true, Release: release})
+		g := quickGateway(t, up.URL())
+		g.endGraceTest = grace
+		gw := startGateway(t, g)
+		resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", `,"stream_options":{"include_usage":true}`), nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n := strings.Count(string(b), "[DONE]"); n != 1 {
+			t.Fatalf("%d [DONE]s:\n%s", n, b)
+		}
+		tr := timingMap(resp.Trailer.Values("Server-Timing")...)
+		if d, ok := tr[latency.TimingDecode]; !ok || d >= grace/2 {
+			t.Errorf("decode %v (reported: %v), want it ended at the usage chunk", d, ok)
+		}
+		if d := tr[latency.TimingPostProcess]; d < grace/2 {
+			t.Errorf("post_process %v, want the wait for [DONE] (%v) in it", d, grace)
+		}
+	})
 }

@@ -56,6 +56,8 @@ type Gateway struct {
 	idPrefix  string
 	idSeq     atomic.Uint64
 	draining  atomic.Bool // set by Drain: /health answers 503
+	// endGraceTest replaces streamEndGrace when set (tests).
+	endGraceTest time.Duration
 	// bg runs the configurations' background goroutines (the pools'
 	// scrapers); Close waits for them.
 	bg errgroup.Group

@@ -170,9 +170,10 @@ func (h *stepHarness) finish() map[latency.TimingName]time.Duration {
 
 // TestSlowClientTimeIsBackpressure: time the client takes to accept
 // writes is backpressure, time the upstream takes to send is decode
-// (upstream_ttft before the first token), waiting for the upstream's end
-// after [DONE] is decode too, and the gateway's own work (which takes no
-// time on this clock) is post_process: each exactly.
+// (upstream_ttft before the first token), the stages end with the [DONE]
+// written to the client (the upstream's late trailer comes after them: it
+// was counted as decode before), and the gateway's own work (which takes
+// no time on this clock) is post_process: each exactly.
 func TestSlowClientTimeIsBackpressure(t *testing.T) {
 	h := newStepHarness(t)
 	h.upstream(10*time.Millisecond, roleChunk+textChunk) // first token after 10 ms
@@ -182,12 +183,12 @@ func TestSlowClientTimeIsBackpressure(t *testing.T) {
 		h.client(300 * time.Millisecond) // a slow reader
 	}
 	h.upstream(0, doneEvent)
-	h.upstreamEnd(4 * time.Millisecond) // its trailers come late
-	h.client(5 * time.Millisecond)      // the server-timing comment and [DONE]
+	h.client(5 * time.Millisecond)      // the server-timing comment and [DONE], at once
+	h.upstreamEnd(4 * time.Millisecond) // its trailers come late: after the end
 	st := h.finish()
 	want := map[latency.TimingName]time.Duration{
 		latency.TimingGatewayIn: 0, latency.TimingGatewayQueue: 0, latency.TimingConnect: 0, latency.TimingUpstreamTTFT: 10 * time.Millisecond,
-		latency.TimingDecode: 64 * time.Millisecond, latency.TimingPostProcess: 0, latency.TimingBackpressure: 912 * time.Millisecond, "total": 986 * time.Millisecond,
+		latency.TimingDecode: 60 * time.Millisecond, latency.TimingPostProcess: 0, latency.TimingBackpressure: 912 * time.Millisecond, "total": 982 * time.Millisecond,
 	}
 	for k, v := range want {
 		if st[k] != v {
@@ -215,8 +216,8 @@ func TestContinuousUsageGivesPerTokenITL(t *testing.T) {
 	h.upstream(10*time.Millisecond, chunk(6))
 	h.client(0)
 	h.upstream(0, doneEvent)
-	h.upstreamEnd(0)
 	h.client(0)
+	h.upstreamEnd(0)
 	h.finish()
 	var m dto.Metric
 	if err := h.g.Metrics.ITL.WithLabelValues("default", "*").(prometheusMetric).Write(&m); err != nil {

@@ -29,6 +29,14 @@ const maxEventBytes = 16 << 20
 // answer never holds the client.
 const streamEndGrace = 500 * time.Millisecond
 
+// endGrace is streamEndGrace, or what a test set instead.
+func (g *Gateway) endGrace() time.Duration {
+	if g.endGraceTest > 0 {
+		return g.endGraceTest
+	}
+	return streamEndGrace
+}
+
 // newEventReader reads an upstream's stream event by event, each with its
 // raw bytes to pass on (internal/sse in block mode: LF, CRLF and lone CR
 // line ends, keep-alive comments as events of their own).
@@ -325,6 +333,12 @@ func (r *relay) next() bool {
 		tl.post += work
 	}
 	if err != nil {
+		if r.ending {
+			// After the final usage chunk the answer was whole and its
+			// decode over: waiting for a [DONE] that did not come
+			// (streamEndGrace at most) is the gateway's own time.
+			tl.post += a.up.waited - waited
+		}
 		r.broken(err)
 		return false
 	}
@@ -362,7 +376,7 @@ func (r *relay) next() bool {
 			// The answer is complete: wait streamEndGrace for [DONE],
 			// no longer.
 			r.ending = true
-			r.arm(streamEndGrace)
+			r.arm(r.x.g.endGrace())
 		}
 		if r.probe.Metrics != nil {
 			if sp := latency.SplitFromMetrics(r.probe.Metrics); sp != nil {
@@ -430,36 +444,50 @@ func (r *relay) broken(err error) {
 	}
 }
 
-// endStream reads the upstream to its end (for its trailer), waiting
-// streamEndGrace at most, then writes the final event: an SSE comment line
-// with the stage split, then "data: [DONE]" (done, or one of its own when
-// done is nil).
+// endStream ends the client's stream at the upstream's end event: it
+// writes the final event at once — an SSE comment line with the stage
+// split, then "data: [DONE]" (done, or one of its own when done is nil) —
+// and the timeline (decode included) ends with that write. Only then is
+// the rest of the upstream's body read, for its Server-Timing trailer,
+// streamEndGrace at most (past it the upstream's connection is closed);
+// what the trailer says goes into the gateway's own trailer, which
+// supersedes the final comment (latency.ParseTiming). An upstream that
+// holds its connection open after [DONE] therefore delays neither the
+// client's [DONE] nor the stages it is told.
 func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	g := x.g
 	t0 := g.now()
-	waited := a.up.waited
-	end := time.AfterFunc(streamEndGrace, a.cancel)
+	x.foldUpstreamTiming(timing, nil)
+	x.tl.end = g.now()
+	x.tl.post += x.tl.end.Sub(t0)
+	final := x.tl.finalTiming(x.tl.stages())
+	t1 := g.now()
+	x.tl.post += t1.Sub(x.tl.end) // the final event's making: after its stages were read
+	// sse.Writer's final form: the comment shares the [DONE] event.
+	err := x.sw.Final(done, latency.FinalTimingComment, final)
+	x.tl.end = g.now()
+	x.tl.backpressure += x.tl.end.Sub(t1)
+	if err != nil {
+		x.clientGone()
+		return
+	}
+	stop := time.AfterFunc(g.endGrace(), a.cancel)
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.up, 1<<20))
-	end.Stop()
-	t0 = t0.Add(a.up.waited - waited) // waiting for the upstream's end is not post-processing
-	x.tl.foldServerTiming(timing, a.resp.Trailer.Values("Server-Timing"))
+	stop.Stop()
+	x.foldUpstreamTiming(timing, a.resp.Trailer.Values("Server-Timing"))
+	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.tl.finalTiming(x.tl.stages()))
+}
+
+// foldUpstreamTiming takes the upstream's split from its Server-Timing
+// header and trailer values, or else from the engine's metrics in the
+// stream (x.metricsSplit).
+func (x *exchange) foldUpstreamTiming(header, trailer []string) {
+	x.tl.foldServerTiming(header, trailer)
 	if !x.tl.serverSplit && x.metricsSplit != nil {
 		sp := x.metricsSplit
 		x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS)
 		x.tl.serverSplit = true
 	}
-	x.tl.post += g.now().Sub(t0)
-	x.tl.end = g.now()
-	final := x.tl.finalTiming(x.tl.stages())
-	t1 := g.now()
-	// sse.Writer's final form: the comment shares the [DONE] event.
-	err := x.sw.Final(done, latency.FinalTimingComment, final)
-	x.tl.backpressure += g.now().Sub(t1)
-	if err != nil {
-		x.clientGone()
-		return
-	}
-	x.setTrailer()
 }
 
 // setTrailer ends the timeline and sets the Server-Timing trailer.
