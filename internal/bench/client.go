@@ -190,7 +190,7 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 	defer watch.stop()
 
 	st := &requestTrace{c: c, rec: rec}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace()), http.MethodPost, c.url, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(staleconn.WithClientTrace(ctx, st.trace()), http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		fail(rec, latency.ErrConnect, err.Error())
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/sse"
+	"github.com/tokentrace/tokentrace/internal/staleconn"
 )
 
 // attempt is one upstream try: a replica of a pool, and what was read from
@@ -171,7 +172,9 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 		a.gotConn.Store(&t)
 		conns.Add(1)
 	}}
-	ctx = httptrace.WithClientTrace(ctx, trace)
+	// One trace per request: the stale-connection transport's hooks and
+	// these, without net/http's composition of two traces by reflection.
+	ctx = staleconn.WithClientTrace(ctx, trace)
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, a.rep.cfg.URL+x.r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build upstream request: %w", err)

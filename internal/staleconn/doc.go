@@ -18,7 +18,8 @@
 // (the resend's included: there is one resend, never two), a timeout, a
 // cancelled request. Requests Go's transport itself resends because
 // nothing of them was written are left to it. Callers count resends with
-// httptrace (a resent request gets a second GotConn) or OnResend.
+// a trace (WithClientTrace, or httptrace: a resent request gets a second
+// GotConn) or OnResend.
 //
 // Why not an Idempotency-Key header, which makes Go's transport retry a
 // POST by itself: it tells the server (and every proxy between) that the

@@ -1,6 +1,7 @@
 package staleconn
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -37,19 +38,60 @@ type attempt struct {
 	firstByte atomic.Bool // a byte of the response arrived
 }
 
+// traceKey is the context key of a caller's trace (WithClientTrace).
+type traceKey struct{}
+
+// WithClientTrace returns ctx carrying trace for requests sent through a
+// Transport, which calls trace's hooks from its own trace (after its own
+// work in the two hooks both use, GotConn and GotFirstResponseByte), on
+// the first try and on a resend. A trace installed with
+// httptrace.WithClientTrace works as well, but net/http composes two
+// traces by reflection, and every hook both set is then called through
+// reflect.Value.Call: a cost on every request of the caller's hot path.
+// Only a Transport reads the trace: a request sent another way does not
+// see it.
+func WithClientTrace(ctx context.Context, trace *httptrace.ClientTrace) context.Context {
+	return context.WithValue(ctx, traceKey{}, trace)
+}
+
+// traced is req's context with one trace: the transport's hooks for a,
+// then the caller's (WithClientTrace), when it set one.
+func traced(req *http.Request, a *attempt) (ctx context.Context, caller *httptrace.ClientTrace) {
+	var tr httptrace.ClientTrace
+	caller, _ = req.Context().Value(traceKey{}).(*httptrace.ClientTrace)
+	if caller != nil {
+		tr = *caller
+	}
+	gotConn, firstByte := tr.GotConn, tr.GotFirstResponseByte
+	tr.GotConn = func(i httptrace.GotConnInfo) {
+		a.reused.Store(i.Reused)
+		if gotConn != nil {
+			gotConn(i)
+		}
+	}
+	tr.GotFirstResponseByte = func() {
+		a.firstByte.Store(true)
+		if firstByte != nil {
+			firstByte()
+		}
+	}
+	return httptrace.WithClientTrace(req.Context(), &tr), caller
+}
+
 // RoundTrip sends req through Pooled and resends it through Fresh when the
 // pooled connection proved stale.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	a := &attempt{}
-	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		GotConn:              func(i httptrace.GotConnInfo) { a.reused.Store(i.Reused) },
-		GotFirstResponseByte: func() { a.firstByte.Store(true) },
-	})
+	ctx, caller := traced(req, a)
 	resp, err := t.Pooled.RoundTrip(req.WithContext(ctx))
 	if err == nil || !a.reused.Load() || a.firstByte.Load() || !Dropped(err) || req.Context().Err() != nil {
 		return resp, err
 	}
-	again := req.Clone(req.Context())
+	rctx := req.Context()
+	if caller != nil {
+		rctx = httptrace.WithClientTrace(rctx, caller) // the resend's connection and first byte, to the caller
+	}
+	again := req.Clone(rctx)
 	if req.Body != nil && req.Body != http.NoBody {
 		if req.GetBody == nil {
 			return resp, err // the body cannot be sent again

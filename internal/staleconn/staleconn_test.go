@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,5 +164,43 @@ func TestDropped(t *testing.T) {
 		if got := Dropped(c.err); got != c.want {
 			t.Errorf("Dropped(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// A caller's trace (WithClientTrace) sees every connection and first
+// byte: on a server that drops each connection's second request, the
+// second request gets two connections (the stale one, then the resend's)
+// and one first byte; the transport's own hooks still decide the resend.
+func TestCallerTraceSeesTheResend(t *testing.T) {
+	url := start(t, staleconntest.DiscardSecond)
+	tr, resent := newTransport()
+	defer tr.CloseIdleConnections()
+	for i, want := range []struct{ conns, reused, first int64 }{{1, 0, 1}, {2, 1, 1}} {
+		var conns, reused, first atomic.Int64
+		ctx := WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			GotConn: func(c httptrace.GotConnInfo) {
+				conns.Add(1)
+				if c.Reused {
+					reused.Add(1)
+				}
+			},
+			GotFirstResponseByte: func() { first.Add(1) },
+		})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := [3]int64{conns.Load(), reused.Load(), first.Load()}; got != [3]int64{want.conns, want.reused, want.first} {
+			t.Errorf("request %d: connections, reused, first bytes = %v, want %v", i+1, got, want)
+		}
+	}
+	if resent.Load() != 1 {
+		t.Errorf("%d resends, want 1", resent.Load())
 	}
 }
