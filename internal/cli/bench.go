@@ -63,7 +63,7 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 				return bench.SelfTest(ctx, self, cmd.OutOrStdout())
 			}
 			var serveTracer trace.Tracer // the embedded engine's, when tracing
-			cfg, err := benchConfig(opts, sim, g, simG, &serveTracer)
+			cfg, err := benchConfig(opts, &sim, g, simG, &serveTracer)
 			if err != nil {
 				return err
 			}
@@ -127,8 +127,10 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 }
 
 // benchConfig checks bench's flags and, without --url, the embedded
-// engine's, and wires the engine in.
-func benchConfig(opts bench.Options, sim serve.Options, g, simG *flagGroup, tracer *trace.Tracer) (bench.Config, error) {
+// engine's, and wires the engine in. sim is the options the --sim-* flags
+// set: their finish hooks (--sim-engine's defaults, legacy spellings)
+// complete it in place.
+func benchConfig(opts bench.Options, sim *serve.Options, g, simG *flagGroup, tracer *trace.Tracer) (bench.Config, error) {
 	cfg, err := opts.Config(g.given, time.Now())
 	if err != nil {
 		return cfg, usageError(fmt.Errorf("bench: %w", err), g)

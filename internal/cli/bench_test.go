@@ -104,3 +104,16 @@ func TestBenchRecordsNoCredentials(t *testing.T) {
 		t.Errorf("command %q lost what is not a credential", got)
 	}
 }
+
+// --sim-engine reaches the embedded engine bench starts (its finish hook
+// once completed a copy the engine never saw).
+func TestBenchSimEngineReachesTheEmbeddedEngine(t *testing.T) {
+	out, err := run(t, "bench", "--sim-engine", "trtllm", "--requests", "4", "--concurrency", "2", "--input-tokens", "64", "--output-tokens", "4",
+		"--output-dir", filepath.Join(t.TempDir(), "run"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if want := "max_num_batched_tokens=8192 max_num_seqs=256 chunked_prefill=off prefix_caching=on"; !strings.Contains(out, want) {
+		t.Errorf("the embedded engine did not run with --sim-engine trtllm's settings (%q) in:\n%s", want, out)
+	}
+}
