@@ -298,9 +298,23 @@ func TestServerTimingThroughGateway(t *testing.T) {
 	rec = &latency.Record{}
 	metricsSplit(rec, []byte(`{"arrival_time":1764750000.25,"frontend_time_ms":0.125,"queue_time_ms":2.5,"prefill_time_ms":10,"generation_time_ms":40}`))
 	serverTiming(rec, latency.TimingValues{Trailer: []string{"frontend;dur=0.125, server_queue;dur=2.500, prefill;dur=10.000, server_decode;dur=40.000"}})
-	want = &latency.ServerSplit{QueueNS: 2.5e6, PrefillNS: 10e6, DecodeNS: 40e6, Source: "server-timing", FirstScheduledUnixNS: 1764750000_252_625_000}
+	// The engine the metrics object named is kept: Server-Timing does
+	// not say it.
+	want = &latency.ServerSplit{QueueNS: 2.5e6, PrefillNS: 10e6, DecodeNS: 40e6, Source: "server-timing", Engine: "tokentrace",
+		FirstScheduledUnixNS: 1764750000_252_625_000}
 	if diff := cmp.Diff(want, rec.Server); diff != "" {
 		t.Errorf("tokentrace metrics, then Server-Timing (-want +got):\n%s", diff)
+	}
+	// llama.cpp behind a tokentrace gateway: the stream's last chunk
+	// holds llama.cpp's timings, passed on; the gateway's Server-Timing
+	// holds their split, without the queue wait llama.cpp does not
+	// report — which stays unreported, not 0.
+	rec = &latency.Record{Server: latency.SplitFromLlamaCppTimings([]byte(`{"prompt_n":34,"prompt_ms":6.25,"predicted_n":2,"predicted_ms":2.5}`))}
+	serverTiming(rec, latency.TimingValues{Header: []string{"gateway_in;dur=0.2, gateway_queue;dur=0, connect;dur=0.3, upstream_ttft;dur=30"},
+		Trailer: []string{"decode;dur=3, post_process;dur=0.1, backpressure;dur=0, prefill;dur=6.250, total;dur=33.6"}})
+	want = &latency.ServerSplit{PrefillNS: 6.25e6, DecodeNS: 3e6, Source: "server-timing", Engine: "llamacpp", Unreported: []string{"queue"}}
+	if diff := cmp.Diff(want, rec.Server); diff != "" {
+		t.Errorf("llama.cpp behind a gateway (-want +got):\n%s", diff)
 	}
 }
 

@@ -264,8 +264,13 @@ func serverTiming(rec *latency.Record, v latency.TimingValues) {
 	sp, gateway, ok := latency.SplitServerTiming(v.All())
 	rec.GatewayNS = int64(gateway)
 	if ok {
-		if rec.Server != nil { // the metrics object's instant, which Server-Timing does not carry
+		if rec.Server != nil {
+			// What Server-Timing does not carry: the metrics object's
+			// instant, and the engine its evidence named (a gateway passes
+			// on llama.cpp's timings in the stream and their split in
+			// Server-Timing).
 			sp.FirstScheduledUnixNS = rec.Server.FirstScheduledUnixNS
+			sp.Engine = rec.Server.Engine
 		}
 		rec.Server = &sp
 	}

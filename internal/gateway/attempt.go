@@ -40,6 +40,7 @@ type attempt struct {
 	// wholeTokens is the non-streaming body's usage.completion_tokens;
 	// scanned, the time reading it took.
 	wholeTokens int
+	wholeInfo   openai.ChunkInfo // the body read as a chunk: the engine's evidence
 	scanned     time.Duration
 	first       time.Time
 	done        bool // the stream ended ([DONE]) before any content
@@ -221,7 +222,7 @@ func (x *exchange) readWhole(a *attempt) bool {
 		return false
 	}
 	a.first = g.now()
-	a.wholeTokens, err = answerTokens(a.body)
+	a.wholeTokens, err = answerTokens(a.body, &a.wholeInfo)
 	a.scanned = g.now().Sub(a.first)
 	if err != nil {
 		a.err = newProtocolError(a.body)

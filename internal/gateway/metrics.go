@@ -208,10 +208,17 @@ func (m *Metrics) observe(o *observation) {
 	ss.stage[latency.TimingDecode].Observe(st.Decode.Seconds())
 	ss.stage[latency.TimingPostProcess].Observe(st.Post.Seconds())
 	ss.stage[latency.TimingBackpressure].Observe(st.Backpressure.Seconds())
-	if q, p, n, ok := o.tl.split(st.UpstreamTTFT); ok {
-		ss.stage[latency.TimingServerQueue].Observe(q.Seconds())
-		ss.stage[latency.TimingPrefill].Observe(p.Seconds())
-		ss.stage[latency.TimingNetwork].Observe(n.Seconds())
+	if sp, ok := o.tl.split(st.UpstreamTTFT); ok {
+		// A stage the upstream does not report is not observed as 0.
+		if sp.hasQueue {
+			ss.stage[latency.TimingServerQueue].Observe(sp.queue.Seconds())
+		}
+		if sp.hasPrefill {
+			ss.stage[latency.TimingPrefill].Observe(sp.prefill.Seconds())
+		}
+		if sp.hasNetwork {
+			ss.stage[latency.TimingNetwork].Observe(sp.network.Seconds())
+		}
 	}
 	if !o.stream || o.noContent {
 		return

@@ -93,9 +93,10 @@ type exchange struct {
 	errKind     string
 	prio        int       // priority class in the queues (queuePriority)
 	deadline    time.Time // TTFT deadline (ttftDeadline); zero: none
-	// metricsSplit is the upstream's queue, prefill and decode time from a
-	// per-request metrics object, used when no Server-Timing gives them.
-	metricsSplit *latency.ServerSplit
+	// engineSplit is the upstream's queue, prefill and decode time from
+	// its engine's own per-request evidence (noteEvidence, evidence.go),
+	// used when no Server-Timing gives them.
+	engineSplit *latency.ServerSplit
 }
 
 // fail answers with an OpenAI-shaped error (if nothing was written yet).

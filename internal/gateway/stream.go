@@ -101,11 +101,11 @@ func (p *chunkProbe) usage() (completion int, ok bool) {
 }
 
 // answerTokens reads a whole (non-streaming) answer with the chunk
-// classifier: its usage.completion_tokens (0 without one); an error when
-// it is not a JSON object (a JSON object of another shape is no error).
-func answerTokens(body []byte) (int, error) {
-	var c openai.ChunkInfo
-	if err := openai.ScanChunk(body, &c); err != nil && !errors.Is(err, openai.ErrChunkShape) {
+// classifier into c (its metrics and timings are the engine's evidence):
+// its usage.completion_tokens (0 without one); an error when it is not a
+// JSON object (a JSON object of another shape is no error).
+func answerTokens(body []byte, c *openai.ChunkInfo) (int, error) {
+	if err := openai.ScanChunk(body, c); err != nil && !errors.Is(err, openai.ErrChunkShape) {
 		return 0, err
 	}
 	if c.HasUsage && c.HasCompletion {
@@ -226,7 +226,9 @@ func (r *relay) whole() {
 	x, a, tl := r.x, r.a, &r.x.tl
 	tl.whole = true
 	tl.foldServerTiming(r.timing, a.resp.Trailer.Values("Server-Timing"))
-	tl.post += a.scanned // reading the answer's usage
+	x.noteEvidence(&a.wholeInfo)
+	x.useEngineSplit(a.resp.Header)
+	tl.post += a.scanned // reading the answer's usage and evidence
 	x.tokens = a.wholeTokens
 	x.w.WriteHeader(http.StatusOK)
 	t0 := x.g.now()
@@ -378,11 +380,9 @@ func (r *relay) next() bool {
 			r.ending = true
 			r.arm(r.x.g.endGrace())
 		}
-		if r.probe.Metrics != nil {
-			if sp := latency.SplitFromMetrics(r.probe.Metrics); sp != nil {
-				x.metricsSplit = sp
-			}
-		}
+	}
+	if kind == eventContent || kind == eventOther {
+		x.noteEvidence(&r.probe.ChunkInfo)
 	}
 	t1 := g.now() // post-processing ends, the write begins
 	tl.post += t1.Sub(t0)
@@ -479,15 +479,11 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 }
 
 // foldUpstreamTiming takes the upstream's split from its Server-Timing
-// header and trailer values, or else from the engine's metrics in the
-// stream (x.metricsSplit).
+// header and trailer values, or else from its engine's own evidence in
+// the stream (useEngineSplit).
 func (x *exchange) foldUpstreamTiming(header, trailer []string) {
 	x.tl.foldServerTiming(header, trailer)
-	if !x.tl.serverSplit && x.metricsSplit != nil {
-		sp := x.metricsSplit
-		x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS)
-		x.tl.serverSplit = true
-	}
+	x.useEngineSplit(nil)
 }
 
 // setTrailer ends the timeline and sets the Server-Timing trailer.

@@ -31,6 +31,10 @@ type timeline struct {
 	// upstream split, from its Server-Timing trailer; ok reports presence.
 	serverQueue, serverPrefill, serverDecode time.Duration
 	serverSplit                              bool
+	// unreported lists the server stages the upstream's evidence does
+	// not give (latency.ServerSplit.Unreported): llama.cpp's queue wait,
+	// TGI's prefill apart from its decode.
+	unreported []string
 	// splitForwarded: the split came from the upstream's Server-Timing,
 	// whose stages are passed on (forward), so the trailer does not repeat
 	// them.
@@ -95,21 +99,36 @@ func (s stageDurations) sum() time.Duration {
 }
 
 // split divides upstream TTFT with the upstream's own queue and prefill
-// times (and decode, for an answer sent whole); network is the remainder (never negative: clocks of two processes
-// can disagree by a little, the excess is clamped).
-func (t *timeline) split(upstreamTTFT time.Duration) (queue, prefill, network time.Duration, ok bool) {
+// times (and decode, for an answer sent whole), as far as its evidence
+// reports them (upstreamSplit); network is the remainder, known only when
+// nothing in upstream_ttft is unreported (never negative: clocks of two
+// processes can disagree by a little, the excess is clamped). ok is false
+// when the upstream gave no split.
+func (t *timeline) split(upstreamTTFT time.Duration) (s upstreamSplit, ok bool) {
 	if !t.serverSplit {
-		return 0, 0, 0, false
+		return upstreamSplit{}, false
 	}
-	queue, prefill = t.serverQueue, t.serverPrefill
-	network = upstreamTTFT - queue - prefill
+	s.hasQueue, s.hasPrefill = t.reports(latency.SplitQueue), t.reports(latency.SplitPrefill)
+	if s.hasQueue {
+		s.queue = t.serverQueue
+	}
+	if s.hasPrefill {
+		s.prefill = t.serverPrefill
+	}
+	// An answer sent whole spans the server's decode too, which holds
+	// the prefill an engine does not report apart (TGI's inference time).
+	s.hasNetwork = s.hasQueue && s.hasPrefill
 	if t.whole {
-		network -= t.serverDecode
+		s.hasNetwork = s.hasQueue && t.reports(latency.SplitDecode)
 	}
-	if network < 0 {
-		network = 0
+	if s.hasNetwork {
+		s.network = upstreamTTFT - s.queue - s.prefill
+		if t.whole {
+			s.network -= t.serverDecode
+		}
+		s.network = max(s.network, 0)
 	}
-	return queue, prefill, network, true
+	return s, true
 }
 
 // appendTiming appends a Server-Timing metric "name;dur=ms" (milliseconds,
@@ -141,13 +160,17 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 	b = appendTiming(b, latency.TimingDecode, s.Decode)
 	b = appendTiming(b, latency.TimingPostProcess, s.Post)
 	b = appendTiming(b, latency.TimingBackpressure, s.Backpressure)
-	if q, p, n, ok := t.split(s.UpstreamTTFT); ok {
-		if !t.splitForwarded {
-			b = appendTiming(b, latency.TimingServerQueue, q)
-			b = appendTiming(b, latency.TimingPrefill, p)
+	if sp, ok := t.split(s.UpstreamTTFT); ok {
+		if !t.splitForwarded && sp.hasQueue {
+			b = appendTiming(b, latency.TimingServerQueue, sp.queue)
 		}
-		b = appendTiming(b, latency.TimingNetwork, n)
-		if t.whole && !t.splitForwarded {
+		if !t.splitForwarded && sp.hasPrefill {
+			b = appendTiming(b, latency.TimingPrefill, sp.prefill)
+		}
+		if sp.hasNetwork {
+			b = appendTiming(b, latency.TimingNetwork, sp.network)
+		}
+		if t.whole && !t.splitForwarded && t.reports(latency.SplitDecode) {
 			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
 		}
 	}

@@ -83,8 +83,22 @@ func (s *spanRecorder) end(x *exchange, st stageDurations) {
 	if x.pool != nil {
 		attrs = append(attrs, attribute.String("tokentrace.pool", x.pool.name))
 	}
-	if q, p, n, ok := x.tl.split(st.UpstreamTTFT); ok {
-		attrs = append(attrs, stageAttr(latency.TimingServerQueue, q), stageAttr(latency.TimingPrefill, p), stageAttr(latency.TimingNetwork, n))
+	if sp, ok := x.tl.split(st.UpstreamTTFT); ok {
+		if sp.hasQueue {
+			attrs = append(attrs, stageAttr(latency.TimingServerQueue, sp.queue))
+		}
+		if sp.hasPrefill {
+			attrs = append(attrs, stageAttr(latency.TimingPrefill, sp.prefill))
+		}
+		if sp.hasNetwork {
+			attrs = append(attrs, stageAttr(latency.TimingNetwork, sp.network))
+		}
+	}
+	if e := x.engineSplit; e != nil && !x.tl.splitForwarded {
+		attrs = append(attrs, attribute.String("tokentrace.server.evidence", e.Source))
+		if e.Engine != "" {
+			attrs = append(attrs, attribute.String("tokentrace.server.engine", e.Engine))
+		}
 	}
 	s.span.SetAttributes(attrs...)
 	if x.errKind != "" {

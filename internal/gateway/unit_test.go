@@ -673,12 +673,12 @@ func TestCompletionTokens(t *testing.T) {
 		`{"usage":{"completion_tokens": 5}}`: 5,
 		`{"choices":[]}`:                     0,
 	} {
-		if got, err := answerTokens([]byte(body)); got != want || err != nil {
+		if got, err := answerTokens([]byte(body), &openai.ChunkInfo{}); got != want || err != nil {
 			t.Errorf("%s: %d %v, want %d", body, got, err, want)
 		}
 	}
 	for _, body := range []string{"<html>502 Bad Gateway</html>", `{"usage":{"completion_tokens":5}`, "", "[1]"} {
-		if _, err := answerTokens([]byte(body)); err == nil {
+		if _, err := answerTokens([]byte(body), &openai.ChunkInfo{}); err == nil {
 			t.Errorf("%q: no error, want one (not a JSON object)", body)
 		}
 	}

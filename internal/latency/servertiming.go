@@ -80,7 +80,10 @@ func ParseServerTiming(values []string) map[TimingName]time.Duration {
 // pass server_decode on. The former names are read too: "queue" and
 // "decode" from a server, "queue" as the gateway's own queue from a
 // gateway (gateway_in present, gateway_queue absent). ok is false when
-// neither a server queue nor prefill is present.
+// neither a server queue nor prefill is present; when only one of them is
+// (a gateway passing on the split of an engine that reports no queue wait,
+// llama.cpp's, or no prefill apart from decode, TGI's), the other is
+// listed in Unreported, not taken as 0.
 func SplitServerTiming(values []string) (s ServerSplit, gateway time.Duration, ok bool) {
 	m := ParseServerTiming(values)
 	q, okq := m[TimingServerQueue]
@@ -106,5 +109,12 @@ func SplitServerTiming(values []string) (s ServerSplit, gateway time.Duration, o
 	if !okq && !okp {
 		return ServerSplit{}, gateway, false
 	}
-	return ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(decode), Source: SourceServerTiming}, gateway, true
+	sp := ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(decode), Source: SourceServerTiming}
+	if !okq {
+		sp.Unreported = append(sp.Unreported, SplitQueue)
+	}
+	if !okp {
+		sp.Unreported = append(sp.Unreported, SplitPrefill)
+	}
+	return sp, gateway, true
 }

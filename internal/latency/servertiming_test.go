@@ -45,6 +45,12 @@ func TestSplitServerTiming(t *testing.T) {
 		{"behind a gateway, former names", []string{"gateway_in;dur=0.2, queue;dur=5, connect;dur=0.3",
 			"decode;dur=90, post_process;dur=0.1, backpressure;dur=0.4, server_queue;dur=1, prefill;dur=7, server_decode;dur=88"},
 			ServerSplit{QueueNS: 1e6, PrefillNS: 7e6, DecodeNS: 88e6, Source: "server-timing"}, 6 * time.Millisecond, true},
+		{"behind a gateway, llama.cpp's split (no queue wait reported)", []string{"gateway_in;dur=0.2, gateway_queue;dur=0, connect;dur=0.3",
+			"decode;dur=90, post_process;dur=0.1, backpressure;dur=0.4, prefill;dur=7"},
+			ServerSplit{PrefillNS: 7e6, DecodeNS: 90e6, Source: "server-timing", Unreported: []string{SplitQueue}}, time.Millisecond, true},
+		{"behind a gateway, TGI's split (no prefill apart from decode)", []string{"gateway_in;dur=0.2, gateway_queue;dur=0, connect;dur=0.3",
+			"decode;dur=0, post_process;dur=0.1, backpressure;dur=0.4, server_queue;dur=3, network;dur=1, server_decode;dur=50"},
+			ServerSplit{QueueNS: 3e6, DecodeNS: 50e6, Source: "server-timing", Unreported: []string{SplitPrefill}}, time.Millisecond, true},
 		{"no split", []string{"frontend;dur=1"}, ServerSplit{}, 0, false},
 	}
 	for _, tt := range tests {

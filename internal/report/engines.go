@@ -10,9 +10,11 @@ import (
 
 // evidenceName is the name a server split's evidence is counted under
 // (Summary.ServerEvidence): its Source, with the engine when the source
-// alone does not say (a metrics object is vLLM's or tokentrace's).
+// alone does not say (a metrics object is vLLM's or tokentrace's; a
+// Server-Timing split a tokentrace gateway read from another engine's
+// evidence is that engine's).
 func evidenceName(s *latency.ServerSplit) string {
-	if s.Source == latency.SourceVLLMMetrics && s.Engine != "" {
+	if (s.Source == latency.SourceVLLMMetrics || s.Source == latency.SourceServerTiming && s.Engine != latency.EngineTokentrace) && s.Engine != "" {
 		return s.Source + " (" + s.Engine + ")"
 	}
 	if s.Source == "" {
@@ -33,6 +35,12 @@ var evidenceWords = map[string]string{
 		"prefill and decode together, counted as decode)",
 	latency.SourceOllamaDurations: "Ollama's prompt_eval_duration and eval_duration (prefill and decode); " +
 		"Ollama reports no queue wait",
+	latency.SourceServerTiming + " (" + latency.EngineLlamaCpp + ")": "a tokentrace gateway's Server-Timing holding " +
+		"llama.cpp's per-request timings (prefill: prompt_ms); llama.cpp reports no queue wait",
+	latency.SourceServerTiming + " (" + latency.EngineTGI + ")": "a tokentrace gateway's Server-Timing holding " +
+		"TGI's x-queue-time and x-inference-time (queue; prefill and decode together)",
+	latency.SourceServerTiming + " (" + latency.EngineVLLM + ")": "a tokentrace gateway's Server-Timing holding " +
+		"vLLM's per-request metrics (queue, prefill)",
 }
 
 // QueueInference is how the report put a number on the queue wait of
@@ -149,6 +157,8 @@ func (a *analysis) engine() string {
 			e = latency.EngineOllama
 		case strings.HasPrefix(k, latency.SourceVLLMMetrics+" ("):
 			e = strings.TrimSuffix(strings.TrimPrefix(k, latency.SourceVLLMMetrics+" ("), ")")
+		case strings.HasPrefix(k, latency.SourceServerTiming+" ("):
+			e = strings.TrimSuffix(strings.TrimPrefix(k, latency.SourceServerTiming+" ("), ")")
 		}
 		if e == "" || (name != "" && e != name) {
 			return ""
