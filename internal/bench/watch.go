@@ -89,7 +89,8 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 	}
 	w.samples = append(w.samples, results.ServerSample{AtNS: at, Running: s.Running, Waiting: s.Waiting,
 		KVCacheUsage: s.KVUsage, Preemptions: s.Preemptions, PrefixQueries: s.PrefixQueries,
-		PrefixHits: s.PrefixHits, PrefixHitRate: s.PrefixHitRate})
+		PrefixHits: s.PrefixHits, PrefixHitRate: s.PrefixHitRate, PromptTokens: s.PromptTokens,
+		GenerationTokens: s.GenerationTokens, PromptSeconds: s.PromptSeconds, GenerationSeconds: s.GenerationSeconds})
 }
 
 // run scrapes every interval until ctx ends.

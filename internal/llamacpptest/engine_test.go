@@ -74,13 +74,19 @@ func checkRun(t *testing.T, rep *report.Report) {
 	if s.Succeeded == 0 || s.Succeeded != s.Requests {
 		t.Fatalf("%d of %d requests succeeded: %v", s.Succeeded, s.Requests, s.Errors)
 	}
-	if got := s.ServerEvidence[latency.SourceLlamaCppTimings]; got != s.Succeeded {
+	// Directly, the split is llama.cpp's timings; behind tokentrace's
+	// gateway, the gateway's Server-Timing holding them.
+	if got := s.ServerEvidence[latency.SourceLlamaCppTimings] + s.ServerEvidence[viaGateway]; got != s.Succeeded {
 		t.Errorf("%d of %d successful requests have llama.cpp's timings as their split: %v", got, s.Succeeded, s.ServerEvidence)
 	}
 	if s.QueueInferred == nil {
 		t.Errorf("no queue inference: %+v", s)
 	}
 }
+
+// viaGateway is the evidence name of llama.cpp's split as the gateway
+// passes it on.
+const viaGateway = latency.SourceServerTiming + " (" + latency.EngineLlamaCpp + ")"
 
 func logFindings(t *testing.T, rep *report.Report) {
 	for i, f := range rep.Findings {
@@ -112,6 +118,11 @@ func TestAgainstLlamaServer(t *testing.T) {
 				t.Errorf("the queueing finding does not say %q: %s", want, f.Evidence)
 			}
 		}
+		if st := rep.Summary.ServerTokens; st == nil || st.Engine != "llamacpp" || st.GeneratedTokens <= 0 {
+			t.Errorf("no llamacpp:* token counters in the summary: %+v", st)
+		} else {
+			t.Logf("server tokens: %+v", *st)
+		}
 		if g := rep.TTFTSplit.Groups[1]; g.Largest != string(latency.TimingServerQueue) {
 			t.Errorf("TTFT's tail: largest %s/%s, want the server's queue: %+v", g.LargestHop, g.Largest, g.Stages)
 		}
@@ -141,6 +152,20 @@ func TestAgainstLlamaServer(t *testing.T) {
 		// The gateway's upstream transport meets the same closed
 		// connections and resends as bench does.
 		checkRun(t, rep)
+		// The gateway read llama.cpp's timings into its own split: its
+		// Server-Timing names prefill and leaves the slot wait
+		// unreported, so the report still infers it rather than calling
+		// it network.
+		if got := rep.Summary.ServerEvidence[viaGateway]; got != rep.Summary.Succeeded {
+			t.Errorf("%d of %d requests have the gateway's split of llama.cpp's timings: %v", got, rep.Summary.Succeeded, rep.Summary.ServerEvidence)
+		}
+		for _, g := range rep.TTFTSplit.Groups {
+			for _, st := range g.Stages {
+				if st.Hop == string(latency.HopGateway)+"→"+string(latency.HopServer) && st.MeanMS > 0 {
+					t.Errorf("TTFT split %s calls %.3f ms between the gateway and llama.cpp network: %+v", g.Name, st.MeanMS, g.Stages)
+				}
+			}
+		}
 	})
 	t.Run("one stream's decode is named with its floor", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "one")

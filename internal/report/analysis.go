@@ -74,6 +74,7 @@ func (a *analysis) report(warmup int) *Report {
 	rep := &Report{Schema: Schema, Sources: nonEmpty(a.sources), Runs: a.runs}
 	a.summary(rep, warmup)
 	rep.Summary.ServerEvidence, rep.Summary.QueueInferred = a.evidence, a.queue
+	rep.Summary.ServerTokens = a.serverTokens(&rep.Summary)
 	if len(a.rows) == 0 {
 		rep.Notes = append(rep.Notes, "no measured requests: nothing to report")
 		rep.Findings = []Finding{}
@@ -96,6 +97,9 @@ func (a *analysis) report(warmup int) *Report {
 	rep.Notes = append(rep.Notes, a.ev.lacking(a.runs)...)
 	rep.Notes = append(rep.Notes, a.stragglers()...)
 	rep.Notes = append(rep.Notes, evidenceNotes(rep.Summary)...)
+	if t := rep.Summary.ServerTokens; t != nil && len(a.ok) > 0 {
+		rep.Notes = append(rep.Notes, t.Note())
+	}
 	rep.Findings = diagnose(a, rep)
 	if rep.Findings == nil {
 		rep.Findings = []Finding{}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 // evidenceName is the name a server split's evidence is counted under
@@ -180,6 +181,13 @@ func (a *analysis) slotQueueing(tail *StageGroup) string {
 		}
 	}
 	ev += "."
+	if a.ev.has(scrape.FigEngineTime) && a.ev.genTokens > 0 {
+		// Each slot's generation time counts every step it waited on,
+		// so the sum per token is the step time a request saw.
+		ev += fmt.Sprintf(" Its counters give %.2f ms per generated token (llamacpp:tokens_predicted_seconds_total "+
+			"over llamacpp:tokens_predicted_total, summed over slots decoding together): each request holds its slot "+
+			"for about its answer's length times that.", 1e3*a.ev.genSeconds/a.ev.genTokens)
+	}
 	if tail != nil && a.queue != nil {
 		ev += fmt.Sprintf(" In the tail, llama.cpp's own prompt processing (timings.prompt_ms) is %s of %s; the "+
 			"wait before it is %s (inferred: llama.cpp reports no queue wait; %s left unattributed as every "+

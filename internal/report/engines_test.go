@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -143,3 +144,60 @@ func TestUnknownSplitNeverBlamesTheNetwork(t *testing.T) {
 		t.Errorf("finding %+v", f)
 	}
 }
+
+// TestServerTokenCounters: llama.cpp's token counters over the run
+// (llamacpp:prompt_tokens_total, tokens_predicted_total and their
+// seconds) are compared with the records' sums by hand, and its time per
+// generated token is quoted in the slot-queueing finding. 200 requests of
+// 256 prompt and 64 output tokens: 51,200 and 12,800; the counters first
+// read 1,000 and 500 (earlier traffic), then grow by exactly the run's
+// tokens, or by 10 % more (another client).
+func TestServerTokenCounters(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		extra      float64
+		agree      bool
+		genMSTotal float64
+	}{{"agree", 0, true, 12800 * 40}, {"another client", 0.1, false, 12800 * 1.1 * 40}} {
+		t.Run(c.name, func(t *testing.T) {
+			run, recs := slotRun()
+			run.Server.Series = append(run.Server.Series, "tokens", "engine_time")
+			n := len(run.Samples)
+			for k := range run.Samples {
+				f := float64(k) / float64(n-1) * (1 + c.extra)
+				run.Samples[k].PromptTokens, run.Samples[k].GenerationTokens = 1000+51200*f, 500+12800*f
+				run.Samples[k].PromptSeconds, run.Samples[k].GenerationSeconds = 7+51200*f*0.9/1e3, 3+c.genMSTotal*float64(k)/float64(n-1)/1e3
+			}
+			col := NewCollector(Options{})
+			col.SetRun(*run)
+			for _, r := range recs {
+				col.Add(r)
+			}
+			rep := col.Report()
+			st := rep.Summary.ServerTokens
+			if st == nil {
+				t.Fatal("no server_tokens in the summary")
+			}
+			wantP, wantG := 51200*(1+c.extra), 12800*(1+c.extra)
+			if !near(st.PromptTokens, wantP) || !near(st.GeneratedTokens, wantG) || st.RecordsPromptTokens != 51200 || st.RecordsOutputTokens != 12800 {
+				t.Errorf("server tokens %+v, want %v prompt and %v generated against the records' 51200 and 12800", st, wantP, wantG)
+			}
+			if !near(st.PromptMSPerToken, 0.9) || !near(st.GenerationMSPerToken, 40) {
+				t.Errorf("ms per token: prompt %v (want 0.9), generation %v (want 40)", st.PromptMSPerToken, st.GenerationMSPerToken)
+			}
+			notes := strings.Join(rep.Notes, "\n")
+			want := "they agree"
+			if !c.agree {
+				want = "they differ"
+			}
+			if !strings.Contains(notes, "llamacpp:prompt_tokens_total, llamacpp:tokens_predicted_total") || !strings.Contains(notes, want) {
+				t.Errorf("notes lack the counters or %q:\n%s", want, notes)
+			}
+			if k := findingIndex(rep, "server-queueing"); k < 0 || !strings.Contains(rep.Findings[k].Evidence, "40.00 ms per generated token") {
+				t.Errorf("the queueing finding does not quote the time per generated token: %+v", rep.Findings)
+			}
+		})
+	}
+}
+
+func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }

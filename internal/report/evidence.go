@@ -2,11 +2,13 @@ package report
 
 import (
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/results"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 // evidence is what the server's own /metrics said over the run (run.json's
@@ -27,6 +29,10 @@ type evidence struct {
 	kvPeak, runningPeak, waitingPeak float64
 	runningMean                      float64
 	prefixHitRate                    float64 // the last sample's, for engines with only a rate
+	// Over the run, where the server counts them: prompt tokens computed
+	// and tokens generated, and (llama.cpp) its summed time on each.
+	promptTokens, genTokens   float64
+	promptSeconds, genSeconds float64
 }
 
 // serverEvidence reads the inputs' run metadata.
@@ -62,6 +68,10 @@ func (a *analysis) serverEvidence() *evidence {
 		ev.prefixQueries += math.Max(0, last.PrefixQueries-first.PrefixQueries)
 		ev.prefixHits += math.Max(0, last.PrefixHits-first.PrefixHits)
 		ev.prefixHitRate = last.PrefixHitRate
+		ev.promptTokens += math.Max(0, last.PromptTokens-first.PromptTokens)
+		ev.genTokens += math.Max(0, last.GenerationTokens-first.GenerationTokens)
+		ev.promptSeconds += math.Max(0, last.PromptSeconds-first.PromptSeconds)
+		ev.genSeconds += math.Max(0, last.GenerationSeconds-first.GenerationSeconds)
 		for _, sm := range run.Samples {
 			ev.kvPeak = math.Max(ev.kvPeak, sm.KVCacheUsage)
 			ev.runningPeak = math.Max(ev.runningPeak, sm.Running)
@@ -77,7 +87,8 @@ func (a *analysis) serverEvidence() *evidence {
 }
 
 // has says whether the server exposes a figure (scrape's Fig* names:
-// running, waiting, kv_cache_usage, preemptions, prefix_cache, prefix_hit_rate).
+// running, waiting, kv_cache_usage, preemptions, prefix_cache,
+// prefix_hit_rate, tokens, engine_time).
 func (ev *evidence) has(fig string) bool { return ev.scraped && ev.series[fig] }
 
 // kvFull is the KV-cache usage from which a cache counts as exhausted.
@@ -189,3 +200,87 @@ func (ev *evidence) lacking(runs []results.RunInfo) []string {
 
 // num0 formats a count.
 func num0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+
+// ServerTokens is what the server's own counters say it computed over the
+// run (its /metrics, from the first to the last sample bench took): the
+// prompt tokens it computed (not those served from a cache) and the
+// tokens it generated, and, where it counts its time on them (llama.cpp),
+// that time per token. Compared with the run's records, it says whether
+// the server's counts and the requests' agree (docs/engines.md).
+type ServerTokens struct {
+	// Engine is the engine whose counters these are.
+	Engine string `json:"engine,omitempty"`
+	// Counters names the counters read.
+	Counters []string `json:"counters"`
+	// PromptTokens and GeneratedTokens are the counters' growth over the
+	// run.
+	PromptTokens    float64 `json:"prompt_tokens"`
+	GeneratedTokens float64 `json:"generated_tokens"`
+	// RecordsPromptTokens is the successful requests' prompt tokens less
+	// those served from the cache (input_tokens − cached_tokens);
+	// RecordsOutputTokens their output tokens (output_tokens).
+	RecordsPromptTokens int64 `json:"records_prompt_tokens"`
+	RecordsOutputTokens int64 `json:"records_output_tokens"`
+	// PromptMSPerToken and GenerationMSPerToken are the engine's summed
+	// time on prompts (generation) over the tokens it computed
+	// (generated); 0 when it does not count its time.
+	PromptMSPerToken     float64 `json:"prompt_ms_per_token,omitempty"`
+	GenerationMSPerToken float64 `json:"generation_ms_per_token,omitempty"`
+}
+
+// serverTokens reads the token counters over the run beside the records'
+// sums; nil when the server exposes none.
+func (a *analysis) serverTokens(s *Summary) *ServerTokens {
+	ev := a.ev
+	if !ev.has(scrape.FigTokens) {
+		return nil
+	}
+	e := scrape.ForKind(ev.engine)
+	t := &ServerTokens{Engine: ev.engine, PromptTokens: ev.promptTokens, GeneratedTokens: ev.genTokens,
+		RecordsPromptTokens: s.InputTokens - s.CachedTokens, RecordsOutputTokens: s.OutputTokens}
+	t.Counters = append(t.Counters, first(e.PromptTokens), first(e.GenerationTokens))
+	if ev.has(scrape.FigEngineTime) {
+		t.Counters = append(t.Counters, first(e.PromptSeconds), first(e.GenerationSeconds))
+		if ev.promptTokens > 0 {
+			t.PromptMSPerToken = 1e3 * ev.promptSeconds / ev.promptTokens
+		}
+		if ev.genTokens > 0 {
+			t.GenerationMSPerToken = 1e3 * ev.genSeconds / ev.genTokens
+		}
+	}
+	return t
+}
+
+func first(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// tokenAgreement is how far the server's counts and the records' may
+// differ before the report says so: 2 %, or 8 tokens on a small run.
+const tokenAgreement = 0.02
+
+// Note words the comparison for the report's notes.
+func (t *ServerTokens) Note() string {
+	n := fmt.Sprintf("the server's counters (%s) grew by %s prompt tokens computed and %s generated over the run; "+
+		"the run's successful requests account for %s (input − cached) and %s",
+		strings.Join(t.Counters[:2], ", "), num0(t.PromptTokens), num0(t.GeneratedTokens),
+		strconv.FormatInt(t.RecordsPromptTokens, 10), strconv.FormatInt(t.RecordsOutputTokens, 10))
+	if t.PromptMSPerToken > 0 || t.GenerationMSPerToken > 0 {
+		n += fmt.Sprintf("; its own time (%s): %.3f ms per prompt token, %.3f ms per generated token, summed over "+
+			"requests decoded together", strings.Join(t.Counters[2:], ", "), t.PromptMSPerToken, t.GenerationMSPerToken)
+	}
+	off := func(server float64, records int64) bool {
+		d := math.Abs(server - float64(records))
+		return d > 8 && d > tokenAgreement*math.Max(server, float64(records))
+	}
+	if off(t.PromptTokens, t.RecordsPromptTokens) || off(t.GeneratedTokens, t.RecordsOutputTokens) {
+		n += "; they differ: warm-up or failed requests, other clients of the same server, or usage counted " +
+			"otherwise than the server's counters — its figures then describe more (or other) work than this run's"
+	} else {
+		n += "; they agree"
+	}
+	return n
+}

@@ -97,6 +97,10 @@ type Summary struct {
 	// cached").
 	SharedPrefixTokens int64 `json:"shared_prefix_tokens,omitempty"`
 	CachedTokens       int64 `json:"cached_tokens,omitempty"`
+	// ServerTokens is the server's own count of the tokens it computed
+	// over the run, beside the records' (its /metrics); nil when it
+	// exposes none.
+	ServerTokens *ServerTokens `json:"server_tokens,omitempty"`
 }
 
 // PrefixLine words the summary's shared-prefix evidence: the shares of

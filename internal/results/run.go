@@ -61,7 +61,8 @@ type ServerInfo struct {
 	Engine string `json:"engine,omitempty"`
 	// Series lists the figures the samples hold: running, waiting,
 	// kv_cache_usage, preemptions, prefix_cache (queries and hits),
-	// prefix_hit_rate. A figure not listed is unknown, not zero.
+	// prefix_hit_rate, tokens (prompt and generated), engine_time (prompt
+	// and generation seconds). A figure not listed is unknown, not zero.
 	Series []string `json:"series,omitempty"`
 	// Config is the configuration the server exposes, by its engine's
 	// setting names (vLLM's cache_config_info labels such as
@@ -127,6 +128,15 @@ type ServerSample struct {
 	PrefixHits    float64 `json:"prefix_cache_hits,omitempty"`
 	// PrefixHitRate is the hit rate an engine gives instead of counters.
 	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
+	// PromptTokens and GenerationTokens count the prompt tokens the
+	// engine computed and the tokens it generated; PromptSeconds and
+	// GenerationSeconds its time on them, summed over requests
+	// (llama.cpp's llamacpp:prompt_seconds_total and
+	// tokens_predicted_seconds_total).
+	PromptTokens      float64 `json:"prompt_tokens,omitempty"`
+	GenerationTokens  float64 `json:"generation_tokens,omitempty"`
+	PromptSeconds     float64 `json:"prompt_seconds,omitempty"`
+	GenerationSeconds float64 `json:"generation_seconds,omitempty"`
 }
 
 // WriteRunInfo writes info to dir/run.json.

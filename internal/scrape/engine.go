@@ -25,6 +25,13 @@ type Engine struct {
 	// PrefixHitRate is a gauge of the prefix cache's hit rate, for engines
 	// that give no counters.
 	PrefixHitRate []string
+	// PromptTokens and GenerationTokens are counters of the prompt tokens
+	// the engine computed and the tokens it generated.
+	PromptTokens, GenerationTokens []string
+	// PromptSeconds and GenerationSeconds are counters of the engine's
+	// time on prompts and on generation, summed over requests
+	// (llama.cpp's per-slot timings).
+	PromptSeconds, GenerationSeconds []string
 	// Info are info metrics whose labels describe the configuration.
 	Info []string
 	// Settings are gauges that hold one setting each, by setting name.
@@ -40,7 +47,8 @@ var (
 		Preemptions:   []string{"vllm:num_preemptions_total"},
 		PrefixQueries: []string{"vllm:prefix_cache_queries_total"}, PrefixHits: []string{"vllm:prefix_cache_hits_total"},
 		PrefixHitRate: []string{"vllm:gpu_prefix_cache_hit_rate"},
-		Info:          []string{"vllm:cache_config_info", "tokentrace:scheduler_config_info"},
+		PromptTokens:  []string{"vllm:prompt_tokens_total"}, GenerationTokens: []string{"vllm:generation_tokens_total"},
+		Info: []string{"vllm:cache_config_info", "tokentrace:scheduler_config_info"},
 	}
 	SGLang = Engine{Name: "sglang", Prefix: "sglang:",
 		Running: []string{"sglang:num_running_reqs"}, Waiting: []string{"sglang:num_queue_reqs"},
@@ -48,7 +56,8 @@ var (
 		Preemptions:   []string{"sglang:num_retracted_requests_total"},
 		PrefixQueries: []string{"sglang:prompt_tokens_total"}, PrefixHits: []string{"sglang:cached_tokens_total"},
 		PrefixHitRate: []string{"sglang:cache_hit_rate"},
-		Settings:      map[string]string{"max_prefill_tokens": "sglang:max_prefill_tokens", "max_running_requests": "sglang:max_running_requests"},
+		PromptTokens:  []string{"sglang:prompt_tokens_total"}, GenerationTokens: []string{"sglang:generation_tokens_total"},
+		Settings: map[string]string{"max_prefill_tokens": "sglang:max_prefill_tokens", "max_running_requests": "sglang:max_running_requests"},
 	}
 	TGI = Engine{Name: "tgi", Prefix: "tgi_",
 		Running: []string{"tgi_batch_current_size"}, Waiting: []string{"tgi_queue_size"},
@@ -57,6 +66,12 @@ var (
 	LlamaCpp = Engine{Name: "llamacpp", Prefix: "llamacpp:",
 		Running: []string{"llamacpp:requests_processing"}, Waiting: []string{"llamacpp:requests_deferred"},
 		KVUsage: []string{"llamacpp:kv_cache_usage_ratio"},
+		// tools/server/server-context.cpp (81ff7abe5), the /metrics
+		// handler: prompt tokens computed (not those reused from a
+		// slot's cache), tokens generated, and the slots' summed
+		// prompt and generation times.
+		PromptTokens: []string{"llamacpp:prompt_tokens_total"}, GenerationTokens: []string{"llamacpp:tokens_predicted_total"},
+		PromptSeconds: []string{"llamacpp:prompt_seconds_total"}, GenerationSeconds: []string{"llamacpp:tokens_predicted_seconds_total"},
 	}
 	// Engines lists them in the order Detect tries them.
 	Engines = []Engine{VLLM, SGLang, TGI, LlamaCpp}
@@ -99,6 +114,8 @@ const (
 	FigPreemptions   = "preemptions"
 	FigPrefixCache   = "prefix_cache"    // queries and hits
 	FigPrefixHitRate = "prefix_hit_rate" // a rate gauge only
+	FigTokens        = "tokens"          // prompt and generated token counters
+	FigEngineTime    = "engine_time"     // prompt and generation time counters
 )
 
 // Sample is one scrape read with an engine's names. Counters are
@@ -109,6 +126,10 @@ type Sample struct {
 	Preemptions               float64
 	PrefixQueries, PrefixHits float64 // prompt tokens
 	PrefixHitRate             float64 // 0..1, when the engine gives a rate
+	// PromptTokens and GenerationTokens count tokens computed;
+	// PromptSeconds and GenerationSeconds the engine's time on them.
+	PromptTokens, GenerationTokens   float64
+	PromptSeconds, GenerationSeconds float64
 	// Has lists the figures the exposition held (Fig* names).
 	Has []string
 }
@@ -130,11 +151,22 @@ func (e Engine) Read(f Families) Sample {
 			s.Has = append(s.Has, x.fig)
 		}
 	}
-	q, okQ := f.First(e.PrefixQueries)
-	h, okH := f.First(e.PrefixHits)
-	if okQ && okH {
-		s.PrefixQueries, s.PrefixHits = q, h
-		s.Has = append(s.Has, FigPrefixCache)
+	for _, x := range []struct {
+		fig        string
+		names      [2][]string
+		dst0, dst1 *float64
+	}{
+		{FigPrefixCache, [2][]string{e.PrefixQueries, e.PrefixHits}, &s.PrefixQueries, &s.PrefixHits},
+		{FigTokens, [2][]string{e.PromptTokens, e.GenerationTokens}, &s.PromptTokens, &s.GenerationTokens},
+		{FigEngineTime, [2][]string{e.PromptSeconds, e.GenerationSeconds}, &s.PromptSeconds, &s.GenerationSeconds},
+	} {
+		// A pair of counters: both, or the figure is unknown.
+		a, okA := f.First(x.names[0])
+		b, okB := f.First(x.names[1])
+		if okA && okB {
+			*x.dst0, *x.dst1 = a, b
+			s.Has = append(s.Has, x.fig)
+		}
 	}
 	return s
 }

@@ -44,6 +44,8 @@ func TestReadEngines(t *testing.T) {
 			map[string]string{"max_prefill_tokens": "16384"}},
 		{"tgi.txt", "tgi", Sample{Running: 4, Waiting: 7, Has: []string{FigRunning, FigWaiting}},
 			map[string]string{"max_batch_total_tokens": "2048"}},
+		{"llamacpp.txt", "llamacpp", Sample{PromptTokens: 36, GenerationTokens: 32, PromptSeconds: 0.2, GenerationSeconds: 0.277,
+			Has: []string{FigRunning, FigWaiting, FigTokens, FigEngineTime}}, nil},
 	}
 	for _, tt := range tests {
 		fams := parseFile(t, tt.file)
@@ -171,7 +173,7 @@ func TestGet(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"vllm.txt", "sglang.txt", "tgi.txt"} {
+	for _, name := range []string{"vllm.txt", "sglang.txt", "tgi.txt", "llamacpp.txt"} {
 		b, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			f.Fatal(err)
@@ -187,7 +189,7 @@ func FuzzParse(f *testing.F) {
 		for _, e := range Engines {
 			s := e.Read(fams)
 			_ = e.Config(fams)
-			if len(s.Has) > 6 {
+			if len(s.Has) > 8 {
 				t.Fatalf("%d figures", len(s.Has))
 			}
 		}
