@@ -67,7 +67,7 @@ func runServeCheck(ctx context.Context, w io.Writer, module string, c serveCheck
 			fmt.Sprintf("%.2f / %.2f", n["p50-gap-jitter-ms"], n["p99-gap-jitter-ms"]),
 			ratio, s["p99-late-ms"], s["server-cpu-us/chunk"], n["server-cpu-us/chunk"], load)
 	}
-	fmt.Fprintf(w, "target: serve's jitter P99 ≤ %.1f × the null server's: %s in %d windows of %d\n\n", jitterTarget, metWord(met == c.Windows), met, c.Windows)
+	fmt.Fprintf(w, "target: serve's jitter P99 ≤ %.1f × the null server's: %s — within it in %d windows of %d\n\n", jitterTarget, metWord(met == c.Windows), met, c.Windows)
 	return nil
 }
 
@@ -121,7 +121,7 @@ func runBenchCheck(ctx context.Context, w io.Writer, bin string, c benchCheck) e
 		fmt.Fprintf(w, "%-4d %-27s %-27s %s\n", i+1, msTriple(st.bench), msTriple(st.floor), load)
 	}
 	need := (c.Runs*9 + 9) / 10
-	fmt.Fprintf(w, "target: P99 ≤ %.0f ms in 9 runs of 10: %s — %d of %d runs (minimal client %d of %d)\n", ttftErrTarget, metWord(within >= need), within, c.Runs, floorWithin, c.Runs)
+	fmt.Fprintf(w, "target: P99 ≤ %.0f ms in 9 runs of 10: %s — within it in %d runs of %d (minimal client %d of %d)\n", ttftErrTarget, metWord(within >= need), within, c.Runs, floorWithin, c.Runs)
 	if c.Big > 0 {
 		load := loadAverage()
 		st, err := runSelfTest(ctx, bin, c.Big)
