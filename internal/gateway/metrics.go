@@ -15,14 +15,10 @@ import (
 )
 
 // Buckets. The GenAI histograms use the OpenTelemetry GenAI semantic
-// conventions' advised boundaries; the stage histograms start at 25 µs so
-// that the gateway's own sub-millisecond stages are resolved.
-var (
-	ttftBuckets     = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
-	tpotBuckets     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
-	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
-	stageBuckets    = []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10, 30, 60}
-)
+// conventions' advised boundaries (tracing.GenAIBounds); the stage
+// histograms start at 25 µs so that the gateway's own sub-millisecond
+// stages are resolved.
+var stageBuckets = []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10, 30, 60}
 
 // Metrics holds the gateway's Prometheus collectors. Labels are bounded:
 // pool and model are names from the configuration (model is the route's
@@ -32,6 +28,9 @@ type Metrics struct {
 	TTFT     *prometheus.HistogramVec // gen_ai_server_time_to_first_token_seconds
 	TPOT     *prometheus.HistogramVec // gen_ai_server_time_per_output_token_seconds
 	Duration *prometheus.HistogramVec // gen_ai_server_request_duration_seconds
+	// Usage is gen_ai_client_token_usage: each successful request's input
+	// and output tokens, by gen_ai_token_type.
+	Usage *prometheus.HistogramVec
 	// Stage has one histogram per gateway stage and per upstream split
 	// part, keyed by its Server-Timing name (promStage names the series).
 	Stage    map[latency.TimingName]*prometheus.HistogramVec
@@ -74,6 +73,7 @@ type Metrics struct {
 // request's observations do not hash label values again.
 type seriesSet struct {
 	ttft, tpot, duration, gap, itl prometheus.Observer
+	usageIn, usageOut              prometheus.Observer
 	stage                          map[latency.TimingName]prometheus.Observer
 }
 
@@ -86,6 +86,7 @@ func (m *Metrics) seriesFor(pool, model string) *seriesSet {
 		ttft: m.TTFT.WithLabelValues(pool, model), tpot: m.TPOT.WithLabelValues(pool, model),
 		duration: m.Duration.WithLabelValues(pool, model), gap: m.ChunkGap.WithLabelValues(pool, model),
 		itl: m.ITL.WithLabelValues(pool, model), stage: map[latency.TimingName]prometheus.Observer{},
+		usageIn: m.Usage.WithLabelValues(pool, model, "input"), usageOut: m.Usage.WithLabelValues(pool, model, "output"),
 	}
 	for name, h := range m.Stage {
 		s.stage[name] = h.WithLabelValues(pool, model)
@@ -100,10 +101,19 @@ func NewMetrics() *Metrics {
 	h := func(name, help string, b []float64) *prometheus.HistogramVec {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: b}, pm)
 	}
+	genai := func(name, unit, help string) *prometheus.HistogramVec {
+		return h(tracing.PromName(name, unit), help, tracing.GenAIBounds(name))
+	}
 	m := &Metrics{
-		TTFT:     h("gen_ai_server_time_to_first_token_seconds", "Time from the gateway receiving a streaming request to the first content token it read from upstream.", ttftBuckets),
-		TPOT:     h("gen_ai_server_time_per_output_token_seconds", "Per-request (E2E − TTFT)/(output tokens − 1) of streaming requests with at least 2 output tokens.", tpotBuckets),
-		Duration: h("gen_ai_server_request_duration_seconds", "Gateway-observed end-to-end request duration (successful and failed).", durationBuckets),
+		TTFT: genai(tracing.MetricServerTTFT, tracing.UnitSeconds,
+			"Time from the gateway receiving a streaming request to the first content token it read from upstream."),
+		TPOT: genai(tracing.MetricServerTPOT, tracing.UnitSeconds,
+			"Per-request (E2E − TTFT)/(output tokens − 1) of streaming requests with at least 2 output tokens."),
+		Duration: genai(tracing.MetricServerDuration, tracing.UnitSeconds,
+			"Gateway-observed end-to-end request duration (successful and failed)."),
+		Usage: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: tracing.PromName(tracing.MetricTokenUsage, tracing.UnitTokens),
+			Help:    "Input and output tokens of successful requests (usage, or the gateway's count), by gen_ai_token_type.",
+			Buckets: tracing.GenAIBounds(tracing.MetricTokenUsage)}, []string{"pool", "model", tracing.PromLabel(tracing.AttrTokenType)}),
 		ChunkGap: h("tokentrace_gateway_chunk_gap_seconds", "Gap between consecutive content-bearing stream events read from upstream.", stageBuckets),
 		ITL:      h("tokentrace_gateway_itl_seconds", "Per-token gap, from upstream chunks carrying continuous usage.", stageBuckets),
 		Stage:    map[latency.TimingName]*prometheus.HistogramVec{},
@@ -149,7 +159,7 @@ func promStage(s latency.TimingName) string {
 
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency,
+	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.Usage, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency,
 		m.RedisUp, m.RedisErrors, m.RedisFallback, m.SharedInUse}
 	for _, s := range stageSeries {
 		cs = append(cs, m.Stage[s])
@@ -197,6 +207,10 @@ func (m *Metrics) observe(o *observation) {
 	e2e := o.stages.sum()
 	ss.duration.Observe(e2e.Seconds())
 	m.recordGenAI(o, e2e)
+	if o.status == 200 {
+		ss.usageIn.Observe(float64(o.inTokens))
+		ss.usageOut.Observe(float64(o.outTokens))
+	}
 	if o.status != 200 || o.ttft == 0 {
 		return
 	}

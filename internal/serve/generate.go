@@ -54,9 +54,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	if s.cfg.Tracer != nil {
 		defer func() { s.traceRequest(r, x, s.clock.Now()) }()
 	}
-	if s.cfg.GenAI != nil {
-		defer func() { s.recordGenAI(x, s.clock.Now()) }()
-	}
+	defer func() { s.recordGenAI(x, s.clock.Now()) }()
 	h := w.Header()
 	h.Set("Trailer", ServerTimingHeader)
 	if !allow(w, r, http.MethodPost) {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 )
 
 // vLLM's histogram buckets (vllm/v1/metrics/loggers.py), so dashboards and
@@ -65,6 +66,9 @@ type Metrics struct {
 	writeLateness                           prometheus.Histogram
 	httpErrors                              *prometheus.CounterVec
 	successStop, successLength, successAbrt prometheus.Counter
+	// The OpenTelemetry GenAI server metrics in their Prometheus
+	// translation (tracing.PromName), beside vLLM's names.
+	genaiTTFT, genaiTPOT, genaiDuration, genaiUsage *prometheus.HistogramVec
 }
 
 // NewMetrics builds the metrics of one served model; stats is read at
@@ -137,6 +141,7 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo, sched SchedulerI
 	m.cacheInfo.Set(1)
 	m.schedulerInfo.Set(1)
 	// The error series exist at zero from the start, so rate() and
+	m.genAIHistograms(model)
 	// increase() count the first error of each kind (a series born with
 	// its first increment hides it).
 	for _, code := range errorCodes {
@@ -154,7 +159,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		m.running, m.waiting, m.kvUsage, m.prefixQueries, m.prefixHits, m.preemptions, m.cacheInfo, m.schedulerInfo,
 		m.ttft, m.itl, m.e2e, m.queue, m.prefill, m.decode, m.promptTokens, m.generationTokens,
-		m.success, m.writeLateness, m.httpErrors,
+		m.success, m.writeLateness, m.httpErrors, m.genaiTTFT, m.genaiTPOT, m.genaiDuration, m.genaiUsage,
 	} {
 		errs = append(errs, r.Register(c))
 	}
@@ -197,6 +202,54 @@ func (m *Metrics) finished(tl engine.Timeline, received time.Time) {
 	m.queue.Observe(tl.Queue().Seconds())
 	m.prefill.Observe(tl.Prefill().Seconds())
 	m.decode.Observe(tl.Decode().Seconds())
+}
+
+// genAIHistograms makes the GenAI histograms: the OTLP instruments' names,
+// units, bucket boundaries and attributes, translated as an OpenTelemetry
+// Collector's prometheus exporter would (docs/metrics.md, "OpenTelemetry
+// GenAI metrics").
+func (m *Metrics) genAIHistograms(model string) {
+	constant := prometheus.Labels{tracing.PromLabel(tracing.AttrProvider): GenAIProvider,
+		tracing.PromLabel(tracing.AttrRequestModel): model, tracing.PromLabel(tracing.AttrResponseModel): model}
+	op := tracing.PromLabel(tracing.AttrOperation)
+	hist := func(name, unit, help string, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: tracing.PromName(name, unit), Help: help,
+			ConstLabels: constant, Buckets: tracing.GenAIBounds(name)}, append([]string{op}, labels...))
+	}
+	m.genaiTTFT = hist(tracing.MetricServerTTFT, tracing.UnitSeconds,
+		"Time to generate the first token of successful responses (from the request's receipt).")
+	m.genaiTPOT = hist(tracing.MetricServerTPOT, tracing.UnitSeconds,
+		"Time per output token generated after the first token for successful responses (decode / (output tokens - 1)).")
+	m.genaiDuration = hist(tracing.MetricServerDuration, tracing.UnitSeconds,
+		"Generative AI server request duration, from receipt to the end; failed requests carry error_type.",
+		tracing.PromLabel(tracing.AttrErrorType))
+	m.genaiUsage = hist(tracing.MetricTokenUsage, tracing.UnitTokens,
+		"Number of input and output tokens used, by gen_ai_token_type.", tracing.PromLabel(tracing.AttrTokenType))
+}
+
+// GenAIProvider is serve's gen_ai.provider.name.
+const GenAIProvider = "tokentrace"
+
+// genAI records a finished request's GenAI metrics with the definitions
+// of the OTLP instruments (tracing.GenAIServer.Record): a failed request
+// only its duration, with its error type. A nil *Metrics records nothing.
+func (m *Metrics) genAI(r tracing.GenAIRequest) {
+	if m == nil {
+		return
+	}
+	if r.ErrorType != "" {
+		m.genaiDuration.WithLabelValues(r.Operation, r.ErrorType).Observe(r.Duration.Seconds())
+		return
+	}
+	m.genaiDuration.WithLabelValues(r.Operation, "").Observe(r.Duration.Seconds())
+	if r.TTFT > 0 {
+		m.genaiTTFT.WithLabelValues(r.Operation).Observe(r.TTFT.Seconds())
+	}
+	if r.TPOT > 0 {
+		m.genaiTPOT.WithLabelValues(r.Operation).Observe(r.TPOT.Seconds())
+	}
+	m.genaiUsage.WithLabelValues(r.Operation, "input").Observe(float64(r.InputTokens))
+	m.genaiUsage.WithLabelValues(r.Operation, "output").Observe(float64(r.OutputTokens))
 }
 
 // aborted records a request its client abandoned.

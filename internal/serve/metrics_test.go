@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/tracing"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -29,6 +30,11 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 //	request B: aborted by its client
 //	inter-token gaps: 20 ms and 30 ms (buckets 0.025 and 0.05)
 //	write lateness: 0.3 ms (bucket 0.0005)
+//	GenAI: request A as a text completion (TTFT 0.251 s in bucket 0.5,
+//	       TPOT 1.0 s / 4 = 0.25 s in bucket 0.3, duration 1.251 s in
+//	       bucket 1.28, usage 10 in bucket 16 and 5 in bucket 16), and a
+//	       chat request that never finished (duration 5 ms in bucket
+//	       0.01, error_type incomplete)
 func TestMetricsGolden(t *testing.T) {
 	stats := engine.Stats{Running: 3, Waiting: 2, KVUsage: 0.25, PrefixQueries: 640, PrefixHits: 320, Preemptions: 4}
 	m := NewMetrics("sim-model", func() engine.Stats { return stats }, CacheInfo{
@@ -47,6 +53,9 @@ func TestMetricsGolden(t *testing.T) {
 	m.finished(engine.Timeline{Arrival: ms(1), Scheduled: ms(101), FirstToken: ms(251), Finished: ms(1251),
 		PromptTokens: 10, OutputTokens: 5, Finish: engine.FinishLength}, t0)
 	m.aborted()
+	m.genAI(tracing.GenAIRequest{Operation: "text_completion", Model: "sim-model", TTFT: 251 * time.Millisecond,
+		TPOT: 250 * time.Millisecond, Duration: 1251 * time.Millisecond, InputTokens: 10, OutputTokens: 5})
+	m.genAI(tracing.GenAIRequest{Operation: "chat", Model: "sim-model", Duration: 5 * time.Millisecond, ErrorType: "incomplete"})
 	m.lateness(300 * time.Microsecond)
 	m.httpError("429")
 	m.httpError("reset")
@@ -114,6 +123,32 @@ func TestMetricsFromRequests(t *testing.T) {
 	}
 	if c := histCount(t, s.Registry(), "vllm:time_to_first_token_seconds"); c != 3 {
 		t.Errorf("TTFT observations %d, want 3", c)
+	}
+	// The GenAI histograms beside them, by their Prometheus names.
+	for _, name := range []string{"gen_ai_server_time_to_first_token_seconds", "gen_ai_server_time_per_output_token_seconds",
+		"gen_ai_server_request_duration_seconds"} {
+		if c := histCount(t, s.Registry(), name); c != 3 {
+			t.Errorf("%s observations %d, want 3", name, c)
+		}
+	}
+	mfs, err := s.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "gen_ai_client_token_usage" {
+			for _, mt := range mf.GetMetric() {
+				for _, l := range mt.GetLabel() {
+					if l.GetName() == "gen_ai_token_type" {
+						usage[l.GetValue()] += mt.GetHistogram().GetSampleSum()
+					}
+				}
+			}
+		}
+	}
+	if usage["input"] != 12 || usage["output"] != 15 {
+		t.Errorf("gen_ai_client_token_usage sums %v, want input 12 and output 15", usage)
 	}
 	if c := histCount(t, s.Registry(), "tokentrace:stream_write_lateness_seconds"); c < 3 {
 		t.Errorf("lateness observations %d, want at least one per request", c)

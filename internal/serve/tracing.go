@@ -13,8 +13,9 @@ import (
 	"github.com/tokentrace/tokentrace/internal/tracing"
 )
 
-// recordGenAI feeds the GenAI server metrics from a finished request, as
-// the server saw it: time to first token and per output token from the
+// recordGenAI feeds the GenAI server metrics (over OTLP when configured,
+// and /metrics' Prometheus translation) from a finished request, as the
+// server saw it: time to first token and per output token from the
 // engine's timeline (TPOT = decode / (output tokens − 1)), the duration
 // from arrival to end; a request that never reached the engine's end is
 // an error.
@@ -27,6 +28,7 @@ func (s *Server) recordGenAI(x *exchange, end time.Time) {
 	if !x.hasTL || x.tl.Finish == engine.FinishAbort {
 		req.ErrorType = "incomplete"
 		s.cfg.GenAI.Record(context.Background(), req)
+		s.metrics.genAI(req)
 		return
 	}
 	if !x.tl.FirstToken.IsZero() {
@@ -37,6 +39,7 @@ func (s *Server) recordGenAI(x *exchange, end time.Time) {
 	}
 	req.InputTokens, req.OutputTokens = x.tl.PromptTokens, x.tl.OutputTokens
 	s.cfg.GenAI.Record(context.Background(), req)
+	s.metrics.genAI(req)
 }
 
 // traceRequest records a request's span (a child of its traceparent, from

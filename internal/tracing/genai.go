@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -37,6 +39,55 @@ var (
 	tpotBounds     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
 	durationBounds = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
 	tokenBounds    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+)
+
+// GenAIBounds is the conventions' advised bucket boundaries of the named
+// GenAI metric (a fresh copy), nil for a name not of this package.
+func GenAIBounds(name string) []float64 {
+	switch name {
+	case MetricServerTTFT, MetricClientTTFC:
+		return slices.Clone(ttftBounds)
+	case MetricServerTPOT:
+		return slices.Clone(tpotBounds)
+	case MetricServerDuration, MetricClientDuration:
+		return slices.Clone(durationBounds)
+	case MetricTokenUsage:
+		return slices.Clone(tokenBounds)
+	}
+	return nil
+}
+
+// PromName is the Prometheus name an OTLP metric of this unit is given
+// by the OpenTelemetry-to-Prometheus translation (the Collector's
+// prometheus exporter, Prometheus's own OTLP receiver with
+// UnderscoreEscapingWithSuffixes): dots to underscores, the unit "s" as
+// a _seconds suffix, a unit in braces ("{token}", an annotation) dropped.
+// gen_ai.server.time_to_first_token in s is
+// gen_ai_server_time_to_first_token_seconds; gen_ai.client.token.usage
+// in {token} is gen_ai_client_token_usage.
+func PromName(name, unit string) string {
+	n := strings.ReplaceAll(name, ".", "_")
+	switch {
+	case unit == UnitSeconds:
+		return n + "_seconds"
+	case unit == "" || strings.HasPrefix(unit, "{"):
+		return n
+	}
+	return n + "_" + unit
+}
+
+// PromLabel is the Prometheus label an attribute is translated to:
+// gen_ai.token.type is gen_ai_token_type.
+func PromLabel(attr string) string { return strings.ReplaceAll(attr, ".", "_") }
+
+// The GenAI attributes this package records.
+const (
+	AttrOperation     = "gen_ai.operation.name"
+	AttrProvider      = "gen_ai.provider.name"
+	AttrRequestModel  = "gen_ai.request.model"
+	AttrResponseModel = "gen_ai.response.model"
+	AttrTokenType     = "gen_ai.token.type"
+	AttrErrorType     = "error.type"
 )
 
 // NewMeterProvider exports metrics over OTLP/HTTP (protobuf) to endpoint
@@ -138,11 +189,11 @@ func (g *GenAIServer) Record(ctx context.Context, r GenAIRequest) {
 	if g == nil {
 		return
 	}
-	base := []attribute.KeyValue{attribute.String("gen_ai.operation.name", r.Operation),
-		attribute.String("gen_ai.provider.name", g.provider), attribute.String("gen_ai.request.model", r.Model),
-		attribute.String("gen_ai.response.model", r.Model)}
+	base := []attribute.KeyValue{attribute.String(AttrOperation, r.Operation),
+		attribute.String(AttrProvider, g.provider), attribute.String(AttrRequestModel, r.Model),
+		attribute.String(AttrResponseModel, r.Model)}
 	if r.ErrorType != "" {
-		g.dur.Record(ctx, r.Duration.Seconds(), metric.WithAttributes(append(base, attribute.String("error.type", r.ErrorType))...))
+		g.dur.Record(ctx, r.Duration.Seconds(), metric.WithAttributes(append(base, attribute.String(AttrErrorType, r.ErrorType))...))
 		return
 	}
 	set := metric.WithAttributes(base...)
@@ -153,6 +204,6 @@ func (g *GenAIServer) Record(ctx context.Context, r GenAIRequest) {
 	if r.TPOT > 0 && g.tpot != nil {
 		g.tpot.Record(ctx, r.TPOT.Seconds(), set)
 	}
-	g.usage.Record(ctx, int64(r.InputTokens), metric.WithAttributes(append(base, attribute.String("gen_ai.token.type", "input"))...))
-	g.usage.Record(ctx, int64(r.OutputTokens), metric.WithAttributes(append(base, attribute.String("gen_ai.token.type", "output"))...))
+	g.usage.Record(ctx, int64(r.InputTokens), metric.WithAttributes(append(base, attribute.String(AttrTokenType, "input"))...))
+	g.usage.Record(ctx, int64(r.OutputTokens), metric.WithAttributes(append(base, attribute.String(AttrTokenType, "output"))...))
 }

@@ -97,3 +97,25 @@ func TestValidateEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// The OTLP-to-Prometheus translation of the GenAI metrics' names.
+func TestPromName(t *testing.T) {
+	for _, c := range []struct{ name, unit, want string }{
+		{tracing.MetricServerTTFT, tracing.UnitSeconds, "gen_ai_server_time_to_first_token_seconds"},
+		{tracing.MetricServerTPOT, tracing.UnitSeconds, "gen_ai_server_time_per_output_token_seconds"},
+		{tracing.MetricServerDuration, tracing.UnitSeconds, "gen_ai_server_request_duration_seconds"},
+		{tracing.MetricTokenUsage, tracing.UnitTokens, "gen_ai_client_token_usage"},
+		{tracing.MetricClientTTFC, tracing.UnitSeconds, "gen_ai_client_operation_time_to_first_chunk_seconds"},
+		{"x.size", "By", "x_size_By"},
+	} {
+		if got := tracing.PromName(c.name, c.unit); got != c.want {
+			t.Errorf("tracing.PromName(%q, %q) = %q, want %q", c.name, c.unit, got, c.want)
+		}
+	}
+	if got := tracing.PromLabel(tracing.AttrTokenType); got != "gen_ai_token_type" {
+		t.Errorf("tracing.PromLabel = %q", got)
+	}
+	if b := tracing.GenAIBounds(tracing.MetricServerTTFT); len(b) != 16 || b[0] != 0.001 || tracing.GenAIBounds("other") != nil {
+		t.Errorf("tracing.GenAIBounds: %v", b)
+	}
+}
