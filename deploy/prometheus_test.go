@@ -87,7 +87,9 @@ func TestDashboardsAndRulesAgainstRealPrometheus(t *testing.T) {
 		PrefixTokens: 32, PrefixGroups: 2, Turns: 1, Seed: 1}
 	res := runBench(t, ctx, gwURL, nil, short, workload.Load{Rate: 25, Arrival: workload.Poisson, Requests: 50, Seed: 1})
 	ttft := dist(t, res, latency.TTFT)
-	for _, m := range []string{"vllm:time_to_first_token_seconds_count", "gen_ai_server_time_to_first_token_seconds_count"} {
+	// serve exposes the GenAI histograms too (beside vLLM's names): the
+	// gateway's are selected by job.
+	for _, m := range []string{"vllm:time_to_first_token_seconds_count", `gen_ai_server_time_to_first_token_seconds_count{job="tokentrace-gateway"}`} {
 		prom.waitFor(ctx, t, fmt.Sprintf("sum(%s) to reach bench's %d first tokens", m, ttft.Count), func() (bool, error) {
 			v, err := prom.scalar(ctx, "sum("+m+")", time.Now())
 			return v == float64(ttft.Count), err
@@ -126,7 +128,7 @@ func TestDashboardsAndRulesAgainstRealPrometheus(t *testing.T) {
 	res2 := runBench(t, ctx, gwURL, nil, long, workload.Load{Rate: 1.2, Arrival: workload.Constant, Requests: 14, Seed: 2})
 	n := ttft.Count + dist(t, res2, latency.TTFT).Count
 	prom.waitFor(ctx, t, "the long prompts' first tokens to be scraped", func() (bool, error) {
-		v, err := prom.scalar(ctx, "sum(gen_ai_server_time_to_first_token_seconds_count)", time.Now())
+		v, err := prom.scalar(ctx, `sum(gen_ai_server_time_to_first_token_seconds_count{job="tokentrace-gateway"})`, time.Now())
 		return v == float64(n), err
 	})
 

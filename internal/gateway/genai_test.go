@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/scrape"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/tracing/otlptest"
@@ -26,7 +27,7 @@ import (
 // cardinality), here m.
 func TestGatewayExportsGenAIMetricsOverOTLP(t *testing.T) {
 	rcv := otlptest.NewReceiver(t)
-	up := newFakeUpstream(t, &fakeUpstream{name: "a", chunks: 4, usage: true})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 4, ContinuousUsage: true})
 	path := filepath.Join(t.TempDir(), "gw.yaml")
 	yaml := fmt.Sprintf("otlp_endpoint: %q\npools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: m, pool: p}]\n", rcv.URL(), up.URL())
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
