@@ -40,6 +40,17 @@ func (s Shape) Params() int {
 	return 2*Vocab*s.Hidden + s.Layers*(2*s.Hidden+s.Hidden*s.Heads*hd+2*s.Hidden*s.KVHeads*hd+s.Heads*hd*s.Hidden+3*s.Hidden*s.FFN) + s.Hidden
 }
 
+// ConfigJSON is the model's Hugging Face config.json, as tokentrace's
+// performance model reads one (calibrate, simulate and estimate --model):
+// a llama architecture with make_model.py's f16 weights and vocabulary,
+// and ctx positions.
+func (s Shape) ConfigJSON(ctx int) []byte {
+	return fmt.Appendf(nil, `{"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":%d,`+
+		`"num_hidden_layers":%d,"num_attention_heads":%d,"num_key_value_heads":%d,"intermediate_size":%d,`+
+		`"vocab_size":%d,"max_position_embeddings":%d,"torch_dtype":"float16"}`,
+		s.Hidden, s.Layers, s.Heads, s.KVHeads, s.FFN, Vocab, ctx)
+}
+
 func (s Shape) String() string {
 	return fmt.Sprintf("L%d-H%d-NH%d-NKV%d-FF%d", s.Layers, s.Hidden, s.Heads, s.KVHeads, s.FFN)
 }

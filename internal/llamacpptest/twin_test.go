@@ -1,0 +1,112 @@
+package llamacpptest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/llamacpptest"
+	"github.com/tokentrace/tokentrace/internal/report"
+)
+
+// cpuGPU is a hardware entry for llama-server's one thread (-t 1): peaks
+// set above what one core reaches, so that the fitted fractions of them
+// stay below 1; calibrate fits the fractions and the overheads.
+const cpuGPU = `- name: cpu-1t
+  aliases: []
+  family: ampere
+  memory_gib: 4
+  hbm_gb_s: 400
+  bf16_tflops: 0.2
+  fp16_tflops: 0.2
+  int8_tops: 0.4
+  interconnect: pcie4
+  interconnect_gb_s: 32
+  source: "one core of the test machine's CPU (llama-server -t 1); peaks above what it reaches, fitted by calibrate"
+`
+
+// twinTarget is issue 22's bound on the twin's prediction of an unseen
+// llama-server load, at P50: 15 % for TTFT and TPOT.
+const twinTarget = 0.15
+
+// TestCalibrateThenSimulateAgainstLlamaServer is the twin against a real
+// engine: bench two closed-loop loads of llama-server (1 and 8 workers on
+// its 4 slots), calibrate the llama.cpp family's profile on them (the
+// model's config.json, a hardware entry for one CPU thread, whole-prompt
+// steps), then simulate a third, unseen load (4 workers) with that profile
+// on its own workload (simulate --like) and compare its TTFT and TPOT P50
+// with bench's. The errors are logged (docs/engines.md quotes them); the
+// 15 % target is asserted only with TOKENTRACE_TWIN_TARGET=1, on a machine
+// quiet enough for llama-server's one thread to keep its own time — on a
+// shared, loaded one its steps stretch with the load, which no profile
+// predicts.
+func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs llama-server (about a minute)")
+	}
+	s := llamacpptest.Start(t, llamacpptest.Options{Slots: 4})
+	dir := t.TempDir()
+	model, gpus := filepath.Join(dir, "config.json"), filepath.Join(dir, "cpu.yaml")
+	if err := os.WriteFile(model, s.Shape.ConfigJSON(s.Context), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gpus, []byte(cpuGPU), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	measured := map[int]*report.Report{}
+	for _, c := range []int{1, 8, 4} {
+		d := filepath.Join(dir, fmt.Sprintf("c%d", c))
+		measured[c] = bench(t, s.URL, d, "--concurrency", fmt.Sprint(c), "--requests", fmt.Sprint(12*max(c, 2)))
+		checkRun(t, measured[c])
+	}
+	engine := []string{"--model", model, "--gpu", "cpu-1t", "--gpu-file", gpus, "--engine", "llamacpp", "--dtype", "fp16",
+		"--max-num-seqs", fmt.Sprint(s.Slots), "--enable-chunked-prefill=false"}
+	profile := filepath.Join(dir, "llamacpp.yaml")
+	out, err := tokentrace(t, append([]string{"calibrate", filepath.Join(dir, "c1"), filepath.Join(dir, "c8"), "-o", profile}, engine...)...)
+	if err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, out)
+	}
+	t.Logf("calibrate:\n%s", out)
+	prof, err := os.ReadFile(profile)
+	if err != nil || !strings.Contains(string(prof), "llamacpp") {
+		t.Fatalf("the profile does not name its engine (%v):\n%s", err, prof)
+	}
+	sim := filepath.Join(dir, "sim4")
+	out, err = tokentrace(t, append([]string{"simulate", "--like", filepath.Join(dir, "c4"), "--profile", profile, "--output-dir", sim}, engine...)...)
+	if err != nil {
+		t.Fatalf("simulate: %v\n%s", err, out)
+	}
+	predicted, err := report.Load(context.Background(), []string{sim}, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for _, m := range []string{"ttft", "tpot"} {
+		got, want := p50(t, predicted, m), p50(t, measured[4], m)
+		e := got/want - 1
+		worst = math.Max(worst, math.Abs(e))
+		t.Logf("4 workers, %s P50: simulated %.2f ms, measured %.2f ms (%+.1f %%)", m, got, want, 100*e)
+	}
+	if os.Getenv("TOKENTRACE_TWIN_TARGET") == "1" && worst > twinTarget {
+		t.Errorf("the twin predicts the unseen load %.1f %% off at P50, target %.0f %%", 100*worst, 100*twinTarget)
+	}
+}
+
+// p50 is a report's P50 of a metric, in milliseconds; it fails the test
+// when the report has none.
+func p50(t *testing.T, rep *report.Report, metric string) float64 {
+	t.Helper()
+	for _, d := range rep.Metrics {
+		if d.Metric == metric && d.P50 > 0 {
+			return d.P50
+		}
+	}
+	b, _ := json.Marshal(rep.Summary)
+	t.Fatalf("no %s P50: %s", metric, b)
+	return 0
+}
