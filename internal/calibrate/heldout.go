@@ -18,8 +18,20 @@ func sweepKey(r PublicRow) string {
 	return fmt.Sprintf("%s|%s|%s|%s|%d|%s|%s|%d|%d", r.Engine, r.EngineVersion, r.Model, r.GPU, r.TP, r.DType, r.KVDType, r.Input, r.Output)
 }
 
-// Group names the rows calibrated together: one engine on one GPU.
+// Group names the rows reported together: one engine on one GPU.
 func Group(r PublicRow) string { return r.Engine + " on " + r.GPU }
+
+// FitGroup names the rows calibrated together: one engine on one GPU, with
+// FP8 weights apart from 16-bit ones (their prefill reaches a smaller
+// fraction of its peak, and their decode reads half the bytes per weight:
+// one set of fractions cannot hold both; docs/performance.md, "Under
+// load").
+func FitGroup(r PublicRow) string {
+	if r.DType == string(perfmodel.FP8) {
+		return Group(r) + ", " + r.DType
+	}
+	return Group(r)
+}
 
 // Split divides the rows into a fit half and a predict half by a fixed
 // rule: within each sweep, sorted by concurrency, the 1st, 3rd, 5th, …
@@ -140,11 +152,12 @@ func medianAbs(errs []RowError, f func(RowError) float64) (float64, int) {
 
 // publicFitted names the constants FitPublic moves, in the order of the
 // optimiser's point; the others keep their start.
-var publicFitted = []string{"compute", "memory", "step_overhead_us", "seq_overhead_us", "all_reduce_latency_us"}
+var publicFitted = []string{"compute", "memory", "step_overhead_us", "seq_overhead_us", "all_reduce_latency_us", "context_overhead_ns"}
 
 // publicEff maps the optimiser's point to constants: fractions as the log
-// of their ratio to the start (capped at 1), durations as the log of
-// their ratio to the start or to a floor when the start is below it.
+// of their ratio to the start (capped at 1), durations and the context
+// overhead as the log of their ratio to the start or to a floor when the
+// start is below it.
 func publicEff(start perfmodel.Efficiency, x []float64) perfmodel.Efficiency {
 	e := start
 	e.Compute = min(1, start.Compute*math.Exp(x[0]))
@@ -155,8 +168,15 @@ func publicEff(start perfmodel.Efficiency, x []float64) perfmodel.Efficiency {
 	e.StepOverhead = dur(start.StepOverhead, 100*time.Microsecond, x[2])
 	e.SeqOverhead = dur(start.SeqOverhead, 5*time.Microsecond, x[3])
 	e.AllReduceLatency = dur(start.AllReduceLatency, 2*time.Microsecond, x[4])
+	e.ContextOverheadNS = max(start.ContextOverheadNS, contextOverheadFloorNS) * math.Exp(x[5])
 	return e
 }
+
+// contextOverheadFloorNS is where FitPublic starts the context overhead
+// when its start holds none: 2 ns per context token, the size of the
+// long-prompt rows' TPOT gap (docs/performance.md, "Under load"); the fit
+// moves it by its log, down to nothing as readily as up.
+const contextOverheadFloorNS = 2
 
 // FitPublic calibrates the performance model's constants to a group of
 // public rows: the twin predicts every row as its client measured it

@@ -36,6 +36,14 @@ type Efficiency struct {
 	// preparation. It is what makes a step of 100 decodes slower than the
 	// roofline of its weights and KV reads.
 	SeqOverhead time.Duration `json:"seq_overhead"`
+	// ContextOverheadNS is a cost in nanoseconds per context token each
+	// sequence of a step attends to, not shared across the tensor-parallel
+	// ranks: the part of attention the bandwidth roofline misses where a
+	// kernel walks a long context serially (one thread block per head,
+	// without splitting the context). 0 in the defaults; fitted per
+	// engine where public rows show TPOT growing with the context faster
+	// than the KV reads (docs/performance.md, "Under load").
+	ContextOverheadNS float64 `json:"context_overhead_ns,omitempty"`
 }
 
 // familyEfficiency is the one set of defaults per GPU family. The software
@@ -91,6 +99,9 @@ func (e Efficiency) Validate() error {
 			return fmt.Errorf("efficiency %s must be ≥ 0 (got %v)", d.n, d.v)
 		}
 	}
+	if !(e.ContextOverheadNS >= 0) {
+		return fmt.Errorf("efficiency context_overhead_ns must be ≥ 0 (got %g)", e.ContextOverheadNS)
+	}
 	return nil
 }
 
@@ -105,13 +116,16 @@ type Constants struct {
 	LayerOverheadUS    float64 `yaml:"layer_overhead_us"`
 	SeqOverheadUS      float64 `yaml:"seq_overhead_us"`
 	AllReduceLatencyUS float64 `yaml:"all_reduce_latency_us"`
+	// ContextOverheadNS is absent (0) where none was fitted.
+	ContextOverheadNS float64 `yaml:"context_overhead_ns,omitempty"`
 }
 
 // ConstantsOf is eff as a file holds it.
 func ConstantsOf(eff Efficiency) Constants {
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	return Constants{Compute: eff.Compute, Memory: eff.Memory, Interconnect: eff.Interconnect, StepOverheadUS: us(eff.StepOverhead),
-		LayerOverheadUS: us(eff.LayerOverhead), SeqOverheadUS: us(eff.SeqOverhead), AllReduceLatencyUS: us(eff.AllReduceLatency)}
+		LayerOverheadUS: us(eff.LayerOverhead), SeqOverheadUS: us(eff.SeqOverhead), AllReduceLatencyUS: us(eff.AllReduceLatency),
+		ContextOverheadNS: eff.ContextOverheadNS}
 }
 
 // Efficiency is the constants as the model's factors (durations to the
@@ -119,5 +133,6 @@ func ConstantsOf(eff Efficiency) Constants {
 func (c Constants) Efficiency() Efficiency {
 	d := func(us float64) time.Duration { return time.Duration(us * 1e3) }
 	return Efficiency{Compute: c.Compute, Memory: c.Memory, Interconnect: c.Interconnect, StepOverhead: d(c.StepOverheadUS),
-		LayerOverhead: d(c.LayerOverheadUS), SeqOverhead: d(c.SeqOverheadUS), AllReduceLatency: d(c.AllReduceLatencyUS)}
+		LayerOverhead: d(c.LayerOverheadUS), SeqOverhead: d(c.SeqOverheadUS), AllReduceLatency: d(c.AllReduceLatencyUS),
+		ContextOverheadNS: c.ContextOverheadNS}
 }

@@ -93,6 +93,7 @@ type Estimator struct {
 	allReduces       float64 // per step: 2 per layer
 	overhead         float64 // seconds per step: step + layers × layer overhead
 	seqOverhead      float64 // seconds per sequence in a step
+	ctxOverhead      float64 // seconds per context token in a step
 
 	usable     int64 // per GPU bytes for weights + KV
 	kvCapacity int64 // tokens
@@ -234,6 +235,7 @@ func (e *Estimator) stepConstants() error {
 	}
 	e.overhead = e.eff.StepOverhead.Seconds() + float64(m.Layers)*e.eff.LayerOverhead.Seconds()
 	e.seqOverhead = e.eff.SeqOverhead.Seconds()
+	e.ctxOverhead = e.eff.ContextOverheadNS * 1e-9
 
 	return nil
 }
@@ -448,7 +450,7 @@ func (e *Estimator) step(a agg) Step {
 		comm = e.allReduces*e.arLatency + s.CommBytes*e.arFactor
 	}
 	s.Compute, s.Memory = seconds(compute), seconds(memory)
-	overhead := e.overhead + a.seqs*e.seqOverhead
+	overhead := e.overhead + a.seqs*e.seqOverhead + a.ctx*e.ctxOverhead
 	s.Comm, s.Overhead = seconds(comm), seconds(overhead)
 	s.Bound = "memory"
 	if compute > memory {

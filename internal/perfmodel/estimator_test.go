@@ -392,3 +392,25 @@ func TestSeqOverheadPerSequence(t *testing.T) {
 		t.Errorf("overhead %v, want 1.5 ms + 32 × 25 µs + 64 × 40 µs", s.Overhead)
 	}
 }
+
+// The context overhead adds its cost per context token of every sequence
+// in the step, whatever the TP: two decodes at contexts 1,000 and 3,000
+// with 2.5 ns per token pay 4,000 × 2.5 ns = 10 µs more.
+func TestContextOverheadHandComputed(t *testing.T) {
+	for _, tp := range []int{1, 4} {
+		cfg := Config{Model: mustModel(t, "Llama-3.1-8B"), GPU: mustGPU(t, "H100-SXM"), TP: tp, Eff: DefaultEfficiency(mustGPU(t, "H100-SXM"))}
+		base := mustNew(t, cfg)
+		cfg.Eff.ContextOverheadNS = 2.5
+		with := mustNew(t, cfg)
+		var b Batch
+		b.AddDecode(1, 1000)
+		b.AddDecode(1, 3000)
+		if got, want := with.StepTime(&b)-base.StepTime(&b), 10*time.Microsecond; got != want {
+			t.Errorf("TP %d: context overhead adds %v, want %v", tp, got, want)
+		}
+	}
+	cfg := Config{Eff: Efficiency{Compute: 1, Memory: 1, Interconnect: 1, ContextOverheadNS: -1}}
+	if err := cfg.Eff.Validate(); err == nil {
+		t.Error("a negative context overhead validated")
+	}
+}

@@ -52,6 +52,9 @@ func (r *Result) writeHeader(b *strings.Builder) {
 	if c.Eff.SeqOverhead > 0 {
 		perSeq = fmt.Sprintf(" + %v per sequence", c.Eff.SeqOverhead)
 	}
+	if c.Eff.ContextOverheadNS > 0 {
+		perSeq += fmt.Sprintf(" + %.3g ns per context token", c.Eff.ContextOverheadNS)
+	}
 	var ring string
 	if c.TP > 1 {
 		ring = fmt.Sprintf(" + %v per ring step", RingStepLatency(c.GPU))
@@ -241,9 +244,13 @@ func (e *Estimator) explainStep(b *strings.Builder, s Step) {
 	} else {
 		p("communication = 0 (TP 1)")
 	}
-	if c.Eff.SeqOverhead > 0 {
+	switch {
+	case c.Eff.ContextOverheadNS > 0:
+		p("overhead = %v + %d layers × %v + %d sequences × %v + %d context tokens × %.3g ns = %s", c.Eff.StepOverhead, c.Model.Layers, c.Eff.LayerOverhead,
+			s.Seqs, c.Eff.SeqOverhead, int64(math.Round(s.KVReadBytes/e.kvTokenRank)), c.Eff.ContextOverheadNS, ms(s.Overhead))
+	case c.Eff.SeqOverhead > 0:
 		p("overhead = %v + %d layers × %v + %d sequences × %v = %s", c.Eff.StepOverhead, c.Model.Layers, c.Eff.LayerOverhead, s.Seqs, c.Eff.SeqOverhead, ms(s.Overhead))
-	} else {
+	default:
 		p("overhead = %v + %d layers × %v = %s", c.Eff.StepOverhead, c.Model.Layers, c.Eff.LayerOverhead, ms(s.Overhead))
 	}
 	if s.Draft > 0 {
@@ -451,6 +458,7 @@ type jsonEff struct {
 	StepOverheadUS     float64 `json:"step_overhead_us"`
 	LayerOverheadUS    float64 `json:"layer_overhead_us"`
 	SeqOverheadUS      float64 `json:"seq_overhead_us"`
+	ContextOverheadNS  float64 `json:"context_overhead_ns,omitempty"`
 }
 
 // WriteJSON prints the result as one indented JSON object.
@@ -460,7 +468,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	out := jsonResult{
 		Model: r.Model, GPU: r.GPU.Name, TP: c.TP, TPAuto: r.TPAuto, WeightDType: c.WeightDType, KVDType: c.KVDType, MemUtil: c.MemUtil,
 		Efficiency: jsonEff{c.Eff.Compute, c.Eff.Memory, c.Eff.Interconnect, float64(c.Eff.AllReduceLatency) / 1e3,
-			float64(c.Eff.StepOverhead) / 1e3, float64(c.Eff.LayerOverhead) / 1e3, float64(c.Eff.SeqOverhead) / 1e3},
+			float64(c.Eff.StepOverhead) / 1e3, float64(c.Eff.LayerOverhead) / 1e3, float64(c.Eff.SeqOverhead) / 1e3, c.Eff.ContextOverheadNS},
 		TotalParams: r.Model.TotalParams(), ActiveParams: r.Model.ActiveParams(), WeightBytes: e.WeightBytes(),
 		UsableBytesPerGPU: e.UsableBytesPerGPU(), ReserveBytes: c.ReserveBytes, KVBytesPerToken: e.KVBytesPerToken(),
 		KVCapacityTokens: e.KVCapacityTokens(), Input: r.Work.Input, Output: r.Work.Output, OutOfRange: r.OutOfRange,
