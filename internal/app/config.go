@@ -69,6 +69,9 @@ type Config struct {
 	Seed uint64
 	// Limits are the HTTP server's deadlines and connection cap.
 	Limits httplimit.Limits
+	// Grace is how long requests in flight may finish after a stop
+	// (grace; 0: httplimit.DefaultGrace).
+	Grace time.Duration
 	// Tracer, when set, records a span per request with a child span per
 	// stage and per retrieval call; nil traces nothing (a client's
 	// traceparent is still passed upstream).
@@ -86,7 +89,7 @@ const DefaultMaxResponseBytes = 64 << 20
 // DefaultConfig is `tokentrace app`'s defaults, upstream aside.
 func DefaultConfig() Config {
 	return Config{Sources: 4, Retrieval: RetrievalSequential, RetrievalLatency: "20ms", Candidates: 4, TopK: 4,
-		Guardrail: GuardrailStreaming, GuardrailCost: 0, Seed: 1}
+		Guardrail: GuardrailStreaming, GuardrailCost: 0, Seed: 1, Grace: httplimit.DefaultGrace}
 }
 
 // Validate names the first setting that cannot run.
@@ -126,6 +129,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxResponseBytes < 0 {
 		return field.Invalid("max_response_bytes", c.MaxResponseBytes, "must not be negative")
+	}
+	if c.Grace < 0 {
+		return field.Invalid("grace", c.Grace, "must not be negative")
 	}
 	return c.Limits.Validate()
 }

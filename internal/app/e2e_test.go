@@ -95,6 +95,7 @@ func startChain(t *testing.T, cfg app.Config, rcv *otlptest.Receiver) *chain {
 
 	// app
 	cfg.Upstream = "http://" + gln.Addr().String()
+	cfg.Grace = time.Second
 	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if tp := provider("tokentrace-app"); tp != nil {
 		cfg.Tracer = tp.Tracer("app")
@@ -108,7 +109,7 @@ func startChain(t *testing.T, cfg app.Config, rcv *otlptest.Receiver) *chain {
 		t.Fatal(err)
 	}
 	appDone := make(chan error, 1)
-	go func() { appDone <- a.Serve(ctx, aln, time.Second) }()
+	go func() { appDone <- a.Serve(ctx, aln) }()
 
 	c := &chain{appURL: "http://" + aln.Addr().String(), bench: provider("tokentrace-bench")}
 	stopped := false

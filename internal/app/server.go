@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -118,28 +118,15 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// Serve serves the application on ln until ctx ends, then lets requests in
-// flight finish for up to grace (10 s when 0) and returns.
-func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	srv := s.cfg.Limits.Server(s.Handler())
-	ln = s.cfg.Limits.Listener(ln)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("app: serve: %w", err)
-	case <-ctx.Done():
-	}
-	if grace <= 0 {
-		grace = 10 * time.Second
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
+// Serve serves the application on ln until ctx ends, then lets requests
+// in flight finish for up to Config.Grace (httplimit.Serve, the one
+// lifecycle of this module's servers) and returns: nil, or an error that
+// says requests were cut.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	err := s.cfg.Limits.Serve(ctx, ln, s.Handler(), httplimit.Stop{Grace: s.cfg.Grace})
 	s.hc.CloseIdleConnections()
-	if errors.Is(err, context.DeadlineExceeded) {
-		_ = srv.Close()
-		return fmt.Errorf("app: requests still in flight after the grace of %v were cut", grace)
+	if err != nil {
+		return fmt.Errorf("app: %w", err)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +17,6 @@ func newAppCmd() *cobra.Command {
 	cfg := app.DefaultConfig()
 	listen := listenAddr{Host: "127.0.0.1", Port: 8090}
 	var otlpEndpoint string
-	grace := 10 * time.Second
 	var g *flagGroup
 	cmd := &cobra.Command{
 		Use:   "app",
@@ -71,7 +69,7 @@ Exit status: 0 after a clean stop, 2 for bad flags, 1 when it cannot listen
 				return fmt.Errorf("app: listen: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\napp: listening on http://%s/v1\n", srv.Describe(), ln.Addr())
-			return srv.Serve(cmd.Context(), ln, grace)
+			return srv.Serve(cmd.Context(), ln)
 		},
 	}
 	f := cmd.Flags()
@@ -95,7 +93,7 @@ Exit status: 0 after a clean stop, 2 for bad flags, 1 when it cannot listen
 	g.durationVar(&cfg.Limits.BodyTimeout, "body-timeout", "deadline for a request's body, from the end of its headers (408 after it)")
 	g.durationVar(&cfg.Limits.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")
 	g.intVar(&cfg.Limits.MaxConns, "max-connections", "most client connections open at once (0: from the descriptor limit)")
-	g.durationVar(&grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")
+	g.durationVar(&cfg.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")
 	bindTracingFlag(g, &otlpEndpoint)
 	return cmd
 }

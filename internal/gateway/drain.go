@@ -1,16 +1,15 @@
 package gateway
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 )
 
 // DefaultGrace is how long requests in flight may finish after a stop
 // when RunConfig.Grace is zero.
-const DefaultGrace = 10 * time.Second
+const DefaultGrace = httplimit.DefaultGrace
 
 // Drain marks the gateway as draining: from then on GET /health answers
 // 503 {"status":"draining"}, so a readiness probe or a load balancer's
@@ -22,26 +21,16 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 // Draining reports whether Drain was called.
 func (g *Gateway) Draining() bool { return g.draining.Load() }
 
-// drainAndStop stops srv gracefully: Drain, keep serving for delay (so
-// that the health checks of whatever routes traffic here see the 503 and
-// stop sending before the port closes), then stop accepting connections
-// and wait up to grace for the requests in flight — streams included — to
-// finish. Connections still open when grace expires are closed, cutting
-// their streams, and the error says so.
-func (g *Gateway) drainAndStop(srv *http.Server, delay, grace time.Duration, log *slog.Logger) error {
+// drain runs when the gateway stops, before its port closes: Drain, then
+// keep serving for delay, so that the health checks of whatever routes
+// traffic here see the 503 and stop sending. httplimit.Serve then stops
+// accepting connections and waits up to the grace for the requests in
+// flight, streams included, to finish.
+func (g *Gateway) drain(delay, grace time.Duration, log *slog.Logger) {
 	g.Drain()
 	log.Info("gateway draining: /health answers 503", "drain_delay", delay, "grace", grace)
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		<-t.C
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err := srv.Shutdown(ctx)
-	if err == nil {
-		log.Info("gateway stopped: every request in flight finished")
-		return nil
-	}
-	_ = srv.Close()
-	return fmt.Errorf("gateway: shutdown: the %s grace expired with requests in flight; their connections were closed: %w", grace, err)
 }

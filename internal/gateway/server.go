@@ -2,16 +2,15 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 )
@@ -126,18 +125,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	limits := cfg.Server.limits()
-	srv := limits.Server(g)
-	ln = limits.Listener(ln)
 	log.Info("gateway listening", "addr", ln.Addr().String(), "pools", len(cfg.Pools), "routes", len(cfg.Routes))
+	grace := s.rc.Grace
+	if grace == 0 {
+		grace = DefaultGrace
+	}
 
-	// The server, the watcher and the stopper run in one group: a server
-	// that fails ends the group (its context) and so the others; the end
-	// of ctx drains and stops the server, whose Serve then returns.
+	// The server and the watcher run in one group: a server that fails
+	// ends the group (its context) and so the watcher; the end of ctx
+	// drains and stops the server (httplimit.Serve), and the watcher.
 	grp, gctx := errgroup.WithContext(ctx)
 	grp.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("gateway: serve: %w", err)
+		err := limits.Serve(ctx, ln, g, httplimit.Stop{Grace: grace, Stopping: func() { g.drain(s.rc.DrainDelay, grace, log) }})
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
 		}
+		log.Info("gateway stopped: every request in flight finished")
 		return nil
 	})
 	if s.rc.ConfigPath != "" {
@@ -150,17 +153,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return nil
 		})
 	}
-	grp.Go(func() error {
-		<-gctx.Done()
-		if ctx.Err() == nil { // the server failed: nothing to drain
-			return srv.Close()
-		}
-		grace := s.rc.Grace
-		if grace == 0 {
-			grace = DefaultGrace
-		}
-		return g.drainAndStop(srv, s.rc.DrainDelay, grace, log)
-	})
 	return grp.Wait()
 }
 

@@ -3,8 +3,13 @@
 // headers, request body, idle keep-alive), a listener that caps the
 // connections open at once, and the handler that puts the body deadline on
 // each request and lifts it once the body has been read, so that a long
-// streamed answer is never cut by it. `serve` and `gateway` build their
-// http.Server with it.
+// streamed answer is never cut by it. It also owns a server's lifecycle:
+// Limits.Serve is the one way serve, the app and the gateway run (each as
+// New… then Serve(ctx, ln)): serve until the context ends, then a stop
+// hook (the gateway's drain, serve's engine stop), then a graceful
+// shutdown in which requests in flight get a grace to finish, idle
+// connections do not hold it up, and requests still running past it are
+// cut and reported (ErrGraceExpired).
 //
 // There is deliberately no whole-request read timeout and no write
 // timeout: both would end a streamed answer that legitimately lasts

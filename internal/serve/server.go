@@ -130,16 +130,12 @@ type Server struct {
 	nonce    string
 	seq      atomic.Uint64
 
-	connMu sync.Mutex
-	active map[net.Conn]bool // connections with a request in progress
-
-	ln      net.Listener
-	hs      *http.Server
-	stopEng context.CancelFunc
-	engDone chan struct{}
-	closeMu sync.Mutex
-	closed  bool
-	stopCtx func() bool
+	ln       net.Listener // set by Start
+	stop     context.CancelFunc
+	served   chan error // Serve's result, once Start's Serve returned
+	closeMu  sync.Mutex
+	closed   bool
+	closeErr error
 }
 
 // New builds a server and its engine without starting either: Handler
@@ -177,9 +173,37 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Start builds the server, runs its engine and serves HTTP on addr
-// ("127.0.0.1:0" picks a free port) until Close is called or ctx is done.
-// A configuration that cannot run is an error here, with the reason.
+// CloseGrace is how long, after a stop, the handlers have to write their
+// last bytes (the engine has ended their requests) before every
+// connection is closed.
+const CloseGrace = 5 * time.Second
+
+// Serve runs the engine and serves HTTP on ln until ctx ends; then the
+// engine stops (unfinished requests end with finish reason "abort"), and
+// once the handlers have written their last bytes (at most CloseGrace)
+// every connection is closed: httplimit.Serve, the one lifecycle of this
+// module's servers.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	engCtx, stopEng := context.WithCancel(context.WithoutCancel(ctx))
+	engDone := make(chan struct{})
+	go func() {
+		defer close(engDone)
+		_ = s.eng.Run(engCtx)
+	}()
+	stopEngine := func() {
+		stopEng()
+		<-engDone
+	}
+	defer stopEngine() // also when the server failed before ctx ended
+	if err := s.cfg.Limits.Serve(ctx, ln, s.handler, httplimit.Stop{Grace: CloseGrace, Stopping: stopEngine}); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Start builds the server and runs Serve on addr ("127.0.0.1:0" picks a
+// free port) in the background until Close is called or ctx is done. A
+// configuration that cannot run is an error here, with the reason.
 func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
 	s, err := New(cfg)
 	if err != nil {
@@ -189,21 +213,11 @@ func Start(ctx context.Context, cfg Config, addr string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: listen: %w", err)
 	}
-	s.ln = s.cfg.Limits.Listener(ln)
-	engCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopEng = stop
-	s.engDone = make(chan struct{})
-	go func() {
-		defer close(s.engDone)
-		_ = s.eng.Run(engCtx)
-	}()
-	s.active = make(map[net.Conn]bool)
-	s.hs = s.cfg.Limits.Server(s.handler)
-	s.hs.ConnState = s.connState
-	go func() { _ = s.hs.Serve(s.ln) }()
-	s.closeMu.Lock() // Close, run by the hook, waits for the assignment
-	s.stopCtx = context.AfterFunc(ctx, func() { _ = s.Close() })
-	s.closeMu.Unlock()
+	s.ln = ln
+	runCtx, stop := context.WithCancel(ctx)
+	s.stop = stop
+	s.served = make(chan error, 1)
+	go func() { s.served <- s.Serve(runCtx, ln) }()
 	return s, nil
 }
 
@@ -246,59 +260,22 @@ func (s *Server) Describe() string {
 	return fmt.Sprintf("tokentrace serve: model %q at %s\n%s", s.cfg.ServedModelName, s.URL(), s.eng.Config().Describe())
 }
 
-// Close stops a started server: the engine stops (unfinished requests end
-// with finish reason "abort"), the listener closes, and once the handlers
-// have written their last bytes (at most 5 s) every connection is closed.
-// It is safe to call more than once.
+// Close stops a started server as the end of Start's ctx does (Serve)
+// and waits until it has stopped. Handlers that outlast CloseGrace have
+// their connections closed; that is no error here. It is safe to call
+// more than once.
 func (s *Server) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
-	if s.closed || s.hs == nil {
-		return nil
+	if s.closed || s.stop == nil {
+		return s.closeErr
 	}
 	s.closed = true
-	s.stopCtx()
-	s.stopEng()
-	<-s.engDone
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// Shutdown waits for active connections to go idle, and for ones a
-	// client opened without sending a request for up to 5 s; once no
-	// response is in progress there is nothing left to wait for.
-	go func() {
-		for s.activeConns() > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-		cancel()
-	}()
-	err := s.hs.Shutdown(ctx)
-	_ = s.hs.Close()
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("serve: shutdown: %w", err)
+	s.stop()
+	if err := <-s.served; err != nil && !errors.Is(err, httplimit.ErrGraceExpired) {
+		s.closeErr = err
 	}
-	return nil
-}
-
-// connState tracks the connections with a response in progress (from the
-// request's first byte until the response is fully written).
-func (s *Server) connState(c net.Conn, st http.ConnState) {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	if st == http.StateActive {
-		s.active[c] = true
-	} else {
-		delete(s.active, c)
-	}
-}
-
-func (s *Server) activeConns() int {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	return len(s.active)
+	return s.closeErr
 }
 
 func (s *Server) routes() http.Handler {
