@@ -76,6 +76,7 @@ Example (the worked example of docs/perfmodel.md, pure roofline):
 	}
 	fl := cmd.Flags()
 	g = newFlagGroup(fl, "", "")
+	bindEngineFamilyFlag(g, &f.model)
 	bindModelFlags(g, &f.model)
 	bindPricesFlag(g, &f.prices)
 	g.intVar(&f.input, "input-tokens", "prompt tokens per request")
@@ -113,6 +114,11 @@ func (f *estimateFlags) request(g *flagGroup) (perfmodel.Request, error) {
 	}
 	if m.GPUMemoryUtilization == 0 { // 0 would mean the default to perfmodel
 		return req, field.Invalid("gpu_memory_utilization", 0, "must be in (0, 1]")
+	}
+	if eff, ok, err := m.EngineConstants(); err != nil {
+		return req, err
+	} else if ok {
+		req.Base = &eff
 	}
 	if m.SpeculativeK != 0 {
 		req.Alpha = m.SpeculativeAlpha

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
 // The -update flag rewrites golden files. Several test files of this
@@ -218,5 +222,46 @@ func TestEstimatePrices(t *testing.T) {
 	if code := exitStatus(root, root.Execute(), &stderr); code != ExitUsage ||
 		!strings.Contains(stderr.String(), "--prices") || !strings.Contains(stderr.String(), `"Q100"`) {
 		t.Errorf("unknown GPU: exit %d: %s", code, stderr.String())
+	}
+}
+
+// estimate --engine prices steps with the family's constants for the GPU
+// and weights; an --eff-* flag still wins over them.
+func TestEstimateEngineFamily(t *testing.T) {
+	fam, err := engine.LookupFamily("trtllm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, ok := fam.ConstantsFor("H100-SXM", perfmodel.FP8)
+	if !ok {
+		t.Fatal("trtllm ships no FP8 constants for the H100")
+	}
+	for _, c := range []struct {
+		args        []string
+		compute     float64
+		contextNS   float64
+		stepOverhUS float64
+	}{
+		{[]string{"--engine", "trtllm", "--dtype", "fp8"}, want.Compute, want.ContextOverheadNS, float64(want.StepOverhead) / 1e3},
+		{[]string{"--engine", "trtllm", "--dtype", "fp8", "--eff-compute", "0.4"}, 0.4, want.ContextOverheadNS, float64(want.StepOverhead) / 1e3},
+	} {
+		out, err := run(t, append([]string{"estimate", "--gpu", "H100-SXM", "--input-tokens", "512", "--output-tokens", "64", "--batch", "8", "--json"}, c.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, out)
+		}
+		var got struct {
+			Efficiency struct {
+				Compute           float64 `json:"compute"`
+				StepOverheadUS    float64 `json:"step_overhead_us"`
+				ContextOverheadNS float64 `json:"context_overhead_ns"`
+			} `json:"efficiency"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, out)
+		}
+		e := got.Efficiency
+		if e.Compute != c.compute || e.ContextOverheadNS != c.contextNS || math.Abs(e.StepOverheadUS-c.stepOverhUS) > 1e-3 {
+			t.Errorf("%v: efficiency %+v, want compute %g, context %g ns, step %g µs", c.args, e, c.compute, c.contextNS, c.stepOverhUS)
+		}
 	}
 }

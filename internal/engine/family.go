@@ -243,6 +243,21 @@ func (o Options) WithEngine(given func(field string) bool) (Options, error) {
 	return o, nil
 }
 
+// EngineConstants are the constants o's engine family ships for its GPU
+// and weight precision, as Config times steps with them (estimate, which
+// prices steps without an engine, takes them here); false when o has no
+// engine or the family none for the GPU.
+func (o Options) EngineConstants() (perfmodel.Efficiency, bool, error) {
+	if o.Engine == "" {
+		return perfmodel.Efficiency{}, false, nil
+	}
+	pc, err := o.perfConfig()
+	if err != nil {
+		return perfmodel.Efficiency{}, false, err
+	}
+	return o.familyConstants(pc.GPU.Name, pc.WeightDType)
+}
+
 // familyConstants are the constants o's engine family ships for its GPU
 // and weights, when it has an engine and the family has them.
 func (o Options) familyConstants(gpu string, wd perfmodel.DType) (perfmodel.Efficiency, bool, error) {

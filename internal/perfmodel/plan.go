@@ -36,6 +36,9 @@ type Request struct {
 	Alpha    float64
 	// DraftModel (catalog name or config.json) is the speculative draft.
 	DraftModel string
+	// Base, when set, replaces the GPU family's default constants (an
+	// engine family's, --engine); Profile and Eff still replace it.
+	Base *Efficiency
 	// Profile is a profile file (tokentrace calibrate) whose constants
 	// replace the GPU family's defaults; Eff still overrides them field by
 	// field. It must be for this model, GPU, TP and precisions.
@@ -81,6 +84,9 @@ func Plan(req Request) (*Result, error) {
 		if err := work.Validate(); err != nil {
 			return nil, err
 		}
+	}
+	if req.Base != nil {
+		cfg.Eff = *req.Base
 	}
 	var prof *Profile
 	if req.Profile != "" {
