@@ -142,10 +142,15 @@ func appendTiming(b []byte, name latency.TimingName, d time.Duration) []byte {
 	return strconv.AppendFloat(b, float64(d)/1e6, 'f', 3, 64)
 }
 
+// timingBuf holds a Server-Timing value of the usual stages without
+// growing (a longer one grows on the heap).
+const timingBuf = 256
+
 // headerTiming is the Server-Timing header sent with the response headers:
 // the stages known before the first byte.
 func headerTiming(s stageDurations) string {
-	var b []byte
+	var buf [timingBuf]byte // on the stack: one allocation, the string
+	b := buf[:0]
 	b = appendTiming(b, latency.TimingGatewayIn, s.In)
 	b = appendTiming(b, latency.TimingGatewayQueue, s.Queue)
 	b = appendTiming(b, latency.TimingConnect, s.Connect)
@@ -156,7 +161,8 @@ func headerTiming(s stageDurations) string {
 // trailerTiming is the Server-Timing trailer (and final SSE comment): the
 // stages after the first byte, the upstream split when known, and the total.
 func (t *timeline) trailerTiming(s stageDurations) string {
-	var b []byte
+	var buf [timingBuf]byte
+	b := buf[:0]
 	b = appendTiming(b, latency.TimingDecode, s.Decode)
 	b = appendTiming(b, latency.TimingPostProcess, s.Post)
 	b = appendTiming(b, latency.TimingBackpressure, s.Backpressure)
