@@ -3,7 +3,6 @@ package gateway
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // The answers of engines that time their own requests without
@@ -28,23 +28,17 @@ const (
 )
 
 // engineUpstream answers every request with body (a stream when it starts
-// with "data:") and the given headers.
+// with "data:", else a whole JSON answer) and the given headers.
 func engineUpstream(t *testing.T, body string, hdr map[string]string) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		for k, v := range hdr {
-			w.Header().Set(k, v)
-		}
-		if strings.HasPrefix(body, "data:") {
-			w.Header().Set("Content-Type", "text/event-stream")
-		} else {
-			w.Header().Set("Content-Type", "application/json")
-		}
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	u := &openaitest.Upstream{Script: body, Header: http.Header{}}
+	if !strings.HasPrefix(body, "data:") {
+		u.ScriptType = "application/json"
+	}
+	for k, v := range hdr {
+		u.Header.Set(k, v)
+	}
+	return openaitest.Start(t, u).URL()
 }
 
 // stageCount is how many samples a stage histogram of the default pool

@@ -70,8 +70,13 @@ type Upstream struct {
 	// CutAfter would have been sent.
 	CutAfter int
 	// Script, when set, is the answer's body written as is (one write,
-	// flushed), with Content-Type text/event-stream.
-	Script string
+	// flushed), with Content-Type ScriptType (text/event-stream when
+	// empty): an engine's stream or whole answer verbatim.
+	Script     string
+	ScriptType string
+	// Header is set on every completion answer (an engine's own headers,
+	// such as TGI's x-queue-time).
+	Header http.Header
 	// Endless streams content without end (up to this many bytes).
 	Endless int64
 	// Hold keeps the connection open after the answer until the client
@@ -155,6 +160,9 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.bodies = append(u.bodies, req)
 	u.mu.Unlock()
 	stream, _ := req["stream"].(bool)
+	for k, vs := range u.Header {
+		w.Header()[k] = append([]string(nil), vs...)
+	}
 	var ok bool
 	switch {
 	case u.Status != 0 && u.Status != http.StatusOK:
@@ -196,7 +204,11 @@ func (u *Upstream) gone() {
 }
 
 func (u *Upstream) script(w http.ResponseWriter) bool {
-	w.Header().Set("Content-Type", "text/event-stream")
+	ct := u.ScriptType
+	if ct == "" {
+		ct = "text/event-stream"
+	}
+	w.Header().Set("Content-Type", ct)
 	if u.Timing != "" {
 		w.Header().Set("Trailer", "Server-Timing")
 	}
