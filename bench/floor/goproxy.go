@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // The Go floor: the least a Go streaming proxy costs on this machine — the
@@ -63,7 +64,7 @@ func runGoProxy(spec string) int {
 
 // startGoProxy runs the Go floor in front of the upstream.
 func startGoProxy(ctx context.Context, upstream string) (*proc, error) {
-	addr, err := freePort()
+	addr, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -74,15 +75,10 @@ func startGoProxy(ctx context.Context, upstream string) (*proc, error) {
 	if _, port, _ := net.SplitHostPort(addr); port == "" {
 		return nil, fmt.Errorf("go proxy: no port in %s", addr)
 	}
-	p := &proc{name: "go-floor", addr: addr, log: &bytes.Buffer{}}
-	p.cmd = exec.CommandContext(ctx, self, "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), goProxyEnv+"="+addr+" "+upstream)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("go proxy: %w", err)
-	}
-	if err := waitReady(ctx, p, "http://"+addr+"/go-proxy-ready"); err != nil {
-		p.stop()
+	cmd := exec.CommandContext(ctx, self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), goProxyEnv+"="+addr+" "+upstream)
+	p, err := startProc(ctx, "go proxy", addr, cmd, "http://"+addr+"/go-proxy-ready")
+	if err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -6,98 +6,54 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // proc is a proxy running as a process of its own, as it runs in
-// production: the harness starts it and stops it.
+// production: the harness starts it and stops it (internal/process).
 type proc struct {
-	name string
+	*process.Proc
 	addr string
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *process.Log
 }
 
 // cpu is the process's user + system CPU time so far, with its child
 // processes' (nginx's worker), 0 where /proc is missing.
 func (p *proc) cpu() time.Duration {
-	if p == nil || p.cmd.Process == nil {
+	if p == nil {
 		return 0
 	}
-	pid := p.cmd.Process.Pid
-	total := procCPU(pid)
-	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	for _, c := range strings.Fields(string(children)) {
-		if n, err := strconv.Atoi(c); err == nil {
-			total += procCPU(n)
-		}
-	}
-	return total
+	return p.CPU()
 }
 
-// procCPU is one process's user + system CPU time.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	// utime and stime, the 12th and 13th fields after the name, in clock
-	// ticks of 10 ms.
-	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
-	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
-
+// stop interrupts the process, kills it after 5 s, and waits for it.
 func (p *proc) stop() {
-	if p == nil || p.cmd.Process == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
+	if p != nil {
+		p.Stop(5 * time.Second)
 	}
 }
 
-// freePort returns a loopback address no one listens on right now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startProc starts cmd, listening on addr, and waits up to 30 s for ready
+// to answer 200; its output is kept in the proc's log.
+func startProc(ctx context.Context, name, addr string, cmd *exec.Cmd, ready string) (*proc, error) {
+	log := &process.Log{}
+	cmd.Stdout, cmd.Stderr = log, log
+	pp, err := process.Start(name, cmd)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// waitReady polls url until it answers 200 or the deadline passes.
-func waitReady(ctx context.Context, p *proc, url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	p := &proc{Proc: pp, addr: addr, log: log}
+	if err := pp.WaitReady(ctx, ready, 30*time.Second); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(log.String()))
 	}
-	return fmt.Errorf("%s did not become ready at %s: %s", p.name, url, strings.TrimSpace(p.log.String()))
+	return p, nil
 }
 
 // nginxConf is the nginx the issue names: one worker, proxy_buffering off
@@ -151,7 +107,7 @@ func findNginx(flag string) (string, error) {
 }
 
 func startNginx(ctx context.Context, bin, dir, upstream string) (*proc, error) {
-	addr, err := freePort()
+	addr, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -163,14 +119,9 @@ func startNginx(ctx context.Context, bin, dir, upstream string) (*proc, error) {
 	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, upstream, addr), 0o644); err != nil {
 		return nil, err
 	}
-	p := &proc{name: "nginx", addr: addr, log: &bytes.Buffer{}}
-	p.cmd = exec.CommandContext(ctx, bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("nginx: %w", err)
-	}
-	if err := waitReady(ctx, p, "http://"+addr+"/nginx-ready"); err != nil {
-		p.stop()
+	cmd := exec.CommandContext(ctx, bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	p, err := startProc(ctx, "nginx", addr, cmd, "http://"+addr+"/nginx-ready")
+	if err != nil {
 		errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 		return nil, fmt.Errorf("%w %s", err, bytes.TrimSpace(errLog))
 	}
@@ -181,20 +132,15 @@ func startNginx(ctx context.Context, bin, dir, upstream string) (*proc, error) {
 // of the upstream: every stage measured, its metrics served on /metrics;
 // env adds to its environment.
 func startGateway(ctx context.Context, bin, upstream string, env []string) (*proc, error) {
-	addr, err := freePort()
+	addr, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	p := &proc{name: "gateway", addr: addr, log: &bytes.Buffer{}}
-	p.cmd = exec.CommandContext(ctx, bin, "gateway", "--upstream", "http://"+upstream, "--host", host, "--port", port)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	if err := waitReady(ctx, p, "http://"+addr+"/health"); err != nil {
-		p.stop()
+	cmd := exec.CommandContext(ctx, bin, "gateway", "--upstream", "http://"+upstream, "--host", host, "--port", port)
+	cmd.Env = append(os.Environ(), env...)
+	p, err := startProc(ctx, "gateway", addr, cmd, "http://"+addr+"/health")
+	if err != nil {
 		return nil, err
 	}
 	return p, nil

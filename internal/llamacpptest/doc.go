@@ -19,5 +19,6 @@
 // UTF-8, one thread, Prometheus /metrics on, a fixed number of slots; it
 // waits for /health and stops the server when the test ends.
 //
-// It imports nothing of this module.
+// It imports nothing of this module but internal/process (its start-up and
+// stop).
 package llamacpptest

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // Shape is a llama-architecture model's size, as make_model.py takes it.
@@ -273,8 +274,7 @@ type Server struct {
 	// Log is the file the server's output goes to.
 	Log string
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *process.Proc
 }
 
 // Start runs llama-server for t on a free loopback port and returns once
@@ -320,75 +320,36 @@ func Args(model string, o Options) []string {
 	return append(args, o.Args...)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (s *Server) start(bin string, o Options) error {
-	port, err := freePort()
+	addr, err := process.FreeAddr()
 	if err != nil {
 		return err
 	}
-	s.Addr = "127.0.0.1:" + strconv.Itoa(port)
+	_, port, _ := net.SplitHostPort(addr)
+	s.Addr = addr
 	s.URL = "http://" + s.Addr
 	log, err := os.Create(s.Log)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Close() }() // the child holds its own descriptor
-	s.cmd = exec.Command(bin, append(Args(s.Model, o), "--port", strconv.Itoa(port))...)
-	s.cmd.Stdout, s.cmd.Stderr = log, log
-	if err := s.cmd.Start(); err != nil {
+	cmd := exec.Command(bin, append(Args(s.Model, o), "--port", port)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if s.proc, err = process.Start("llama-server", cmd); err != nil {
 		return err
 	}
-	s.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		_ = cmd.Wait()
-		close(done)
-	}(s.cmd, s.done)
 	// Loading and warming up a small model takes a second or two; a busy
 	// machine may take far longer.
-	deadline := time.Now().Add(90 * time.Second)
-	client := &http.Client{Timeout: 2 * time.Second}
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return fmt.Errorf("llama-server exited: %s", tail(s.Log))
-		default:
-		}
-		if resp, err := client.Get(s.URL + "/health"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := s.proc.WaitReady(context.Background(), s.URL+"/health", 90*time.Second); err != nil {
+		s.Stop()
+		return fmt.Errorf("llama-server on %s: %w: %s", s.Addr, err, tail(s.Log))
 	}
-	s.Stop()
-	return fmt.Errorf("llama-server on %s: /health did not answer 200 within 90s: %s", s.Addr, tail(s.Log))
+	return nil
 }
 
 // Stop ends the server (an interrupt, then a kill after 5 s) and waits for
 // it. Stopping a stopped server is a no-op.
-func (s *Server) Stop() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
+func (s *Server) Stop() { s.proc.Stop(5 * time.Second) }
 
 // tail is the last lines of a log file, for errors.
 func tail(path string) string {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -196,7 +196,7 @@ func startClient(b *testing.B, addr string, n int, body string, step time.Durati
 			return j
 		}
 	}
-	return func() time.Duration { return procCPU(pid) }, window, func() { stdin.Close(); _ = cmd.Wait() }
+	return func() time.Duration { return process.CPU(pid) }, window, func() { stdin.Close(); _ = cmd.Wait() }
 }
 
 // gapJitter is the client's token-gap jitter over a window (ns).
@@ -206,25 +206,6 @@ func (j gapJitter) report(b *testing.B) {
 	b.ReportMetric(float64(j.p50)/1e6, "p50-gap-jitter-ms")
 	b.ReportMetric(float64(j.p99)/1e6, "p99-gap-jitter-ms")
 	b.ReportMetric(float64(j.p999)/1e6, "p999-gap-jitter-ms")
-}
-
-// procCPU reads a process's user + system time from /proc (clock ticks of
-// 10 ms); 0 where /proc is missing.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which ends with ')'): utime is the
-	// 12th and stime the 13th of them.
-	i := bytes.LastIndexByte(b, ')')
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
-	st, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 func streamsConfig(n, seqs int, step time.Duration) Config {

@@ -1,0 +1,170 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// FreeAddr returns a loopback address ("127.0.0.1:PORT") that nothing
+// listens on right now, for a child to listen on.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String(), nil
+}
+
+// Log collects a child's output; it may be read while the child writes.
+type Log struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is everything written so far.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Len is the number of bytes written so far.
+func (l *Log) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+// ErrExited is the error (wrapped) of a readiness wait whose process
+// exited first.
+var ErrExited = errors.New("the process exited")
+
+// Proc is a started child process.
+type Proc struct {
+	Name string
+	Cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts cmd (its output already directed by the caller) and
+// watches for its exit; name names it in errors.
+func Start(name string, cmd *exec.Cmd) (*Proc, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	p := &Proc{Name: name, Cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Exited is closed once the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.done }
+
+// WaitReady polls url every 50 ms until it answers 200 and returns nil;
+// it returns an error when the process exits first (ErrExited), ctx ends
+// or within passes.
+func (p *Proc) WaitReady(ctx context.Context, url string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s: %w before %s answered 200", p.Name, ErrExited, url)
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s did not answer 200 within %v: %w", p.Name, url, within, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop ends the process — an interrupt, then a kill after grace (at once
+// where interrupts cannot be sent) — and waits for it. Stopping a nil or
+// exited process is a no-op.
+func (p *Proc) Stop(grace time.Duration) {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if err := p.Cmd.Process.Signal(os.Interrupt); err != nil {
+		grace = 0
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// CPU is the process's user + system CPU time so far with its direct
+// children's (nginx's worker, say); 0 where /proc is missing.
+func (p *Proc) CPU() time.Duration {
+	if p == nil || p.Cmd.Process == nil {
+		return 0
+	}
+	pid := p.Cmd.Process.Pid
+	total := CPU(pid)
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, c := range strings.Fields(string(children)) {
+		if n, err := strconv.Atoi(c); err == nil {
+			total += CPU(n)
+		}
+	}
+	return total
+}
+
+// CPU is one process's user + system CPU time, read from /proc/PID/stat
+// (clock ticks of 10 ms); 0 where /proc is missing.
+func CPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which ends with ')'): utime is the
+	// 12th and stime the 13th of them.
+	i := bytes.LastIndexByte(b, ')')
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}

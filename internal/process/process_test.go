@@ -1,0 +1,128 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"testing"
+	"time"
+)
+
+const childEnv = "TOKENTRACE_PROCESS_CHILD"
+
+// TestMain runs this test binary as the child the tests start:
+// "serve ADDR" serves /health (and spins on /spin until it has used some
+// CPU), ignoring interrupts when asked; "exit" exits at once.
+func TestMain(m *testing.M) {
+	switch mode := os.Getenv(childEnv); mode {
+	case "":
+		os.Exit(m.Run())
+	case "exit":
+		fmt.Println("exiting at once")
+		os.Exit(3)
+	case "serve", "serve-deaf":
+		if mode == "serve-deaf" {
+			signal.Ignore(os.Interrupt)
+		}
+		http.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
+		http.HandleFunc("/spin", func(w http.ResponseWriter, r *http.Request) {
+			for t := time.Now(); time.Since(t) < 300*time.Millisecond; {
+			}
+		})
+		fmt.Println("serving")
+		_ = http.ListenAndServe(os.Getenv(childEnv+"_ADDR"), nil)
+		os.Exit(1)
+	}
+}
+
+func child(t *testing.T, mode, addr string) (*Proc, *Log) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, childEnv+"_ADDR="+addr)
+	log := &Log{}
+	cmd.Stdout, cmd.Stderr = log, log
+	p, err := Start(mode, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(0) })
+	return p, log
+}
+
+func TestReadyThenStopped(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, log := child(t, "serve", addr)
+	if err := p.WaitReady(context.Background(), "http://"+addr+"/health", time.Minute); err != nil {
+		t.Fatalf("%v (log %q)", err, log.String())
+	}
+	if log.Len() == 0 || log.String() != "serving\n" {
+		t.Errorf("log %q", log.String())
+	}
+	if runtime.GOOS == "linux" {
+		resp, err := http.Get("http://" + addr + "/spin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if p.CPU() <= 0 {
+			t.Errorf("CPU %v after the child spun for 300 ms", p.CPU())
+		}
+	}
+	p.Stop(time.Minute)
+	select {
+	case <-p.Exited():
+	default:
+		t.Error("Stop returned before the process exited")
+	}
+}
+
+func TestWaitReadyNoticesAnEarlyExit(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, log := child(t, "exit", addr)
+	err = p.WaitReady(context.Background(), "http://"+addr+"/health", 10*time.Minute)
+	if !errors.Is(err, ErrExited) {
+		t.Errorf("WaitReady: %v, want ErrExited", err)
+	}
+	if log.String() != "exiting at once\n" {
+		t.Errorf("log %q", log.String())
+	}
+}
+
+func TestStopKillsAProcessThatIgnoresTheInterrupt(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no interrupts on Windows: Stop kills at once")
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, log := child(t, "serve-deaf", addr)
+	if err := p.WaitReady(context.Background(), "http://"+addr+"/health", time.Minute); err != nil {
+		t.Fatalf("%v (log %q)", err, log.String())
+	}
+	p.Stop(50 * time.Millisecond)
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("still running after Stop")
+	}
+	if p.Cmd.ProcessState == nil || p.Cmd.ProcessState.Success() {
+		t.Errorf("state %v, want killed", p.Cmd.ProcessState)
+	}
+	var nilProc *Proc
+	nilProc.Stop(0) // no-op
+	if nilProc.CPU() != 0 {
+		t.Error("a nil process has CPU time")
+	}
+}
