@@ -82,6 +82,7 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 			return
 		}
 		w.engine, w.info.Engine, w.info.Config = e, e.Name, e.Config(fams)
+		w.info.TokenCounters = e.TokenCounters(fams)
 	}
 	s := w.engine.Read(fams)
 	if first {

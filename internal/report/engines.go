@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 // evidenceName is the name a server split's evidence is counted under
@@ -181,7 +180,7 @@ func (a *analysis) slotQueueing(tail *StageGroup) string {
 		}
 	}
 	ev += "."
-	if a.ev.has(scrape.FigEngineTime) && a.ev.genTokens > 0 {
+	if a.ev.has(figEngineTime) && a.ev.genTokens > 0 {
 		// Each slot's generation time counts every step it waited on,
 		// so the sum per token is the step time a request saw.
 		ev += fmt.Sprintf(" Its counters give %.2f ms per generated token (llamacpp:tokens_predicted_seconds_total "+

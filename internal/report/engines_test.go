@@ -162,6 +162,8 @@ func TestServerTokenCounters(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			run, recs := slotRun()
 			run.Server.Series = append(run.Server.Series, "tokens", "engine_time")
+			run.Server.TokenCounters = []string{"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
+				"llamacpp:prompt_seconds_total", "llamacpp:tokens_predicted_seconds_total"}
 			n := len(run.Samples)
 			for k := range run.Samples {
 				f := float64(k) / float64(n-1) * (1 + c.extra)

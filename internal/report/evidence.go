@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/results"
-	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 // evidence is what the server's own /metrics said over the run (run.json's
@@ -20,7 +19,10 @@ type evidence struct {
 	engine  string // the engine of the first input that has one
 	series  map[string]bool
 	config  map[string]string
-	errs    []string // why inputs have no samples
+	// tokenCounters names the token and time counters (results.ServerInfo's
+	// TokenCounters) of the first input that has them.
+	tokenCounters []string
+	errs          []string // why inputs have no samples
 	// Over the run (summed over inputs): preemptions and prefix-cache
 	// tokens looked up and served, from the first to the last sample.
 	preemptions               float64
@@ -57,6 +59,9 @@ func (a *analysis) serverEvidence() *evidence {
 		}
 		for _, f := range s.Series {
 			ev.series[f] = true
+		}
+		if ev.tokenCounters == nil {
+			ev.tokenCounters = s.TokenCounters
 		}
 		for k, v := range s.Config {
 			if _, ok := ev.config[k]; !ok {
@@ -232,15 +237,14 @@ type ServerTokens struct {
 // sums; nil when the server exposes none.
 func (a *analysis) serverTokens(s *Summary) *ServerTokens {
 	ev := a.ev
-	if !ev.has(scrape.FigTokens) {
+	if !ev.has(figTokens) {
 		return nil
 	}
-	e := scrape.ForKind(ev.engine)
 	t := &ServerTokens{Engine: ev.engine, PromptTokens: ev.promptTokens, GeneratedTokens: ev.genTokens,
 		RecordsPromptTokens: s.InputTokens - s.CachedTokens, RecordsOutputTokens: s.OutputTokens}
-	t.Counters = append(t.Counters, first(e.PromptTokens), first(e.GenerationTokens))
-	if ev.has(scrape.FigEngineTime) {
-		t.Counters = append(t.Counters, first(e.PromptSeconds), first(e.GenerationSeconds))
+	t.Counters = counterNames(ev.tokenCounters, 2, "prompt tokens", "generated tokens")
+	if ev.has(figEngineTime) {
+		t.Counters = append(t.Counters, counterNames(ev.tokenCounters[min(2, len(ev.tokenCounters)):], 2, "prompt seconds", "generation seconds")...)
 		if ev.promptTokens > 0 {
 			t.PromptMSPerToken = 1e3 * ev.promptSeconds / ev.promptTokens
 		}
@@ -251,11 +255,26 @@ func (a *analysis) serverTokens(s *Summary) *ServerTokens {
 	return t
 }
 
-func first(names []string) string {
-	if len(names) == 0 {
-		return ""
+// The figures of scrape's name sets the report reads by name (scrape's
+// FigTokens and FigEngineTime; report does not import scrape, which
+// speaks HTTP).
+const (
+	figTokens     = "tokens"
+	figEngineTime = "engine_time"
+)
+
+// counterNames is the first n of names, with what stands in for each
+// missing one (a run.json written before the names were kept).
+func counterNames(names []string, n int, missing ...string) []string {
+	out := make([]string, n)
+	for i := range out {
+		if i < len(names) {
+			out[i] = names[i]
+		} else {
+			out[i] = "the server's " + missing[i] + " counter"
+		}
 	}
-	return names[0]
+	return out
 }
 
 // tokenAgreement is how far the server's counts and the records' may

@@ -69,6 +69,10 @@ type ServerInfo struct {
 	// enable_prefix_caching and block_size; serve's scheduler settings
 	// enable_chunked_prefill, max_num_batched_tokens, max_num_seqs).
 	Config map[string]string `json:"config,omitempty"`
+	// TokenCounters names the counters the samples' token figures came
+	// from: prompt and generated tokens, then (llama.cpp) prompt and
+	// generation seconds (scrape.Engine.TokenCounters).
+	TokenCounters []string `json:"token_counters,omitempty"`
 	// Error says why there are no samples (no /metrics, not readable).
 	Error string `json:"error,omitempty"`
 }

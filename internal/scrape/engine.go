@@ -171,6 +171,29 @@ func (e Engine) Read(f Families) Sample {
 	return s
 }
 
+// TokenCounters names the token counters (prompt, generated) and, where
+// the engine has them, the time counters (prompt, generation) the
+// exposition holds, as Read reads them; nil when it lacks the token pair.
+func (e Engine) TokenCounters(f Families) []string {
+	name := func(names []string) string {
+		for _, n := range names {
+			if _, ok := f.Sum(n); ok {
+				return n
+			}
+		}
+		return ""
+	}
+	var out []string
+	for _, pair := range [][2][]string{{e.PromptTokens, e.GenerationTokens}, {e.PromptSeconds, e.GenerationSeconds}} {
+		a, b := name(pair[0]), name(pair[1])
+		if a == "" || b == "" {
+			break
+		}
+		out = append(out, a, b)
+	}
+	return out
+}
+
 // Config reads the engine's settings where it exposes them: the labels of
 // its info metrics (engine and model labels left out) and its
 // one-setting gauges, as text. Nil when there are none.

@@ -56,6 +56,12 @@ func TestReadEngines(t *testing.T) {
 		if diff := cmp.Diff(tt.want, e.Read(fams)); diff != "" {
 			t.Errorf("%s: sample (-want +got):\n%s", tt.file, diff)
 		}
+		if tt.engine == "llamacpp" {
+			want := []string{"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total", "llamacpp:prompt_seconds_total", "llamacpp:tokens_predicted_seconds_total"}
+			if diff := cmp.Diff(want, e.TokenCounters(fams)); diff != "" {
+				t.Errorf("token counters (-want +got):\n%s", diff)
+			}
+		}
 		if diff := cmp.Diff(tt.config, e.Config(fams)); diff != "" {
 			t.Errorf("%s: config (-want +got):\n%s", tt.file, diff)
 		}
