@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/workload"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -207,13 +208,7 @@ func TestFaultsAreRecordedNotFatal(t *testing.T) {
 		}))
 	}
 	chunk := func(s string) string { return hexLen(s) + "\r\n" + s + "\r\n" }
-	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}`+"\n\n")
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}))
-	defer silent.Close()
+	silent := openaitest.Start(t, &openaitest.Upstream{Script: `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n", Hold: true})
 	tests := []struct {
 		name string
 		url  string
@@ -229,7 +224,7 @@ func TestFaultsAreRecordedNotFatal(t *testing.T) {
 		{"invalid JSON", sseServer(t, []string{"data: {\"choices\": [oops\n\n", "data: [DONE]\n\n"}, "").URL, latency.ErrInvalidEvent, "not valid JSON"},
 		{"error in stream", sseServer(t, []string{`data: {"error":{"message":"boom","type":"server_error"}}` + "\n\n"}, "").URL, latency.ErrServer, "boom"},
 		{"reset mid-stream", hijack(chunk(`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n")).URL, latency.ErrReset, ""},
-		{"silence", silent.URL, latency.ErrTimeout, "no bytes for 300ms"},
+		{"silence", silent.URL(), latency.ErrTimeout, "no bytes for 300ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -411,17 +406,10 @@ func TestStagesFromHeaderFinalEventAndTrailer(t *testing.T) {
 // With a tracer, each request is a client span whose context the server
 // receives as traceparent, lasting from the send to the end of the answer.
 func TestClientSpan(t *testing.T) {
-	var got atomic.Value
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got.Store(r.Header.Get("Traceparent"))
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\ndata: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
+	up := openaitest.Start(t, &openaitest.Upstream{Script: `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\ndata: [DONE]\n\n"})
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	c := newTestClient(t, srv.URL, nil)
+	c := newTestClient(t, up.URL(), nil)
 	epoch := time.Unix(1700000000, 0)
 	c.Trace(tp.Tracer("test"), epoch)
 	rec := do(t, c)
@@ -440,8 +428,9 @@ func TestClientSpan(t *testing.T) {
 		t.Fatalf("no client span among %v", names)
 	}
 	sc := client.SpanContext()
-	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; got.Load() != want || rec.TraceID != sc.TraceID().String() {
-		t.Errorf("server got traceparent %v, record trace %s; want %s", got.Load(), rec.TraceID, want)
+	got := up.Headers()[0].Get("Traceparent")
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; got != want || rec.TraceID != sc.TraceID().String() {
+		t.Errorf("server got traceparent %v, record trace %s; want %s", got, rec.TraceID, want)
 	}
 	if !client.EndTime().Equal(epoch.Add(time.Duration(rec.EndNS))) || client.StartTime().After(epoch.Add(time.Duration(rec.SentNS))) {
 		t.Errorf("span %v – %v, record sent %d end %d", client.StartTime(), client.EndTime(), rec.SentNS, rec.EndNS)
@@ -466,16 +455,9 @@ func TestBadServerTimingIsNotedNeverCounted(t *testing.T) {
 		{"more than the request took", []string{"server_queue;dur=1, prefill;dur=2, server_decode;dur=600000"}, "more than the"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				for _, v := range tc.header {
-					w.Header().Add("Server-Timing", v)
-				}
-				_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\ndata: [DONE]\n\n")
-			}))
-			t.Cleanup(srv.Close)
-			c, err := NewClient(Target{BaseURL: srv.URL, Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: 2 * time.Second}, realNow(), 0)
+			up := openaitest.Start(t, &openaitest.Upstream{Header: http.Header{"Server-Timing": tc.header},
+				Script: `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\ndata: [DONE]\n\n"})
+			c, err := NewClient(Target{BaseURL: up.URL(), Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: 2 * time.Second}, realNow(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
