@@ -286,12 +286,9 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: Server-Timing %q", tc.body, resp.Header.Get("Server-Timing"))
 		}
 	}
-	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, `{"error":{"message":"queue full","type":"rate_limit_error"}}`, http.StatusTooManyRequests)
-	}))
-	t.Cleanup(busy.Close)
-	resp, err := http.Post(newTestServer(t, busy.URL, nil).URL+"/v1/chat/completions", "application/json",
+	busy := openaitest.Start(t, &openaitest.Upstream{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}},
+		ErrorBody: `{"error":{"message":"queue full","type":"rate_limit_error"}}`})
+	resp, err := http.Post(newTestServer(t, busy.URL(), nil).URL+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
 	if err != nil {
 		t.Fatal(err)

@@ -5,47 +5,34 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // hopUpstream answers with hop-by-hop headers: the standard ones and one
 // named in its Connection header, plus an end-to-end header that must
-// pass. It records the request headers it received.
-func hopUpstream(t *testing.T, got chan<- http.Header) *httptest.Server {
+// pass. It keeps the request headers it received.
+func hopUpstream(t *testing.T) *openaitest.Upstream {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got <- r.Header.Clone()
-		h := w.Header()
-		h.Add("Connection", "X-Internal-Secret, x-other-hop")
-		h.Set("X-Internal-Secret", "internal-value")
-		h.Set("X-Other-Hop", "other-value")
-		h.Set("Keep-Alive", "timeout=5")
-		h.Set("Proxy-Connection", "keep-alive")
-		h.Set("Proxy-Authenticate", "Basic realm=x")
-		h.Set("Upgrade", "h2c")
-		h.Set("X-End-To-End", "kept")
-		body, _ := io.ReadAll(r.Body)
-		if !strings.Contains(string(body), `"stream":true`) {
-			h.Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"completion_tokens":1}}`)
-			return
-		}
-		h.Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	return openaitest.Start(t, &openaitest.Upstream{Name: "hop", Header: http.Header{
+		"Connection":         {"X-Internal-Secret, x-other-hop"},
+		"X-Internal-Secret":  {"internal-value"},
+		"X-Other-Hop":        {"other-value"},
+		"Keep-Alive":         {"timeout=5"},
+		"Proxy-Connection":   {"keep-alive"},
+		"Proxy-Authenticate": {"Basic realm=x"},
+		"Upgrade":            {"h2c"},
+		"X-End-To-End":       {"kept"},
+	}})
 }
 
 // TestHopByHopHeadersStripped: neither the standard hop-by-hop headers
 // nor those a Connection header names cross the gateway, in either
 // direction (RFC 9110 §7.6.1); end-to-end headers do.
 func TestHopByHopHeadersStripped(t *testing.T) {
-	got := make(chan http.Header, 4)
-	up := hopUpstream(t, got)
-	gw := startGateway(t, quickGateway(t, up.URL))
+	up := hopUpstream(t)
+	gw := startGateway(t, quickGateway(t, up.URL()))
 	hop := []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Upgrade", "Te", "Trailer",
 		"X-Internal-Secret", "X-Other-Hop", "X-Client-Hop"}
 	for _, stream := range []bool{false, true} {
@@ -58,7 +45,8 @@ func TestHopByHopHeadersStripped(t *testing.T) {
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, b)
 			}
-			upHeaders := <-got
+			seen := up.Headers()
+			upHeaders := seen[len(seen)-1]
 			for _, k := range hop {
 				if v := resp.Header.Values(k); len(v) > 0 {
 					t.Errorf("client received hop-by-hop %s: %q", k, v)
