@@ -13,6 +13,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 // CallRequest is the JSON body POSTed to a tool endpoint for one call.
@@ -77,7 +78,7 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openai.BadRequest("", "not a tool call: %v", err).Write(w, 0)
 		return
 	}
-	if c.LatencyMS < 0 || c.LatencyMS > 3.6e6 || c.ResultTokens < 0 || c.ResultTokens > 1<<20 {
+	if !(c.LatencyMS >= 0) || c.LatencyMS > float64(workload.MaxToolLatency/time.Millisecond) || c.ResultTokens < 0 || c.ResultTokens > workload.MaxToolResultTokens {
 		openai.BadRequest("latency_ms", "latency_ms %g or result_tokens %d out of range", c.LatencyMS, c.ResultTokens).Write(w, 0)
 		return
 	}

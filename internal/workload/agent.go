@@ -51,6 +51,39 @@ type ToolPlan struct {
 	Result  Dist
 }
 
+// Bounds of one tool call, those the tool simulator (internal/agent)
+// enforces: a call over them is refused there, so a workload stating more
+// is refused before it runs (CheckToolLatency, CheckToolResult), and a
+// draw of a distribution's tail is clamped to them.
+const (
+	// MaxToolLatency is the longest latency of one tool call.
+	MaxToolLatency = time.Hour
+	// MaxToolResultTokens is the longest result of one tool call.
+	MaxToolResultTokens = 1 << 20
+)
+
+// CheckToolLatency refuses a tool latency distribution whose stated
+// latency (fixed, a uniform range's top, a mean) is over MaxToolLatency.
+func CheckToolLatency(d DelayDist) error {
+	if d.d == nil {
+		return nil
+	}
+	if top := time.Duration(statedTop(d.d)) * time.Microsecond; top > MaxToolLatency {
+		return fmt.Errorf("%s: over the %v one tool call may take", d, MaxToolLatency)
+	}
+	return nil
+}
+
+// CheckToolResult refuses a tool result length distribution whose stated
+// length (fixed, a uniform range's top, a mean) is over
+// MaxToolResultTokens.
+func CheckToolResult(d Dist) error {
+	if top := statedTop(d); top > MaxToolResultTokens {
+		return fmt.Errorf("%s: over the %d tokens one tool result may hold", d, MaxToolResultTokens)
+	}
+	return nil
+}
+
 // AgentPlan is an agent session's steps.
 type AgentPlan []AgentStep
 
@@ -88,6 +121,12 @@ func (s AgentSpec) Plan() (AgentPlan, error) {
 		return nil, field.Invalid("think_time", s.Think, "must not be negative")
 	case s.Input == nil || s.Output == nil || s.ToolResult == nil:
 		return nil, field.Errorf("agent_steps", "needs input, output and tool result lengths")
+	}
+	if err := CheckToolLatency(s.ToolLatency); err != nil {
+		return nil, field.Wrap("tool_latency", err)
+	}
+	if err := CheckToolResult(s.ToolResult); err != nil {
+		return nil, field.Wrap("tool_result_tokens", err)
 	}
 	plan := make(AgentPlan, s.Steps)
 	for i := range plan {
@@ -157,7 +196,8 @@ func (s *agentSession) Next(prevOutput int) (Request, bool) {
 		s.history = append(s.history, tokenizer.Message{Role: "user", Content: tokenizer.Filler(1, turnSeed(s.a.Seed, s.id, 1, 1))})
 	}
 	for _, t := range st.Tools {
-		req.Tools = append(req.Tools, ToolCall{Name: t.Name, Latency: t.Latency.Sample(s.r), ResultTokens: t.Result.Sample(s.r)})
+		req.Tools = append(req.Tools, ToolCall{Name: t.Name, Latency: min(t.Latency.Sample(s.r), MaxToolLatency),
+			ResultTokens: min(t.Result.Sample(s.r), MaxToolResultTokens)})
 	}
 	setContent(&req, s.history, chat)
 	return req, true

@@ -117,6 +117,11 @@ func TestReadAgentSessionsErrors(t *testing.T) {
 		{`{"steps": [{}, {"tools": [{"latency": "fast"}]}]}`, "line 1: steps[1].tools[0].latency: delay \"fast\""},
 		{`{"steps": [{"think": "-1s"}]}`, "line 1: steps[0].think:"},
 		{`{"steps": [{}]} {"steps": [{}]}`, "line 1: more than one JSON value"},
+		// The tool simulator's own bounds (a call over them is refused at
+		// run time): refused here, before any session runs.
+		{`{"steps": [{}, {"tools": [{"result_tokens": 1073741824}]}]}`, "line 1: steps[1].tools[0].result_tokens: 1073741824: over the 1048576 tokens one tool result may hold"},
+		{`{"steps": [{}, {"tools": [{"result_tokens": "uniform:1-2000000"}]}]}`, "steps[1].tools[0].result_tokens: uniform:1-2000000: over the 1048576"},
+		{`{"steps": [{}, {"tools": [{"latency": "100000h"}]}]}`, "line 1: steps[1].tools[0].latency: 100000h: over the 1h0m0s one tool call may take"},
 		{"", "no sessions"},
 	} {
 		_, err := ReadAgentSessions(strings.NewReader(tc.in), def)

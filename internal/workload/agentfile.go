@@ -144,8 +144,14 @@ func parseSessionLine(b []byte, def AgentDefaults) (AgentPlan, error) {
 					return nil, fmt.Errorf("%s.latency: %w", tat, err)
 				}
 			}
+			if err := CheckToolLatency(tp.Latency); err != nil {
+				return nil, fmt.Errorf("%s.latency: %w", tat, err)
+			}
 			if tp.Result, err = lengthField(t.ResultTokens, tp.Result); err != nil || tp.Result == nil {
 				return nil, fmt.Errorf("%s.result_tokens: %w", tat, orMissing(err))
+			}
+			if err := CheckToolResult(tp.Result); err != nil {
+				return nil, fmt.Errorf("%s.result_tokens: %w", tat, err)
 			}
 			st.Tools = append(st.Tools, tp)
 		}

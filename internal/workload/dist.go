@@ -20,17 +20,22 @@ const MaxLen = 1 << 30
 // flag or the trace's row, before anything is allocated.
 const MaxTokens = 10_000_000
 
+// statedTop is the largest length a distribution states: a fixed
+// length, a uniform range's top, else its mean.
+func statedTop(d Dist) float64 {
+	switch x := d.(type) {
+	case Fixed:
+		return float64(x)
+	case Uniform:
+		return float64(x.Hi)
+	}
+	return d.Mean()
+}
+
 // checkTokens refuses a token length distribution whose stated lengths
 // exceed MaxTokens (a fixed length, a uniform range's top, a mean).
 func checkTokens(d Dist) error {
-	top := d.Mean()
-	switch x := d.(type) {
-	case Fixed:
-		top = float64(x)
-	case Uniform:
-		top = float64(x.Hi)
-	}
-	if top > MaxTokens {
+	if top := statedTop(d); top > MaxTokens {
 		return fmt.Errorf("%s: over the %d tokens a request may hold", d, MaxTokens)
 	}
 	return nil

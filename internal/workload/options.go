@@ -212,10 +212,16 @@ func (o Options) agent(chat bool, out Dist) (*Agent, error) {
 	if def.Input, err = ParseDist(o.InputTokens, "input"); err != nil {
 		return nil, field.Wrap("input_tokens", err)
 	}
-	if def.ToolResult, err = ParseDist(o.ToolResultTokens, ""); err != nil {
+	if def.ToolResult, err = ParseDist(o.ToolResultTokens, ""); err == nil {
+		err = CheckToolResult(def.ToolResult)
+	}
+	if err != nil {
 		return nil, field.Wrap("tool_result_tokens", err)
 	}
-	if def.ToolLatency, err = ParseDelay(o.ToolLatency); err != nil {
+	if def.ToolLatency, err = ParseDelay(o.ToolLatency); err == nil {
+		err = CheckToolLatency(def.ToolLatency)
+	}
+	if err != nil {
 		return nil, field.Wrap("tool_latency", err)
 	}
 	switch strings.ToLower(strings.TrimSpace(o.ToolMode)) {
