@@ -83,6 +83,9 @@ type Options struct {
 	// settled (that takes several loaded E2Es). 0: DefaultMinSpan or 40
 	// unloaded E2Es, whichever is longer. Fixed arrivals (a trace) keep their requests.
 	MinSpan time.Duration
+	// Force runs simulations and plans over their bounds
+	// (simulate.Preflight's, MaxPlanRequests).
+	Force bool
 }
 
 // DefaultMinSpan is the least span of a run's arrivals (Options.MinSpan).
@@ -109,25 +112,14 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	if !(rate > 0) || math.IsInf(rate, 0) {
 		return Point{}, fmt.Errorf("rate %v: must be a positive number of requests per second", rate)
 	}
-	src, load := w.At(rate)
+	src, load := r.runLoad(w, slos, rate, o)
 	ec := r.ec
 	ec.Seed = o.Seed
-	load.Seed = o.Seed
-	if load.Arrivals == nil && load.Requests > 0 {
-		span := o.MinSpan
-		if span == 0 {
-			span = max(DefaultMinSpan, 40*r.unloadedE2E(w, slos))
-		}
-		load.Requests = max(load.Requests, int(math.Ceil(rate*span.Seconds())))
-	}
-	if w.DefaultWarmup {
-		load.WarmupRequests, load.WarmupDuration = load.Requests/10, 0
-	}
 	j := newJudge(slos, load.Requests, cooldownCutoff(load))
 	cfg := simulate.Config{
 		Engine: ec, Replicas: r.Replicas, Balancer: r.Balancer,
 		Workload: withCap(lengthsOnly(src, r.ec.EnablePrefixCaching), r.MaxMaxTokens), Load: load, IgnoreEOS: w.IgnoreEOS,
-		NoTokenTimes: !j.needsTokens(), RecycleRecords: true, SampleInterval: simulate.SampleInterval,
+		NoTokenTimes: !j.needsTokens(), RecycleRecords: true, SampleInterval: simulate.SampleInterval, Force: o.Force,
 	}
 	if r.ShortestFirst {
 		cfg.Priority = shortestFirst
@@ -148,6 +140,25 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 		p.Values, p.Meets, p.Miss = nil, false, math.Inf(1)
 	}
 	return p, nil
+}
+
+// runLoad is the load one simulation at rate runs: the workload's, its
+// measured requests raised to span the least time (Options.MinSpan), with
+// the default warm-up.
+func (r *resolved) runLoad(w Workload, slos []latency.SLO, rate float64, o Options) (workload.Source, workload.Load) {
+	src, load := w.At(rate)
+	load.Seed = o.Seed
+	if load.Arrivals == nil && load.Requests > 0 {
+		span := o.MinSpan
+		if span == 0 {
+			span = max(DefaultMinSpan, 40*r.unloadedE2E(w, slos))
+		}
+		load.Requests = max(load.Requests, int(min(math.Ceil(rate*span.Seconds()), math.MaxInt32)))
+	}
+	if w.DefaultWarmup {
+		load.WarmupRequests, load.WarmupDuration = load.Requests/10, 0
+	}
+	return src, load
 }
 
 // growth measures, by Little's law, whether the deployment keeps up: the

@@ -209,6 +209,10 @@ func Search(ctx context.Context, base Deployment, space Space, w Workload, obj O
 	if err := pl.enumerate(base, space, lens, prices, o); err != nil {
 		return nil, err
 	}
+	// Without --vary replicas, a target-rate plan chooses the counts.
+	if err := pl.preflight(w, o, len(space.Replicas) == 0 && obj.TargetRate > 0); err != nil {
+		return nil, err
+	}
 	var err error
 	if obj.TargetRate > 0 {
 		err = pl.searchTarget(ctx, w, o)

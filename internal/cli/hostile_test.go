@@ -54,6 +54,12 @@ var hostileInputs = []struct {
 	{[]string{"app", "--upstream", "http://127.0.0.1:1", "--max-connections", "-5"}, "--max-connections"},
 	{[]string{"app", "--upstream", "http://127.0.0.1:1", "--max-response-bytes", "-1"}, "--max-response-bytes"},
 	{[]string{"serve", "--body-timeout", "-1s"}, "--body-timeout"},
+	{[]string{"bench", "--agent-sessions", "BIGRESULT", "--url", "http://127.0.0.1:1"}, "result_tokens"},
+	{[]string{"bench", "--agent-sessions", "LONGTOOL", "--url", "http://127.0.0.1:1"}, "latency"},
+	{[]string{"bench", "--agent-steps", "3", "--tool-latency", "100000h", "--url", "http://127.0.0.1:1"}, "--tool-latency"},
+	{[]string{"plan", "--rate", "1e6", "--slo", "ttft:p99<=1s"}, "--rate"},
+	{[]string{"plan", "--replicas", "1000000", "--maximize", "throughput", "--slo", "ttft:p99<=1s"}, "--replicas"},
+	{[]string{"plan", "--rate", "3000", "--slo", "ttft:p99<=1s"}, "over the 100000000 one plan runs"},
 }
 
 // TestHostileInputs runs the built binary on every hostile input under
@@ -77,11 +83,16 @@ func TestHostileInputs(t *testing.T) {
 		blob[i] = byte(i * 7)
 	}
 	huge := filepath.Join(dir, "huge.csv")
+	bigResult, longTool := filepath.Join(dir, "bigresult.jsonl"), filepath.Join(dir, "longtool.jsonl")
 	results := filepath.Join(dir, "results")
 	for _, f := range []struct {
 		path string
 		data []byte
-	}{{binary, blob}, {huge, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,99999999999,10\n")}} {
+	}{
+		{binary, blob}, {huge, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,99999999999,10\n")},
+		{bigResult, []byte(`{"steps": [{"input_tokens": 10, "output_tokens": 5}, {"output_tokens": 5, "tools": [{"result_tokens": 1073741824}]}]}` + "\n")},
+		{longTool, []byte(`{"steps": [{"input_tokens": 10, "output_tokens": 5}, {"output_tokens": 5, "tools": [{"latency": "100000h"}]}]}` + "\n")},
+	} {
 		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +103,7 @@ func TestHostileInputs(t *testing.T) {
 	for _, c := range hostileInputs {
 		args := make([]string, len(c.args))
 		for i, a := range c.args {
-			args[i] = strings.NewReplacer("BINARY", binary, "HUGETRACE", huge, "RESULTS", results).Replace(a)
+			args[i] = strings.NewReplacer("BINARY", binary, "HUGETRACE", huge, "RESULTS", results, "BIGRESULT", bigResult, "LONGTOOL", longTool).Replace(a)
 		}
 		want := strings.NewReplacer("BINARY", binary).Replace(c.want)
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -38,6 +38,7 @@ type planFlags struct {
 	output    string
 	jsonOut   bool
 	parallel  int
+	force     bool
 }
 
 // defaultVary is the space a plan searches when no --vary is given: every
@@ -111,6 +112,7 @@ HTML cannot be written (docs/cli.md).`,
 	bindOutputFile(g, &f.output, "write the plan with its charts as one HTML file")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the plan as JSON (every candidate)")
 	g.intVar(&f.parallel, "parallel", "simulations at once (0: one per CPU)")
+	g.boolVar(&f.force, "force", "plan over the bounds of one simulation (2,000,000 requests, 4096 replicas) and of one plan (100,000,000 simulated requests; docs/operate.md)")
 	return cmd
 }
 
@@ -149,7 +151,7 @@ func (f *planFlags) run(cmd *cobra.Command, g *flagGroup, dir string) error {
 	}
 	obj := capacity.Objective{SLOs: slos, TargetRate: target, Budget: f.budget}
 	base := capacity.Deployment{Engine: f.engine, Replicas: f.replicas, Balancer: f.balancer}
-	opts := capacity.SearchOptions{Options: capacity.Options{Seed: f.workload.Seed}, Parallel: f.parallel}
+	opts := capacity.SearchOptions{Options: capacity.Options{Seed: f.workload.Seed, Force: f.force}, Parallel: f.parallel}
 	start, cpu0 := time.Now(), bench.CPUTime()
 	pl, err := capacity.Search(cmd.Context(), base, space, wl, obj, prices, opts)
 	if err != nil && !errors.Is(err, capacity.ErrNoneMeets) {
