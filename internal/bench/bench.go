@@ -75,6 +75,9 @@ type Config struct {
 	// is the request's traceparent (Client.Trace); nil sends a fresh
 	// traceparent and records nothing.
 	Tracer trace.Tracer
+	// PromptTokenizer is what sizes generated prompts: PromptTokenizerAuto
+	// (""), PromptTokenizerServer or PromptTokenizerBuiltin.
+	PromptTokenizer string
 	// GenAI, when set, records each measured request's OpenTelemetry GenAI
 	// client metrics (tracing.NewGenAIClient: operation duration, time to
 	// first chunk, token usage); nil records none.
@@ -93,16 +96,19 @@ type ToolTarget struct {
 // Summary is summary.json: the report plus what only the load generator
 // knows.
 type Summary struct {
-	Schema      int            `json:"schema"`
-	Command     string         `json:"command"`
-	Target      string         `json:"target"`
-	Model       string         `json:"model"`
-	Started     time.Time      `json:"started"`
-	Calibration *Calibration   `json:"calibration,omitempty"`
-	Client      ClientHealth   `json:"client"`
-	Phases      []PhaseResult  `json:"phases"`
-	Sweep       *SweepOutcome  `json:"sweep,omitempty"`
-	Compat      *CompatViews   `json:"compat,omitempty"`
+	Schema      int           `json:"schema"`
+	Command     string        `json:"command"`
+	Target      string        `json:"target"`
+	Model       string        `json:"model"`
+	Started     time.Time     `json:"started"`
+	Calibration *Calibration  `json:"calibration,omitempty"`
+	Client      ClientHealth  `json:"client"`
+	Phases      []PhaseResult `json:"phases"`
+	Sweep       *SweepOutcome `json:"sweep,omitempty"`
+	Compat      *CompatViews  `json:"compat,omitempty"`
+	// Prompts is the requested against the served prompt lengths, and
+	// what sized them.
+	Prompts     *PromptLengths `json:"prompt_lengths,omitempty"`
 	Report      *report.Report `json:"report"`
 	SLOsFailed  bool           `json:"slos_failed"`
 	Records     int            `json:"records"`
@@ -163,6 +169,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	}
 	defer closeTarget()
 	r.syncClock(ctx)
+	if err := r.findTokenizer(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.openFolder(); err != nil {
 		return nil, err
 	}
@@ -200,6 +209,9 @@ type run struct {
 	// The server's evidence read from its /metrics over the run.
 	samples []results.ServerSample
 	server  *results.ServerInfo
+	// lengths sizes prompts against the server's tokenizer (when it has
+	// one) and gathers the requested-against-served gap.
+	lengths *lengthGaps
 	// zero is the wall-clock instant the records' instants count from;
 	// offset the clock's measured offset to the target's (shards).
 	zero      time.Time
@@ -250,6 +262,30 @@ func (r *run) reachTarget(ctx context.Context) (func(), error) {
 		r.sum.Target = "embedded"
 	}
 	return stop, nil
+}
+
+// findTokenizer looks for the server's tokenizer to size prompts with
+// (--prompt-tokenizer): not for the embedded engine, whose tokenizer is
+// tokentrace's own, nor when told not to. With "server" a target without
+// one cannot run.
+func (r *run) findTokenizer(ctx context.Context) error {
+	r.lengths = &lengthGaps{}
+	mode := r.cfg.PromptTokenizer
+	if mode == PromptTokenizerBuiltin || r.cfg.Embedded() {
+		return nil
+	}
+	tok, err := findServerTokenizer(ctx, r.target)
+	switch {
+	case err == nil:
+		r.lengths.tok = tok
+		fmt.Fprintf(r.log, "bench: generated prompts are sized against the server's tokenizer (%s), within %d token(s)\n", tok.Describe(), SizeTolerance)
+	case mode == PromptTokenizerServer:
+		return fmt.Errorf("bench: --prompt-tokenizer server: %w", err)
+	default:
+		r.lengths.why = err.Error()
+		fmt.Fprintf(r.log, "bench: the server offers no tokenizer (%v): prompt lengths are tokentrace's; the summary reports the gap the server's usage shows\n", err)
+	}
+	return nil
 }
 
 // openFolder makes the results folder, once the server answered (so a run
@@ -311,13 +347,14 @@ func (r *run) measure(ctx context.Context) (err error) {
 	defer closeTools()
 	live := &Live{}
 	runner := &Runner{
-		Tools: tools,
-		Doer:  client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
+		Tools: tools, Prepare: r.lengths.prepare,
+		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
 		Epoch: !r.cfg.StartAt.IsZero(),
 		Emit: func(rec *latency.Record) {
 			w.Write(rec)
 			r.coll.Add(rec)
 			r.compat.add(rec)
+			r.lengths.add(rec)
 			r.genAI(rec)
 			r.sum.Records++
 		},
@@ -347,6 +384,8 @@ func (r *run) measure(ctx context.Context) (err error) {
 	r.sum.Client = health(CPUTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
 	r.sum.Client.Timekeeping = late.result()
 	r.sum.Client.Warnings = append(r.sum.Client.Warnings, r.sum.Client.Timekeeping.warnings()...)
+	r.sum.Prompts = r.lengths.result()
+	r.sum.Client.Warnings = append(r.sum.Client.Warnings, r.sum.Prompts.warnings(r.lengths.firstErr)...)
 	return nil
 }
 

@@ -346,6 +346,13 @@ func (c *Client) readResponse(ctx context.Context, rec *latency.Record, req *wor
 		c.readBody(ctx, rec, req, body, arrival)
 	}
 	if rec.OK() {
+		asked := req.InputTokens
+		if req.Requested > 0 {
+			asked = req.Requested
+		}
+		if asked != rec.InputTokens {
+			rec.InputTokensRequested = asked
+		}
 		v := latency.TimingValues{Header: resp.Header.Values("Server-Timing"), Trailer: resp.Trailer.Values("Server-Timing")}
 		if final != "" {
 			v.Final = []string{final}

@@ -235,6 +235,9 @@ func runStopped(t *testing.T, tokens int, first, gap, stop time.Duration, cfg Co
 	cfg.Target = Target{BaseURL: lb.URL(), Endpoint: EndpointChat, Model: "m", Stream: true, Timeout: time.Minute}
 	cfg.Workload = &workload.Synthetic{Chat: true, Input: workload.Fixed(8), Output: workload.Fixed(tokens), Turns: 1, Seed: 1}
 	cfg.OutDir, cfg.SkipCalibration = filepath.Join(t.TempDir(), "run"), true
+	// The loopback streams on every path, /tokenize too (for first): no
+	// probe for a tokenizer before the stop.
+	cfg.PromptTokenizer = PromptTokenizerBuiltin
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(stop, cancel)

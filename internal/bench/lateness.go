@@ -21,8 +21,9 @@ const (
 	StallThreshold = 5 * time.Millisecond
 	// maxStallsKept bounds the intervals summary.json lists (the worst).
 	maxStallsKept = 20
-	// maxStallWarnings is how many intervals the warnings name.
-	maxStallWarnings = 3
+	// maxStallWarnings is how many intervals the warnings name (the
+	// worst); one more warning counts the rest.
+	maxStallWarnings = 1
 )
 
 // Stall is an interval in which bench could not keep time: its ticker was

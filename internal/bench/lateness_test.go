@@ -42,7 +42,7 @@ func TestLatenessCountsStalls(t *testing.T) {
 	}
 	w := tk.warnings()
 	if len(w) != 2 || !strings.Contains(w[0], "from 0.006 s to 0.092 s") || !strings.Contains(w[0], "86.0 ms late") ||
-		!strings.Contains(w[0], "no GC cycle") || !strings.Contains(w[1], "7.0 ms late (1 GC cycle(s)") {
+		!strings.Contains(w[0], "no GC cycle") || !strings.Contains(w[1], "1 more interval(s)") {
 		t.Errorf("warnings %q", w)
 	}
 }
@@ -58,7 +58,7 @@ func TestLatenessKeepsTheWorst(t *testing.T) {
 	if tk.StallCount != 50 || len(tk.Stalls) != maxStallsKept || tk.Stalls[0].LateMS != 32 || tk.Stalls[maxStallsKept-1].LateMS != 51 {
 		t.Errorf("count %d, kept %d, first %+v last %+v", tk.StallCount, len(tk.Stalls), tk.Stalls[0], tk.Stalls[len(tk.Stalls)-1])
 	}
-	if w := tk.warnings(); len(w) != maxStallWarnings+1 || !strings.Contains(w[0], "51.0 ms late") || !strings.Contains(w[maxStallWarnings], "47 more") {
+	if w := tk.warnings(); len(w) != maxStallWarnings+1 || !strings.Contains(w[0], "51.0 ms late") || !strings.Contains(w[maxStallWarnings], "49 more") {
 		t.Errorf("warnings %q", w)
 	}
 }
@@ -81,17 +81,21 @@ func TestLatenessSeesAStall(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	c.jump.Store(int64(60 * time.Millisecond))
-	for l.result().StallCount == 0 {
+	// Wait for the stall the jump makes (the machine may add its own).
+	deadline := time.Now().Add(10 * time.Second)
+	worst := func(tk Timekeeping) float64 {
+		w := 0.0
+		for _, s := range tk.Stalls {
+			w = max(w, s.LateMS)
+		}
+		return w
+	}
+	for worst(l.result()) < 60 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	stop()
-	tk := l.result()
-	worst := 0.0
-	for _, s := range tk.Stalls {
-		worst = max(worst, s.LateMS)
-	}
-	if worst < 60 || tk.TickLateMaxMS < 60 {
-		t.Errorf("the 60 ms jump was seen as %.1f ms late at worst: %+v", worst, tk)
+	if tk := l.result(); worst(tk) < 60 || tk.TickLateMaxMS < 60 {
+		t.Errorf("the 60 ms jump was seen as %.1f ms late at worst: %+v", worst(tk), tk)
 	}
 }
 

@@ -32,6 +32,7 @@ type Options struct {
 	ContinuousUsage bool          // continuous_usage
 	ReturnMetrics   bool          // return_metrics
 	Timeout         time.Duration // timeout: per request, without a byte
+	PromptTokenizer string        // prompt_tokenizer: auto, server or builtin
 
 	Workload workload.Options
 	// The tool endpoint of agent sessions (Workload.Agent).
@@ -55,8 +56,9 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Endpoint: EndpointChat, Stream: true, Timeout: 5 * time.Minute, Workload: workload.DefaultOptions(),
-		ToolTimeout: agent.DefaultTimeout,
-		Grace:       5 * time.Second, SweepMinSpan: 10 * time.Second, ScrapeInterval: DefaultScrapeInterval,
+		PromptTokenizer: PromptTokenizerAuto,
+		ToolTimeout:     agent.DefaultTimeout,
+		Grace:           5 * time.Second, SweepMinSpan: 10 * time.Second, ScrapeInterval: DefaultScrapeInterval,
 	}
 }
 
@@ -113,6 +115,15 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 		return cfg, field.Invalid("grace", o.Grace, "must not be negative")
 	}
 	cfg.Grace = o.Grace
+	switch pt := strings.ToLower(strings.TrimSpace(o.PromptTokenizer)); pt {
+	case "", PromptTokenizerAuto, PromptTokenizerServer, PromptTokenizerBuiltin:
+		cfg.PromptTokenizer = pt
+	default:
+		return cfg, field.Invalid("prompt_tokenizer", o.PromptTokenizer, "want auto, server or builtin")
+	}
+	if cfg.PromptTokenizer == PromptTokenizerServer && strings.TrimSpace(o.URL) == "" {
+		return cfg, field.Errorf("prompt_tokenizer", "server needs a {url}: the embedded engine's tokenizer is tokentrace's own")
+	}
 	cfg.ScrapeInterval = o.ScrapeInterval
 	cfg.SkipCalibration = o.NoCalibration
 	cfg.OutDir = o.OutputDir

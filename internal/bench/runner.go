@@ -81,6 +81,9 @@ type Runner struct {
 	// Tools makes agent steps' tool calls; required when the workload's
 	// requests ask for tools.
 	Tools ToolCaller
+	// Prepare, when set, is called with each request once it is built and
+	// before its instant (it may resize the prompt: lengthGaps.prepare).
+	Prepare func(ctx context.Context, req *workload.Request)
 	// Epoch, when set, starts a phase at the clock's zero instant, waiting
 	// for it, rather than when Run is called: generators given one start
 	// instant (the shards of a workload) then keep one schedule.
@@ -165,6 +168,13 @@ func (r *Runner) Run(ctx context.Context, name string, load workload.Load) (Phas
 	return p.res, err
 }
 
+// prepare hands a built request to the runner's Prepare.
+func (p *phaseRun) prepare(req *workload.Request) {
+	if p.r.Prepare != nil {
+		p.r.Prepare(p.sendCtx, req)
+	}
+}
+
 // ticket reserves the next request of the phase; ok is false when the
 // phase has sent all it should.
 func (p *phaseRun) ticket() (n int64, ok bool) {
@@ -217,6 +227,7 @@ func (p *phaseRun) open() error {
 		if !ok {
 			continue
 		}
+		p.prepare(&first)
 		if err := p.r.Clock.SleepUntil(p.sendCtx, at); err != nil {
 			return nil
 		}
@@ -252,6 +263,7 @@ func (p *phaseRun) closed() {
 				if !ok {
 					continue
 				}
+				p.prepare(&first)
 				p.session(sess, &first, t, p.r.Clock.Now(), false)
 			}
 		}()
@@ -269,6 +281,7 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 			if req, ok = sess.Next(prevOut); !ok {
 				return
 			}
+			p.prepare(&req)
 		}
 		if turn > 0 {
 			var ok bool

@@ -169,6 +169,7 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.boolVar(&o.ContinuousUsage, "continuous-usage", "ask for token counts on every chunk (vLLM's continuous_usage_stats; on by default for the embedded engine)")
 	g.boolVar(&o.ReturnMetrics, "return-metrics", "ask a tokentrace server for its per-request metrics object")
 	g.durationVar(&o.Timeout, "timeout", "fail a request that receives nothing for this long")
+	g.stringVar(&o.PromptTokenizer, "prompt-tokenizer", "what sizes generated prompts: auto (the server's /tokenize where it offers one, llama.cpp or vLLM; else tokentrace's, with the served-length gap reported), server (required) or builtin")
 	bindWorkloadFlags(g, &o.Workload)
 	bindAgentFlags(g, o)
 	g.stringVar(&o.Sweep, "sweep", "run several points: a list of rates (or of concurrencies without --rate), or auto")

@@ -84,9 +84,14 @@ type Record struct {
 	OtherNS     []int64 `json:"other_ns,omitempty"`
 	LastEventNS int64   `json:"last_event_ns,omitempty"`
 
-	InputTokens     int `json:"input_tokens"`
-	OutputTokens    int `json:"output_tokens"`
-	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	InputTokens int `json:"input_tokens"`
+	// InputTokensRequested is the prompt length the workload asked for,
+	// written only where it differs from InputTokens (the server counted
+	// the prompt otherwise: its tokenizer and chat template); docs/
+	// metrics.md, "Requested and served prompt lengths".
+	InputTokensRequested int `json:"input_tokens_requested,omitempty"`
+	OutputTokens         int `json:"output_tokens"`
+	ReasoningTokens      int `json:"reasoning_tokens,omitempty"`
 	// CachedTokens is how many prompt tokens the server said its prefix
 	// cache supplied (usage.prompt_tokens_details.cached_tokens).
 	CachedTokens int `json:"cached_tokens,omitempty"`

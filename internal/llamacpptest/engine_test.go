@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -193,9 +194,54 @@ func TestAgainstLlamaServer(t *testing.T) {
 			t.Errorf("%d requests measured, want 1000", rep.Summary.Requests)
 		}
 	})
+	t.Run("prompt lengths the server agrees with", func(t *testing.T) {
+		// Sized against llama.cpp's /apply-template and /tokenize: 256
+		// asked, 256 served (within SizeTolerance), chat and completions.
+		for _, ep := range []string{"chat", "completions"} {
+			dir := filepath.Join(t.TempDir(), "sized-"+ep)
+			checkRun(t, bench(t, s.URL, dir, "--endpoint", ep, "--input-tokens", "256", "--output-tokens", "2",
+				"--concurrency", "2", "--requests", "12"))
+			pl := promptLengths(t, dir)
+			if pl == nil || !strings.HasPrefix(pl.Tokenizer, "llama.cpp") || pl.Sized != 12 || pl.Requests != 12 ||
+				pl.GapMin < -benchpkg.SizeTolerance || pl.GapMax > benchpkg.SizeTolerance || pl.Beyond != 0 {
+				t.Errorf("%s: prompts not sized to what llama-server serves: %+v", ep, pl)
+			}
+			t.Logf("%s: %+v", ep, pl)
+		}
+		// Unsized (the built-in tokenizer): the gap from usage, warned in
+		// the summary and the report.
+		dir := filepath.Join(t.TempDir(), "builtin")
+		checkRun(t, bench(t, s.URL, dir, "--input-tokens", "256", "--output-tokens", "2", "--concurrency", "2",
+			"--requests", "6", "--prompt-tokenizer", "builtin"))
+		pl := promptLengths(t, dir)
+		if pl == nil || pl.Tokenizer != "tokentrace" || pl.Requests != 6 || pl.Beyond != 6 || pl.GapP50 <= 0 {
+			t.Errorf("the gap is not reported: %+v", pl)
+		}
+		t.Logf("builtin: %+v", pl)
+		out, err := tokentrace(t, "report", dir)
+		if err != nil || !strings.Contains(out, "prompt lengths: 6 of 6 requests") {
+			t.Errorf("the report does not warn of the gap (%v):\n%s", err, out)
+		}
+	})
 	t.Run("bench's TTFT against a minimal client, interleaved", func(t *testing.T) {
 		ttftInterleaved(t, s.URL, 100)
 	})
+}
+
+// promptLengths reads summary.json's prompt_lengths.
+func promptLengths(t *testing.T, dir string) *benchpkg.PromptLengths {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Prompts *benchpkg.PromptLengths `json:"prompt_lengths"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum.Prompts
 }
 
 // ttftInterleaved sends the same streamed request pairs times through

@@ -202,7 +202,7 @@ func (d *fastDecoder) object(field func(k []byte) error) error {
 // them only without regard to case goes to encoding/json, which matches so.
 var recordKeys = []string{"v", "id", "server_id", "model", "stream", "warmup", "phase", "session", "turn",
 	"intended_ns", "sent_ns", "connect_ns", "wrote_ns", "first_byte_ns", "first_reason_ns", "first_token_ns",
-	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "output_tokens",
+	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "input_tokens_requested", "output_tokens",
 	"reasoning_tokens", "cached_tokens", "shared_prefix_tokens", "input_source", "output_source", "finish_reason", "status",
 	"error_kind", "error", "server", "gateway_ns", "trace_id", "max_tokens", "timing", "timing_notes",
 	"steps", "tools", "tools_parallel"}
@@ -268,6 +268,8 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			r.LastEventNS, err = d.int64()
 		case "input_tokens":
 			r.InputTokens, err = d.int()
+		case "input_tokens_requested":
+			r.InputTokensRequested, err = d.int()
 		case "output_tokens":
 			r.OutputTokens, err = d.int()
 		case "reasoning_tokens":

@@ -192,7 +192,7 @@ func (r *Replay) Session(i int64) Session {
 	in, out := r.Lengths(i)
 	k := int(i % int64(len(r.rows)))
 	text := r.text(r.rows[k].HashIDs, in-r.role(), i)
-	req := Request{Session: i, MaxTokens: out, SharedPrefixTokens: r.shared[k]}
+	req := Request{Session: i, MaxTokens: out, SharedPrefixTokens: r.shared[k], Filler: true}
 	setContent(&req, []tokenizer.Message{{Role: "user", Content: text}}, r.chat)
 	return &single{req: req}
 }

@@ -17,6 +17,15 @@ type Request struct {
 	// InputTokens is the prompt's length by tokentrace's tokenizer: the
 	// exact length tokentrace's embedded engine sees.
 	InputTokens int
+	// Requested is the prompt length the workload asked for, set when a
+	// load generator resized the prompt to a server's count (InputTokens
+	// is then the server's); 0: InputTokens is what was asked for.
+	Requested int
+	// Filler says the content is tokentrace's filler words made for a
+	// length (a generated single-turn prompt or a trace row's), so a load
+	// generator may lengthen or shorten it at its end to the length a
+	// server's tokenizer counts; its first SharedPrefixTokens stay.
+	Filler bool
 	// MaxTokens is the output length asked for (always sent).
 	MaxTokens int
 	// Session and Turn place the request in a multi-turn session; Turn is
@@ -154,7 +163,8 @@ func (ss *synthSession) Next(prevOutput int) (Request, bool) {
 		req.SharedPrefixTokens = role + sp.PrefixTokens
 	}
 	msgs := []tokenizer.Message{{Role: "user", Content: content}}
-	if sp.Turns > 1 { // (only then is there a history)
+	req.Filler = sp.Turns == 1 // a history's turns must stay as they were sent
+	if sp.Turns > 1 {          // (only then is there a history)
 		ss.history = append(ss.history, msgs[0])
 		msgs = ss.history
 	}
