@@ -11,8 +11,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/app"
 )
 
-func init() { register(newAppCmd) }
-
 func newAppCmd() *cobra.Command {
 	cfg := app.DefaultConfig()
 	listen := listenAddr{Host: "127.0.0.1", Port: 8090}

@@ -17,8 +17,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-func init() { register(newBenchCmd) }
-
 func newBenchCmd() *cobra.Command {
 	opts := bench.DefaultOptions()
 	sim := serve.DefaultOptions()

@@ -11,8 +11,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
-func init() { register(newCalibrateCmd) }
-
 func newCalibrateCmd() *cobra.Command {
 	cfg := calibrate.Config{Engine: engine.DefaultOptions(), Bootstrap: 16, Seed: 1}
 	out := "profile.yaml"

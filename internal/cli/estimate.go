@@ -12,8 +12,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
-func init() { register(newEstimateCmd) }
-
 // estimateFlags are the flags of `tokentrace estimate` beyond the model
 // flags (bindModelFlags).
 type estimateFlags struct {

@@ -11,8 +11,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/gateway"
 )
 
-func init() { register(newGatewayCmd) }
-
 func newGatewayCmd() *cobra.Command {
 	rc := gateway.RunConfig{ReloadInterval: 2 * time.Second, Grace: gateway.DefaultGrace}
 	listen := listenAddr{Host: "127.0.0.1", Port: 8080}

@@ -20,8 +20,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-func init() { register(newPlanCmd) }
-
 // planFlags are `tokentrace plan`'s settings.
 type planFlags struct {
 	engine    engine.Options

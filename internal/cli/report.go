@@ -14,8 +14,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/report"
 )
 
-func init() { register(newReportCmd) }
-
 func newReportCmd() *cobra.Command {
 	cfg := report.Config{Format: "text", Options: report.Options{Seed: 1, Resamples: 2000}}
 	var slo, output string

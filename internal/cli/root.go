@@ -41,18 +41,21 @@ proxies traffic while measuring and defending every stage.`,
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		cmd.Root().Annotations = map[string]string{startedKey: "yes"}
 	}
-	root.AddCommand(newVersionCmd())
-	for _, add := range subcommands {
-		root.AddCommand(add())
-	}
+	// Every subcommand, in one place (cobra lists them sorted in help).
+	root.AddCommand(
+		newEstimateCmd(),
+		newServeCmd(),
+		newBenchCmd(),
+		newReportCmd(),
+		newGatewayCmd(),
+		newSimulateCmd(),
+		newCalibrateCmd(),
+		newPlanCmd(),
+		newAppCmd(),
+		newVersionCmd(),
+	)
 	return root
 }
-
-// subcommands is filled by each subcommand's file in its init function, so
-// that adding a command touches only its own file.
-var subcommands []func() *cobra.Command
-
-func register(f func() *cobra.Command) { subcommands = append(subcommands, f) }
 
 // Main runs the command line and returns the process exit status.
 func Main(args []string) int {

@@ -8,8 +8,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/serve"
 )
 
-func init() { register(newServeCmd) }
-
 func newServeCmd() *cobra.Command {
 	opts := serve.DefaultOptions()
 	listen := listenAddr{Host: "127.0.0.1", Port: 8000}

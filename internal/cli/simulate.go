@@ -12,8 +12,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/simulate"
 )
 
-func init() { register(newSimulateCmd) }
-
 func newSimulateCmd() *cobra.Command {
 	opts := simulate.DefaultOptions()
 	seed := opts.Workload.Seed
