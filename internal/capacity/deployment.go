@@ -148,7 +148,7 @@ func (c *capSession) Next(prev int) (workload.Request, bool) {
 // the simulator then runs without building prompts.
 type capLengthSource struct {
 	capSource
-	ls lengthSource
+	ls workload.LengthSource
 }
 
 func (c capLengthSource) Lengths(i int64) (int, int) {
@@ -159,12 +159,12 @@ func (c capLengthSource) Lengths(i int64) (int, int) {
 // SharesPrefixes and SharedPrefixTokens pass on what the workload's
 // requests share (workload.Replay), which the simulator reads.
 func (c capLengthSource) SharesPrefixes() bool {
-	sp, ok := c.ls.(sharedPrefixSource)
+	sp, ok := c.ls.(workload.SharedPrefixSource)
 	return ok && sp.SharesPrefixes()
 }
 
 func (c capLengthSource) SharedPrefixTokens(i int64) int {
-	if sp, ok := c.ls.(sharedPrefixSource); ok {
+	if sp, ok := c.ls.(workload.SharedPrefixSource); ok {
 		return sp.SharedPrefixTokens(i)
 	}
 	return 0
@@ -176,7 +176,7 @@ func withCap(src workload.Source, limit int) workload.Source {
 		return src
 	}
 	c := capSource{inner: src, limit: limit}
-	if ls, ok := src.(lengthSource); ok {
+	if ls, ok := src.(workload.LengthSource); ok {
 		return capLengthSource{capSource: c, ls: ls}
 	}
 	return c

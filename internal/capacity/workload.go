@@ -147,24 +147,11 @@ type lengths struct {
 	in, out, cacheable []int
 }
 
-// lengthSource is a workload known by its lengths alone (workload.Replay).
-type lengthSource interface {
-	Lengths(i int64) (inputTokens, maxTokens int)
-}
-
-// sharedPrefixSource is a lengthSource that knows how many of each
-// request's first tokens earlier requests sent (workload.Replay of a trace
-// with hash_ids).
-type sharedPrefixSource interface {
-	SharesPrefixes() bool
-	SharedPrefixTokens(i int64) int
-}
-
 // sampleLengths draws the lengths of the workload's first n requests.
 func (w Workload) sampleLengths(n int) lengths {
 	var l lengths
-	if ls, ok := w.Source.(lengthSource); ok {
-		sp, _ := ls.(sharedPrefixSource)
+	if ls, ok := w.Source.(workload.LengthSource); ok {
+		sp, _ := ls.(workload.SharedPrefixSource)
 		for i := range int64(n) {
 			in, out := ls.Lengths(i)
 			cacheable := 0

@@ -59,7 +59,7 @@ func (s *sim) startLoad() error {
 	if l.Duration > 0 {
 		s.end = int64(l.WarmupDuration + l.Duration)
 	}
-	if ls, ok := s.cfg.Workload.(lengthSource); ok && !(s.cfg.Engine.EnablePrefixCaching && sharesPrefixes(ls)) {
+	if ls, ok := s.cfg.Workload.(workload.LengthSource); ok && !(s.cfg.Engine.EnablePrefixCaching && sharesPrefixes(ls)) {
 		// A trace whose rows share no prompt prefix (or an engine that
 		// caches none): its lengths are all the engine needs.
 		s.lengths = ls
@@ -146,7 +146,7 @@ func (s *sim) startSession(worker int32) (int32, bool) {
 		in, out := s.lengths.Lengths(n)
 		c.session = n
 		c.inputLen, c.shared = in, 0
-		if sp, ok := s.lengths.(sharedPrefixSource); ok {
+		if sp, ok := s.lengths.(workload.SharedPrefixSource); ok {
 			c.shared = sp.SharedPrefixTokens(n)
 		}
 		c.req = engine.Request{PromptLen: in, MaxTokens: out, IgnoreEOS: s.cfg.IgnoreEOS}

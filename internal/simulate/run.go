@@ -28,9 +28,9 @@ type sim struct {
 	// the load generator
 	load      workload.Load
 	arrivals  workload.Arrivals
-	lengths   lengthSource // trace replay: lengths without text
-	end       int64        // stop sending at this instant; 0: no bound
-	total     int64        // warm-up + measured requests; 0: no bound
+	lengths   workload.LengthSource // trace replay: lengths without text
+	end       int64                 // stop sending at this instant; 0: no bound
+	total     int64                 // warm-up + measured requests; 0: no bound
 	tickets   int64
 	sessions  int64
 	seq       int64 // request ids
@@ -49,24 +49,10 @@ type sim struct {
 	res                    *Result
 }
 
-// lengthSource is a workload whose requests are known by their lengths
-// alone (workload.Replay).
-type lengthSource interface {
-	Lengths(i int64) (inputTokens, maxTokens int)
-}
-
-// sharedPrefixSource is a lengthSource that knows what its requests share
-// (workload.Replay): SharesPrefixes says whether a prefix cache needs the
-// prompts' text, SharedPrefixTokens what each request shares.
-type sharedPrefixSource interface {
-	SharesPrefixes() bool
-	SharedPrefixTokens(i int64) int
-}
-
 // sharesPrefixes reports whether the requests of src share prompt prefixes
 // a cache could reuse.
 func sharesPrefixes(src any) bool {
-	sp, ok := src.(sharedPrefixSource)
+	sp, ok := src.(workload.SharedPrefixSource)
 	return ok && sp.SharesPrefixes()
 }
 

@@ -66,6 +66,22 @@ type Source interface {
 	Session(i int64) Session
 }
 
+// LengthSource is a Source whose requests are known by their lengths alone
+// (Replay): a simulator that needs no prompt text asks Lengths and skips
+// building it.
+type LengthSource interface {
+	Lengths(i int64) (inputTokens, maxTokens int)
+}
+
+// SharedPrefixSource is a LengthSource that knows what its requests share
+// (Replay of a trace with hash_ids): SharesPrefixes says whether a prefix
+// cache needs the prompts' text, SharedPrefixTokens how many of request
+// i's first tokens earlier requests sent.
+type SharedPrefixSource interface {
+	SharesPrefixes() bool
+	SharedPrefixTokens(i int64) int
+}
+
 // Synthetic describes a generated workload.
 type Synthetic struct {
 	Chat   bool // build chat messages (else a completions prompt)
