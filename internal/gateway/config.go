@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/redisstate"
+	"github.com/tokentrace/tokentrace/internal/route"
 )
 
 // Config is the gateway's whole configuration, as read from YAML
@@ -414,8 +416,6 @@ func QuickConfig(upstreams []string) (*Config, error) {
 	return c, nil
 }
 
-var balancers = map[string]bool{"round_robin": true, "least_outstanding": true, "queue_aware": true, "prefix_affinity": true, "prefix_bounded_load": true}
-
 var kinds = map[string]bool{"": true, "vllm": true, "sglang": true, "tgi": true, "llamacpp": true, "ollama": true, "openai": true, "tokentrace": true}
 
 // SetDefaults fills what c leaves unset with its default and puts
@@ -455,9 +455,9 @@ func (c *Config) SetDefaults() {
 
 func (p *PoolConfig) setDefaults() {
 	if p.Balancer == "" {
-		p.Balancer = "least_outstanding"
+		p.Balancer = route.NameLeastOutstanding
 	}
-	if p.Balancer == "queue_aware" && p.ScrapeInterval == 0 {
+	if p.Balancer == route.NameQueueAware && p.ScrapeInterval == 0 {
 		p.ScrapeInterval = Duration(time.Second)
 	}
 	for j := range p.Replicas {
@@ -546,13 +546,13 @@ func (p *PoolConfig) validate(i int, names map[string]bool, redis bool, ps *prob
 	names[p.Name] = true
 	balancer := p.Balancer
 	if balancer == "" {
-		balancer = "least_outstanding"
+		balancer = route.NameLeastOutstanding
 	}
-	if !balancers[balancer] {
-		ps.add("pool %q: unknown balancer %q (round_robin, least_outstanding, queue_aware, prefix_affinity, prefix_bounded_load)", p.Name, p.Balancer)
+	if !slices.Contains(route.Names, balancer) {
+		ps.add("pool %q: unknown balancer %q (%s)", p.Name, p.Balancer, strings.Join(route.Names, ", "))
 	}
 	switch {
-	case p.LoadFactor != 0 && balancer != "prefix_bounded_load":
+	case p.LoadFactor != 0 && balancer != route.NamePrefixBounded:
 		ps.add("pool %q: load_factor is prefix_bounded_load's setting (the balancer is %s)", p.Name, balancer)
 	case p.LoadFactor != 0 && !(p.LoadFactor >= 1 && p.LoadFactor <= 1e6):
 		ps.add("pool %q: load_factor %g must be at least 1", p.Name, p.LoadFactor)

@@ -8,6 +8,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/route"
 )
 
 // A lever is one engine or deployment setting a finding's remedy names. Its
@@ -236,7 +237,7 @@ var levers = []lever{
 
 func balancer(d capacity.Deployment) string {
 	if d.Balancer == "" {
-		return "least_outstanding"
+		return route.NameLeastOutstanding
 	}
 	return d.Balancer
 }
