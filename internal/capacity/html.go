@@ -173,36 +173,13 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 	return planPage.Execute(w, data)
 }
 
-var planPage = template.Must(template.New("plan").Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>
-:root { --fg:#1d2330; --muted:#5b6475; --line:#dde1e8; --bg:#f6f7f9; --crit:#b42318; --ok:#067647; }
-* { box-sizing: border-box; }
-body { margin:0; font:15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial, sans-serif; color:var(--fg); background:var(--bg); }
-main { max-width:1240px; margin:0 auto; padding:20px 24px 48px; }
-h1 { font-size:22px; margin:0 0 4px; } h2 { font-size:18px; margin:28px 0 10px; border-bottom:1px solid var(--line); padding-bottom:4px; }
-.muted { color:var(--muted); }
-.answer { background:#fff; border:1px solid var(--line); border-left:5px solid var(--ok); border-radius:6px; padding:10px 14px; margin:14px 0; }
+var planPage = report.HTMLPage("plan", nil, `.answer { background:#fff; border:1px solid var(--line); border-left:5px solid var(--ok); border-radius:6px; padding:10px 14px; margin:14px 0; }
 .answer.none { border-left-color:var(--crit); }
-table { border-collapse:collapse; background:#fff; border:1px solid var(--line); font-size:13.5px; margin:6px 0; }
-th, td { padding:5px 10px; border-bottom:1px solid var(--line); text-align:right; white-space:nowrap; }
-th:nth-child(2), td:nth-child(2), td.reason { text-align:left; } th { background:#eef1f5; font-weight:600; }
+th:nth-child(2), td:nth-child(2), td.reason { text-align:left; }
 td.reason { white-space:normal; color:var(--muted); min-width:240px; }
 tr.best td { font-weight:700; }
 .charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(420px,1fr)); gap:14px; }
-figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px; }
-figcaption { color:var(--muted); font-size:12.5px; padding:2px 4px; }
-svg.chart { width:100%; height:auto; display:block; }
-.scroll { overflow-x:auto; }
-</style>
-</head>
-<body>
-<main>
-<h1>{{.Title}}</h1>
+`, `<h1>{{.Title}}</h1>
 <div class="muted">workload: {{.Workload}} · prices: {{.Prices}} · {{.Summary}}</div>
 {{if .Answer}}<div class="answer"><b>Answer</b>: {{.Answer}}</div>{{end}}
 {{if .Closest}}<div class="answer none">{{.Closest}}</div>{{end}}
@@ -217,7 +194,4 @@ svg.chart { width:100%; height:auto; display:block; }
 {{range .All}}<tr{{if .Best}} class="best"{{end}}><td>{{.ID}}</td><td>{{.Name}}</td><td>{{.Cost}}</td><td>{{.Status}}{{if .Front}} · front{{end}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.PerMillion}}</td><td class="reason">{{.Reason}}</td></tr>
 {{end}}</table></div>
 <p class="muted">Made by tokentrace plan from simulations of the deployments (docs/plan.md). $/1M out: $/hour over the output tokens served at goodput (docs/metrics.md, "Cost").</p>
-</main>
-</body>
-</html>
-`))
+`)

@@ -50,30 +50,20 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 	return compareHTML.Execute(w, struct {
 		*Comparison
 		Charts []Chart
+		Title  string
 		AName  string
 		BName  string
-	}{c, charts, strings.Join(c.A, ", "), strings.Join(c.B, ", ")})
+	}{c, charts, "tokentrace comparison", strings.Join(c.A, ", "), strings.Join(c.B, ", ")})
 }
 
-var compareHTML = template.Must(template.New("compare").Funcs(template.FuncMap{
+var compareHTML = HTMLPage("compare", template.FuncMap{
 	"val": fmtVal, "pct": fmtPct, "ms": fmtMS,
 	"svg": func(s string) template.HTML { return template.HTML(s) },
-}).Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>tokentrace comparison</title>
-<style>
-body { margin:0; font:15px/1.45 system-ui, "Liberation Sans", Arial, sans-serif; color:#1d2330; background:#f6f7f9; }
-main { max-width:1240px; margin:0 auto; padding:20px 24px 48px; }
-h1 { font-size:22px; } table { border-collapse:collapse; background:#fff; border:1px solid #dde1e8; font-size:13.5px; }
-th, td { padding:5px 10px; border-bottom:1px solid #dde1e8; text-align:right; white-space:nowrap; }
-th:first-child, td:first-child, td:nth-child(2) { text-align:left; } th { background:#eef1f5; }
-.sig { color:#b42318; font-weight:700; }
+}, `th:first-child, td:first-child, td:nth-child(2) { text-align:left; }
+.sig { color:var(--crit); font-weight:700; }
 .charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(360px,1fr)); gap:14px; margin-top:18px; }
-figure { margin:0; background:#fff; border:1px solid #dde1e8; border-radius:8px; padding:8px; }
 figure.wide { grid-column:1/-1; }
-figcaption { color:#5b6475; font-size:12.5px; } svg.chart { width:100%; height:auto; display:block; }
-</style></head><body><main>
-<h1>tokentrace comparison</h1>
+`, `<h1>{{.Title}}</h1>
 <p>A (baseline): <code>{{.AName}}</code><br>B (candidate): <code>{{.BName}}</code></p>
 <table><tr><th>metric</th><th>stat</th><th>A</th><th>B</th><th>B − A</th><th>Δ%</th><th>95% CI of B − A</th><th>beyond CI</th></tr>
 {{range .Rows}}{{$c := .Cells}}<tr><td>{{.Metric}}</td><td>{{.Stat}}</td><td>{{index $c 0}}</td><td>{{index $c 1}}</td><td>{{index $c 2}}</td><td>{{pct .DeltaPct}}</td>
@@ -84,5 +74,4 @@ figcaption { color:#5b6475; font-size:12.5px; } svg.chart { width:100%; height:a
 <div class="charts">{{range .Charts}}<figure id="fig-{{.ID}}"{{if .Wide}} class="wide"{{end}}>{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>{{end}}</div>
 {{with .Sweeps}}<ul>{{range .Lines}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Notes}}<p>{{.}}</p>{{end}}
-</main></body></html>
-`))
+`)

@@ -37,7 +37,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return htmlPage.Execute(w, data)
 }
 
-var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
+var htmlPage = HTMLPage("report", template.FuncMap{
 	"ms":      fmtMS,
 	"hopCell": hopCell,
 	"num":     num,
@@ -46,20 +46,7 @@ var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 	"upper":   strings.ToUpper,
 	"errs":    func(m map[string]int) string { return strings.TrimPrefix(errorList(m), " ") },
 	"gt0":     func(v float64) bool { return v > 0 },
-}).Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>
-:root { --fg:#1d2330; --muted:#5b6475; --line:#dde1e8; --bg:#f6f7f9; --crit:#b42318; --warn:#b54708; --info:#175cd3; --ok:#067647; }
-* { box-sizing: border-box; }
-body { margin:0; font:15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial, sans-serif; color:var(--fg); background:var(--bg); }
-main { max-width:1240px; margin:0 auto; padding:20px 24px 48px; }
-h1 { font-size:22px; margin:0 0 4px; } h2 { font-size:18px; margin:28px 0 10px; border-bottom:1px solid var(--line); padding-bottom:4px; }
-.muted { color:var(--muted); }
-.cards { display:grid; grid-template-columns:repeat(auto-fit,minmax(150px,1fr)); gap:10px; margin:14px 0; }
+}, `.cards { display:grid; grid-template-columns:repeat(auto-fit,minmax(150px,1fr)); gap:10px; margin:14px 0; }
 .card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:10px 12px; }
 .card b { display:block; font-size:20px; } .card span { color:var(--muted); font-size:13px; }
 .finding { background:#fff; border:1px solid var(--line); border-left:5px solid var(--info); border-radius:6px; padding:10px 14px; margin:10px 0; }
@@ -67,22 +54,12 @@ h1 { font-size:22px; margin:0 0 4px; } h2 { font-size:18px; margin:28px 0 10px; 
 .finding h3 { margin:0 0 4px; font-size:16px; } .sev { font-size:12px; text-transform:uppercase; letter-spacing:.04em; font-weight:600; }
 .critical .sev { color:var(--crit); } .warning .sev { color:var(--warn); } .info .sev { color:var(--info); }
 .finding ul { margin:6px 0 0; padding-left:20px; }
-table { border-collapse:collapse; background:#fff; border:1px solid var(--line); font-size:13.5px; margin:6px 0; }
-th, td { padding:5px 10px; border-bottom:1px solid var(--line); text-align:right; white-space:nowrap; }
-th:first-child, td:first-child { text-align:left; } th { background:#eef1f5; font-weight:600; }
+th:first-child, td:first-child { text-align:left; }
 .pass { color:var(--ok); font-weight:600; } .fail { color:var(--crit); font-weight:600; } .largest { font-weight:700; }
 .charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(360px,1fr)); gap:14px; }
-figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px; }
 figure.wide { grid-column:1 / -1; }
-figcaption { color:var(--muted); font-size:12.5px; padding:2px 4px; }
-svg.chart { width:100%; height:auto; display:block; }
 .remedy-chart { max-width:340px; margin:8px 0 0; } .extrapolates { color:var(--warn); }
-.scroll { overflow-x:auto; }
-</style>
-</head>
-<body>
-<main>
-<h1>{{.Title}}</h1>
+`, `<h1>{{.Title}}</h1>
 <div class="muted">report schema v{{.Schema}} · made by tokentrace from per-request records</div>
 {{with .Summary}}
 <div class="cards">
@@ -184,9 +161,6 @@ svg.chart { width:100%; height:auto; display:block; }
 <h2 id="notes">Notes</h2>
 <ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
 {{end}}
-</main>
-</body>
-</html>
 {{define "decomp"}}
 <h2 id="{{.Of}}">{{if eq .Of "ttft_intended"}}TTFT split (from the intended send){{else}}Where the time goes (E2E from the intended send){{end}}</h2>
 <div class="scroll"><table>
@@ -197,7 +171,7 @@ svg.chart { width:100%; height:auto; display:block; }
 <tr><td>largest</td><td></td>{{range .Groups}}<td>{{.LargestHop}} {{.Largest}}</td>{{end}}</tr>
 </table></div>
 {{end}}
-`))
+`)
 
 // withNote is a shallow copy of r with one more note, r unchanged.
 func (r *Report) withNote(note string) *Report {
