@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,5 +168,51 @@ func TestPrefixAffinityAcrossGatewayReplicas(t *testing.T) {
 	t.Logf("prefix_bounded_load: prefix-cache hit rate %.1f%% behind one gateway, %.1f%% behind two", 100*bOne, 100*bTwo)
 	if bTwo < rr+0.05 {
 		t.Errorf("prefix_bounded_load: hit rate %.3f behind two gateways, not above round robin's %.3f", bTwo, rr)
+	}
+}
+
+// TestScrapeFailureLoggedOnce: a replica whose /metrics fails is reported
+// at warn once, not once per scrape, and the logger is in place before the
+// first scrape (the race detector checks it).
+func TestScrapeFailureLoggedOnce(t *testing.T) {
+	var scrapes atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scrapes.Add(1)
+		http.Error(w, "no metrics here", http.StatusInternalServerError)
+	}))
+	defer up.Close()
+	cfg, err := ParseConfig([]byte(fmt.Sprintf("pools: [{name: p, scrape_interval: 2ms, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	g, err := newWithLog(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	waitFor(t, "five scrapes", func() bool { return scrapes.Load() >= 5 })
+	if n := strings.Count(logs.String(), "scrape failing"); n != 1 || !strings.Contains(logs.String(), "status 500") {
+		t.Errorf("%d warnings for one failing replica, want 1 saying why: %s", n, logs.String())
+	}
+}
+
+// TestModelsLogsReplicaLeftOut: a replica whose /v1/models fails is left
+// out of the list, and the log says which and why.
+func TestModelsLogsReplicaLeftOut(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	defer up.Close()
+	g := mustGateway(t, fmt.Sprintf("pools: [{name: p, replicas: [{url: %q, models: [listed]}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL))
+	var logs lockedBuffer
+	g.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"listed"`) {
+		t.Fatalf("status %d body %s", rec.Code, rec.Body.String())
+	}
+	if l := logs.String(); !strings.Contains(l, "left out") || !strings.Contains(l, up.URL) || !strings.Contains(l, "status 503") {
+		t.Errorf("log does not say which replica was left out and why: %s", l)
 	}
 }

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
@@ -155,4 +158,200 @@ func FuzzGatewayAndServeAgree(f *testing.F) {
 			t.Fatalf("body %q (chat %v): gateway reads %s, serve %s (model stream max_tokens include_usage input)", body, chat, got, want)
 		}
 	})
+}
+
+func FuzzScanRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`), true)
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"image_url"}]}]}`), true)
+	f.Add([]byte(`{"model":"m","prompt":["a b",[1,2,3]],"max_completion_tokens":3}`), false)
+	f.Add([]byte(`{"model":"m","prompt":[[1,2],[3]]}`), false)
+	f.Add([]byte(`{"model":`), true)
+	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
+		r, err := ScanRequest(body, chat, 64)
+		if err != nil {
+			return
+		}
+		if r.Model == "" || r.InputTokens() < 0 || r.MaxTokens < 0 {
+			t.Fatalf("accepted %q as %+v", body, r)
+		}
+		out, err := rewriteFields(body, map[string]any{"max_tokens": 7})
+		if err != nil {
+			t.Fatalf("rewrite of an accepted body failed: %v", err)
+		}
+		r2, err := ScanRequest(out, chat, 64)
+		if err != nil || r2.Model != r.Model || r2.InputTokens() != r.InputTokens() {
+			t.Fatalf("rewrite changed the request: %+v → %+v (%v)", r, r2, err)
+		}
+	})
+}
+
+func TestScanRequestByHand(t *testing.T) {
+	cases := []struct {
+		name             string
+		body             string
+		chat             bool
+		model            string
+		stream, usage    bool
+		maxTokens, input int
+		field            string
+		wantErr          string
+	}{
+		// CountChat rule: 1 role token per message + content tokens.
+		// "You are terse." = You, are, terse, . = 4; "Hi!" = Hi, ! = 2 → 2 + 4 + 2 = 8.
+		{name: "chat", chat: true, body: `{"model":"m","stream":true,"max_tokens":7,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Hi!"}]}`,
+			model: "m", stream: true, usage: true, maxTokens: 7, field: "max_tokens", input: 8},
+		{name: "escapes and parts", chat: true, body: `{"model":"m\u0041","messages":[{"role":"user","content":[{"type":"text","text":"a\nb"},{"type":"image_url","image_url":{"url":"x"}}]},{"role":"assistant","content":null}],"max_completion_tokens":3,"max_tokens":9}`,
+			model: "mA", maxTokens: 3, field: "max_completion_tokens", input: 4},
+		{name: "completion ids", body: `{"model":"m","prompt":[[1,2,3],"one two"]}`, model: "m", input: 5},
+		{name: "malformed", chat: true, body: `{"model":"m","messages":[}`, wantErr: "not valid JSON"},
+		{name: "bad escape", chat: true, body: `{"model":"m","messages":[{"role":"user","content":"\q"}]}`, wantErr: "bad escape"},
+		{name: "trailing", chat: true, body: `{"model":"m","messages":[{"role":"user","content":"x"}]} x`, wantErr: "after the request"},
+		{name: "no model", chat: true, body: `{"messages":[{"role":"user","content":"x"}]}`, wantErr: "'model'"},
+		{name: "no messages", chat: true, body: `{"model":"m","messages":[]}`, wantErr: "non-empty"},
+		{name: "no prompt", body: `{"model":"m"}`, wantErr: "'prompt'"},
+		{name: "negative", chat: true, body: `{"model":"m","max_tokens":-1,"messages":[{"role":"user","content":"x"}]}`, wantErr: "must be positive"},
+		{name: "fraction", chat: true, body: `{"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"x"}]}`, wantErr: "integer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := ScanRequest([]byte(c.body), c.chat, 512)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []any{r.Model, r.Stream, r.IncludeUsage, r.MaxTokens, r.MaxTokensField, r.InputTokens()}
+			want := []any{c.model, c.stream, c.usage, c.maxTokens, c.field, c.input}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestRewriteFieldsKeepsOtherBytes(t *testing.T) {
+	body := `{"model": "a", "messages":[{"role":"user","content":"x"}], "temperature": 0.5}`
+	out, err := rewriteFields([]byte(body), map[string]any{"model": "b", "max_tokens": 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model": "b", "messages":[{"role":"user","content":"x"}], "temperature": 0.5,"max_tokens":12}`
+	if string(out) != want {
+		t.Errorf("got  %s\nwant %s", out, want)
+	}
+	out, err = rewriteFields([]byte(`{}`), map[string]any{"a": 1, "b": 2})
+	if err != nil || string(out) != `{"a":1,"b":2}` {
+		t.Errorf("empty object: %s %v", out, err)
+	}
+}
+
+// FuzzScanRequestAgainstEncodingJSON checks the scanner against
+// encoding/json and serve's decoder both ways: whatever it accepts is
+// valid JSON that encoding/json reads with the same fields, and whatever
+// it refuses, openai.DecodeChat refuses too.
+func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
+	f.Add([]byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi \"there\"\n"}]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"}]}],"max_tokens":null}`))
+	f.Add([]byte(`{"model":"m","MODEL":"n","messages":[{"role":"user","Content":"hi","content":"x"}]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","TEXT":"a","text":"b"}]}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ScanRequest(body, true, 64)
+		if err != nil {
+			// The scanner refuses only what a server refuses: a body that
+			// serve's decoder (openai.DecodeChat: exact, unique keys,
+			// validated fields) accepts is accepted here too.
+			if _, apiErr := openai.DecodeChat(body); apiErr == nil {
+				t.Fatalf("refused %q (%v), which openai.DecodeChat accepts", body, err)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted invalid JSON %q", body)
+		}
+		// encoding/json matches keys case-insensitively; the scanner
+		// refuses a case variant of every key it reads, so whatever it
+		// accepted has none, and encoding/json reads the same fields.
+		if k := caseVariant(body); k != "" {
+			t.Fatalf("accepted the case variant %q of a key it reads: %q", k, body)
+		}
+		var ref struct {
+			Model    string `json:"model"`
+			Stream   bool   `json:"stream"`
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(body, &ref); err != nil {
+			t.Fatalf("accepted %q, which encoding/json cannot read: %v", body, err)
+		}
+		if ref.Model != r.Model || ref.Stream != r.Stream {
+			t.Fatalf("scanner %q/%v, encoding/json %q/%v", r.Model, r.Stream, ref.Model, ref.Stream)
+		}
+		want := 0
+		for _, m := range ref.Messages {
+			want++
+			var s string
+			if json.Unmarshal(m.Content, &s) == nil {
+				want += tokenizer.Count(s)
+				continue
+			}
+			var parts []struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal(m.Content, &parts) == nil {
+				for _, p := range parts {
+					want += tokenizer.Count(p.Text)
+				}
+			}
+		}
+		if got := r.InputTokens(); got != want {
+			t.Fatalf("input tokens %d, encoding/json + tokenizer %d, body %q", got, want, body)
+		}
+	})
+}
+
+// caseVariant returns a key of body's top level, of a message, or of a
+// content part that equals one of the keys the chat scan reads under
+// Unicode case folding without being it ("" when there is none).
+func caseVariant(body []byte) string {
+	variant := func(obj json.RawMessage, known []string) string {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil {
+			return ""
+		}
+		for k := range m {
+			for _, want := range known {
+				if k != want && strings.EqualFold(k, want) {
+					return k
+				}
+			}
+		}
+		return ""
+	}
+	if k := variant(body, chatKeys); k != "" {
+		return k
+	}
+	var top struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &top)
+	for _, m := range top.Messages {
+		if k := variant(m, messageKeys); k != "" {
+			return k
+		}
+		var msg struct {
+			Content []json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(m, &msg)
+		for _, part := range msg.Content {
+			if k := variant(part, contentPartKeys); k != "" {
+				return k
+			}
+		}
+	}
+	return ""
 }
