@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -160,4 +161,105 @@ func TestDocumentedImports(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestArchitectureDoc checks docs/architecture.md against go list: its
+// package table names every internal package once, and its import table
+// ("Exactly, per package") says exactly what each package imports of this
+// module (a test-helper subpackage counting as its parent). A failure
+// prints the row the table should have.
+func TestArchitectureDoc(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	described, documented := architectureTables(t, string(doc))
+	actual := map[string]string{}
+	for _, p := range listPackages(t) {
+		name, ok := strings.CutPrefix(p.ImportPath, module+"/internal/")
+		if !ok || strings.Contains(name, "/") {
+			continue
+		}
+		var deps []string
+		for _, imp := range p.Imports {
+			dep, ours := strings.CutPrefix(imp, module+"/internal/")
+			dep, _, _ = strings.Cut(dep, "/")
+			if ours && dep != name && !slices.Contains(deps, dep) {
+				deps = append(deps, dep)
+			}
+		}
+		slices.Sort(deps)
+		actual[name] = strings.Join(deps, ", ")
+	}
+	for name, deps := range actual {
+		if described[name] != 1 {
+			t.Errorf("docs/architecture.md's package table lists internal/%s %d times, want once", name, described[name])
+		}
+		got, ok := documented[name]
+		switch {
+		case !ok:
+			t.Errorf("docs/architecture.md's import table lacks %s; its row: | `%s` | %s |", name, name, orNothing(deps))
+		case got != deps:
+			t.Errorf("docs/architecture.md's import table says %s imports %q; go list says %q", name, orNothing(got), orNothing(deps))
+		}
+	}
+	for name := range documented {
+		if _, ok := actual[name]; !ok {
+			t.Errorf("docs/architecture.md's import table lists %s, which is no package of internal/", name)
+		}
+	}
+}
+
+func orNothing(deps string) string {
+	if deps == "" {
+		return "nothing of this module"
+	}
+	return deps
+}
+
+// architectureTables reads docs/architecture.md's two tables: how many
+// times the package table ("| package | its job |") names each internal
+// package, and the import table's imports of each package ("" for
+// "nothing of this module"), a row naming several packages giving each
+// the same imports.
+func architectureTables(t *testing.T, doc string) (described map[string]int, imports map[string]string) {
+	t.Helper()
+	described, imports = map[string]int{}, map[string]string{}
+	var table string
+	for line := range strings.SplitSeq(doc, "\n") {
+		switch {
+		case strings.HasPrefix(line, "| package | its job |"):
+			table = "packages"
+		case strings.HasPrefix(line, "| package | imports |"):
+			table = "imports"
+		case !strings.HasPrefix(line, "|"):
+			table = ""
+		case strings.HasPrefix(line, "|---"):
+		case table == "packages":
+			cell, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+			if name, ok := strings.CutPrefix(strings.Trim(cell, "`"), "internal/"); ok {
+				described[name]++
+			}
+		case table == "imports":
+			cells := strings.Split(strings.Trim(line, "| "), " | ")
+			if len(cells) != 2 {
+				t.Fatalf("import table row %q: want two cells", line)
+			}
+			deps := cells[1]
+			if deps == "nothing of this module" {
+				deps = ""
+			}
+			for name := range strings.SplitSeq(cells[0], ", ") {
+				name = strings.Trim(name, "`")
+				if _, dup := imports[name]; dup {
+					t.Errorf("docs/architecture.md's import table lists %s twice", name)
+				}
+				imports[name] = deps
+			}
+		}
+	}
+	if len(described) == 0 || len(imports) == 0 {
+		t.Fatal("docs/architecture.md: package or import table not found")
+	}
+	return described, imports
 }
