@@ -580,7 +580,7 @@ func slosFailed(rep *report.Report, slos []latency.SLO) bool {
 		return true
 	}
 	for _, v := range rep.SLOs {
-		if v.Status != "pass" {
+		if v.Status != report.StatusPass {
 			return true
 		}
 	}

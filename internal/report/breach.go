@@ -30,7 +30,7 @@ var explains = map[string][]latency.Metric{
 func breachFindings(rep *Report, found []Finding) []Finding {
 	var out []Finding
 	for _, v := range rep.SLOs {
-		if v.Status != "fail" {
+		if v.Status != StatusFail {
 			continue
 		}
 		m := latency.Metric(v.Metric)
@@ -43,7 +43,7 @@ func breachFindings(rep *Report, found []Finding) []Finding {
 }
 
 func breachFinding(rep *Report, v Verdict, m latency.Metric) Finding {
-	f := Finding{Rule: "slo-breach", Severity: "warning",
+	f := Finding{Rule: "slo-breach", Severity: SeverityWarning,
 		Numbers: map[string]float64{"value_ms": v.ValueMS, "threshold_ms": v.ThresholdMS}}
 	why := fmt.Sprintf("SLO %s fails (P%s = %s)", v.SLO, pct(v.Percentile), fmtMS(v.ValueMS))
 	var d *Decomposition

@@ -77,8 +77,8 @@ type CompareRow struct {
 // CompareSLO is one SLO's verdict in both runs.
 type CompareSLO struct {
 	SLO     string  `json:"slo"`
-	A       string  `json:"a"`
-	B       string  `json:"b"`
+	A       Status  `json:"a"`
+	B       Status  `json:"b"`
 	AttainA float64 `json:"attainment_a"`
 	AttainB float64 `json:"attainment_b"`
 }

@@ -21,7 +21,7 @@ func diagnose(a *analysis, rep *Report) []Finding {
 		}
 	}
 	out = append(out, breachFindings(rep, out)...)
-	sev := map[string]int{"critical": 0, "warning": 1, "info": 2}
+	sev := map[Severity]int{SeverityCritical: 0, SeverityWarning: 1, SeverityInfo: 2}
 	rank := func(f Finding) int {
 		r := 2 * sev[f.Severity]
 		if !accountsForFailure(rep, f) {
@@ -36,7 +36,7 @@ func diagnose(a *analysis, rep *Report) []Finding {
 // accountsForFailure says whether a finding explains a failed SLO.
 func accountsForFailure(rep *Report, f Finding) bool {
 	for _, v := range rep.SLOs {
-		if v.Status == "fail" && (f.Rule == "slo-breach" || slices.Contains(explains[f.Rule], latency.Metric(v.Metric))) {
+		if v.Status == StatusFail && (f.Rule == "slo-breach" || slices.Contains(explains[f.Rule], latency.Metric(v.Metric))) {
 			return true
 		}
 	}
@@ -78,7 +78,7 @@ func concern(rep *Report, metrics ...latency.Metric) (why string, ok bool) {
 			continue
 		}
 		named = true
-		if v.Status == "fail" {
+		if v.Status == StatusFail {
 			return fmt.Sprintf("SLO %s fails (P%s = %s)", v.SLO, pct(v.Percentile), fmtMS(v.ValueMS)), true
 		}
 	}
@@ -114,7 +114,7 @@ func group(d *Decomposition, name string) *StageGroup {
 func (a *analysis) ttftTail(rep *Report) *StageGroup {
 	g := a.tail(rep.TTFTSplit)
 	for _, v := range rep.SLOs {
-		if v.Status == "fail" && v.Metric == string(latency.TTFTIntended) {
+		if v.Status == StatusFail && v.Metric == string(latency.TTFTIntended) {
 			return g
 		}
 	}

@@ -79,7 +79,7 @@ func (m mdWriter) slos(r *Report) {
 	m.p("### SLOs\n\n| SLO | value | 95%% CI | status | attainment | goodput |\n|---|---:|---:|---|---:|---:|\n")
 	for _, v := range append(slices.Clone(r.SLOs), *r.AllSLOs) {
 		val, ci := "", ""
-		if v.SLO != "all" && v.Status != "no data" {
+		if v.SLO != "all" && v.Status != StatusNoData {
 			val, ci = fmtMS(v.ValueMS), fmtMS(v.CI[0])+" – "+fmtMS(v.CI[1])
 		}
 		st := v.Status

@@ -181,9 +181,9 @@ type Verdict struct {
 	ThresholdMS float64    `json:"threshold_ms,omitempty"`
 	ValueMS     float64    `json:"value_ms,omitempty"` // the run's percentile
 	CI          [2]float64 `json:"ci_ms,omitzero"`
-	// Status is "pass", "fail" or "no data"; Uncertain is set when the
-	// threshold lies inside the value's confidence interval.
-	Status    string `json:"status"`
+	// Status is StatusPass, StatusFail or StatusNoData; Uncertain is set
+	// when the threshold lies inside the value's confidence interval.
+	Status    Status `json:"status"`
 	Uncertain bool   `json:"uncertain,omitempty"`
 	// Meeting counts requests that succeeded and met the threshold (all
 	// thresholds for AllSLOs); Attainment is Meeting / requests.
@@ -192,11 +192,31 @@ type Verdict struct {
 	GoodputRPS float64 `json:"goodput_rps"`
 }
 
+// Status is an SLO's verdict, as JSON spells it.
+type Status string
+
+// The verdicts of an SLO.
+const (
+	StatusPass   Status = "pass"
+	StatusFail   Status = "fail"
+	StatusNoData Status = "no data" // no request to judge
+)
+
+// Severity is how much a finding matters, as JSON spells it.
+type Severity string
+
+// The severities of a finding, most severe first.
+const (
+	SeverityCritical Severity = "critical"
+	SeverityWarning  Severity = "warning"
+	SeverityInfo     Severity = "info"
+)
+
 // Finding is one diagnosis: what is wrong, the numbers that show it, and
 // what to do about it.
 type Finding struct {
 	Rule     string             `json:"rule"`
-	Severity string             `json:"severity"` // "critical", "warning", "info"
+	Severity Severity           `json:"severity"`
 	Title    string             `json:"title"`
 	Evidence string             `json:"evidence"`
 	Remedies []string           `json:"remedies,omitempty"`
@@ -238,7 +258,7 @@ type Capacity struct {
 // (a failure, or no data to judge).
 func (r *Report) SLOsFailed() bool {
 	for _, v := range r.SLOs {
-		if v.Status != "pass" {
+		if v.Status != StatusPass {
 			return true
 		}
 	}

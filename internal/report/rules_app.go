@@ -95,7 +95,7 @@ func (a *analysis) appFinding(why string, metric latency.Metric, s StageShare, t
 		ev += a.appLoadWords(k, d.Of == "ttft_intended", nums)
 		ev += a.appPromptWords(k, d.Of == "ttft_intended", nums)
 	}
-	return Finding{Severity: "warning", Title: fmt.Sprintf("%s is dominated by the application's %s", metric, s.Stage),
+	return Finding{Severity: SeverityWarning, Title: fmt.Sprintf("%s is dominated by the application's %s", metric, s.Stage),
 		Evidence: ev, Numbers: nums, Remedies: appRemedies(s.Stage)}
 }
 

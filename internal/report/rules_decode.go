@@ -87,7 +87,7 @@ func ruleDecodeBandwidth(a *analysis, rep *Report) (Finding, bool) {
 		"concurrent request (R² %.2f, %d requests), from %.1f ms at %.0f to %.1f ms at %.0f concurrent. "+
 		"Each decode step reads the weights and every sequence's KV cache from memory, so a bigger batch "+
 		"makes each step longer: decode is memory-bandwidth bound.", prefix(why), f.Slope, f.R2, f.N, tLo, lo, tHi, hi)
-	return Finding{Severity: "warning", Title: "TPOT grows with concurrency: decode is memory-bandwidth bound",
+	return Finding{Severity: SeverityWarning, Title: "TPOT grows with concurrency: decode is memory-bandwidth bound",
 		Evidence: ev, Numbers: nums, Remedies: bandwidthRemedies}, true
 }
 
@@ -112,7 +112,7 @@ func steadyDecode(a *analysis, rep *Report, why string, conc []float64) (Finding
 	batch := 1 + stats.Mean(conc)
 	body := false
 	for _, v := range rep.SLOs {
-		if d := rep.dist(v.Metric); v.Status == "fail" && d != nil && (v.Metric == "tpot" || v.Metric == "itl") &&
+		if d := rep.dist(v.Metric); v.Status == StatusFail && d != nil && (v.Metric == "tpot" || v.Metric == "itl") &&
 			d.P50 > v.ThresholdMS {
 			body = true
 		}
@@ -136,7 +136,7 @@ func steadyDecode(a *analysis, rep *Report, why string, conc []float64) (Finding
 		"read, is what makes it faster. Whether a smaller batch helps depends on the KV cache's share of each "+
 		"step, which a run at one concurrency cannot show (a sweep over concurrency does).", prefix(why),
 		fmtMS(tpot.P50), fmtMS(tpot.P99), fmtMS(itl.P50), fmtMS(itl.P90), batch, src)
-	return Finding{Severity: "warning", Title: "Every decode step is slow: decode is memory-bandwidth bound",
+	return Finding{Severity: SeverityWarning, Title: "Every decode step is slow: decode is memory-bandwidth bound",
 		Evidence: ev, Numbers: nums, Remedies: []string{
 			"quantize weights and KV cache (FP8/INT8) to move fewer bytes per step",
 			"speculative decoding (several tokens per weight read)",
@@ -189,7 +189,7 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 		"tokens: P50 %d, P90 %d, P99 %d. Capping max_tokens at the P90 (%d) would cut P99 E2E from %s "+
 		"to %s (−%.0f%%), computed from each request's own TPOT.", prefix(why), f.Slope, f.R2,
 		stats.Percentile(outs, 50), capTok, stats.Percentile(outs, 99), capTok, fmtMS(ms(p99b)), fmtMS(ms(p99a)), 100*cut)
-	return Finding{Severity: "warning", Title: "E2E tail is driven by long answers", Evidence: ev, Numbers: nums,
+	return Finding{Severity: SeverityWarning, Title: "E2E tail is driven by long answers", Evidence: ev, Numbers: nums,
 		Remedies: []string{
 			fmt.Sprintf("cap max_tokens (at the P90 output, %d tokens, P99 E2E drops %.0f%%)", capTok, 100*cut),
 			"ask for concise answers in the prompt",
@@ -211,7 +211,7 @@ func singleStream(a *analysis, why string, tpot, itl *Dist, batch float64) (Find
 	if a.engine() == latency.EngineLlamaCpp {
 		ev += " On llama.cpp's CPU build the step is also bound by the threads it runs (-t)."
 	}
-	return Finding{Severity: "warning", Title: "A single stream's decode is bandwidth-bound: TPOT is at its floor",
+	return Finding{Severity: SeverityWarning, Title: "A single stream's decode is bandwidth-bound: TPOT is at its floor",
 		Evidence: ev, Numbers: nums, Remedies: []string{
 			"quantize the weights (8- or 4-bit): fewer bytes read per token lowers the floor itself",
 			"speculative decoding (a draft model or n-grams): several tokens per read of the weights",

@@ -37,7 +37,7 @@ func ruleOutsideModel(a *analysis, rep *Report) (Finding, bool) {
 		if share < 0.2 {
 			continue
 		}
-		return Finding{Severity: "warning", Title: "Much of the latency is spent outside the model",
+		return Finding{Severity: SeverityWarning, Title: "Much of the latency is spent outside the model",
 			Numbers: map[string]float64{"outside_share": share, "largest_outside_share": topShare},
 			Evidence: fmt.Sprintf("%.0f%% of E2E in the %s group (mean %s) is outside the server's queue, "+
 				"prefill and decode and the application's stages: %s. The largest is %s.", 100*share, gname, fmtMS(g.TotalMS),
@@ -113,9 +113,9 @@ func ruleErrors(a *analysis, rep *Report) (Finding, bool) {
 		return Finding{}, false
 	}
 	rate := float64(s.Failed) / float64(s.Requests)
-	sev := "warning"
+	sev := SeverityWarning
 	if rate >= 0.01 {
-		sev = "critical"
+		sev = SeverityCritical
 	}
 	ev := fmt.Sprintf("%d of %d requests failed (%.1f%%): %s.", s.Failed, s.Requests, 100*rate,
 		strings.TrimSuffix(strings.TrimPrefix(errorList(s.Errors), " ("), ")"))
@@ -167,7 +167,7 @@ func ruleClientBottleneck(a *analysis, rep *Report) (Finding, bool) {
 		}
 	}
 	if len(strong) > 0 {
-		return Finding{Severity: "critical", Title: "The client was a bottleneck: this run is not trustworthy",
+		return Finding{Severity: SeverityCritical, Title: "The client was a bottleneck: this run is not trustworthy",
 			Evidence: strings.Join(append(strong, soft...), "; ") + ". Latencies include the load generator's own delays.",
 			Numbers:  nums,
 			Remedies: []string{"run the load generator on its own machine or with more CPU",
@@ -181,7 +181,7 @@ func ruleClientBottleneck(a *analysis, rep *Report) (Finding, bool) {
 		ev += fmt.Sprintf(" The P99 client queue (%s) is %.1f%% of the median TTFT (%s), so the "+
 			"latencies measured are still the server's.", fmtMS(cq.P99), 100*cq.P99/ttft.P50, fmtMS(ttft.P50))
 	}
-	return Finding{Severity: "info", Title: "The load generator doubted its own run", Evidence: ev,
+	return Finding{Severity: SeverityInfo, Title: "The load generator doubted its own run", Evidence: ev,
 		Numbers:  nums,
 		Remedies: []string{"give the load generator more CPU, or lower the rate, before trusting small latencies"}}, true
 }

@@ -61,7 +61,7 @@ func rulePrefillBound(a *analysis, rep *Report) (Finding, bool) {
 	if trend {
 		title += " and grows with prompt length"
 	}
-	return Finding{Severity: "warning", Title: title, Evidence: ev + more, Numbers: nums, Remedies: remedies}, true
+	return Finding{Severity: SeverityWarning, Title: title, Evidence: ev + more, Numbers: nums, Remedies: remedies}, true
 }
 
 // prefillFit fits prefill (TTFT without a split) on input tokens.

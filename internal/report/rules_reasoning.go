@@ -63,9 +63,9 @@ func ruleReasoningPhase(a *analysis, rep *Report) (Finding, bool) {
 		ev += fmt.Sprintf(", at %.1f ms each", ms(step))
 	}
 	ev += ". TTFT (the first token of any kind) does not include it."
-	sev := "warning"
+	sev := SeverityWarning
 	if why != "" {
-		sev = "critical"
+		sev = SeverityCritical
 	}
 	return Finding{Severity: sev, Title: "A long reasoning phase dominates the time to the first answer token",
 		Evidence: ev, Numbers: nums, Remedies: []string{

@@ -32,7 +32,7 @@ func ruleKVCache(a *analysis, rep *Report) (Finding, bool) {
 	if d := rep.dist("itl"); d != nil && d.P50 > 0 {
 		ev += fmt.Sprintf(" ITL P50 %s, P99 %s, max %s.", fmtMS(d.P50), fmtMS(d.P99), fmtMS(d.Max))
 	}
-	return Finding{Severity: "warning", Title: "The KV cache ran out: requests were preempted", Evidence: ev,
+	return Finding{Severity: SeverityWarning, Title: "The KV cache ran out: requests were preempted", Evidence: ev,
 		Numbers: nums, Remedies: a.kvRemedies()}, true
 }
 
@@ -116,7 +116,7 @@ func ruleWaves(a *analysis, rep *Report) (Finding, bool) {
 		"followed by decode-only steps. This is a property of the benchmark's shape, not of production traffic, "+
 		"whose arrivals are spread out: the queueing and interference measured here are the waves'.",
 		conc, 100*share, fmtMS(ms(gap)), waves, mean)
-	return Finding{Severity: "info", Title: "Closed-loop requests move in synchronised waves", Evidence: ev,
+	return Finding{Severity: SeverityInfo, Title: "Closed-loop requests move in synchronised waves", Evidence: ev,
 		Numbers: nums, Remedies: []string{
 			"measure with open-loop arrivals (--rate with Poisson arrivals) for what production sees",
 			"draw prompt and answer lengths from a distribution (e.g. lognormal) so the waves break up",

@@ -42,7 +42,7 @@ func rulePrefillInterference(a *analysis, rep *Report) (Finding, bool) {
 		ev += fmt.Sprintf(" They are not preemptions: the server's counters show %s.", a.ev.counters())
 	}
 	more, remedies := a.budgetRemedies(nums, ov, itl.P50)
-	return Finding{Severity: "warning", Title: "Token stalls coincide with other requests' prefills",
+	return Finding{Severity: SeverityWarning, Title: "Token stalls coincide with other requests' prefills",
 		Evidence: ev + more, Numbers: nums, Remedies: remedies}, true
 }
 
@@ -266,7 +266,7 @@ func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
 	if n == 0 {
 		return Finding{}, false
 	}
-	f := Finding{Severity: "warning", Title: "Token streams stalled",
+	f := Finding{Severity: SeverityWarning, Title: "Token streams stalled",
 		Numbers: map[string]float64{"stalled_requests": float64(n), "worst_stall_ms": ms(worst), "threshold_ms": ms(thr)},
 		Evidence: fmt.Sprintf("%d request(s) went at least %s without a token (10× the median ITL of %s, "+
 			"at least 100 ms); the longest stall was %s.", n, fmtMS(ms(thr)), fmtMS(itl.P50), fmtMS(ms(worst)))}

@@ -366,7 +366,7 @@ func TestRuleSeverity(t *testing.T) {
 			if k < 0 {
 				t.Fatalf("rule %s did not fire; findings: %+v", tt.rule, rep.Findings)
 			}
-			if got := rep.Findings[k].Severity; got != tt.want {
+			if got := rep.Findings[k].Severity; got != Severity(tt.want) {
 				t.Errorf("severity %q, want %q: %s", got, tt.want, rep.Findings[k].Evidence)
 			}
 		})

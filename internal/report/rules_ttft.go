@@ -68,7 +68,7 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	} else if a.queue != nil && split {
 		ev += " The server reports no queue wait: " + a.queue.Basis + "."
 	}
-	sev, title := "warning", "TTFT is dominated by waiting in the server's queue"
+	sev, title := SeverityWarning, "TTFT is dominated by waiting in the server's queue"
 	first := fmt.Sprintf("keep the offered rate below the measured capacity (%s req/s) or scale out replicas", num(capacity))
 	rest := []string{"admission control or load shedding (answer 429 early instead of queueing past the SLO)",
 		"priority scheduling for latency-sensitive requests"}
@@ -90,7 +90,7 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 			"rest wait: its batch limit (max_num_seqs) or its KV cache sets how many run."
 		first = "fewer workers, or a server that runs more requests at once (max_num_seqs, KV cache, replicas)"
 	case overloaded:
-		sev = "critical"
+		sev = SeverityCritical
 		ev += ld.evidence
 		ev += fmt.Sprintf(" Measured capacity: %s req/s (%s).", num(capacity), ld.basis)
 	default:

@@ -139,7 +139,7 @@ func TestScenariosWithKnownAnswers(t *testing.T) {
 			if f.Rule != sc.rule && (sc.also == "" || f.Rule != sc.also) {
 				t.Fatalf("first finding is %s (%s), want %s", f.Rule, f.Title, sc.rule)
 			}
-			if sc.severity != "" && f.Severity != sc.severity {
+			if sc.severity != "" && f.Severity != report.Severity(sc.severity) {
 				t.Errorf("severity %s, want %s", f.Severity, sc.severity)
 			}
 			if !slices.ContainsFunc(f.Remedies, func(r string) bool { return strings.Contains(r, sc.lever) }) {

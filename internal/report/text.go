@@ -127,11 +127,11 @@ func (t textWriter) slos(r *Report) {
 	t.p("\nSLOs                          value  95%% CI              status  attainment  goodput\n")
 	for _, v := range append(slices.Clone(r.SLOs), *r.AllSLOs) {
 		val, ci := "", ""
-		if v.SLO != "all" && v.Status != "no data" {
+		if v.SLO != "all" && v.Status != StatusNoData {
 			val = fmtMS(v.ValueMS)
 			ci = fmtMS(v.CI[0]) + "–" + fmtMS(v.CI[1])
 		}
-		st := strings.ToUpper(v.Status)
+		st := strings.ToUpper(string(v.Status))
 		if v.Uncertain {
 			st += "?"
 		}

@@ -34,12 +34,12 @@ func (a *analysis) verdicts(rep *Report) {
 	allOK := true
 	for _, s := range slos {
 		v := a.verdict(s)
-		allOK = allOK && v.Status == "pass"
+		allOK = allOK && v.Status == StatusPass
 		rep.SLOs = append(rep.SLOs, v)
 	}
-	all := Verdict{SLO: "all", Status: "pass"}
+	all := Verdict{SLO: "all", Status: StatusPass}
 	if !allOK {
-		all.Status = "fail"
+		all.Status = StatusFail
 	}
 	meeting := 0
 	for i := range a.rows {
@@ -96,13 +96,13 @@ func (a *analysis) verdict(s latency.SLO) Verdict {
 	}
 	switch {
 	case len(sample) == 0 && hist == nil:
-		v.Status = "no data"
+		v.Status = StatusNoData
 	case v.ValueMS <= v.ThresholdMS:
-		v.Status = "pass"
+		v.Status = StatusPass
 	default:
-		v.Status = "fail"
+		v.Status = StatusFail
 	}
-	v.Uncertain = v.Status != "no data" && v.CI[0] <= v.ThresholdMS && v.ThresholdMS < v.CI[1]
+	v.Uncertain = v.Status != StatusNoData && v.CI[0] <= v.ThresholdMS && v.ThresholdMS < v.CI[1]
 	return v
 }
 

@@ -219,7 +219,7 @@ func (r *runner) pickObjectives(rep *report.Report) {
 		r.judged = true
 		failing := map[string]bool{}
 		for _, v := range rep.SLOs {
-			failing[v.SLO] = v.Status == "fail"
+			failing[v.SLO] = v.Status == report.StatusFail
 		}
 		r.slos = slices.Clone(r.o.SLOs)
 		slices.SortStableFunc(r.slos, func(a, b latency.SLO) int {
@@ -261,7 +261,7 @@ func (r *runner) pickObjectives(rep *report.Report) {
 func (r *runner) variants(rep *report.Report) []variant {
 	failing := map[latency.Metric]bool{}
 	for _, v := range rep.SLOs {
-		if v.Status == "fail" {
+		if v.Status == report.StatusFail {
 			failing[latency.Metric(v.Metric)] = true
 		}
 	}
@@ -497,7 +497,7 @@ func (r *runner) measured(rep *report.Report) []float64 {
 		out[i] = math.NaN()
 		if r.judged {
 			for _, v := range rep.SLOs {
-				if v.SLO == s.String() && v.Status != "no data" {
+				if v.SLO == s.String() && v.Status != report.StatusNoData {
 					out[i] = v.ValueMS
 				}
 			}
