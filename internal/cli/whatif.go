@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -175,13 +174,13 @@ func twinOf(dir string, rep *report.Report, profile, gpuFile string) (twin, stri
 	switch {
 	case sim:
 		t.Basis = "the run's engine"
-		t.Notes = append(t.Notes, simulateLeftOut(p.opts)...)
+		t.Notes = append(t.Notes, whatif.SimulateLeftOut(p.opts)...)
 	case embedded:
 		t.Basis = "the embedded engine's settings"
 		t.Deployment.Engine = p.simEngine
 	default:
 		t.Basis = "profile " + filepath.Base(profile)
-		eng, notes, err := engineOfProfile(profile, info)
+		eng, notes, err := whatif.EngineOfProfile(profile, info)
 		if err != nil {
 			return twin{}, "", badWhatIfFlag{err}
 		}
@@ -285,84 +284,6 @@ func parseRunFlags(cfg map[string]string, sim bool, command string) (runFlags, e
 		p.opts.Engine.Seed = p.opts.Workload.Seed
 	}
 	return p, nil
-}
-
-// simulateLeftOut names what a simulated run had around its engines that
-// a what-if deployment does not carry.
-func simulateLeftOut(o simulate.Options) []string {
-	var out []string
-	if o.LengthPools != "" {
-		out = append(out, "the run's length pools ("+o.LengthPools+") are not re-simulated: every replica serves every request")
-	}
-	if o.Queue.Concurrency > 0 || o.DeadlineTTFT > 0 {
-		out = append(out, "the run's admission queue is not re-simulated")
-	}
-	if o.NetworkLatency > 0 {
-		out = append(out, fmt.Sprintf("the run's network latency (%v each way) is not re-simulated", o.NetworkLatency))
-	}
-	return out
-}
-
-// engineOfProfile is a measured server's engine: the profile's model, GPU,
-// TP and precisions, with the batch settings the server exposed (else
-// vLLM's defaults). A run whose recorded model is a catalog model other
-// than the profile's is bad input.
-func engineOfProfile(path string, info results.RunInfo) (engine.Options, []string, error) {
-	prof, err := perfmodel.LoadProfile(path)
-	if err != nil {
-		return engine.Options{}, nil, field.Wrap("profile", err)
-	}
-	if info.Model != "" {
-		if m, err := perfmodel.ResolveModel(info.Model); err == nil {
-			if pm, err := perfmodel.ResolveModel(prof.Model); err == nil && !strings.EqualFold(m.Name, pm.Name) {
-				return engine.Options{}, nil, field.Invalid("profile", path, "is for model %s, but the run served %s", prof.Model, info.Model)
-			}
-		}
-	}
-	e := engine.DefaultOptions()
-	e.Model, e.GPU, e.TensorParallelSize, e.DType, e.KVCacheDType = prof.Model, prof.GPU, prof.TP, prof.DType, prof.KVDType
-	e.Profile = path
-	var notes []string
-	cfg := map[string]string{}
-	if info.Server != nil {
-		cfg = info.Server.Config
-	}
-	// The engine's own defaults stand for what the server did not expose:
-	// its family's, by the profile's engine or the run's metric names.
-	defaults := "vLLM's default for the GPU"
-	fam, ok := engine.FamilyOf(prof.Engine)
-	if !ok && info.Server != nil {
-		fam, ok = engine.FamilyOf(info.Server.Engine)
-	}
-	if ok {
-		e.Engine = fam.Name
-		if fe, err := e.WithEngine(nil); err == nil {
-			e, defaults = fe, fam.Title+"'s default"
-		} else { // a GPU of a --gpu-file: its memory, which some defaults follow, is not known here
-			notes = append(notes, fmt.Sprintf("%s's scheduler defaults are not applied (%v)", fam.Title, err))
-		}
-	}
-	setInt := func(key string, p *int) {
-		if n, err := strconv.Atoi(cfg[key]); err == nil && n > 0 {
-			*p = n
-		} else {
-			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes %s", key, defaults))
-		}
-	}
-	setBool := func(key string, p *bool) {
-		if b, err := strconv.ParseBool(cfg[key]); err == nil {
-			*p = b
-		} else {
-			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes %v", key, *p))
-		}
-	}
-	setInt("max_num_seqs", &e.MaxNumSeqs)
-	setInt("max_num_batched_tokens", &e.MaxNumBatchedTokens)
-	setBool("enable_prefix_caching", &e.EnablePrefixCaching)
-	setBool("enable_chunked_prefill", &e.EnableChunkedPrefill)
-	e.NaturalOutputTokens = "max"
-	notes = append(notes, "the twin runs one replica of the profiled engine; each answer runs to its measured output length")
-	return e, notes, nil
 }
 
 // workloadOf is the run's workload: bench's or simulate's flags rebuilt
