@@ -74,7 +74,7 @@ func (r *Record) Path() (p Path, ok bool) {
 	if !r.OK() || r.EndNS == 0 {
 		return Path{}, false
 	}
-	r.walkPath(&pathWalker{p: &p})
+	r.walkPath(&pathWalker{p: &p, s: &PathScratch{}})
 	return p, true
 }
 
@@ -90,15 +90,17 @@ func (r *Record) walkPath(w *pathWalker) {
 	w.add(HopClient, string(StageSend), wrote-r.SentNS-r.ConnectNS, beforeFirst)
 	// A hop's handler starts once the request's headers are read, so it
 	// may claim up to end − sent.
-	w.walk(groupHops(r.reportedStages()), HopClient, r.EndNS-wrote, r.EndNS-r.SentNS, availWait, nil)
+	stages := r.Timing
+	if len(stages) == 0 {
+		w.s.v1 = r.reportedStages(w.s.v1[:0])
+		stages = w.s.v1
+	}
+	w.walk(w.s.groupHops(stages), HopClient, r.EndNS-wrote, r.EndNS-r.SentNS, availWait, nil)
 }
 
-// reportedStages is Timing, or a version 1 record's split as stages.
-func (r *Record) reportedStages() []HopStage {
-	if len(r.Timing) > 0 {
-		return r.Timing
-	}
-	var s []HopStage
+// reportedStages appends a version 1 record's split (no Timing) to s as
+// stages.
+func (r *Record) reportedStages(s []HopStage) []HopStage {
 	if r.GatewayNS > 0 {
 		s = append(s, HopStage{HopGateway, string(StageGateway), r.GatewayNS})
 	}
@@ -106,7 +108,7 @@ func (r *Record) reportedStages() []HopStage {
 		// A stage the server does not report (llama.cpp's and Ollama's
 		// queue wait) is left out, not given as 0: the time is then
 		// unattributed rather than the network's.
-		for _, st := range []struct {
+		for _, st := range [...]struct {
 			split, name string
 			ns          int64
 		}{{SplitQueue, string(TimingServerQueue), sp.QueueNS}, {SplitPrefill, string(TimingPrefill), sp.PrefillNS},
@@ -133,16 +135,22 @@ type pathItem struct {
 	up   bool
 }
 
-// groupHops groups stages by hop, hops in order of first appearance.
-func groupHops(stages []HopStage) []hopReport {
-	hops := make([]hopReport, 0, 4)
+// groupHops groups stages by hop, hops in order of first appearance. The
+// hops and their items reuse the scratch's storage.
+func (sc *PathScratch) groupHops(stages []HopStage) []hopReport {
+	hops := sc.hops[:0]
 	for _, s := range stages {
 		i := 0
 		for i < len(hops) && hops[i].hop != s.Hop {
 			i++
 		}
 		if i == len(hops) {
-			hops = append(hops, hopReport{hop: s.Hop})
+			if i < cap(hops) { // reuse the slot and its items' storage
+				hops = hops[:i+1]
+				hops[i] = hopReport{hop: s.Hop, items: hops[i].items[:0]}
+			} else {
+				hops = append(hops, hopReport{hop: s.Hop})
+			}
 		}
 		h := &hops[i]
 		switch RoleOf(s.Hop, s.Name) {
@@ -157,6 +165,7 @@ func groupHops(stages []HopStage) []hopReport {
 			h.total, h.hasTotal = s.NS, true
 		}
 	}
+	sc.hops = hops
 	return hops
 }
 
@@ -173,6 +182,36 @@ func (h *hopReport) claim() int64 {
 type pathWalker struct {
 	p    *Path
 	when *[]partWhen
+	s    *PathScratch
+}
+
+// PathScratch is storage that PathWithTTFT reuses from one record to the
+// next, so that decomposing many records allocates nothing per record in
+// steady state. The zero value is ready to use. What its PathWithTTFT
+// returns is valid until its next call; it is not safe for concurrent use.
+type PathScratch struct {
+	path  Path
+	when  []partWhen
+	v1    []HopStage
+	hops  []hopReport
+	arena []pathItem // copies of hops' items for one record
+	vals  []int64
+	out   []PathPart
+	links map[[2]Hop]Hop
+}
+
+// link is Link(a, b), made once per pair.
+func (sc *PathScratch) link(a, b Hop) Hop {
+	k := [2]Hop{a, b}
+	if l, ok := sc.links[k]; ok {
+		return l
+	}
+	if sc.links == nil || len(sc.links) >= 64 {
+		sc.links = make(map[[2]Hop]Hop, 8)
+	}
+	l := Link(a, b)
+	sc.links[k] = l
+	return l
 }
 
 func (w *pathWalker) add(hop Hop, name string, ns int64, when partWhen) {
@@ -275,12 +314,16 @@ func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind 
 		return
 	}
 	T := h.claim()
-	items := append([]pathItem(nil), h.items...)
+	// The hop's items, copied into the record's arena (cut below); the
+	// copy stays valid whatever is added after it.
+	n := len(w.s.arena)
+	w.s.arena = append(w.s.arena, h.items...)
 	if h.hasTotal {
 		// Time inside the total that no stage covers: the hop's own
 		// unattributed time, or (no upstream stage) the inner hops'.
-		items = append(items, pathItem{name: PartUnattributed, ns: T - h.own - h.up, up: !h.hasUp && len(inner) > 0})
+		w.s.arena = append(w.s.arena, pathItem{name: PartUnattributed, ns: T - h.own - h.up, up: !h.hasUp && len(inner) > 0})
 	}
+	items := w.s.arena[n:len(w.s.arena):len(w.s.arena)]
 	shown := T // what the hop's parts add up to once cut
 	switch {
 	case kind == availUpstream && 0 <= avail && avail < T:
@@ -301,14 +344,14 @@ func (w *pathWalker) walk(hops []hopReport, outer Hop, avail, limit int64, kind 
 	if gap := avail - shown; gap != 0 {
 		switch {
 		case kind == availRest:
-			w.add(Link(outer, h.hop), PartUnattributed, gap, spansFirst)
+			w.add(w.s.link(outer, h.hop), PartUnattributed, gap, spansFirst)
 		case !h.whole():
 			// The hop gave only some of its stages: the rest of its time
 			// is in the gap with the network's, and no one can say how
 			// much of it is either.
 			w.add("", PartUnattributed, gap, spansFirst)
 		default:
-			w.add(Link(outer, h.hop), PartNetwork, gap, spansFirst)
+			w.add(w.s.link(outer, h.hop), PartNetwork, gap, spansFirst)
 		}
 	}
 	w.emit(h, items, inner, T)
@@ -330,13 +373,14 @@ func (w *pathWalker) emit(h *hopReport, items []pathItem, inner []hopReport, T i
 		}
 		slotDone = true
 		var slot int64
-		var members []pathItem
+		n := len(w.s.arena)
 		for _, m := range items {
 			if m.up {
 				slot += m.ns
-				members = append(members, m)
+				w.s.arena = append(w.s.arena, m)
 			}
 		}
+		members := w.s.arena[n:len(w.s.arena):len(w.s.arena)]
 		kind := availRest
 		if h.hasUp {
 			kind = availUpstream

@@ -89,24 +89,36 @@ func (h *hopReport) whole() bool {
 // the hops' (never the client's) parts. The TTFT parts sum exactly to
 // first − intended; a part whose TTFT value is 0 is left out.
 func (r *Record) PathWithTTFT() (p Path, ttft []PathPart, ok bool) {
+	var s PathScratch
+	return s.PathWithTTFT(r)
+}
+
+// PathWithTTFT is r.PathWithTTFT in the scratch's storage: the Path's
+// slices and ttft are overwritten by the next call.
+func (sc *PathScratch) PathWithTTFT(r *Record) (p Path, ttft []PathPart, ok bool) {
 	if !r.OK() || r.EndNS == 0 {
 		return Path{}, nil, false
 	}
-	// Room for a whole chain's parts: one allocation each, not a growth.
-	p.Parts, p.Hops = make([]PathPart, 0, 24), make([]Hop, 0, 4)
-	when := make([]partWhen, 0, 24)
-	r.walkPath(&pathWalker{p: &p, when: &when})
+	if sc.path.Parts == nil {
+		// Room for a whole chain's parts: one allocation each, not a growth.
+		sc.path.Parts, sc.path.Hops, sc.when = make([]PathPart, 0, 24), make([]Hop, 0, 4), make([]partWhen, 0, 24)
+	}
+	sc.path = Path{Parts: sc.path.Parts[:0], Hops: sc.path.Hops[:0], Notes: sc.path.Notes[:0]}
+	sc.when, sc.arena = sc.when[:0], sc.arena[:0]
+	r.walkPath(&pathWalker{p: &sc.path, when: &sc.when, s: sc})
 	first := r.FirstTokenNS
 	if first == 0 {
 		first = r.EndNS
 	}
-	return p, untilFirst(p.Parts, when, first-r.IntendedNS), true
+	return sc.path, sc.untilFirst(sc.path.Parts, sc.when, first-r.IntendedNS), true
 }
 
 // untilFirst splits total (TTFT from the intended send) over the parts
 // (see PathWithTTFT).
-func untilFirst(parts []PathPart, when []partWhen, total int64) []PathPart {
-	vals := make([]int64, len(parts))
+func (sc *PathScratch) untilFirst(parts []PathPart, when []partWhen, total int64) []PathPart {
+	vals := slices.Grow(sc.vals[:0], len(parts))[:len(parts)]
+	clear(vals)
+	sc.vals = vals
 	var pre int64
 	for i, x := range parts {
 		if when[i] == beforeFirst {
@@ -140,7 +152,7 @@ func untilFirst(parts []PathPart, when []partWhen, total int64) []PathPart {
 	if float64(rest) > flex {
 		spread, over = int64(flex), rest-int64(flex)
 	}
-	out := make([]PathPart, 0, len(parts)+1)
+	out := slices.Grow(sc.out[:0], len(parts)+1)
 	var given int64
 	for i, x := range parts {
 		v := vals[i]
@@ -167,5 +179,6 @@ func untilFirst(parts []PathPart, when []partWhen, total int64) []PathPart {
 		}
 		out[i].NS += over
 	}
+	sc.out = out
 	return out
 }

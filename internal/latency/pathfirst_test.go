@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // The worked example of docs/metrics.md ("TTFT along the path"): the
@@ -115,5 +116,53 @@ func FuzzPathTTFTSumsExactly(f *testing.F) {
 		if s := (&Path{Parts: ttft}).Sum(); s != r.FirstTokenNS {
 			t.Fatalf("TTFT parts %v sum to %d, want %d", ttft, s, r.FirstTokenNS)
 		}
+		// A scratch that decomposed other records gives the same answer.
+		sp, sttft, _ := fuzzScratch.PathWithTTFT(&r)
+		if diff := cmp.Diff(p, sp, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("scratch path (-fresh +scratch):\n%s", diff)
+		}
+		if diff := cmp.Diff(ttft, sttft, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("scratch TTFT parts (-fresh +scratch):\n%s", diff)
+		}
 	})
+}
+
+// fuzzScratch is reused across the fuzz inputs of one process.
+var fuzzScratch PathScratch
+
+// One scratch reused over records of every shape gives what a fresh
+// decomposition gives, and once warm allocates nothing per record.
+func TestPathScratchReuse(t *testing.T) {
+	chain := chainRecord()
+	v1 := Record{Schema: 1, SentNS: 0, WroteNS: ms(1), FirstTokenNS: ms(40), EndNS: ms(101), GatewayNS: ms(4),
+		Server: &ServerSplit{QueueNS: ms(10), PrefillNS: ms(20), DecodeNS: ms(60), Source: "server-timing"}}
+	aside := Record{SentNS: 0, WroteNS: ms(1), FirstTokenNS: ms(20), EndNS: ms(100), Timing: []HopStage{
+		{HopApp, "in", ms(50)}, {HopApp, "upstream", ms(50)}, {HopApp, "total", ms(20)}}}
+	cut := Record{SentNS: 0, WroteNS: ms(1), FirstTokenNS: ms(30), EndNS: ms(100), Timing: []HopStage{
+		{HopApp, "in", ms(10)}, {HopApp, "upstream", ms(87)}, {HopApp, "backpressure", ms(8)}, {HopApp, "total", ms(105)}}}
+	records := []Record{chain, v1, aside, cut, chain, cut, v1, aside}
+	var sc PathScratch
+	for i := range records {
+		r := &records[i]
+		p, ttft, _ := r.PathWithTTFT()
+		sp, sttft, ok := sc.PathWithTTFT(r)
+		if !ok {
+			t.Fatalf("record %d: no path", i)
+		}
+		if diff := cmp.Diff(p, sp, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("record %d: path (-fresh +scratch):\n%s", i, diff)
+		}
+		if diff := cmp.Diff(ttft, sttft, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("record %d: TTFT parts (-fresh +scratch):\n%s", i, diff)
+		}
+	}
+	warm := []Record{chain, v1, cut}
+	allocs := testing.AllocsPerRun(50, func() {
+		for i := range warm {
+			sc.PathWithTTFT(&warm[i])
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per pass over %d records with a warm scratch, want 0", allocs, len(warm))
+	}
 }

@@ -61,6 +61,8 @@ type partTable struct {
 	pk    []uint16
 	e2e   []int64
 	ttft  []int64
+	// scratch is the storage each record's decomposition reuses.
+	scratch latency.PathScratch
 }
 
 // key returns k's index, adding it; past maxKeys, keys share "other".
@@ -92,7 +94,7 @@ func (t *partTable) key(k partKey) uint16 {
 
 // addPath stores a successful record's parts for w.
 func (t *partTable) addPath(w *row, r *latency.Record) {
-	p, ttft, ok := r.PathWithTTFT()
+	p, ttft, ok := t.scratch.PathWithTTFT(r)
 	if !ok {
 		return
 	}
@@ -174,7 +176,7 @@ func (t *partTable) parts(w *row, f func(k uint16, e2e, ttft int64)) {
 
 // reset empties the table, keeping its storage.
 func (t *partTable) reset() {
-	*t = partTable{keys: t.keys[:0], pk: t.pk[:0], e2e: t.e2e[:0], ttft: t.ttft[:0]}
+	*t = partTable{keys: t.keys[:0], pk: t.pk[:0], e2e: t.e2e[:0], ttft: t.ttft[:0], scratch: t.scratch}
 }
 
 // pathParts are the collector's parts: the table, and for each key its
