@@ -105,7 +105,7 @@ figure.wide { grid-column:1 / -1; }
 {{range .Verdicts}}<tr><td><code>{{.SLO}}</code></td>
 <td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms .ValueMS}}{{end}}</td>
 <td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms (index .CI 0)}} – {{ms (index .CI 1)}}{{end}}</td>
-<td class="{{.Status}}">{{upper .Status}}{{if .Uncertain}} (threshold inside CI){{end}}</td>
+<td class="{{.Status}}">{{upper (print .Status)}}{{if .Uncertain}} (threshold inside CI){{end}}</td>
 <td>{{pct .Attainment}}</td><td>{{num .GoodputRPS}} req/s</td></tr>
 {{end}}</table></div>
 {{end}}
