@@ -19,8 +19,9 @@ import (
 )
 
 // agentRun runs agent sessions against the embedded engine and the tool
-// endpoint tools (nil: the built-in simulator).
-func agentRun(t *testing.T, url string, o workload.Options, tools *ToolTarget, concurrency, requests int) (*Result, []latency.Record) {
+// endpoint tools (nil: the built-in simulator); mods change the run's
+// configuration.
+func agentRun(t *testing.T, url string, o workload.Options, tools *ToolTarget, concurrency, requests int, mods ...func(*Config)) (*Result, []latency.Record) {
 	t.Helper()
 	src, _, err := o.Build(true, func(string) bool { return false })
 	if err != nil {
@@ -34,6 +35,9 @@ func agentRun(t *testing.T, url string, o workload.Options, tools *ToolTarget, c
 		Load:     workload.Load{Concurrency: concurrency, Requests: requests, Seed: 1},
 		Tools:    tools,
 		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
+	}
+	for _, m := range mods {
+		m(&cfg)
 	}
 	var out bytes.Buffer
 	res, err := Run(context.Background(), cfg, &out)

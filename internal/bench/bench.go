@@ -72,7 +72,8 @@ type Config struct {
 	// requests ask for tools).
 	Tools *ToolTarget
 	// Tracer, when set, records a client span per request whose context
-	// is the request's traceparent (Client.Trace); nil sends a fresh
+	// is the request's traceparent (Client.Trace) and, with Tools, an
+	// invoke_agent span per agent session (AgentSpans); nil sends a fresh
 	// traceparent and records nothing.
 	Tracer trace.Tracer
 	// PromptTokenizer is what sizes generated prompts: PromptTokenizerAuto
@@ -358,6 +359,9 @@ func (r *run) measure(ctx context.Context) (err error) {
 			r.genAI(rec)
 			r.sum.Records++
 		},
+	}
+	if r.cfg.Tracer != nil && tools != nil {
+		runner.Agents = &AgentSpans{Tracer: r.cfg.Tracer, Epoch: r.zero, RunID: runner.RunID, Model: r.target.Model}
 	}
 	fmt.Fprintf(r.log, "bench: %s, model %q, %s\n", client.URL(), r.target.Model, describeLoad(r.cfg))
 	stopLive := r.showLive(live)
@@ -786,11 +790,7 @@ func (r *run) genAI(rec *latency.Record) {
 	if r.cfg.GenAI == nil || rec.Warmup {
 		return
 	}
-	op := "chat"
-	if r.target.Endpoint == EndpointCompletions {
-		op = "text_completion"
-	}
-	req := tracing.GenAIRequest{Operation: op, Model: rec.Model, InputTokens: rec.InputTokens,
+	req := tracing.GenAIRequest{Operation: r.target.genAIOperation(), Model: rec.Model, InputTokens: rec.InputTokens,
 		OutputTokens: rec.OutputTokens + rec.ReasoningTokens}
 	if e2e, ok := rec.E2E(); ok {
 		req.Duration = e2e

@@ -257,13 +257,28 @@ func (t *requestTrace) arrivalClock() func() int64 {
 	return t.c.now
 }
 
-// traceRequest starts the request's client span, sets its context as the
+// genAIProvider is gen_ai.provider.name on bench's spans and metrics.
+const genAIProvider = "tokentrace"
+
+// genAIOperation is gen_ai.operation.name of the target's requests.
+func (t Target) genAIOperation() string {
+	if t.Endpoint == EndpointCompletions {
+		return tracing.OpTextCompletion
+	}
+	return tracing.OpChat
+}
+
+// traceRequest starts the request's client span (an inference span of the
+// GenAI conventions: "chat MODEL"), sets its context as the
 // request's traceparent and returns what ends it with the record's
 // instants.
 func (c *Client) traceRequest(ctx context.Context, h http.Header, rec *latency.Record) (end func()) {
 	at := func(ns int64) time.Time { return c.epoch.Add(time.Duration(ns)) }
-	sctx, sp := c.tracer.Start(ctx, "bench POST "+c.target.endpointPath(), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(at(c.now())), trace.WithAttributes(attribute.String("tokentrace.request_id", rec.ID)))
+	op := c.target.genAIOperation()
+	sctx, sp := c.tracer.Start(ctx, tracing.SpanName(op, c.target.Model), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(at(c.now())), trace.WithAttributes(attribute.String("tokentrace.request_id", rec.ID),
+			attribute.String(tracing.AttrOperation, op), attribute.String(tracing.AttrProvider, genAIProvider),
+			attribute.String(tracing.AttrRequestModel, c.target.Model)))
 	tracing.Inject(sctx, h)
 	rec.TraceID = sp.SpanContext().TraceID().String()
 	return func() {

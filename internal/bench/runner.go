@@ -81,6 +81,10 @@ type Runner struct {
 	// Tools makes agent steps' tool calls; required when the workload's
 	// requests ask for tools.
 	Tools ToolCaller
+	// Agents, when set, records each agent session (a
+	// workload.ToolSession) as an invoke_agent span, the parent of its
+	// steps' request spans and of its tool calls' execute_tool spans.
+	Agents *AgentSpans
 	// Prepare, when set, is called with each request once it is built and
 	// before its instant (it may resize the prompt: lengthGaps.prepare).
 	Prepare func(ctx context.Context, req *workload.Request)
@@ -273,6 +277,11 @@ func (p *phaseRun) closed() {
 // session sends a session's turns, the first (already built) with ticket t
 // at instant at.
 func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int64, at time.Duration, scheduled bool) {
+	ctx, st := p.reqCtx, p.agentTrace(sess)
+	var last *latency.Record
+	if st.end != nil {
+		defer func() { st.end(last) }()
+	}
 	prevOut, prevEnd := 0, int64(0)
 	for turn := 0; ; turn++ {
 		req := *first
@@ -301,10 +310,14 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 		} else if p.sendCtx.Err() != nil {
 			return
 		}
-		rec, results := p.one(&req, t, at, scheduled && turn == 0)
+		if turn == 0 && st.start != nil {
+			ctx = st.start(req.Session, at)
+		}
+		rec, results := p.one(ctx, &req, t, at, scheduled && turn == 0)
 		if rec == nil {
 			return
 		}
+		last = rec
 		if !rec.OK() {
 			return // a session does not go on after a failed turn
 		}
@@ -315,10 +328,49 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 	}
 }
 
+// sessionTrace starts an agent session's span (Runner.Agents) and ends it
+// with the session's last record (nil: none was sent); its functions are
+// nil for a session not traced.
+type sessionTrace struct {
+	start func(session int64, at time.Duration) context.Context
+	end   func(last *latency.Record)
+}
+
+// agentTrace is how sess is traced: an agent session's invoke_agent span
+// starts at its first step's intended instant and ends with its last
+// step's tool calls (or its failure).
+func (p *phaseRun) agentTrace(sess workload.Session) (st sessionTrace) {
+	a := p.r.Agents
+	if _, agent := sess.(workload.ToolSession); !agent || a == nil {
+		return st
+	}
+	var end func(int64, string)
+	st.start = func(session int64, at time.Duration) context.Context {
+		var ctx context.Context
+		ctx, end = a.session(p.reqCtx, session, int64(at))
+		return ctx
+	}
+	st.end = func(last *latency.Record) {
+		if end == nil {
+			return // never started
+		}
+		if last == nil { // stopped before its first step was sent
+			end(int64(p.r.Clock.Now()), latency.ErrCanceled)
+			return
+		}
+		endNS := last.ToolsEnd()
+		if endNS == 0 {
+			endNS = int64(p.r.Clock.Now())
+		}
+		end(endNS, last.ErrorKind)
+	}
+	return st
+}
+
 // one sends a request meant for instant at, makes the tool calls its
 // answer asks for, and emits its record; nil when the run stopped before
 // it could be sent. results are the tool calls' results.
-func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, scheduled bool) (rec *latency.Record, results []string) {
+func (p *phaseRun) one(ctx context.Context, req *workload.Request, t int64, at time.Duration, scheduled bool) (rec *latency.Record, results []string) {
 	rec = &latency.Record{
 		ID:                 p.r.RunID + "-" + strconv.FormatInt(p.r.seq.Add(1), 10),
 		IntendedNS:         int64(at),
@@ -350,12 +402,12 @@ func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, schedul
 	// clock's zero) gets the instant it was called, not the instant it
 	// returned: the clock may have moved on meanwhile.
 	called := int64(p.r.Clock.Now())
-	p.r.Doer.Do(p.reqCtx, req, rec)
+	p.r.Doer.Do(ctx, req, rec)
 	if rec.SentNS == 0 {
 		rec.SentNS = called
 	}
 	if len(req.Tools) > 0 && rec.OK() {
-		results = p.tools(req, rec)
+		results = p.tools(ctx, req, rec)
 	}
 	p.note(rec, scheduled && !held)
 	p.r.mu.Lock()
@@ -369,14 +421,17 @@ func (p *phaseRun) one(req *workload.Request, t int64, at time.Duration, schedul
 
 // tools makes a step's tool calls into its record; a failed call fails
 // the step with the call's error kind (canceled when the run stopped).
-func (p *phaseRun) tools(req *workload.Request, rec *latency.Record) []string {
+func (p *phaseRun) tools(ctx context.Context, req *workload.Request, rec *latency.Record) []string {
 	rec.ToolsParallel = req.Parallel
 	if p.r.Tools == nil {
 		rec.ErrorKind, rec.Error = latency.ErrTool, fmt.Sprintf("step %d: no tool endpoint", req.Turn)
 		return nil
 	}
-	spans, results, err := p.r.Tools.Step(p.reqCtx, req.Session, req.Turn, req.Tools, req.Parallel)
+	spans, results, err := p.r.Tools.Step(ctx, req.Session, req.Turn, req.Tools, req.Parallel)
 	rec.Tools = spans
+	if p.r.Agents != nil {
+		p.r.Agents.tools(ctx, req.Session, req.Turn, spans)
+	}
 	if err == nil {
 		return results
 	}

@@ -5,7 +5,8 @@
 // backend with each hop's Server-Timing split as spans
 // (docs/metrics.md, "Traces"); and the OpenTelemetry GenAI metrics
 // (semantic conventions 1.41.0) serve, the gateway and bench export over
-// OTLP/HTTP beside them.
+// OTLP/HTTP beside them, with the conventions' span names and attributes
+// for inference, agent and tool spans.
 //
 // It imports nothing of this module but internal/latency and
 // internal/redact.
