@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
@@ -127,9 +128,11 @@ func (a *analysis) precompute() {
 	if len(a.ok) == 0 {
 		return
 	}
-	names := []string{"ttft", "tpot", "e2e", "ttft_intended", "e2e_intended", "client_queue"}
-	samples := make([][]int64, len(names))
-	for i, m := range names {
+	metrics := []latency.Metric{latency.TTFT, latency.TPOT, latency.E2E, latency.TTFTIntended, latency.E2EIntended, latency.ClientQueue}
+	names := make([]string, len(metrics))
+	samples := make([][]int64, len(metrics))
+	for i, m := range metrics {
+		names[i] = string(m)
 		for _, j := range a.ok {
 			if v, ok := metricValue(&a.rows[j], m); ok {
 				samples[i] = append(samples[i], v)
@@ -142,11 +145,11 @@ func (a *analysis) precompute() {
 		samples = append(samples, st[k])
 	}
 	for _, g := range []struct {
-		name string
+		name latency.Metric
 		gaps *stats.Sample
-	}{{"itl", &a.itl}, {"icl", &a.icl}} {
+	}{{latency.ITL, &a.itl}, {latency.ICL, &a.icl}} {
 		if g.gaps.Hist() == nil {
-			names = append(names, g.name)
+			names = append(names, string(g.name))
 			samples = append(samples, slices.Clone(g.gaps.Values()))
 		}
 	}

@@ -33,7 +33,7 @@ func breachFindings(rep *Report, found []Finding) []Finding {
 		if v.Status != StatusFail {
 			continue
 		}
-		m := latency.Metric(v.Metric)
+		m := v.Metric
 		if slices.ContainsFunc(found, func(f Finding) bool { return slices.Contains(explains[f.Rule], m) }) {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -221,13 +222,13 @@ type addFunc func(id, title, caption string, p *plot.Plot, w, h vg.Length) error
 // cdfCharts: the CDFs of TTFT, TPOT and E2E with their SLO thresholds.
 func (r *Report) cdfCharts(add addFunc) error {
 	for i, c := range r.Figures.CDFs {
-		m := c.Metric
+		m := string(c.Metric)
 		p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
 		if err := line(p, "", xys(c.Points), i, false); err != nil {
 			return err
 		}
 		for _, v := range r.SLOs {
-			if v.Metric == m {
+			if string(v.Metric) == m {
 				thr := v.ThresholdMS
 				if err := line(p, "SLO "+v.SLO, plotter.XYs{{X: thr, Y: 0}, {X: thr, Y: 1}}, 1, true); err != nil {
 					return err
@@ -427,7 +428,7 @@ func (r *Report) stageBars(add addFunc) error {
 			continue
 		}
 		title, id := "Where E2E goes: median vs tail", "stages-e2e"
-		if d.Of == "ttft_intended" {
+		if d.Of == latency.TTFTIntended {
 			title, id = "Where TTFT goes: median vs tail", "stages-ttft"
 		}
 		p := newPlot(title, "", "mean ms per request")

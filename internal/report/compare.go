@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -49,7 +50,7 @@ func (s *CompareSweeps) Lines() []string {
 
 // CompareCDF is one metric's CDF in both runs.
 type CompareCDF struct {
-	Metric string
+	Metric latency.Metric
 	A, B   []XY
 }
 
@@ -109,7 +110,7 @@ func Compare(a, b *Collector) *Comparison {
 	if aa.itl.Hist() != nil || ab.itl.Hist() != nil {
 		c.Notes = append(c.Notes, "ITL came from a histogram in at least one run; its differences carry no interval")
 	}
-	for _, m := range []string{"ttft", "tpot", "e2e"} {
+	for _, m := range []latency.Metric{latency.TTFT, latency.TPOT, latency.E2E} {
 		sa, sb := aa.sample(m), ab.sample(m)
 		if len(sa) > 0 && len(sb) > 0 {
 			c.CDFs = append(c.CDFs, CompareCDF{Metric: m, A: cdfPoints(sa, 400), B: cdfPoints(sb, 400)})
@@ -140,8 +141,8 @@ func (c *Comparison) rates(a, b *Report) {
 func (c *Comparison) percentiles(a, b *analysis) {
 	rng := newRand(a.opts.seed())
 	resamples := a.opts.resamples()
-	for _, m := range []string{"ttft", "tpot", "itl", "e2e"} {
-		c.percentileRows(m, "ms", a.sampleFor(m), b.sampleFor(m), resamples, rng)
+	for _, m := range []latency.Metric{latency.TTFT, latency.TPOT, latency.ITL, latency.E2E} {
+		c.percentileRows(string(m), "ms", a.sampleFor(m), b.sampleFor(m), resamples, rng)
 	}
 	c.percentileRows("input_tokens", "tok", a.inputSample(), b.inputSample(), resamples, rng)
 	pa, pb := a.partSamples(), b.partSamples()

@@ -14,7 +14,7 @@ import (
 func (c *Comparison) WriteHTML(w io.Writer) error {
 	var charts []Chart
 	for _, cdf := range c.CDFs {
-		m := cdf.Metric
+		m := string(cdf.Metric)
 		p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
 		if err := line(p, "A", xys(cdf.A), 0, false); err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strconv"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // csvHeader lists the per-request CSV columns (docs/report.md).
@@ -76,7 +78,7 @@ func (c *Collector) csvLine(rec []string, row *row) []string {
 	ok := row.ok()
 	rec = append(rec, c.sources[row.src], c.phases[row.phase], row.id, strconv.FormatBool(ok), c.errKinds[row.errKind],
 		f(ms(row.intended)), f(ms(row.sent)))
-	for _, m := range []string{"ttft", "tpot", "e2e", "ttft_intended", "e2e_intended", "itl", "icl"} {
+	for _, m := range []latency.Metric{latency.TTFT, latency.TPOT, latency.E2E, latency.TTFTIntended, latency.E2EIntended, latency.ITL, latency.ICL} {
 		v, has := metricValue(row, m)
 		rec = append(rec, opt(v, ok && has))
 	}

@@ -2,9 +2,11 @@ package report
 
 import (
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/results"
 	"slices"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // cutShort notes a results file whose run.json says it was cut short:
@@ -44,7 +46,7 @@ func (a *analysis) stragglers() []string {
 	}
 	slices.Sort(ends)
 	limit := int64(1e9)
-	if e2e := a.sample("e2e"); len(e2e) > 0 {
+	if e2e := a.sample(latency.E2E); len(e2e) > 0 {
 		limit = max(limit, 10*e2e[len(e2e)/2])
 	}
 	k := max(1, n/100)

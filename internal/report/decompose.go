@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -43,9 +44,9 @@ func splitTotal(ttft bool) func(*row) int64 {
 func (a *analysis) decompose(ttft bool) *Decomposition {
 	n := len(a.ok)
 	ps := a.rank(splitTotal(ttft))
-	d := &Decomposition{Of: "e2e_intended"}
+	d := &Decomposition{Of: latency.E2EIntended}
 	if ttft {
-		d.Of = "ttft_intended"
+		d.Of = latency.TTFTIntended
 	}
 	rank := func(p float64) int { return int(stats.Rank(p, int64(n))) }
 	lo, hi := rank(40)-1, rank(60)
@@ -92,7 +93,7 @@ func (a *analysis) tail(d *Decomposition) *StageGroup {
 	if g == nil || g.Requests >= minTail || len(a.ok) <= g.Requests {
 		return g
 	}
-	ttft := d.Of == "ttft_intended"
+	ttft := d.Of == latency.TTFTIntended
 	ps := a.rank(splitTotal(ttft))
 	k := min(minTail, len(ps))
 	sg := a.groupOf(fmt.Sprintf("slowest %d", k), ps[len(ps)-k:], ttft)

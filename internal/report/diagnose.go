@@ -36,7 +36,7 @@ func diagnose(a *analysis, rep *Report) []Finding {
 // accountsForFailure says whether a finding explains a failed SLO.
 func accountsForFailure(rep *Report, f Finding) bool {
 	for _, v := range rep.SLOs {
-		if v.Status == StatusFail && (f.Rule == "slo-breach" || slices.Contains(explains[f.Rule], latency.Metric(v.Metric))) {
+		if v.Status == StatusFail && (f.Rule == "slo-breach" || slices.Contains(explains[f.Rule], v.Metric)) {
 			return true
 		}
 	}
@@ -74,7 +74,7 @@ var rules = []rule{
 func concern(rep *Report, metrics ...latency.Metric) (why string, ok bool) {
 	named := false
 	for _, v := range rep.SLOs {
-		if !slices.Contains(metrics, latency.Metric(v.Metric)) {
+		if !slices.Contains(metrics, v.Metric) {
 			continue
 		}
 		named = true
@@ -114,7 +114,7 @@ func group(d *Decomposition, name string) *StageGroup {
 func (a *analysis) ttftTail(rep *Report) *StageGroup {
 	g := a.tail(rep.TTFTSplit)
 	for _, v := range rep.SLOs {
-		if v.Status == StatusFail && v.Metric == string(latency.TTFTIntended) {
+		if v.Status == StatusFail && v.Metric == latency.TTFTIntended {
 			return g
 		}
 	}

@@ -10,22 +10,23 @@ import (
 // metricValue is one successful request's value of a metric; ok false when
 // it has none. The per-request formulas are latency.Record's; ITL and ICL
 // are the request's largest gaps, kept on the row.
-func metricValue(r *row, m string) (int64, bool) {
+func metricValue(r *row, m latency.Metric) (int64, bool) {
 	switch m {
-	case "itl":
+	case latency.ITL:
 		return r.itlMax, r.output >= 2 && r.nchunks > 0
-	case "icl":
+	case latency.ICL:
 		return r.stall, r.nchunks >= 2
 	}
 	rec := latency.Record{IntendedNS: r.intended, SentNS: r.sent, FirstTokenNS: r.firstTok, EndNS: r.end,
 		OutputTokens: int(r.output), FirstReasonNS: r.firstReason}
-	d, ok := rec.Value(latency.Metric(m))
+	d, ok := rec.Value(m)
 	return int64(d), ok
 }
 
 // headMetrics are the metrics a report leads with; ttft_answer only when
 // some answer had reasoning before it (else it is ttft).
-var headMetrics = []string{"ttft", "ttft_answer", "tpot", "itl", "e2e", "ttft_intended", "e2e_intended", "client_queue"}
+var headMetrics = []latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TPOT, latency.ITL, latency.E2E,
+	latency.TTFTIntended, latency.E2EIntended, latency.ClientQueue}
 
 // reasons reports whether some successful request reasoned before its
 // answer.
@@ -38,36 +39,42 @@ func (a *analysis) reasons() bool {
 	return false
 }
 
-// sample returns the sorted sample of a per-request metric or stage over
+// sample returns the sorted sample of a per-request metric over
 // successful requests, cached.
-func (a *analysis) sample(name string) []int64 {
-	if s, ok := a.sorted[name]; ok {
+func (a *analysis) sample(m latency.Metric) []int64 {
+	if s, ok := a.sorted[string(m)]; ok {
 		return s
-	}
-	if st := stageIndex(name); st >= 0 {
-		a.stageSamples()
-		return a.sorted[name]
 	}
 	var out []int64
 	for _, i := range a.ok {
-		if v, ok := metricValue(&a.rows[i], name); ok {
+		if v, ok := metricValue(&a.rows[i], m); ok {
 			out = append(out, v)
 		}
 	}
 	slices.Sort(out)
-	a.sorted[name] = out
+	a.sorted[string(m)] = out
 	return out
 }
 
-// sampleFor is the sorted sample behind a metric or stage (ITL only when
-// kept exactly).
-func (a *analysis) sampleFor(m string) []int64 {
-	if m == "itl" {
+// stageSample returns the sorted sample of a stage over successful
+// requests, cached (every stage's is filled in one pass).
+func (a *analysis) stageSample(name string) []int64 {
+	if s, ok := a.sorted[name]; ok {
+		return s
+	}
+	a.stageSamples()
+	return a.sorted[name]
+}
+
+// sampleFor is the sorted sample behind a metric (ITL only when kept
+// exactly).
+func (a *analysis) sampleFor(m latency.Metric) []int64 {
+	if m == latency.ITL {
 		if a.itl.Hist() != nil {
 			return nil
 		}
-		a.gapDist("itl", &a.itl)
-		return a.sorted["itl"]
+		a.gapDist(latency.ITL, &a.itl)
+		return a.sorted[string(latency.ITL)]
 	}
 	return a.sample(m)
 }
@@ -112,8 +119,9 @@ func (a *analysis) distOf(name string, sorted []int64) Dist {
 	return d
 }
 
-func (a *analysis) gapDist(name string, g *stats.Sample) Dist {
+func (a *analysis) gapDist(m latency.Metric, g *stats.Sample) Dist {
 	h := g.Hist()
+	name := string(m)
 	if h == nil {
 		if _, ok := a.sorted[name]; !ok {
 			s := slices.Clone(g.Values())
@@ -140,23 +148,23 @@ func (a *analysis) dists(rep *Report) {
 	}
 	reasons := a.reasons()
 	for _, m := range headMetrics {
-		if m == "ttft_answer" && !reasons {
+		if m == latency.TTFTAnswer && !reasons {
 			continue
 		}
-		if m == "itl" {
+		if m == latency.ITL {
 			if a.itl.Count() > 0 {
-				rep.Metrics = append(rep.Metrics, a.gapDist("itl", &a.itl))
+				rep.Metrics = append(rep.Metrics, a.gapDist(latency.ITL, &a.itl))
 			}
 			continue
 		}
 		s := a.sample(m)
 		if len(s) > 0 {
-			rep.Metrics = append(rep.Metrics, a.distOf(m, s))
+			rep.Metrics = append(rep.Metrics, a.distOf(string(m), s))
 		}
 	}
 	for st := stConnect; st < nStages; st++ {
 		name := string(stageOrder[st])
-		s := a.sample(name)
+		s := a.stageSample(name)
 		if len(s) == 0 || (s[0] == 0 && s[len(s)-1] == 0 && st != stDecode) {
 			continue // never happened in this run (e.g. no new connections)
 		}

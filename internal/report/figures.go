@@ -28,7 +28,7 @@ type XY struct{ X, Y float64 }
 // CDF is one metric's empirical CDF at up to 400 points: X in
 // milliseconds, Y the share of successful requests at or below it.
 type CDF struct {
-	Metric string
+	Metric latency.Metric
 	Points []XY
 }
 
@@ -74,8 +74,8 @@ func (a *analysis) figures() Figures {
 		return f
 	}
 	for _, m := range []latency.Metric{latency.TTFT, latency.TPOT, latency.E2E} {
-		if s := a.sample(string(m)); len(s) > 0 {
-			f.CDFs = append(f.CDFs, CDF{Metric: string(m), Points: cdfPoints(s, 400)})
+		if s := a.sample(m); len(s) > 0 {
+			f.CDFs = append(f.CDFs, CDF{Metric: m, Points: cdfPoints(s, 400)})
 		}
 	}
 	f.Timeline = a.timeline()
@@ -173,12 +173,12 @@ func (a *analysis) scatters() []Scatter {
 	specs := []struct {
 		sc     Scatter
 		xv     func(*row) float64
-		metric string // y: the request's value of this metric
+		metric latency.Metric // y: the request's value of this metric
 	}{
 		{Scatter{ID: "ttft-input", Title: "TTFT vs input tokens", XLabel: "input tokens", YLabel: "TTFT (ms)"},
-			func(r *row) float64 { return float64(r.input) }, "ttft"},
+			func(r *row) float64 { return float64(r.input) }, latency.TTFT},
 		{Scatter{ID: "e2e-output", Title: "E2E vs output tokens", XLabel: "output tokens", YLabel: "E2E (ms)"},
-			func(r *row) float64 { return float64(r.output) }, "e2e"},
+			func(r *row) float64 { return float64(r.output) }, latency.E2E},
 	}
 	var out []Scatter
 	for _, s := range specs {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // mdWriter writes markdown to a buffered writer.
@@ -112,7 +114,7 @@ func (m mdWriter) metrics(ds []Dist) {
 }
 
 func (m mdWriter) decomposition(d *Decomposition) {
-	if d.Of == "ttft_intended" {
+	if d.Of == latency.TTFTIntended {
 		m.p("### TTFT split (from the intended send)\n\n")
 	} else {
 		m.p("### Where the time goes (E2E from the intended send)\n\n")

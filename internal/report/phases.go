@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
@@ -73,9 +74,9 @@ func (a *analysis) phase(p uint16, spans map[int][2]int64) Phase {
 		ph.Succeeded++
 		outTok += int64(r.output)
 		for _, m := range []struct {
-			name string
+			name latency.Metric
 			s    *[]int64
-		}{{"ttft", &ttft}, {"tpot", &tpot}, {"e2e", &e2e}} {
+		}{{latency.TTFT, &ttft}, {latency.TPOT, &tpot}, {latency.E2E, &e2e}} {
 			if v, ok := metricValue(r, m.name); ok {
 				*m.s = append(*m.s, v)
 			}

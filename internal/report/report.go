@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
@@ -140,8 +141,8 @@ type Dist struct {
 // Decomposition is the mean of each stage over groups of requests ranked by
 // the decomposed metric: the median band and the tails.
 type Decomposition struct {
-	Of     string       `json:"of"` // "e2e_intended" or "ttft_intended"
-	Groups []StageGroup `json:"groups"`
+	Of     latency.Metric `json:"of"` // latency.E2EIntended or latency.TTFTIntended
+	Groups []StageGroup   `json:"groups"`
 }
 
 // StageGroup is a set of requests and how their time splits along their
@@ -175,12 +176,12 @@ type StageShare struct {
 
 // Verdict is an SLO judged on the run.
 type Verdict struct {
-	SLO         string     `json:"slo"` // as written, e.g. "ttft:p99<=1.5s"; "all" for AllSLOs
-	Metric      string     `json:"metric,omitempty"`
-	Percentile  float64    `json:"percentile,omitempty"`
-	ThresholdMS float64    `json:"threshold_ms,omitempty"`
-	ValueMS     float64    `json:"value_ms,omitempty"` // the run's percentile
-	CI          [2]float64 `json:"ci_ms,omitzero"`
+	SLO         string         `json:"slo"` // as written, e.g. "ttft:p99<=1.5s"; "all" for AllSLOs
+	Metric      latency.Metric `json:"metric,omitempty"`
+	Percentile  float64        `json:"percentile,omitempty"`
+	ThresholdMS float64        `json:"threshold_ms,omitempty"`
+	ValueMS     float64        `json:"value_ms,omitempty"` // the run's percentile
+	CI          [2]float64     `json:"ci_ms,omitzero"`
 	// Status is StatusPass, StatusFail or StatusNoData; Uncertain is set
 	// when the threshold lies inside the value's confidence interval.
 	Status    Status `json:"status"`
@@ -266,9 +267,9 @@ func (r *Report) SLOsFailed() bool {
 }
 
 // dist returns the distribution of a metric, or nil when the run has none.
-func (r *Report) dist(metric string) *Dist {
+func (r *Report) dist(m latency.Metric) *Dist {
 	for i := range r.Metrics {
-		if r.Metrics[i].Metric == metric {
+		if r.Metrics[i].Metric == string(m) {
 			return &r.Metrics[i]
 		}
 	}

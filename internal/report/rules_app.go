@@ -92,8 +92,8 @@ func (a *analysis) appFinding(why string, metric latency.Metric, s StageShare, t
 	}
 	k, ok := a.paths.index[partKey{s.Hop, s.Stage}]
 	if ok {
-		ev += a.appLoadWords(k, d.Of == "ttft_intended", nums)
-		ev += a.appPromptWords(k, d.Of == "ttft_intended", nums)
+		ev += a.appLoadWords(k, d.Of == latency.TTFTIntended, nums)
+		ev += a.appPromptWords(k, d.Of == latency.TTFTIntended, nums)
 	}
 	return Finding{Severity: SeverityWarning, Title: fmt.Sprintf("%s is dominated by the application's %s", metric, s.Stage),
 		Evidence: ev, Numbers: nums, Remedies: appRemedies(s.Stage)}

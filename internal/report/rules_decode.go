@@ -63,7 +63,7 @@ func ruleDecodeBandwidth(a *analysis, rep *Report) (Finding, bool) {
 	conc := a.decodeConcurrency()
 	var xs, ys []float64
 	for j, i := range a.ok {
-		if v, ok := metricValue(&a.rows[i], "tpot"); ok && !math.IsNaN(conc[j]) {
+		if v, ok := metricValue(&a.rows[i], latency.TPOT); ok && !math.IsNaN(conc[j]) {
 			xs, ys = append(xs, conc[j]), append(ys, ms(v))
 		}
 	}
@@ -105,14 +105,14 @@ var bandwidthRemedies = []string{
 // (so the breach is the decode step itself, not a few stalls), while
 // several requests decode at once and the server preempts nothing.
 func steadyDecode(a *analysis, rep *Report, why string, conc []float64) (Finding, bool) {
-	tpot, itl := rep.dist("tpot"), rep.dist("itl")
+	tpot, itl := rep.dist(latency.TPOT), rep.dist(latency.ITL)
 	if why == "" || tpot == nil || itl == nil || len(conc) == 0 || a.ev.preempting() {
 		return Finding{}, false
 	}
 	batch := 1 + stats.Mean(conc)
 	body := false
 	for _, v := range rep.SLOs {
-		if d := rep.dist(v.Metric); v.Status == StatusFail && d != nil && (v.Metric == "tpot" || v.Metric == "itl") &&
+		if d := rep.dist(v.Metric); v.Status == StatusFail && d != nil && (v.Metric == latency.TPOT || v.Metric == latency.ITL) &&
 			d.P50 > v.ThresholdMS {
 			body = true
 		}
@@ -156,7 +156,7 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 	outs := make([]int64, 0, len(a.ok))
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		e2e, _ := metricValue(r, "e2e")
+		e2e, _ := metricValue(r, latency.E2E)
 		xs, ys = append(xs, float64(r.output)), append(ys, ms(e2e))
 		outs = append(outs, int64(r.output))
 	}
@@ -166,12 +166,12 @@ func ruleOutputLength(a *analysis, rep *Report) (Finding, bool) {
 	}
 	slices.Sort(outs)
 	capTok := stats.Percentile(outs, 90)
-	before := a.sample("e2e")
+	before := a.sample(latency.E2E)
 	after := make([]int64, 0, len(a.ok))
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		e, _ := metricValue(r, "e2e")
-		if tpot, ok := metricValue(r, "tpot"); ok && int64(r.output) > capTok {
+		e, _ := metricValue(r, latency.E2E)
+		if tpot, ok := metricValue(r, latency.TPOT); ok && int64(r.output) > capTok {
 			e -= (int64(r.output) - capTok) * tpot
 		}
 		after = append(after, e)

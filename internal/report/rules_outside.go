@@ -147,8 +147,8 @@ func ruleErrors(a *analysis, rep *Report) (Finding, bool) {
 func ruleClientBottleneck(a *analysis, rep *Report) (Finding, bool) {
 	var strong, soft []string
 	nums := map[string]float64{}
-	ttft := rep.dist("ttft")
-	cq := rep.dist("client_queue")
+	ttft := rep.dist(latency.TTFT)
+	cq := rep.dist(latency.ClientQueue)
 	if cq != nil && ttft != nil {
 		nums["client_queue_p99_ms"], nums["ttft_p50_ms"] = cq.P99, ttft.P50
 		if cq.P99 > 10 && cq.P99 > 0.1*ttft.P50 {

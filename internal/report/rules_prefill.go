@@ -69,7 +69,7 @@ func (a *analysis) prefillFit(split bool) (fit, bool) {
 	var xs, ys []float64
 	for _, i := range a.ok {
 		r := &a.rows[i]
-		y, ok := metricValue(r, "ttft")
+		y, ok := metricValue(r, latency.TTFT)
 		if !ok {
 			continue
 		}

@@ -29,7 +29,7 @@ func ruleKVCache(a *analysis, rep *Report) (Finding, bool) {
 	ev := fmt.Sprintf("%sThe server's KV cache ran out: %s (its /metrics). When the cache is full the "+
 		"scheduler evicts running requests to be recomputed or swapped back later; each eviction stalls a "+
 		"stream and delays its answer.", prefix(why), a.ev.counters())
-	if d := rep.dist("itl"); d != nil && d.P50 > 0 {
+	if d := rep.dist(latency.ITL); d != nil && d.P50 > 0 {
 		ev += fmt.Sprintf(" ITL P50 %s, P99 %s, max %s.", fmtMS(d.P50), fmtMS(d.P99), fmtMS(d.Max))
 	}
 	return Finding{Severity: SeverityWarning, Title: "The KV cache ran out: requests were preempted", Evidence: ev,
@@ -76,7 +76,7 @@ func ruleWaves(a *analysis, rep *Report) (Finding, bool) {
 		cv(a, func(r *row) float64 { return float64(r.output) }) > 0.1 {
 		return Finding{}, false
 	}
-	e2e := a.sample("e2e")
+	e2e := a.sample(latency.E2E)
 	if len(e2e) == 0 {
 		return Finding{}, false
 	}

@@ -19,7 +19,7 @@ func rulePrefillInterference(a *analysis, rep *Report) (Finding, bool) {
 	if !ok || rep.Summary.ServerSplit*2 < rep.Summary.Succeeded || len(a.ok) < 8 {
 		return Finding{}, false
 	}
-	itl := rep.dist("itl")
+	itl := rep.dist(latency.ITL)
 	if itl == nil || itl.P50 <= 0 {
 		return Finding{}, false
 	}
@@ -250,7 +250,7 @@ func (ws windows) tokensBeside(s0, s1 int64) int64 {
 // rule fires); a blocked server when the counters rule both out; and,
 // without counters, the candidates with what would tell them apart.
 func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
-	itl := rep.dist("itl")
+	itl := rep.dist(latency.ITL)
 	if itl == nil || itl.P50 <= 0 {
 		return Finding{}, false
 	}

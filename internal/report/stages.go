@@ -25,15 +25,6 @@ const (
 	nStages
 )
 
-func stageIndex(name string) int {
-	for i, s := range stageOrder {
-		if string(s) == name && s != latency.StageClientQueue {
-			return i
-		}
-	}
-	return -1
-}
-
 // firstOut is the instant the first of the answer reached the client: the
 // first token, or the end for an answer that came whole.
 func (r *row) firstOut() int64 {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
 // WriteText writes the terminal summary (at most 100 columns): the run at a
@@ -145,7 +147,7 @@ func (t textWriter) slos(r *Report) {
 
 func (t textWriter) decomposition(d *Decomposition) {
 	what := "WHERE THE TIME GOES (E2E from the intended send"
-	if d.Of == "ttft_intended" {
+	if d.Of == latency.TTFTIntended {
 		what = "TTFT SPLIT (TTFT from the intended send"
 	}
 	t.p("\n%s; mean per group)\n", what)

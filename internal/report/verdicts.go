@@ -12,7 +12,7 @@ func meets(r *row, s latency.SLO) bool {
 	if !r.ok() {
 		return false
 	}
-	v, ok := metricValue(r, string(s.Metric))
+	v, ok := metricValue(r, s.Metric)
 	return !ok || s.Met(time.Duration(v))
 }
 
@@ -65,7 +65,7 @@ func (a *analysis) attain(v *Verdict, meeting int) {
 // verdict judges one SLO: the run's percentile with its interval (the
 // histogram's reading for gaps past the exact cap), pass or fail.
 func (a *analysis) verdict(s latency.SLO) Verdict {
-	v := Verdict{SLO: s.String(), Metric: string(s.Metric), Percentile: s.Percentile, ThresholdMS: ms(int64(s.Max))}
+	v := Verdict{SLO: s.String(), Metric: s.Metric, Percentile: s.Percentile, ThresholdMS: ms(int64(s.Max))}
 	meeting := 0
 	for i := range a.rows {
 		if meets(&a.rows[i], s) {
@@ -77,13 +77,13 @@ func (a *analysis) verdict(s latency.SLO) Verdict {
 	var hist *stats.Histogram
 	switch s.Metric {
 	case latency.ITL:
-		a.gapDist("itl", &a.itl)
-		sample, hist = a.sorted["itl"], a.itl.Hist()
+		a.gapDist(latency.ITL, &a.itl)
+		sample, hist = a.sorted[string(latency.ITL)], a.itl.Hist()
 	case latency.ICL:
-		a.gapDist("icl", &a.icl)
-		sample, hist = a.sorted["icl"], a.icl.Hist()
+		a.gapDist(latency.ICL, &a.icl)
+		sample, hist = a.sorted[string(latency.ICL)], a.icl.Hist()
 	default:
-		sample = a.sample(string(s.Metric))
+		sample = a.sample(s.Metric)
 	}
 	switch {
 	case hist != nil:

@@ -262,7 +262,7 @@ func (r *runner) variants(rep *report.Report) []variant {
 	failing := map[latency.Metric]bool{}
 	for _, v := range rep.SLOs {
 		if v.Status == report.StatusFail {
-			failing[latency.Metric(v.Metric)] = true
+			failing[v.Metric] = true
 		}
 	}
 	var out []variant
