@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/openaitest"
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -79,22 +79,7 @@ redis: {url: "http://user:pw-secret@h:6379"}`)); err == nil || strings.Contains(
 }
 
 // lockedBuffer is a log sink safe for the watcher goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = process.Log
 
 // replaceFile replaces the file at path with text atomically: a loaded
 // machine can stall a plain write between truncating and writing for
