@@ -237,7 +237,7 @@ func (f *planFlags) workloadAndTarget(g *flagGroup, dir string) (capacity.Worklo
 		if f.workload.Trace == "" && !g.given("rate") && f.maximize == "" {
 			return wl, 0, usageError(fmt.Errorf("plan: %w", field.Errorf("rate", "give the target {rate} (requests per second to serve), or {maximize} throughput")), g)
 		}
-		if wl, err = capacity.NewWorkload(src, load, f.ignoreEOS, describeWorkload(f.workload, load)); err != nil {
+		if wl, err = capacity.NewWorkload(src, load, f.ignoreEOS, workload.Describe(f.workload, load)); err != nil {
 			return wl, 0, usageError(fmt.Errorf("plan: %w", err), g)
 		}
 	}
@@ -248,37 +248,6 @@ func (f *planFlags) workloadAndTarget(g *flagGroup, dir string) (capacity.Worklo
 		return wl, f.workload.Rate, nil
 	}
 	return wl, wl.Rate, nil
-}
-
-// describeWorkload names a workload built from bench's flags.
-func describeWorkload(o workload.Options, l workload.Load) string {
-	if o.Trace != "" {
-		s := fmt.Sprintf("trace %s", o.Trace)
-		if o.TraceWindow != "" {
-			s += " window " + o.TraceWindow
-		}
-		if o.TraceModel != "" {
-			s += " model " + o.TraceModel
-		}
-		if o.TimeScale != 1 {
-			s += fmt.Sprintf(" at time scale %g", o.TimeScale)
-		}
-		return s + fmt.Sprintf(", %d requests at their arrival times", l.Requests)
-	}
-	s := fmt.Sprintf("prompts %s tokens, max_tokens %s, %s arrivals", o.InputTokens, o.OutputTokens, l.Arrival)
-	if l.Arrival == workload.Gamma {
-		s += fmt.Sprintf(" (burstiness %g)", l.Burstiness)
-	}
-	if o.PrefixTokens > 0 {
-		s += fmt.Sprintf(", %d-token prefixes shared by %d groups", o.PrefixTokens, o.PrefixGroups)
-	}
-	if o.Turns > 1 {
-		s += fmt.Sprintf(", sessions of %d turns %v apart", o.Turns, o.ThinkTime)
-	}
-	if o.Prompts != "" {
-		s = fmt.Sprintf("prompts of %s, %s arrivals", o.Prompts, l.Arrival)
-	}
-	return s + fmt.Sprintf("; at least %d requests, or a minute of arrivals, per simulation", l.Requests)
 }
 
 // planHTML is a plan as its HTML page.

@@ -1,0 +1,178 @@
+package whatif
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+
+	"github.com/tokentrace/tokentrace/internal/capacity"
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/simulate"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// Twin is the baseline the twin runs, with the seed of the run.
+type Twin struct {
+	Baseline
+	Seed uint64
+}
+
+// RunFlags are a run's recorded flags parsed back (by the caller, which
+// owns the flags): simulate's options (its engine, workload and
+// deployment), and for bench's embedded engine its --sim-* settings.
+type RunFlags struct {
+	Options   simulate.Options
+	SimEngine engine.Options
+	// Given says whether the run set a flag itself.
+	Given func(flag string) bool
+	// Recorded says whether the folder held the run's config.json.
+	Recorded bool
+}
+
+// ParseRunFlags parses a run's recorded flags (config.json's map, whether
+// the run was simulated, its command line) into RunFlags.
+type ParseRunFlags func(config map[string]string, simulated bool, command string) (RunFlags, error)
+
+// InputError marks an error as the caller's input to fix (a profile for
+// another model or GPU, a GPU file that does not load), not the run's.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error marked.
+func (e *InputError) Unwrap() error { return e.Err }
+
+// TwinOf rebuilds the run's deployment and workload from its folder: a
+// simulated or embedded run from the flags config.json records; a measured
+// one from --profile (the engine) and the workload bench's flags describe,
+// or its records' arrivals and lengths. A GPU file given to report (for a
+// profile calibrated on a custom hardware entry) replaces the run's. skip
+// says why there is no twin.
+func TwinOf(dir string, parse ParseRunFlags, profile, gpuFile string) (Twin, string, error) {
+	info, _, _ := results.ReadRunInfo(dir)
+	config, err := results.ReadConfig(dir)
+	if err != nil {
+		return Twin{}, "", err
+	}
+	sim := info.Simulated
+	embedded := !sim && (info.Target == "embedded" || config != nil && config["url"] == "")
+	if !sim && !embedded && profile == "" {
+		return Twin{}, "the run came from a real server: what-if needs its calibrated profile (--profile FILE, from tokentrace calibrate)", nil
+	}
+	if config == nil && (sim || embedded) && profile == "" {
+		return Twin{}, "the folder has no config.json to rebuild the run's engine from (give --profile)", nil
+	}
+	command, _ := results.ReadCommand(dir)
+	p, err := parse(config, sim, command)
+	if err != nil {
+		return Twin{}, "", fmt.Errorf("what-if: %s: %w", results.ConfigPath(dir), err)
+	}
+	t := Twin{Seed: p.Options.Workload.Seed}
+	t.Deployment = capacity.Deployment{Engine: p.Options.Engine, Replicas: p.Options.Replicas, Balancer: p.Options.Balancer}
+	switch {
+	case sim:
+		t.Basis = "the run's engine"
+		t.Notes = append(t.Notes, SimulateLeftOut(p.Options)...)
+	case embedded:
+		t.Basis = "the embedded engine's settings"
+		t.Deployment.Engine = p.SimEngine
+	default:
+		t.Basis = "profile " + filepath.Base(profile)
+		eng, notes, err := EngineOfProfile(profile, info)
+		if err != nil {
+			return Twin{}, "", &InputError{err}
+		}
+		t.Deployment = capacity.Deployment{Engine: eng, Replicas: 1}
+		t.Notes = append(t.Notes, notes...)
+	}
+	if gpuFile != "" {
+		if _, err := perfmodel.GPUCatalogFor(gpuFile); err != nil {
+			return Twin{}, "", &InputError{field.Wrap("gpu_file", err)}
+		}
+		t.Deployment.Engine.GPUFile = gpuFile
+	}
+	if profile != "" {
+		t.Deployment.Engine.Profile = profile
+		if sim || embedded {
+			t.Basis = "profile " + filepath.Base(profile)
+		}
+		if _, _, err := t.Deployment.Engine.Config(); err != nil {
+			var fe *field.Error
+			if errors.As(err, &fe) && fe.Field == "gpu" && gpuFile == "" {
+				err = field.Invalid("profile", profile, "is for GPU %s, not in the catalog: give its --gpu-file (%v)", t.Deployment.Engine.GPU, fe.Err)
+			}
+			return Twin{}, "", &InputError{field.Wrap("profile", unwrapField(err))}
+		}
+	}
+	w, skip, notes, err := workloadOf(dir, p, sim || embedded || p.Options.IgnoreEOS)
+	if err != nil || skip != "" {
+		return Twin{}, skip, err
+	}
+	t.Workload = w
+	t.Notes = append(t.Notes, notes...)
+	if rw, err := results.ReadObserved(dir); err == nil {
+		for _, r := range rw.Requests {
+			t.Inputs = append(t.Inputs, r.Input)
+			t.Outputs = append(t.Outputs, r.Output)
+		}
+	}
+	return t, "", nil
+}
+
+// unwrapField keeps a profile error's own words ("profile is for model X,
+// not Y") rather than the nested field's.
+func unwrapField(err error) error {
+	var fe *field.Error
+	if errors.As(err, &fe) && fe.Field == "profile" && fe.Err != nil {
+		return fe.Err
+	}
+	return err
+}
+
+// workloadOf is the run's workload: bench's or simulate's flags rebuilt
+// (the same prompts, shared prefixes, sessions and arrivals, by the run's
+// seed), else the records' arrivals and lengths.
+//
+// A measured run's flags are used only when its answers ran to max_tokens
+// (--ignore-eos): otherwise their lengths are the server's, which the
+// records hold.
+func workloadOf(dir string, p RunFlags, lengthsKnown bool) (capacity.Workload, string, []string, error) {
+	o := p.Options.Workload
+	chat := p.Options.Endpoint != "completions"
+	if p.Recorded && lengthsKnown && o.Trace == "" && o.Prompts == "" {
+		if o.Concurrency > 0 && o.Rate == 0 {
+			return capacity.Workload{}, "the run is a closed loop (its arrivals follow its server): what-if needs an open-loop run", nil, nil
+		}
+		if o.Duration > 0 && !p.Given("requests") {
+			rate := o.Rate
+			if rate == 0 {
+				rate = workload.DefaultRate
+			}
+			// The twin sends a count, not a span: the duration given is
+			// spent on the number of requests it stood for.
+			o.Requests, o.Duration = max(1, int(math.Round(rate*o.Duration.Seconds()))), 0
+		}
+		o.Concurrency = 0
+		src, load, err := o.Build(chat, func(f string) bool { return f == "requests" || f != "duration" && p.Given(f) })
+		if err != nil {
+			return capacity.Workload{}, "", nil, fmt.Errorf("what-if: the run's workload: %w", err)
+		}
+		w, err := capacity.NewWorkload(src, load, p.Options.IgnoreEOS, workload.Describe(o, load))
+		if err != nil {
+			return capacity.Workload{}, "", nil, fmt.Errorf("what-if: the run's workload: %w", err)
+		}
+		return w, "", nil, nil
+	}
+	w, err := capacity.FromResults(dir, chat, max(o.Seed, 1))
+	switch {
+	case errors.Is(err, capacity.ErrNoArrivals):
+		return w, "what-if needs an open-loop run with arrival times (" + err.Error() + ")", nil, nil
+	case err != nil:
+		return w, "", nil, fmt.Errorf("what-if: %w", err)
+	}
+	return w, "", []string{"the workload is the records' arrivals and lengths: which prompts shared a prefix, and which requests were turns of one session, is not in them (no shared prefix is simulated)"}, nil
+}
