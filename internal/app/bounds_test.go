@@ -12,7 +12,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
-	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // TestHeldAnswerIsBounded: an answer the application holds — whole, for a
@@ -180,19 +179,12 @@ func TestUpstreamTimeEndsAtTheEndEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			rd := sse.NewReader(resp.Body, nil, 0)
-			rd.KeepComment = latency.FinalTimingComment
-			for {
-				ev, err := rd.Next()
-				if err != nil {
-					t.Fatalf("the stream ended without [DONE]: %v", err)
-				}
-				if string(ev.Data) == "[DONE]" {
-					break
-				}
+			kept, err := openaitest.ReadToDone(resp.Body, latency.FinalTimingComment)
+			if err != nil {
+				t.Fatal(err)
 			}
 			close(release) // only now does the upstream send its trailer
-			final := latency.ParseServerTiming([]string{string(rd.Kept)})
+			final := latency.ParseServerTiming([]string{string(kept)})
 			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
-	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
 // TestEndlessWholeAnswerIsBounded: a non-streamed answer that does not
@@ -124,19 +123,12 @@ func TestDecodeEndsAtTheEndEvent(t *testing.T) {
 		gw := startGateway(t, g)
 		resp := post(t, context.Background(), gw.URL, chatBody("m", true, "x", `,"stream_options":{"include_usage":true}`), nil)
 		defer resp.Body.Close()
-		rd := sse.NewReader(resp.Body, nil, 0)
-		rd.KeepComment = latency.FinalTimingComment
-		for {
-			ev, err := rd.Next()
-			if err != nil {
-				t.Fatalf("the stream ended without [DONE]: %v", err)
-			}
-			if string(ev.Data) == "[DONE]" {
-				break
-			}
+		kept, err := openaitest.ReadToDone(resp.Body, latency.FinalTimingComment)
+		if err != nil {
+			t.Fatal(err)
 		}
 		close(release) // only now does the upstream send its trailer
-		final := timingMap(string(rd.Kept))
+		final := timingMap(string(kept))
 		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 			t.Fatal(err)
 		}

@@ -415,3 +415,23 @@ func (u *Upstream) hold(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// ReadToDone reads a stream's events from r up to and including its
+// [DONE] event, and returns the comment of the event that ended it whose
+// text starts with keep (sse.Reader.KeepComment; "" keeps none): a proxy's
+// final timing comment. It stops at [DONE], so the caller can act before
+// the rest of the body (a trailer) arrives. A stream that ends without
+// [DONE] is an error.
+func ReadToDone(r io.Reader, keep string) ([]byte, error) {
+	rd := sse.NewReader(r, nil, 0)
+	rd.KeepComment = keep
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			return nil, fmt.Errorf("the stream ended without [DONE]: %w", err)
+		}
+		if string(ev.Data) == "[DONE]" {
+			return rd.Kept, nil
+		}
+	}
+}
