@@ -169,23 +169,21 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.shutdown()
 
 	s := e.s
-	start := e.instant(e.clock.Now())
+	start := e.wakeAt(0) // idle since the engine's epoch
 	var inbox, aborts []*request
 	for {
-		// Take new requests and aborts.
-		e.mu.Lock()
-		inbox, e.inbox = e.inbox, inbox[:0]
-		aborts, e.aborts = e.aborts, aborts[:0]
-		e.pending = 0
-		e.mu.Unlock()
+		inbox, aborts = e.take(start, inbox[:0], aborts[:0])
 		for _, q := range inbox {
-			s.add(q)
+			if q.state != stDone { // aborted while it waited in the inbox
+				s.add(q)
+			}
 		}
 		clear(inbox)
 		if len(aborts) > 0 {
 			for _, q := range aborts {
-				if s.abort(q, start) {
-					e.deliver(q, 0, FinishAbort, start)
+				at := max(start, q.arrival) // one still in the inbox arrived after start
+				if s.abort(q, at) {
+					e.deliver(q, 0, FinishAbort, at)
 				}
 			}
 			s.compactRunning()
@@ -195,13 +193,15 @@ func (e *Engine) Run(ctx context.Context) error {
 		dur, ok := s.schedule(start)
 		e.publish()
 		if !ok {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-e.wake:
-				start = e.instant(e.clock.Now())
-				continue
+			if !e.holding() {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-e.wake:
+				}
 			}
+			start = e.wakeAt(start)
+			continue
 		}
 		deadline := start + int64(dur)
 		// The step's outcome does not depend on time: compute it now and
@@ -227,6 +227,55 @@ func (e *Engine) Run(ctx context.Context) error {
 			start = now
 		}
 	}
+}
+
+// take moves into inbox the submissions that arrived by the instant start
+// and into aborts every abort request. A submission that arrived after
+// start stays in the engine's inbox for a later step: the step starting at
+// start was planned, on a GPU, before it arrived, however late the loop
+// running behind its schedule takes its inbox (docs/engine.md).
+// Submissions are stamped and queued under e.mu, so the inbox is in
+// arrival order.
+func (e *Engine) take(start int64, inbox, aborts []*request) ([]*request, []*request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for n < len(e.inbox) && e.inbox[n].arrival <= start {
+		n++
+	}
+	inbox = append(inbox, e.inbox[:n]...)
+	rest := copy(e.inbox, e.inbox[n:])
+	clear(e.inbox[rest:])
+	e.inbox = e.inbox[:rest]
+	aborts, e.aborts = e.aborts, aborts
+	e.pending = len(e.inbox)
+	return inbox, aborts
+}
+
+// holding reports whether submissions wait in the inbox for a later step.
+func (e *Engine) holding() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.inbox) > 0
+}
+
+// wakeAt is the instant an engine idle since idleSince starts its next
+// step: at the first waiting submission's arrival, as a GPU's engine
+// would however late this loop woke (an engine on the virtual clock does
+// the same), or now when none waits or the loop woke more than maxLag
+// after it.
+func (e *Engine) wakeAt(idleSince int64) int64 {
+	now := e.instant(e.clock.Now())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.inbox) == 0 {
+		return now
+	}
+	first := e.inbox[0].arrival
+	if now-first > int64(maxLag) {
+		return now
+	}
+	return max(idleSince, min(first, now))
 }
 
 // spinWindow is how long before a step deadline the wall-clock loop stops
@@ -316,7 +365,11 @@ func (e *Engine) shutdown() {
 	var live []*request
 	live = append(live, s.running...)
 	s.waiting.each(func(r *request) { live = append(live, r) })
-	live = append(live, inbox...)
+	for _, q := range inbox {
+		if q.state != stDone { // not already aborted while it waited
+			live = append(live, q)
+		}
+	}
 	for _, q := range live {
 		if q.state != stDone {
 			s.finishReq(q, now, FinishAbort)

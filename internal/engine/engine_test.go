@@ -55,6 +55,21 @@ func (c *fakeClock) advanceToTimer(t *testing.T) time.Time {
 // advanceLate is advanceToTimer with the timer firing late by late.
 func (c *fakeClock) advanceLate(t *testing.T, late time.Duration) time.Time {
 	t.Helper()
+	return c.advanceLateThen(t, late, nil)
+}
+
+// advance moves the clock forward by d without firing any timer.
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// advanceLateThen is advanceLate calling during (when not nil) once the
+// clock has moved and before the timer fires: what happens while the
+// engine's loop is stalled.
+func (c *fakeClock) advanceLateThen(t *testing.T, late time.Duration, during func()) time.Time {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.mu.Lock()
@@ -63,6 +78,9 @@ func (c *fakeClock) advanceLate(t *testing.T, late time.Duration) time.Time {
 			c.timers = c.timers[1:]
 			c.now = tm.at.Add(late)
 			c.mu.Unlock()
+			if during != nil {
+				during()
+			}
 			tm.ch <- tm.at
 			return tm.at
 		}
@@ -194,6 +212,91 @@ func TestHostStallKeepsSchedule(t *testing.T) {
 				t.Fatalf("last token at %v, want %v", last.At.Sub(t0), c.want)
 			}
 		})
+	}
+}
+
+// A request that reaches the engine while its loop is stalled joins the
+// first step planned at or after its arrival, not the steps the loop
+// replays to catch up (planned, on a GPU, before it arrived): its queue
+// time is never negative, and it is what the virtual clock's engine gives
+// the same arrival. a (10-token prompt) prefills in [0, 1.1 ms] and then
+// decodes in 1.01 ms steps; the loop wakes 50 ms late, when b arrives, at
+// 51.1 ms. The steps start at 1.1 + 1.01·k ms; the first at or after
+// 51.1 ms is k = 50, at 51.6 ms: b's queue is 0.5 ms, its prefill (a's
+// decode and b's 10 tokens) 1 ms + 11 × 10 µs.
+func TestStalledLoopAdmitsAtArrival(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	e, _ := startEngine(t, testConfig(), clock)
+	if _, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 200, IgnoreEOS: true}); err != nil {
+		t.Fatal(err)
+	}
+	var b *Stream
+	clock.advanceLateThen(t, 50*time.Millisecond, func() {
+		var err error
+		if b, err = e.Submit(context.Background(), Request{ID: "b", PromptLen: 10, MaxTokens: 3, IgnoreEOS: true}); err != nil {
+			t.Error(err)
+		}
+	})
+	if b == nil {
+		t.FailNow()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan Timeline, 1)
+	go func() {
+		if _, err := b.Recv(ctx); err == nil {
+			got <- b.Timeline()
+		}
+		close(got)
+	}()
+	var tl Timeline
+	for tl.FirstToken.IsZero() {
+		select {
+		case v, ok := <-got:
+			if !ok {
+				t.Fatal("b got no first token")
+			}
+			tl = v
+		default:
+			clock.advanceToTimer(t)
+		}
+	}
+	ms := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Millisecond))) }
+	want := []time.Time{ms(51.1), ms(51.6), ms(51.6 + 1.11)}
+	if diff := cmp.Diff(want, []time.Time{tl.Arrival, tl.Scheduled, tl.FirstToken}); diff != "" {
+		t.Fatalf("b's arrival, scheduling and first token (-want +got):\n%s", diff)
+	}
+}
+
+// An idle engine starts a step at its first request's arrival, however
+// late its loop wakes, and a request arriving after that instant waits for
+// the next step (the virtual clock's rule): a arrives at 1 ms and b at
+// 2 ms; a's prefill is [1, 2.1] ms whether or not the loop woke before b
+// arrived, and b joins the step at 2.1 ms.
+func TestIdleEngineStartsAtFirstArrival(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	e, _ := startEngine(t, testConfig(), clock)
+	var st [2]*Stream
+	for i, id := range []string{"a", "b"} {
+		clock.advance(time.Millisecond)
+		var err error
+		if st[i], err = e.Submit(context.Background(), Request{ID: id, PromptLen: 10, MaxTokens: 2, IgnoreEOS: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		clock.advanceToTimer(t)
+	}
+	ms := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Millisecond))) }
+	want := [][]time.Time{{ms(1), ms(1), ms(2.1)}, {ms(2), ms(2.1), ms(2.1 + 1.11)}}
+	for i, s := range st {
+		recvAll(t, s)
+		tl := s.Timeline()
+		if diff := cmp.Diff(want[i], []time.Time{tl.Arrival, tl.Scheduled, tl.FirstToken}); diff != "" {
+			t.Errorf("request %d's arrival, scheduling and first token (-want +got):\n%s", i, diff)
+		}
 	}
 }
 

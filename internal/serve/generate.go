@@ -518,13 +518,10 @@ func (x *exchange) serverTiming() string {
 }
 
 // split is the timeline's queue, prefill and decode as Server-Timing
-// reports them. The engine keeps its step schedule through a host stall,
-// so a request taken while it catches up joins a step planned for an
-// instant before it arrived and its queue is negative by the lag
-// (docs/engine.md): Server-Timing, which has no negative durations, sends
-// it as 0 and keeps the engine's prefill (from that step's start), so the
-// stages then sum to more than the request spent in the server, by the
-// lag (a client's decomposition sets such a report aside, with a note).
+// reports them. The engine never schedules a request before its arrival,
+// even while its loop catches up after a host stall (docs/engine.md); the
+// queue is clamped at 0 all the same, as Server-Timing has no negative
+// durations.
 func (x *exchange) split() (queue, prefill, decode time.Duration) {
 	return max(x.tl.Queue(), 0), x.tl.Prefill(), x.tl.Decode()
 }

@@ -54,14 +54,14 @@ func TestRequestTiming(t *testing.T) {
 	if diff := cmp.Diff(wantSplit, split); !ok || gateway != 0 || diff != "" {
 		t.Errorf("SplitServerTiming: ok %v, gateway %v, split (-want +got):\n%s", ok, gateway, diff)
 	}
-	// A request taken while the engine catches up after a host stall joins
-	// a step planned 3 ms before it arrived: its negative queue is sent as
-	// 0 (Server-Timing has no negative durations), the engine's prefill as
-	// it is.
+	// A timeline scheduled 3 ms before its arrival (the engine gives none
+	// since it holds a request that arrives while it catches up for a
+	// later step, but a timeline is data): its negative queue is sent as 0
+	// (Server-Timing has no negative durations), the prefill as it is.
 	caught := &exchange{frontend: 400 * time.Microsecond, hasTL: true,
 		tl: engine.Timeline{Arrival: at(5400), Scheduled: at(2400), FirstToken: at(12400), Finished: at(52400), OutputTokens: 5}}
 	if got, want := caught.serverTiming(), "frontend;dur=0.400, server_queue;dur=0.000, prefill;dur=10.000, server_decode;dur=40.000"; got != want {
-		t.Errorf("Server-Timing during a catch-up %q, want %q", got, want)
+		t.Errorf("Server-Timing of a negative queue %q, want %q", got, want)
 	}
 	early := &exchange{frontend: 120 * time.Microsecond}
 	if got := early.serverTiming(); got != "frontend;dur=0.120" {
