@@ -147,6 +147,14 @@ func (f *planFlags) run(cmd *cobra.Command, g *flagGroup, dir string) error {
 	if err != nil {
 		return usageError(fmt.Errorf("plan: %w", err), g)
 	}
+	if g.given("replicas") {
+		// The count asked for is the count planned: a target rate does not
+		// choose others (the answer then says whether N replicas meet it).
+		if len(space.Replicas) > 0 {
+			return usageError(fmt.Errorf("plan: %w", field.Errorf("replicas", "{vary} replicas=… sets the replica counts too; give one of them")), g)
+		}
+		space.Replicas = []int{f.replicas}
+	}
 	obj := capacity.Objective{SLOs: slos, TargetRate: target, Budget: f.budget}
 	base := capacity.Deployment{Engine: f.engine, Replicas: f.replicas, Balancer: f.balancer}
 	opts := capacity.SearchOptions{Options: capacity.Options{Seed: f.workload.Seed, Force: f.force}, Parallel: f.parallel}

@@ -71,9 +71,29 @@ func TestPlanExitStatuses(t *testing.T) {
 		{append(planArgs, "--rate", "10", "--slo", "ttft:p99<=1s", "--vary", "colour=red"), "--vary"},
 		{[]string{"plan", "--rate", "10", "--slo", "ttft:p99<=1s", "--vary", "gpu=Q1"}, `"Q1"`},
 		{[]string{"plan", closed, "--input-tokens", "5", "--slo", "ttft:p99<=1s"}, "--input-tokens"},
+		{append(planArgs, "--rate", "10", "--slo", "ttft:p99<=1s", "--replicas", "2"), "--replicas: --vary replicas=… sets"},
 	} {
 		if code, msg := exit(tc.args...); code != ExitUsage || !strings.Contains(msg, tc.want) {
 			t.Errorf("%v: exit %d, want 2 naming %s: %s", tc.args[1:], code, tc.want, msg)
+		}
+	}
+}
+
+// TestPlanHonoursReplicas: --replicas N with a target rate plans N
+// replicas (it used to be replaced by the roofline's counts, silently):
+// every candidate has N, and the answer is N of them.
+func TestPlanHonoursReplicas(t *testing.T) {
+	out, err := run(t, "plan", "--input-tokens", "1000", "--output-tokens", "50", "--requests", "100",
+		"--vary", "gpu=H100-SXM", "--replicas", "3", "--rate", "40", "--slo", "ttft:p99<=1s")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "answer   #1 3 × H100-SXM") {
+		t.Errorf("the answer is not 3 replicas:\n%s", out)
+	}
+	for _, n := range []string{"1", "2", "4", "5"} {
+		if strings.Contains(out, " "+n+" × H100-SXM") {
+			t.Errorf("a candidate of %s replicas, not the 3 asked for:\n%s", n, out)
 		}
 	}
 }
