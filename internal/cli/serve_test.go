@@ -42,6 +42,7 @@ func TestServeRejectsConfigThatCannotRun(t *testing.T) {
 		{[]string{"--max-num-batched-tokens", "8"}, "below one block"},
 		{[]string{"--model", "no-such-model"}, "model"},
 		{[]string{"--max-model-len", "100000000"}, "KV cache holds"},
+		{[]string{"--grace", "-1s"}, "--grace"},
 	}
 	for _, tt := range tests {
 		root := NewRoot()

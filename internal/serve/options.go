@@ -25,6 +25,9 @@ type Options struct {
 	// descriptor limit), as httplimit.Limits.
 	ReadHeaderTimeout, BodyTimeout, IdleTimeout time.Duration
 	MaxConnections                              int
+	// Grace (grace) is how long requests in flight may finish after a
+	// stop; 0: the engine ends them at once (finish reason "abort").
+	Grace time.Duration
 	// ReasoningField (reasoning_field) is the chat delta and message field
 	// that carries reasoning tokens (engine.Options.ReasoningTokens):
 	// openai.ReasoningField ("reasoning", vLLM's) or
@@ -61,6 +64,7 @@ func (o Options) Config() (Config, error) {
 		GPUMemoryUtilization: o.Engine.GPUMemoryUtilization,
 		Limits: httplimit.Limits{ReadHeaderTimeout: o.ReadHeaderTimeout, BodyTimeout: o.BodyTimeout,
 			IdleTimeout: o.IdleTimeout, MaxConns: o.MaxConnections},
+		Grace: o.Grace,
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

@@ -54,6 +54,10 @@ type Config struct {
 	// body, idle keep-alive) and its connection cap; zero fields take
 	// httplimit's defaults, the cap from the descriptor limit.
 	Limits httplimit.Limits
+	// Grace is how long requests in flight may finish after a stop
+	// (grace) before the engine ends the rest with finish reason "abort";
+	// 0: at once.
+	Grace time.Duration
 	// Clock is the engine's and the server's clock; default the wall clock.
 	Clock engine.Clock
 	// Tracer, when set, records one span per completion request, a child
@@ -107,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err
+	}
+	if c.Grace < 0 {
+		return field.Invalid("grace", c.Grace, "must not be negative")
 	}
 	if c.QueueFullStatus != http.StatusTooManyRequests && c.QueueFullStatus != http.StatusServiceUnavailable {
 		return field.Invalid("queue_full_status", c.QueueFullStatus, "must be 429 or 503")
@@ -178,11 +185,12 @@ func New(cfg Config) (*Server, error) {
 // connection is closed.
 const CloseGrace = 5 * time.Second
 
-// Serve runs the engine and serves HTTP on ln until ctx ends; then the
-// engine stops (unfinished requests end with finish reason "abort"), and
-// once the handlers have written their last bytes (at most CloseGrace)
-// every connection is closed: httplimit.Serve, the one lifecycle of this
-// module's servers.
+// Serve runs the engine and serves HTTP on ln until ctx ends; then it
+// stops accepting requests, the requests in flight may finish within the
+// grace (Config.Grace), the engine stops (the unfinished end with finish
+// reason "abort"), and once the handlers have written their last bytes (at
+// most CloseGrace more) every connection is closed: httplimit.Serve, the
+// one lifecycle of this module's servers.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	engCtx, stopEng := context.WithCancel(context.WithoutCancel(ctx))
 	engDone := make(chan struct{})
@@ -195,7 +203,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-engDone
 	}
 	defer stopEngine() // also when the server failed before ctx ended
-	if err := s.cfg.Limits.Serve(ctx, ln, s.handler, httplimit.Stop{Grace: CloseGrace, Stopping: stopEngine}); err != nil {
+	stopping := stopEngine
+	if s.cfg.Grace > 0 {
+		// The engine runs on for the grace; Serve returns (and the deferred
+		// stop ends the engine) as soon as no request is in flight.
+		var abort *time.Timer
+		defer func() {
+			if abort != nil {
+				abort.Stop()
+			}
+		}()
+		stopping = func() { abort = time.AfterFunc(s.cfg.Grace, stopEngine) }
+	}
+	stop := httplimit.Stop{Grace: s.cfg.Grace + CloseGrace, Stopping: stopping}
+	if err := s.cfg.Limits.Serve(ctx, ln, s.handler, stop); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil

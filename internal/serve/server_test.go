@@ -421,6 +421,7 @@ func TestStartRejectsConfigThatCannotRun(t *testing.T) {
 		{"budget below one block", func(c *Config) { c.Engine.MaxNumBatchedTokens = 8 }, "below one block"},
 		{"queue-full status", func(c *Config) { c.QueueFullStatus = 500 }, "429 or 503"},
 		{"fault rates", func(c *Config) { c.Faults.Rate429, c.Faults.Rate500 = 0.7, 0.7 }, "sum"},
+		{"negative grace", func(c *Config) { c.Grace = -time.Second }, "grace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -431,6 +432,56 @@ func TestStartRejectsConfigThatCannotRun(t *testing.T) {
 				t.Errorf("Start: %v, want an error about %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestGraceLetsStreamsFinish: with a grace, a stop lets the stream in
+// flight run to its end (finish reason length) when the grace is long
+// enough, and ends it with finish reason abort when it is not (a 2,000-token
+// stream at 2 ms a step cannot finish within 20 ms).
+func TestGraceLetsStreamsFinish(t *testing.T) {
+	for _, tc := range []struct {
+		grace     time.Duration
+		maxTokens int
+		want      string
+	}{
+		{time.Minute, 500, `"finish_reason":"length"`},
+		{20 * time.Millisecond, 2000, `"finish_reason":"abort"`},
+	} {
+		cfg := testConfig(2 * time.Millisecond)
+		cfg.Grace = tc.grace
+		s, err := Start(context.Background(), cfg, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := post(t, context.Background(), s.URL()+"/completions",
+			fmt.Sprintf(`{"model":"sim-model","prompt":"x","max_tokens":%d,"ignore_eos":true,"stream":true}`, tc.maxTokens))
+		rd := sse.NewReader(resp.Body, func() int64 { return 0 }, 0)
+		if _, err := rd.Next(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.Close() }()
+		var last string
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("grace %v: stream ended with %v", tc.grace, err)
+				}
+				break
+			}
+			if string(ev.Data) != "[DONE]" {
+				last = string(ev.Data)
+			}
+		}
+		resp.Body.Close()
+		if !strings.Contains(last, tc.want) {
+			t.Errorf("grace %v: last chunk %s, want %s", tc.grace, last, tc.want)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("grace %v: Close: %v", tc.grace, err)
+		}
 	}
 }
 
