@@ -48,6 +48,10 @@ type FamilyScheduler struct {
 	// scales put the cache in FP8; empty keeps auto (the weights' if
 	// 16-bit, else bf16).
 	FP8KVCacheDType string `yaml:"fp8_kv_cache_dtype"`
+	// UBatch is the engine's physical batch, the most tokens one forward
+	// pass takes (llama.cpp's -ub): a step of more runs as several passes
+	// (perfmodel.Config.UBatch). 0: a step is one pass.
+	UBatch int `yaml:"ubatch,omitempty"`
 }
 
 // ByMemory is one step of a setting that depends on the GPU's memory: the
@@ -270,4 +274,17 @@ func (o Options) familyConstants(gpu string, wd perfmodel.DType) (perfmodel.Effi
 	}
 	eff, ok := fam.ConstantsFor(gpu, wd)
 	return eff, ok, nil
+}
+
+// familyUBatch is o's engine family's physical batch (0: none, or no
+// engine).
+func (o Options) familyUBatch() int {
+	if o.Engine == "" {
+		return 0
+	}
+	fam, err := LookupFamily(o.Engine)
+	if err != nil {
+		return 0
+	}
+	return fam.Scheduler.UBatch
 }

@@ -181,3 +181,27 @@ func TestFamilyConstants(t *testing.T) {
 	}
 	_ = os.Remove(path)
 }
+
+// llama.cpp's physical batch reaches the performance model (a step of
+// more than 512 tokens is several forward passes); the other families run
+// a step as one pass.
+func TestFamilyUBatch(t *testing.T) {
+	for _, tc := range []struct {
+		engine string
+		want   int
+	}{{"", 0}, {"vllm", 0}, {"trtllm", 0}, {"llamacpp", 512}} {
+		o := DefaultOptions()
+		o.Engine = tc.engine
+		o, err := o.WithEngine(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, e, err := o.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Config().UBatch; got != tc.want {
+			t.Errorf("engine %q: ubatch %d, want %d", tc.engine, got, tc.want)
+		}
+	}
+}

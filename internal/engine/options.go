@@ -204,6 +204,7 @@ func (o Options) perfConfig() (perfmodel.Config, error) {
 	if ok {
 		pc.Eff = eff
 	}
+	pc.UBatch = o.familyUBatch()
 	if o.Profile != "" {
 		prof, err := perfmodel.LoadProfile(o.Profile)
 		if err != nil {

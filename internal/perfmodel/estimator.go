@@ -32,6 +32,12 @@ type Config struct {
 	// DraftModel, when set, is the speculative-decoding draft model, run
 	// with the same GPUs, TP and precisions; its weights and KV share memory.
 	DraftModel *ModelSpec
+	// UBatch is the most tokens one forward pass takes (llama.cpp's
+	// physical batch, n_ubatch): a step of more tokens runs as
+	// ⌈tokens ÷ UBatch⌉ passes, each reading the weights and paying the
+	// layer overheads again. 0: a step is one pass, however many tokens
+	// (the GPU engines).
+	UBatch int
 }
 
 // DefaultMemUtil is the default fraction of GPU memory the engine uses.
@@ -91,7 +97,9 @@ type Estimator struct {
 	arFactor         float64 // seconds per byte of an all-reduce: 2(TP−1)/TP / (link × eff)
 	arLatency        float64 // seconds
 	allReduces       float64 // per step: 2 per layer
-	overhead         float64 // seconds per step: step + layers × layer overhead
+	overhead         float64 // seconds per step: the step overhead
+	passOverhead     float64 // seconds per forward pass: layers × layer overhead
+	ubatch           float64 // tokens per forward pass (0: no bound)
 	seqOverhead      float64 // seconds per sequence in a step
 	ctxOverhead      float64 // seconds per context token in a step
 
@@ -176,6 +184,9 @@ func (e *Estimator) settle(cfg Config) error {
 	}
 	e.cfg.Eff = e.eff
 	e.cfg.TP, e.cfg.WeightDType, e.cfg.KVDType = e.tp, e.wdt, e.kdt
+	if cfg.UBatch < 0 {
+		return fmt.Errorf("ubatch must be ≥ 0 (got %d)", cfg.UBatch)
+	}
 	if cfg.ReserveBytes < 0 {
 		return fmt.Errorf("reserve must be ≥ 0 (got %d)", cfg.ReserveBytes)
 	}
@@ -233,7 +244,9 @@ func (e *Estimator) stepConstants() error {
 		e.arLatency = e.eff.AllReduceLatency.Seconds() + 2*(tp-1)*RingStepLatency(g).Seconds()
 		e.allReduces = 2 * float64(m.Layers)
 	}
-	e.overhead = e.eff.StepOverhead.Seconds() + float64(m.Layers)*e.eff.LayerOverhead.Seconds()
+	e.overhead = e.eff.StepOverhead.Seconds()
+	e.passOverhead = float64(m.Layers) * e.eff.LayerOverhead.Seconds()
+	e.ubatch = float64(e.cfg.UBatch)
 	e.seqOverhead = e.eff.SeqOverhead.Seconds()
 	e.ctxOverhead = e.eff.ContextOverheadNS * 1e-9
 
@@ -355,13 +368,17 @@ type Step struct {
 	KVReadBytes    float64 `json:"kv_read_bytes"`
 	KVWriteBytes   float64 `json:"kv_write_bytes"`
 	Bytes          float64 `json:"bytes"`
-	// ExpertsTouched is the expected routed experts read per MoE layer.
+	// ExpertsTouched is the expected routed experts read per MoE layer
+	// and forward pass.
 	ExpertsTouched float64 `json:"experts_touched,omitempty"`
-	CommBytes      float64 `json:"comm_bytes"`
-	Compute        time.Duration
-	Memory         time.Duration
-	Comm           time.Duration
-	Overhead       time.Duration
+	// Passes is the forward passes the step runs as when a pass takes at
+	// most Config.UBatch tokens (absent when it has no bound: one pass).
+	Passes    int     `json:"passes,omitempty"`
+	CommBytes float64 `json:"comm_bytes"`
+	Compute   time.Duration
+	Memory    time.Duration
+	Comm      time.Duration
+	Overhead  time.Duration
 	// Draft is the draft model's time for a speculative step.
 	Draft time.Duration
 	Total time.Duration
@@ -432,12 +449,19 @@ func (e *Estimator) step(a agg) Step {
 	s.LinearFLOPs = e.linFLOPsPerToken*a.tokens + e.headFLOPsPerRow*a.rows
 	s.AttentionFLOPs = e.attnPerPair * a.pairs
 	s.FLOPs = s.LinearFLOPs + s.AttentionFLOPs
-	s.WeightBytes = e.denseReadBytes
+	// Every forward pass reads the weights: one pass per step, or one per
+	// UBatch tokens of it.
+	passes := 1.0
+	if e.ubatch > 0 {
+		passes = math.Ceil(a.tokens / e.ubatch)
+		s.Passes = int(passes)
+	}
+	s.WeightBytes = e.denseReadBytes * passes
 	if e.experts > 0 {
-		// Expected distinct experts a batch of T tokens routes to, each token
+		// Expected distinct experts a pass of T tokens routes to, each token
 		// picking k of E uniformly: E × (1 − (1 − k/E)^T).
-		s.ExpertsTouched = e.experts * (1 - math.Pow(1-e.topK/e.experts, a.tokens))
-		s.WeightBytes += s.ExpertsTouched * e.expertBytes * e.moeLayers
+		s.ExpertsTouched = e.experts * (1 - math.Pow(1-e.topK/e.experts, a.tokens/passes))
+		s.WeightBytes += passes * s.ExpertsTouched * e.expertBytes * e.moeLayers
 	}
 	s.KVReadBytes = a.ctx * e.kvTokenRank
 	s.KVWriteBytes = a.tokens * e.kvTokenRank
@@ -450,7 +474,7 @@ func (e *Estimator) step(a agg) Step {
 		comm = e.allReduces*e.arLatency + s.CommBytes*e.arFactor
 	}
 	s.Compute, s.Memory = seconds(compute), seconds(memory)
-	overhead := e.overhead + a.seqs*e.seqOverhead + a.ctx*e.ctxOverhead
+	overhead := e.overhead + passes*e.passOverhead + a.seqs*e.seqOverhead + a.ctx*e.ctxOverhead
 	s.Comm, s.Overhead = seconds(comm), seconds(overhead)
 	s.Bound = "memory"
 	if compute > memory {

@@ -414,3 +414,40 @@ func TestContextOverheadHandComputed(t *testing.T) {
 		t.Error("a negative context overhead validated")
 	}
 }
+
+// A physical batch of 512 tokens runs a step of 1,200 prompt tokens as
+// ⌈1,200 ÷ 512⌉ = 3 forward passes: Llama-3.1-8B's weights read per step
+// (bf16, input embedding excluded: 2 × (8,030,261,248 − 525,336,576) B =
+// 15,009,849,344 B) three times, and the layer overhead 3 × 32 × 25 µs; a
+// step of 512 tokens is one pass, as without a bound. FLOPs do not change.
+func TestUBatchPassesHandComputed(t *testing.T) {
+	g := mustGPU(t, "H100-SXM")
+	cfg := Config{Model: mustModel(t, "Llama-3.1-8B"), GPU: g}
+	whole := mustNew(t, cfg)
+	cfg.UBatch = 512
+	split := mustNew(t, cfg)
+	var b Batch
+	b.Add(1200, 0)
+	w, s := whole.Breakdown(&b), split.Breakdown(&b)
+	const weights = 2 * (8_030_261_248 - 128_256*4096)
+	if w.WeightBytes != weights || w.Passes != 0 {
+		t.Fatalf("one pass: weight bytes %.0f, passes %d; want %d, 0", w.WeightBytes, w.Passes, weights)
+	}
+	if s.Passes != 3 || s.WeightBytes != 3*weights {
+		t.Errorf("UBatch 512, 1,200 tokens: passes %d, weight bytes %.0f; want 3, %d", s.Passes, s.WeightBytes, 3*weights)
+	}
+	if s.FLOPs != w.FLOPs {
+		t.Errorf("FLOPs %g with passes, %g without", s.FLOPs, w.FLOPs)
+	}
+	if got, want := s.Overhead-w.Overhead, 2*32*25*time.Microsecond; got != want {
+		t.Errorf("two more passes add %v of overhead, want %v", got, want)
+	}
+	b.Reset()
+	b.Add(512, 0)
+	if a, c := whole.Breakdown(&b), split.Breakdown(&b); a.Total != c.Total || c.Passes != 1 {
+		t.Errorf("512 tokens: %v in %d pass(es) with UBatch 512, %v without", c.Total, c.Passes, a.Total)
+	}
+	if _, err := New(Config{Model: cfg.Model, GPU: g, UBatch: -1}); err == nil || !strings.Contains(err.Error(), "ubatch") {
+		t.Errorf("UBatch −1: %v", err)
+	}
+}
