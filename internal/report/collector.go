@@ -1,6 +1,8 @@
 package report
 
 import (
+	"slices"
+
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -148,6 +150,39 @@ func (c *Collector) Add(r *latency.Record) {
 	d.reset()
 	d.add(r, c.opts.IncludeWarmup)
 	c.absorb(d)
+}
+
+// reserve makes room for a digest's rows and parts and, when the storage
+// must grow, for the more rows expected after them (and their parts, at
+// the rate so far). Growing once to the expected size rather than by
+// append's steps spares a million-row input the copies from each slice to
+// the next and the memory both hold while one is copied.
+func (c *Collector) reserve(d *digest, more int) {
+	n := len(d.rows)
+	c.rows = growTo(c.rows, n, more)
+	rows := len(c.rows) + n
+	extra := func(have, add int) int { return int(float64(more) * float64(have+add) / float64(max(rows, 1))) }
+	pp := &c.paths
+	add := len(d.paths.pk)
+	m := extra(len(pp.pk), add)
+	pp.pk, pp.e2e = growTo(pp.pk, add, m), growTo(pp.e2e, add, m)
+	add = len(d.paths.ttft)
+	pp.ttft = growTo(pp.ttft, add, extra(len(pp.ttft), add))
+}
+
+// growTo returns s with room for n more elements: s itself when it has
+// it, else a copy with room for exactly n + more (append's own steps
+// overshoot by up to a quarter, or double).
+func growTo[E any](s []E, n, more int) []E {
+	if len(s)+n <= cap(s) {
+		return s
+	}
+	if more == 0 {
+		return slices.Grow(s, n)
+	}
+	t := make([]E, len(s), len(s)+n+more)
+	copy(t, s)
+	return t
 }
 
 // absorb merges a digest (a batch of records reduced in parallel) into the

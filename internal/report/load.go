@@ -167,7 +167,11 @@ func readFile(ctx context.Context, c *Collector, path string) (int, unreadable, 
 		return 0, unreadable{}, fmt.Errorf("input: %w", err)
 	}
 	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
-	return readRecords(ctx, c, f, path)
+	var size int64
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return readRecords(ctx, c, f, path, size)
 }
 
 // readBlock is the size of the blocks the reader hands to the workers.
@@ -175,9 +179,10 @@ var readBlock = 4 << 20
 
 // readRecords reads JSON lines of latency.Record from rd into c. Blocks of
 // whole lines are decoded and reduced in parallel (one worker per CPU) and
-// merged into c in file order. It returns the records read and the lines
-// that were not records.
-func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (int, unreadable, error) {
+// merged into c in file order. size is rd's length in bytes where known (0:
+// unknown): the collector makes room at once for the rows it will hold. It
+// returns the records read and the lines that were not records.
+func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string, size int64) (int, unreadable, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -193,7 +198,7 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string) (
 	for range workers {
 		wg.Go(func() { p.reduce(c.opts.IncludeWarmup) })
 	}
-	m := merger{c: c, name: name}
+	m := merger{c: c, name: name, size: size}
 	err := m.merge(ctx, p)
 	cancel()
 	for range p.order { // let the reader finish after an early stop
@@ -295,13 +300,17 @@ func (p *pipeline) reduce(includeWarmup bool) {
 // merger absorbs the digests into the collector in file order and keeps
 // count of what could not be read.
 type merger struct {
-	c         *Collector
-	name      string
-	n         int
-	lineOff   int
-	bad       []int
-	unread    unreadable
-	oldSchema int
+	c    *Collector
+	name string
+	// size is the input's length in bytes (0: unknown); read and rows are
+	// the bytes and rows absorbed so far, from which the rest is foreseen.
+	size, read int64
+	rows       int
+	n          int
+	lineOff    int
+	bad        []int
+	unread     unreadable
+	oldSchema  int
 }
 
 func (m *merger) merge(ctx context.Context, p *pipeline) error {
@@ -318,7 +327,7 @@ func (m *merger) merge(ctx context.Context, p *pipeline) error {
 			return fmt.Errorf("%s line %d: record schema v%d is newer than this tokentrace reads "+
 				"(v%d): upgrade tokentrace to report on it", m.name, m.lineOff+d.newer, d.newerV, latency.RecordSchema)
 		}
-		m.absorb(d)
+		m.absorb(d, len(j.data))
 		p.exactDone.Store(m.c.itl.Hist() != nil && m.c.icl.Hist() != nil)
 		select {
 		case p.free <- d:
@@ -335,8 +344,12 @@ func (m *merger) merge(ctx context.Context, p *pipeline) error {
 	return ctx.Err() // the caller's context ended while the reader was stopping
 }
 
-// absorb merges one digest and notes its unreadable lines.
-func (m *merger) absorb(d *digest) {
+// absorb merges one digest, read from n bytes of the input, and notes its
+// unreadable lines.
+func (m *merger) absorb(d *digest, n int) {
+	m.read += int64(n)
+	m.rows += len(d.rows)
+	m.c.reserve(d, m.foreseen())
 	m.c.absorb(d)
 	m.n += len(d.rows) + d.warmup
 	for _, b := range d.bad {
@@ -353,6 +366,16 @@ func (m *merger) absorb(d *digest) {
 			m.name, m.lineOff+d.lines, d.truncated, m.n))
 	}
 	m.lineOff += d.lines
+}
+
+// foreseen is how many more rows the rest of the input is expected to
+// hold, from the rows per byte so far, with 5 % to spare (0 when the
+// input's size is unknown).
+func (m *merger) foreseen() int {
+	if m.size <= m.read || m.read == 0 {
+		return 0
+	}
+	return int(float64(m.rows) * float64(m.size-m.read) / float64(m.read) * 1.05)
 }
 
 // notes says what was skipped.

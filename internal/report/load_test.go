@@ -215,7 +215,7 @@ func FuzzReadRecords(f *testing.F) {
 	f.Add([]byte("\n\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := NewCollector(Options{Resamples: 20, SLOs: []latency.SLO{{Metric: latency.ITL, Percentile: 99, Max: 1}}})
-		if _, _, err := readRecords(context.Background(), c, bytes.NewReader(data), "fuzz"); err != nil {
+		if _, _, err := readRecords(context.Background(), c, bytes.NewReader(data), "fuzz", int64(len(data))); err != nil {
 			return
 		}
 		rep := c.Report()
@@ -298,5 +298,55 @@ func TestCollectorGapsMatchRecord(t *testing.T) {
 		if got := c.rows[i].stall; got != int64(r.MaxStall()) {
 			t.Errorf("%s: stall %d, want %d", r.ID, got, r.MaxStall())
 		}
+	}
+}
+
+func TestForeseen(t *testing.T) {
+	tests := []struct {
+		name       string
+		size, read int64
+		rows, want int
+	}{
+		{"size unknown", 0, 4 << 20, 1000, 0},
+		{"nothing read yet", 100, 0, 0, 0},
+		{"a quarter read", 4000, 1000, 10, 31},      // 10 × 3000/1000 × 1.05
+		{"half read", 8 << 20, 4 << 20, 1700, 1785}, // 1700 × 1.05
+		{"all read", 1000, 1000, 7, 0},
+		{"more read than the size said", 1000, 1200, 7, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := merger{size: tt.size, read: tt.read, rows: tt.rows}
+			if got := m.foreseen(); got != tt.want {
+				t.Errorf("foreseen() = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGrowTo(t *testing.T) {
+	tests := []struct {
+		name              string
+		len, cap, n, more int
+		wantCap           int
+	}{
+		{"room enough: unchanged", 3, 10, 7, 100, 10},
+		{"exactly n + more", 3, 4, 2, 5, 10},
+		{"nothing foreseen: append's step", 3, 4, 2, 0, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := make([]int64, tt.len, tt.cap)
+			for i := range s {
+				s[i] = int64(i + 1)
+			}
+			got := growTo(s, tt.n, tt.more)
+			if diff := cmp.Diff(s, got); diff != "" {
+				t.Errorf("contents changed (-before +after):\n%s", diff)
+			}
+			if cap(got) != tt.wantCap {
+				t.Errorf("cap = %d, want %d", cap(got), tt.wantCap)
+			}
+		})
 	}
 }
