@@ -32,13 +32,21 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 	}
 	if sw := c.Sweeps; sw != nil {
 		runs := []sweepRun{{name: "A", phases: sw.A, pareto: sw.ParetoA}, {name: "B", phases: sw.B, pareto: sw.ParetoB}}
+		curve, err := curvePlot(runs, nil)
+		if err != nil {
+			return err
+		}
+		front, err := paretoPlot(runs)
+		if err != nil {
+			return err
+		}
 		for _, ch := range []struct {
 			id, caption string
 			p           *plot.Plot
 		}{
-			{"sweep-curve", "A (baseline) and B (candidate): TTFT p99 solid, TPOT p99 dashed; ring: each run's SLO knee", curvePlot(runs, nil)},
+			{"sweep-curve", "A (baseline) and B (candidate): TTFT p99 solid, TPOT p99 dashed; ring: each run's SLO knee", curve},
 			{"sweep-pareto", "A (baseline) and B (candidate): tokens/s per user against output tokens/s " + sw.ParetoA.per() +
-				"; lines: each run's Pareto front; ring: its SLO knee", paretoPlot(runs)},
+				"; lines: each run's Pareto front; ring: its SLO knee", front},
 		} {
 			svg, err := render(ch.p, wideW, wideH)
 			if err != nil {

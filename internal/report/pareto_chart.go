@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"image/color"
 	"math"
 
@@ -25,10 +26,18 @@ func (r *Report) tradeoffCharts(add addFunc) error {
 		return nil
 	}
 	runs := []sweepRun{{phases: r.Phases, pareto: r.Pareto}}
-	if err := add("sweep-curve", "Latency vs token throughput", curveCaption, curvePlot(runs, r.SLOs), wideW, wideH); err != nil {
+	curve, err := curvePlot(runs, r.SLOs)
+	if err != nil {
 		return err
 	}
-	return add("sweep-pareto", "Pareto front", paretoCaption(r.Pareto), paretoPlot(runs), wideW, wideH)
+	if err := add("sweep-curve", "Latency vs token throughput", curveCaption, curve, wideW, wideH); err != nil {
+		return err
+	}
+	front, err := paretoPlot(runs)
+	if err != nil {
+		return err
+	}
+	return add("sweep-pareto", "Pareto front", paretoCaption(r.Pareto), front, wideW, wideH)
 }
 
 const curveCaption = "each point one sweep step, by the output tokens/s it achieved; dashed: SLO thresholds; ring: the SLO knee"
@@ -60,7 +69,7 @@ var curveMetrics = []curveMetric{
 // curvePlot draws latency percentiles against output tokens/s, one line
 // per metric for one run; for several runs TTFT p99 (solid) and TPOT p99
 // (dashed) per run, coloured by run.
-func curvePlot(runs []sweepRun, slos []Verdict) *plot.Plot {
+func curvePlot(runs []sweepRun, slos []Verdict) (*plot.Plot, error) {
 	p := newPlot("Latency vs token throughput", "output tokens/s (achieved)", "ms (log scale)")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}
@@ -82,12 +91,16 @@ func curvePlot(runs []sweepRun, slos []Verdict) *plot.Plot {
 			if len(runs) > 1 {
 				name, colour = run.name+" "+m.name, ri
 			}
-			_ = line(p, name, pts, colour, dashed) // NewLine fails only on NaN or Inf, which v > 0 excludes
+			if err := line(p, name, pts, colour, dashed); err != nil {
+				return nil, fmt.Errorf("chart %q: %s: %w", p.Title.Text, name, err)
+			}
 			legend := ""
 			if mi == 0 {
 				legend = kneeLegend(runs, run)
 			}
-			ring(p, kneeXY(run, func(ph Phase) (float64, float64) { return ph.OutputTPS, m.v(ph) }), colour, legend)
+			if err := ring(p, kneeXY(run, func(ph Phase) (float64, float64) { return ph.OutputTPS, m.v(ph) }), colour, legend); err != nil {
+				return nil, fmt.Errorf("chart %q: %s's SLO knee: %w", p.Title.Text, name, err)
+			}
 		}
 	}
 	if x1 > x0 { // room for the knee's ring at the edges
@@ -95,16 +108,18 @@ func curvePlot(runs []sweepRun, slos []Verdict) *plot.Plot {
 	}
 	for i, slo := range slos {
 		if x1 > x0 {
-			_ = hline(p, "SLO "+slo.SLO, slo.ThresholdMS, x0, x1, 5+i)
+			if err := hline(p, "SLO "+slo.SLO, slo.ThresholdMS, x0, x1, 5+i); err != nil {
+				return nil, fmt.Errorf("chart %q: SLO %s: %w", p.Title.Text, slo.SLO, err)
+			}
 		}
 	}
-	return p
+	return p, nil
 }
 
 // paretoPlot draws tokens/s per GPU (or replica) against tokens/s per
 // user: every point labelled with its phase, the front joined, the knee
 // ringed; one colour per run.
-func paretoPlot(runs []sweepRun) *plot.Plot {
+func paretoPlot(runs []sweepRun) (*plot.Plot, error) {
 	p := newPlot("Pareto front", "tokens/s per user (1 ÷ TPOT p50)", "output tokens/s "+runs[0].pareto.per())
 	x0, x1, y0, y1 := math.Inf(1), 0.0, math.Inf(1), 0.0
 	for ri, run := range runs {
@@ -124,11 +139,18 @@ func paretoPlot(runs []sweepRun) *plot.Plot {
 		if len(runs) > 1 {
 			name = run.name + " front"
 		}
-		_ = line(p, name, front, ri, false)
-		dots(p, all, labels, ri)
+		if err := line(p, name, front, ri, false); err != nil {
+			return nil, fmt.Errorf("chart %q: %s: %w", p.Title.Text, name, err)
+		}
+		if err := dots(p, all, labels, ri); err != nil {
+			return nil, fmt.Errorf("chart %q: %s's points: %w", p.Title.Text, name, err)
+		}
 		for _, q := range run.pareto.Points {
-			if q.Phase == run.pareto.Knee {
-				ring(p, &plotter.XY{X: q.PerUser, Y: q.PerGPU}, ri, kneeLegend(runs, run))
+			if q.Phase != run.pareto.Knee {
+				continue
+			}
+			if err := ring(p, &plotter.XY{X: q.PerUser, Y: q.PerGPU}, ri, kneeLegend(runs, run)); err != nil {
+				return nil, fmt.Errorf("chart %q: %s's SLO knee: %w", p.Title.Text, name, err)
 			}
 		}
 	}
@@ -137,7 +159,7 @@ func paretoPlot(runs []sweepRun) *plot.Plot {
 		p.X.Min, p.X.Max = x0-0.06*(x1-x0), x1+0.1*(x1-x0)
 		p.Y.Min, p.Y.Max = y0-0.08*(y1-y0), y1+0.08*(y1-y0)
 	}
-	return p
+	return p, nil
 }
 
 // kneeLegend names the knee's ring in the legend.
@@ -160,11 +182,12 @@ func kneeXY(run sweepRun, xy func(Phase) (float64, float64)) *plotter.XY {
 	return nil
 }
 
-// dots draws the points, each labelled.
-func dots(p *plot.Plot, pts plotter.XYs, labels []string, i int) {
+// dots draws the points, each labelled; a point gonum cannot place (NaN
+// or infinite) is an error.
+func dots(p *plot.Plot, pts plotter.XYs, labels []string, i int) error {
 	sc, err := plotter.NewScatter(pts)
 	if err != nil {
-		return
+		return err
 	}
 	sc.GlyphStyle.Color = palette[i%len(palette)]
 	sc.GlyphStyle.Radius = vg.Points(2.6)
@@ -172,7 +195,7 @@ func dots(p *plot.Plot, pts plotter.XYs, labels []string, i int) {
 	p.Add(sc)
 	l, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: labels})
 	if err != nil {
-		return
+		return err
 	}
 	for k := range l.TextStyle {
 		l.TextStyle[k].Font = font.From(sans, 9)
@@ -180,16 +203,18 @@ func dots(p *plot.Plot, pts plotter.XYs, labels []string, i int) {
 	}
 	l.Offset = vg.Point{X: vg.Points(4), Y: vg.Points(3)}
 	p.Add(l)
+	return nil
 }
 
-// ring circles the SLO knee, named in the legend unless legend is "".
-func ring(p *plot.Plot, at *plotter.XY, i int, legend string) {
+// ring circles the SLO knee (none when at is nil), named in the legend
+// unless legend is "".
+func ring(p *plot.Plot, at *plotter.XY, i int, legend string) error {
 	if at == nil {
-		return
+		return nil
 	}
 	sc, err := plotter.NewScatter(plotter.XYs{*at})
 	if err != nil {
-		return
+		return err
 	}
 	sc.GlyphStyle.Color = palette[i%len(palette)]
 	sc.GlyphStyle.Radius = vg.Points(6)
@@ -198,4 +223,5 @@ func ring(p *plot.Plot, at *plotter.XY, i int, legend string) {
 	if legend != "" {
 		p.Legend.Add(legend, sc)
 	}
+	return nil
 }

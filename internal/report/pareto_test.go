@@ -92,3 +92,35 @@ func TestMarkFront(t *testing.T) {
 		})
 	}
 }
+
+// TestParetoChartNamesPointsItCannotDraw: a Pareto point gonum cannot
+// place (an infinite tokens/s per user, off the front, the SLO knee) is
+// an error naming the chart and what failed, not a chart drawn without
+// its points; the other charts are still drawn.
+func TestParetoChartNamesPointsItCannotDraw(t *testing.T) {
+	rep := collect(Options{SLOs: mustSLOs(t, "tpot:p99<=15ms"), GPUs: 2}, paretoSweep())
+	if rep.Pareto == nil {
+		t.Fatal("no Pareto section")
+	}
+	if charts, err := rep.Charts(); err != nil || !hasChart(charts, "sweep-pareto") {
+		t.Fatalf("finite points: %v, %d charts", err, len(charts))
+	}
+	rep.Pareto.Points[3].PerUser = math.Inf(1)
+	rep.Pareto.Knee = rep.Pareto.Points[3].Phase
+	charts, err := rep.Charts()
+	if err == nil || !strings.Contains(err.Error(), `chart "Pareto front": Pareto front's points`) {
+		t.Errorf("an infinite point: %v", err)
+	}
+	if hasChart(charts, "sweep-pareto") || !hasChart(charts, "sweep-curve") {
+		t.Errorf("charts drawn: %d, want the curve and not the Pareto front", len(charts))
+	}
+}
+
+func hasChart(charts []Chart, id string) bool {
+	for _, c := range charts {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
