@@ -379,6 +379,8 @@ func (p *phaseRun) one(ctx context.Context, req *workload.Request, t int64, at t
 		Turn:               req.Turn,
 		Steps:              req.Steps,
 		SharedPrefixTokens: req.SharedPrefixTokens,
+		PrefixBlocks:       req.PrefixBlocks,
+		PrefixBlockTokens:  req.PrefixBlockTokens,
 		Warmup:             p.isWarmup(t, at),
 	}
 	held := false

@@ -103,7 +103,40 @@ func replayAnchored(cfg engine.Config, obs []results.Observed) (replay, error) {
 }
 
 // request is the engine request replaying o: its lengths, answered to the
-// last token as the benchmark asked.
+// last token as the benchmark asked; with the prompt's shared blocks
+// (Observed.Blocks) its tokens, so that the engine's prefix cache hits
+// where the server's did.
 func request(i int, o results.Observed) engine.Request {
-	return engine.Request{ID: fmt.Sprint(i), PromptLen: o.Input, MaxTokens: o.Output, IgnoreEOS: true}
+	q := engine.Request{ID: fmt.Sprint(i), PromptLen: o.Input, MaxTokens: o.Output, IgnoreEOS: true}
+	if len(o.Blocks) > 0 && o.BlockTokens > 0 {
+		q.Prompt = prompt(uint64(i), o)
+	}
+	return q
+}
+
+// prompt is o's Input tokens: BlockTokens drawn from each of its Blocks'
+// ids in turn (the same ids, the same tokens), then its own, drawn from
+// i. Token ids are opaque to the engine, which only hashes them.
+func prompt(i uint64, o results.Observed) []int32 {
+	p := make([]int32, o.Input)
+	k := 0
+	for _, id := range o.Blocks {
+		for j := 0; j < o.BlockTokens && k < len(p); j++ {
+			p[k] = token(uint64(id), uint64(j))
+			k++
+		}
+	}
+	for j := 0; k < len(p); j++ {
+		p[k] = token(i|1<<63, uint64(j))
+		k++
+	}
+	return p
+}
+
+// token is a token id drawn from a stream and a position (splitmix64).
+func token(stream, pos uint64) int32 {
+	z := stream*0x9E3779B97F4A7C15 + pos + 0x632BE59BD9B9B3A5
+	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+	z = (z ^ z>>27) * 0x94D049BB133111EB
+	return int32((z ^ z>>31) & 0x3FFFFFFF)
 }

@@ -118,7 +118,7 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	j := newJudge(slos, load.Requests, cooldownCutoff(load))
 	cfg := simulate.Config{
 		Engine: ec, Replicas: r.Replicas, Balancer: r.Balancer,
-		Workload: withCap(lengthsOnly(src, r.ec.EnablePrefixCaching), r.MaxMaxTokens), Load: load, IgnoreEOS: w.IgnoreEOS,
+		Workload: withCap(lengthsOnly(src, r.ec.EnablePrefixCaching), r.MaxMaxTokens), Load: load, IgnoreEOS: w.IgnoreEOS, Network: w.Network,
 		NoTokenTimes: !j.needsTokens(), RecycleRecords: true, SampleInterval: simulate.SampleInterval, Force: o.Force,
 	}
 	if r.ShortestFirst {
@@ -148,7 +148,7 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 func (r *resolved) runLoad(w Workload, slos []latency.SLO, rate float64, o Options) (workload.Source, workload.Load) {
 	src, load := w.At(rate)
 	load.Seed = o.Seed
-	if load.Arrivals == nil && load.Requests > 0 {
+	if load.Arrivals == nil && load.Requests > 0 && !w.Closed {
 		span := o.MinSpan
 		if span == 0 {
 			span = max(DefaultMinSpan, 40*r.unloadedE2E(w, slos))

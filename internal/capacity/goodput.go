@@ -3,6 +3,7 @@ package capacity
 import (
 	"math"
 
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
@@ -56,6 +57,9 @@ func FindGoodput(d Deployment, w Workload, slos []latency.SLO, guess, tol float6
 	r, err := d.resolve()
 	if err != nil {
 		return Goodput{}, err
+	}
+	if w.Closed {
+		return Goodput{}, field.Errorf("concurrency", "a closed loop's arrivals follow its latencies: its goodput cannot be searched by rate")
 	}
 	if !(guess > 0) {
 		guess = w.Rate

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/field"
-	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -35,6 +35,35 @@ type Workload struct {
 	DefaultWarmup bool
 	// Describe says what the workload is, for the output.
 	Describe string
+	// Closed says the workload is a closed loop (ClosedWorkload: a
+	// measured closed-loop run replayed as one): its arrivals follow the
+	// deployment's latencies, so At keeps the loop whatever the rate, and
+	// no goodput is searched on it.
+	Closed bool
+	// Network is the one-way client transport every simulation of the
+	// workload adds (simulate.Config.Network): a replayed run's measured
+	// one, so that its closed loop resends as the run's client did.
+	Network time.Duration
+}
+
+// ClosedWorkload is a closed-loop workload (Workload.Closed): load's
+// workers each sending their next request as their answer ends, Network
+// (the client's one-way transport) after it. Its Rate is the run's
+// measured throughput, rate (requests per second).
+func ClosedWorkload(src workload.Source, load workload.Load, rate float64, network time.Duration, ignoreEOS bool, describe string) (Workload, error) {
+	w := Workload{Source: src, Load: load, IgnoreEOS: ignoreEOS, Describe: describe, Closed: true, Network: network, Rate: rate,
+		DefaultWarmup: load.WarmupRequests == 0 && load.WarmupDuration == 0}
+	switch {
+	case src == nil:
+		return w, field.Errorf("workload", "no workload")
+	case load.Mode() != "closed":
+		return w, field.Errorf("concurrency", "a closed-loop workload needs {concurrency}")
+	case load.Requests == 0:
+		return w, field.Errorf("requests", "a closed-loop replay needs {requests}")
+	case !(rate > 0) || math.IsInf(rate, 0):
+		return w, fmt.Errorf("closed-loop workload: throughput %v must be a positive number of requests per second", rate)
+	}
+	return w, load.Validate()
 }
 
 // NewWorkload checks that load is open-loop (a plan scales arrival rates)
@@ -85,9 +114,13 @@ func NewWorkload(src workload.Source, load workload.Load, ignoreEOS bool, descri
 }
 
 // At is the workload at rate requests per second: the open loop's rate
-// set, or the fixed arrival instants scaled by Rate/rate.
+// set, or the fixed arrival instants scaled by Rate/rate; a closed loop
+// as it is.
 func (w Workload) At(rate float64) (workload.Source, workload.Load) {
 	l := w.Load
+	if w.Closed {
+		return w.Source, l
+	}
 	if l.Arrivals == nil {
 		l.Rate = rate
 		return w.Source, l
@@ -108,35 +141,26 @@ func (s *scaled) Next() (time.Duration, bool) {
 	return time.Duration(math.Round(float64(at) * s.f)), ok
 }
 
-// FromResults reads a results folder's records (calibrate.ReadResults,
-// the one reader of a run's arrivals and lengths) into a workload that
-// replays them: each successful request at its arrival instant, with its
-// input length and its output length as max_tokens, answers running to it.
-// A closed-loop run, or records whose arrivals all coincide, is an error
-// wrapping ErrNoArrivals; a folder that cannot be read wraps
-// results.ErrBadInput.
+// FromResults reads a results folder (simulate.LikeRun over
+// results.ReadRun, the one reader of a run's workload) into a workload
+// that replays it: each successful request at its intended instant, with
+// its served input length and its output length as max_tokens, answers
+// running to it, sharing the prefixes its records show, the run's warm-up
+// as the warm-up. A closed-loop run, or records whose arrivals all
+// coincide, is an error wrapping ErrNoArrivals; a folder that cannot be
+// read wraps results.ErrBadInput.
 func FromResults(dir string, chat bool, seed uint64) (Workload, error) {
-	rw, err := results.ReadObserved(dir)
-	if err != nil {
+	lk, err := simulate.LikeRun(dir, chat, seed)
+	switch {
+	case errors.Is(err, simulate.ErrNoArrivals):
+		return Workload{}, fmt.Errorf("%w: %v; plan needs their arrival times", ErrNoArrivals, err)
+	case err != nil:
 		return Workload{}, err
-	}
-	if rw.Run.Mode == "closed" {
+	case lk.Closed:
 		return Workload{}, fmt.Errorf("%w: %s is a closed-loop run (its requests were sent as earlier ones ended, so their times follow that server, not a demand); plan needs an open-loop run or a trace", ErrNoArrivals, dir)
 	}
-	rows := make([]workload.TraceRow, len(rw.Requests))
-	for i, o := range rw.Requests {
-		rows[i] = workload.TraceRow{At: o.Arrival, Input: o.Input, Output: o.Output}
-	}
-	if rows[len(rows)-1].At == rows[0].At {
-		return Workload{}, fmt.Errorf("%w: the %d requests of %s were all sent at one instant (%v); plan needs their arrival times", ErrNoArrivals, len(rows), dir, rows[0].At)
-	}
-	rp, err := workload.NewReplay(rows, workload.ReplayConfig{Chat: chat, Seed: seed})
-	if err != nil {
-		return Workload{}, err
-	}
-	load := workload.Load{Arrivals: rp.Arrivals, Requests: rp.Len(), Seed: seed}
-	desc := fmt.Sprintf("%s: %d requests replayed at their arrival times", dir, rp.Len())
-	return NewWorkload(rp, load, true, desc)
+	desc := fmt.Sprintf("%s: %d requests replayed at their arrival times", dir, lk.Source.Len())
+	return NewWorkload(lk.Source, lk.Load, true, desc)
 }
 
 // lengths are a workload's request lengths, as the roofline bounds need

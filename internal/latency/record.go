@@ -99,10 +99,19 @@ type Record struct {
 	// workload shares with other requests: what prefix caching could
 	// reuse (docs/metrics.md, "Prompt tokens shared and cached"). Written
 	// by bench for generated workloads and prompt files; 0 when unknown.
-	SharedPrefixTokens int    `json:"shared_prefix_tokens,omitempty"`
-	InputSource        string `json:"input_source,omitempty"`
-	OutputSource       string `json:"output_source,omitempty"`
-	FinishReason       string `json:"finish_reason,omitempty"`
+	SharedPrefixTokens int `json:"shared_prefix_tokens,omitempty"`
+	// PrefixBlocks are the ids of the prompt's leading blocks of
+	// PrefixBlockTokens tokens each, as the workload built it (a Mooncake
+	// trace row's hash_ids, those its input covers): two prompts whose
+	// blocks begin with the same ids begin with the same tokens, so a
+	// replay of the records rebuilds the sharing (docs/metrics.md, "Prompt
+	// tokens shared and cached"). Empty when the workload has no blocks.
+	// Added within version 2.
+	PrefixBlocks      []int64 `json:"prefix_blocks,omitempty"`
+	PrefixBlockTokens int     `json:"prefix_block_tokens,omitempty"`
+	InputSource       string  `json:"input_source,omitempty"`
+	OutputSource      string  `json:"output_source,omitempty"`
+	FinishReason      string  `json:"finish_reason,omitempty"`
 
 	Status int `json:"status,omitempty"`
 	// Resent is how many times the client sent the request again because

@@ -203,7 +203,7 @@ func (d *fastDecoder) object(field func(k []byte) error) error {
 var recordKeys = []string{"v", "id", "server_id", "model", "stream", "warmup", "phase", "session", "turn",
 	"intended_ns", "sent_ns", "connect_ns", "wrote_ns", "first_byte_ns", "first_reason_ns", "first_token_ns",
 	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "input_tokens_requested", "output_tokens",
-	"reasoning_tokens", "cached_tokens", "shared_prefix_tokens", "input_source", "output_source", "finish_reason", "status",
+	"reasoning_tokens", "cached_tokens", "shared_prefix_tokens", "prefix_blocks", "prefix_block_tokens", "input_source", "output_source", "finish_reason", "status",
 	"error_kind", "error", "server", "gateway_ns", "trace_id", "max_tokens", "timing", "timing_notes",
 	"steps", "tools", "tools_parallel"}
 
@@ -278,6 +278,10 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			r.CachedTokens, err = d.int()
 		case "shared_prefix_tokens":
 			r.SharedPrefixTokens, err = d.int()
+		case "prefix_blocks":
+			r.PrefixBlocks, err = d.int64s(r.PrefixBlocks)
+		case "prefix_block_tokens":
+			r.PrefixBlockTokens, err = d.int()
 		case "input_source":
 			r.InputSource, err = d.strc(scInputSource)
 		case "output_source":
@@ -370,6 +374,8 @@ func (d *fastDecoder) nullField(r *latency.Record, k []byte) error {
 		r.ChunkTokens = nil
 	case "other_ns":
 		r.OtherNS = nil
+	case "prefix_blocks":
+		r.PrefixBlocks = nil
 	case "server":
 		r.Server = nil
 	case "timing", "timing_notes":

@@ -47,6 +47,10 @@ func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 		[]byte(`{"v":2,"timing_notes":["caf\u00e9 →"]}`),
 		[]byte(`{"v":2,"timing":{"hop":"a"}}`),
 		[]byte(`{"v":1,"input_tokens":4000,"cached_tokens":3584,"shared_prefix_tokens":3601}`),
+		[]byte(`{"v":2,"input_tokens":1536,"prefix_blocks":[46,47,1000012],"prefix_block_tokens":512}`),
+		[]byte(`{"v":2,"prefix_blocks":[1,2],"prefix_blocks":[3]}`),
+		[]byte(`{"v":2,"prefix_blocks":[],"prefix_block_tokens":null}`),
+		[]byte(`{"v":2,"prefix_blocks":[1.5]}`),
 	}
 	for _, line := range lines {
 		var fast, std latency.Record
@@ -80,6 +84,9 @@ func normalize(r latency.Record) latency.Record {
 	}
 	if len(r.TimingNotes) == 0 {
 		r.TimingNotes = nil
+	}
+	if len(r.PrefixBlocks) == 0 {
+		r.PrefixBlocks = nil
 	}
 	return r
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -36,6 +35,10 @@ type Observed struct {
 	// the client's jitter.
 	Scheduled time.Duration
 	Anchored  bool
+	// Blocks are the prompt's leading blocks of BlockTokens tokens each
+	// (Sent.Blocks): what the request shared with others.
+	Blocks      []int64
+	BlockTokens int
 }
 
 // TPOT is (E2E − TTFT) / (Output − 1); ok is false for one-token answers.
@@ -56,65 +59,47 @@ type Observations struct {
 	Run     RunInfo
 }
 
-// ReadObserved reads a bench results folder (requests.jsonl, run.json) and
-// reconstructs the workload the server saw. When every record carries the
-// server's first-scheduled instant (its metrics object; bench
-// --return-metrics), arrivals and scheduling instants are the server's own
-// (Anchored). Otherwise arrivals are estimated: the first token instant −
-// the server's TTFT when the records carry its split, else the client's
-// send instants. A folder without records, or whose successful records
-// lack token counts or timestamps, is an error wrapping ErrBadInput.
+// ReadObserved reads a bench results folder (ReadRun: requests.jsonl,
+// run.json) and reconstructs the workload the server saw: its measured
+// requests (the warm-up left out: calibration compares them), in arrival
+// order. When every record carries the server's first-scheduled instant
+// (its metrics object; bench --return-metrics), arrivals and scheduling
+// instants are the server's own (Anchored). Otherwise arrivals are
+// estimated: the first token instant − the server's TTFT when the records
+// carry its split, else the client's send instants. A folder without
+// records, or whose successful records lack token counts or timestamps,
+// or that holds fewer than MinObserved measured requests, is an error
+// wrapping ErrBadInput.
 func ReadObserved(dir string) (*Observations, error) {
-	path := RecordsPath(dir)
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
-	}
-	w := &Observations{Dir: dir}
-	if info, ok, err := ReadRunInfo(dir); err == nil && ok {
-		w.Run = info
-	}
-	var missing []string
-	var origin int64
-	first := true
-	err := EachRecord(path, func(line int, r *latency.Record, err error) error {
-		if err != nil {
-			return fmt.Errorf("%w: %s line %d: %v", ErrBadInput, path, line, err)
-		}
-		if !r.OK() || r.Warmup {
-			w.Skipped++
-			return nil
-		}
-		switch {
-		case r.InputTokens <= 0 || r.OutputTokens <= 0:
-			missing = append(missing, fmt.Sprintf("line %d (%s): no input/output token counts", line, r.ID))
-			return nil
-		case r.FirstTokenNS == 0 || r.EndNS == 0 || r.FirstTokenNS < r.SentNS || r.EndNS < r.FirstTokenNS:
-			missing = append(missing, fmt.Sprintf("line %d (%s): no first-token or end timestamp, or one before the send", line, r.ID))
-			return nil
-		}
-		o, arrival := observe(r)
-		if first || arrival < origin {
-			origin, first = arrival, false
-		}
-		w.Requests = append(w.Requests, o)
-		return nil
-	})
-	if errors.Is(err, ErrBadInput) {
+	run, err := ReadRun(dir)
+	if err != nil {
 		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	w := &Observations{Dir: dir, Run: run.Info, Skipped: run.Skipped}
+	var origin int64
+	for _, s := range run.Requests {
+		switch {
+		case s.Warmup:
+			w.Skipped++
+			continue
+		case !s.Timed:
+			return nil, fmt.Errorf("%w: %s: a successful record lacks what calibration needs: %s (%s)", ErrBadInput, RecordsPath(dir), s.ID, s.Untimed)
+		}
+		if len(w.Requests) == 0 || s.origin < origin {
+			origin = s.origin
+		}
+		w.Requests = append(w.Requests, s.Observed)
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: %s: %d of the successful records lack what calibration needs; first: %s", ErrBadInput, path, len(missing), missing[0])
-	}
-	if len(w.Requests) < 8 {
-		return nil, fmt.Errorf("%w: %s holds %d usable records; calibration needs at least 8", ErrBadInput, path, len(w.Requests))
+	if len(w.Requests) < MinObserved {
+		return nil, fmt.Errorf("%w: %s holds %d usable records; calibration needs at least %d", ErrBadInput, RecordsPath(dir), len(w.Requests), MinObserved)
 	}
 	anchor(w.Requests, time.Duration(origin))
 	slices.SortStableFunc(w.Requests, func(a, b Observed) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	return w, nil
 }
+
+// MinObserved is the fewest measured requests calibration fits on.
+const MinObserved = 8
 
 // observe reduces a successful record to what calibration compares, and
 // the instant the server received it on the records' clock: the first

@@ -23,9 +23,11 @@ type call struct {
 	think   time.Duration
 
 	req      engine.Request
-	key      uint64 // prefix-affinity key
-	inputLen int    // the request's input tokens, for length pools
-	shared   int    // its first tokens the workload shares with others (Record.SharedPrefixTokens)
+	key      uint64  // prefix-affinity key
+	inputLen int     // the request's input tokens, for length pools
+	shared   int     // its first tokens the workload shares with others (Record.SharedPrefixTokens)
+	blocks   []int64 // its prompt's leading blocks (Record.PrefixBlocks), of blockLen tokens
+	blockLen int
 
 	pool     *pool
 	replica  *replica
@@ -145,7 +147,7 @@ func (s *sim) startSession(worker int32) (int32, bool) {
 	if s.lengths != nil {
 		in, out := s.lengths.Lengths(n)
 		c.session = n
-		c.inputLen, c.shared = in, 0
+		c.inputLen, c.shared, c.blocks, c.blockLen = in, 0, nil, 0
 		if sp, ok := s.lengths.(workload.SharedPrefixSource); ok {
 			c.shared = sp.SharedPrefixTokens(n)
 		}
@@ -171,6 +173,7 @@ func (s *sim) startSession(worker int32) (int32, bool) {
 func (s *sim) setRequest(c *call, q *workload.Request) {
 	c.session, c.turn, c.think = q.Session, q.Turn, q.Think
 	c.inputLen, c.shared = q.InputTokens, q.SharedPrefixTokens
+	c.blocks, c.blockLen = q.PrefixBlocks, q.PrefixBlockTokens
 	c.req = engine.Request{PromptLen: q.InputTokens, MaxTokens: q.MaxTokens, IgnoreEOS: s.cfg.IgnoreEOS}
 	if s.cfg.Priority != nil {
 		c.req.Priority = s.cfg.Priority(q.InputTokens, q.MaxTokens)

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/workload/workloadtest"
 )
 
 // A run replayed with --like is the run: a closed loop of 8 workers with
@@ -83,5 +87,93 @@ func TestLikeRefusesWorkloadFlags(t *testing.T) {
 	var fe *field.Error
 	if !errors.As(err, &fe) || fe.Field != "like" {
 		t.Fatalf("error %v, want one about like", err)
+	}
+}
+
+// cachedShare is the share of a folder's successful input tokens its
+// server's prefix cache supplied.
+func cachedShare(t *testing.T, dir string) (share float64, blocks int) {
+	t.Helper()
+	var in, cached int
+	err := results.EachRecord(results.RecordsPath(dir), func(_ int, r *latency.Record, err error) error {
+		if err != nil {
+			return err
+		}
+		if r.OK() {
+			in, cached, blocks = in+r.InputTokens, cached+r.CachedTokens, blocks+len(r.PrefixBlocks)
+		}
+		return nil
+	})
+	if err != nil || in == 0 {
+		t.Fatalf("%s: %d input tokens, %v", dir, in, err)
+	}
+	return float64(cached) / float64(in), blocks
+}
+
+// A run's prefix sharing is replayed: a Mooncake trace whose even rows
+// share 80 % of their blocks, simulated with prefix caching, records its
+// rows' blocks; --like of that folder hits the cache for the same share of
+// its input tokens (within 5 %), and so does --like of a folder whose
+// records keep only their cached_tokens (the server's hits).
+func TestLikeReplaysPrefixSharing(t *testing.T) {
+	dir := t.TempDir()
+	m := workloadtest.Mooncake{Requests: 120, Blocks: 10, Shared: 8, BlockSize: 64, Output: 4, GapMS: 50}
+	o := DefaultOptions()
+	o.Workload.Trace, o.Workload.TraceBlockSize = m.Write(t, dir), m.BlockSize
+	o.Engine.EnablePrefixCaching = true
+	o.OutputDir = filepath.Join(dir, "run")
+	writeRun(t, o, func(f string) bool { return f == "trace" || f == "trace_block_size" })
+	want, blocks := cachedShare(t, o.OutputDir)
+	if implied := m.ImpliedShare(true); math.Abs(want-implied) > 0.05*implied || blocks != m.Requests*m.Blocks {
+		t.Fatalf("the run: cached share %.4f (the hash_ids imply %.4f), %d blocks recorded (want %d)", want, implied, blocks, m.Requests*m.Blocks)
+	}
+
+	countsOnly := filepath.Join(dir, "counts")
+	stripBlocks(t, o.OutputDir, countsOnly)
+	for _, from := range []string{o.OutputDir, countsOnly} {
+		l := DefaultOptions()
+		l.Engine.EnablePrefixCaching = true
+		l.Like, l.OutputDir = from, from+"-like"
+		writeRun(t, l, func(string) bool { return false })
+		got, _ := cachedShare(t, l.OutputDir)
+		t.Logf("%s: cached share %.4f, the run's %.4f", filepath.Base(from), got, want)
+		if math.Abs(got-want) > 0.05*want {
+			t.Errorf("--like %s: cached share %.4f, the run's %.4f (want within 5 %%)", filepath.Base(from), got, want)
+		}
+	}
+}
+
+// stripBlocks copies a results folder's records and run.json into to,
+// the records without their prefix_blocks.
+func stripBlocks(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := results.CreateRecords(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = results.EachRecord(results.RecordsPath(from), func(_ int, r *latency.Record, err error) error {
+		if err != nil {
+			return err
+		}
+		c := *r
+		c.PrefixBlocks, c.PrefixBlockTokens = nil, 0
+		w.Write(&c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	info, _, err := results.ReadRunInfo(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := results.WriteRunInfo(to, info); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -295,6 +295,8 @@ func (s *sim) newRecord(c *call, intended int64) {
 		Turn:               c.turn,
 		IntendedNS:         intended,
 		SharedPrefixTokens: c.shared,
+		PrefixBlocks:       c.blocks,
+		PrefixBlockTokens:  c.blockLen,
 		Warmup:             c.ticket <= int64(s.load.WarmupRequests) || time.Duration(intended) < s.load.WarmupDuration,
 	}
 }

@@ -114,10 +114,12 @@ func TwinOf(dir string, parse ParseRunFlags, profile, gpuFile string) (Twin, str
 	}
 	t.Workload = w
 	t.Notes = append(t.Notes, notes...)
-	if rw, err := results.ReadObserved(dir); err == nil {
-		for _, r := range rw.Requests {
-			t.Inputs = append(t.Inputs, r.Input)
-			t.Outputs = append(t.Outputs, r.Output)
+	if run, err := results.ReadRun(dir); err == nil {
+		for _, r := range run.Requests {
+			if !r.Warmup {
+				t.Inputs = append(t.Inputs, r.Input)
+				t.Outputs = append(t.Outputs, r.Output)
+			}
 		}
 	}
 	return t, "", nil
@@ -133,9 +135,11 @@ func unwrapField(err error) error {
 	return err
 }
 
-// workloadOf is the run's workload: bench's or simulate's flags rebuilt
-// (the same prompts, shared prefixes, sessions and arrivals, by the run's
-// seed), else the records' arrivals and lengths.
+// workloadOf is the run's workload: an open-loop run's bench or simulate
+// flags rebuilt (the same prompts, shared prefixes, sessions and arrivals,
+// by the run's seed), else the run replayed from its records
+// (simulate.LikeRun: a closed loop as a closed loop, with the client's
+// measured transport).
 //
 // A measured run's flags are used only when its answers ran to max_tokens
 // (--ignore-eos): otherwise their lengths are the server's, which the
@@ -143,10 +147,8 @@ func unwrapField(err error) error {
 func workloadOf(dir string, p RunFlags, lengthsKnown bool) (capacity.Workload, string, []string, error) {
 	o := p.Options.Workload
 	chat := p.Options.Endpoint != "completions"
-	if p.Recorded && lengthsKnown && o.Trace == "" && o.Prompts == "" {
-		if o.Concurrency > 0 && o.Rate == 0 {
-			return capacity.Workload{}, "the run is a closed loop (its arrivals follow its server): what-if needs an open-loop run", nil, nil
-		}
+	closed := o.Concurrency > 0 && o.Rate == 0
+	if p.Recorded && lengthsKnown && o.Trace == "" && o.Prompts == "" && !closed {
 		if o.Duration > 0 && !p.Given("requests") {
 			rate := o.Rate
 			if rate == 0 {
@@ -167,12 +169,30 @@ func workloadOf(dir string, p RunFlags, lengthsKnown bool) (capacity.Workload, s
 		}
 		return w, "", nil, nil
 	}
-	w, err := capacity.FromResults(dir, chat, max(o.Seed, 1))
+	return workloadOfRecords(dir, chat, max(o.Seed, 1))
+}
+
+// workloadOfRecords replays the run's records: simulate --like's
+// workload.
+func workloadOfRecords(dir string, chat bool, seed uint64) (capacity.Workload, string, []string, error) {
+	lk, err := simulate.LikeRun(dir, chat, seed)
 	switch {
-	case errors.Is(err, capacity.ErrNoArrivals):
-		return w, "what-if needs an open-loop run with arrival times (" + err.Error() + ")", nil, nil
+	case errors.Is(err, simulate.ErrNoArrivals):
+		return capacity.Workload{}, "what-if needs an open-loop run with arrival times or a closed loop (" + err.Error() + ")", nil, nil
 	case err != nil:
-		return w, "", nil, fmt.Errorf("what-if: %w", err)
+		return capacity.Workload{}, "", nil, fmt.Errorf("what-if: %w", err)
 	}
-	return w, "", []string{"the workload is the records' arrivals and lengths: which prompts shared a prefix, and which requests were turns of one session, is not in them (no shared prefix is simulated)"}, nil
+	var w capacity.Workload
+	if lk.Closed {
+		desc := fmt.Sprintf("%s: %d requests replayed as the run's closed loop of %d workers", dir, lk.Source.Len(), lk.Load.Concurrency)
+		w, err = capacity.ClosedWorkload(lk.Source, lk.Load, lk.Rate, lk.Network, true, desc)
+	} else {
+		desc := fmt.Sprintf("%s: %d requests replayed at their arrival times", dir, lk.Source.Len())
+		w, err = capacity.NewWorkload(lk.Source, lk.Load, true, desc)
+		w.Network = lk.Network
+	}
+	if err != nil {
+		return w, "", nil, fmt.Errorf("what-if: the run's workload: %w", err)
+	}
+	return w, "", lk.Notes, nil
 }

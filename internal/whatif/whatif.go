@@ -303,8 +303,8 @@ type evaluated struct {
 }
 
 // point simulates d on the run's workload at its own rate (every request
-// of the run, none added) and, with SLOs, searches its goodput from guess
-// (0: the run's rate).
+// of the run, none added; a closed loop as the run's loop) and, with SLOs,
+// searches an open loop's goodput from guess (0: the run's rate).
 func (r *runner) point(d capacity.Deployment, guess float64) (evaluated, error) {
 	w := r.b.Workload
 	p, err := capacity.Evaluate(d, w, r.slos, w.Rate, capacity.Options{Seed: r.o.Seed, MinSpan: time.Nanosecond})
@@ -324,7 +324,7 @@ func (r *runner) point(d capacity.Deployment, guess float64) (evaluated, error) 
 		ms := float64(v) / 1e6
 		e.view.ValuesMS = append(e.view.ValuesMS, &ms)
 	}
-	if r.judged {
+	if r.judged && !w.Closed { // a closed loop's rate follows its latencies: no goodput to search
 		if guess <= 0 {
 			guess = w.Rate
 		}

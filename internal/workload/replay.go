@@ -193,6 +193,10 @@ func (r *Replay) Session(i int64) Session {
 	k := int(i % int64(len(r.rows)))
 	text := r.text(r.rows[k].HashIDs, in-r.role(), i)
 	req := Request{Session: i, MaxTokens: out, SharedPrefixTokens: r.shared[k], Filler: true}
+	if ids := r.rows[k].HashIDs; len(ids) > 0 {
+		n := min(len(ids), (in-r.role()+r.block-1)/r.block)
+		req.PrefixBlocks, req.PrefixBlockTokens = ids[:n:n], r.block
+	}
 	setContent(&req, []tokenizer.Message{{Role: "user", Content: text}}, r.chat)
 	return &single{req: req}
 }

@@ -41,6 +41,14 @@ type Request struct {
 	// turn resends, or the longest prefix a prompt file's entry has in
 	// common with another entry. It is what prefix caching could reuse.
 	SharedPrefixTokens int
+	// PrefixBlocks are the ids of the prompt's leading blocks of
+	// PrefixBlockTokens tokens each (a Mooncake row's hash_ids that its
+	// prompt covers): prompts whose blocks begin with the same ids begin
+	// with the same tokens. Written into the records
+	// (latency.Record.PrefixBlocks) so that a replay of them shares what
+	// this workload shared.
+	PrefixBlocks      []int64
+	PrefixBlockTokens int
 	// Steps is the number of steps of the request's agent session (0: not
 	// an agent session); Turn is then the step. Tools are the tool calls
 	// the step asks for once its answer ends, made at once when Parallel,
