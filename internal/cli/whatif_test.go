@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -374,5 +375,29 @@ func TestWhatIfProfileOnCustomGPU(t *testing.T) {
 	_, err = run(t, "report", dir, "--what-if", "replicas", "--profile", prof, "--gpu-file", filepath.Join(tmp, "missing.yaml"))
 	if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), "--gpu-file") {
 		t.Errorf("a missing GPU file: %v, want exit 2 naming --gpu-file", err)
+	}
+}
+
+// A closed-loop run is replayed as its closed loop (the same 8 workers,
+// each resending as its answer ends), not as an open loop of the arrivals
+// its latencies made: the twin's baseline is the run (the same engine and
+// lengths), and a remedy changes the loop's arrivals with its latencies.
+// Before, what-if refused closed-loop runs.
+func TestWhatIfClosedLoopStaysClosed(t *testing.T) {
+	dir := simulated(t, "--concurrency", "8", "--requests", "96", "--warmup", "8", "--input-tokens", "uniform:500-1500", "--output-tokens", "uniform:20-60")
+	rep := whatIfJSON(t, dir, "--slo", "ttft:p50<=42ms", "--what-if", "replicas")
+	w := rep.WhatIf
+	if w == nil || !strings.Contains(w.Workload, "closed loop of 8 workers") {
+		t.Fatalf("what-if %+v; notes %v", w, rep.Notes)
+	}
+	if b, m := value(w.Baseline.ValuesMS, 0), w.MeasuredMS[0]; math.Abs(b-m) > 0.03*m {
+		t.Errorf("the twin's baseline TTFT P50 %.1f ms, the run's %.1f ms: the same engine and closed loop should agree within 3 %%", b, m)
+	}
+	// One replica: TTFT P50 45 ms; two share the 8 workers: about 41 ms.
+	if !slices.ContainsFunc(w.Remedies, func(r report.Remedy) bool { return r.Setting == "replicas: 1 → 2" && r.Error == "" && r.After.Meets }) {
+		t.Errorf("the replicas the SLO needs: %+v", w.Remedies)
+	}
+	if w.Baseline.GoodputRPS != 0 {
+		t.Errorf("a closed loop's goodput %.3g req/s was searched by rate", w.Baseline.GoodputRPS)
 	}
 }

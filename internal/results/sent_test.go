@@ -75,7 +75,9 @@ func TestReadRun(t *testing.T) {
 			Blocks: [][]int64{nil, nil, nil}, Sharing: "no prompt shares"}},
 		{"prefix blocks", []latency.Record{
 			with(rec("m-1", 0, 1536, 4), func(r *latency.Record) { r.PrefixBlocks, r.PrefixBlockTokens = []int64{1, 2, 9}, 512 }),
-			with(rec("m-2", 1e6, 1536, 4), func(r *latency.Record) { r.PrefixBlocks, r.PrefixBlockTokens, r.CachedTokens = []int64{1, 2, 10}, 512, 1024 }),
+			with(rec("m-2", 1e6, 1536, 4), func(r *latency.Record) {
+				r.PrefixBlocks, r.PrefixBlockTokens, r.CachedTokens = []int64{1, 2, 10}, 512, 1024
+			}),
 			with(rec("m-3", 2e6, 64, 4), func(r *latency.Record) { r.PrefixBlocks, r.PrefixBlockTokens = []int64{5}, 64 }), // another size
 		}, got{IDs: []string{"m-1", "m-2", "m-3"}, Intended: []time.Duration{0, time.Millisecond, 2 * time.Millisecond},
 			Blocks: [][]int64{{1, 2, 9}, {1, 2, 10}, nil}, BlockTokens: 512, Sharing: "of 512 tokens as the records name them (prefix_blocks); 1 records of another block size"}},

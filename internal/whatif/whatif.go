@@ -393,6 +393,9 @@ func (r *runner) replicasNeeded(d capacity.Deployment) (int, error) {
 			return n, nil
 		}
 	}
+	if w.Closed {
+		return 0, fmt.Errorf("no number of replicas up to %d meets the SLOs with the run's closed loop", limit)
+	}
 	return 0, fmt.Errorf("no number of replicas up to %d meets the SLOs at %.3g req/s", limit, w.Rate)
 }
 
