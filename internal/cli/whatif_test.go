@@ -3,8 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"errors"
-	"os"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
