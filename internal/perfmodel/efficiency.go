@@ -59,12 +59,20 @@ type Efficiency struct {
 // Hopper FP8 and Blackwell) — and are checked by TestValidation. MI300X uses
 // lower fractions (ROCm kernels reach less of its larger peaks in published
 // vLLM comparisons); no MI300X row is in the validation set, so treat it as
-// unvalidated, like Blackwell.
+// unvalidated, like Blackwell. The "cpu" family is a CPU's threads running
+// llama.cpp (a device file's entry, docs/perfmodel.md "A CPU as the
+// device"): compute is the fraction of the FMA peak that ggml's f16 dot
+// product reaches on one thread of the test machine (52.4 of 112.3
+// GFLOP/s, internal/llamacpptest/testdata/cpuroof.c), memory 0.9 of the
+// best read bandwidth measured; the overheads (no layer overhead: a CPU
+// runs the norms and activations as token-proportional work, not kernel
+// launches) are starting points for calibrate, not measurements.
 var familyEfficiency = map[string]Efficiency{
 	"hopper":    {Compute: 0.55, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 40 * time.Microsecond},
 	"blackwell": {Compute: 0.50, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 40 * time.Microsecond},
 	"ampere":    {Compute: 0.60, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 10 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 100 * time.Microsecond},
 	"ada":       {Compute: 0.60, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 25 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 100 * time.Microsecond},
+	"cpu":       {Compute: 0.47, Memory: 0.90, Interconnect: 1, StepOverhead: 50 * time.Microsecond, SeqOverhead: 50 * time.Microsecond},
 	"cdna3":     {Compute: 0.40, Memory: 0.65, Interconnect: 0.60, AllReduceLatency: 15 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 100 * time.Microsecond},
 }
 

@@ -1,0 +1,63 @@
+package perfmodel
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// cpuDevice reads the test machine's CPU thread from llamacpptest's device
+// file (the one the llama.cpp tests and docs use).
+func cpuDevice(t *testing.T) GPU {
+	t.Helper()
+	data, err := os.ReadFile("../llamacpptest/testdata/cpu.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := ParseGPUCatalog(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gs[0]
+}
+
+// One decode of llama.cpp's test model (2 layers, 256 wide, 4 heads, 2 KV
+// heads of 64, FFN 512, vocabulary 32,000, f16) at context 100 on one
+// thread of the test machine (112 GFLOP/s FMA peak, 26.6 GB/s), with the
+// cpu family's defaults (compute 0.47, memory 0.9, 50 µs per step and per
+// sequence), by hand:
+//
+//	linear params   2 × (256·256 + 2·256·128 + 256·256 + 3·256·512) = 1,179,648, norms 2·2·256 + 256 = 1,280
+//	FLOPs           2 × (1,179,648 + 1,280) + 2 × 32,000 × 256 (one logit row) + 2 layers × 4·4·64 × 101 pairs
+//	                = 2,361,856 + 16,384,000 + 206,848 = 18,952,704 → ÷ (112e9 × 0.47) = 360.04 µs
+//	bytes           2 × (1,179,648 + 1,280 + 8,192,000) weights (the embedding is gathered, not read)
+//	                + 101 × 1,024 KV (2 · 2 layers · 2 heads · 64 · 2 B per token) = 18,849,280 → ÷ (26.6e9 × 0.9) = 787.36 µs
+//	step            max(360.04, 787.36) + 50 + 50 = 887.36 µs, memory-bound
+//
+// Four such decodes: FLOPs 4 × 18,952,704 = 75,810,816 → 1,440.16 µs,
+// bytes 18,749,440 + 404 × 1,024 = 19,163,136 → 800.47 µs: compute-bound,
+// 1,440.16 + 50 + 4 × 50 = 1,690.16 µs — on a CPU thread a batch of four
+// already costs FLOPs, where a GPU's decode stays memory-bound into the
+// hundreds.
+func TestCPUDecodeHandComputed(t *testing.T) {
+	g := cpuDevice(t)
+	if g.Family != "cpu" || DefaultEfficiency(g) != familyEfficiency["cpu"] {
+		t.Fatalf("device family %q: defaults %+v", g.Family, DefaultEfficiency(g))
+	}
+	m := ModelSpec{Name: "llamacpp-test", Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, HeadDim: 64, Intermediate: 512, Vocab: 32000}
+	e := mustNew(t, Config{Model: m, GPU: g, WeightDType: FP16, KVDType: FP16})
+	for _, tc := range []struct {
+		seqs  int
+		want  time.Duration
+		bound string
+	}{{1, 887360 * time.Nanosecond, "memory"}, {4, 1690160 * time.Nanosecond, "compute"}} {
+		var b Batch
+		for range tc.seqs {
+			b.AddDecode(1, 100)
+		}
+		s := e.Breakdown(&b)
+		if d := s.Total - tc.want; d < -time.Microsecond || d > time.Microsecond || s.Bound != tc.bound {
+			t.Errorf("%d decodes: %v (%s-bound; compute %v, memory %v), want %v %s-bound", tc.seqs, s.Total, s.Bound, s.Compute, s.Memory, tc.want, tc.bound)
+		}
+	}
+}
