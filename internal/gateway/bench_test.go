@@ -448,10 +448,11 @@ func BenchmarkEventPath(b *testing.B) {
 // through the gateway (client, gateway and upstream in this process), so
 // that its allocations per request (b.ReportAllocs: the client's and the
 // upstream's included, the same on every build) show what the gateway's
-// own per-request work allocates; and the same through the floor proxy.
+// own per-request work allocates; and the same through the floor proxy
+// and directly: a path's allocs/op minus direct's is the proxy's own.
 func BenchmarkStreamRequest(b *testing.B) {
-	_, gwURL, flURL, client := benchPaths(b, benchUpstream(32, 100*time.Microsecond))
-	for _, p := range []struct{ name, url string }{{"gw", gwURL}, {"floor", flURL}} {
+	upURL, gwURL, flURL, client := benchPaths(b, benchUpstream(32, 100*time.Microsecond))
+	for _, p := range []struct{ name, url string }{{"gw", gwURL}, {"floor", flURL}, {"direct", upURL}} {
 		b.Run("path="+p.name, func(b *testing.B) {
 			for range 20 {
 				runStreams(client, p.url, 1, false)

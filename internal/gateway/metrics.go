@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -75,6 +76,7 @@ type seriesSet struct {
 	ttft, tpot, duration, gap, itl prometheus.Observer
 	usageIn, usageOut              prometheus.Observer
 	stage                          map[latency.TimingName]prometheus.Observer
+	ok                             prometheus.Counter // Requests{code="200"}
 }
 
 func (m *Metrics) seriesFor(pool, model string) *seriesSet {
@@ -87,6 +89,7 @@ func (m *Metrics) seriesFor(pool, model string) *seriesSet {
 		duration: m.Duration.WithLabelValues(pool, model), gap: m.ChunkGap.WithLabelValues(pool, model),
 		itl: m.ITL.WithLabelValues(pool, model), stage: map[latency.TimingName]prometheus.Observer{},
 		usageIn: m.Usage.WithLabelValues(pool, model, "input"), usageOut: m.Usage.WithLabelValues(pool, model, "output"),
+		ok: m.Requests.WithLabelValues(pool, model, "200"),
 	}
 	for name, h := range m.Stage {
 		s.stage[name] = h.WithLabelValues(pool, model)
@@ -202,8 +205,12 @@ func (m *Metrics) observe(o *observation) {
 		return
 	}
 	pool, model := o.pool, o.model
-	m.Requests.WithLabelValues(pool, model, strconv.Itoa(o.status)).Inc()
 	ss := m.seriesFor(pool, model)
+	if o.status == http.StatusOK {
+		ss.ok.Inc()
+	} else {
+		m.Requests.WithLabelValues(pool, model, strconv.Itoa(o.status)).Inc()
+	}
 	e2e := o.stages.sum()
 	ss.duration.Observe(e2e.Seconds())
 	m.recordGenAI(o, e2e)
@@ -242,11 +249,12 @@ func (m *Metrics) observe(o *observation) {
 		ss.tpot.Observe((e2e - o.ttft).Seconds() / float64(o.outTokens-1))
 	}
 	rec := latency.Record{ChunkNS: o.chunkNS, ChunkTokens: o.chunkTokens}
-	for _, d := range rec.ICLs(nil) {
+	var gaps [64]int64 // on the stack for the usual answer
+	for _, d := range rec.ICLs(gaps[:0]) {
 		ss.gap.Observe(time.Duration(d).Seconds())
 	}
 	if len(o.chunkTokens) > 0 { // without token counts there is no per-token gap
-		for _, d := range rec.ITLs(nil) {
+		for _, d := range rec.ITLs(gaps[:0]) {
 			ss.itl.Observe(time.Duration(d).Seconds())
 		}
 	}

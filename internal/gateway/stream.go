@@ -474,7 +474,9 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	stop := time.AfterFunc(g.endGrace(), a.cancel)
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.up, 1<<20))
 	stop.Stop()
-	x.foldUpstreamTiming(timing, a.resp.Trailer.Values("Server-Timing"))
+	if tr := a.resp.Trailer.Values("Server-Timing"); len(tr) > 0 {
+		x.foldUpstreamTiming(timing, tr) // without a trailer the fold above stands
+	}
 	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.tl.finalTiming(x.tl.stages()))
 }
 

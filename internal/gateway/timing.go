@@ -74,7 +74,8 @@ type stageDurations struct {
 // the queue) collapse to the last one reached, so the sum is always
 // end − start.
 func (t *timeline) stages() stageDurations {
-	d := latency.Consecutive(t.start, t.in, t.admitted, t.conn, t.firstTok, t.end)
+	var buf [5]time.Duration // on the stack: stages runs several times a request
+	d := latency.AppendConsecutive(buf[:0], t.start, t.in, t.admitted, t.conn, t.firstTok, t.end)
 	s := stageDurations{In: d[0], Queue: d[1], Connect: d[2], UpstreamTTFT: d[3]}
 	tail := d[4]
 	s.Post, s.Backpressure = t.post, t.backpressure
@@ -201,6 +202,10 @@ func (t *timeline) finalTiming(s stageDurations) string {
 // prefill, server_decode, and their former names), and keeps every stage
 // of the upstream's to pass on.
 func (t *timeline) foldServerTiming(header, trailer []string) {
+	if len(header) == 0 && len(trailer) == 0 {
+		t.forward = "" // nothing to pass on, no split: the parse's map is not made
+		return
+	}
 	t.forward = latency.ForwardTiming(latency.HopGateway, latency.TimingValues{Header: header, Trailer: trailer})
 	sp, _, ok := latency.SplitServerTiming(append(append([]string(nil), header...), trailer...))
 	if !ok {

@@ -8,14 +8,20 @@ import "time"
 // (0), so the durations always sum to the last reached instant − start: a
 // hop's stages partition its time whatever point the request got to.
 func Consecutive(start time.Time, instants ...time.Time) []time.Duration {
-	out := make([]time.Duration, len(instants))
+	return AppendConsecutive(make([]time.Duration, 0, len(instants)), start, instants...)
+}
+
+// AppendConsecutive appends Consecutive's durations to dst: with dst on
+// the caller's stack, a hot path computes them without allocating.
+func AppendConsecutive(dst []time.Duration, start time.Time, instants ...time.Time) []time.Duration {
 	last := start
-	for i, x := range instants {
+	for _, x := range instants {
 		if x.IsZero() || x.Before(last) {
+			dst = append(dst, 0)
 			continue
 		}
-		out[i] = x.Sub(last)
+		dst = append(dst, x.Sub(last))
 		last = x
 	}
-	return out
+	return dst
 }
