@@ -181,8 +181,9 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 		return nil, fmt.Errorf("build upstream request: %w", err)
 	}
 	copyRequestHeaders(out.Header, x.r.Header)
-	out.Header.Set(headerRequestID, x.id)
-	out.Header.Set("Content-Type", "application/json")
+	// Values of the exchange's, shared by its attempts, which only read them.
+	out.Header[headerRequestID] = x.vals[valID : valID+1 : valID+1]
+	out.Header["Content-Type"] = x.vals[valContentType : valContentType+1 : valContentType+1]
 	x.span.inject(out.Header)
 	if auth := a.rep.cfg.authorization(); auth != "" {
 		out.Header.Set("Authorization", auth)

@@ -31,12 +31,31 @@ func removeHopHeaders(h http.Header) {
 // Connection header names (so that it cannot remove the gateway's own).
 func copyResponseHeaders(dst, src http.Header) {
 	conn := src.Values("Connection")
+	all := make([]string, valueCount(src)) // every value in one allocation
 	for k, vs := range src {
 		if slices.Contains(hopHeaders, k) || namedIn(conn, k) {
 			continue
 		}
-		dst[k] = append([]string(nil), vs...)
+		dst[k], all = carve(all, vs)
 	}
+}
+
+// valueCount is the number of values in h.
+func valueCount(h http.Header) int {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	return n
+}
+
+// carve copies vs to the start of all and returns that copy, its capacity
+// its length (an append to it never writes into the next header's
+// values), and the rest of all: the way http.Header.Clone shares one
+// slice among every header's values.
+func carve(all, vs []string) (copied, rest []string) {
+	n := copy(all, vs)
+	return all[:n:n], all[n:]
 }
 
 // namedIn reports whether a Connection header's values name the header k.
@@ -54,8 +73,9 @@ func namedIn(connection []string, k string) bool {
 // copyRequestHeaders copies a client's request headers to the upstream
 // request, less the hop-by-hop ones and those the gateway sets itself.
 func copyRequestHeaders(dst, src http.Header) {
+	all := make([]string, valueCount(src)) // every value in one allocation
 	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
+		dst[k], all = carve(all, vs)
 	}
 	removeHopHeaders(dst)
 	dst.Del("Accept-Encoding") // keep the stream uncompressed, readable event by event

@@ -85,18 +85,42 @@ type exchange struct {
 	// (latency.Record's ChunkNS and ChunkTokens).
 	chunkNS     []int64
 	chunkTokens []int32
-	fields      map[string]any // body fields the policies change (setField)
-	tokens      int            // output tokens
-	noContent   bool           // the stream ended without content (no first token: no TTFT)
-	wrote       bool
-	sw          *sse.Writer // the answer's events, from newRelay on
-	errKind     string
-	prio        int       // priority class in the queues (queuePriority)
-	deadline    time.Time // TTFT deadline (ttftDeadline); zero: none
+	// vals holds the values of the headers the gateway sets on each
+	// request (valID…): each header's value slice points into it, so
+	// setting one allocates nothing.
+	vals      [valCount]string
+	fields    map[string]any // body fields the policies change (setField)
+	tokens    int            // output tokens
+	noContent bool           // the stream ended without content (no first token: no TTFT)
+	wrote     bool
+	sw        *sse.Writer // the answer's events, from newRelay on
+	errKind   string
+	prio      int       // priority class in the queues (queuePriority)
+	deadline  time.Time // TTFT deadline (ttftDeadline); zero: none
 	// engineSplit is the upstream's queue, prefill and decode time from
 	// its engine's own per-request evidence (noteEvidence, evidence.go),
 	// used when no Server-Timing gives them.
 	engineSplit *latency.ServerSplit
+}
+
+// The headers whose values exchange.vals holds.
+const (
+	valID          = iota // X-Request-Id, to the client and upstream
+	valContentType        // the upstream request's Content-Type
+	valTiming             // the Server-Timing header
+	valTrailer            // the Server-Timing trailer
+	valCount
+)
+
+// trailerTimingKey is the Server-Timing trailer's key in a response's header
+// map (net/http's http.TrailerPrefix form).
+const trailerTimingKey = http.TrailerPrefix + "Server-Timing"
+
+// headerValue stores v in the exchange and returns it as a header's value
+// slice (capacity 1: an append to it copies).
+func (x *exchange) headerValue(i int, v string) []string {
+	x.vals[i] = v
+	return x.vals[i : i+1 : i+1]
 }
 
 // fail answers with an OpenAI-shaped error (if nothing was written yet).
@@ -121,7 +145,8 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	x := &exchange{g: g, w: w, r: r, chat: chat}
 	x.tl.start = g.now()
 	x.id = g.requestID(r)
-	w.Header().Set(headerRequestID, x.id)
+	w.Header()[headerRequestID] = x.headerValue(valID, x.id)
+	x.vals[valContentType] = "application/json"
 	ctx, span := g.startSpan(r, x.id)
 	x.span = span
 	defer x.finish()

@@ -197,8 +197,8 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 	copyResponseHeaders(h, a.resp.Header)
 	h.Del("Content-Length")
 	h.Del("Server-Timing")
-	h.Set(headerRequestID, x.id)
-	h.Set("Server-Timing", headerTiming(x.tl.stages()))
+	h[headerRequestID] = x.vals[valID : valID+1 : valID+1]
+	h["Server-Timing"] = x.headerValue(valTiming, headerTiming(x.tl.stages()))
 	x.wrote = true
 	x.sw = sse.NewWriter(x.w)
 	if a.rd != nil {
@@ -477,7 +477,7 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 	if tr := a.resp.Trailer.Values("Server-Timing"); len(tr) > 0 {
 		x.foldUpstreamTiming(timing, tr) // without a trailer the fold above stands
 	}
-	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.tl.finalTiming(x.tl.stages()))
+	x.w.Header()[trailerTimingKey] = x.headerValue(valTrailer, x.tl.finalTiming(x.tl.stages()))
 }
 
 // foldUpstreamTiming takes the upstream's split from its Server-Timing
@@ -491,7 +491,7 @@ func (x *exchange) foldUpstreamTiming(header, trailer []string) {
 // setTrailer ends the timeline and sets the Server-Timing trailer.
 func (x *exchange) setTrailer() {
 	x.tl.end = x.g.now()
-	x.w.Header().Set(http.TrailerPrefix+"Server-Timing", x.tl.finalTiming(x.tl.stages()))
+	x.w.Header()[trailerTimingKey] = x.headerValue(valTrailer, x.tl.finalTiming(x.tl.stages()))
 }
 
 // streamError ends a started stream with an error event (the OpenAI
