@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,12 +32,19 @@ type attempt struct {
 	rep      *Replica
 	cancel   context.CancelFunc // ends the attempt's upstream request
 	started  time.Time
-	gotConn  atomic.Pointer[time.Time] // when the connection was obtained
-	resp     *http.Response
-	rd       *sse.Reader // over up, in block mode (newEventReader)
-	up       *waitReader // the upstream's stream, timed
-	pending  []byte      // stream bytes read up to and including the first content event
-	body     []byte      // non-streaming body
+	// gotConn is when the connection was obtained, in ns after started;
+	// conns counts the connections (none yet: gotConn is unset; more than
+	// one: the request was resent, its pooled connection stale). trace is
+	// the upstream request's trace, whose GotConn sets them.
+	gotConn atomic.Int64
+	conns   atomic.Int32
+	trace   httptrace.ClientTrace
+	now     func() time.Time // the gateway's clock
+	resp    *http.Response
+	rd      *sse.Reader // over up, in block mode (newEventReader)
+	up      *waitReader // the upstream's stream, timed
+	pending []byte      // stream bytes read up to and including the first content event
+	body    []byte      // non-streaming body
 	// wholeTokens is the non-streaming body's usage.completion_tokens;
 	// scanned, the time reading it took.
 	wholeTokens int
@@ -167,15 +175,10 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 // trace context and the replica's own credentials.
 func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Response, error) {
 	g := x.g
-	var conns atomic.Int32 // more than one: the request was resent (a stale connection)
-	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
-		t := g.now()
-		a.gotConn.Store(&t)
-		conns.Add(1)
-	}}
+	a.trace.GotConn = a.connected
 	// One trace per request: the stale-connection transport's hooks and
 	// these, without net/http's composition of two traces by reflection.
-	ctx = staleconn.WithClientTrace(ctx, trace)
+	ctx = staleconn.WithClientTrace(ctx, &a.trace)
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, a.rep.cfg.URL+x.r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build upstream request: %w", err)
@@ -191,13 +194,28 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 		out.Header.Del("Authorization") // the gateway's key is not the upstream's
 	}
 	resp, err := g.transport.RoundTrip(out)
-	if conns.Load() > 1 {
+	if a.conns.Load() > 1 {
 		g.countFault(a.pool, faultStaleConn)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", a.rep.cfg.URL, err)
 	}
 	return resp, nil
+}
+
+// connected is the upstream request's GotConn hook: the instant the
+// connection was obtained, and one more connection.
+func (a *attempt) connected(httptrace.GotConnInfo) {
+	a.gotConn.Store(int64(a.now().Sub(a.started)))
+	a.conns.Add(1)
+}
+
+// connAt is when the connection was obtained; ok is false when none was.
+func (a *attempt) connAt() (t time.Time, ok bool) {
+	if a.conns.Load() == 0 {
+		return time.Time{}, false
+	}
+	return a.started.Add(time.Duration(a.gotConn.Load())), true
 }
 
 // readWhole reads a non-streaming answer whole: its end is the attempt's
@@ -239,7 +257,7 @@ func (x *exchange) readWhole(a *attempt) bool {
 // error. It reports whether the attempt won.
 func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
-	a.up = &waitReader{r: a.resp.Body, now: g.now}
+	a.up = &waitReader{r: a.resp.Body, now: g.clock}
 	a.rd = newEventReader(a.up)
 	var probe chunkProbe
 	for {
@@ -279,12 +297,12 @@ func (x *exchange) readToFirstToken(a *attempt) bool {
 
 // pickReplica asks the pool's balancer among replicas not yet tried (all of
 // them when every one was).
-func pickReplica(p *pool, req *Request, tried map[*Replica]bool) *Replica {
+func pickReplica(p *pool, req *Request, tried []*Replica) *Replica {
 	c := p.replicas
 	if len(tried) > 0 {
 		var left []*Replica
 		for _, r := range c {
-			if !tried[r] {
+			if !slices.Contains(tried, r) {
 				left = append(left, r)
 			}
 		}

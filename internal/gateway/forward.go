@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -47,29 +48,35 @@ type attempts struct {
 	// admitted is when the request was admitted to pool: the start of its
 	// attempts' upstream TTFT, which feeds pool's adaptive limit.
 	admitted time.Time
-	tries    int // tries left in pool (1 + retries; a hedge takes none)
-	tried    map[*Replica]bool
+	tries    int        // tries left in pool (1 + retries; a hedge takes none)
+	tried    []*Replica // the pool's replicas tried (in triedBuf while few)
+	triedBuf [4]*Replica
 	fellBack bool
 	// Every attempt's result is received exactly once: by wait, or by
 	// stop for those still running (a loser that got a first token
-	// anyway releases its connection there).
-	results chan *attempt
-	running map[*attempt]bool
-	group   errgroup.Group // hedged attempts' goroutines
-	hedge   <-chan time.Time
-	timer   *time.Timer
-	winner  *attempt
-	last    *attempt   // the latest that failed
-	refused *rejection // the fallback pool's queue refused the request
-	release []func()   // admissions to give back (the fallback pool's)
+	// anyway releases its connection there). An attempt run in forward's
+	// own goroutine (no hedging) leaves its result in ready; hedged ones
+	// send theirs on results (made for the first).
+	ready      *attempt
+	results    chan *attempt
+	running    []*attempt // started, result not yet received
+	runningBuf [2]*attempt
+	group      errgroup.Group // hedged attempts' goroutines
+	hedge      <-chan time.Time
+	timer      *time.Timer
+	winner     *attempt
+	last       *attempt   // the latest that failed
+	refused    *rejection // the fallback pool's queue refused the request
+	release    []func()   // admissions to give back (the fallback pool's)
 }
 
 // forward runs the attempts (retry, hedge, fallback) until one yields a
 // first token, then streams it to the client. It reports whether a first
 // token was produced.
 func (x *exchange) forward(ctx context.Context) bool {
-	f := &attempts{x: x, ctx: ctx, route: x.route, pool: x.pool, body: x.body, admitted: x.tl.admitted,
-		tried: map[*Replica]bool{}, results: make(chan *attempt, 4), running: map[*attempt]bool{}}
+	f := &x.att
+	*f = attempts{x: x, ctx: ctx, route: x.route, pool: x.pool, body: x.body, admitted: x.tl.admitted}
+	f.tried, f.running = f.triedBuf[:0], f.runningBuf[:0]
 	defer f.stop()
 	f.start()
 	for st := waiting; ; {
@@ -95,7 +102,7 @@ func (x *exchange) forward(ctx context.Context) bool {
 // the route hedges.
 func (f *attempts) start() {
 	f.tries = 1 + f.route.Timeouts.Retries
-	clear(f.tried)
+	f.tried = f.tried[:0]
 	f.launch()
 	if f.timer != nil {
 		f.timer.Stop()
@@ -114,20 +121,22 @@ func (f *attempts) start() {
 // launch starts one attempt on a replica of pool not yet tried.
 func (f *attempts) launch() {
 	x := f.x
-	a := &attempt{pool: f.pool, admitted: f.admitted, ttftTimeout: f.route.Timeouts.ttft(), idleTimeout: f.route.Timeouts.idle()}
+	a := &attempt{pool: f.pool, admitted: f.admitted, ttftTimeout: f.route.Timeouts.ttft(), idleTimeout: f.route.Timeouts.idle(), now: x.g.clock}
 	a.rep = pickReplica(f.pool, &x.req, f.tried)
-	f.tried[a.rep] = true
+	f.tried = append(f.tried, a.rep)
 	actx, cancel := context.WithCancel(f.ctx)
 	a.cancel = cancel
-	f.running[a] = true
+	f.running = append(f.running, a)
 	f.tries--
 	body := f.body
 	if !f.route.Timeouts.Hedge {
 		// Attempts never overlap: run this one here (no goroutine
-		// hand-off on the path to the first byte). The result channel
-		// has room for it.
-		f.results <- x.run(actx, a, body)
+		// hand-off on the path to the first byte, no channel).
+		f.ready = x.run(actx, a, body)
 		return
+	}
+	if f.results == nil {
+		f.results = make(chan *attempt, 4)
 	}
 	f.group.Go(func() error {
 		f.results <- x.run(actx, a, body)
@@ -138,6 +147,10 @@ func (f *attempts) launch() {
 // wait is the waiting state: the next result, the hedge timer or the end
 // of the request's context.
 func (f *attempts) wait() forwardState {
+	if a := f.ready; a != nil {
+		f.ready = nil
+		return f.settle(a)
+	}
 	select {
 	case <-f.hedge:
 		f.hedge = nil
@@ -156,9 +169,9 @@ func (f *attempts) wait() forwardState {
 // leads to a retry, the fallback, or the end.
 func (f *attempts) settle(a *attempt) forwardState {
 	g := f.x.g
-	delete(f.running, a)
+	f.running = slices.DeleteFunc(f.running, func(o *attempt) bool { return o == a })
 	if a.won() {
-		for o := range f.running {
+		for _, o := range f.running {
 			o.cancel()
 			g.countAttempt(o.pool, "cancelled")
 		}
@@ -213,7 +226,7 @@ func (f *attempts) fallBack() forwardState {
 	x.span.event("fallback")
 	fp := x.rt.poolFor(fr, &x.req)
 	if fp != f.pool {
-		at, err := fp.adm.acquire(f.ctx, x.g.now, x.prio, x.deadline, fr.EarlyReject)
+		at, err := fp.adm.acquire(f.ctx, x.g.clock, x.prio, x.deadline, fr.EarlyReject)
 		if err != nil {
 			var ae *admitError
 			if errors.As(err, &ae) {
@@ -236,11 +249,19 @@ func (f *attempts) stop() {
 	if f.timer != nil {
 		f.timer.Stop()
 	}
-	for a := range f.running {
+	for _, a := range f.running {
 		a.cancel()
 	}
 	_ = f.group.Wait()
-	for range len(f.running) {
+	left := len(f.running)
+	if a := f.ready; a != nil {
+		f.ready = nil
+		left--
+		if a.won() {
+			a.release()
+		}
+	}
+	for range left {
 		if a := <-f.results; a.won() {
 			a.release()
 		}

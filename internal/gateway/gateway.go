@@ -55,7 +55,10 @@ type Gateway struct {
 	transport http.RoundTripper
 	idPrefix  string
 	idSeq     atomic.Uint64
-	draining  atomic.Bool // set by Drain: /health answers 503
+	// clock is g.now as a func value, made once (init): passing g.now
+	// itself makes a closure each time.
+	clock    func() time.Time
+	draining atomic.Bool // set by Drain: /health answers 503
 	// endGraceTest replaces streamEndGrace when set (tests).
 	endGraceTest time.Duration
 	// bg runs the configurations' background goroutines (the pools'
@@ -142,6 +145,7 @@ func (g *Gateway) init() {
 			g.transport = &staleconn.Transport{Pooled: t}
 		}
 		g.idPrefix = newIDPrefix()
+		g.clock = g.now
 	})
 }
 

@@ -101,6 +101,7 @@ type exchange struct {
 	// its engine's own per-request evidence (noteEvidence, evidence.go),
 	// used when no Server-Timing gives them.
 	engineSplit *latency.ServerSplit
+	att         attempts // forward's tries (kept here: no allocation of their own)
 }
 
 // The headers whose values exchange.vals holds.
@@ -159,13 +160,13 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if !x.admitInbound() {
 		return
 	}
-	var cancel context.CancelFunc
 	if tot := x.route.Timeouts.Total.D(); tot > 0 {
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, tot)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
 	}
-	defer cancel()
+	// Without a total timeout the request's context is the client's: each
+	// attempt cancels its own upstream request when it ends.
 	release, ok := x.queue(ctx)
 	if !ok {
 		return
@@ -181,7 +182,7 @@ func (x *exchange) queue(ctx context.Context) (release func(), ok bool) {
 	g := x.g
 	x.tl.in = g.now()
 	x.span.event("queued")
-	admitted, err := x.pool.adm.acquire(ctx, g.now, x.prio, x.deadline, x.route.EarlyReject)
+	admitted, err := x.pool.adm.acquire(ctx, g.clock, x.prio, x.deadline, x.route.EarlyReject)
 	if err != nil {
 		var ae *admitError
 		if errors.As(err, &ae) {

@@ -141,8 +141,8 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 func (x *exchange) firstToken(a *attempt) {
 	tl := &x.tl
 	tl.conn = a.started
-	if c := a.gotConn.Load(); c != nil {
-		tl.conn = *c
+	if c, ok := a.connAt(); ok {
+		tl.conn = c
 	}
 	if tl.conn.Before(tl.admitted) {
 		tl.conn = tl.admitted

@@ -32,66 +32,78 @@ func New(t *http.Transport) *Transport {
 	return &Transport{Pooled: t, Fresh: f}
 }
 
-// attempt is what the transport's trace said of one round trip.
-type attempt struct {
+// traced is one round trip's trace: the transport's own hooks, which
+// note what it needs to decide a resend, then the caller's.
+type traced struct {
 	reused    atomic.Bool // the last connection it got was a pooled one
 	firstByte atomic.Bool // a byte of the response arrived
+	caller    *httptrace.ClientTrace
+	trace     httptrace.ClientTrace // the caller's hooks with GotConn and GotFirstResponseByte wrapped
 }
 
-// traceKey is the context key of a caller's trace (WithClientTrace).
-type traceKey struct{}
-
-// WithClientTrace returns ctx carrying trace for requests sent through a
-// Transport, which calls trace's hooks from its own trace (after its own
-// work in the two hooks both use, GotConn and GotFirstResponseByte), on
-// the first try and on a resend. A trace installed with
-// httptrace.WithClientTrace works as well, but net/http composes two
-// traces by reflection, and every hook both set is then called through
-// reflect.Value.Call: a cost on every request of the caller's hot path.
-// Only a Transport reads the trace: a request sent another way does not
-// see it.
-func WithClientTrace(ctx context.Context, trace *httptrace.ClientTrace) context.Context {
-	return context.WithValue(ctx, traceKey{}, trace)
-}
-
-// traced is req's context with one trace: the transport's hooks for a,
-// then the caller's (WithClientTrace), when it set one.
-func traced(req *http.Request, a *attempt) (ctx context.Context, caller *httptrace.ClientTrace) {
-	var tr httptrace.ClientTrace
-	caller, _ = req.Context().Value(traceKey{}).(*httptrace.ClientTrace)
+// newTraced makes the trace of a round trip, the caller's hooks (nil:
+// none) called after the transport's.
+func newTraced(caller *httptrace.ClientTrace) *traced {
+	t := &traced{caller: caller}
 	if caller != nil {
-		tr = *caller
+		t.trace = *caller
 	}
-	gotConn, firstByte := tr.GotConn, tr.GotFirstResponseByte
-	tr.GotConn = func(i httptrace.GotConnInfo) {
-		a.reused.Store(i.Reused)
-		if gotConn != nil {
-			gotConn(i)
-		}
+	t.trace.GotConn = t.gotConn
+	t.trace.GotFirstResponseByte = t.gotFirstByte
+	return t
+}
+
+func (t *traced) gotConn(i httptrace.GotConnInfo) {
+	t.reused.Store(i.Reused)
+	if t.caller != nil && t.caller.GotConn != nil {
+		t.caller.GotConn(i)
 	}
-	tr.GotFirstResponseByte = func() {
-		a.firstByte.Store(true)
-		if firstByte != nil {
-			firstByte()
-		}
+}
+
+func (t *traced) gotFirstByte() {
+	t.firstByte.Store(true)
+	if t.caller != nil && t.caller.GotFirstResponseByte != nil {
+		t.caller.GotFirstResponseByte()
 	}
-	return httptrace.WithClientTrace(req.Context(), &tr), caller
+}
+
+// tracedKey is the context key of a round trip's trace (WithClientTrace).
+type tracedKey struct{}
+
+// WithClientTrace returns ctx for one request (one context per request)
+// carrying trace: a Transport calls trace's hooks from its own trace
+// (after its own work in the two hooks both use, GotConn and
+// GotFirstResponseByte), on the first try and on a resend. The one trace
+// is installed when the request is made, so that the round trip neither
+// copies the request for another context nor composes two traces: a
+// trace installed with httptrace.WithClientTrace works as well, but
+// net/http composes two traces by reflection, and every hook both set is
+// then called through reflect.Value.Call, a cost on every request of the
+// caller's hot path. A request sent another way than through a Transport
+// sees the caller's hooks all the same.
+func WithClientTrace(ctx context.Context, trace *httptrace.ClientTrace) context.Context {
+	t := newTraced(trace)
+	return context.WithValue(httptrace.WithClientTrace(ctx, &t.trace), tracedKey{}, t)
 }
 
 // RoundTrip sends req through Pooled and resends it through Fresh when the
 // pooled connection proved stale.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	a := &attempt{}
-	ctx, caller := traced(req, a)
-	resp, err := t.Pooled.RoundTrip(req.WithContext(ctx))
-	if err == nil || !a.reused.Load() || a.firstByte.Load() || !Dropped(err) || req.Context().Err() != nil {
+	tr, ok := req.Context().Value(tracedKey{}).(*traced)
+	sent := req
+	if !ok {
+		// No WithClientTrace: the transport's hooks alone, on a copy of
+		// the request (the resend is made from req, without them).
+		tr = newTraced(nil)
+		sent = req.WithContext(httptrace.WithClientTrace(req.Context(), &tr.trace))
+	}
+	resp, err := t.Pooled.RoundTrip(sent)
+	if err == nil || !tr.reused.Load() || tr.firstByte.Load() || !Dropped(err) || req.Context().Err() != nil {
 		return resp, err
 	}
-	rctx := req.Context()
-	if caller != nil {
-		rctx = httptrace.WithClientTrace(rctx, caller) // the resend's connection and first byte, to the caller
-	}
-	again := req.Clone(rctx)
+	// The resend's connection and first byte reach the caller's trace
+	// through req's context (WithClientTrace).
+	again := req.Clone(req.Context())
 	if req.Body != nil && req.Body != http.NoBody {
 		if req.GetBody == nil {
 			return resp, err // the body cannot be sent again
