@@ -42,9 +42,13 @@ type attempt struct {
 	now     func() time.Time // the gateway's clock
 	resp    *http.Response
 	rd      *sse.Reader // over up, in block mode (newEventReader)
-	up      *waitReader // the upstream's stream, timed
-	pending []byte      // stream bytes read up to and including the first content event
-	body    []byte      // non-streaming body
+	up      *waitReader // the upstream's stream, timed (upv)
+	upv     waitReader
+	pending []byte // stream bytes read up to and including the first content event
+	// pendBuf holds pending for the usual first events (a role chunk and
+	// the first token).
+	pendBuf [512]byte
+	body    []byte // non-streaming body
 	// wholeTokens is the non-streaming body's usage.completion_tokens;
 	// scanned, the time reading it took.
 	wholeTokens int
@@ -257,8 +261,10 @@ func (x *exchange) readWhole(a *attempt) bool {
 // error. It reports whether the attempt won.
 func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
-	a.up = &waitReader{r: a.resp.Body, now: g.clock}
+	a.upv = waitReader{r: a.resp.Body, now: g.clock}
+	a.up = &a.upv
 	a.rd = newEventReader(a.up)
+	a.pending = a.pendBuf[:0]
 	var probe chunkProbe
 	for {
 		ev, err := a.rd.Next()

@@ -102,6 +102,12 @@ type exchange struct {
 	// used when no Server-Timing gives them.
 	engineSplit *latency.ServerSplit
 	att         attempts // forward's tries (kept here: no allocation of their own)
+	rel         relay    // the answer's relay (newRelay), likewise
+	swv         sse.Writer
+	// chunkBuf and tokenBuf hold chunkNS and chunkTokens for the usual
+	// answer.
+	chunkBuf [64]int64
+	tokenBuf [64]int32
 }
 
 // The headers whose values exchange.vals holds.
@@ -167,18 +173,17 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	// Without a total timeout the request's context is the client's: each
 	// attempt cancels its own upstream request when it ends.
-	release, ok := x.queue(ctx)
-	if !ok {
+	if !x.queue(ctx) {
 		return
 	}
-	defer release()
+	defer x.dequeue()
 	x.forward(ctx)
 }
 
 // queue waits for the request's admission to its pool (priority, deadline
-// and the route's early rejection); release gives the slot back. false
+// and the route's early rejection); dequeue gives the slot back. false
 // when the request was refused or cancelled while queued (answered).
-func (x *exchange) queue(ctx context.Context) (release func(), ok bool) {
+func (x *exchange) queue(ctx context.Context) bool {
 	g := x.g
 	x.tl.in = g.now()
 	x.span.event("queued")
@@ -187,14 +192,20 @@ func (x *exchange) queue(ctx context.Context) (release func(), ok bool) {
 		var ae *admitError
 		if errors.As(err, &ae) {
 			x.refuse(queueRejection(ae))
-			return nil, false
+			return false
 		}
 		x.fail(statusClientClosed, openai.TypeServer, "request cancelled while queued", "", "cancelled", 0)
-		return nil, false
+		return false
 	}
 	x.tl.admitted = admitted
 	x.span.event("admitted")
-	return func() { x.pool.adm.release(g.now(), g.now().Sub(admitted), true) }, true
+	return true
+}
+
+// dequeue gives back the slot queue took in the request's pool.
+func (x *exchange) dequeue() {
+	now := x.g.now()
+	x.pool.adm.release(now, now.Sub(x.tl.admitted), true)
 }
 
 // queueRejection is a queue's refusal: 429 queue_full, 429 deadline (its

@@ -200,14 +200,17 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 	h[headerRequestID] = x.vals[valID : valID+1 : valID+1]
 	h["Server-Timing"] = x.headerValue(valTiming, headerTiming(x.tl.stages()))
 	x.wrote = true
-	x.sw = sse.NewWriter(x.w)
+	x.swv.Reset(x.w)
+	x.sw = &x.swv
 	if a.rd != nil {
 		// No flush while the next event is already read and waiting:
 		// nothing is ever held back for input that has not arrived, but
 		// events that arrived together leave together (one write).
 		x.sw.CoalesceWith(a.rd)
 	}
-	return &relay{x: x, a: a, ctx: ctx, timing: a.resp.Header.Values("Server-Timing")}
+	r := &x.rel
+	r.x, r.a, r.ctx, r.timing = x, a, ctx, a.resp.Header.Values("Server-Timing")
+	return r
 }
 
 // write sends the events b, counting the time from t0 (now, read by the
@@ -266,10 +269,10 @@ func (r *relay) events() {
 	x, a := r.x, r.a
 	x.w.WriteHeader(http.StatusOK)
 	x.tokens = a.tokens
-	x.chunkNS = append(make([]int64, 0, 64), a.first.Sub(x.tl.start).Nanoseconds())
+	x.chunkNS = append(x.chunkBuf[:0], a.first.Sub(x.tl.start).Nanoseconds())
 	r.lastUse, r.continuous = a.lastUse, a.lastUse > 0
 	if r.continuous {
-		x.chunkTokens = append(make([]int32, 0, 64), int32(a.lastUse))
+		x.chunkTokens = append(x.tokenBuf[:0], int32(a.lastUse))
 	}
 	if err := r.write(a.pending, x.g.now()); err != nil {
 		x.clientGone()
@@ -401,7 +404,7 @@ func (r *relay) content(t0 time.Time) {
 	k := 1
 	if used, ok := r.probe.usage(); ok && (r.continuous || x.tokens == 1) {
 		if !r.continuous { // usage from the second chunk on: the first carried one token
-			x.chunkTokens = append(x.chunkTokens, 1)
+			x.chunkTokens = append(x.tokenBuf[:0], 1) // none yet
 		}
 		r.continuous = true
 		k = used - r.lastUse

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 )
 
 // Writer is the project's one SSE writer: serve, the app, the gateway and
@@ -18,7 +19,8 @@ import (
 // safe for concurrent use.
 type Writer struct {
 	w    io.Writer
-	rc   *http.ResponseController // nil: w cannot flush
+	fe   flushErrorer             // w itself, when it flushes with an error (net/http's)
+	rc   *http.ResponseController // else through Unwrap; both nil: w cannot flush
 	more Source                   // nil: flush every event
 	buf  []byte
 }
@@ -32,12 +34,28 @@ type Source interface {
 // NewWriter returns a Writer on w. If w is an http.ResponseWriter that can
 // flush (directly or through Unwrap), every event is flushed as written.
 func NewWriter(w io.Writer) *Writer {
-	sw := &Writer{w: w, buf: make([]byte, 0, 512)}
-	if rw, ok := w.(http.ResponseWriter); ok {
-		sw.rc = http.NewResponseController(rw)
-	}
+	sw := &Writer{buf: make([]byte, 0, 512)}
+	sw.Reset(w)
 	return sw
 }
+
+// Reset makes the writer write to w as NewWriter's would, keeping its
+// buffer (a Writer held in a larger struct, set up without allocating:
+// its buffer grows on the first event it frames itself), and forgetting
+// CoalesceWith's source.
+func (w *Writer) Reset(dst io.Writer) {
+	w.w, w.fe, w.rc, w.more, w.buf = dst, nil, nil, nil, w.buf[:0]
+	switch rw := dst.(type) {
+	case flushErrorer:
+		w.fe = rw // net/http's own response writer: no controller needed
+	case http.ResponseWriter:
+		w.rc = http.NewResponseController(rw)
+	}
+}
+
+// flushErrorer is net/http's response writer as http.ResponseController
+// flushes it first.
+type flushErrorer interface{ FlushError() error }
 
 // CoalesceWith makes the writer skip the flush after an event while src
 // has the next one waiting: events that arrived together leave together
@@ -92,6 +110,11 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // some clients (openai-go) dispatch a comment-only event as empty data
 // and fail to parse it. The writer flushes it whatever CoalesceWith says.
 func (w *Writer) Final(done []byte, comment ...string) error {
+	n := len(done) + len(doneEvent) + 3
+	for _, c := range comment {
+		n += len(c)
+	}
+	w.buf = slices.Grow(w.buf, n) // one growth at most
 	if len(comment) > 0 {
 		w.buf = append(w.buf, ": "...)
 		for _, c := range comment {
@@ -113,6 +136,9 @@ func (w *Writer) Final(done []byte, comment ...string) error {
 // Flush flushes what was written, whatever CoalesceWith says (after the
 // response's headers, say). An error means the client is gone.
 func (w *Writer) Flush() error {
+	if w.fe != nil {
+		return w.fe.FlushError()
+	}
 	if w.rc == nil {
 		return nil
 	}
