@@ -40,6 +40,11 @@ type attempt struct {
 	conns   atomic.Int32
 	trace   httptrace.ClientTrace
 	now     func() time.Time // the gateway's clock
+	// timer is the attempt's one timer (fire): its TTFT timeout, then,
+	// once its answer is relayed, relay's idle timeout and end grace
+	// (relay.arm); nil until either needs it.
+	timer   *time.Timer
+	relay   atomic.Pointer[relay] // set by relay.arm
 	resp    *http.Response
 	rd      *sse.Reader // over up, in block mode (newEventReader)
 	up      *waitReader // the upstream's stream, timed (upv)
@@ -136,12 +141,8 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 	a.rep.outstanding.Add(1)
 	a.started = g.now()
 	if d := a.ttftTimeout; d > 0 {
-		t := time.AfterFunc(d, func() {
-			if a.move(ttftExpired) {
-				a.cancel()
-			}
-		})
-		defer t.Stop()
+		a.timer = time.AfterFunc(d, a.fire)
+		defer a.timer.Stop()
 	}
 	ok := false
 	defer func() {
@@ -205,6 +206,19 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 		return nil, fmt.Errorf("%s: %w", a.rep.cfg.URL, err)
 	}
 	return resp, nil
+}
+
+// fire runs when the attempt's timer fires: before the first token the
+// TTFT timeout cancels the attempt; after it, the relay checks its idle
+// timeout (or end grace).
+func (a *attempt) fire() {
+	if a.move(ttftExpired) {
+		a.cancel()
+		return
+	}
+	if r := a.relay.Load(); r != nil {
+		r.idleCheck()
+	}
 }
 
 // connected is the upstream request's GotConn hook: the instant the

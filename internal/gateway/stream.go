@@ -260,7 +260,7 @@ func (r *relay) empty() {
 			return
 		}
 	}
-	x.endStream(a, r.timing, a.pending[a.doneAt:])
+	r.end(a.pending[a.doneAt:])
 }
 
 // events sends a stream: the events read up to the first token, then each
@@ -283,12 +283,15 @@ func (r *relay) events() {
 	if a.idleTimeout > 0 {
 		r.arm(a.idleTimeout)
 	}
-	defer func() {
-		if t := r.idle.Load(); t != nil {
-			t.Stop()
-		}
-	}()
+	defer r.disarm()
 	for r.next() {
+	}
+}
+
+// disarm stops the idle timer.
+func (r *relay) disarm() {
+	if t := r.idle.Load(); t != nil {
+		t.Stop()
 	}
 }
 
@@ -300,11 +303,19 @@ func (r *relay) arm(d time.Duration) {
 	}
 	r.limit.Store(int64(d))
 	r.lastData.Store(int64(time.Since(r.idleBase)))
+	a := r.a
+	a.relay.Store(r)
 	if t := r.idle.Load(); t != nil {
 		t.Reset(d)
 		return
 	}
-	r.idle.Store(time.AfterFunc(d, r.idleCheck))
+	if a.timer != nil { // the TTFT timeout's, stopped: it serves again (attempt.fire)
+		r.idle.Store(a.timer)
+		a.timer.Reset(d)
+		return
+	}
+	a.timer = time.AfterFunc(d, a.fire)
+	r.idle.Store(a.timer)
 }
 
 // idleCheck runs when the idle timer fires: the upstream is cancelled
@@ -357,7 +368,7 @@ func (r *relay) next() bool {
 		r.content(t0)
 	case eventDone:
 		tl.post += g.now().Sub(t0)
-		x.endStream(a, r.timing, raw)
+		r.end(raw)
 		return false
 	case eventInvalid:
 		// Not forwarded: the client's stream ends with an error event, as
@@ -432,7 +443,7 @@ func (r *relay) broken(err error) {
 		// The final usage chunk came and the upstream sent no [DONE]
 		// (within streamEndGrace, or it closed): the answer is whole;
 		// the client gets its [DONE].
-		x.endStream(a, r.timing, nil)
+		r.end(nil)
 	case r.idleFired.Load():
 		g.log().Warn("upstream idle: no event within the idle timeout", "request_id", x.id, "replica", a.rep.cfg.URL, "idle_timeout", a.idleTimeout)
 		g.countFault(a.pool, faultIdle)
@@ -447,7 +458,7 @@ func (r *relay) broken(err error) {
 	}
 }
 
-// endStream ends the client's stream at the upstream's end event: it
+// end ends the client's stream at the upstream's end event: it
 // writes the final event at once — an SSE comment line with the stage
 // split, then "data: [DONE]" (done, or one of its own when done is nil) —
 // and the timeline (decode included) ends with that write. Only then is
@@ -457,7 +468,8 @@ func (r *relay) broken(err error) {
 // supersedes the final comment (latency.ParseTiming). An upstream that
 // holds its connection open after [DONE] therefore delays neither the
 // client's [DONE] nor the stages it is told.
-func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
+func (r *relay) end(done []byte) {
+	x, a, timing := r.x, r.a, r.timing
 	g := x.g
 	t0 := g.now()
 	x.foldUpstreamTiming(timing, nil)
@@ -474,9 +486,9 @@ func (x *exchange) endStream(a *attempt, timing []string, done []byte) {
 		x.clientGone()
 		return
 	}
-	stop := time.AfterFunc(g.endGrace(), a.cancel)
+	r.arm(g.endGrace()) // past it, the upstream is cancelled (idleCheck)
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.up, 1<<20))
-	stop.Stop()
+	r.disarm()
 	if tr := a.resp.Trailer.Values("Server-Timing"); len(tr) > 0 {
 		x.foldUpstreamTiming(timing, tr) // without a trailer the fold above stands
 	}
