@@ -321,6 +321,9 @@ func (e *Engine) deliver(q *request, n int, fin FinishReason, at int64) {
 	if q.firstTok >= 0 && tl.FirstToken.IsZero() {
 		tl.FirstToken = e.at(q.firstTok)
 	}
+	if q.firstAnswer >= 0 && tl.FirstAnswer.IsZero() {
+		tl.FirstAnswer = e.at(q.firstAnswer)
+	}
 	tl.OutputTokens = q.output
 	tl.ReasoningTokens = min(q.reasoning, q.output)
 	tl.PrefillChunks = q.chunks

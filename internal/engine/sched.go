@@ -40,6 +40,10 @@ type request struct {
 	cachedTokens, chunks, preemptions    int
 	reason                               FinishReason
 
+	// firstAnswer is the end of the step that emitted the first token
+	// after the reasoning ones (-1: none yet, or no reasoning).
+	firstAnswer int64
+
 	stream    *Stream     // serving only
 	stopAbort func() bool // serving only: unregisters the context hook
 }
@@ -119,6 +123,7 @@ func (s *scheduler) initRequest(r *request, q *Request, now int64) {
 		finish:    -1,
 		state:     stNew,
 	}
+	r.firstAnswer = -1
 	r.target, r.finishAs = s.drawOutput(q)
 	if s.cfg.Reasoning != nil {
 		r.reasoning = min(s.cfg.Reasoning.Sample(s.thinkRng), r.target)
@@ -362,6 +367,9 @@ func (s *scheduler) complete(end int64) {
 		}
 		if r.output == 0 {
 			r.firstTok = end
+		}
+		if r.reasoning > 0 && r.output <= r.reasoning && r.output+emit > r.reasoning {
+			r.firstAnswer = end
 		}
 		r.output += emit
 		s.genTokens += int64(emit)

@@ -240,6 +240,7 @@ func (r *request) timeline(epoch time.Time) Timeline {
 		Arrival:         at(r.arrival),
 		Scheduled:       at(r.scheduled),
 		FirstToken:      at(r.firstTok),
+		FirstAnswer:     at(r.firstAnswer),
 		Finished:        at(r.finish),
 		PromptTokens:    r.promptLen,
 		CachedTokens:    r.cachedTokens,

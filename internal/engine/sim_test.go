@@ -465,3 +465,43 @@ func TestSimulateChunks(t *testing.T) {
 		t.Fatalf("emissions (-want +got):\n%s", diff)
 	}
 }
+
+// The timeline's first answer token is the end of the step that emitted
+// the token after the reasoning ones: 20 reasoning tokens at 1 ms a step
+// take 20 decode steps one token at a time, and 5 steps at 4 tokens a step
+// (tokens 1, 5, 9, 13, 17, 21: the 21st is the first answer token); a
+// request without reasoning, or whose answer is all reasoning, has none.
+func TestTimelineFirstAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		alpha         float64
+		think, output int
+		want          time.Duration // Reasoning()
+	}{
+		{"one token a step", 0, 20, 30, 20 * time.Millisecond},
+		{"four tokens a step", 1, 20, 30, 5 * time.Millisecond},
+		{"no reasoning", 0, 0, 30, 0},
+		{"all reasoning", 0, 30, 30, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Speculative = Speculative{K: 3, Alpha: tc.alpha}
+			cfg.StepTimer = StepTimerFunc(func(*perfmodel.Batch) time.Duration { return time.Millisecond })
+			if tc.think > 0 {
+				cfg.Reasoning = workload.Fixed(tc.think)
+			}
+			res, err := Simulate(cfg, []Arrival{{Request: Request{ID: "a", PromptLen: 20, MaxTokens: tc.output, IgnoreEOS: true}}}, SimOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl := res.Timelines[0]
+			if got := tl.Reasoning(); got != tc.want {
+				t.Errorf("reasoning decode %v, want %v (first token %v, first answer %v)", got, tc.want,
+					Offset(tl.FirstToken), Offset(tl.FirstAnswer))
+			}
+			if tc.want == 0 && !tl.FirstAnswer.IsZero() {
+				t.Errorf("first answer at %v, want none", Offset(tl.FirstAnswer))
+			}
+		})
+	}
+}

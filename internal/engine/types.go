@@ -85,6 +85,10 @@ type Timeline struct {
 	// of the step that emitted its first token; Finished when it ended.
 	// An instant that did not happen (an abort while waiting) is zero.
 	Arrival, Scheduled, FirstToken, Finished time.Time
+	// FirstAnswer is the end of the step that emitted the first token
+	// after the ReasoningTokens reasoning ones; zero when the request has
+	// no reasoning, or none of its answer yet.
+	FirstAnswer time.Time
 	// PromptTokens is the prompt length; CachedTokens how many of them the
 	// prefix cache supplied at first admission; OutputTokens how many
 	// tokens were emitted.
@@ -109,6 +113,11 @@ func (t Timeline) Prefill() time.Duration { return span(t.Scheduled, t.FirstToke
 
 // Decode is the time from the first token to the finish.
 func (t Timeline) Decode() time.Duration { return span(t.FirstToken, t.Finished) }
+
+// Reasoning is the reasoning tokens' decode: the time from the first
+// token (the first reasoning token) to the first answer token; 0 when the
+// request has no reasoning or no answer token yet.
+func (t Timeline) Reasoning() time.Duration { return span(t.FirstToken, t.FirstAnswer) }
 
 func span(a, b time.Time) time.Duration {
 	if a.IsZero() || b.IsZero() {

@@ -109,8 +109,9 @@ var gatewayNames = map[TimingName]bool{
 
 // RoleOf is the role of a hop's stage: for the gateway, upstream_ttft and
 // decode are its upstream time, total its total and network derived; for
-// any other hop, "total" is the total, "upstream" or a name starting
-// "upstream_" upstream time, and everything else its own work.
+// the server, server_reasoning is a part of its decode, reported beside
+// it; for any other hop, "total" is the total, "upstream" or a name
+// starting "upstream_" upstream time, and everything else its own work.
 func RoleOf(hop Hop, stage string) TimingRole {
 	if hop == HopGateway {
 		switch TimingName(stage) {
@@ -124,6 +125,8 @@ func RoleOf(hop Hop, stage string) TimingRole {
 		return RoleOwn
 	}
 	switch {
+	case hop == HopServer && TimingName(stage) == TimingServerReasoning:
+		return RoleInfo
 	case stage == "total":
 		return RoleTotal
 	case stage == "upstream", strings.HasPrefix(stage, "upstream_"):

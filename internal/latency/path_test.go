@@ -216,3 +216,31 @@ func TestPathCutsAHopsTimeAfterTheClientsEnd(t *testing.T) {
 		t.Errorf("notes %q, sum %d", p.Notes, p.Sum())
 	}
 }
+
+// A reasoning model's server_reasoning is a part of server_decode reported
+// beside it: the path is the same with it as without it, and
+// PathWithTTFT's parts until the first token too.
+func TestPathServerReasoningIsNoStage(t *testing.T) {
+	plain := chainRecord()
+	r := chainRecord()
+	r.Timing = append(r.Timing, HopStage{HopServer, string(TimingServerReasoning), ms(60)})
+	if RoleOf(HopServer, string(TimingServerReasoning)) != RoleInfo {
+		t.Fatal("server_reasoning is not RoleInfo")
+	}
+	want, wantTTFT, _ := plain.PathWithTTFT()
+	got, gotTTFT, ok := r.PathWithTTFT()
+	if !ok {
+		t.Fatal("no path")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("path (-without +with server_reasoning):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantTTFT, gotTTFT); diff != "" {
+		t.Errorf("TTFT parts (-without +with server_reasoning):\n%s", diff)
+	}
+	// Read back from the wire under its own name, on the server's hop.
+	st, notes := ParseTiming(TimingValues{Trailer: []string{"prefill;dur=30, server_reasoning;dur=60"}})
+	if len(notes) > 0 || len(st) != 2 || st[1] != (HopStage{HopServer, "server_reasoning", ms(60)}) || st[1].TimingName() != TimingServerReasoning {
+		t.Errorf("parsed %+v, notes %q", st, notes)
+	}
+}

@@ -24,6 +24,11 @@ const (
 	TimingServerDecode TimingName = "server_decode"
 	// TimingFault is delay the server injected on purpose (fault injection).
 	TimingFault TimingName = "fault"
+	// TimingServerReasoning is a reasoning model's reasoning tokens'
+	// decode: the server's time from its first token (the first reasoning
+	// token) to its first answer token. It lies inside server_decode, so it
+	// is a figure beside the server's stages, not one of them (RoleInfo).
+	TimingServerReasoning TimingName = "server_reasoning"
 )
 
 // A tokentrace gateway's stages: they partition its time on the request

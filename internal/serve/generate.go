@@ -492,8 +492,10 @@ func (s *Server) finishTiming(w http.ResponseWriter, x *exchange) {
 }
 
 // serverTiming renders the Server-Timing value: frontend, server_queue,
-// prefill and server_decode (once known), and fault when delays were
-// injected; dur in milliseconds (latency's names).
+// prefill and server_decode (once known), server_reasoning for a chat
+// answer whose first tokens were reasoning deltas (the reasoning tokens'
+// decode, a part of server_decode), and fault when delays were injected;
+// dur in milliseconds (latency's names).
 func (x *exchange) serverTiming() string {
 	b := make([]byte, 0, 96)
 	add := func(name latency.TimingName, d time.Duration) {
@@ -510,6 +512,9 @@ func (x *exchange) serverTiming() string {
 		add(latency.TimingServerQueue, q)
 		add(latency.TimingPrefill, p)
 		add(latency.TimingServerDecode, d)
+		if r := x.tl.Reasoning(); x.chat && r > 0 {
+			add(latency.TimingServerReasoning, r)
+		}
 	}
 	if x.delay > 0 {
 		add(latency.TimingFault, x.delay)

@@ -63,6 +63,20 @@ func TestRequestTiming(t *testing.T) {
 	if got, want := caught.serverTiming(), "frontend;dur=0.400, server_queue;dur=0.000, prefill;dur=10.000, server_decode;dur=40.000"; got != want {
 		t.Errorf("Server-Timing of a negative queue %q, want %q", got, want)
 	}
+	// A reasoning model's chat answer: 3 reasoning tokens, the first at
+	// 60.4 ms and the first answer token at 90.4 ms; server_reasoning is
+	// those 30 ms, beside server_decode (a completions answer streams its
+	// reasoning as text and reports none).
+	think := &exchange{chat: true, frontend: 400 * time.Microsecond, hasTL: true,
+		tl: engine.Timeline{Arrival: at(400), Scheduled: at(10400), FirstToken: at(60400), FirstAnswer: at(90400),
+			Finished: at(100400), OutputTokens: 5, ReasoningTokens: 3}}
+	if got, want := think.serverTiming(), "frontend;dur=0.400, server_queue;dur=10.000, prefill;dur=50.000, server_decode;dur=40.000, server_reasoning;dur=30.000"; got != want {
+		t.Errorf("Server-Timing of a reasoning answer %q, want %q", got, want)
+	}
+	think.chat = false
+	if got, want := think.serverTiming(), "frontend;dur=0.400, server_queue;dur=10.000, prefill;dur=50.000, server_decode;dur=40.000"; got != want {
+		t.Errorf("Server-Timing of a completions answer with reasoning %q, want %q", got, want)
+	}
 	early := &exchange{frontend: 120 * time.Microsecond}
 	if got := early.serverTiming(); got != "frontend;dur=0.120" {
 		t.Errorf("Server-Timing of a request refused before the engine: %q", got)
