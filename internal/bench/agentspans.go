@@ -60,13 +60,15 @@ func (a *AgentSpans) session(ctx context.Context, session int64, startNS int64) 
 // tools records a step's tool calls as execute_tool spans, children of
 // the session's span in ctx, at the instants the calls were made; a
 // call's gen_ai.tool.call.id is "CONVERSATION-STEP-CALL" (CALL 0-based in
-// the order the step asked).
+// the order the step asked), its gen_ai.tool.type "function" (bench, the
+// client, makes the call the model's answer asked for).
 func (a *AgentSpans) tools(ctx context.Context, session int64, step int, calls []latency.ToolSpan) {
 	for i, c := range calls {
 		_, sp := a.Tracer.Start(ctx, tracing.SpanName(tracing.OpExecuteTool, c.Name),
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(a.at(c.StartNS)),
 			trace.WithAttributes(attribute.String(tracing.AttrOperation, tracing.OpExecuteTool),
 				attribute.String(tracing.AttrToolName, c.Name),
+				attribute.String(tracing.AttrToolType, tracing.ToolTypeFunction),
 				attribute.String(tracing.AttrToolCallID, a.conversation(session)+"-"+strconv.Itoa(step)+"-"+strconv.Itoa(i))))
 		if c.ErrorKind != "" {
 			sp.SetAttributes(attribute.String(tracing.AttrErrorType, c.ErrorKind))

@@ -93,7 +93,7 @@ func TestAgentSessionSpansOverOTLP(t *testing.T) {
 		for i, c := range r.Tools {
 			wantKids = append(wantKids, span{Name: "execute_tool " + c.Name, Kind: "SPAN_KIND_INTERNAL",
 				Start: at(c.StartNS), End: at(c.EndNS), ParentIsRoot: true,
-				Attrs: map[string]any{tracing.AttrOperation: "execute_tool", tracing.AttrToolName: c.Name,
+				Attrs: map[string]any{tracing.AttrOperation: "execute_tool", tracing.AttrToolName: c.Name, tracing.AttrToolType: "function",
 					tracing.AttrToolCallID: runID + "-s0-" + strconv.Itoa(r.Turn) + "-" + strconv.Itoa(i)}})
 		}
 	}

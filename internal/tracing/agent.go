@@ -17,7 +17,14 @@ const (
 	AttrConversationID = "gen_ai.conversation.id"
 	AttrToolName       = "gen_ai.tool.name"
 	AttrToolCallID     = "gen_ai.tool.call.id"
+	AttrToolType       = "gen_ai.tool.type"
 )
+
+// ToolTypeFunction is gen_ai.tool.type of a tool the client executes: the
+// model gives the parameters, the client runs the call (the conventions'
+// "function", as opposed to an "extension" the agent's side executes, or
+// a "datastore").
+const ToolTypeFunction = "function"
 
 // SpanName is a GenAI span's name as the conventions give it: the
 // operation, then what it acts on (the model of an inference span, the
