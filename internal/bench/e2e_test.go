@@ -291,9 +291,16 @@ func TestMooncakeTraceAgainstEmbeddedEngine(t *testing.T) {
 	if math.Abs(got-want) > 0.05*want {
 		t.Errorf("cached share %.4f, want the hash_ids' %.4f within 5%%", got, want)
 	}
-	line := fmt.Sprintf("prompt tokens shared with an earlier request %.1f%%", 100*want)
-	if !strings.Contains(out.String(), line) || !strings.Contains(out.String(), "served from the prefix cache") {
+	line := fmt.Sprintf("prompt tokens shared with an earlier request %.1f%% (shared_prefix_tokens)  served from the prefix cache %.1f%%",
+		100*want, 100*got)
+	if !strings.Contains(out.String(), line) {
 		t.Errorf("report summary lacks %q:\n%s", line, out.String())
+	}
+	// The server's prompt counter (vLLM's, cached tokens included) agrees
+	// with the records: no note blames other work for a difference.
+	if st := res.Summary.Report.Summary.ServerTokens; st == nil || st.RecordsPromptTokens != int64(in) ||
+		!slices.ContainsFunc(res.Summary.Report.Notes, func(n string) bool { return strings.Contains(n, "they agree") }) {
+		t.Errorf("server tokens %+v, notes %q: want the server's prompt counter to agree with the records' %d", st, res.Summary.Report.Notes, in)
 	}
 	if s := res.Summary.Report.Summary; s.SharedPrefixTokens != int64(shared) || s.CachedTokens != int64(cached) {
 		t.Errorf("report summary shared %d cached %d, records %d and %d", s.SharedPrefixTokens, s.CachedTokens, shared, cached)

@@ -203,3 +203,48 @@ func TestServerTokenCounters(t *testing.T) {
 }
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }
+
+// TestServerTokenCountersWithPrefixCache: vLLM's prompt-token counter
+// (and tokentrace serve's, which reports as vLLM) counts every prompt
+// token, cached ones included, llama.cpp's only those it computed. 200
+// requests of 256 prompt tokens, 64 of them from the cache: vLLM's
+// counter grows by 51,200 and agrees with the records' input; llama.cpp's
+// grows by 38,400 and agrees with input − cached.
+func TestServerTokenCountersWithPrefixCache(t *testing.T) {
+	for _, c := range []struct {
+		engine, counter string
+		grew            float64
+		records         int64
+		words           string
+	}{
+		{"vllm", "vllm:prompt_tokens_total", 51200, 51200, "prompt tokens (cached ones included)"},
+		{"llamacpp", "llamacpp:prompt_tokens_total", 38400, 38400, "prompt tokens computed"},
+	} {
+		t.Run(c.engine, func(t *testing.T) {
+			run, recs := slotRun()
+			run.Server.Engine = c.engine
+			run.Server.Series = append(run.Server.Series, "tokens")
+			run.Server.TokenCounters = []string{c.counter, "generated"}
+			n := len(run.Samples)
+			for k := range run.Samples {
+				f := float64(k) / float64(n-1)
+				run.Samples[k].PromptTokens, run.Samples[k].GenerationTokens = c.grew*f, 12800*f
+			}
+			col := NewCollector(Options{})
+			col.SetRun(*run)
+			for _, r := range recs {
+				r.CachedTokens = 64
+				col.Add(r)
+			}
+			rep := col.Report()
+			st := rep.Summary.ServerTokens
+			if st == nil || st.RecordsPromptTokens != c.records {
+				t.Fatalf("server tokens %+v, want the records' %d prompt tokens", st, c.records)
+			}
+			notes := strings.Join(rep.Notes, "\n")
+			if !strings.Contains(notes, "they agree") || !strings.Contains(notes, c.words) {
+				t.Errorf("notes lack %q and agreement:\n%s", c.words, notes)
+			}
+		})
+	}
+}

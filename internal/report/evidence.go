@@ -208,9 +208,9 @@ func num0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 
 // ServerTokens is what the server's own counters say it computed over the
 // run (its /metrics, from the first to the last sample bench took): the
-// prompt tokens it computed (not those served from a cache) and the
-// tokens it generated, and, where it counts its time on them (llama.cpp),
-// that time per token. Compared with the run's records, it says whether
+// prompt tokens it counted (llama.cpp: those it computed; vLLM, SGLang:
+// every prompt token, cached ones included) and the tokens it generated,
+// and, where it counts its time on them (llama.cpp), that time per token. Compared with the run's records, it says whether
 // the server's counts and the requests' agree (docs/engines.md).
 type ServerTokens struct {
 	// Engine is the engine whose counters these are.
@@ -221,8 +221,11 @@ type ServerTokens struct {
 	// run.
 	PromptTokens    float64 `json:"prompt_tokens"`
 	GeneratedTokens float64 `json:"generated_tokens"`
-	// RecordsPromptTokens is the successful requests' prompt tokens less
-	// those served from the cache (input_tokens − cached_tokens);
+	// RecordsPromptTokens is the successful requests' prompt tokens as
+	// the counter read counts them (promptCounterCountsCached):
+	// input_tokens for vLLM's, SGLang's and tokentrace serve's, which
+	// count every prompt token, input_tokens − cached_tokens for
+	// llama.cpp's, which counts those its slots computed;
 	// RecordsOutputTokens their output tokens (output_tokens).
 	RecordsPromptTokens int64 `json:"records_prompt_tokens"`
 	RecordsOutputTokens int64 `json:"records_output_tokens"`
@@ -243,6 +246,9 @@ func (a *analysis) serverTokens(s *Summary) *ServerTokens {
 	t := &ServerTokens{Engine: ev.engine, PromptTokens: ev.promptTokens, GeneratedTokens: ev.genTokens,
 		RecordsPromptTokens: s.InputTokens - s.CachedTokens, RecordsOutputTokens: s.OutputTokens}
 	t.Counters = counterNames(ev.tokenCounters, 2, "prompt tokens", "generated tokens")
+	if t.countsCached() {
+		t.RecordsPromptTokens = s.InputTokens
+	}
 	if ev.has(figEngineTime) {
 		t.Counters = append(t.Counters, counterNames(ev.tokenCounters[min(2, len(ev.tokenCounters)):], 2, "prompt seconds", "generation seconds")...)
 		if ev.promptTokens > 0 {
@@ -277,16 +283,33 @@ func counterNames(names []string, n int, missing ...string) []string {
 	return out
 }
 
+// promptCounterCountsCached names the prompt-token counters that count
+// every prompt token of a request, those served from the prefix cache
+// included: vLLM's (IterationStats adds the prompt's length at its first
+// token; tokentrace serve exposes the same counter) and SGLang's (of which
+// sglang:cached_tokens_total is a part). llama.cpp's counts only the
+// prompt tokens its slots computed.
+var promptCounterCountsCached = map[string]bool{"vllm:prompt_tokens_total": true, "sglang:prompt_tokens_total": true}
+
+// countsCached says whether the prompt counter read counts cached tokens.
+func (t *ServerTokens) countsCached() bool {
+	return len(t.Counters) > 0 && promptCounterCountsCached[t.Counters[0]]
+}
+
 // tokenAgreement is how far the server's counts and the records' may
 // differ before the report says so: 2 %, or 8 tokens on a small run.
 const tokenAgreement = 0.02
 
 // Note words the comparison for the report's notes.
 func (t *ServerTokens) Note() string {
-	n := fmt.Sprintf("the server's counters (%s) grew by %s prompt tokens computed and %s generated over the run; "+
-		"the run's successful requests account for %s (input − cached) and %s",
-		strings.Join(t.Counters[:2], ", "), num0(t.PromptTokens), num0(t.GeneratedTokens),
-		strconv.FormatInt(t.RecordsPromptTokens, 10), strconv.FormatInt(t.RecordsOutputTokens, 10))
+	prompt, records := "prompt tokens computed", "input − cached"
+	if t.countsCached() {
+		prompt, records = "prompt tokens (cached ones included)", "input"
+	}
+	n := fmt.Sprintf("the server's counters (%s) grew by %s %s and %s generated over the run; "+
+		"the run's successful requests account for %s (%s) and %s",
+		strings.Join(t.Counters[:2], ", "), num0(t.PromptTokens), prompt, num0(t.GeneratedTokens),
+		strconv.FormatInt(t.RecordsPromptTokens, 10), records, strconv.FormatInt(t.RecordsOutputTokens, 10))
 	if t.PromptMSPerToken > 0 || t.GenerationMSPerToken > 0 {
 		n += fmt.Sprintf("; its own time (%s): %.3f ms per prompt token, %.3f ms per generated token, summed over "+
 			"requests decoded together", strings.Join(t.Counters[2:], ", "), t.PromptMSPerToken, t.GenerationMSPerToken)
