@@ -152,12 +152,13 @@ func medianAbs(errs []RowError, f func(RowError) float64) (float64, int) {
 
 // publicFitted names the constants FitPublic moves, in the order of the
 // optimiser's point; the others keep their start.
-var publicFitted = []string{"compute", "memory", "step_overhead_us", "seq_overhead_us", "all_reduce_latency_us", "context_overhead_ns"}
+var publicFitted = []string{"compute", "memory", "step_overhead_us", "seq_overhead_us", "all_reduce_latency_us", "context_overhead_ns", "ring_step_us"}
 
 // publicEff maps the optimiser's point to constants: fractions as the log
 // of their ratio to the start (capped at 1), durations and the context
 // overhead as the log of their ratio to the start or to a floor when the
-// start is below it.
+// start is below it (the ring step's floor is NVLink's NCCL figure,
+// 0.5 µs, so a start without one starts there).
 func publicEff(start perfmodel.Efficiency, x []float64) perfmodel.Efficiency {
 	e := start
 	e.Compute = min(1, start.Compute*math.Exp(x[0]))
@@ -169,6 +170,7 @@ func publicEff(start perfmodel.Efficiency, x []float64) perfmodel.Efficiency {
 	e.SeqOverhead = dur(start.SeqOverhead, 5*time.Microsecond, x[3])
 	e.AllReduceLatency = dur(start.AllReduceLatency, 2*time.Microsecond, x[4])
 	e.ContextOverheadNS = max(start.ContextOverheadNS, contextOverheadFloorNS) * math.Exp(x[5])
+	e.RingStep = dur(start.RingStep, 500*time.Nanosecond, x[6])
 	return e
 }
 

@@ -29,6 +29,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	row("sequence overhead", us(c.SeqOverheadUS))
 	row("interconnect", frac(c.Interconnect))
 	row("all-reduce latency", us(c.AllReduceLatencyUS))
+	if c.RingStepUS.Value > 0 {
+		row("ring step", us(c.RingStepUS))
+	}
 	b.WriteString("residuals |simulated − measured| / measured, P50 / P90 / P99:\n")
 	for _, m := range []string{"ttft", "tpot", "e2e"} {
 		a, ok := p.Residuals[m]

@@ -22,8 +22,15 @@ type Efficiency struct {
 	Interconnect float64 `json:"interconnect"`
 	// AllReduceLatency is the fixed cost of one all-reduce (launch and
 	// synchronisation), paid twice per layer when TP > 1. Each of the
-	// ring's 2(TP−1) steps adds RingStepLatency of the GPU's link on top.
+	// ring's 2(TP−1) steps adds RingStep on top.
 	AllReduceLatency time.Duration `json:"all_reduce_latency"`
+	// RingStep is the latency of one of a ring all-reduce's 2(TP−1)
+	// steps (a hop over the link and the wait for the slowest rank); 0
+	// means the link's figure in NCCL's tuning model (RingStepLatency).
+	// Fitted per engine where public rows show the all-reduce's cost
+	// growing with TP faster than NCCL's model (docs/performance.md,
+	// "Under load").
+	RingStep time.Duration `json:"ring_step,omitempty"`
 	// StepOverhead is the fixed cost of one engine step outside the forward
 	// pass: scheduling, input preparation, sampling, detokenization.
 	StepOverhead time.Duration `json:"step_overhead"`
@@ -102,7 +109,7 @@ func (e Efficiency) Validate() error {
 	for _, d := range []struct {
 		n string
 		v time.Duration
-	}{{"all_reduce_latency", e.AllReduceLatency}, {"step_overhead", e.StepOverhead}, {"layer_overhead", e.LayerOverhead}, {"seq_overhead", e.SeqOverhead}} {
+	}{{"all_reduce_latency", e.AllReduceLatency}, {"ring_step", e.RingStep}, {"step_overhead", e.StepOverhead}, {"layer_overhead", e.LayerOverhead}, {"seq_overhead", e.SeqOverhead}} {
 		if d.v < 0 {
 			return fmt.Errorf("efficiency %s must be ≥ 0 (got %v)", d.n, d.v)
 		}
@@ -124,6 +131,9 @@ type Constants struct {
 	LayerOverheadUS    float64 `yaml:"layer_overhead_us"`
 	SeqOverheadUS      float64 `yaml:"seq_overhead_us"`
 	AllReduceLatencyUS float64 `yaml:"all_reduce_latency_us"`
+	// RingStepUS is absent (0: the link's NCCL figure) where none was
+	// fitted.
+	RingStepUS float64 `yaml:"ring_step_us,omitempty"`
 	// ContextOverheadNS is absent (0) where none was fitted.
 	ContextOverheadNS float64 `yaml:"context_overhead_ns,omitempty"`
 }
@@ -133,7 +143,7 @@ func ConstantsOf(eff Efficiency) Constants {
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	return Constants{Compute: eff.Compute, Memory: eff.Memory, Interconnect: eff.Interconnect, StepOverheadUS: us(eff.StepOverhead),
 		LayerOverheadUS: us(eff.LayerOverhead), SeqOverheadUS: us(eff.SeqOverhead), AllReduceLatencyUS: us(eff.AllReduceLatency),
-		ContextOverheadNS: eff.ContextOverheadNS}
+		RingStepUS: us(eff.RingStep), ContextOverheadNS: eff.ContextOverheadNS}
 }
 
 // Efficiency is the constants as the model's factors (durations to the
@@ -142,5 +152,5 @@ func (c Constants) Efficiency() Efficiency {
 	d := func(us float64) time.Duration { return time.Duration(us * 1e3) }
 	return Efficiency{Compute: c.Compute, Memory: c.Memory, Interconnect: c.Interconnect, StepOverhead: d(c.StepOverheadUS),
 		LayerOverhead: d(c.LayerOverheadUS), SeqOverhead: d(c.SeqOverheadUS), AllReduceLatency: d(c.AllReduceLatencyUS),
-		ContextOverheadNS: c.ContextOverheadNS}
+		RingStep: d(c.RingStepUS), ContextOverheadNS: c.ContextOverheadNS}
 }

@@ -241,7 +241,7 @@ func (e *Estimator) stepConstants() error {
 		}
 		e.arBytesPerToken = float64(m.Hidden) * b16
 		e.arFactor = 2 * (tp - 1) / tp / (g.InterconnectBW * e.eff.Interconnect)
-		e.arLatency = e.eff.AllReduceLatency.Seconds() + 2*(tp-1)*RingStepLatency(g).Seconds()
+		e.arLatency = e.eff.AllReduceLatency.Seconds() + 2*(tp-1)*ringStep(e.eff, g).Seconds()
 		e.allReduces = 2 * float64(m.Layers)
 	}
 	e.overhead = e.eff.StepOverhead.Seconds()
@@ -494,6 +494,14 @@ func RingStepLatency(g GPU) time.Duration {
 		return time.Microsecond
 	}
 	return 500 * time.Nanosecond
+}
+
+// ringStep is eff's ring step, or g's link's figure when eff holds none.
+func ringStep(eff Efficiency, g GPU) time.Duration {
+	if eff.RingStep > 0 {
+		return eff.RingStep
+	}
+	return RingStepLatency(g)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

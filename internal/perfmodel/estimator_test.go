@@ -451,3 +451,35 @@ func TestUBatchPassesHandComputed(t *testing.T) {
 		t.Errorf("UBatch −1: %v", err)
 	}
 }
+
+// The ring step is paid 2(TP−1) times per all-reduce, two all-reduces per
+// layer: Llama-3.1-8B (32 layers) at TP 8 with a 3 µs step instead of
+// NVLink's 0.5 µs pays 64 × 14 × 2.5 µs = 2.24 ms more per step, at TP 2
+// 64 × 2 × 2.5 µs = 0.32 ms; 0 keeps the link's figure, and TP 1 pays
+// nothing.
+func TestRingStepHandComputed(t *testing.T) {
+	g := mustGPU(t, "H100-SXM")
+	for _, c := range []struct {
+		tp   int
+		want time.Duration
+	}{{1, 0}, {2, 320 * time.Microsecond}, {8, 2240 * time.Microsecond}} {
+		cfg := Config{Model: mustModel(t, "Llama-3.1-8B"), GPU: g, TP: c.tp, Eff: DefaultEfficiency(g)}
+		base := mustNew(t, cfg)
+		cfg.Eff.RingStep = RingStepLatency(g)
+		same := mustNew(t, cfg)
+		cfg.Eff.RingStep = 3 * time.Microsecond
+		with := mustNew(t, cfg)
+		var b Batch
+		b.AddDecode(1, 1000)
+		b.Add(300, 0)
+		if d := same.StepTime(&b) - base.StepTime(&b); d != 0 {
+			t.Errorf("TP %d: a ring step equal to the link's figure moved the step by %v", c.tp, d)
+		}
+		if got := with.Breakdown(&b).Comm - base.Breakdown(&b).Comm; got != c.want {
+			t.Errorf("TP %d: a 3 µs ring step adds %v to the all-reduces, want %v", c.tp, got, c.want)
+		}
+	}
+	if err := (Efficiency{Compute: 1, Memory: 1, Interconnect: 1, RingStep: -1}).Validate(); err == nil {
+		t.Error("a negative ring step validated")
+	}
+}

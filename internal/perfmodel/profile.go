@@ -56,6 +56,9 @@ type ProfileConstants struct {
 	// SeqOverheadUS is absent from profiles written before it existed
 	// (then 0: no per-sequence cost).
 	SeqOverheadUS Constant `yaml:"seq_overhead_us"`
+	// RingStepUS (Efficiency.RingStep) is absent from profiles that hold
+	// none (then 0: the link's NCCL figure).
+	RingStepUS Constant `yaml:"ring_step_us,omitempty"`
 	// ContextOverheadNS (Efficiency.ContextOverheadNS) is absent from
 	// profiles that hold none (then 0).
 	ContextOverheadNS Constant `yaml:"context_overhead_ns,omitempty"`
@@ -101,7 +104,7 @@ func ProfileFromEfficiency(eff Efficiency) ProfileConstants {
 		Compute: held(eff.Compute), Memory: held(eff.Memory), Interconnect: held(eff.Interconnect),
 		AllReduceLatencyUS: held(us(eff.AllReduceLatency)), StepOverheadUS: held(us(eff.StepOverhead)),
 		LayerOverheadUS: held(us(eff.LayerOverhead)), SeqOverheadUS: held(us(eff.SeqOverhead)),
-		ContextOverheadNS: held(eff.ContextOverheadNS),
+		RingStepUS: held(us(eff.RingStep)), ContextOverheadNS: held(eff.ContextOverheadNS),
 	}
 }
 
@@ -112,7 +115,7 @@ func (c ProfileConstants) Efficiency() Efficiency {
 		Compute: c.Compute.Value, Memory: c.Memory.Value, Interconnect: c.Interconnect.Value,
 		AllReduceLatency: d(c.AllReduceLatencyUS.Value), StepOverhead: d(c.StepOverheadUS.Value),
 		LayerOverhead: d(c.LayerOverheadUS.Value), SeqOverhead: d(c.SeqOverheadUS.Value),
-		ContextOverheadNS: c.ContextOverheadNS.Value,
+		RingStep: d(c.RingStepUS.Value), ContextOverheadNS: c.ContextOverheadNS.Value,
 	}
 }
 

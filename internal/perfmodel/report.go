@@ -57,7 +57,7 @@ func (r *Result) writeHeader(b *strings.Builder) {
 	}
 	var ring string
 	if c.TP > 1 {
-		ring = fmt.Sprintf(" + %v per ring step", RingStepLatency(c.GPU))
+		ring = fmt.Sprintf(" + %v per ring step", ringStep(c.Eff, c.GPU))
 	}
 	fmt.Fprintf(b, "  efficiency: compute %.0f%%, memory %.0f%%, interconnect %.0f%%; overheads %v per step + %v per layer%s, %v per all-reduce%s\n",
 		100*c.Eff.Compute, 100*c.Eff.Memory, 100*c.Eff.Interconnect, c.Eff.StepOverhead, c.Eff.LayerOverhead, perSeq, c.Eff.AllReduceLatency, ring)
@@ -240,7 +240,7 @@ func (e *Estimator) explainStep(b *strings.Builder, s Step) {
 	p("memory time = %s / %s = %s", bytesN(s.Bytes), bps(e.bw), ms(s.Memory))
 	if c.TP > 1 {
 		p("communication = 2 × %d layers × (%v + 2(TP−1) × %v ring step + 2(TP−1)/TP × %s / (%s × %.2f)) = %s", c.Model.Layers, c.Eff.AllReduceLatency,
-			RingStepLatency(e.cfg.GPU), bytesN(s.CommBytes/e.allReduces), bps(e.cfg.GPU.InterconnectBW), c.Eff.Interconnect, ms(s.Comm))
+			ringStep(c.Eff, e.cfg.GPU), bytesN(s.CommBytes/e.allReduces), bps(e.cfg.GPU.InterconnectBW), c.Eff.Interconnect, ms(s.Comm))
 	} else {
 		p("communication = 0 (TP 1)")
 	}
@@ -459,6 +459,7 @@ type jsonEff struct {
 	LayerOverheadUS    float64 `json:"layer_overhead_us"`
 	SeqOverheadUS      float64 `json:"seq_overhead_us"`
 	ContextOverheadNS  float64 `json:"context_overhead_ns,omitempty"`
+	RingStepUS         float64 `json:"ring_step_us,omitempty"`
 }
 
 // WriteJSON prints the result as one indented JSON object.
@@ -468,7 +469,8 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	out := jsonResult{
 		Model: r.Model, GPU: r.GPU.Name, TP: c.TP, TPAuto: r.TPAuto, WeightDType: c.WeightDType, KVDType: c.KVDType, MemUtil: c.MemUtil,
 		Efficiency: jsonEff{c.Eff.Compute, c.Eff.Memory, c.Eff.Interconnect, float64(c.Eff.AllReduceLatency) / 1e3,
-			float64(c.Eff.StepOverhead) / 1e3, float64(c.Eff.LayerOverhead) / 1e3, float64(c.Eff.SeqOverhead) / 1e3, c.Eff.ContextOverheadNS},
+			float64(c.Eff.StepOverhead) / 1e3, float64(c.Eff.LayerOverhead) / 1e3, float64(c.Eff.SeqOverhead) / 1e3, c.Eff.ContextOverheadNS,
+			float64(c.Eff.RingStep) / 1e3},
 		TotalParams: r.Model.TotalParams(), ActiveParams: r.Model.ActiveParams(), WeightBytes: e.WeightBytes(),
 		UsableBytesPerGPU: e.UsableBytesPerGPU(), ReserveBytes: c.ReserveBytes, KVBytesPerToken: e.KVBytesPerToken(),
 		KVCapacityTokens: e.KVCapacityTokens(), Input: r.Work.Input, Output: r.Work.Output, OutOfRange: r.OutOfRange,
