@@ -219,9 +219,11 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 		switch {
 		case slices.Equal(p.Hops, all) && len(p.Notes) == 0 && len(r.TimingNotes) == 0:
 		case slices.Equal(p.Hops, all[:3]) && len(p.Notes) == 1 && strings.HasPrefix(p.Notes[0], "server claims"):
-			// The simulated engine keeps its step schedule through a host
-			// stall: a request it takes while catching up reports the lag
-			// as prefill (docs/engine.md), more than it spent there.
+			// A server report claiming more than the request can have
+			// spent there is set aside with a note (serve's engine gave
+			// such reports for a request it took while catching up after
+			// a host stall, until it held such requests for a later step:
+			// docs/engine.md).
 			aside++
 		default:
 			t.Errorf("request %s: hops %v, notes %q %q", r.ID, p.Hops, p.Notes, r.TimingNotes)
@@ -229,7 +231,7 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 		gaps = append(gaps, unclaimed(p))
 	}
 	if aside > 0 {
-		t.Logf("%d/%d requests: the server's report set aside (taken while the engine caught up after a host stall)", aside, n)
+		t.Logf("%d/%d requests: the server's report set aside (it claims more than the request can have spent there)", aside, n)
 	}
 	for _, s := range everyStage {
 		if present[s]*100 < 99*n {
