@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"slices"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -56,7 +57,10 @@ const (
 // row is the compact part of a Record that a report needs: about 170 bytes
 // per request, whatever the length of the answer.
 type row struct {
-	id                                   string
+	// The request's ID is ids[idOff:idOff+idLen] of its collector (or
+	// digest): a row holds no pointer, so the collector's million rows are
+	// not scanned by the garbage collector.
+	idOff, idLen                         uint32
 	intended, sent, wrote, firstTok, end int64
 	connect, gateway                     int64
 	sq, prefill, decode                  int64 // server split
@@ -86,6 +90,7 @@ type Collector struct {
 	opts Options
 
 	rows     []row
+	ids      []byte    // the rows' IDs, one after the other
 	steps    []stepRow // the requests of sessions, for Report.Sessions
 	itl, icl stats.Sample
 	errKinds []string
@@ -161,6 +166,7 @@ func (c *Collector) reserve(d *digest, more int) {
 	n := len(d.rows)
 	c.rows = growTo(c.rows, n, more)
 	rows := len(c.rows) + n
+	c.ids = growTo(c.ids, len(d.ids), more*len(d.ids)/max(n, 1))
 	extra := func(have, add int) int { return int(float64(more) * float64(have+add) / float64(max(rows, 1))) }
 	pp := &c.paths
 	add := len(d.paths.pk)
@@ -212,7 +218,9 @@ func (c *Collector) absorb(d *digest) {
 		phases[i] = idx
 	}
 	c.paths.absorb(&d.paths, d.rows)
+	ids := c.idBase(d)
 	for _, w := range d.rows {
+		w.idOff += ids
 		w.errKind = kinds[w.errKind]
 		w.phase = phases[w.phase]
 		w.src = c.src
@@ -234,6 +242,23 @@ func (c *Collector) absorb(d *digest) {
 	c.itl.AddBatch(d.itl, &d.itlHist)
 	c.icl.AddBatch(d.icl, &d.iclHist)
 }
+
+// idBase appends a digest's IDs to the collector's and returns the offset
+// of the first. Past 4 GiB of IDs, the rows that follow keep none.
+func (c *Collector) idBase(d *digest) uint32 {
+	if len(c.ids)+len(d.ids) > math.MaxUint32 {
+		for i := range d.rows {
+			d.rows[i].idOff, d.rows[i].idLen = 0, 0
+		}
+		return 0
+	}
+	base := uint32(len(c.ids))
+	c.ids = append(c.ids, d.ids...)
+	return base
+}
+
+// id is row w's request ID.
+func (c *Collector) id(w *row) string { return string(c.ids[w.idOff : w.idOff+w.idLen]) }
 
 func (c *Collector) kind(k string) uint8 {
 	if i, ok := c.errIndex[k]; ok {

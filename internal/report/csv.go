@@ -76,7 +76,7 @@ func (c *Collector) csvLine(rec []string, row *row) []string {
 		return f(ms(v))
 	}
 	ok := row.ok()
-	rec = append(rec, c.sources[row.src], c.phases[row.phase], row.id, strconv.FormatBool(ok), c.errKinds[row.errKind],
+	rec = append(rec, c.sources[row.src], c.phases[row.phase], c.id(row), strconv.FormatBool(ok), c.errKinds[row.errKind],
 		f(ms(row.intended)), f(ms(row.sent)))
 	for _, m := range []latency.Metric{latency.TTFT, latency.TPOT, latency.E2E, latency.TTFTIntended, latency.E2EIntended, latency.ITL, latency.ICL} {
 		v, has := metricValue(row, m)

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"math"
+
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
@@ -11,6 +13,7 @@ import (
 // (kind 0 is success, phase 0 is none).
 type digest struct {
 	rows     []row
+	ids      []byte    // the rows' IDs (row.idOff)
 	steps    []stepRow // requests of sessions (Record.Turn > 0)
 	kinds    []string
 	phases   []string
@@ -19,7 +22,10 @@ type digest struct {
 	// histograms (large inputs), so a collector past its exact cap merges
 	// bucket counts instead of adding values one by one.
 	itlHist, iclHist stats.Histogram
-	hists            bool
+	// bothHist holds the gaps of the records whose every chunk is one
+	// token, counted once for both (mergeBoth).
+	bothHist stats.Histogram
+	hists    bool
 	// noExact skips the exact gap lists: the collector has left exact mode.
 	noExact bool
 	scratch []int64 // the record's gaps when noExact
@@ -40,13 +46,14 @@ type digest struct {
 }
 
 func (d *digest) reset() {
-	*d = digest{rows: d.rows[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
-		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bad: d.bad[:0], paths: d.paths,
+	*d = digest{rows: d.rows[:0], ids: d.ids[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
+		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bothHist: d.bothHist, bad: d.bad[:0], paths: d.paths,
 		evidence: d.evidence}
 	d.paths.reset()
 	clear(d.evidence)
 	d.itlHist.Reset()
 	d.iclHist.Reset()
+	d.bothHist.Reset()
 }
 
 func (d *digest) index(tab *[]string, s string) int {
@@ -66,7 +73,7 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 		return
 	}
 	w := row{
-		id: r.ID, intended: r.IntendedNS, sent: r.SentNS, wrote: r.WroteNS,
+		idOff: uint32(min(len(d.ids), math.MaxUint32)), idLen: uint32(min(len(r.ID), math.MaxUint32)), intended: r.IntendedNS, sent: r.SentNS, wrote: r.WroteNS,
 		firstTok: r.FirstTokenNS, end: r.EndNS, connect: r.ConnectNS, gateway: r.GatewayNS,
 		input: int32(r.InputTokens), output: int32(r.OutputTokens), cached: int32(r.CachedTokens),
 		turn: int32(r.Turn), session: r.Session, nchunks: int32(len(r.ChunkNS)), shared: int32(r.SharedPrefixTokens),
@@ -111,11 +118,16 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 		}
 	}
 	if w.ok() {
-		w.itlMax = d.addGaps(&d.itl, &d.itlHist, r.ITLs)
-		d.addGaps(&d.icl, &d.iclHist, r.ICLs)
+		if len(r.ChunkTokens) == 0 {
+			w.itlMax = d.addBothGaps(r)
+		} else {
+			w.itlMax = d.addGaps(&d.itl, &d.itlHist, r.ITLs)
+			d.addGaps(&d.icl, &d.iclHist, r.ICLs)
+		}
 		d.paths.addPath(&w, r)
 	}
 	d.rows = append(d.rows, w)
+	d.ids = append(d.ids, r.ID[:w.idLen]...)
 	if r.Turn > 0 {
 		d.steps = append(d.steps, newStepRow(r))
 	}
@@ -143,4 +155,23 @@ func (d *digest) addGaps(exact *[]int64, hist *stats.Histogram, gen func([]int64
 		*exact = buf
 	}
 	return largest
+}
+
+// addBothGaps is addGaps for a record whose every chunk is one token: its
+// inter-token gaps are its inter-chunk gaps, computed and counted once.
+func (d *digest) addBothGaps(r *latency.Record) (largest int64) {
+	n := len(d.icl)
+	largest = d.addGaps(&d.icl, &d.bothHist, r.ICLs)
+	if !d.noExact {
+		d.itl = append(d.itl, d.icl[n:]...)
+	}
+	return largest
+}
+
+// mergeBoth adds the gaps counted once for both (addBothGaps) to the ITL
+// and ICL histograms; a reducer calls it when its batch is complete.
+func (d *digest) mergeBoth() {
+	d.itlHist.Merge(&d.bothHist)
+	d.iclHist.Merge(&d.bothHist)
+	d.bothHist.Reset()
 }

@@ -293,6 +293,7 @@ func (p *pipeline) reduce(includeWarmup bool) {
 		d.hists = true
 		d.noExact = p.exactDone.Load()
 		reduceBlock(j.data, j.final, d, &rec, &sc, includeWarmup)
+		d.mergeBoth()
 		j.out <- d
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 func writeRecords(t *testing.T, dir string, reqs []synthReq, tail string) string {
@@ -348,5 +350,61 @@ func TestGrowTo(t *testing.T) {
 				t.Errorf("cap = %d, want %d", cap(got), tt.wantCap)
 			}
 		})
+	}
+}
+
+// Past the exact cap, the gaps read from a file go to histograms: a record
+// of one-token chunks counts its gaps once for both ITL and ICL, a record of
+// larger chunks each separately; either way the histograms are those of
+// latency.Record.ITLs and ICLs.
+func TestReadGapHistogramsMatchRecords(t *testing.T) {
+	defer func(c, b int) { itlExactCap, readBlock = c, b }(itlExactCap, readBlock)
+	itlExactCap, readBlock = 500, 8<<10
+	var data []byte
+	var itl, icl stats.Histogram
+	for i := range 400 {
+		r := latency.Record{Schema: 1, ID: fmt.Sprint("r", i), Stream: true, SentNS: 1, FirstTokenNS: 100, OutputTokens: 5}
+		for k := range 5 {
+			r.ChunkNS = append(r.ChunkNS, 100+int64(k*(1000+i*37+k*k*5)))
+		}
+		if i%3 == 0 {
+			r.ChunkTokens, r.OutputTokens = []int32{1, 3, 1, 2, 1}, 8
+		}
+		r.EndNS = r.ChunkNS[4] + 10
+		for _, v := range r.ITLs(nil) {
+			itl.Add(v)
+		}
+		for _, v := range r.ICLs(nil) {
+			icl.Add(v)
+		}
+		line, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(append(data, line...), '\n')
+	}
+	c := NewCollector(Options{})
+	if _, _, err := readRecords(context.Background(), c, bytes.NewReader(data), "gaps", int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct {
+		name string
+		want *stats.Histogram
+		got  *stats.Sample
+	}{{"itl", &itl, &c.itl}, {"icl", &icl, &c.icl}} {
+		h := g.got.Hist()
+		if h == nil {
+			t.Fatalf("%s: still exact after %d gaps", g.name, g.got.Count())
+		}
+		type summary struct{ N, Sum, Min, Max int64 }
+		if diff := cmp.Diff(summary{g.want.Count(), g.want.Sum(), g.want.Min(), g.want.Max()},
+			summary{h.Count(), h.Sum(), h.Min(), h.Max()}); diff != "" {
+			t.Errorf("%s (-record +collector):\n%s", g.name, diff)
+		}
+		for p := 1.0; p <= 100; p++ {
+			if w, got := g.want.Percentile(p), h.Percentile(p); w != got {
+				t.Errorf("%s: P%v = %d, want %d", g.name, p, got, w)
+			}
+		}
 	}
 }
