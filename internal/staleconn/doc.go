@@ -28,5 +28,11 @@
 // it retries on another pooled connection, as many times as there are
 // stale ones, unseen.
 //
+// A resend costs its request a failed try first. A host whose
+// connections go stale LearnAfter times in a row (llama-server's way) is
+// learned: its requests go through Fresh up front, with Connection: close,
+// until a probe (two through Pooled every ProbeEvery requests) finds the
+// second answered on the first's connection.
+//
 // It imports nothing of this module (standard library only).
 package staleconn

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -23,6 +24,33 @@ type Transport struct {
 	Fresh http.RoundTripper
 	// OnResend, when set, is called before each resend (a counter).
 	OnResend func()
+	// LearnAfter is how many stale pooled connections in a row (resends,
+	// with no answer on a reused connection between them) teach the
+	// Transport that a host closes every connection after its answer:
+	// its requests then go through Fresh up front (Connection: close,
+	// a new connection, no failed try first), but for a pair through
+	// Pooled every ProbeEvery requests, which unlearns it when the
+	// second is answered on the first's connection. 0: DefaultLearnAfter;
+	// negative: never learn. No learning without a Fresh transport.
+	LearnAfter int
+
+	tracked atomic.Int32 // len(hosts): requests take no lock while it is 0
+	mu      sync.Mutex
+	hosts   map[string]*hostState
+}
+
+// DefaultLearnAfter is Transport.LearnAfter's default.
+const DefaultLearnAfter = 3
+
+// ProbeEvery is how often (in requests) a host learned to close its
+// connections is tried on pooled connections again.
+const ProbeEvery = 256
+
+// hostState is what a Transport learned of one host's connections.
+type hostState struct {
+	stale   int   // stale pooled connections in a row
+	closing bool  // the host closes every connection after its answer
+	sent    int64 // requests sent since it was learned
 }
 
 // New wraps t: its resends go through a clone of t with keep-alives off.
@@ -89,6 +117,10 @@ func WithClientTrace(ctx context.Context, trace *httptrace.ClientTrace) context.
 // RoundTrip sends req through Pooled and resends it through Fresh when the
 // pooled connection proved stale.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := req.URL.Host
+	if t.freshFirst(host) {
+		return t.Fresh.RoundTrip(req) // the caller's trace, if any, is in req's context
+	}
 	tr, ok := req.Context().Value(tracedKey{}).(*traced)
 	sent := req
 	if !ok {
@@ -99,8 +131,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.Pooled.RoundTrip(sent)
 	if err == nil || !tr.reused.Load() || tr.firstByte.Load() || !Dropped(err) || req.Context().Err() != nil {
+		if err == nil && tr.reused.Load() {
+			t.learn(host, false) // the host keeps its connections open
+		}
 		return resp, err
 	}
+	t.learn(host, true)
 	// The resend's connection and first byte reach the caller's trace
 	// through req's context (WithClientTrace).
 	again := req.Clone(req.Context())
@@ -122,6 +158,68 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		fresh = t.Pooled
 	}
 	return fresh.RoundTrip(again)
+}
+
+// freshFirst reports whether a request to host goes through Fresh up
+// front: the host was learned to close its connections, and this is not
+// one of a probe's two requests (the last two of every ProbeEvery).
+func (t *Transport) freshFirst(host string) bool {
+	if t.Fresh == nil || t.LearnAfter < 0 || t.tracked.Load() == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.hosts[host]
+	if h == nil || !h.closing {
+		return false
+	}
+	n := h.sent
+	h.sent++
+	return n%ProbeEvery < ProbeEvery-2
+}
+
+// learn records what a pooled request to host met: a stale connection,
+// or an answer on a reused one.
+func (t *Transport) learn(host string, stale bool) {
+	if t.Fresh == nil || t.LearnAfter < 0 || !stale && t.tracked.Load() == 0 {
+		return // the common case: a host whose connections stay open
+	}
+	after := t.LearnAfter
+	if after == 0 {
+		after = DefaultLearnAfter
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.hosts[host]
+	if h == nil {
+		if !stale {
+			return
+		}
+		if t.hosts == nil {
+			t.hosts = map[string]*hostState{}
+		}
+		h = &hostState{}
+		t.hosts[host] = h
+		t.tracked.Store(int32(len(t.hosts)))
+	}
+	if !stale {
+		delete(t.hosts, host)
+		t.tracked.Store(int32(len(t.hosts)))
+		return
+	}
+	h.stale++
+	if h.stale >= after && !h.closing {
+		h.closing, h.sent = true, 0
+	}
+}
+
+// Closing reports whether the Transport learned that host (host:port, a
+// request URL's Host) closes every connection after its answer.
+func (t *Transport) Closing(host string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.hosts[host]
+	return h != nil && h.closing
 }
 
 // CloseIdleConnections closes the idle connections of both transports.

@@ -41,7 +41,15 @@ func post(rt http.RoundTripper, url string) error {
 	return nil
 }
 
+// newTransport is New's transport counting its resends; it learns no host
+// (the tests of the resend itself), newLearning's does.
 func newTransport() (*Transport, *atomic.Int64) {
+	t, resent := newLearning()
+	t.LearnAfter = -1
+	return t, resent
+}
+
+func newLearning() (*Transport, *atomic.Int64) {
 	var resent atomic.Int64
 	t := New(&http.Transport{MaxIdleConnsPerHost: 64})
 	t.OnResend = func() { resent.Add(1) }
@@ -202,5 +210,114 @@ func TestCallerTraceSeesTheResend(t *testing.T) {
 	}
 	if resent.Load() != 1 {
 		t.Errorf("%d resends, want 1", resent.Load())
+	}
+}
+
+// A host that drops every connection's second request: after
+// DefaultLearnAfter resends in a row the transport sends its requests on
+// fresh connections up front, so no more resends but one per probe pair
+// (every ProbeEvery requests: the pair's second meets the stale
+// connection again). One worker, 600 requests: 3 resends, then two
+// probes' 2.
+func TestLearnsHostThatClosesItsConnections(t *testing.T) {
+	url := start(t, staleconntest.DiscardSecond)
+	tr, resent := newLearning()
+	defer tr.CloseIdleConnections()
+	host := strings.TrimPrefix(strings.TrimSuffix(url, "/v1/chat/completions"), "http://")
+	for i := 0; i < 600; i++ {
+		if err := post(tr, url); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if i == 5 && !tr.Closing(host) {
+			t.Errorf("after %d resends in a row the host is not learned", resent.Load())
+		}
+	}
+	if want := int64(DefaultLearnAfter + 2); resent.Load() != want {
+		t.Errorf("%d resends, want %d", resent.Load(), want)
+	}
+}
+
+// fakeRoundTripper answers as scripted: err (on a connection it reports
+// reused, as a stale pooled one) or a 200 on a reused connection.
+type fakeRoundTripper struct {
+	stale bool
+	calls int
+}
+
+func (f *fakeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.calls++
+	if tr := httptrace.ContextClientTrace(req.Context()); tr != nil && tr.GotConn != nil {
+		tr.GotConn(httptrace.GotConnInfo{Reused: true})
+	}
+	if f.stale {
+		return nil, io.EOF
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// A learned host that keeps its connections open again is unlearned at
+// the next probe: the probe's requests go through Pooled, are answered on
+// a reused connection, and every request after goes through Pooled again.
+// Requests to other hosts are not affected by what one host taught.
+func TestProbeUnlearnsHostThatKeepsItsConnections(t *testing.T) {
+	pooled, fresh := &fakeRoundTripper{stale: true}, &fakeRoundTripper{}
+	tr := &Transport{Pooled: pooled, Fresh: fresh, LearnAfter: 2}
+	send := func(url string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("http://a/")
+	send("http://a/")
+	if !tr.Closing("a") || pooled.calls != 2 || fresh.calls != 2 {
+		t.Fatalf("after 2 stale connections: closing %v, pooled %d, fresh %d calls", tr.Closing("a"), pooled.calls, fresh.calls)
+	}
+	pooled.stale = false
+	send("http://b/")
+	if tr.Closing("b") || pooled.calls != 3 {
+		t.Errorf("another host: closing %v, pooled %d calls", tr.Closing("b"), pooled.calls)
+	}
+	for i := 0; i < ProbeEvery-2; i++ {
+		send("http://a/")
+	}
+	if pooled.calls != 3 || !tr.Closing("a") {
+		t.Fatalf("before the probe: pooled %d calls, closing %v", pooled.calls, tr.Closing("a"))
+	}
+	send("http://a/") // the probe: answered on a reused connection
+	send("http://a/")
+	if pooled.calls != 5 || tr.Closing("a") {
+		t.Errorf("after the probe: pooled %d calls, closing %v", pooled.calls, tr.Closing("a"))
+	}
+}
+
+// BenchmarkServerClosingAfterEachAnswer: one closed-loop client against a
+// server that closes every connection after its answer though it says
+// keep-alive (llama-server's way): each request resent after a failed try
+// on the stale connection (resend), or sent on a fresh connection up front
+// once the host is learned (learn). resends/op is the share of requests
+// that paid a failed try; docs/bench.md has the figures.
+func BenchmarkServerClosingAfterEachAnswer(b *testing.B) {
+	for _, bc := range []struct {
+		name       string
+		learnAfter int
+	}{{"resend", -1}, {"learn", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			url := staleconntest.Start(b, staleconntest.CloseAfterAnswer) + "/v1/chat/completions"
+			tr, resent := newLearning()
+			tr.LearnAfter = bc.learnAfter
+			defer tr.CloseIdleConnections()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := post(tr, url); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(resent.Load())/float64(b.N), "resends/op")
+		})
 	}
 }
