@@ -49,7 +49,8 @@ type attempt struct {
 	rd      *sse.Reader // over up, in block mode (newEventReader)
 	up      *waitReader // the upstream's stream, timed (upv)
 	upv     waitReader
-	pending []byte // stream bytes read up to and including the first content event
+	rdv     sse.Reader // rd's
+	pending []byte     // stream bytes read up to and including the first content event
 	// pendBuf holds pending for the usual first events (a role chunk and
 	// the first token).
 	pendBuf [512]byte
@@ -277,7 +278,8 @@ func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
 	a.upv = waitReader{r: a.resp.Body, now: g.clock}
 	a.up = &a.upv
-	a.rd = newEventReader(a.up)
+	initEventReader(&a.rdv, a.up)
+	a.rd = &a.rdv
 	a.pending = a.pendBuf[:0]
 	var probe chunkProbe
 	for {

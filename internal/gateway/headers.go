@@ -29,14 +29,18 @@ func removeHopHeaders(h http.Header) {
 // copyResponseHeaders adds to dst the end-to-end headers of src, an
 // upstream's response: neither the hop-by-hop headers nor those its
 // Connection header names (so that it cannot remove the gateway's own).
+//
+// The values are shared, not copied: the upstream's response is only
+// read, the gateway replaces a header's values rather than changing them
+// in place, and net/http's server copies the header map when the response
+// is written.
 func copyResponseHeaders(dst, src http.Header) {
 	conn := src.Values("Connection")
-	all := make([]string, valueCount(src)) // every value in one allocation
 	for k, vs := range src {
 		if slices.Contains(hopHeaders, k) || namedIn(conn, k) {
 			continue
 		}
-		dst[k], all = carve(all, vs)
+		dst[k] = vs
 	}
 }
 

@@ -173,11 +173,10 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 			err = s.Errorf("unexpected data after the request object")
 		}
 	}
-	var ke *keyError
-	if errors.As(err, &ke) {
-		return Request{}, fmt.Errorf("%w: %s", errScan, ke.msg)
-	}
 	if err != nil {
+		if ke := (*keyError)(nil); errors.As(err, &ke) { // declared here: no allocation without an error
+			return Request{}, fmt.Errorf("%w: %s", errScan, ke.msg)
+		}
 		return Request{}, fmt.Errorf("%w: body is not valid JSON: %v", errScan, err)
 	}
 	if !haveModel || model == "" {
@@ -316,6 +315,9 @@ func (s *scanner) skip() error { return s.Skip() }
 func (s *scanner) messages(r *Request) error {
 	if s.Peek() != '[' {
 		return s.Errorf("'messages' must be an array")
+	}
+	if r.texts == nil {
+		r.texts = make([]textSpan, 0, 4) // a system and a user message: no regrowth
 	}
 	return s.array(func() error {
 		if s.Peek() != '{' {

@@ -41,9 +41,15 @@ func (g *Gateway) endGrace() time.Duration {
 // raw bytes to pass on (internal/sse in block mode: LF, CRLF and lone CR
 // line ends, keep-alive comments as events of their own).
 func newEventReader(r io.Reader) *sse.Reader {
-	rd := sse.NewReader(r, nil, maxEventBytes)
-	rd.Blocks()
+	rd := new(sse.Reader)
+	initEventReader(rd, r)
 	return rd
+}
+
+// initEventReader sets up rd as newEventReader's.
+func initEventReader(rd *sse.Reader, r io.Reader) {
+	rd.Init(r, nil, maxEventBytes)
+	rd.Blocks()
 }
 
 type eventKind int
@@ -475,11 +481,12 @@ func (r *relay) end(done []byte) {
 	x.foldUpstreamTiming(timing, nil)
 	x.tl.end = g.now()
 	x.tl.post += x.tl.end.Sub(t0)
-	final := x.tl.finalTiming(x.tl.stages())
+	var buf [2 * timingBuf]byte // on the stack: the writer copies it
+	final := x.tl.appendFinalTiming(buf[:0], x.tl.stages())
 	t1 := g.now()
 	x.tl.post += t1.Sub(x.tl.end) // the final event's making: after its stages were read
 	// sse.Writer's final form: the comment shares the [DONE] event.
-	err := x.sw.Final(done, latency.FinalTimingComment, final)
+	err := x.sw.FinalComment(done, latency.FinalTimingComment, final)
 	x.tl.end = g.now()
 	x.tl.backpressure += x.tl.end.Sub(t1)
 	if err != nil {

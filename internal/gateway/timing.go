@@ -163,7 +163,11 @@ func headerTiming(s stageDurations) string {
 // stages after the first byte, the upstream split when known, and the total.
 func (t *timeline) trailerTiming(s stageDurations) string {
 	var buf [timingBuf]byte
-	b := buf[:0]
+	return string(t.appendTrailerTiming(buf[:0], s))
+}
+
+// appendTrailerTiming appends trailerTiming's value to b.
+func (t *timeline) appendTrailerTiming(b []byte, s stageDurations) []byte {
 	b = appendTiming(b, latency.TimingDecode, s.Decode)
 	b = appendTiming(b, latency.TimingPostProcess, s.Post)
 	b = appendTiming(b, latency.TimingBackpressure, s.Backpressure)
@@ -181,8 +185,7 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
 		}
 	}
-	b = appendTiming(b, latency.TimingTotal, s.sum())
-	return string(b)
+	return appendTiming(b, latency.TimingTotal, s.sum())
 }
 
 // finalTiming is what the trailer and the final SSE comment carry: the
@@ -190,11 +193,18 @@ func (t *timeline) trailerTiming(s stageDurations) string {
 // client sees every hop's stages, outermost first (docs/metrics.md, "Hops
 // and the decomposition along the path").
 func (t *timeline) finalTiming(s stageDurations) string {
-	own := t.trailerTiming(s)
-	if t.forward == "" {
-		return own
+	var buf [timingBuf]byte
+	return string(t.appendFinalTiming(buf[:0], s))
+}
+
+// appendFinalTiming appends finalTiming's value to b.
+func (t *timeline) appendFinalTiming(b []byte, s stageDurations) []byte {
+	b = t.appendTrailerTiming(b, s)
+	if t.forward != "" {
+		b = append(b, ", "...)
+		b = append(b, t.forward...)
 	}
-	return own + ", " + t.forward
+	return b
 }
 
 // foldServerTiming records the upstream's split from its Server-Timing

@@ -87,10 +87,18 @@ type Reader struct {
 // instant; nil stamps nothing). The initial buffer is 2 KiB and grows as
 // long lines need, up to maxLine bytes (DefaultMaxLine when maxLine ≤ 0).
 func NewReader(r io.Reader, now func() int64, maxLine int) *Reader {
+	rd := new(Reader)
+	rd.Init(r, now, maxLine)
+	return rd
+}
+
+// Init sets up a zero Reader as NewReader sets up its own (a Reader held
+// in a larger struct, without an allocation of its own).
+func (rd *Reader) Init(r io.Reader, now func() int64, maxLine int) {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &Reader{r: r, now: now, buf: make([]byte, 0, 2048), maxLine: maxLine, start: -1}
+	*rd = Reader{r: r, now: now, buf: make([]byte, 0, 2048), maxLine: maxLine, start: -1}
 }
 
 // Blocks turns on block mode (see Reader): Next returns every block with

@@ -122,6 +122,24 @@ func (w *Writer) Final(done []byte, comment ...string) error {
 		}
 		w.buf = append(w.buf, '\n')
 	}
+	return w.final(done)
+}
+
+// FinalComment is Final with the comment line ": <prefix><comment>", its
+// text given as bytes the caller formatted in a buffer of its own (no
+// string made for it).
+func (w *Writer) FinalComment(done []byte, prefix string, comment []byte) error {
+	w.buf = slices.Grow(w.buf, len(done)+len(doneEvent)+3+len(prefix)+len(comment))
+	w.buf = append(w.buf, ": "...)
+	w.buf = append(w.buf, prefix...)
+	w.buf = append(w.buf, comment...)
+	w.buf = append(w.buf, '\n')
+	return w.final(done)
+}
+
+// final ends Final and FinalComment: the [DONE] event after the comment
+// line, written and flushed.
+func (w *Writer) final(done []byte) error {
 	if done == nil {
 		done = doneEvent
 	}

@@ -253,3 +253,20 @@ func BenchmarkWriterFinal(b *testing.B) {
 		_ = w.Final(nil, "server-timing ", "gateway_queue;dur=0.012, upstream_ttft;dur=20.1, total;dur=412.7")
 	}
 }
+
+// FinalComment writes what Final writes for the same comment: the
+// comment line shares the [DONE] event, the caller's or the writer's own.
+func TestFinalCommentIsFinal(t *testing.T) {
+	for _, done := range [][]byte{nil, []byte("data: [DONE]\r\n\r\n")} {
+		a, b := httptest.NewRecorder(), httptest.NewRecorder()
+		if err := NewWriter(a).Final(done, "server-timing ", "total;dur=1.000"); err != nil {
+			t.Fatal(err)
+		}
+		if err := NewWriter(b).FinalComment(done, "server-timing ", []byte("total;dur=1.000")); err != nil {
+			t.Fatal(err)
+		}
+		if a.Body.String() != b.Body.String() || !b.Flushed {
+			t.Errorf("done %q: FinalComment wrote %q (flushed %v), Final %q", done, b.Body.String(), b.Flushed, a.Body.String())
+		}
+	}
+}
