@@ -765,14 +765,7 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 	for _, warn := range s.Client.Warnings {
 		fmt.Fprintf(w, "WARNING   %s\n", warn)
 	}
-	if v := s.Compat; v != nil {
-		fmt.Fprintf(w, "compat    vLLM TTFT/TPOT/ITL P50 %.2f/%.2f/%.2f ms · AIPerf ITL/ICL P50 %.2f/%.2f ms · guidellm TPOT P50 %.2f ms (docs/metrics.md)\n",
-			v.VLLM.TTFT.P50, v.VLLM.TPOT.P50, v.VLLM.ITL.P50, v.AIPerf.ITL.P50, v.AIPerf.ICL.P50, v.Guidellm.TPOT.P50)
-		if v.AIPerf.TTFO.Count > 0 {
-			fmt.Fprintf(w, "compat    reasoning: TTFT P50 as vLLM prints it %.2f ms (first choice event), as AIPerf %.2f ms (first reasoning or content); time to first answer token: AIPerf TTFO %.2f ms (docs/metrics.md)\n",
-				v.VLLM.TTFT.P50, v.AIPerf.TTFT.P50, v.AIPerf.TTFO.P50)
-		}
-	}
+	WriteCompat(w, s.Compat)
 	if s.Sweep != nil && s.Sweep.Line != "" {
 		fmt.Fprintln(w, s.Sweep.Line)
 	}
@@ -780,6 +773,22 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 		fmt.Fprintln(w, "interrupted: the summary covers the requests that finished")
 	}
 	fmt.Fprintf(w, "results   %s (%d records)\n", dir, s.Records)
+}
+
+// WriteCompat writes the compatibility views' console lines (nothing for
+// nil): each peer's TTFT, TPOT and ITL as it defines them, and when
+// answers reasoned, which first token each prints as TTFT beside AIPerf's
+// time to first answer token (docs/metrics.md, "Compatibility views").
+func WriteCompat(w io.Writer, v *CompatViews) {
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(w, "compat    vLLM TTFT/TPOT/ITL P50 %.2f/%.2f/%.2f ms · AIPerf ITL/ICL P50 %.2f/%.2f ms · guidellm TPOT P50 %.2f ms (docs/metrics.md)\n",
+		v.VLLM.TTFT.P50, v.VLLM.TPOT.P50, v.VLLM.ITL.P50, v.AIPerf.ITL.P50, v.AIPerf.ICL.P50, v.Guidellm.TPOT.P50)
+	if v.AIPerf.TTFO.Count > 0 {
+		fmt.Fprintf(w, "compat    reasoning: TTFT P50 as vLLM prints it %.2f ms (first choice event), as AIPerf %.2f ms (first reasoning or content); time to first answer token: AIPerf TTFO %.2f ms (docs/metrics.md)\n",
+			v.VLLM.TTFT.P50, v.AIPerf.TTFT.P50, v.AIPerf.TTFO.P50)
+	}
 }
 
 // genAI feeds a measured request to the GenAI client metrics: the

@@ -388,3 +388,23 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	}
 	return path
 }
+
+// report of one results folder prints, under its text, the compatibility
+// views bench kept in summary.json: a reasoning model's TTFT as vLLM and
+// AIPerf print it beside AIPerf's time to first answer token.
+func TestReportPrintsCompatViews(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, 10)
+	sum := `{"compat": {"vllm": {"ttft": {"count": 10, "p50_ms": 9.5}}, "aiperf": {"ttft": {"count": 10, "p50_ms": 9.75}, "ttfo": {"count": 10, "p50_ms": 171.25}}}}`
+	if err := os.WriteFile(filepath.Join(dir, results.SummaryFile), []byte(sum), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "report", dir)
+	want := "compat    reasoning: TTFT P50 as vLLM prints it 9.50 ms (first choice event), as AIPerf 9.75 ms (first reasoning or content); time to first answer token: AIPerf TTFO 171.25 ms"
+	if err != nil || !strings.Contains(out, want) {
+		t.Fatalf("err %v; report lacks %q:\n%s", err, want, out)
+	}
+	if out, _ := run(t, "report", dir, "--format", "json"); strings.Contains(out, "compat    ") {
+		t.Errorf("a JSON report has the console's compat lines")
+	}
+}

@@ -209,7 +209,8 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1
 // token, cached ones included, llama.cpp's only those it computed. 200
 // requests of 256 prompt tokens, 64 of them from the cache: vLLM's
 // counter grows by 51,200 and agrees with the records' input; llama.cpp's
-// grows by 38,400 and agrees with input − cached.
+// grows by 38,400 and agrees with input − cached. Each answer also
+// reasoned for 16 tokens, which the generation counter counts: 16,000.
 func TestServerTokenCountersWithPrefixCache(t *testing.T) {
 	for _, c := range []struct {
 		engine, counter string
@@ -228,18 +229,18 @@ func TestServerTokenCountersWithPrefixCache(t *testing.T) {
 			n := len(run.Samples)
 			for k := range run.Samples {
 				f := float64(k) / float64(n-1)
-				run.Samples[k].PromptTokens, run.Samples[k].GenerationTokens = c.grew*f, 12800*f
+				run.Samples[k].PromptTokens, run.Samples[k].GenerationTokens = c.grew*f, (12800+3200)*f
 			}
 			col := NewCollector(Options{})
 			col.SetRun(*run)
 			for _, r := range recs {
-				r.CachedTokens = 64
+				r.CachedTokens, r.ReasoningTokens = 64, 16 // generated: 64 answer + 16 reasoning tokens
 				col.Add(r)
 			}
 			rep := col.Report()
 			st := rep.Summary.ServerTokens
-			if st == nil || st.RecordsPromptTokens != c.records {
-				t.Fatalf("server tokens %+v, want the records' %d prompt tokens", st, c.records)
+			if st == nil || st.RecordsPromptTokens != c.records || st.RecordsOutputTokens != 16000 {
+				t.Fatalf("server tokens %+v, want the records' %d prompt and 16000 generated tokens", st, c.records)
 			}
 			notes := strings.Join(rep.Notes, "\n")
 			if !strings.Contains(notes, "they agree") || !strings.Contains(notes, c.words) {

@@ -226,7 +226,8 @@ type ServerTokens struct {
 	// input_tokens for vLLM's, SGLang's and tokentrace serve's, which
 	// count every prompt token, input_tokens − cached_tokens for
 	// llama.cpp's, which counts those its slots computed;
-	// RecordsOutputTokens their output tokens (output_tokens).
+	// RecordsOutputTokens their generated tokens (output_tokens +
+	// reasoning_tokens: the answer's and a reasoning model's reasoning).
 	RecordsPromptTokens int64 `json:"records_prompt_tokens"`
 	RecordsOutputTokens int64 `json:"records_output_tokens"`
 	// PromptMSPerToken and GenerationMSPerToken are the engine's summed
@@ -245,6 +246,9 @@ func (a *analysis) serverTokens(s *Summary) *ServerTokens {
 	}
 	t := &ServerTokens{Engine: ev.engine, PromptTokens: ev.promptTokens, GeneratedTokens: ev.genTokens,
 		RecordsPromptTokens: s.InputTokens - s.CachedTokens, RecordsOutputTokens: s.OutputTokens}
+	for _, i := range a.ok { // a reasoning model's counter counts its reasoning tokens too
+		t.RecordsOutputTokens += int64(a.rows[i].reasoning)
+	}
 	t.Counters = counterNames(ev.tokenCounters, 2, "prompt tokens", "generated tokens")
 	if t.countsCached() {
 		t.RecordsPromptTokens = s.InputTokens
