@@ -347,7 +347,8 @@ func (r *run) measure(ctx context.Context) (err error) {
 	}
 	defer closeTools()
 	live := &Live{}
-	runner := &Runner{
+	late := newLateness(clock)
+	runner := &Runner{late: late,
 		Tools: tools, Prepare: r.lengths.prepare,
 		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
 		Epoch: !r.cfg.StartAt.IsZero(),
@@ -374,7 +375,6 @@ func (r *run) measure(ctx context.Context) (err error) {
 			r.cfg.StartAt.Format(time.RFC3339Nano), late.Round(time.Millisecond))
 	}
 	usage0, gc0, wall0 := CPUTime(), gcPauses(), time.Now()
-	late := newLateness(clock)
 	stopLate := late.start(ctx)
 	err = r.send(ctx, runner)
 	stopLate()

@@ -6,6 +6,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -55,12 +56,17 @@ type Timekeeping struct {
 }
 
 // lateness is the watch's state: it ticks on the run's clock every period
-// and records how late each wake-up came.
+// while a request is in flight and records how late each wake-up came.
+// With nothing in flight it sleeps (a stall then delays no request's
+// instants; an open-loop send it delays is client_queue, measured on its
+// own) and costs no CPU.
 type lateness struct {
 	clock     Clock
 	period    time.Duration
 	threshold time.Duration
 	gc        func() uint64 // completed GC cycles so far
+	busy      atomic.Int64  // requests in flight (begin, end)
+	wake      chan struct{} // a request was sent while none was in flight
 
 	mu     sync.Mutex
 	late   stats.Histogram
@@ -71,7 +77,33 @@ type lateness struct {
 }
 
 func newLateness(clock Clock) *lateness {
-	return &lateness{clock: clock, period: TickPeriod, threshold: StallThreshold, gc: gcCycles()}
+	return &lateness{clock: clock, period: TickPeriod, threshold: StallThreshold, gc: gcCycles(), wake: make(chan struct{}, 1)}
+}
+
+// begin notes a request sent: the watch ticks from the first in flight.
+func (l *lateness) begin() {
+	if l.busy.Add(1) == 1 {
+		select {
+		case l.wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}
+
+// end notes a request finished.
+func (l *lateness) end() { l.busy.Add(-1) }
+
+// waitBusy returns true once a request is in flight, false when ctx ends
+// first.
+func (l *lateness) waitBusy(ctx context.Context) bool {
+	for l.busy.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-l.wake:
+		}
+	}
+	return true
 }
 
 // gcCycles returns a reader of the runtime's completed GC cycles that does
@@ -117,14 +149,23 @@ func (l *lateness) observe(due, woke int64, gcs uint64) {
 	}
 }
 
-// run ticks until ctx ends. Ticks are due at absolute instants; after a
-// stall the ticks it swallowed are skipped, not counted late one by one.
+// run ticks while requests are in flight until ctx ends. Ticks are due at
+// absolute instants; after a stall the ticks it swallowed are skipped, not
+// counted late one by one. Once nothing is in flight after a tick it waits
+// for the next send, and starts over from it.
 func (l *lateness) run(ctx context.Context) {
 	tm := time.NewTimer(l.period)
 	defer tm.Stop()
-	due := int64(l.clock.Now()) + int64(l.period)
-	gc0 := l.gc()
+	var due int64
+	var gc0 uint64
+	idle := true
 	for {
+		if idle {
+			if !l.waitBusy(ctx) {
+				return
+			}
+			due, gc0, idle = int64(l.clock.Now())+int64(l.period), l.gc(), false
+		}
 		tm.Reset(time.Duration(due - int64(l.clock.Now())))
 		select {
 		case <-ctx.Done():
@@ -139,6 +180,7 @@ func (l *lateness) run(ctx context.Context) {
 		if due <= woke {
 			due = woke + int64(l.period) - (woke-due)%int64(l.period)
 		}
+		idle = l.busy.Load() == 0
 	}
 }
 

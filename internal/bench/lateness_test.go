@@ -72,11 +72,21 @@ type jumpClock struct {
 
 func (c *jumpClock) Now() time.Duration { return c.Clock.Now() + time.Duration(c.jump.Load()) }
 
-// The running watch sees a stall: the clock jumps 60 ms while it sleeps.
+// The running watch does not tick with no request in flight, and sees a
+// stall while one is: the clock jumps 60 ms while it sleeps.
 func TestLatenessSeesAStall(t *testing.T) {
 	c := &jumpClock{Clock: NewRealClock()}
 	l := newLateness(c)
 	stop := l.start(context.Background())
+	// Nothing in flight: no tick, however long the wait (30 ms: six periods).
+	for t0 := c.Now(); c.Now()-t0 < 30*time.Millisecond; {
+		time.Sleep(time.Millisecond)
+	}
+	if n := l.result().Ticks; n != 0 {
+		t.Errorf("%d ticks with no request in flight, want none", n)
+	}
+	l.begin()
+	defer l.end()
 	for l.result().Ticks < 3 {
 		time.Sleep(time.Millisecond)
 	}

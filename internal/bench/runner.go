@@ -78,6 +78,9 @@ type Runner struct {
 	Grace time.Duration
 	// Live, when set, is told of every send and finish (progress display).
 	Live *Live
+	// late, when set, is the self-lateness watch, told of every send and
+	// finish: it ticks only while a request is in flight.
+	late *lateness
 	// Tools makes agent steps' tool calls; required when the workload's
 	// requests ask for tools.
 	Tools ToolCaller
@@ -399,6 +402,10 @@ func (p *phaseRun) one(ctx context.Context, req *workload.Request, t int64, at t
 	}
 	if live := p.r.Live; live != nil {
 		live.sent()
+	}
+	if l := p.r.late; l != nil {
+		l.begin()
+		defer l.end()
 	}
 	// A Doer that failed before it stamped the send (or stamped the
 	// clock's zero) gets the instant it was called, not the instant it
