@@ -50,6 +50,7 @@ func (c *Collector) analyse() *analysis {
 		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()), paths: c.paths,
 	}
 	a.ev = a.serverEvidence()
+	a.ok = make([]int32, 0, len(a.rows))
 	for i := range a.rows {
 		if a.rows[i].ok() {
 			a.ok = append(a.ok, int32(i))
@@ -133,6 +134,7 @@ func (a *analysis) precompute() {
 	samples := make([][]int64, len(metrics))
 	for i, m := range metrics {
 		names[i] = string(m)
+		samples[i] = make([]int64, 0, len(a.ok))
 		for _, j := range a.ok {
 			if v, ok := metricValue(&a.rows[j], m); ok {
 				samples[i] = append(samples[i], v)

@@ -89,7 +89,20 @@ func (a *analysis) stageSamples() {
 }
 
 func (a *analysis) collectStages() [nStages][]int64 {
+	var n [nStages]int
+	for _, i := range a.ok {
+		for st := stConnect; st < nStages; st++ {
+			if stageApplies(&a.rows[i], st) {
+				n[st]++
+			}
+		}
+	}
 	var out [nStages][]int64
+	for st := range out {
+		if n[st] > 0 {
+			out[st] = make([]int64, 0, n[st]) // sized once: a million requests' samples are not copied as they grow
+		}
+	}
 	for _, i := range a.ok {
 		r := &a.rows[i]
 		s := r.stages()
