@@ -72,29 +72,36 @@ func expectedSaving(t *testing.T, o workload.Options, session int64) time.Durati
 	}
 }
 
-// sessionTotals is each complete session's latency, from its first step's
-// intended send to its last step's end (tool calls included), by session.
-func sessionTotals(recs []latency.Record) map[int64]time.Duration {
+// sessionTotals gives each complete session's span, from its first
+// request's intended send to its last tool call's end, and the part of it
+// its requests' own E2E took (the model's time, queue included).
+func sessionTotals(recs []latency.Record) map[int64]sessionTime {
 	steps := map[int64][]latency.Record{}
 	for _, r := range recs {
 		steps[r.Session] = append(steps[r.Session], r)
 	}
-	out := map[int64]time.Duration{}
+	out := map[int64]sessionTime{}
 	for id, rs := range steps {
 		if len(rs) != rs[0].Steps {
 			continue
 		}
 		first, end := rs[0].IntendedNS, int64(0)
+		var model time.Duration
 		ok := true
 		for _, r := range rs {
-			first, end, ok = min(first, r.IntendedNS), max(end, r.ToolsEnd()), ok && r.OK()
+			e2e, got := r.E2E()
+			first, end, ok = min(first, r.IntendedNS), max(end, r.ToolsEnd()), ok && r.OK() && got
+			model += e2e
 		}
 		if ok {
-			out[id] = time.Duration(end - first)
+			out[id] = sessionTime{total: time.Duration(end - first), model: model}
 		}
 	}
 	return out
 }
+
+// sessionTime is one session's span and its requests' share of it.
+type sessionTime struct{ total, model time.Duration }
 
 // Parallel tool calls cut each session's latency by what the tool
 // latencies say: Σ over steps of (sum − max), within 10 %. The sequential
@@ -136,6 +143,10 @@ func TestAgentParallelToolCallsSaveTheExpectedTime(t *testing.T) {
 		}
 	}
 	st, pt := sessionTotals(seqRecs), sessionTotals(parRecs)
+	// The saving is measured outside the model: each session's span less
+	// its requests' E2E, in the sequential run against the parallel one. A
+	// busy machine that slows the model in one run and not the other (the
+	// runs follow each other) moves the spans, not what the tools took.
 	var rel []float64         // per session: (saved − expected) / expected
 	var wants []time.Duration // the sequential run's sessions' expected savings
 	for id, d := range st {
@@ -145,8 +156,10 @@ func TestAgentParallelToolCallsSaveTheExpectedTime(t *testing.T) {
 		}
 		wants = append(wants, e)
 		if p, ok := pt[id]; ok {
-			rel = append(rel, float64(d-p-e)/float64(e))
-			t.Logf("session %d: parallel tool calls saved %v, expected %v", id, d-p, e)
+			saved := (d.total - d.model) - (p.total - p.model)
+			rel = append(rel, float64(saved-e)/float64(e))
+			t.Logf("session %d: parallel tool calls saved %v outside the model (%v of the whole span), expected %v",
+				id, saved, d.total-p.total, e)
 		}
 	}
 	if len(rel) < 3 {
