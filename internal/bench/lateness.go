@@ -164,7 +164,7 @@ func (l *lateness) run(ctx context.Context) {
 			if !l.waitBusy(ctx) {
 				return
 			}
-			due, gc0, idle = int64(l.clock.Now())+int64(l.period), l.gc(), false
+			due, gc0 = int64(l.clock.Now())+int64(l.period), l.gc()
 		}
 		tm.Reset(time.Duration(due - int64(l.clock.Now())))
 		select {
