@@ -462,25 +462,32 @@ func TestGraceLetsStreamsFinish(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- s.Close() }()
-		var last string
-		for {
-			ev, err := rd.Next()
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					t.Fatalf("grace %v: stream ended with %v", tc.grace, err)
-				}
-				break
-			}
-			if string(ev.Data) != "[DONE]" {
-				last = string(ev.Data)
-			}
-		}
+		last := lastChunk(t, rd)
 		resp.Body.Close()
 		if !strings.Contains(last, tc.want) {
 			t.Errorf("grace %v: last chunk %s, want %s", tc.grace, last, tc.want)
 		}
 		if err := <-done; err != nil {
 			t.Errorf("grace %v: Close: %v", tc.grace, err)
+		}
+	}
+}
+
+// lastChunk reads a stream to its end and returns its last event before
+// [DONE]; a stream that ends other than at EOF fails the test.
+func lastChunk(t *testing.T, rd *sse.Reader) string {
+	t.Helper()
+	var last string
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("stream ended with %v", err)
+			}
+			return last
+		}
+		if string(ev.Data) != "[DONE]" {
+			last = string(ev.Data)
 		}
 	}
 }
@@ -499,19 +506,7 @@ func TestCloseEndsStreams(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Close() }()
-	var last string
-	for {
-		ev, err := rd.Next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatalf("stream ended with %v", err)
-			}
-			break
-		}
-		if string(ev.Data) != "[DONE]" {
-			last = string(ev.Data)
-		}
-	}
+	last := lastChunk(t, rd)
 	if !strings.Contains(last, `"finish_reason":"abort"`) {
 		t.Errorf("last chunk %s, want finish_reason abort", last)
 	}

@@ -52,27 +52,7 @@ func TestAgreesWithBenchAgainstTheEngine(t *testing.T) {
 	given := func(f string) bool { return f == "rate" || f == "requests" }
 	dir := t.TempDir()
 
-	bo := bench.DefaultOptions()
-	bo.Workload, bo.OutputDir, bo.NoCalibration = wl, filepath.Join(dir, "bench"), true
-	bcfg, err := bo.Config(given, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	scfg, err := serve.DefaultOptions().Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bcfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
-		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		return &bench.Embedded{URL: srv.URL(), Close: srv.Close}, nil
-	}
-	bres, err := bench.Run(context.Background(), bcfg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, bres := benchAgainstServe(t, wl, given, serve.DefaultOptions(), filepath.Join(dir, "bench"))
 
 	t.Logf("bench: send lag P99 %.2f ms, CPU %.0f%%, warnings %q", bres.Summary.Client.SendLagP99MS, 100*bres.Summary.Client.CPUUtil, bres.Summary.Client.Warnings)
 
@@ -131,4 +111,33 @@ func TestAgreesWithBenchAgainstTheEngine(t *testing.T) {
 			t.Errorf("%s P50: bench %.2f ms, simulate %.2f ms: apart by more than %.1f ms and %.0f%%", m.metric, b, s, m.absMS, 100*m.relative)
 		}
 	}
+}
+
+// benchAgainstServe runs bench with the workload wl (given says which of
+// its flags were set) against serve started with so, writing its results
+// folder to out.
+func benchAgainstServe(t *testing.T, wl workload.Options, given func(string) bool, so serve.Options, out string) (bench.Options, *bench.Result) {
+	t.Helper()
+	bo := bench.DefaultOptions()
+	bo.Workload, bo.OutputDir, bo.NoCalibration = wl, out, true
+	bcfg, err := bo.Config(given, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg, err := so.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
+		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		return &bench.Embedded{URL: srv.URL(), Close: srv.Close}, nil
+	}
+	bres, err := bench.Run(context.Background(), bcfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bo, bres
 }

@@ -1,14 +1,12 @@
 package simulate_test
 
 import (
-	"context"
 	"io"
 	"math"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
@@ -55,28 +53,9 @@ func TestLikeReplaysAServedMooncakeRun(t *testing.T) {
 	wl.Trace, wl.TraceBlockSize = m.Write(t, dir), m.BlockSize
 	given := func(f string) bool { return f == "trace" || f == "trace_block_size" }
 
-	bo := bench.DefaultOptions()
-	bo.Workload, bo.OutputDir, bo.NoCalibration = wl, filepath.Join(dir, "bench"), true
-	bcfg, err := bo.Config(given, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	so := serve.DefaultOptions()
 	so.Engine.EnablePrefixCaching = true
-	scfg, err := so.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bcfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
-		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		return &bench.Embedded{URL: srv.URL(), Close: srv.Close}, nil
-	}
-	if _, err := bench.Run(context.Background(), bcfg, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	bo, _ := benchAgainstServe(t, wl, given, so, filepath.Join(dir, "bench"))
 	served, blocks := cachedShare(t, bo.OutputDir)
 	implied := m.ImpliedShare(true)
 	t.Logf("served: cached share %.4f (the hash_ids imply %.4f), %d records with blocks", served, implied, blocks)
