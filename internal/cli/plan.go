@@ -39,11 +39,29 @@ type planFlags struct {
 	force     bool
 }
 
-// defaultVary is the space a plan searches when no --vary is given: every
-// priced GPU at its smallest TP, 16- and 8-bit weights and KV cache, with
-// and without prefix caching, and (for a target rate) the replica counts
-// from the roofline's minimum up.
+// defaultVary is the space a plan searches when no --vary is given, beside
+// every priced GPU at its smallest TP (planDefaultVary): 16- and 8-bit
+// weights and KV cache, with and without prefix caching, and (for a target
+// rate) the replica counts from the roofline's minimum up.
 var defaultVary = []string{"dtype=bf16,fp8", "kv-cache-dtype=auto,fp8", "enable-prefix-caching=false,true"}
+
+// planDefaultVary is the space searched without --vary: every priced GPU
+// and defaultVary's dimensions, less each dimension whose engine flag
+// (--gpu, --dtype, --kv-cache-dtype, --enable-prefix-caching) was given:
+// a value asked for is the value planned.
+func planDefaultVary(given func(field string) bool, gpus []string) []string {
+	var vary []string
+	if !given("gpu") {
+		vary = append(vary, "gpu="+strings.Join(gpus, ","))
+	}
+	for _, v := range defaultVary {
+		key, _, _ := strings.Cut(v, "=")
+		if !given(strings.ReplaceAll(key, "-", "_")) {
+			vary = append(vary, v)
+		}
+	}
+	return vary
+}
 
 func newPlanCmd() *cobra.Command {
 	f := planFlags{engine: engine.DefaultOptions(), workload: workload.DefaultOptions(), endpoint: "chat", ignoreEOS: true,
@@ -140,8 +158,10 @@ func (f *planFlags) run(cmd *cobra.Command, g *flagGroup, dir string) error {
 				gpus = append(gpus, p.GPU)
 			}
 		}
-		f.engine.TensorParallelSize = 0
-		vary = append([]string{"gpu=" + strings.Join(gpus, ",")}, defaultVary...)
+		if !g.given("tensor_parallel_size") {
+			f.engine.TensorParallelSize = 0
+		}
+		vary = planDefaultVary(g.given, gpus)
 	}
 	space, err := capacity.ParseVary(vary)
 	if err != nil {

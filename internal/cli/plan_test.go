@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // planArgs is a CI-sized plan: one GPU, one or two replicas.
@@ -112,5 +115,50 @@ func TestPlanFromResultsFolder(t *testing.T) {
 	}
 	if !strings.Contains(out, "at 60 req/s") || !strings.Contains(out, dir+": 100 requests replayed at their arrival times") {
 		t.Errorf("output:\n%s", out)
+	}
+}
+
+// Without --vary, a plan searches every priced GPU and the default
+// precisions and prefix caching, less each dimension the user fixed with
+// its own flag.
+func TestPlanDefaultVaryKeepsGivenFlags(t *testing.T) {
+	gpus := []string{"A100-80GB-SXM", "H100-SXM"}
+	all := []string{"gpu=A100-80GB-SXM,H100-SXM", "dtype=bf16,fp8", "kv-cache-dtype=auto,fp8", "enable-prefix-caching=false,true"}
+	for _, tc := range []struct {
+		given []string
+		want  []string
+	}{
+		{nil, all},
+		{[]string{"gpu"}, all[1:]},
+		{[]string{"dtype", "enable_prefix_caching"}, []string{all[0], all[2]}},
+		{[]string{"gpu", "dtype", "kv_cache_dtype", "enable_prefix_caching"}, nil},
+	} {
+		given := func(f string) bool { return slices.Contains(tc.given, f) }
+		if diff := cmp.Diff(tc.want, planDefaultVary(given, gpus)); diff != "" {
+			t.Errorf("given %v (-want +got):\n%s", tc.given, diff)
+		}
+	}
+}
+
+// TestPlanHonoursGPUFlag: --gpu without --vary plans on that GPU only
+// (every priced GPU used to be searched whatever --gpu said), and
+// --tensor-parallel-size is kept.
+func TestPlanHonoursGPUFlag(t *testing.T) {
+	out, err := run(t, "plan", "--input-tokens", "1000", "--output-tokens", "50", "--requests", "100",
+		"--gpu", "H100-SXM", "--tensor-parallel-size", "2", "--dtype", "bf16", "--kv-cache-dtype", "auto",
+		"--enable-prefix-caching=false", "--rate", "10", "--slo", "ttft:p99<=1s")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "H100-SXM") {
+		t.Fatalf("no H100-SXM candidate:\n%s", out)
+	}
+	for _, other := range []string{"A100", "H200", "L40S", "B200"} {
+		if strings.Contains(out, other) {
+			t.Errorf("a %s candidate though --gpu H100-SXM was given:\n%s", other, out)
+		}
+	}
+	if strings.Contains(out, "TP1") || strings.Contains(out, "TP 1") || strings.Contains(out, "tp=1") {
+		t.Errorf("a TP-1 candidate though --tensor-parallel-size 2 was given:\n%s", out)
 	}
 }
