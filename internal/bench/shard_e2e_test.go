@@ -51,7 +51,8 @@ func shardedCfg(t *testing.T, url, dir string, sh workload.Shard, start time.Tim
 // distribution-free (order statistics, rankCI), which assumes independent
 // values: on a shared 2-core machine one stall holds several requests at
 // once, so the intervals are allowed to miss each other by 2 ms + 5 % of
-// the P50 and 2 ms + 25 % of the P99. The achieved rates are logged;
+// the P50 and 2 ms + 25 % of the P99, the P99 also by the longest stall
+// the client's timekeeping watch saw. The achieved rates are logged;
 // docs/scale.md has the measured figures of the real binary.
 func TestFourShardsAgainstOne(t *testing.T) {
 	if testing.Short() {
@@ -66,15 +67,16 @@ func TestFourShardsAgainstOne(t *testing.T) {
 	start := time.Now().Add(8 * time.Second).Truncate(time.Millisecond)
 	var wg sync.WaitGroup
 	errs := make([]error, 5)
+	res := make([]*Result, 5)
 	dirs := make([]string, 4)
 	for i := range 4 {
 		dirs[i] = filepath.Join(root, "shards", fmt.Sprint("shard-", i))
 		cfg := shardedCfg(t, srvShards.URL(), dirs[i], workload.Shard{Index: i, Count: 4}, start)
-		wg.Go(func() { _, errs[i] = Run(context.Background(), cfg, io.Discard) })
+		wg.Go(func() { res[i], errs[i] = Run(context.Background(), cfg, io.Discard) })
 	}
 	wholeDir := filepath.Join(root, "whole")
 	cfg := shardedCfg(t, srvWhole.URL(), wholeDir, workload.Shard{}, start)
-	wg.Go(func() { _, errs[4] = Run(context.Background(), cfg, io.Discard) })
+	wg.Go(func() { res[4], errs[4] = Run(context.Background(), cfg, io.Discard) })
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
@@ -122,6 +124,14 @@ func TestFourShardsAgainstOne(t *testing.T) {
 				ms(stats.Percentile(u, 50)), ms(stats.Percentile(u, 99)))
 		}
 	}
+	// A stall of this process (the servers run in it) that the client's
+	// own watch saw holds the requests in flight then: a P99 of one run
+	// and not the other's may move by as much.
+	var stall float64
+	for _, r := range res {
+		stall = max(stall, r.Summary.Client.Timekeeping.TickLateMaxMS*1e6)
+	}
+	t.Logf("longest stall the clients' watches saw: %.2f ms", stall/1e6)
 	for _, m := range []struct {
 		name string
 		of   func(*latency.Record) (time.Duration, bool)
@@ -131,6 +141,9 @@ func TestFourShardsAgainstOne(t *testing.T) {
 			wlo, whi := rankCI(w, p)
 			slo, shi := rankCI(s, p)
 			slack := 2e6 + map[float64]float64{50: 0.05, 99: 0.25}[p]*float64(stats.Percentile(w, p))
+			if p == 99 {
+				slack += stall
+			}
 			t.Logf("%s P%g: whole %.2f ms [%.2f, %.2f], merged %.2f ms [%.2f, %.2f]", m.name, p,
 				ms(stats.Percentile(w, p)), ms(wlo), ms(whi), ms(stats.Percentile(s, p)), ms(slo), ms(shi))
 			if float64(slo) > float64(whi)+slack || float64(shi) < float64(wlo)-slack {
