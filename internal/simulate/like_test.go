@@ -90,9 +90,10 @@ func TestLikeRefusesWorkloadFlags(t *testing.T) {
 	}
 }
 
-// cachedShare is the share of a folder's successful input tokens its
-// server's prefix cache supplied.
-func cachedShare(t *testing.T, dir string) (share float64, blocks int) {
+// cachedShare is Σ cached_tokens ÷ Σ input_tokens over a folder's
+// successful records, how many of them name their prefix blocks, and how
+// many blocks they name in all.
+func cachedShare(t *testing.T, dir string) (share float64, withBlocks, blocks int) {
 	t.Helper()
 	var in, cached int
 	err := results.EachRecord(results.RecordsPath(dir), func(_ int, r *latency.Record, err error) error {
@@ -101,13 +102,14 @@ func cachedShare(t *testing.T, dir string) (share float64, blocks int) {
 		}
 		if r.OK() {
 			in, cached, blocks = in+r.InputTokens, cached+r.CachedTokens, blocks+len(r.PrefixBlocks)
+			withBlocks += min(len(r.PrefixBlocks), 1)
 		}
 		return nil
 	})
 	if err != nil || in == 0 {
 		t.Fatalf("%s: %d input tokens, %v", dir, in, err)
 	}
-	return float64(cached) / float64(in), blocks
+	return float64(cached) / float64(in), withBlocks, blocks
 }
 
 // A run's prefix sharing is replayed: a Mooncake trace whose even rows
@@ -123,7 +125,7 @@ func TestLikeReplaysPrefixSharing(t *testing.T) {
 	o.Engine.EnablePrefixCaching = true
 	o.OutputDir = filepath.Join(dir, "run")
 	writeRun(t, o, func(f string) bool { return f == "trace" || f == "trace_block_size" })
-	want, blocks := cachedShare(t, o.OutputDir)
+	want, _, blocks := cachedShare(t, o.OutputDir)
 	if implied := m.ImpliedShare(true); math.Abs(want-implied) > 0.05*implied || blocks != m.Requests*m.Blocks {
 		t.Fatalf("the run: cached share %.4f (the hash_ids imply %.4f), %d blocks recorded (want %d)", want, implied, blocks, m.Requests*m.Blocks)
 	}
@@ -135,7 +137,7 @@ func TestLikeReplaysPrefixSharing(t *testing.T) {
 		l.Engine.EnablePrefixCaching = true
 		l.Like, l.OutputDir = from, from+"-like"
 		writeRun(t, l, func(string) bool { return false })
-		got, _ := cachedShare(t, l.OutputDir)
+		got, _, _ := cachedShare(t, l.OutputDir)
 		t.Logf("%s: cached share %.4f, the run's %.4f", filepath.Base(from), got, want)
 		if math.Abs(got-want) > 0.05*want {
 			t.Errorf("--like %s: cached share %.4f, the run's %.4f (want within 5 %%)", filepath.Base(from), got, want)

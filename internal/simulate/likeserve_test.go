@@ -7,34 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/workload"
 	"github.com/tokentrace/tokentrace/internal/workload/workloadtest"
 )
-
-// cachedShare is Σ cached_tokens ÷ Σ input_tokens over a folder's
-// successful records, and how many of them name their prefix blocks.
-func cachedShare(t *testing.T, dir string) (share float64, withBlocks int) {
-	t.Helper()
-	var in, cached int
-	err := results.EachRecord(results.RecordsPath(dir), func(_ int, r *latency.Record, err error) error {
-		if err != nil {
-			return err
-		}
-		if r.OK() {
-			in, cached = in+r.InputTokens, cached+r.CachedTokens
-			withBlocks += min(len(r.PrefixBlocks), 1)
-		}
-		return nil
-	})
-	if err != nil || in == 0 {
-		t.Fatalf("%s: %d input tokens, %v", dir, in, err)
-	}
-	return float64(cached) / float64(in), withBlocks
-}
 
 // The test: a generated Mooncake trace where half the requests
 // share 80 % of their blocks, benched against serve with prefix caching
@@ -56,7 +33,7 @@ func TestLikeReplaysAServedMooncakeRun(t *testing.T) {
 	so := serve.DefaultOptions()
 	so.Engine.EnablePrefixCaching = true
 	bo, _ := benchAgainstServe(t, wl, given, so, filepath.Join(dir, "bench"))
-	served, blocks := cachedShare(t, bo.OutputDir)
+	served, blocks, _ := simulate.CachedShare(t, bo.OutputDir)
 	implied := m.ImpliedShare(true)
 	t.Logf("served: cached share %.4f (the hash_ids imply %.4f), %d records with blocks", served, implied, blocks)
 	if math.Abs(served-implied) > 0.05*implied || blocks != m.Requests {
@@ -73,7 +50,7 @@ func TestLikeReplaysAServedMooncakeRun(t *testing.T) {
 	if _, err := simulate.WriteRun(cfg, out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := cachedShare(t, lo.OutputDir)
+	got, _, _ := simulate.CachedShare(t, lo.OutputDir)
 	t.Logf("simulate --like: cached share %.4f, served %.4f", got, served)
 	if math.Abs(got-served) > 0.05*served {
 		t.Errorf("simulate --like: cached share %.4f, served %.4f (want within 5 %%)", got, served)
