@@ -450,24 +450,11 @@ func TestGraceLetsStreamsFinish(t *testing.T) {
 	} {
 		cfg := testConfig(2 * time.Millisecond)
 		cfg.Grace = tc.grace
-		s, err := Start(context.Background(), cfg, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := post(t, context.Background(), s.URL()+"/completions",
-			fmt.Sprintf(`{"model":"sim-model","prompt":"x","max_tokens":%d,"ignore_eos":true,"stream":true}`, tc.maxTokens))
-		rd := sse.NewReader(resp.Body, func() int64 { return 0 }, 0)
-		if _, err := rd.Next(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- s.Close() }()
-		last := lastChunk(t, rd)
-		resp.Body.Close()
+		last, _, err := closeMidStream(t, cfg, tc.maxTokens)
 		if !strings.Contains(last, tc.want) {
 			t.Errorf("grace %v: last chunk %s, want %s", tc.grace, last, tc.want)
 		}
-		if err := <-done; err != nil {
+		if err != nil {
 			t.Errorf("grace %v: Close: %v", tc.grace, err)
 		}
 	}
@@ -493,12 +480,29 @@ func lastChunk(t *testing.T, rd *sse.Reader) string {
 }
 
 func TestCloseEndsStreams(t *testing.T) {
-	s, err := Start(context.Background(), testConfig(2*time.Millisecond), "127.0.0.1:0")
+	last, trailer, err := closeMidStream(t, testConfig(2*time.Millisecond), 2000)
+	if !strings.Contains(last, `"finish_reason":"abort"`) {
+		t.Errorf("last chunk %s, want finish_reason abort", last)
+	}
+	if trailer.Get(ServerTimingHeader) == "" {
+		t.Error("the response was cut before its trailer")
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// closeMidStream starts a server with cfg, opens a stream of maxTokens
+// tokens, closes the server once the first event arrived, and returns the
+// stream's last chunk before [DONE], its trailer and Close's error.
+func closeMidStream(t *testing.T, cfg Config, maxTokens int) (last string, trailer http.Header, closeErr error) {
+	t.Helper()
+	s, err := Start(context.Background(), cfg, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp := post(t, context.Background(), s.URL()+"/completions",
-		`{"model":"sim-model","prompt":"x","max_tokens":2000,"ignore_eos":true,"stream":true}`)
+		fmt.Sprintf(`{"model":"sim-model","prompt":"x","max_tokens":%d,"ignore_eos":true,"stream":true}`, maxTokens))
 	defer resp.Body.Close()
 	rd := sse.NewReader(resp.Body, func() int64 { return 0 }, 0)
 	if _, err := rd.Next(); err != nil {
@@ -506,16 +510,8 @@ func TestCloseEndsStreams(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Close() }()
-	last := lastChunk(t, rd)
-	if !strings.Contains(last, `"finish_reason":"abort"`) {
-		t.Errorf("last chunk %s, want finish_reason abort", last)
-	}
-	if resp.Trailer.Get(ServerTimingHeader) == "" {
-		t.Error("the response was cut before its trailer")
-	}
-	if err := <-done; err != nil {
-		t.Error(err)
-	}
+	last = lastChunk(t, rd)
+	return last, resp.Trailer, <-done
 }
 
 // TestPriorityReachesTheEngine: under the priority policy a waiting request
