@@ -21,7 +21,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/app"
 	"github.com/tokentrace/tokentrace/internal/bench"
-	"github.com/tokentrace/tokentrace/internal/gateway"
+	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
@@ -73,28 +73,14 @@ func startChain(t *testing.T, cfg app.Config, rcv *otlptest.Receiver) *chain {
 	}
 
 	// gateway, from a configuration file as a user writes it
-	yaml := fmt.Sprintf("pools:\n  - name: default\n    replicas: [{url: %q}]\nroutes:\n  - {model: \"*\", pool: default}\n",
-		strings.TrimSuffix(srv.URL(), "/v1"))
+	yaml := gatewaytest.OnePool(strings.TrimSuffix(srv.URL(), "/v1"), "")
 	if rcv != nil {
 		yaml = "otlp_endpoint: " + rcv.URL() + "\n" + yaml
 	}
-	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.NewServer(gateway.RunConfig{ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwDone := make(chan error, 1)
-	go func() { gwDone <- gw.Serve(ctx, gln) }()
+	gwURL, gwStop := gatewaytest.Start(t, yaml)
 
 	// app
-	cfg.Upstream = "http://" + gln.Addr().String()
+	cfg.Upstream = gwURL
 	cfg.Grace = time.Second
 	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if tp := provider("tokentrace-app"); tp != nil {
@@ -122,9 +108,7 @@ func startChain(t *testing.T, cfg app.Config, rcv *otlptest.Receiver) *chain {
 		if err := <-appDone; err != nil {
 			t.Errorf("app: %v", err)
 		}
-		if err := <-gwDone; err != nil { // the gateway flushes its spans as Serve returns
-			t.Errorf("gateway: %v", err)
-		}
+		gwStop() // the gateway flushes its spans as Serve returns
 		_ = srv.Close()
 		for _, f := range flush {
 			f()

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,7 +18,7 @@ import (
 
 	benchpkg "github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/cli"
-	"github.com/tokentrace/tokentrace/internal/gateway"
+	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/llamacpptest"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -147,7 +145,7 @@ func TestAgainstLlamaServer(t *testing.T) {
 		}
 	})
 	t.Run("gateway in front", func(t *testing.T) {
-		gw := startGateway(t, s.URL)
+		gw, _ := gatewaytest.Start(t, gatewaytest.OnePool(s.URL, "llamacpp"))
 		rep := bench(t, gw, filepath.Join(t.TempDir(), "gateway"), "--concurrency", "2", "--requests", "12")
 		logFindings(t, rep)
 		// The gateway's upstream transport meets the same closed
@@ -320,35 +318,6 @@ func minimalTTFT(t *testing.T, client *http.Client, url, body string) int64 {
 			return d
 		}
 	}
-}
-
-// startGateway runs tokentrace's gateway in front of the server, with the
-// server named as a llama.cpp replica, and returns its URL.
-func startGateway(t *testing.T, upstream string) string {
-	t.Helper()
-	yaml := fmt.Sprintf("pools:\n  - name: default\n    replicas: [{url: %q, kind: llamacpp}]\nroutes:\n  - {model: \"*\", pool: default}\n", upstream)
-	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.NewServer(gateway.RunConfig{ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("gateway: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
 }
 
 func mustSLOs(t *testing.T, s string) []latency.SLO {
