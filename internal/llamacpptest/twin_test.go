@@ -7,11 +7,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/llamacpptest"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
 // cpuDevice is the device file of one thread of this machine's CPU
@@ -98,6 +102,9 @@ func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
 			}
 		}
 	}
+	for name, d := range map[string]string{"simulated": sim, "measured": filepath.Join(dir, "c4")} {
+		t.Logf("4 workers, %s per request: %s", name, stagesOf(t, d))
+	}
 	if os.Getenv("TOKENTRACE_TWIN_TARGET") == "1" && worst > twinTarget {
 		t.Errorf("the twin predicts the unseen load %.1f %% off at P50, target %.0f %%", 100*worst, 100*twinTarget)
 	}
@@ -115,4 +122,46 @@ func p50(t *testing.T, rep *report.Report, metric string) float64 {
 	b, _ := json.Marshal(rep.Summary)
 	t.Fatalf("no %s P50: %s", metric, b)
 	return 0
+}
+
+// stagesOf says a results folder's per-request stages at P50 / P90: the
+// client's transport (TTFT less the server's queue and prefill: where the
+// server reports no queue, its waits as well), the server's queue and
+// prefill, the time per output token; and how many requests' first
+// tokens came in one step (first tokens within 0.5 ms of each other: a
+// twin in lock-step waves shows whole waves).
+func stagesOf(t *testing.T, dir string) string {
+	t.Helper()
+	var transport, queue, prefill, tpot []float64
+	var firsts []int64
+	err := results.EachRecord(results.RecordsPath(dir), func(_ int, r *latency.Record, err error) error {
+		if err != nil || !r.OK() || r.Server == nil || r.OutputTokens < 2 {
+			return err
+		}
+		s := r.Server
+		transport = append(transport, float64(r.FirstTokenNS-r.SentNS-s.QueueNS-s.PrefillNS)/1e6)
+		queue, prefill = append(queue, float64(s.QueueNS)/1e6), append(prefill, float64(s.PrefillNS)/1e6)
+		tpot = append(tpot, float64(r.EndNS-r.FirstTokenNS)/1e6/float64(r.OutputTokens-1))
+		firsts = append(firsts, r.FirstTokenNS)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(v []float64) string {
+		slices.Sort(v)
+		return fmt.Sprintf("%.2f / %.2f", stats.Percentile(v, 50), stats.Percentile(v, 90))
+	}
+	slices.Sort(firsts)
+	waves := map[int]int{}
+	for i := 0; i < len(firsts); {
+		j := i + 1
+		for j < len(firsts) && firsts[j]-firsts[j-1] < 5e5 {
+			j++
+		}
+		waves[j-i]++
+		i = j
+	}
+	return fmt.Sprintf("transport %s ms, queue %s ms, prefill %s ms, TPOT %s ms; first tokens per step (size: count) %v",
+		q(transport), q(queue), q(prefill), q(tpot), waves)
 }

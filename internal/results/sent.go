@@ -43,6 +43,19 @@ type Sent struct {
 	// carries the server's split).
 	Transport    time.Duration
 	HasTransport bool
+	// QueueUnreported says the server's split lacks the queue wait
+	// (llama.cpp, Ollama): Transport then holds the request's wait for a
+	// slot and for the engine's step as well.
+	QueueUnreported bool
+	// Turnaround is, in a closed loop, the client's time between the end
+	// of the answer its worker received last and this request's intended
+	// send (reading the stream to its close, building the request): the
+	// k-th request sent after the workers' first ones follows the k-th
+	// answer to end. 0 for a worker's first request, in an open loop, and
+	// when the run's records do not show it.
+	Turnaround time.Duration
+	// end is the answer's end, on Intended's clock.
+	end time.Duration
 	// Observed is the request as calibration compares it; Timed is false
 	// when the record lacks the instants it needs (Untimed says why).
 	Observed Observed
@@ -125,9 +138,35 @@ func ReadRun(dir string) (*Run, error) {
 	first := run.Requests[0].Intended
 	for i := range run.Requests {
 		run.Requests[i].Intended -= first
+		run.Requests[i].end -= first
 	}
 	run.blocks()
+	run.turnarounds()
 	return run, nil
+}
+
+// turnarounds sets the requests' Turnaround in a closed loop of
+// Info.Concurrency workers: a worker sends its next request when its
+// answer ends, so the k-th request after the workers' first ones is the
+// next request of the worker whose answer ended k-th, and the time
+// between the two is the client's turnaround. Records without an end
+// (whose answers' order is unknown) leave every Turnaround 0.
+func (run *Run) turnarounds() {
+	c := run.Info.Concurrency
+	if run.Info.Mode != "closed" || c < 1 || len(run.Requests) <= c {
+		return
+	}
+	ends := make([]time.Duration, len(run.Requests))
+	for i, s := range run.Requests {
+		if !s.Timed {
+			return
+		}
+		ends[i] = s.end
+	}
+	slices.Sort(ends)
+	for j := c; j < len(run.Requests); j++ {
+		run.Requests[j].Turnaround = max(0, run.Requests[j].Intended-ends[j-c])
+	}
 }
 
 // sent reduces a successful record with token counts.
@@ -149,7 +188,9 @@ func sent(r *latency.Record, line int64) Sent {
 	if sp := r.Server; sp != nil && sp.PrefillNS > 0 && r.FirstTokenNS > 0 {
 		s.HasTransport = true
 		s.Transport = max(0, time.Duration(r.FirstTokenNS-r.SentNS-sp.QueueNS-sp.PrefillNS))
+		s.QueueUnreported = slices.Contains(sp.Unreported, latency.SplitQueue)
 	}
+	s.end = time.Duration(r.EndNS)
 	switch {
 	case r.FirstTokenNS == 0 || r.EndNS == 0 || r.FirstTokenNS < r.SentNS || r.EndNS < r.FirstTokenNS:
 		s.Untimed = "no first-token or end timestamp, or one before the send"

@@ -115,6 +115,42 @@ func TestReadRun(t *testing.T) {
 	}
 }
 
+// In a closed loop, the k-th request sent after the workers' first ones
+// follows the k-th answer to end, and its Turnaround is the time between
+// the two; a worker's first request, an open loop and a closed loop with
+// no request beyond its workers' first ones have none. Hand-computed: 2
+// workers; sends at 0, 2, 6, 10 and 11.5 ms, each answer ending 5 ms after
+// its send (rec): at 5, 7, 11, 15 and 16.5 ms; the third request follows
+// the first end by 1 ms, the fourth the second by 3 ms, the fifth the
+// third by 0.5 ms.
+func TestReadRunClosedLoopTurnaround(t *testing.T) {
+	recs := []latency.Record{rec("t-1", 0, 10, 4), rec("t-2", 2e6, 10, 4), rec("t-4", 10e6, 10, 4), rec("t-3", 6e6, 10, 4), rec("t-5", 115e5, 10, 4)}
+	ms := func(f float64) time.Duration { return time.Duration(f * 1e6) }
+	for _, c := range []struct {
+		name string
+		info RunInfo
+		want []time.Duration
+	}{
+		{"closed loop of 2", RunInfo{Mode: "closed", Concurrency: 2}, []time.Duration{0, 0, ms(1), ms(3), ms(0.5)}},
+		{"open loop", RunInfo{Mode: "open", OfferedRate: 5}, []time.Duration{0, 0, 0, 0, 0}},
+		{"closed loop of 5", RunInfo{Mode: "closed", Concurrency: 5}, []time.Duration{0, 0, 0, 0, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run, err := ReadRun(writeRecords(t, c.info, recs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []time.Duration
+			for _, s := range run.Requests {
+				got = append(got, s.Turnaround)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("turnarounds (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // ReadObserved is ReadRun's measured requests: the warm-up left out, at
 // least MinObserved of them, each with its instants.
 func TestReadObservedIsReadRunsMeasuredRequests(t *testing.T) {

@@ -130,9 +130,25 @@ func (s *sim) workerNext(w int32) {
 			continue
 		}
 		s.calls[id].ticket = t
+		if d := s.turnaround(s.sessions - 1); d > 0 {
+			// a replayed closed loop: the client's measured turnaround
+			// between its previous answer's end and this send
+			s.ev.push(s.now+int64(d), evSend, id)
+			return
+		}
 		s.send(id)
 		return
 	}
+}
+
+// turnaround is how long a closed-loop worker waits after its previous
+// answer before it sends session n: the measured client's turnaround a
+// replay carries (workload.TurnaroundSource: simulate --like), else 0.
+func (s *sim) turnaround(n int64) time.Duration {
+	if ts, ok := s.cfg.Workload.(workload.TurnaroundSource); ok {
+		return ts.Turnaround(n)
+	}
+	return 0
 }
 
 // startSession builds the first request of the next session; ok is false

@@ -17,8 +17,9 @@ import (
 // produced (answers run to them), their prompts sharing the prefixes the
 // records show — in the run's own shape: a closed loop at the run's
 // concurrency, or an open loop at the intended send instants; and the
-// client's measured transport as the network latency, so requests meet
-// the engine's step boundaries as they met the server's.
+// client's measured transport as the network latency and, in a closed
+// loop, each request's measured client turnaround before its send, so
+// requests meet the engine's step boundaries as they met the server's.
 type Like struct {
 	Source *workload.Replay
 	Load   workload.Load
@@ -26,8 +27,9 @@ type Like struct {
 	// server's latencies, so a replay keeps the loop, not the instants.
 	Closed bool
 	// Network is half the median transport of the run's requests (their
-	// TTFT at the client less the server's queue + prefill), or 0 when
-	// the records carry no server split.
+	// TTFT at the client less the server's queue + prefill) — half the
+	// least where the server reports no queue wait (likeNetwork) — or 0
+	// when the records carry no server split.
 	Network time.Duration
 	// Requests and Warmup count the replay's measured and warm-up requests.
 	Requests, Warmup int
@@ -50,11 +52,14 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 	}
 	rows := make([]workload.TraceRow, len(run.Requests))
 	var transport []time.Duration
+	unreported, turnarounds := true, 0
 	for i, r := range run.Requests {
-		rows[i] = workload.TraceRow{At: r.Intended, Input: r.Input, Output: r.Output, HashIDs: r.Blocks}
+		rows[i] = workload.TraceRow{At: r.Intended, Input: r.Input, Output: r.Output, HashIDs: r.Blocks, Turnaround: r.Turnaround}
 		if r.HasTransport {
 			transport = append(transport, r.Transport)
+			unreported = unreported && r.QueueUnreported
 		}
+		turnarounds += min(int(r.Turnaround), 1)
 	}
 	rp, err := workload.NewReplay(rows, workload.ReplayConfig{Chat: chat, Seed: seed, BlockSize: run.BlockTokens})
 	if err != nil {
@@ -65,13 +70,9 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 		fmt.Sprintf("replaying %s: %d requests (%d of them warm-up) in the order sent, with the prompt lengths the server counted and the output lengths it produced (answers run to them)", dir, rp.Len(), warm),
 		"prefix sharing: " + run.Sharing,
 	}}
-	if len(transport) > 0 {
-		slices.Sort(transport)
-		med := transport[len(transport)/2]
-		lk.Network = med / 2
-		lk.Notes = append(lk.Notes, fmt.Sprintf("the client's measured transport (median %v: TTFT at the client less the server's queue + prefill) is the network, %v each way", med.Round(time.Microsecond), lk.Network.Round(time.Microsecond)))
-	} else {
-		lk.Notes = append(lk.Notes, "the records carry no server split: the client's transport is unknown and taken as 0")
+	lk.Network, lk.Notes = likeNetwork(transport, unreported, lk.Notes)
+	if turnarounds > 0 {
+		lk.Notes = append(lk.Notes, fmt.Sprintf("each worker sends its next request after the client's measured turnaround (%d requests: the time between the answer that ended before it and its send)", turnarounds))
 	}
 	if span := rows[len(rows)-1].At - rows[0].At; span > 0 {
 		lk.Rate = float64(len(rows)-1) / span.Seconds()
@@ -92,6 +93,27 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 		lk.Notes = append(lk.Notes, "an open loop at the records' intended send instants")
 	}
 	return lk, nil
+}
+
+// likeNetwork is the replay's one-way network latency from the requests'
+// measured transports (TTFT at the client less the server's queue +
+// prefill), and notes saying how: half their median; or, where the server
+// reports no queue wait (unreported, llama.cpp), half the least of them —
+// their transport then holds each request's wait for a slot and for the
+// engine's step, which the replay simulates itself, and the least is the
+// part every request pays (the report's inferred queue takes the same
+// floor, docs/metrics.md).
+func likeNetwork(transport []time.Duration, unreported bool, notes []string) (time.Duration, []string) {
+	if len(transport) == 0 {
+		return 0, append(notes, "the records carry no server split: the client's transport is unknown and taken as 0")
+	}
+	slices.Sort(transport)
+	if unreported {
+		least := transport[0]
+		return least / 2, append(notes, fmt.Sprintf("the server reports no queue wait, so the client's transport (TTFT at the client less the server's prefill: median %v) holds the waits the replay simulates; the least of it, %v, is the network, %v each way", transport[len(transport)/2].Round(time.Microsecond), least.Round(time.Microsecond), (least/2).Round(time.Microsecond)))
+	}
+	med := transport[len(transport)/2]
+	return med / 2, append(notes, fmt.Sprintf("the client's measured transport (median %v: TTFT at the client less the server's queue + prefill) is the network, %v each way", med.Round(time.Microsecond), (med/2).Round(time.Microsecond)))
 }
 
 // ErrNoArrivals marks a run whose requests were all meant for one instant:

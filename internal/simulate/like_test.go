@@ -1,7 +1,10 @@
 package simulate
 
 import (
+	"cmp"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -177,5 +180,74 @@ func stripBlocks(t *testing.T, from, to string) {
 	}
 	if err := results.WriteRunInfo(to, info); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writeLlamaCppLoop writes a closed loop of one worker against a server
+// that reports no queue wait (llama.cpp's timings): three requests of 64
+// prompt and 8 answer tokens, prefill 4 ms each, the client's transport
+// (TTFT less prefill) 6, 4 and 10 ms, each answer 10 ms after its first
+// token, and the worker's turnarounds 5 and 7 ms.
+func writeLlamaCppLoop(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := results.WriteRunInfo(dir, results.RunInfo{Mode: "closed", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	at := int64(0)
+	for i, transport := range []int64{6e6, 4e6, 10e6} {
+		first := at + transport + 4e6
+		r := latency.Record{Schema: 2, ID: fmt.Sprintf("b-%d", i+1), Stream: true, IntendedNS: at, SentNS: at,
+			FirstTokenNS: first, EndNS: first + 10e6, InputTokens: 64, OutputTokens: 8, Status: 200,
+			Server: &latency.ServerSplit{PrefillNS: 4e6, DecodeNS: 10e6, Source: latency.SourceLlamaCppTimings,
+				Engine: latency.EngineLlamaCpp, Unreported: []string{latency.SplitQueue}}}
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(append(b, line...), '\n')
+		at = r.EndNS + []int64{5e6, 7e6, 0}[i]
+	}
+	if err := os.WriteFile(results.RecordsPath(dir), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A replayed closed loop keeps the client's measured turnaround: each
+// request is sent that long after its worker's previous answer ended (5
+// and 7 ms here), whatever the engine's speed. Where the server reports
+// no queue wait, the client's transport holds the waits the replay
+// simulates, so the network is half the least transport (4 ms → 2 ms each
+// way), not half the median (6 ms).
+func TestLikeReplaysTurnaroundAndLeastTransport(t *testing.T) {
+	run := writeLlamaCppLoop(t)
+	lk, err := LikeRun(run, true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk.Network != 2*time.Millisecond {
+		t.Errorf("network %v, want 2ms (half the least transport)", lk.Network)
+	}
+	o := DefaultOptions()
+	o.Like, o.OutputDir = run, filepath.Join(t.TempDir(), "like")
+	writeRun(t, o, func(string) bool { return false })
+	var recs []latency.Record
+	if err := results.EachRecord(results.RecordsPath(o.OutputDir), func(_ int, r *latency.Record, err error) error {
+		if err == nil {
+			recs = append(recs, *r)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(recs, func(a, b latency.Record) int { return cmp.Compare(a.IntendedNS, b.IntendedNS) })
+	var got []time.Duration
+	for i := 1; i < len(recs); i++ {
+		got = append(got, time.Duration(recs[i].IntendedNS-recs[i-1].EndNS))
+	}
+	if want := []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}; !slices.Equal(got, want) {
+		t.Errorf("turnarounds replayed %v, want %v", got, want)
 	}
 }

@@ -187,6 +187,21 @@ func (r *Replay) SharesPrefixes() bool { return r.shares }
 // of its first tokens an earlier request of the replay sent too.
 func (r *Replay) SharedPrefixTokens(i int64) int { return r.shared[int(i%int64(len(r.rows)))] }
 
+// Turnaround is row i's TraceRow.Turnaround: in a closed loop, how long
+// after its worker's previous answer ends the row is sent
+// (TurnaroundSource).
+func (r *Replay) Turnaround(i int64) time.Duration {
+	return r.rows[int(i%int64(len(r.rows)))].Turnaround
+}
+
+// TurnaroundSource is a source whose closed-loop sessions each follow
+// their worker's previous answer by a time of their own (a measured run's
+// client turnaround, Replay): a simulated closed loop waits that long
+// before sending session i when it is not its worker's first.
+type TurnaroundSource interface {
+	Turnaround(i int64) time.Duration
+}
+
 // Session returns the request of row i.
 func (r *Replay) Session(i int64) Session {
 	in, out := r.Lengths(i)

@@ -25,6 +25,10 @@ type TraceRow struct {
 	// whose prompts begin with the same ids begin with the same blocks of
 	// tokens (Replay builds them so). Nil for the other formats.
 	HashIDs []int64
+	// Turnaround is, for a closed loop's replay, the client's time
+	// between its worker's previous answer's end and this row's send
+	// (results.Sent.Turnaround); 0 for the other formats.
+	Turnaround time.Duration
 }
 
 // TraceFormat is a trace file's format, as ReadTrace tells it from the
