@@ -129,16 +129,7 @@ func (g *Gateway) init() {
 		// closed is resent once on a fresh one (internal/staleconn).
 		switch t := g.Transport.(type) {
 		case nil:
-			g.transport = staleconn.New(&http.Transport{
-				Proxy:               nil,
-				DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-				MaxIdleConns:        0,
-				MaxIdleConnsPerHost: 4096,
-				IdleConnTimeout:     90 * time.Second,
-				DisableCompression:  true,
-				WriteBufferSize:     8 << 10,
-				ReadBufferSize:      4 << 10,
-			})
+			g.transport = defaultTransport()
 		case *http.Transport:
 			g.transport = staleconn.New(t)
 		default:
@@ -148,6 +139,43 @@ func (g *Gateway) init() {
 		g.clock = g.now
 	})
 }
+
+// defaultTransport is the upstream transport of a Gateway without one:
+// plain-HTTP/1.1 upstreams through h1Transport (request and answer on the
+// handler's goroutine), anything else through net/http's Transport, tuned
+// for many concurrent streams (no compression, large idle pools); a
+// request that meets a pooled connection its upstream already closed is
+// resent once on a fresh one (internal/staleconn).
+func defaultTransport() http.RoundTripper {
+	dial := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t := &http.Transport{
+		Proxy:               nil,
+		DialContext:         dial,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: maxIdlePerHost,
+		IdleConnTimeout:     idleConnTimeout,
+		DisableCompression:  true,
+		WriteBufferSize:     8 << 10,
+		ReadBufferSize:      4 << 10,
+	}
+	st := staleconn.New(t)
+	if upstreamNetHTTP {
+		return st
+	}
+	st.Pooled = newH1Transport(dial, t)
+	return st
+}
+
+// The upstream connections' pool: idle connections kept per host, and for
+// how long.
+const (
+	maxIdlePerHost  = 4096
+	idleConnTimeout = 90 * time.Second
+)
+
+// upstreamNetHTTP sends every upstream request through net/http's
+// Transport (the tests run the suite through both paths).
+var upstreamNetHTTP bool
 
 // newLimiter makes a key's limiter: NewLimiter's when set, else the
 // buckets in Redis when one is configured, else in-process ones.
