@@ -93,6 +93,10 @@ type exchange struct {
 	tokens    int            // output tokens
 	noContent bool           // the stream ended without content (no first token: no TTFT)
 	wrote     bool
+	// firstSeen is when the first token was taken (firstToken); fed, that
+	// the pool and the span were told (feedFirstToken).
+	firstSeen time.Time
+	fed       bool
 	sw        *sse.Writer // the answer's events, from newRelay on
 	errKind   string
 	prio      int       // priority class in the queues (queuePriority)

@@ -128,6 +128,7 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	defer a.resp.Body.Close()
 	defer a.cancel()
 	x.firstToken(a)
+	defer x.feedFirstToken(a) // when the answer did not (an answer sent whole, or without content)
 	r := x.newRelay(ctx, a)
 	switch {
 	case a.whole:
@@ -140,10 +141,8 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	return true
 }
 
-// firstToken sets the timeline's connection and first-token instants and
-// feeds the winning attempt's pool: its upstream TTFT (from the
-// connection) for the hedging delay, and from its admission to that pool
-// for its adaptive limit.
+// firstToken sets the timeline's connection and first-token instants;
+// feedFirstToken passes them on once the first events were written.
 func (x *exchange) firstToken(a *attempt) {
 	tl := &x.tl
 	tl.conn = a.started
@@ -157,14 +156,29 @@ func (x *exchange) firstToken(a *attempt) {
 	if tl.firstTok.Before(tl.conn) {
 		tl.firstTok = tl.conn
 	}
-	x.span.event("first_token")
+	x.firstSeen = x.g.now()
+	x.status = http.StatusOK
+}
+
+// feedFirstToken feeds the winning attempt's pool, once: its upstream
+// TTFT (from the connection) for the hedging delay, and from its
+// admission to that pool for its adaptive limit; and the span's
+// first_token event. It runs after the first events were written to the
+// client (relay.write), off the first token's way, with the instants
+// firstToken read.
+func (x *exchange) feedFirstToken(a *attempt) {
+	if x.fed {
+		return
+	}
+	x.fed = true
+	tl := &x.tl
+	x.span.eventAt("first_token", x.firstSeen)
 	a.pool.recordTTFT(tl.firstTok.Sub(tl.conn))
 	admitted := a.admitted
 	if admitted.IsZero() {
 		admitted = tl.admitted
 	}
-	a.pool.adm.observeFirstToken(x.g.now(), tl.firstTok.Sub(admitted))
-	x.status = http.StatusOK
+	a.pool.adm.observeFirstToken(x.firstSeen, tl.firstTok.Sub(admitted))
 }
 
 // relay passes one answer on to the client and counts what it passes.
@@ -226,6 +240,11 @@ func (r *relay) write(b []byte, t0 time.Time) error {
 	err := x.sw.Event(b)
 	r.wrote = x.g.now()
 	x.tl.backpressure += r.wrote.Sub(t0)
+	if !x.fed {
+		// After the first events' write; the time it takes is counted
+		// in post_process (the next event's reading starts at wrote).
+		x.feedFirstToken(r.a)
+	}
 	return err
 }
 

@@ -58,6 +58,13 @@ func (s *spanRecorder) event(name string) {
 	}
 }
 
+// eventAt adds an event that happened at t (recorded later).
+func (s *spanRecorder) eventAt(name string, t time.Time) {
+	if s.span != nil {
+		s.span.AddEvent(name, trace.WithTimestamp(t))
+	}
+}
+
 // end sets the request's attributes (GenAI names where they exist, the
 // stage durations in seconds), adds one child span per stage (laid end to
 // end from the handler's start: the partition of its Server-Timing) and
