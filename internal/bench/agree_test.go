@@ -50,9 +50,9 @@ func TestSameP99Everywhere(t *testing.T) {
 	recs := agreeRecords()
 	const wantTTFT, wantITL = 99.9, 60.34
 
-	// bench: records into the collector and the compat views as they finish.
+	// bench: records into the collector (and so the compat views) as they
+	// finish.
 	coll := report.NewCollector(report.Options{})
-	var compat compatAgg
 	dir := t.TempDir()
 	w, err := results.NewRecordWriter(filepath.Join(dir, results.RequestsFile))
 	if err != nil {
@@ -61,7 +61,6 @@ func TestSameP99Everywhere(t *testing.T) {
 	for _, r := range recs {
 		w.Write(r)
 		coll.Add(r)
-		compat.add(r)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -100,7 +99,7 @@ func TestSameP99Everywhere(t *testing.T) {
 		jsonP99[m.Metric] = m.P99
 	}
 
-	v := compat.views()
+	v, back := coll.Report().Compat, rep.Compat // as bench keeps them; from the records read back
 	tests := []struct {
 		name string
 		got  float64
@@ -109,9 +108,11 @@ func TestSameP99Everywhere(t *testing.T) {
 		{"report JSON ttft", jsonP99["ttft"], wantTTFT},
 		{"vLLM TTFT", v.VLLM.TTFT.P99, wantTTFT},
 		{"AIPerf TTFT", v.AIPerf.TTFT.P99, wantTTFT},
+		{"vLLM TTFT read back", back.VLLM.TTFT.P99, wantTTFT},
 		{"report JSON itl", jsonP99["itl"], wantITL},
 		{"vLLM ITL", v.VLLM.ITL.P99, wantITL},
 		{"AIPerf ICL", v.AIPerf.ICL.P99, wantITL},
+		{"AIPerf ICL read back", back.AIPerf.ICL.P99, wantITL},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -131,7 +132,6 @@ func TestSameP99PastTheExactCaps(t *testing.T) {
 	const requests, chunks = 2100, 1001 // 2,100,000 one-token gaps
 	r := rand.New(rand.NewPCG(9, 9))
 	coll := report.NewCollector(report.Options{Resamples: 10})
-	var compat compatAgg
 	rec := &latency.Record{Schema: latency.RecordSchema, ID: "r", Stream: true, InputTokens: 10,
 		OutputTokens: chunks, InputSource: latency.SourceUsage, OutputSource: latency.SourceUsage,
 		FinishReason: "stop", Status: 200, ChunkNS: make([]int64, chunks), ChunkTokens: make([]int32, chunks)}
@@ -150,15 +150,15 @@ func TestSameP99PastTheExactCaps(t *testing.T) {
 		}
 		rec.FirstTokenNS, rec.LastEventNS, rec.EndNS = rec.ChunkNS[0], at, at+int64(time.Millisecond)
 		coll.Add(rec)
-		compat.add(rec)
 	}
 	var itl report.Dist
-	for _, d := range coll.Report().Metrics {
+	rep := coll.Report()
+	for _, d := range rep.Metrics {
 		if d.Metric == "itl" {
 			itl = d
 		}
 	}
-	v := compat.views()
+	v := rep.Compat
 	if !itl.Approx || itl.Count != int64(len(exact)) {
 		t.Fatalf("report ITL: approx %v count %d, want a histogram of %d", itl.Approx, itl.Count, len(exact))
 	}

@@ -97,16 +97,16 @@ type ToolTarget struct {
 // Summary is summary.json: the report plus what only the load generator
 // knows.
 type Summary struct {
-	Schema      int           `json:"schema"`
-	Command     string        `json:"command"`
-	Target      string        `json:"target"`
-	Model       string        `json:"model"`
-	Started     time.Time     `json:"started"`
-	Calibration *Calibration  `json:"calibration,omitempty"`
-	Client      ClientHealth  `json:"client"`
-	Phases      []PhaseResult `json:"phases"`
-	Sweep       *SweepOutcome `json:"sweep,omitempty"`
-	Compat      *CompatViews  `json:"compat,omitempty"`
+	Schema      int                 `json:"schema"`
+	Command     string              `json:"command"`
+	Target      string              `json:"target"`
+	Model       string              `json:"model"`
+	Started     time.Time           `json:"started"`
+	Calibration *Calibration        `json:"calibration,omitempty"`
+	Client      ClientHealth        `json:"client"`
+	Phases      []PhaseResult       `json:"phases"`
+	Sweep       *SweepOutcome       `json:"sweep,omitempty"`
+	Compat      *report.CompatViews `json:"compat,omitempty"`
 	// Prompts is the requested against the served prompt lengths, and
 	// what sized them.
 	Prompts     *PromptLengths `json:"prompt_lengths,omitempty"`
@@ -206,7 +206,6 @@ type run struct {
 	target  Target
 	sum     *Summary
 	coll    *report.Collector
-	compat  compatAgg
 	// The server's evidence read from its /metrics over the run.
 	samples []results.ServerSample
 	server  *results.ServerInfo
@@ -355,7 +354,6 @@ func (r *run) measure(ctx context.Context) (err error) {
 		Emit: func(rec *latency.Record) {
 			w.Write(rec)
 			r.coll.Add(rec)
-			r.compat.add(rec)
 			r.lengths.add(rec)
 			r.genAI(rec)
 			r.sum.Records++
@@ -460,7 +458,7 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 	rep := r.coll.Report()
 	sum := r.sum
 	sum.Report = rep
-	sum.Compat = r.compat.views()
+	sum.Compat = rep.Compat
 	sum.SLOsFailed = r.slosFailed(rep)
 	if err := results.WriteSummary(r.cfg.OutDir, sum); err != nil {
 		return nil, err
@@ -765,7 +763,7 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 	for _, warn := range s.Client.Warnings {
 		fmt.Fprintf(w, "WARNING   %s\n", warn)
 	}
-	WriteCompat(w, s.Compat)
+	report.WriteCompat(w, "compat", s.Compat)
 	if s.Sweep != nil && s.Sweep.Line != "" {
 		fmt.Fprintln(w, s.Sweep.Line)
 	}
@@ -773,22 +771,6 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 		fmt.Fprintln(w, "interrupted: the summary covers the requests that finished")
 	}
 	fmt.Fprintf(w, "results   %s (%d records)\n", dir, s.Records)
-}
-
-// WriteCompat writes the compatibility views' console lines (nothing for
-// nil): each peer's TTFT, TPOT and ITL as it defines them, and when
-// answers reasoned, which first token each prints as TTFT beside AIPerf's
-// time to first answer token (docs/metrics.md, "Compatibility views").
-func WriteCompat(w io.Writer, v *CompatViews) {
-	if v == nil {
-		return
-	}
-	fmt.Fprintf(w, "compat    vLLM TTFT/TPOT/ITL P50 %.2f/%.2f/%.2f ms · AIPerf ITL/ICL P50 %.2f/%.2f ms · guidellm TPOT P50 %.2f ms (docs/metrics.md)\n",
-		v.VLLM.TTFT.P50, v.VLLM.TPOT.P50, v.VLLM.ITL.P50, v.AIPerf.ITL.P50, v.AIPerf.ICL.P50, v.Guidellm.TPOT.P50)
-	if v.AIPerf.TTFO.Count > 0 {
-		fmt.Fprintf(w, "compat    reasoning: TTFT P50 as vLLM prints it %.2f ms (first choice event), as AIPerf %.2f ms (first reasoning or content); time to first answer token: AIPerf TTFO %.2f ms (docs/metrics.md)\n",
-			v.VLLM.TTFT.P50, v.AIPerf.TTFT.P50, v.AIPerf.TTFO.P50)
-	}
 }
 
 // genAI feeds a measured request to the GenAI client metrics: the
@@ -811,3 +793,6 @@ func (r *run) genAI(rec *latency.Record) {
 	}
 	r.cfg.GenAI.Record(context.Background(), req)
 }
+
+// ms converts nanoseconds to milliseconds.
+func ms(ns int64) float64 { return float64(ns) / 1e6 }

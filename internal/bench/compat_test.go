@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/stats"
+	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -90,8 +90,8 @@ func TestCompatViewsOnRecordedStream(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tokentrace metrics (-want +got):\n%s", diff)
 	}
-	c := CompatOf(rec)
-	hand := CompatRequest{
+	c := report.CompatOf(rec)
+	hand := report.CompatRequest{
 		VLLMTTFT:     ms(100),                                    // the role-only chunk
 		VLLMTPOT:     ms(26.25),                                  // (205 − 100) / 4: latency ends at the usage chunk
 		VLLMITL:      []int64{ms(50), ms(10), ms(20), 0, ms(20)}, // every choice event, the finish chunk included
@@ -120,27 +120,20 @@ func TestCompatViewsOnRecordedStream(t *testing.T) {
 	}
 }
 
+// The views over a run, as bench keeps them in summary.json: the
+// report's collector aggregates each request's values.
 func TestCompatAggregate(t *testing.T) {
 	rec := recordedStream(t)
-	var a compatAgg
+	coll := report.NewCollector(report.Options{})
 	for range 3 {
-		a.add(rec)
+		coll.Add(rec)
 	}
-	v := a.views()
+	v := coll.Report().Compat
 	near := func(got, want float64) bool { return got >= want*0.999 && got <= want*1.001 }
 	if !near(v.VLLM.TTFT.P50, 100) || !near(v.VLLM.TPOT.P50, 26.25) || v.Guidellm.TPOT.Mean != 6 || v.VLLM.ITL.Count != 15 {
 		t.Errorf("views %+v", v)
 	}
 	if v.VLLM.ITL.P99 != 50 {
 		t.Errorf("vLLM ITL P99 %g ms, want 50", v.VLLM.ITL.P99)
-	}
-	// Past 65,536 values, percentiles come from the histogram (within 0.05 %).
-	var h stats.Sample
-	for i := range int64(100000) {
-		h.Add(1e6 + i*100) // 1 ms .. 11 ms
-	}
-	st := compatStat(&h)
-	if want := float64(1e6+98999*100) / 1e6; st.P99 < want*0.999 || st.P99 > want*1.001 || h.Values() != nil {
-		t.Errorf("histogram P99 %g ms, want %g ± 0.1%%", st.P99, want)
 	}
 }

@@ -506,8 +506,8 @@ func (p *phaseRun) summarize() {
 		p.res.CompletionRPS = float64(p.res.Succeeded-1) / (float64(d) / 1e9)
 	}
 	if p.lags.Count() > 0 {
-		st := compatStat(&p.lags)
-		p.res.SendLagP50MS, p.res.SendLagP99MS = st.P50, st.P99
+		lag, _ := p.lags.Percentiles(50, 99)
+		p.res.SendLagP50MS, p.res.SendLagP99MS = ms(lag[0]), ms(lag[1])
 		p.res.SendLagMaxMS = float64(p.lagMax) / 1e6
 	}
 }

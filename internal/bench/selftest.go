@@ -315,13 +315,11 @@ func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 	}
 	defer g.Close()
 	coll := report.NewCollector(report.Options{})
-	var compat compatAgg
 	w := results.Discard()
 	tenth := max(o.Many/10, 1)
 	r := &Runner{Doer: g.cl, Source: g.src, Clock: g.clock, RunID: "many", Emit: func(rec *latency.Record) {
 		w.Write(rec)
 		coll.Add(rec)
-		compat.add(rec)
 	}}
 	// Let the previous test's connections and goroutines wind down.
 	time.Sleep(time.Second)
@@ -339,7 +337,6 @@ func manyTest(ctx context.Context, o SelfTestOptions, res *SelfTestResult) error
 	res.BytesPerReq = (last - first) / float64(o.Many-tenth)
 	res.HeapStartMB, res.HeapEndMB = first/(1<<20), last/(1<<20)
 	runtime.KeepAlive(coll)
-	runtime.KeepAlive(&compat)
 	return ctx.Err()
 }
 

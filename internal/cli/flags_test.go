@@ -389,22 +389,61 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return path
 }
 
-// report of one results folder prints, under its text, the compatibility
-// views bench kept in summary.json: a reasoning model's TTFT as vLLM and
-// AIPerf print it beside AIPerf's time to first answer token.
+// report prints, under its text, the compatibility views computed from the
+// records, for a results folder, a bare records file and each side of
+// --compare alike: a reasoning model's TTFT as vLLM and AIPerf print it
+// beside AIPerf's time to first answer token. Each request: a role chunk at
+// 5 ms, reasoning at 10 ms, the answer's three tokens at 100, 150 and
+// 200 ms.
 func TestReportPrintsCompatViews(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir, 10)
-	sum := `{"compat": {"vllm": {"ttft": {"count": 10, "p50_ms": 9.5}}, "aiperf": {"ttft": {"count": 10, "p50_ms": 9.75}, "ttfo": {"count": 10, "p50_ms": 171.25}}}}`
-	if err := os.WriteFile(filepath.Join(dir, results.SummaryFile), []byte(sum), 0o644); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, "report", dir)
-	want := "compat    reasoning: TTFT P50 as vLLM prints it 9.50 ms (first choice event), as AIPerf 9.75 ms (first reasoning or content); time to first answer token: AIPerf TTFO 171.25 ms"
-	if err != nil || !strings.Contains(out, want) {
-		t.Fatalf("err %v; report lacks %q:\n%s", err, want, out)
+	var b bytes.Buffer
+	for i := range 10 {
+		at := int64(i) * 1e9
+		r := latency.Record{Schema: latency.RecordSchema, ID: fmt.Sprint("r", i), Stream: true, IntendedNS: at, SentNS: at,
+			OtherNS: []int64{at + 5e6, at + 10e6}, FirstReasonNS: at + 10e6, ReasoningTokens: 1,
+			FirstTokenNS: at + 1e8, EndNS: at + 2e8, ChunkNS: []int64{at + 1e8, at + 15e7, at + 2e8}, ChunkTokens: []int32{1, 1, 1},
+			InputTokens: 10, OutputTokens: 3, Status: 200}
+		line, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
 	}
-	if out, _ := run(t, "report", dir, "--format", "json"); strings.Contains(out, "compat    ") {
+	records := filepath.Join(dir, results.RequestsFile)
+	if err := os.WriteFile(records, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// vLLM: TTFT 5; TPOT (200 − 5) / (4 − 1) = 65; ITL 5, 90, 50, 50.
+	// AIPerf: TTFT 10, TTFO 100; ITL (200 − 10) / 3 = 63.33; ICL 50, 50.
+	// guidellm: TPOT (200 − 100) / 3 = 33.33.
+	views := "vLLM TTFT/TPOT/ITL P50 5.00/65.00/50.00 ms · AIPerf ITL/ICL P50 63.33/50.00 ms · guidellm TPOT P50 33.33 ms"
+	reasoning := "reasoning: TTFT P50 as vLLM prints it 5.00 ms (first choice event), as AIPerf 10.00 ms (first reasoning or content); time to first answer token: AIPerf TTFO 100.00 ms"
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{dir}, []string{"compat    " + views, "compat    " + reasoning}},
+		{[]string{records}, []string{"compat    " + views, "compat    " + reasoning}},
+		{[]string{"--compare", dir, records}, []string{
+			"vLLM TTFT                        5.00ms    5.00ms\nvLLM TPOT                       65.00ms   65.00ms\n",
+			"AIPerf TTFT                     10.00ms   10.00ms\nAIPerf TTFO                    100.00ms  100.00ms\n",
+			"guidellm TPOT                   33.33ms   33.33ms\n"}},
+	} {
+		out, err := run(t, append([]string{"report"}, tt.args...)...)
+		if err != nil {
+			t.Fatalf("report %v: %v", tt.args, err)
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("report %v lacks %q:\n%s", tt.args, want, out)
+			}
+		}
+	}
+	if out, _ := run(t, "report", dir, "--format", "json"); strings.Contains(out, "compat ") {
 		t.Errorf("a JSON report has the console's compat lines")
 	}
 }

@@ -1,21 +1,17 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
-	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 func newReportCmd() *cobra.Command {
@@ -68,11 +64,7 @@ output cannot be written (docs/cli.md).`,
 					return usageError(fmt.Errorf("report: %w", err), g)
 				}
 			}
-			var out renderer = r
-			if cfg.Format == "text" && !cfg.Compare && len(args) == 1 {
-				out = withCompat(r, args[0])
-			}
-			if err := writeReport(out, output, cfg.DefaultFile(), cmd.OutOrStdout()); err != nil {
+			if err := writeReport(r, output, cfg.DefaultFile(), cmd.OutOrStdout()); err != nil {
 				return fmt.Errorf("report: %w", err)
 			}
 			if r.Report != nil && len(slos) > 0 && r.Report.SLOsFailed() {
@@ -123,40 +115,4 @@ func writeReport(r renderer, output, defaultFile string, stdout io.Writer) error
 	}
 	_, err = fmt.Fprintf(stdout, "report written to %s\n", output)
 	return err
-}
-
-// compatText is a text report followed by the compatibility views bench
-// kept in the results folder's summary.json.
-type compatText struct {
-	r renderer
-	v *bench.CompatViews
-}
-
-func (c compatText) Write(w io.Writer) error {
-	if err := c.r.Write(w); err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(w); err != nil {
-		return err
-	}
-	bench.WriteCompat(w, c.v)
-	return nil
-}
-
-// withCompat adds to a text report of one results folder the compatibility
-// views bench computed for it (summary.json's compat: what vLLM, AIPerf
-// and guidellm would print, a reasoning model's TTFT and time to first
-// answer token among them); r as it is when the folder has none.
-func withCompat(r renderer, path string) renderer {
-	b, err := os.ReadFile(filepath.Join(path, results.SummaryFile))
-	if err != nil {
-		return r
-	}
-	var s struct {
-		Compat *bench.CompatViews `json:"compat"`
-	}
-	if json.Unmarshal(b, &s) != nil || s.Compat == nil {
-		return r
-	}
-	return compatText{r: r, v: s.Compat}
 }

@@ -67,6 +67,7 @@ func (c *Collector) Report() *Report {
 	rep := a.report(c.warmup)
 	rep.Summary.Unreadable = c.unreadable
 	rep.Notes = append(slices.Clone(c.notes), rep.Notes...)
+	rep.Compat = c.compat.views()
 	return rep
 }
 

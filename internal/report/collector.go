@@ -109,7 +109,8 @@ type Collector struct {
 	// from each kind of evidence (latency.ServerSplit's Source, with its
 	// Engine when it names one).
 	evidence map[string]int
-	one      *digest // scratch for Add
+	compat   compatAgg // the compatibility views (Report.Compat)
+	one      *digest   // scratch for Add
 	// shift is added to the instants of the rows absorbed (a shard's, to
 	// put them on the merged run's clock).
 	shift int64
@@ -241,6 +242,7 @@ func (c *Collector) absorb(d *digest) {
 	}
 	c.itl.AddBatch(d.itl, &d.itlHist)
 	c.icl.AddBatch(d.icl, &d.iclHist)
+	c.compat.merge(&d.compat)
 }
 
 // idBase appends a digest's IDs to the collector's and returns the offset

@@ -34,6 +34,7 @@ type digest struct {
 	// evidence counts the successful records' server splits by their
 	// evidence (Collector.evidence).
 	evidence map[string]int
+	compat   compatBatch // the compatibility views' values
 
 	// Reading state, for Load.
 	lines     int    // lines in the batch
@@ -48,7 +49,8 @@ type digest struct {
 func (d *digest) reset() {
 	*d = digest{rows: d.rows[:0], ids: d.ids[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
 		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bothHist: d.bothHist, bad: d.bad[:0], paths: d.paths,
-		evidence: d.evidence}
+		evidence: d.evidence, compat: d.compat}
+	d.compat.reset()
 	d.paths.reset()
 	clear(d.evidence)
 	d.itlHist.Reset()
@@ -68,6 +70,7 @@ func (d *digest) index(tab *[]string, s string) int {
 
 // add reduces one record.
 func (d *digest) add(r *latency.Record, includeWarmup bool) {
+	d.compat.add(r) // it leaves warm-up requests out, whatever includeWarmup says
 	if r.Warmup && !includeWarmup {
 		d.warmup++
 		return

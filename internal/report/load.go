@@ -231,6 +231,7 @@ type pipeline struct {
 	block       int
 	readErr     error       // set by read before it closes order
 	exactDone   atomic.Bool // the collector's gap samples are histograms: skip exact lists
+	compatDone  atomic.Bool // the same for the compatibility views' gaps
 }
 
 // read cuts rd into blocks of whole lines and hands them on, in order.
@@ -292,6 +293,7 @@ func (p *pipeline) reduce(includeWarmup bool) {
 		d.reset()
 		d.hists = true
 		d.noExact = p.exactDone.Load()
+		d.compat.countInHists(p.compatDone.Load())
 		reduceBlock(j.data, j.final, d, &rec, &sc, includeWarmup)
 		d.mergeBoth()
 		j.out <- d
@@ -330,6 +332,7 @@ func (m *merger) merge(ctx context.Context, p *pipeline) error {
 		}
 		m.absorb(d, len(j.data))
 		p.exactDone.Store(m.c.itl.Hist() != nil && m.c.icl.Hist() != nil)
+		p.compatDone.Store(m.c.compat.gapsCounted())
 		select {
 		case p.free <- d:
 		default:

@@ -97,8 +97,10 @@ func Render(ctx context.Context, cfg Config) (*Rendered, error) {
 			return nil, fmt.Errorf("run B: %w", err)
 		}
 		c := Compare(ca, cb)
+		va, vb := ca.compat.views(), cb.compat.views()
+		text := withCompat(c.WriteText, func(w io.Writer) { writeCompatCompare(w, va, vb) })
 		return &Rendered{write: map[string]func(io.Writer) error{
-			"text": c.WriteText, "md": c.WriteMarkdown, "json": c.WriteJSON, "html": c.WriteHTML,
+			"text": text, "md": c.WriteMarkdown, "json": c.WriteJSON, "html": c.WriteHTML,
 		}[format]}, nil
 	}
 	c, err := Collect(ctx, cfg.Paths, cfg.Options)
@@ -107,9 +109,27 @@ func Render(ctx context.Context, cfg Config) (*Rendered, error) {
 	}
 	rep := c.Report()
 	return &Rendered{Report: rep, write: map[string]func(io.Writer) error{
-		"text": rep.WriteText, "md": rep.WriteMarkdown, "json": rep.WriteJSON,
+		"text": withCompat(rep.WriteText, func(w io.Writer) { WriteCompat(w, "compat", rep.Compat) }), "md": rep.WriteMarkdown, "json": rep.WriteJSON,
 		"csv": c.WriteCSV, "html": rep.WriteHTML,
 	}[format]}, nil
+}
+
+// withCompat is a text form followed, after a blank line, by what compat
+// writes: the runs' compatibility views (the text form alone when compat
+// writes nothing, no run having streamed).
+func withCompat(text func(io.Writer) error, compat func(io.Writer)) func(io.Writer) error {
+	return func(w io.Writer) error {
+		if err := text(w); err != nil {
+			return err
+		}
+		var b strings.Builder
+		compat(&b)
+		if b.Len() == 0 {
+			return nil
+		}
+		_, err := io.WriteString(w, "\n"+b.String())
+		return err
+	}
 }
 
 // resultsDir is the folder a path stands for: itself, or a file's folder.

@@ -44,6 +44,13 @@ type Report struct {
 	// Notes says what the report lacks or what input was dropped.
 	Notes []string `json:"notes,omitempty"`
 
+	// Compat is the run as vLLM, AIPerf and guidellm define their metrics
+	// (docs/metrics.md, "Compatibility views"), computed from the records;
+	// nil when no request streamed. The text form ends with it; bench
+	// writes it as summary.json's compat, so it is not part of the JSON
+	// form.
+	Compat *CompatViews `json:"-"`
+
 	// Figures is what the HTML charts are drawn from: curves and series
 	// sampled from the per-request numbers, bounded in size whatever the
 	// run's length. It is not part of the JSON form.

@@ -71,6 +71,12 @@ func (s *Sample) AddBatch(vs []int64, h *Histogram) {
 	}
 }
 
+// Reset empties s, keeping the storage of the values it kept one by one:
+// it counts exactly again, up to ExactCap values.
+func (s *Sample) Reset() {
+	s.values, s.hist, s.n, s.sum = s.values[:0], nil, 0, 0
+}
+
 // toHist moves the values kept one by one into the histogram.
 func (s *Sample) toHist() {
 	s.hist = &Histogram{}
