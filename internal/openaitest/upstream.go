@@ -60,8 +60,12 @@ type Upstream struct {
 	UsageChunk      bool
 	PromptTokens    int
 	// Timing, when set, is sent as Server-Timing: a trailer after a
-	// stream, a header on a whole answer.
-	Timing string
+	// stream, a header on a whole answer. TimingIn "header" sends it as a
+	// header on a generated stream too, "final" as the stream's last
+	// comment before [DONE] (": server-timing VALUE", as a tokentrace hop
+	// sends it).
+	Timing   string
+	TimingIn string
 	// Status, when not 0 or 200, answers every completion with it and an
 	// OpenAI error body: ErrorBody, or one naming the upstream.
 	Status    int
@@ -281,8 +285,12 @@ func (u *Upstream) usage(completion int) string {
 }
 
 func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model any) bool {
-	if u.Timing != "" {
+	trailer := u.Timing != "" && u.TimingIn == ""
+	switch {
+	case trailer:
 		w.Header().Set("Trailer", "Server-Timing")
+	case u.Timing != "" && u.TimingIn == "header":
+		w.Header().Set("Server-Timing", u.Timing)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
@@ -320,11 +328,15 @@ func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model any) boo
 	if u.UsageChunk {
 		sw.Queue([]byte(`{"id":"x","object":"chat.completion.chunk","choices":[],` + u.usage(n) + `}`))
 	}
-	if sw.Done() != nil {
+	var comment []string
+	if u.Timing != "" && u.TimingIn == "final" {
+		comment = []string{"server-timing ", u.Timing}
+	}
+	if sw.Final(nil, comment...) != nil {
 		u.gone()
 		return false
 	}
-	if u.Timing != "" {
+	if trailer {
 		w.Header().Set("Server-Timing", u.Timing)
 	}
 	return true

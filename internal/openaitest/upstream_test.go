@@ -181,3 +181,27 @@ func TestEndlessStopsAtTheClientsClose(t *testing.T) {
 		t.Error("the client's close was not counted")
 	}
 }
+
+// TestTimingPlacement: a generated stream's Server-Timing goes in the
+// trailer by default, in the header with TimingIn "header", and in the
+// comment before [DONE] with TimingIn "final".
+func TestTimingPlacement(t *testing.T) {
+	for _, in := range []string{"", "header", "final"} {
+		u := Start(t, &Upstream{Name: "t", Chunks: 1, Timing: Timing, TimingIn: in})
+		resp, err := http.Post(u.URL()+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{"header": resp.Header.Get("Server-Timing") == Timing, "trailer": resp.Trailer.Get("Server-Timing") == Timing,
+			"final": strings.HasSuffix(string(body), ": server-timing "+Timing+"\ndata: [DONE]\n\n")}
+		want := map[string]bool{"header": in == "header", "trailer": in == "", "final": in == "final"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("TimingIn %q: where Server-Timing went (-want +got):\n%s", in, diff)
+		}
+	}
+}

@@ -242,7 +242,10 @@ func checkCounters(t *testing.T, rep *report.Report) {
 
 // delayProxy serves the default engine behind a reverse proxy that holds
 // each completion request for network before passing it on, and each
-// stream's [DONE] for tail; it returns the proxy's base URL.
+// stream's [DONE] for tail; it returns the proxy's base URL. It is not an
+// openaitest.Upstream: the scenario's diagnosis needs the real (simulated)
+// engine's answers, Server-Timing and /metrics behind the added delay,
+// which a fake upstream does not produce.
 func delayProxy(t *testing.T, network, tail time.Duration) string {
 	t.Helper()
 	cfg, err := serve.DefaultOptions().Config()

@@ -3,58 +3,29 @@ package report_test
 import (
 	"encoding/csv"
 	"encoding/json"
-	"fmt"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
 
 // stageServer is an OpenAI-compatible server that names stages of its
 // own no engine has, in one of Server-Timing's three forms: the header,
 // the trailer, or the final SSE comment before [DONE]. Its first token
-// comes 25 ms after the request, its last 10 ms later.
+// comes 25 ms after the request, its last about 10 ms later.
 func stageServer(t *testing.T, form, timing string) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		switch form {
-		case "header":
-			w.Header().Set("Server-Timing", timing)
-		case "trailer":
-			w.Header().Set("Trailer", "Server-Timing")
-		}
-		fl := w.(http.Flusher)
-		w.WriteHeader(http.StatusOK)
-		time.Sleep(25 * time.Millisecond) // the stages before the first token
-		for i := range 4 {
-			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
-			fl.Flush()
-			time.Sleep(3 * time.Millisecond)
-		}
-		fmt.Fprint(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"+
-			"\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":4,\"total_tokens\":12}}\n\n")
-		if form == "final" {
-			fmt.Fprintf(w, ": server-timing %s\n\n", timing)
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		if form == "trailer" {
-			w.Header().Set("Server-Timing", timing)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	u := &openaitest.Upstream{Name: "stages", TTFT: 25 * time.Millisecond, Gap: 3 * time.Millisecond, Chunks: 4,
+		UsageChunk: true, PromptTokens: 8, Timing: timing}
+	if form != "trailer" {
+		u.TimingIn = form
+	}
+	return openaitest.Start(t, u).URL()
 }
 
 // A server reporting stages tokentrace does not know — retrieval, rerank,
