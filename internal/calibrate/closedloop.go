@@ -47,7 +47,9 @@ func (w ClosedLoop) validate() error {
 
 // RunClosedLoop drives an engine on the virtual clock with w and returns
 // every request's timeline in the order sent. The first Clients requests
-// arrive at offset 0, as a benchmark client starts them.
+// are sent at offset 0, as a benchmark client starts them. A timeline's
+// Arrival is when its client sent the request, not when the engine saw
+// it: the intake counts in its TTFT and E2E, as the client measures them.
 func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 	if err := w.validate(); err != nil {
 		return nil, err
@@ -58,10 +60,11 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 	}
 	out := make([]engine.Timeline, 0, w.Requests)
 	var intakeFree time.Duration
-	intake := func(sent time.Duration) time.Duration {
+	intake := func(sent time.Duration) arrival {
 		intakeFree = max(intakeFree, sent) + w.Intake
-		return intakeFree
+		return arrival{at: intakeFree, sent: sent}
 	}
+	sentAt := make([]time.Duration, 0, w.Requests)
 	rng := rand.New(rand.NewPCG(w.Seed, w.Seed^0x9e3779b97f4a7c15))
 	var pending arrivals
 	for range w.Clients {
@@ -74,13 +77,14 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 	sent, done := 0, 0
 	var now time.Duration
 	for done < w.Requests {
-		for pending.Len() > 0 && pending[0] <= now && sent < w.Requests {
-			heap.Pop(&pending)
+		for pending.Len() > 0 && pending[0].at <= now && sent < w.Requests {
+			a := heap.Pop(&pending).(arrival)
 			q := engine.Request{ID: fmt.Sprint(sent), PromptLen: w.Input, MaxTokens: w.Output, IgnoreEOS: true}
 			if _, err := v.Submit(now, sent, &q); err != nil {
 				return nil, fmt.Errorf("closed loop: request %d: %w", sent, err)
 			}
 			out = append(out, engine.Timeline{})
+			sentAt = append(sentAt, a.sent)
 			sent++
 		}
 		end, ok := v.Start(now)
@@ -88,7 +92,7 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 			if pending.Len() == 0 || sent == w.Requests {
 				return nil, errors.New("closed loop: the engine stalled with requests left")
 			}
-			now = pending[0]
+			now = pending[0].at
 			continue
 		}
 		now = end
@@ -96,7 +100,9 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 			if o.Finish == "" {
 				continue
 			}
-			out[o.ID()] = o.Timeline()
+			tl := o.Timeline()
+			tl.Arrival = engine.SimEpoch.Add(sentAt[o.ID()])
+			out[o.ID()] = tl
 			done++
 			g := w.Gap
 			if w.Jitter > 0 {
@@ -108,13 +114,17 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 	return out, nil
 }
 
-// arrivals is a min-heap of instants.
-type arrivals []time.Duration
+// arrival is a request on its way to the engine: when the engine sees it
+// (at) and when its client sent it.
+type arrival struct{ at, sent time.Duration }
+
+// arrivals is a min-heap of arrivals by the instant the engine sees them.
+type arrivals []arrival
 
 func (a arrivals) Len() int           { return len(a) }
-func (a arrivals) Less(i, j int) bool { return a[i] < a[j] }
+func (a arrivals) Less(i, j int) bool { return a[i].at < a[j].at }
 func (a arrivals) Swap(i, j int)      { a[i], a[j] = a[j], a[i] }
-func (a *arrivals) Push(x any)        { *a = append(*a, x.(time.Duration)) }
+func (a *arrivals) Push(x any)        { *a = append(*a, x.(arrival)) }
 func (a *arrivals) Pop() any {
 	old := *a
 	x := old[len(old)-1]

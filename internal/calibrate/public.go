@@ -108,7 +108,9 @@ type Prediction struct {
 // GPU, TP and precisions timed with eff, and its engine family's scheduler
 // defaults (engine.FamilyOf the row's engine: TensorRT-LLM's max_num_tokens
 // 8,192, max_batch_size 256 and whole prompts, vLLM's defaults for the
-// GPU; an engine of no family takes vLLM's).
+// GPU; an engine of no family takes vLLM's), with TensorRT-LLM's
+// admission of a whole request's KV as a bound on running requests
+// (noEvictBound).
 func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	m, err := perfmodel.ResolveModel(p.Model)
 	if err != nil {
@@ -131,11 +133,38 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 		return engine.Config{}, err
 	}
 	cfg := engine.Config{MaxModelLen: p.Input + p.Output}
-	if fam, ok := engine.FamilyOf(p.Engine); ok {
+	fam, ok := engine.FamilyOf(p.Engine)
+	if ok {
 		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = fam.BatchLimits(g.MemoryBytes)
 		cfg.DisableChunkedPrefill, cfg.EnablePrefixCaching = !fam.Scheduler.EnableChunkedPrefill, fam.Scheduler.EnablePrefixCaching
 	}
-	return engine.FromEstimator(cfg, est), nil
+	cfg = engine.FromEstimator(cfg, est)
+	if ok && fam.Name == "trtllm" {
+		cfg.MaxNumSeqs = noEvictBound(cfg, p.Input+p.Output)
+	}
+	return cfg, nil
+}
+
+// trtllmBlockTokens is TensorRT-LLM's KV cache block of 2024
+// (trtllm-build's tokens_per_block default, 64 tokens).
+const trtllmBlockTokens = 64
+
+// noEvictBound is how many of a public row's identical requests
+// TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) runs at
+// once: it admits a request only when the KV cache holds its prompt and
+// all of its max_tokens, in whole blocks of trtllmBlockTokens, so a closed
+// loop past the cache's capacity queues instead of preempting. For
+// requests of one length that is a bound on the running requests, which is
+// how Predict gives it to the engine (whose own scheduler admits by the
+// prompt and preempts when the cache fills, as vLLM does). The bound
+// never passes cfg.MaxNumSeqs (max_batch_size) and is at least 1.
+func noEvictBound(cfg engine.Config, tokens int) int {
+	per := (tokens + trtllmBlockTokens - 1) / trtllmBlockTokens * trtllmBlockTokens
+	n := max(1, cfg.NumBlocks*cfg.BlockSize/per)
+	if cfg.MaxNumSeqs > 0 {
+		n = min(n, cfg.MaxNumSeqs)
+	}
+	return n
 }
 
 // FamilyEff is the constants an engine family ships for a row's GPU and
@@ -160,7 +189,8 @@ func FamilyEff(p PublicRow) (perfmodel.Efficiency, error) {
 
 // Predict runs the twin on p's closed loop as its client ran it: every
 // client sends its first request at once and the next one when an answer
-// ends, and the means are over the first p.Requests requests sent (the
+// ends, each request passing the row's server's intake (intakeOf) before
+// the engine sees it, and the means are over the first p.Requests requests sent (the
 // first round, one per client, when the source does not say how many:
 // GenAI-Perf's measurement windows, for these requests of seconds to
 // minutes, hold the first answers; docs/perfmodel.md, "Under load").
@@ -173,7 +203,7 @@ func Predict(p PublicRow, eff perfmodel.Efficiency) (Prediction, error) {
 	if n <= 0 {
 		n = p.Concurrency
 	}
-	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output})
+	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output, Intake: intakeOf(p)})
 	if err != nil {
 		return Prediction{}, err
 	}
@@ -191,6 +221,28 @@ func Predict(p PublicRow, eff perfmodel.Efficiency) (Prediction, error) {
 	k := float64(pr.Requests)
 	pr.TTFT, pr.TPOT, pr.E2E = pr.TTFT/k, pr.TPOT/k, pr.E2E/k
 	return pr, nil
+}
+
+// nimIntake is the intake of the public TensorRT-LLM rows' server, NIM's
+// front end (the OpenAI request parsed, the prompt tokenized, the request
+// handed to the engine), paid by every request one at a time before the
+// engine sees it, and counted in the client's TTFT and E2E. Read off the
+// fit half (calibrate.Split): at one client the 200-token prompts' TTFT is
+// 3–25 ms above the twin's whatever the GPU and TP, and simultaneous
+// prompts reach the engine apart (the measured TTFT's P95 is 1.13–1.40 ×
+// its mean at 5 and 25 clients, where a cohort computed in one step would
+// give 1.0). Of 0–6 ms in steps of 1 ms, 4 ms gave the fit half's smallest
+// median TTFT error at ≥ 8 clients (docs/performance.md, "Under load").
+const nimIntake = 4 * time.Millisecond
+
+// intakeOf is the server intake Predict gives a row's closed loop:
+// nimIntake for the TensorRT-LLM family's rows (NIM's front end), none
+// for others (no row measured it).
+func intakeOf(p PublicRow) time.Duration {
+	if fam, ok := engine.FamilyOf(p.Engine); ok && fam.Name == "trtllm" {
+		return nimIntake
+	}
+	return 0
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
