@@ -36,6 +36,9 @@ type result struct {
 	// mallocs is the Go proxy's allocation count after the warm-up round
 	// and after the last (−1: not a Go process with metrics).
 	mallocs [2]float64
+	// stages is a gateway's stage histograms at the same two instants
+	// (nil: not a gateway).
+	stages [2]stageTotals
 }
 
 // allocsPerRequest is the Go proxy's heap allocations per request over

@@ -16,8 +16,9 @@
 // over the direct path at each, and the token-gap jitter (|gap between
 // successive tokens at the client − the scheduled gap|) P50/P99/P99.9,
 // the proxy's CPU (per token and in all) and the Go proxies' heap
-// allocations per request, with the load average before and after and
-// the gateway's targets against nginx judged. nginx is skipped, with a
+// allocations per request, each gateway's stages (the mean per request of
+// each, from its own /metrics), with the load average before and after
+// and the gateway's targets against nginx judged. nginx is skipped, with a
 // note, where it is not installed (Debian: apt-get install nginx-light).
 // Then, so that one run gives every figure of the issue, serve's
 // token-gap jitter against an exact-schedule server (-serve-streams, its
@@ -161,6 +162,7 @@ func run(ctx context.Context, cfg config) error {
 		}
 		writeTable(cfg.Out, n, paths, res, cfg.Sched)
 		fmt.Fprintf(cfg.Out, "load average before: %s, after: %s; %.1f s\n", load0, loadAverage(), time.Since(start).Seconds())
+		writeStages(cfg.Out, paths, res)
 		writeVerdicts(cfg.Out, paths, res, cfg.Sched)
 		fmt.Fprintln(cfg.Out)
 	}
@@ -279,27 +281,29 @@ func measure(ctx context.Context, cfg config, paths []*path, n int) ([]*result, 
 			// The Go paths' allocations over the rounds kept: their
 			// counters read once after the warm-up and once at the end.
 			for i, p := range paths {
-				res[i].mallocs[min(r, 1)] = mallocs(ctx, p.metrics)
+				res[i].mallocs[min(r, 1)], res[i].stages[min(r, 1)] = readMetrics(ctx, p.metrics)
 			}
 		}
 	}
 	return res, nil
 }
 
-// mallocs is a Go process's heap allocations so far
-// (go_memstats_mallocs_total on its /metrics); −1 where it has none.
-func mallocs(ctx context.Context, url string) float64 {
+// readMetrics reads a Go process's heap allocations so far
+// (go_memstats_mallocs_total on its /metrics; −1 where it has none) and,
+// for a gateway, its stage histograms (nil for another process).
+func readMetrics(ctx context.Context, url string) (mallocs float64, stages stageTotals) {
 	if url == "" {
-		return -1
+		return -1, nil
 	}
 	f, err := scrape.Get(ctx, http.DefaultClient, url, nil)
 	if err != nil {
-		return -1
+		return -1, nil
 	}
+	mallocs = -1
 	if v, ok := f.Sum("go_memstats_mallocs_total"); ok {
-		return v
+		mallocs = v
 	}
-	return -1
+	return mallocs, readStages(f)
 }
 
 // turn runs one path's round: n streams, started evenly over one
