@@ -474,7 +474,7 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 func (r *run) runInfo() results.RunInfo {
 	sum, l := r.sum, r.cfg.Load
 	info := results.RunInfo{Target: sum.Target, Model: r.target.Model, Mode: l.Mode(),
-		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency, Interrupted: sum.Interrupted,
+		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency, RampUp: l.RampName(), Interrupted: sum.Interrupted,
 		Warnings: sum.Client.Warnings, Samples: r.samples, Server: r.server}
 	if sum.Sweep == nil && l.Duration == 0 {
 		info.Planned = l.Requests

@@ -603,6 +603,7 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 		}
 	}
 	var st streamState
+	onFirst := firstTokenHook(ctx)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -627,6 +628,10 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 			fail(rec, err.kind, err.msg)
 			st.finish(rec, req)
 			return
+		}
+		if onFirst != nil && (rec.FirstTokenNS != 0 || rec.FirstReasonNS != 0) {
+			onFirst()
+			onFirst = nil
 		}
 	}
 	// Drain to the end for the Server-Timing trailer (bounded by the

@@ -245,18 +245,26 @@ func (p *phaseRun) open() error {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.session(sess, &first, t, at, true)
+			p.session(p.reqCtx, sess, &first, t, at, true)
 		}()
 	}
 }
 
 // closed runs Concurrency workers, each sending its next session's turns
 // back to back; a shard's j-th session is the workload's Shard.Session(j).
+// With a ramp-up, worker w waits for its start (rampStarts) and its first
+// request is meant for that instant (its lateness is send lag).
 func (p *phaseRun) closed() {
-	for range p.load.Concurrency {
+	starts := p.rampStarts()
+	for w := range p.load.Concurrency {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			at, ok := starts.wait(p, w)
+			if !ok {
+				return
+			}
+			ramped := p.load.RampUp > 0 || p.load.RampFirstToken
 			for p.sendCtx.Err() == nil {
 				if p.end > 0 && p.r.Clock.Now() >= p.end {
 					return
@@ -271,16 +279,82 @@ func (p *phaseRun) closed() {
 					continue
 				}
 				p.prepare(&first)
-				p.session(sess, &first, t, p.r.Clock.Now(), false)
+				if !ramped {
+					at = p.r.Clock.Now()
+				}
+				ctx := p.reqCtx
+				if ramped {
+					ctx = starts.next(ctx, w)
+				}
+				p.session(ctx, sess, &first, t, at, ramped)
+				starts.release(w + 1) // its answer ended without a token, or none was sent
+				ramped = false
 			}
 		}()
 	}
 }
 
+// rampStarts are a first-token ramp-up's start signals: worker w+1 starts
+// when worker w's first request brings its first token (or ends without
+// one); nil without that ramp-up.
+type rampStarts []chan struct{}
+
+func (p *phaseRun) rampStarts() rampStarts {
+	if !p.load.RampFirstToken {
+		return nil
+	}
+	s := make(rampStarts, p.load.Concurrency+1)
+	for i := range s {
+		s[i] = make(chan struct{})
+	}
+	close(s[0])
+	return s
+}
+
+// wait waits for worker w's start and returns it as the first request's
+// intended instant: a span's share of the ramp-up (Load.Start), or the
+// instant the previous worker's first token arrived; ok is false when
+// the phase stopped sending first.
+func (s rampStarts) wait(p *phaseRun, w int) (at time.Duration, ok bool) {
+	if s != nil {
+		select {
+		case <-s[w]:
+			return p.r.Clock.Now(), true
+		case <-p.sendCtx.Done():
+			return 0, false
+		}
+	}
+	at = p.start + p.load.Start(w)
+	if p.load.RampUp > 0 && p.r.Clock.SleepUntil(p.sendCtx, at) != nil {
+		return 0, false
+	}
+	return at, true
+}
+
+// next is ctx with a first-token hook that starts worker w+1.
+func (s rampStarts) next(ctx context.Context, w int) context.Context {
+	if s == nil {
+		return ctx
+	}
+	return withFirstToken(ctx, func() { s.release(w + 1) })
+}
+
+// release starts worker w (once).
+func (s rampStarts) release(w int) {
+	if s == nil || w >= len(s) {
+		return
+	}
+	select {
+	case <-s[w]:
+	default:
+		close(s[w])
+	}
+}
+
 // session sends a session's turns, the first (already built) with ticket t
 // at instant at.
-func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int64, at time.Duration, scheduled bool) {
-	ctx, st := p.reqCtx, p.agentTrace(sess)
+func (p *phaseRun) session(ctx context.Context, sess workload.Session, first *workload.Request, t int64, at time.Duration, scheduled bool) {
+	st := p.agentTrace(sess)
 	var last *latency.Record
 	if st.end != nil {
 		defer func() { st.end(last) }()
@@ -314,7 +388,7 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 			return
 		}
 		if turn == 0 && st.start != nil {
-			ctx = st.start(req.Session, at)
+			ctx = st.start(ctx, req.Session, at)
 		}
 		rec, results := p.one(ctx, &req, t, at, scheduled && turn == 0)
 		if rec == nil {
@@ -335,7 +409,7 @@ func (p *phaseRun) session(sess workload.Session, first *workload.Request, t int
 // with the session's last record (nil: none was sent); its functions are
 // nil for a session not traced.
 type sessionTrace struct {
-	start func(session int64, at time.Duration) context.Context
+	start func(ctx context.Context, session int64, at time.Duration) context.Context
 	end   func(last *latency.Record)
 }
 
@@ -348,9 +422,8 @@ func (p *phaseRun) agentTrace(sess workload.Session) (st sessionTrace) {
 		return st
 	}
 	var end func(int64, string)
-	st.start = func(session int64, at time.Duration) context.Context {
-		var ctx context.Context
-		ctx, end = a.session(p.reqCtx, session, int64(at))
+	st.start = func(ctx context.Context, session int64, at time.Duration) context.Context {
+		ctx, end = a.session(ctx, session, int64(at))
 		return ctx
 	}
 	st.end = func(last *latency.Record) {
@@ -510,4 +583,19 @@ func (p *phaseRun) summarize() {
 		p.res.SendLagP50MS, p.res.SendLagP99MS = ms(lag[0]), ms(lag[1])
 		p.res.SendLagMaxMS = float64(p.lagMax) / 1e6
 	}
+}
+
+// firstTokenKey carries a request's first-token hook in its context.
+type firstTokenKey struct{}
+
+// withFirstToken is ctx with f to call, in the request's goroutine, when
+// its answer's first token (or reasoning token) arrives.
+func withFirstToken(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, firstTokenKey{}, f)
+}
+
+// firstTokenHook is ctx's first-token hook, or nil.
+func firstTokenHook(ctx context.Context) func() {
+	f, _ := ctx.Value(firstTokenKey{}).(func())
+	return f
 }

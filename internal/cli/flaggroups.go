@@ -184,6 +184,7 @@ func bindWorkloadFlags(g *flagGroup, o *workload.Options) {
 	g.intVar(&o.Requests, "requests", fmt.Sprintf("measured requests (default %d when no --duration)", workload.DefaultRequests))
 	g.durationVar(&o.Duration, "duration", "measured duration")
 	g.stringVar(&o.Warmup, "warmup", "warm-up excluded from results: a number of requests or a duration")
+	g.stringVar(&o.RampUp, "ramp-up", "closed loop: start the workers one after another, so the first wave reaches the server in order: over a span (2s: worker k of N at k/N of it) or first-token (each when the previous one's first token arrives); default: all at once")
 	g.uint64Var(&o.Seed, "seed", "seed of arrivals and prompts")
 	g.stringVar(&o.Trace, "trace", "replay a trace's arrival times and lengths: Azure LLM inference CSV (2023, 2024), BurstGPT CSV or Mooncake JSONL (told apart by content)")
 	g.float64Var(&o.TimeScale, "time-scale", "multiply trace times by this (0.5 replays twice as fast)")

@@ -29,6 +29,9 @@ type RunInfo struct {
 	OfferedRate float64 `json:"offered_rps,omitempty"`
 	// Concurrency is the configured number of workers (closed loop) or in-flight cap.
 	Concurrency int `json:"concurrency,omitempty"`
+	// RampUp is a closed loop's ramp-up as --ramp-up spells it: a span or
+	// "first-token"; empty when the workers started together.
+	RampUp string `json:"ramp_up,omitempty"`
 	// Planned is how many measured requests the run was to send (0: the
 	// run was bounded by its duration, or the number is not known); a
 	// results folder holding fewer records was cut short.

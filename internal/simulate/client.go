@@ -20,6 +20,7 @@ type call struct {
 	turn    int
 	ticket  int64
 	worker  int32 // closed-loop worker, or -1
+	ramp    bool  // its first token (or its end) starts the next worker (first-token ramp-up)
 	think   time.Duration
 
 	req      engine.Request
@@ -80,7 +81,17 @@ func (s *sim) startLoad() error {
 		s.nextArrival()
 		return nil
 	}
+	s.rampWait = -1
+	if l.RampFirstToken {
+		s.rampNext, s.rampWait = 1, 0
+		s.workerNext(0)
+		return nil
+	}
 	for w := range l.Concurrency {
+		if at := l.Start(w); at > 0 {
+			s.ev.push(int64(at), evStart, int32(w)) // ramp-up: bench's worker w starts then
+			continue
+		}
 		s.workerNext(int32(w))
 	}
 	return nil
@@ -130,6 +141,9 @@ func (s *sim) workerNext(w int32) {
 			continue
 		}
 		s.calls[id].ticket = t
+		if s.rampWait == w {
+			s.calls[id].ramp, s.rampWait = true, -1
+		}
 		if d := s.turnaround(s.sessions - 1); d > 0 {
 			// a replayed closed loop: the client's measured turnaround
 			// between its previous answer's end and this send
@@ -149,6 +163,19 @@ func (s *sim) turnaround(n int64) time.Duration {
 		return ts.Turnaround(n)
 	}
 	return 0
+}
+
+// rampOn starts the next worker of a first-token ramp-up at, once c's
+// first token (or its end) reached the client, as bench's worker does.
+func (s *sim) rampOn(c *call, at int64) {
+	if !c.ramp {
+		return
+	}
+	c.ramp = false
+	if int(s.rampNext) < s.load.Concurrency {
+		s.ev.push(at, evStart, s.rampNext)
+		s.rampNext++
+	}
 }
 
 // startSession builds the first request of the next session; ok is false
@@ -249,6 +276,7 @@ func (s *sim) respond(id int32) {
 			s.res.End = time.Duration(rec.EndNS)
 		}
 	}
+	s.rampOn(c, s.now) // an answer without a token
 	if s.emit != nil {
 		s.emit(rec)
 	}

@@ -12,6 +12,7 @@ const (
 	evStepEnd               // a replica's step ends
 	evResponse              // a response's end (or error) reaches the client
 	evExpire                // a queued request's TTFT deadline
+	evStart                 // a closed-loop worker's start (ramp-up)
 )
 
 type event struct {

@@ -83,6 +83,12 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 		lk.Closed = true
 		lk.Load = workload.Load{Concurrency: info.Concurrency, Requests: lk.Requests, WarmupRequests: warm, Seed: seed}
 		lk.Notes = append(lk.Notes, fmt.Sprintf("a closed loop of %d workers, each sending its next request when its answer ends, as the run did", info.Concurrency))
+		if lk.Load.RampUp, lk.Load.RampFirstToken, err = workload.ParseRampUp(info.RampUp); err != nil {
+			return Like{}, fmt.Errorf("%s: run.json's ramp_up %q: %w", dir, info.RampUp, err)
+		}
+		if r := lk.Load.RampName(); r != "" {
+			lk.Notes = append(lk.Notes, "the workers ramp up as the run's did: "+r)
+		}
 	case info.Mode == "closed":
 		return Like{}, fmt.Errorf("%s is a closed-loop run whose run.json does not say its concurrency", dir)
 	default:

@@ -16,6 +16,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/workload"
 	"github.com/tokentrace/tokentrace/internal/workload/workloadtest"
 )
 
@@ -23,23 +24,32 @@ import (
 // spread lengths, written to a folder, then simulated again from that
 // folder alone (its concurrency from run.json, its served lengths and
 // produced outputs from the records) gives the same TTFT, TPOT and E2E
-// percentiles; an open loop replays its arrivals.
+// percentiles; an open loop replays its arrivals, and a ramped closed loop
+// its ramp-up (run.json's ramp_up).
 func TestLikeReplaysTheRun(t *testing.T) {
-	for _, mode := range []string{"closed", "open"} {
+	for _, mode := range []string{"closed", "closed-ramp", "open"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			o := DefaultOptions()
 			o.Workload.InputTokens, o.Workload.OutputTokens, o.Workload.Requests = "uniform:200-2000", "uniform:16-96", 120
 			given := []string{"input_tokens", "output_tokens", "requests"}
-			if mode == "closed" {
+			if mode != "open" {
 				o.Workload.Concurrency, o.Workload.Warmup = 8, "8"
 				given = append(given, "concurrency", "warmup")
-			} else {
+			}
+			if mode == "closed-ramp" {
+				o.Workload.RampUp = workload.RampFirstToken
+				given = append(given, "ramp_up")
+			}
+			if mode == "open" {
 				o.Workload.Rate = 15
 				given = append(given, "rate")
 			}
 			o.OutputDir = filepath.Join(dir, "run")
 			run := writeRun(t, o, func(f string) bool { return slices.Contains(given, f) })
+			if lk, err := LikeRun(o.OutputDir, true, 1); err != nil || lk.Load.RampName() != o.Workload.RampUp {
+				t.Fatalf("replayed ramp-up %q (%v), want %q", lk.Load.RampName(), err, o.Workload.RampUp)
+			}
 
 			l := DefaultOptions()
 			l.Like, l.OutputDir = o.OutputDir, filepath.Join(dir, "like")

@@ -116,7 +116,7 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 		sum.Replicas = append(sum.Replicas, summarizeReplica(r))
 	}
 	info := results.RunInfo{Target: sum.Target, Model: cfg.Model, Mode: cfg.Load.Mode(), Simulated: true,
-		Duration: cfg.Load.Duration, OfferedRate: cfg.Load.Rate, Concurrency: cfg.Load.Concurrency,
+		Duration: cfg.Load.Duration, OfferedRate: cfg.Load.Rate, Concurrency: cfg.Load.Concurrency, RampUp: cfg.Load.RampName(),
 		Warnings: res.Warnings}
 	for _, sm := range res.Samples {
 		info.Samples = append(info.Samples, results.ServerSample{AtNS: int64(sm.At), Running: float64(sm.Running),

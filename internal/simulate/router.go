@@ -170,6 +170,7 @@ func (s *sim) stepEnd(r *replica) {
 				c.first = true
 				c.rec.FirstTokenNS, c.rec.FirstByteNS = at, at
 				c.chunkFrom = step
+				s.rampOn(c, at)
 				if adm := c.pool.adm; adm != nil {
 					adm.ObserveFirstToken(virtualTime(s.now), time.Duration(s.now-c.admitAt), c.pool.hint)
 				}

@@ -37,6 +37,8 @@ type sim struct {
 	capacity  int   // open loop: the cap on requests in flight; 0: none
 	inFlight  int
 	held      []int32           // open-loop requests waiting for the cap, FIFO
+	rampNext  int32             // first-token ramp-up: the next worker to start
+	rampWait  int32             // first-token ramp-up: the worker whose first request starts the next; -1: none
 	spare     []*latency.Record // emitted records to reuse (RecycleRecords)
 	idBuf     []byte
 	admitting []int32 // requests an admission queue just admitted
@@ -194,6 +196,11 @@ func (s *sim) handle(e event) {
 		s.respond(e.id)
 	case evExpire:
 		s.expire(e.id)
+	case evStart:
+		if s.load.RampFirstToken {
+			s.rampWait = e.id
+		}
+		s.workerNext(e.id)
 	}
 }
 

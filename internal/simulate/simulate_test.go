@@ -677,3 +677,39 @@ func TestReasoningSplitsTheAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A first-token ramp-up starts closed-loop worker k+1 when worker k's
+// first answer brings its first token to the client, as bench does: the
+// k-th session's request is meant for the (k−1)-th's first-token instant,
+// and (2 ms of network each way) reaches the engine after the step that
+// produced that token, so each of the four first prefills runs alone. A
+// ramp-up over a span starts worker k of N k/N of it after the start.
+func TestRampUpStartsWorkersInOrder(t *testing.T) {
+	recs, res := collect(t, Config{Engine: h100(t), Workload: synthetic(512, 8), IgnoreEOS: true, Model: "m",
+		Network: 2 * time.Millisecond, Steps: true, Load: workload.Load{Concurrency: 4, Requests: 4, RampFirstToken: true}})
+	slices.SortFunc(recs, func(a, b *latency.Record) int { return int(a.Session - b.Session) })
+	for k := 1; k < len(recs); k++ {
+		if got, want := recs[k].IntendedNS, recs[k-1].FirstTokenNS; got != want || recs[k].SentNS != want {
+			t.Errorf("session %d meant for %v and sent at %v, want session %d's first token %v", k, time.Duration(got), time.Duration(recs[k].SentNS), k-1, time.Duration(want))
+		}
+	}
+	var lone int
+	for _, st := range res.Replicas[0].Steps {
+		if st.PrefillTokens == 512 {
+			lone++
+		}
+	}
+	if lone != 4 {
+		t.Errorf("%d steps prefilled one whole prompt, want 4: each worker's first request reached the engine after the step before", lone)
+	}
+	recs, _ = collect(t, Config{Engine: h100(t), Workload: synthetic(512, 8), IgnoreEOS: true, Model: "m",
+		Load: workload.Load{Concurrency: 4, Requests: 4, RampUp: 100 * time.Millisecond}})
+	var intended []int64
+	for _, r := range recs {
+		intended = append(intended, r.IntendedNS/1e6)
+	}
+	slices.Sort(intended)
+	if diff := cmp.Diff([]int64{0, 25, 50, 75}, intended); diff != "" {
+		t.Errorf("intended sends, ms (-want +got):\n%s", diff)
+	}
+}

@@ -57,22 +57,20 @@ type clockCase struct {
 	replicas    int    // > 1: that many serves behind a gateway (least_outstanding)
 }
 
-// ciGrid is the grid the test runs (about 45 s of wall-clock runs): in
+// ciGrid is the grid the test runs (about 60 s of wall-clock runs): in
 // small form, closed loops of 1 worker (uniform and lognormal lengths), 4
-// (fixed and uniform), 8 and 16 (fixed), open loops below and over capacity, prefix
-// caching on and off, chunked prefill on and off, and two replicas behind
-// the gateway. Several workers with lognormal lengths are fullGrid's only:
-// which of the first wave's requests reaches the wall-clock engine first
-// (and has the idle engine's first step to itself) is the order in which
-// the client's goroutines and connections happened to run, and with 20
-// measured requests of spread output lengths the two paths this gives
-// differ by 6 % at E2E′ P50 (docs/performance.md).
+// (fixed, uniform and lognormal), 8 and 16 (fixed and lognormal), open
+// loops below and over capacity, prefix caching on and off, chunked
+// prefill on and off, and two replicas behind the gateway. Closed loops of
+// spread lengths on one replica ramp up by first token (workloadOf).
 var ciGrid = []clockCase{
 	{name: "closed-1-uniform", concurrency: 1, requests: 10, in: "uniform:256-1024", out: "uniform:4-12"},
 	{name: "closed-1-lognormal", concurrency: 1, requests: 10, in: "lognormal:mean=512,sigma=0.6", out: "lognormal:mean=8,sigma=0.5"},
 	{name: "closed-4-fixed", concurrency: 4, requests: 24, in: "512", out: "8"},
 	{name: "closed-4-uniform", concurrency: 4, requests: 24, in: "uniform:256-1024", out: "uniform:8-24"},
+	{name: "closed-4-lognormal", concurrency: 4, requests: 24, in: "lognormal:mean=512,sigma=0.6", out: "lognormal:mean=16,sigma=0.5"},
 	{name: "closed-16-fixed", concurrency: 16, requests: 48, in: "512", out: "8"},
+	{name: "closed-16-lognormal", concurrency: 16, requests: 48, in: "lognormal:mean=512,sigma=0.6", out: "lognormal:mean=8,sigma=0.5"},
 	{name: "open-12rps-lognormal", rate: 12, requests: 48, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
 	{name: "open-28rps-lognormal", rate: 28, requests: 60, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
 	{name: "closed-8-prefix", concurrency: 8, requests: 32, in: "768", out: "8", prefix: true},
@@ -124,8 +122,25 @@ func (c clockCase) workloadOf() (workload.Options, func(string) bool) {
 	set := []string{"requests", "input_tokens", "output_tokens"}
 	if c.concurrency > 0 {
 		set = append(set, "concurrency")
-		wl.Warmup = fmt.Sprint(c.concurrency) // the first wave starts together
+		wl.Warmup = fmt.Sprint(c.concurrency) // the first wave
 		set = append(set, "warmup")
+		// Spread lengths on one replica: the workers ramp up by first
+		// token, so the first wave reaches the engine in worker order and
+		// just after step ends on both clocks (started together, the wall
+		// clock delivers it in whatever order goroutines and fresh
+		// connections ran, and who had the first steps shapes the waves).
+		// Fixed lengths start together: order cannot matter between equal
+		// requests, and one wave stays one wave when the machine delays a
+		// request by more than a step, where ramped per-request cohorts
+		// merge for good (closed-16-fixed ramped, a 280 ms stall at load
+		// 20: 339 % apart). Replicas start together too: ramped, they
+		// drift apart and a resend routed to the other replica lands
+		// anywhere in its step (closed-16-2-replicas 31.6 % apart ramped,
+		// 0.6 % started together).
+		if c.concurrency > 1 && c.replicas <= 1 && strings.Contains(c.in+c.out, ":") {
+			wl.RampUp = workload.RampFirstToken
+			set = append(set, "ramp_up")
+		}
 	}
 	if c.rate > 0 {
 		set = append(set, "rate")

@@ -26,6 +26,17 @@ type Load struct {
 	// WarmupDuration.
 	WarmupRequests int
 	WarmupDuration time.Duration
+	// RampUp staggers a closed loop's start: worker k of Concurrency sends
+	// its first request k × RampUp / Concurrency after the phase starts,
+	// so the first wave reaches the server in worker order (0: all at
+	// once, in whatever order the client and the network deliver them).
+	RampUp time.Duration
+	// RampFirstToken starts a closed loop's workers one after another:
+	// worker k+1 sends its first request when worker k's first answer
+	// brings its first token (or ends without one). Each then reaches the
+	// server just after a step ended, as a closed loop's next request
+	// does, whatever the client's and the network's delays.
+	RampFirstToken bool
 	// Arrivals, when set, replaces the Rate process (trace replay).
 	Arrivals func() Arrivals
 	Seed     uint64
@@ -39,6 +50,27 @@ const (
 	DefaultRate     = 10
 	DefaultRequests = 100
 )
+
+// Start is the offset from the phase's start at which closed-loop worker
+// w (of Concurrency) sends its first request.
+func (l Load) Start(w int) time.Duration {
+	if l.RampUp <= 0 || l.Concurrency <= 0 {
+		return 0
+	}
+	return time.Duration(int64(l.RampUp) * int64(w) / int64(l.Concurrency))
+}
+
+// RampName is the load's ramp-up as the ramp_up setting spells it: "",
+// RampFirstToken or the span.
+func (l Load) RampName() string {
+	switch {
+	case l.RampFirstToken:
+		return RampFirstToken
+	case l.RampUp > 0:
+		return l.RampUp.String()
+	}
+	return ""
+}
 
 // Mode is "open" or "closed".
 func (l Load) Mode() string {
@@ -86,6 +118,10 @@ func (l Load) Validate() error {
 		return field.Errorf("requests", "give {requests} or {duration}")
 	case l.WarmupRequests < 0 || l.WarmupDuration < 0:
 		return field.Errorf("warmup", "must not be negative")
+	case l.RampUp < 0:
+		return field.Invalid("ramp_up", l.RampUp, "must not be negative")
+	case (l.RampUp > 0 || l.RampFirstToken) && l.Mode() == "open":
+		return field.Errorf("ramp_up", "staggers a closed loop's workers; an open loop's arrivals set its start (leave out {rate} or {ramp_up})")
 	case l.Shard.Validate() != nil:
 		return field.Wrap("shard", l.Shard.Validate())
 	}

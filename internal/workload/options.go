@@ -23,6 +23,7 @@ type Options struct {
 	Requests    int           // requests: measured requests
 	Duration    time.Duration // duration: measured span
 	Warmup      string        // warmup: a number of requests or a duration
+	RampUp      string        // ramp_up: closed loop, a span over which the workers start, or first-token
 	Seed        uint64        // seed: arrivals and prompts
 
 	Trace          string  // trace: a trace to replay (Azure CSV, BurstGPT CSV or Mooncake JSONL; ReadTrace)
@@ -147,6 +148,12 @@ func (o Options) load(given func(string) bool) (Load, error) {
 	if o.Duration < 0 || given("duration") && o.Duration == 0 {
 		return l, field.Invalid("duration", o.Duration, "must be positive")
 	}
+	if err := parseRampUp(o.RampUp, &l); err != nil {
+		return l, err
+	}
+	if (l.RampUp > 0 || l.RampFirstToken) && (o.Rate > 0 || o.Trace != "") {
+		return l, field.Errorf("ramp_up", "staggers a closed loop's workers; an open loop's arrivals set its start (leave out {rate} or {ramp_up})")
+	}
 	p, err := ParseProcess(o.Arrival)
 	if err != nil {
 		return l, field.Wrap("arrival", err)
@@ -249,6 +256,38 @@ func (o Options) agent(chat bool, out Dist) (*Agent, error) {
 	}
 	a.Plans = []AgentPlan{plan}
 	return a, nil
+}
+
+// RampFirstToken is the ramp_up that starts each closed-loop worker when
+// the previous one's first answer brings its first token.
+const RampFirstToken = "first-token"
+
+// parseRampUp reads a ramp-up into l: a duration (0: none) or
+// RampFirstToken.
+func parseRampUp(s string, l *Load) error {
+	span, first, err := ParseRampUp(s)
+	if err != nil {
+		return field.Invalid("ramp_up", strings.TrimSpace(s), "want a duration such as 2s (worker k of N starts k/N of it after the first) or "+RampFirstToken+" (each worker when the previous one's first token arrives)")
+	}
+	l.RampUp, l.RampFirstToken = span, first
+	return nil
+}
+
+// ParseRampUp reads a ramp-up as Load.RampName writes it: "" or a
+// duration (the span), or RampFirstToken.
+func ParseRampUp(s string) (span time.Duration, firstToken bool, err error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return 0, false, nil
+	case strings.EqualFold(s, RampFirstToken):
+		return 0, true, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err == nil && d < 0 {
+		err = errors.New("negative")
+	}
+	return d, false, err
 }
 
 // parseWarmup reads a warm-up: a whole number of requests or a duration.
