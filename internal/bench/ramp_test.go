@@ -77,3 +77,24 @@ func TestRampUpSpanSchedulesFirstRequests(t *testing.T) {
 		t.Errorf("intended sends, ms (-want +got):\n%s", diff)
 	}
 }
+
+// A first-token ramp-up whose run ends before every worker started (fewer
+// requests than workers, or its duration) ends: a worker that finds no
+// ticket lets the next one start, and find none.
+func TestRampFirstTokenEndsWithFewerRequestsThanWorkers(t *testing.T) {
+	d := &tokenDoer{clock: &fakeClock{}}
+	r := &Runner{Doer: d, Source: synth(1, 0), Clock: d.clock, RunID: "t", Emit: func(*latency.Record) {}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(context.Background(), "p", workload.Load{Concurrency: 8, Requests: 2, RampFirstToken: true})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil || len(d.order) != 2 {
+			t.Errorf("error %v, %d requests sent; want 2", err, len(d.order))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end: a worker waits for a start that never comes")
+	}
+}

@@ -260,6 +260,7 @@ func (p *phaseRun) closed() {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			defer starts.release(w + 1) // a worker that stops lets the next one start and stop
 			at, ok := starts.wait(p, w)
 			if !ok {
 				return
