@@ -1,16 +1,13 @@
 package app_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -138,20 +135,9 @@ func (c *chain) run(t *testing.T, n int, rate float64, output int) []latency.Rec
 	if _, err := bench.Run(context.Background(), cfg, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(dir, results.RequestsFile))
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var recs []latency.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 4<<20)
-	for sc.Scan() {
-		var r latency.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
 	}
 	return recs
 }

@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -45,22 +43,11 @@ func startSim(t *testing.T, mod func(*serve.Options)) *serve.Server {
 
 func readRecords(t *testing.T, path string) []latency.Record {
 	t.Helper()
-	f, err := os.Open(path)
+	recs, err := results.ReadRecords(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []latency.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r latency.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return recs
 }
 
 // An end-to-end run against the embedded engine: every request succeeds,

@@ -42,3 +42,19 @@ func EachRecord(path string, fn func(line int, r *latency.Record, err error) err
 	}
 	return sc.Err()
 }
+
+// ReadRecords reads a whole records file (EachRecord): every record, in
+// order, each with storage of its own; a line that is not a record is an
+// error naming it.
+func ReadRecords(path string) ([]latency.Record, error) {
+	var out []latency.Record
+	err := EachRecord(path, func(line int, r *latency.Record, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s line %d: %w", path, line, err)
+		}
+		out = append(out, *r)
+		*r = latency.Record{} // the next line decodes into new storage, not this record's
+		return nil
+	})
+	return out, err
+}

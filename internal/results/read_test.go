@@ -33,17 +33,7 @@ func TestEachRecordReadsEveryVersionWritten(t *testing.T) {
 	if len(want) != latency.RecordSchema+1 {
 		t.Fatalf("testdata holds %d versions; latency.RecordSchema is %d: add a line of the new version", len(want), latency.RecordSchema)
 	}
-	var got []latency.Record
-	err = EachRecord(path, func(_ int, r *latency.Record, err error) error {
-		if err != nil {
-			return err
-		}
-		c := *r
-		c.ChunkNS = append([]int64(nil), r.ChunkNS...)
-		c.Timing = append([]latency.HopStage(nil), r.Timing...)
-		got = append(got, c)
-		return nil
-	})
+	got, err := ReadRecords(path) // EachRecord, each record kept whole
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +56,38 @@ func TestEachRecordReadsEveryVersionWritten(t *testing.T) {
 	_ = EachRecord(newer, func(_ int, _ *latency.Record, err error) error { lineErr = err; return nil })
 	if lineErr == nil || !strings.Contains(lineErr.Error(), "newer") {
 		t.Errorf("a v9 record: %v, want an error saying it is newer", lineErr)
+	}
+}
+
+// ReadRecords keeps each record whole: the next line's chunks do not
+// overwrite the ones before (EachRecord reuses its record's storage).
+func TestReadRecordsKeepsEachRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), RequestsFile)
+	w, err := NewRecordWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []latency.Record{
+		{Schema: latency.RecordSchema, ID: "a", Stream: true, ChunkNS: []int64{1, 2, 3}, ChunkTokens: []int32{1, 1, 1}, OtherNS: []int64{1}},
+		{Schema: latency.RecordSchema, ID: "b", Stream: true, ChunkNS: []int64{7, 8}, ChunkTokens: []int32{2, 2}, OtherNS: []int64{6}},
+	}
+	for i := range want {
+		w.Write(&want[i])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadRecords(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-written +read):\n%s", diff)
+	}
+	if err := os.WriteFile(path, []byte("{\"id\":\"a\"}\nnot a record\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRecords(path); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a malformed line: %v, want an error naming line 2", err)
 	}
 }
