@@ -35,8 +35,8 @@ type Observed struct {
 	// the client's jitter.
 	Scheduled time.Duration
 	Anchored  bool
-	// Blocks are the prompt's leading blocks of BlockTokens tokens each
-	// (Sent.Blocks): what the request shared with others.
+	// Blocks are the prompt's leading blocks of BlockTokens tokens each:
+	// what the request shared with others (ReadRun settles them).
 	Blocks      []int64
 	BlockTokens int
 }
@@ -101,12 +101,11 @@ func ReadObserved(dir string) (*Observations, error) {
 // MinObserved is the fewest measured requests calibration fits on.
 const MinObserved = 8
 
-// observe reduces a successful record to what calibration compares, and
-// the instant the server received it on the records' clock: the first
-// token − the server's TTFT when the record carries the server's split,
-// else the client's send.
-func observe(r *latency.Record) (Observed, int64) {
-	o := Observed{ID: r.ID, Input: r.InputTokens, Output: r.OutputTokens}
+// observe sets o's times from a successful record and returns the instant
+// the server received it on the records' clock: the first token − the
+// server's TTFT when the record carries the server's split, else the
+// client's send.
+func (o *Observed) observe(r *latency.Record) int64 {
 	var arrival int64
 	if s := r.Server; s != nil && s.PrefillNS > 0 {
 		o.ServerSide = true
@@ -123,7 +122,7 @@ func observe(r *latency.Record) (Observed, int64) {
 	if s := r.Server; s != nil && s.FirstScheduledUnixNS > 0 {
 		o.Scheduled, o.Anchored = time.Duration(s.FirstScheduledUnixNS), true
 	}
-	return o, arrival
+	return arrival
 }
 
 // anchor makes the requests' instants offsets from the first arrival: on

@@ -22,22 +22,21 @@ const CachedBlockTokens = 16
 // run needs it: when it was meant to be sent, what it was, what it shared,
 // and its measured times.
 type Sent struct {
-	ID string
+	// Observed is the request as calibration compares it: its ID, its
+	// lengths (the prompt tokens the server counted, the output tokens it
+	// produced) and its prompt's leading Blocks of BlockTokens (Run's)
+	// tokens each, where prompts whose blocks begin with the same ids
+	// begin with the same tokens (Run.Sharing says where they come from);
+	// its times only when Timed (Untimed says why not).
+	Observed
 	// Intended is when the run meant to send it (its intended instant, or
 	// its send where the record has none), from the earliest request's.
 	Intended time.Duration
-	// Input and Output are the prompt tokens the server counted and the
-	// output tokens it produced.
-	Input, Output int
-	Warmup        bool
+	Warmup   bool
 	// Cached is the prompt tokens the server's prefix cache supplied
 	// (Record.CachedTokens), Shared those the workload shared with other
 	// requests (Record.SharedPrefixTokens).
 	Cached, Shared int
-	// Blocks are the prompt's leading blocks, of Run.BlockTokens tokens
-	// each: prompts whose blocks begin with the same ids begin with the
-	// same tokens (Run.Sharing says where they come from).
-	Blocks []int64
 	// Transport is the client's transport of the request: its TTFT at the
 	// client less the server's queue + prefill (HasTransport: the record
 	// carries the server's split).
@@ -56,11 +55,10 @@ type Sent struct {
 	Turnaround time.Duration
 	// end is the answer's end, on Intended's clock.
 	end time.Duration
-	// Observed is the request as calibration compares it; Timed is false
-	// when the record lacks the instants it needs (Untimed says why).
-	Observed Observed
-	Timed    bool
-	Untimed  string
+	// Timed is false when the record lacks the instants calibration
+	// needs (Untimed says why).
+	Timed   bool
+	Untimed string
 	// origin is the observed arrival on the records' clock.
 	origin      int64
 	seq         int64
@@ -175,8 +173,8 @@ func sent(r *latency.Record, line int64) Sent {
 	if at == 0 {
 		at = r.SentNS
 	}
-	s := Sent{ID: r.ID, Intended: time.Duration(at), Input: r.InputTokens, Output: r.OutputTokens, Warmup: r.Warmup,
-		Cached: r.CachedTokens, Shared: r.SharedPrefixTokens, seq: line}
+	s := Sent{Observed: Observed{ID: r.ID, Input: r.InputTokens, Output: r.OutputTokens}, Intended: time.Duration(at),
+		Warmup: r.Warmup, Cached: r.CachedTokens, Shared: r.SharedPrefixTokens, seq: line}
 	if len(r.PrefixBlocks) > 0 && r.PrefixBlockTokens > 0 {
 		s.Blocks, s.blockTokens = slices.Clone(r.PrefixBlocks), r.PrefixBlockTokens
 	}
@@ -195,7 +193,7 @@ func sent(r *latency.Record, line int64) Sent {
 	case r.FirstTokenNS == 0 || r.EndNS == 0 || r.FirstTokenNS < r.SentNS || r.EndNS < r.FirstTokenNS:
 		s.Untimed = "no first-token or end timestamp, or one before the send"
 	default:
-		s.Observed, s.origin = observe(r)
+		s.origin = s.observe(r)
 		s.Timed = true
 	}
 	return s
@@ -224,7 +222,7 @@ func (run *Run) blocks() {
 		if mixed > 0 {
 			run.Sharing += fmt.Sprintf("; %d records of another block size share nothing", mixed)
 		}
-		run.setObserved()
+		run.setBlockTokens()
 		return
 	}
 	var cached, shared bool
@@ -251,15 +249,14 @@ func (run *Run) blocks() {
 			s.Blocks[k] = int64(k + 1)
 		}
 	}
-	run.setObserved()
+	run.setBlockTokens()
 }
 
-// setObserved gives each request's Observed its Blocks.
-func (run *Run) setObserved() {
+// setBlockTokens gives each request with Blocks the run's BlockTokens.
+func (run *Run) setBlockTokens() {
 	for i := range run.Requests {
-		s := &run.Requests[i]
-		if len(s.Blocks) > 0 {
-			s.Observed.Blocks, s.Observed.BlockTokens = s.Blocks, run.BlockTokens
+		if s := &run.Requests[i]; len(s.Blocks) > 0 {
+			s.BlockTokens = run.BlockTokens
 		}
 	}
 }
