@@ -448,8 +448,10 @@ func (p *phaseRun) agentTrace(sess workload.Session) (st sessionTrace) {
 // answer asks for, and emits its record; nil when the run stopped before
 // it could be sent. results are the tool calls' results.
 func (p *phaseRun) one(ctx context.Context, req *workload.Request, t int64, at time.Duration, scheduled bool) (rec *latency.Record, results []string) {
+	seq := p.r.seq.Add(1)
 	rec = &latency.Record{
-		ID:                 p.r.RunID + "-" + strconv.FormatInt(p.r.seq.Add(1), 10),
+		ID:                 p.r.RunID + "-" + strconv.FormatInt(seq, 10),
+		Seq:                seq,
 		IntendedNS:         int64(at),
 		Phase:              p.name,
 		Session:            req.Session,

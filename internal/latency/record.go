@@ -42,8 +42,12 @@ const (
 // reads it). Instants are nanoseconds since the run's start instant, read
 // from a monotonic clock; an instant after SentNS that did not happen is 0.
 type Record struct {
-	Schema   int    `json:"v"`
-	ID       string `json:"id"`                  // client request id, sent as X-Request-Id
+	Schema int    `json:"v"`
+	ID     string `json:"id"` // client request id, sent as X-Request-Id
+	// Seq is the request's place in its run's send order, from 1 (bench
+	// and simulate number their requests as they send them; the ID ends
+	// with it); 0 in records written before it was kept.
+	Seq      int64  `json:"seq,omitempty"`
 	ServerID string `json:"server_id,omitempty"` // id the server answered with, if different
 	Model    string `json:"model,omitempty"`
 	Stream   bool   `json:"stream"`

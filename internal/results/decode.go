@@ -200,7 +200,7 @@ func (d *fastDecoder) object(field func(k []byte) error) error {
 
 // recordKeys are the JSON names of latency.Record; a key matching one of
 // them only without regard to case goes to encoding/json, which matches so.
-var recordKeys = []string{"v", "id", "server_id", "model", "stream", "warmup", "phase", "session", "turn",
+var recordKeys = []string{"v", "id", "seq", "server_id", "model", "stream", "warmup", "phase", "session", "turn",
 	"intended_ns", "sent_ns", "connect_ns", "wrote_ns", "first_byte_ns", "first_reason_ns", "first_token_ns",
 	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "input_tokens_requested", "output_tokens",
 	"reasoning_tokens", "cached_tokens", "shared_prefix_tokens", "prefix_blocks", "prefix_block_tokens", "input_source", "output_source", "finish_reason", "status",
@@ -222,6 +222,8 @@ func (d *fastDecoder) record(r *latency.Record) error {
 			r.Schema, err = d.int()
 		case "id":
 			r.ID, err = d.str()
+		case "seq":
+			r.Seq, err = d.int64()
 		case "server_id":
 			r.ServerID, err = d.str()
 		case "model":

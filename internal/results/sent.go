@@ -73,8 +73,8 @@ type Run struct {
 	Dir  string
 	Info RunInfo
 	// Requests are in the order sent: by intended instant, then by the
-	// sequence number ending a record's id (bench's and simulate's count
-	// sends), then by line.
+	// records' send order (Record.Seq; in records written before it, the
+	// number ending the ID), then by line.
 	Requests []Sent
 	// Skipped counts records left out: failed, or without token counts.
 	Skipped int
@@ -178,9 +178,14 @@ func sent(r *latency.Record, line int64) Sent {
 	if len(r.PrefixBlocks) > 0 && r.PrefixBlockTokens > 0 {
 		s.Blocks, s.blockTokens = slices.Clone(r.PrefixBlocks), r.PrefixBlockTokens
 	}
-	if i := strings.LastIndexByte(r.ID, '-'); i >= 0 {
-		if n, err := strconv.ParseInt(r.ID[i+1:], 10, 64); err == nil {
-			s.seq = n
+	switch {
+	case r.Seq > 0:
+		s.seq = r.Seq
+	default: // a record written before seq was kept: its ID ends with it
+		if i := strings.LastIndexByte(r.ID, '-'); i >= 0 {
+			if n, err := strconv.ParseInt(r.ID[i+1:], 10, 64); err == nil {
+				s.seq = n
+			}
 		}
 	}
 	if sp := r.Server; sp != nil && sp.PrefillNS > 0 && r.FirstTokenNS > 0 {

@@ -44,8 +44,8 @@ func rec(id string, intended int64, in, out int) latency.Record {
 }
 
 // ReadRun keeps every successful request with token counts, warm-up
-// included, in the order sent (intended instant, then the id's sequence
-// number), from the first intended instant; and settles what they share:
+// included, in the order sent (intended instant, then the records' seq, or
+// in older records the id's sequence number), from the first intended instant; and settles what they share:
 // the records' prefix_blocks, else their cached tokens, else their shared
 // tokens, as whole blocks of CachedBlockTokens of one common prefix.
 func TestReadRun(t *testing.T) {
@@ -71,6 +71,12 @@ func TestReadRun(t *testing.T) {
 			with(rec("r-2", 15e8, 100, 10), func(r *latency.Record) { r.Status, r.ErrorKind = 500, "http_status" }),
 			rec("r-4", 3e9, 0, 10), // no token counts
 		}, got{IDs: []string{"r-1", "r-3", "r-10"}, Intended: []time.Duration{0, time.Second, time.Second}, Warm: 1, Skipped: 2,
+			Blocks: [][]int64{nil, nil, nil}, Sharing: "no prompt shares"}},
+		{"order by the records' seq, whatever the ids", []latency.Record{
+			with(rec("b", 1e9, 100, 10), func(r *latency.Record) { r.Seq = 7 }),
+			with(rec("a-9", 1e9, 100, 10), func(r *latency.Record) { r.Seq = 12 }),
+			with(rec("c", 1e9, 100, 10), func(r *latency.Record) { r.Seq = 3 }),
+		}, got{IDs: []string{"c", "b", "a-9"}, Intended: []time.Duration{0, 0, 0},
 			Blocks: [][]int64{nil, nil, nil}, Sharing: "no prompt shares"}},
 		{"prefix blocks", []latency.Record{
 			with(rec("m-1", 0, 1536, 4), func(r *latency.Record) { r.PrefixBlocks, r.PrefixBlockTokens = []int64{1, 2, 9}, 512 }),

@@ -296,6 +296,7 @@ func (s *sim) newRecord(c *call, intended int64) {
 		Schema:             latency.RecordSchema,
 		ChunkNS:            chunks,
 		ID:                 string(s.idBuf),
+		Seq:                s.seq,
 		Model:              s.cfg.Model,
 		Stream:             true,
 		Session:            c.session,
