@@ -95,7 +95,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp.Body = &h1Body{t: t, pc: pc, body: resp.Body, stop: stop, ctx: ctx,
+	resp.Body = &h1Body{t: t, pc: pc, body: resp.Body, stop: stop, ctxErr: ctx.Err,
 		keep: !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols}
 	return resp, nil
 }
@@ -199,12 +199,12 @@ func (t *h1Transport) CloseIdleConnections() {
 // h1Body is an answer's body: its end gives the connection back (when it
 // may be kept), closing it before the end closes the connection.
 type h1Body struct {
-	t    *h1Transport
-	pc   *h1Conn
-	body io.ReadCloser // http.ReadResponse's
-	stop func() bool   // the context's AfterFunc
-	ctx  context.Context
-	keep bool // the connection may serve another request after this answer
+	t      *h1Transport
+	pc     *h1Conn
+	body   io.ReadCloser // http.ReadResponse's
+	stop   func() bool   // the context's AfterFunc
+	ctxErr func() error  // the request context's Err
+	keep   bool          // the connection may serve another request after this answer
 
 	mu   sync.Mutex
 	done bool // the connection was given back or closed
@@ -219,7 +219,7 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		b.finish(true)
 		return n, err
 	}
-	if cerr := b.ctx.Err(); cerr != nil {
+	if cerr := b.ctxErr(); cerr != nil {
 		err = cerr
 	}
 	b.finish(false)
