@@ -106,11 +106,11 @@ type Prediction struct {
 
 // EngineFor builds the engine configuration a public row ran: its model,
 // GPU, TP and precisions timed with eff, and its engine family's scheduler
-// defaults (engine.FamilyOf the row's engine: TensorRT-LLM's max_num_tokens
-// 8,192, max_batch_size 256 and whole prompts, vLLM's defaults for the
-// GPU; an engine of no family takes vLLM's), with TensorRT-LLM's
-// admission of a whole request's KV as a bound on running requests
-// (noEvictBound).
+// defaults (engine.FamilyOf the row's engine: TensorRT-LLM's max_batch_size
+// 256 and whole prompts, vLLM's defaults for the GPU; an engine of no
+// family takes vLLM's), with, for TensorRT-LLM's rows, their engines'
+// max_num_tokens (nimMaxNumTokens) and TensorRT-LLM's admission of a whole
+// request's KV as a bound on running requests (noEvictBound).
 func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	m, err := perfmodel.ResolveModel(p.Model)
 	if err != nil {
@@ -138,12 +138,29 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = fam.BatchLimits(g.MemoryBytes)
 		cfg.DisableChunkedPrefill, cfg.EnablePrefixCaching = !fam.Scheduler.EnableChunkedPrefill, fam.Scheduler.EnablePrefixCaching
 	}
+	trtllm := ok && fam.Name == "trtllm"
+	if trtllm {
+		cfg.MaxNumBatchedTokens = max(nimMaxNumTokens, cfg.MaxModelLen)
+	}
 	cfg = engine.FromEstimator(cfg, est)
-	if ok && fam.Name == "trtllm" {
+	if trtllm {
 		cfg.MaxNumSeqs = noEvictBound(cfg, p.Input+p.Output)
 	}
 	return cfg, nil
 }
+
+// nimMaxNumTokens is the tokens per step (TensorRT-LLM's max_num_tokens)
+// of the public TensorRT-LLM rows' engines, NIM for Llama 3 of 2024: the
+// trtllm family's 8,192 is TensorRT-LLM's later default; 16,384 is what
+// djl-serving took as its TensorRT-LLM default in 2024, citing
+// TensorRT-LLM 0.9's guidance of 1,024 × 16 (deepjavalibrary/djl-serving
+// #1922; NIM's own value is not published). Read off the fit
+// half (calibrate.Split): a cohort of 25 simultaneous 2,000-token prompts
+// measures 11.4–17.6 × (median 15.2, 24 sweeps) one prompt's mean TTFT,
+// which prefill steps of eight prompts give (16.4 ×) and steps of four
+// do not (14.4 ×; the twin gave 13.3 × with 8,192 tokens a step and
+// 14.9 × with 16,384); docs/perfmodel.md, "Under load".
+const nimMaxNumTokens = 16384
 
 // trtllmBlockTokens is TensorRT-LLM's KV cache block of 2024
 // (trtllm-build's tokens_per_block default, 64 tokens).

@@ -92,3 +92,42 @@ func TestClosedLoopIntakeCountsInTTFT(t *testing.T) {
 		t.Errorf("TTFT and E2E from the send (-want +got):\n%s", d)
 	}
 }
+
+// A TensorRT-LLM row's steps hold its engines' max_num_tokens (16,384, so
+// eight 2,000-token prompts), or a whole prompt and its output where that
+// is longer (chunked context is off); a vLLM row keeps its family's
+// budget (none: the engine's defaults for the GPU).
+func TestEngineForTensorRTLLMTokensPerStep(t *testing.T) {
+	g, err := perfmodel.LookupGPU("H100-SXM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vllm, ok := engine.FamilyOf("vLLM")
+	if !ok {
+		t.Fatal("no vLLM family")
+	}
+	vllmBudget, _ := vllm.BatchLimits(g.MemoryBytes)
+	for _, c := range []struct {
+		engine        string
+		input, output int
+		want          int
+	}{
+		{"NIM (TensorRT-LLM)", 2000, 200, 16384},
+		{"NIM (TensorRT-LLM)", 15000, 2000, 17000},
+		{"vLLM", 2000, 200, vllmBudget},
+	} {
+		row := PublicRow{ID: "r", Engine: c.engine, Model: "Llama-3-8B", GPU: g.Name, TP: 1, DType: "fp16", KVDType: "fp16",
+			Input: c.input, Output: c.output, Concurrency: 100}
+		eff, err := defaultEff(row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := EngineFor(row, eff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MaxNumBatchedTokens != c.want {
+			t.Errorf("%s, %d → %d tokens: %d tokens per step, want %d", c.engine, c.input, c.output, cfg.MaxNumBatchedTokens, c.want)
+		}
+	}
+}
