@@ -276,7 +276,7 @@ func (x *exchange) readWhole(a *attempt) bool {
 // error. It reports whether the attempt won.
 func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
-	a.upv = waitReader{r: a.resp.Body, now: g.clock}
+	a.upv = waitReader{r: a.resp.Body, now: g.mono}
 	a.up = &a.upv
 	initEventReader(&a.rdv, a.up)
 	a.rd = &a.rdv

@@ -57,7 +57,11 @@ type Gateway struct {
 	idSeq     atomic.Uint64
 	// clock is g.now as a func value, made once (init): passing g.now
 	// itself makes a closure each time.
-	clock    func() time.Time
+	clock func() time.Time
+	// base is the clock's instant at init; mono is g.sinceBase as a func
+	// value: the per-event readings of a stream (monoNow).
+	base     time.Time
+	mono     func() time.Duration
 	draining atomic.Bool // set by Drain: /health answers 503
 	// endGraceTest replaces streamEndGrace when set (tests).
 	endGraceTest time.Duration
@@ -137,6 +141,8 @@ func (g *Gateway) init() {
 		}
 		g.idPrefix = newIDPrefix()
 		g.clock = g.now
+		g.base = g.now()
+		g.mono = g.sinceBase
 	})
 }
 
@@ -194,6 +200,17 @@ func (g *Gateway) now() time.Time {
 		return g.Now()
 	}
 	return time.Now()
+}
+
+// sinceBase is the clock's reading as the time since g.base: with
+// time.Now's clock one monotonic reading (time.Since; time.Now reads the
+// wall clock too, about twice the cost on a VM's kvm-clock). The reading
+// of every event of a stream (relay.next, waitReader) is one of these.
+func (g *Gateway) sinceBase() time.Duration {
+	if g.Now != nil {
+		return g.Now().Sub(g.base)
+	}
+	return time.Since(g.base)
 }
 
 // log is Log (or slog.Default) with every record's credentials masked

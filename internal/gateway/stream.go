@@ -186,8 +186,11 @@ type relay struct {
 	x      *exchange
 	a      *attempt
 	ctx    context.Context
-	timing []string  // the upstream's Server-Timing header values
-	wrote  time.Time // when the last write ended
+	timing []string // the upstream's Server-Timing header values
+	// The relay's instants are the gateway's monotonic readings
+	// (Gateway.sinceBase), one per instant: start is the timeline's
+	// start on that scale, wrote when the last write ended.
+	start, wrote time.Duration
 	// lastUse and continuous follow continuous usage: the
 	// completion_tokens of the last usage seen, and whether every content
 	// event carries one.
@@ -198,12 +201,11 @@ type relay struct {
 	// The idle timeout (and, once the answer is complete, the grace for
 	// its [DONE]): one timer, armed for the earliest instant the
 	// upstream's silence could reach the limit in force; lastData is when
-	// the last data event arrived (since idleBase), stamped per event
-	// instead of re-arming the timer per event.
+	// the last data event arrived (idleSince), stamped per event instead
+	// of re-arming the timer per event.
 	idle      atomic.Pointer[time.Timer] // nil: not armed
-	idleBase  time.Time
-	lastData  atomic.Int64 // ns since idleBase
-	limit     atomic.Int64 // the silence allowed, ns
+	lastData  atomic.Int64               // ns, idleSince's scale
+	limit     atomic.Int64               // the silence allowed, ns
 	idleFired atomic.Bool
 	// ending: the final usage chunk (usage, no choices) was passed on;
 	// only [DONE] may follow, within streamEndGrace.
@@ -230,16 +232,17 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 	}
 	r := &x.rel
 	r.x, r.a, r.ctx, r.timing = x, a, ctx, a.resp.Header.Values("Server-Timing")
+	r.start = x.tl.start.Sub(x.g.base)
 	return r
 }
 
 // write sends the events b, counting the time from t0 (now, read by the
-// caller) as backpressure.
-func (r *relay) write(b []byte, t0 time.Time) error {
+// caller with x.g.mono) as backpressure.
+func (r *relay) write(b []byte, t0 time.Duration) error {
 	x := r.x
 	err := x.sw.Event(b)
-	r.wrote = x.g.now()
-	x.tl.backpressure += r.wrote.Sub(t0)
+	r.wrote = x.g.mono()
+	x.tl.backpressure += r.wrote - t0
 	if !x.fed {
 		// After the first events' write; the time it takes is counted
 		// in post_process (the next event's reading starts at wrote).
@@ -280,7 +283,7 @@ func (r *relay) empty() {
 	x.w.WriteHeader(http.StatusOK)
 	x.tokens, x.noContent = 0, true
 	if a.doneAt > 0 {
-		if err := r.write(a.pending[:a.doneAt], x.g.now()); err != nil {
+		if err := r.write(a.pending[:a.doneAt], x.g.mono()); err != nil {
 			x.clientGone()
 			return
 		}
@@ -299,7 +302,7 @@ func (r *relay) events() {
 	if r.continuous {
 		x.chunkTokens = append(x.tokenBuf[:0], int32(a.lastUse))
 	}
-	if err := r.write(a.pending, x.g.now()); err != nil {
+	if err := r.write(a.pending, x.g.mono()); err != nil {
 		x.clientGone()
 		return
 	}
@@ -320,14 +323,16 @@ func (r *relay) disarm() {
 	}
 }
 
+// idleSince is the instant the idle timeout counts in: time.Now's, as its
+// timer's, on the scale of the gateway's monotonic readings (so that with
+// time.Now's clock an event's reading is its stamp, no reading more).
+func (r *relay) idleSince() time.Duration { return time.Since(r.x.g.base) }
+
 // arm (re)starts the idle timer: the upstream is cancelled when no data
 // event arrives within d from now.
 func (r *relay) arm(d time.Duration) {
-	if r.idleBase.IsZero() {
-		r.idleBase = time.Now()
-	}
 	r.limit.Store(int64(d))
-	r.lastData.Store(int64(time.Since(r.idleBase)))
+	r.lastData.Store(int64(r.idleSince()))
 	a := r.a
 	a.relay.Store(r)
 	if t := r.idle.Load(); t != nil {
@@ -347,7 +352,7 @@ func (r *relay) arm(d time.Duration) {
 // when no data event came within the limit, else the timer is armed again
 // for what is left of it after the last data event.
 func (r *relay) idleCheck() {
-	silent := time.Since(r.idleBase) - time.Duration(r.lastData.Load())
+	silent := r.idleSince() - time.Duration(r.lastData.Load())
 	if left := time.Duration(r.limit.Load()) - silent; left > 0 {
 		t := r.idle.Load()
 		for t == nil { // stored right after AfterFunc returned
@@ -367,10 +372,10 @@ func (r *relay) next() bool {
 	g := x.g
 	waited := a.up.waited
 	ev, err := a.rd.Next()
-	t0 := g.now()
+	t0 := g.mono()
 	// Reading the event took t0 − wrote; what was not spent waiting for
 	// the upstream's bytes was the gateway's own work.
-	if work := t0.Sub(r.wrote) - (a.up.waited - waited); work > 0 {
+	if work := t0 - r.wrote - (a.up.waited - waited); work > 0 {
 		tl.post += work
 	}
 	if err != nil {
@@ -386,13 +391,17 @@ func (r *relay) next() bool {
 	raw := ev.Raw
 	kind := r.probe.inspect(ev)
 	if kind != eventNoData && !r.ending && r.idle.Load() != nil {
-		r.lastData.Store(int64(time.Since(r.idleBase)))
+		stamp := t0 // time.Now's clock: the event's reading is on idleSince's scale
+		if g.Now != nil {
+			stamp = r.idleSince()
+		}
+		r.lastData.Store(int64(stamp))
 	}
 	switch kind {
 	case eventContent:
 		r.content(t0)
 	case eventDone:
-		tl.post += g.now().Sub(t0)
+		tl.post += g.mono() - t0
 		r.end(raw)
 		return false
 	case eventInvalid:
@@ -423,8 +432,8 @@ func (r *relay) next() bool {
 	if kind == eventContent || kind == eventOther {
 		x.noteEvidence(&r.probe.ChunkInfo)
 	}
-	t1 := g.now() // post-processing ends, the write begins
-	tl.post += t1.Sub(t0)
+	t1 := g.mono() // post-processing ends, the write begins
+	tl.post += t1 - t0
 	if err := r.write(raw, t1); err != nil {
 		x.clientGone()
 		return false
@@ -432,11 +441,12 @@ func (r *relay) next() bool {
 	return true
 }
 
-// content counts a content event arriving at t0: its instant, and its
-// tokens (one, or what continuous usage says it added).
-func (r *relay) content(t0 time.Time) {
+// content counts a content event arriving at t0 (x.g.mono's reading):
+// its instant, and its tokens (one, or what continuous usage says it
+// added).
+func (r *relay) content(t0 time.Duration) {
 	x := r.x
-	x.chunkNS = append(x.chunkNS, t0.Sub(x.tl.start).Nanoseconds())
+	x.chunkNS = append(x.chunkNS, int64(t0-r.start))
 	k := 1
 	if used, ok := r.probe.usage(); ok && (r.continuous || x.tokens == 1) {
 		if !r.continuous { // usage from the second chunk on: the first carried one token

@@ -54,14 +54,14 @@ type timeline struct {
 // post_process, not decode.
 type waitReader struct {
 	r      io.Reader
-	now    func() time.Time
+	now    func() time.Duration // a monotonic reading (Gateway.sinceBase)
 	waited time.Duration
 }
 
 func (w *waitReader) Read(p []byte) (int, error) {
 	t0 := w.now()
 	n, err := w.r.Read(p)
-	w.waited += w.now().Sub(t0)
+	w.waited += w.now() - t0
 	return n, err
 }
 
