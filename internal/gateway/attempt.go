@@ -50,6 +50,7 @@ type attempt struct {
 	up      *waitReader // the upstream's stream, timed (upv)
 	upv     waitReader
 	rdv     sse.Reader // rd's
+	rdBuf   [2048]byte // rdv's initial buffer (sse.Reader's usual size)
 	pending []byte     // stream bytes read up to and including the first content event
 	// pendBuf holds pending for the usual first events (a role chunk and
 	// the first token).
@@ -278,7 +279,7 @@ func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
 	a.upv = waitReader{r: a.resp.Body, now: g.mono}
 	a.up = &a.upv
-	initEventReader(&a.rdv, a.up)
+	initEventReader(&a.rdv, a.up, a.rdBuf[:])
 	a.rd = &a.rdv
 	a.pending = a.pendBuf[:0]
 	var probe chunkProbe

@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -85,18 +86,24 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if trace != nil && trace.GotConn != nil {
 		trace.GotConn(httptrace.GotConnInfo{Conn: pc.c, Reused: pc.reused})
 	}
-	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(aLongTimeAgo) })
+	b := &h1Body{t: t, pc: pc}
+	b.stop = context.AfterFunc(ctx, func() {
+		err := ctx.Err()
+		b.ctxErr.Store(&err)
+		_ = pc.c.SetDeadline(aLongTimeAgo)
+	})
 	resp, err := t.exchange(req, pc, trace)
 	if err != nil {
-		stop()
+		b.stop()
 		_ = pc.c.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
 		return nil, err
 	}
-	resp.Body = &h1Body{t: t, pc: pc, body: resp.Body, stop: stop, ctxErr: ctx.Err,
-		keep: !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols}
+	b.body = resp.Body
+	b.keep = !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	resp.Body = b
 	return resp, nil
 }
 
@@ -199,12 +206,14 @@ func (t *h1Transport) CloseIdleConnections() {
 // h1Body is an answer's body: its end gives the connection back (when it
 // may be kept), closing it before the end closes the connection.
 type h1Body struct {
-	t      *h1Transport
-	pc     *h1Conn
-	body   io.ReadCloser // http.ReadResponse's
-	stop   func() bool   // the context's AfterFunc
-	ctxErr func() error  // the request context's Err
-	keep   bool          // the connection may serve another request after this answer
+	t    *h1Transport
+	pc   *h1Conn
+	body io.ReadCloser // http.ReadResponse's
+	stop func() bool   // the context's AfterFunc
+	// ctxErr is the request context's Err once it ended (set by the
+	// AfterFunc, before the deadline it sets; nil until then).
+	ctxErr atomic.Pointer[error]
+	keep   bool // the connection may serve another request after this answer
 
 	mu   sync.Mutex
 	done bool // the connection was given back or closed
@@ -219,8 +228,8 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		b.finish(true)
 		return n, err
 	}
-	if cerr := b.ctxErr(); cerr != nil {
-		err = cerr
+	if cerr := b.ctxErr.Load(); cerr != nil {
+		err = *cerr
 	}
 	b.finish(false)
 	return n, err

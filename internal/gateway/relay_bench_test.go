@@ -40,7 +40,7 @@ func BenchmarkRelayEvents(b *testing.B) {
 	a.resp = &http.Response{Header: http.Header{"Content-Type": {"text/event-stream"}}}
 	a.upv = waitReader{r: src, now: g.mono}
 	a.up = &a.upv
-	initEventReader(&a.rdv, a.up)
+	initEventReader(&a.rdv, a.up, a.rdBuf[:])
 	a.rd = &a.rdv
 	ctx := context.Background()
 	b.ReportAllocs()

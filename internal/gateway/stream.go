@@ -42,13 +42,14 @@ func (g *Gateway) endGrace() time.Duration {
 // line ends, keep-alive comments as events of their own).
 func newEventReader(r io.Reader) *sse.Reader {
 	rd := new(sse.Reader)
-	initEventReader(rd, r)
+	initEventReader(rd, r, nil)
 	return rd
 }
 
-// initEventReader sets up rd as newEventReader's.
-func initEventReader(rd *sse.Reader, r io.Reader) {
-	rd.Init(r, nil, maxEventBytes)
+// initEventReader sets up rd as newEventReader's, with buf's storage as
+// its initial buffer (nil: one of its own).
+func initEventReader(rd *sse.Reader, r io.Reader, buf []byte) {
+	rd.InitBuffer(r, nil, maxEventBytes, buf)
 	rd.Blocks()
 }
 
@@ -210,6 +211,7 @@ type relay struct {
 	// ending: the final usage chunk (usage, no choices) was passed on;
 	// only [DONE] may follow, within streamEndGrace.
 	ending bool
+	rest   io.LimitedReader // the upstream's body after [DONE] (end)
 }
 
 // newRelay sets the response headers: the upstream's end-to-end ones, the
@@ -523,7 +525,8 @@ func (r *relay) end(done []byte) {
 		return
 	}
 	r.arm(g.endGrace()) // past it, the upstream is cancelled (idleCheck)
-	_, _ = io.Copy(io.Discard, io.LimitReader(a.up, 1<<20))
+	r.rest = io.LimitedReader{R: a.up, N: 1 << 20}
+	_, _ = io.Copy(io.Discard, &r.rest)
 	r.disarm()
 	if tr := a.resp.Trailer.Values("Server-Timing"); len(tr) > 0 {
 		x.foldUpstreamTiming(timing, tr) // without a trailer the fold above stands

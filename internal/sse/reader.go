@@ -95,10 +95,20 @@ func NewReader(r io.Reader, now func() int64, maxLine int) *Reader {
 // Init sets up a zero Reader as NewReader sets up its own (a Reader held
 // in a larger struct, without an allocation of its own).
 func (rd *Reader) Init(r io.Reader, now func() int64, maxLine int) {
+	rd.InitBuffer(r, now, maxLine, nil)
+}
+
+// InitBuffer is Init with buf's storage as the initial buffer (a 2 KiB one
+// is made when buf has no capacity): a buffer held in the same larger
+// struct as the Reader. It grows past cap(buf) as long lines need.
+func (rd *Reader) InitBuffer(r io.Reader, now func() int64, maxLine int, buf []byte) {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	*rd = Reader{r: r, now: now, buf: make([]byte, 0, 2048), maxLine: maxLine, start: -1}
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 2048)
+	}
+	*rd = Reader{r: r, now: now, buf: buf[:0], maxLine: maxLine, start: -1}
 }
 
 // Blocks turns on block mode (see Reader): Next returns every block with

@@ -419,3 +419,55 @@ func BenchmarkReaderBlocks(b *testing.B) {
 		}
 	}
 }
+
+// TestReaderInitBuffer: a Reader on a buffer of the caller's reads as one
+// on its own, growing past the buffer for longer blocks, and starts in
+// the buffer's storage.
+func TestReaderInitBuffer(t *testing.T) {
+	in := "data: a\n\ndata: " + strings.Repeat("y", 40) + "\n\ndata: [DONE]\n\n"
+	tests := []struct {
+		name string
+		buf  []byte
+	}{
+		{"nil: its own", nil},
+		{"smaller than a block", make([]byte, 0, 8)},
+		{"larger", make([]byte, 3, 4096)},
+	}
+	var want []string
+	for rd := NewReader(strings.NewReader(in), nil, 0); ; {
+		ev, err := rd.Next()
+		if err != nil {
+			break
+		}
+		want = append(want, string(ev.Data))
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rd Reader
+			rd.InitBuffer(strings.NewReader(in), nil, 0, tt.buf)
+			rd.Blocks()
+			var got []string
+			for {
+				ev, err := rd.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(ev.Data))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+	buf := make([]byte, 0, 64)
+	var rd Reader
+	rd.InitBuffer(strings.NewReader("data: a\n\n"), nil, 0, buf)
+	rd.Blocks()
+	ev, err := rd.Next()
+	if err != nil || &ev.Raw[0] != &buf[:1][0] {
+		t.Errorf("the first event is not in the caller's buffer (err %v)", err)
+	}
+}
