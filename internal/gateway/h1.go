@@ -266,13 +266,13 @@ func (b *h1Body) finish(whole bool) {
 var aLongTimeAgo = time.Unix(1, 0)
 
 // canonicalAddr is an http:// URL's host:port, with the default port 80
-// when it names none.
+// when it names none: the host as the URL has it when it names a port (no
+// new string per request), else joined with 80.
 func canonicalAddr(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = "80"
+	if u.Port() != "" {
+		return u.Host
 	}
-	return net.JoinHostPort(u.Hostname(), port)
+	return net.JoinHostPort(u.Hostname(), "80")
 }
 
 // closeRequestBody closes a request's body that will not be sent, as a

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -350,4 +351,25 @@ func fuzzAnswer(t *testing.T, rt http.RoundTripper, url string) fuzzed {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return fuzzed{Status: resp.StatusCode, Body: string(b), BodyErr: err != nil, Trailer: resp.Trailer.Get("Server-Timing")}
+}
+
+// TestCanonicalAddr: a URL's host:port as net.JoinHostPort makes it from
+// its host name and port (80 when it names none).
+func TestCanonicalAddr(t *testing.T) {
+	for _, raw := range []string{
+		"http://127.0.0.1:8000/v1", "http://127.0.0.1/v1", "http://example.com:81",
+		"http://example.com", "http://[::1]:8000/x", "http://[::1]/x", "http://[fe80::1%25en0]:80/",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.Port()
+		if port == "" {
+			port = "80"
+		}
+		if diff := cmp.Diff(net.JoinHostPort(u.Hostname(), port), canonicalAddr(u)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", raw, diff)
+		}
+	}
 }
