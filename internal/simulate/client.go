@@ -42,6 +42,9 @@ type call struct {
 	chunkFrom int64
 	nChunks   int32
 	explicit  bool
+	// net is its one-way network latency, both ways (Config.Network, or
+	// its draw from Config.NetworkSample).
+	net int64
 }
 
 // AffinityKey implements route.Request.
@@ -256,10 +259,15 @@ func (s *sim) send(id int32) {
 
 // transmit puts the request on the network at now.
 func (s *sim) transmit(id int32) {
-	rec := s.calls[id].rec
+	c := &s.calls[id]
+	rec := c.rec
 	rec.SentNS, rec.WroteNS = s.now, s.now
-	if s.cfg.Network > 0 {
-		s.ev.push(s.now+int64(s.cfg.Network), evRouter, id)
+	c.net = int64(s.cfg.Network)
+	if s.netRng != nil {
+		c.net = int64(s.cfg.NetworkSample[s.netRng.IntN(len(s.cfg.NetworkSample))])
+	}
+	if c.net > 0 {
+		s.ev.push(s.now+c.net, evRouter, id)
 		return
 	}
 	s.atRouter(id)

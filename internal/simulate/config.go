@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,16 @@ type Config struct {
 	// sent, and every token reaches the client Network after its step
 	// ends. Default 0: the client sees the server's instants.
 	Network time.Duration
+	// NetworkSample, when set, replaces Network per request: each request
+	// draws one of these one-way latencies (uniformly, seeded by
+	// NetworkSeed) at its send and takes it both ways — to the router, and
+	// back for each of its tokens. A measured client's transport varies
+	// per request (a new connection or a reused one, the prompt's size,
+	// the machine's scheduling), and in an open loop which step a request
+	// meets depends on its own, not on the median (docs/simulate.md,
+	// "Transport").
+	NetworkSample []time.Duration
+	NetworkSeed   uint64
 	// QueueFullStatus is the status of a request an engine's MaxWaiting
 	// refuses (default 429, serve's).
 	QueueFullStatus int
@@ -173,6 +184,8 @@ func (c Config) validate() error {
 		return field.Invalid("scrape_interval", c.ScrapeInterval, "must not be negative")
 	case c.Network < 0:
 		return field.Invalid("network_latency", c.Network, "must not be negative")
+	case slices.Min(append([]time.Duration{0}, c.NetworkSample...)) < 0:
+		return field.Invalid("network_sample", slices.Min(c.NetworkSample), "must not be negative")
 	case c.SampleInterval < 0:
 		return field.Invalid("sample_interval", c.SampleInterval, "must not be negative")
 	case c.QueueFullStatus != 429 && c.QueueFullStatus != 503:

@@ -31,6 +31,14 @@ type Like struct {
 	// least where the server reports no queue wait (likeNetwork) — or 0
 	// when the records carry no server split.
 	Network time.Duration
+	// NetworkSample are an open loop's one-way latencies, half each
+	// measured request's transport, that each replayed request draws its
+	// own from (Config.NetworkSample): which step an open loop's request
+	// meets depends on its own transport, not on the median. Nil for a
+	// closed loop (its resends reach the engine after a step end either
+	// way, and its measured turnarounds are replayed) and where the
+	// server reports no queue wait.
+	NetworkSample []time.Duration
 	// Requests and Warmup count the replay's measured and warm-up requests.
 	Requests, Warmup int
 	// Rate is the run's requests per second over the span of their
@@ -97,6 +105,12 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 		}
 		lk.Load = workload.Load{Arrivals: rp.Arrivals, Requests: lk.Requests, WarmupRequests: warm, Seed: seed}
 		lk.Notes = append(lk.Notes, "an open loop at the records' intended send instants")
+		if len(transport) > 0 && !unreported {
+			for _, t := range transport {
+				lk.NetworkSample = append(lk.NetworkSample, t/2)
+			}
+			lk.Notes = append(lk.Notes, fmt.Sprintf("each request's network is drawn from the run's %d measured transports (half each way, seeded by --seed), not their median: an open loop's request meets the step its own transport sets", len(transport)))
+		}
 	}
 	return lk, nil
 }

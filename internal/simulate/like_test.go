@@ -47,8 +47,14 @@ func TestLikeReplaysTheRun(t *testing.T) {
 			}
 			o.OutputDir = filepath.Join(dir, "run")
 			run := writeRun(t, o, func(f string) bool { return slices.Contains(given, f) })
-			if lk, err := LikeRun(o.OutputDir, true, 1); err != nil || lk.Load.RampName() != o.Workload.RampUp {
+			lk, err := LikeRun(o.OutputDir, true, 1)
+			if err != nil || lk.Load.RampName() != o.Workload.RampUp {
 				t.Fatalf("replayed ramp-up %q (%v), want %q", lk.Load.RampName(), err, o.Workload.RampUp)
+			}
+			// An open loop's requests draw their network from the run's
+			// transports (one per request); a closed loop's take the median.
+			if want := map[bool]int{true: 120, false: 0}[mode == "open"]; len(lk.NetworkSample) != want {
+				t.Errorf("%d network latencies to draw from, want %d", len(lk.NetworkSample), want)
 			}
 
 			l := DefaultOptions()

@@ -99,7 +99,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 	if endpoint != EndpointChat && endpoint != EndpointCompletions {
 		return cfg, out, field.Invalid("endpoint", o.Endpoint, "want chat or completions")
 	}
-	src, l, network, ignoreEOS, err := o.workload(endpoint == EndpointChat, given)
+	src, l, network, sample, ignoreEOS, err := o.workload(endpoint == EndpointChat, given)
 	if err != nil {
 		return cfg, out, err
 	}
@@ -123,8 +123,9 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 	}
 	cfg = Config{
 		Engine: ec, Replicas: replicas, Pools: pools, Balancer: o.Balancer, PrefixBytes: o.PrefixBytes,
-		ScrapeInterval: o.ScrapeInterval, Network: network, QueueFullStatus: o.QueueFullStatus,
-		Workload: src, Load: l, IgnoreEOS: ignoreEOS, Model: model, Steps: o.Steps,
+		ScrapeInterval: o.ScrapeInterval, Network: network, NetworkSample: sample, NetworkSeed: max(o.Workload.Seed, 1),
+		QueueFullStatus: o.QueueFullStatus,
+		Workload:        src, Load: l, IgnoreEOS: ignoreEOS, Model: model, Steps: o.Steps,
 		SampleInterval: SampleInterval, Force: o.Force,
 	}
 	if err := o.admission(&cfg); err != nil {
@@ -150,27 +151,27 @@ var likeConflicts = []string{"rate", "concurrency", "requests", "duration", "war
 	"input_tokens", "output_tokens", "prefix_tokens", "prefix_groups", "turns", "arrival", "agent_steps", "agent_sessions"}
 
 // workload is what to send: the workload flags', or with Like the run's
-// (its transport as the network unless network_latency is given, answers
+// (its transport as the network unless network_latency is given — an
+// open loop's drawn per request from its measured transports — answers
 // running to the lengths it produced).
-func (o Options) workload(chat bool, given func(string) bool) (workload.Source, workload.Load, time.Duration, bool, error) {
+func (o Options) workload(chat bool, given func(string) bool) (src workload.Source, l workload.Load, network time.Duration, sample []time.Duration, ignoreEOS bool, err error) {
 	if o.Like == "" {
 		src, l, err := o.Workload.Build(chat, given)
-		return src, l, o.NetworkLatency, o.IgnoreEOS, err
+		return src, l, o.NetworkLatency, nil, o.IgnoreEOS, err
 	}
 	for _, f := range likeConflicts {
 		if given(f) {
-			return nil, workload.Load{}, 0, false, &field.Error{Field: "like", Err: fmt.Errorf("replays the run's own workload: leave out --%s", strings.ReplaceAll(f, "_", "-"))}
+			return nil, workload.Load{}, 0, nil, false, &field.Error{Field: "like", Err: fmt.Errorf("replays the run's own workload: leave out --%s", strings.ReplaceAll(f, "_", "-"))}
 		}
 	}
 	lk, err := LikeRun(o.Like, chat, max(o.Workload.Seed, 1))
 	if err != nil {
-		return nil, workload.Load{}, 0, false, field.Invalid("like", o.Like, "%w", err)
+		return nil, workload.Load{}, 0, nil, false, field.Invalid("like", o.Like, "%w", err)
 	}
-	network := lk.Network
 	if given("network_latency") {
-		network = o.NetworkLatency
+		return lk.Source, lk.Load, o.NetworkLatency, nil, true, nil
 	}
-	return lk.Source, lk.Load, network, true, nil
+	return lk.Source, lk.Load, lk.Network, lk.NetworkSample, true, nil
 }
 
 // admission builds the admission queue's configuration, when it is on.

@@ -160,11 +160,11 @@ func (s *sim) stepEnd(r *replica) {
 		}
 		r.stepEnds = append(r.stepEnds, s.now)
 	}
-	at := s.now + int64(s.cfg.Network)
 	for i := range outs {
 		o := &outs[i]
 		id := int32(o.ID())
 		c := &s.calls[id]
+		at := s.now + c.net
 		if o.Tokens > 0 {
 			if !c.first {
 				c.first = true
@@ -244,10 +244,9 @@ func (s *sim) materialize(c *call, r *replica) {
 	if cap(rec.ChunkNS) < c.req.MaxTokens {
 		rec.ChunkNS = make([]int64, 0, c.req.MaxTokens) // the most events an answer can have
 	}
-	net := int64(s.cfg.Network)
 	from := c.chunkFrom - r.stepBase
 	for _, t := range r.stepEnds[from : from+int64(c.nChunks)] {
-		rec.ChunkNS = append(rec.ChunkNS, t+net)
+		rec.ChunkNS = append(rec.ChunkNS, t+c.net)
 	}
 }
 
@@ -270,7 +269,7 @@ func (s *sim) trimSteps(r *replica) {
 const minStepLog = 4096
 
 // finish completes a successful record from the engine's timeline; the
-// client sees every instant Network later (at is the end there).
+// client sees every instant its network latency later (at is the end there).
 func (s *sim) finish(c *call, tl engine.Timeline, at int64) {
 	rec := c.rec
 	rec.EndNS, rec.LastEventNS = at, at
@@ -340,11 +339,11 @@ func splitReasoning(rec *latency.Record, n int) {
 const SplitSource = "simulated"
 
 // refuse answers a request with an error status at now; the client reads
-// it Network later.
+// it its network latency later.
 func (s *sim) refuse(id int32, status int, kind string, err error) {
 	c := &s.calls[id]
 	rec := c.rec
-	at := s.now + int64(s.cfg.Network)
+	at := s.now + c.net
 	rec.Status, rec.ErrorKind = status, kind
 	rec.Error = statusText(status) + ": " + err.Error()
 	rec.FirstByteNS = at

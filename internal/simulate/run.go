@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -49,6 +50,8 @@ type sim struct {
 
 	nextScrape, nextSample int64
 	res                    *Result
+
+	netRng *rand.Rand // draws each request's network latency from Config.NetworkSample
 }
 
 // sharesPrefixes reports whether the requests of src share prompt prefixes
@@ -77,6 +80,9 @@ func newSim(cfg Config) (*sim, error) {
 		return nil, err
 	}
 	s := &sim{cfg: cfg, load: cfg.Load, res: &Result{}}
+	if len(cfg.NetworkSample) > 0 {
+		s.netRng = rand.New(rand.NewPCG(cfg.NetworkSeed, cfg.NetworkSeed^0x9e3779b97f4a7c15))
+	}
 	if err := s.build(); err != nil {
 		return nil, err
 	}

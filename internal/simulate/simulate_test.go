@@ -115,6 +115,45 @@ func TestRecordsCarryTheServerSplit(t *testing.T) {
 	}
 }
 
+// With NetworkSample each request draws its own one-way latency and takes
+// it both ways: its TTFT at the client is twice its draw plus the server's
+// queue and prefill, and its last token reaches the client its draw after
+// the step that made it. The draws cover the sample and follow NetworkSeed.
+func TestNetworkSampleDrawsPerRequest(t *testing.T) {
+	sample := []time.Duration{time.Millisecond, 4 * time.Millisecond, 9 * time.Millisecond}
+	run := func(seed uint64) []time.Duration {
+		recs, _ := collect(t, Config{Engine: h100(t), Workload: synthetic(1000, 20), IgnoreEOS: true, Model: "m",
+			Network: 100 * time.Millisecond, NetworkSample: sample, NetworkSeed: seed,
+			Load: workload.Load{Rate: 5, Arrival: workload.Constant, Requests: 30}})
+		slices.SortFunc(recs, func(a, b *latency.Record) int { return int((a.IntendedNS - b.IntendedNS) / int64(time.Millisecond)) })
+		var drawn []time.Duration
+		for _, r := range recs {
+			sp := r.Server
+			twice := time.Duration(r.FirstTokenNS - r.SentNS - sp.QueueNS - sp.PrefillNS)
+			if twice%2 != 0 || !slices.Contains(sample, twice/2) {
+				t.Fatalf("%s: TTFT less queue and prefill %v: not twice a latency of the sample %v", r.ID, twice, sample)
+			}
+			if r.EndNS-r.FirstTokenNS != sp.DecodeNS {
+				t.Errorf("%s: client decode %d ≠ server decode %d", r.ID, r.EndNS-r.FirstTokenNS, sp.DecodeNS)
+			}
+			drawn = append(drawn, twice/2)
+		}
+		return drawn
+	}
+	a, b := run(1), run(2)
+	for _, d := range sample {
+		if !slices.Contains(a, d) {
+			t.Errorf("30 requests never drew %v: %v", d, a)
+		}
+	}
+	if diff := cmp.Diff(a, run(1)); diff != "" {
+		t.Errorf("seed 1 drew differently on a second run (-first +second):\n%s", diff)
+	}
+	if slices.Equal(a, b) {
+		t.Errorf("seeds 1 and 2 drew the same latencies %v", a)
+	}
+}
+
 func TestClosedLoopKeepsNInFlight(t *testing.T) {
 	const n, total = 8, 200
 	recs, _ := collect(t, Config{Engine: h100(t), Workload: &workload.Synthetic{Chat: true,
@@ -445,6 +484,7 @@ func TestBadConfigurationsNameTheSetting(t *testing.T) {
 		{"replicas", func(c *Config) { c.Replicas = -1 }},
 		{"balancer", func(c *Config) { c.Balancer = "fastest" }},
 		{"network_latency", func(c *Config) { c.Network = -time.Second }},
+		{"network_sample", func(c *Config) { c.NetworkSample = []time.Duration{time.Millisecond, -time.Millisecond} }},
 		{"length_pools", func(c *Config) { c.Pools = []Pool{{Replicas: 1}, {MaxInputTokens: 10, Replicas: 1}} }},
 		{"replicas", func(c *Config) { c.Replicas = 3; c.Pools = []Pool{{MaxInputTokens: 10, Replicas: 1}, {Replicas: 1}} }},
 		{"early_reject", func(c *Config) {
