@@ -170,8 +170,13 @@ func (c clockCase) engineOptions() engine.Options {
 // measured requests.
 type clocks struct {
 	served, simulated map[string][]float64 // ms, sorted
-	sendLagP99        float64              // bench's own send lag P99, ms
-	warnings          []string             // bench's doubts about its own run
+	// drawn are an open loop's further simulated runs, each request's
+	// network latency drawn from the served run's transports
+	// (simulate.Config.NetworkSample): the spread of what the twin
+	// predicts for one run (see openDraws).
+	drawn      []map[string][]float64
+	sendLagP99 float64  // bench's own send lag P99, ms
+	warnings   []string // bench's doubts about its own run
 }
 
 // runClocks runs c through bench against serve (wall clock) and through
@@ -225,9 +230,53 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 	if _, err := simulate.WriteRun(cfg, out, io.Discard); err != nil {
 		tb.Fatal(err)
 	}
-	return clocks{served: served, simulated: readMetrics(tb, out.Dir),
+	r := clocks{served: served, simulated: readMetrics(tb, out.Dir),
 		sendLagP99: bres.Summary.Client.SendLagP99MS, warnings: bres.Summary.Client.Warnings}
+	if c.rate > 0 {
+		// An open loop's requests meet the engine's steps at instants
+		// their own transports set, and one that reaches the engine a
+		// fraction of a millisecond before a step's start instead of
+		// after it changes the batches of every request queued behind it
+		// (open-12rps-lognormal, load 12: request 30, sent 2,940 ms in,
+		// reached the served engine 0.6 ms before the step the simulated
+		// one missed; the next 21 requests' TTFT′ differed by up to
+		// 180 ms). The served run is one draw of those instants: the twin
+		// runs several, each request's network drawn from the measured
+		// transports, and the served run must fall within their spread.
+		// (The median network alone is no stand-in for them: with two
+		// replicas it gave TTFT′ P50 91.7 ms where 7 draws gave
+		// 96.6–103.2 and the served run 102.8.)
+		for _, v := range served["transport"] {
+			cfg.NetworkSample = append(cfg.NetworkSample, time.Duration(v/2*1e6))
+		}
+		for k := range openDraws {
+			cfg.NetworkSeed = uint64(k + 1)
+			dout := out
+			dout.Dir = filepath.Join(dir, fmt.Sprintf("sim-draw-%d", k+1))
+			if _, err := simulate.WriteRun(cfg, dout, io.Discard); err != nil {
+				tb.Fatal(err)
+			}
+			r.drawn = append(r.drawn, readMetrics(tb, dout.Dir))
+		}
+	}
+	return r
 }
+
+// drawnAt is the metric's percentile p in each of the draws, sorted.
+func (r clocks) drawnAt(metric string, p float64) []float64 {
+	var vs []float64
+	for _, d := range r.drawn {
+		if len(d[metric]) > 0 {
+			vs = append(vs, stats.Percentile(d[metric], p))
+		}
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// openDraws is how many runs, each request's network latency drawn from
+// the served transports, make an open loop's simulated prediction.
+const openDraws = 8
 
 // startServed starts one serve, or replicas of it behind a gateway
 // (its quick start: least outstanding requests).
@@ -305,6 +354,18 @@ func readMetrics(tb testing.TB, dir string) map[string][]float64 {
 		} else if err != nil {
 			tb.Fatal(err)
 		}
+		if r.OK() && r.Server != nil {
+			// time outside the server before the first token and at the
+			// end, warm-up included: the machine's delays (see late)
+			sp := r.Server
+			if ttft, ok := r.TTFTIntended(); ok {
+				before := ttft - time.Duration(sp.QueueNS+sp.PrefillNS)
+				if e2e, ok := r.E2EIntended(); ok {
+					before = max(before, e2e-before-time.Duration(sp.QueueNS+sp.PrefillNS+sp.DecodeNS))
+				}
+				add("outside", before, true)
+			}
+		}
 		if r.Warmup || !r.OK() || r.Server == nil {
 			continue
 		}
@@ -330,10 +391,19 @@ func readMetrics(tb testing.TB, dir string) map[string][]float64 {
 type gap struct {
 	metric, pct       string
 	served, simulated float64 // ms
-	relative, limit   float64 // |served − simulated| / simulated, and its bound
+	low, high         float64 // the simulated runs' range (an open loop's draws; else simulated), ms
+	relative, limit   float64 // served's distance to [low, high] over simulated, and its bound
 }
 
 func (g gap) within() bool { return g.relative <= g.limit }
+
+// draws is the simulated runs' range, when there are several.
+func (g gap) draws() string {
+	if g.low == g.high {
+		return ""
+	}
+	return fmt.Sprintf(" (draws %.1f–%.1f ms)", g.low, g.high)
+}
 
 // percentiles are the compared percentiles and their limits: P50 and P90
 // within 5 %, P99 within 10 %.
@@ -342,7 +412,9 @@ var percentiles = []struct {
 	p, limit float64
 }{{"p50", 50, 0.05}, {"p90", 90, 0.05}, {"p99", 99, 0.10}}
 
-// gaps compares the two runs on the metrics named.
+// gaps compares the two runs on the metrics named: the served value's
+// distance to the simulated one relative to it — for an open loop, to the
+// range of its draws, relative to their median.
 func (r clocks) gaps(metrics ...string) []gap {
 	var out []gap
 	for _, m := range metrics {
@@ -353,11 +425,34 @@ func (r clocks) gaps(metrics ...string) []gap {
 		}
 		for _, p := range percentiles {
 			bv, sv := stats.Percentile(b, p.p), stats.Percentile(s, p.p)
-			out = append(out, gap{metric: m, pct: p.name, served: bv, simulated: sv,
-				relative: math.Abs(bv-sv) / sv, limit: p.limit})
+			lo, hi := sv, sv
+			if vs := r.drawnAt(m, p.p); len(vs) > 0 {
+				sv, lo, hi = stats.Percentile(vs, 50), vs[0], vs[len(vs)-1]
+			}
+			out = append(out, gap{metric: m, pct: p.name, served: bv, simulated: sv, low: lo, high: hi,
+				relative: math.Max(0, math.Max(lo-bv, bv-hi)) / sv, limit: p.limit})
 		}
 	}
 	return out
+}
+
+// stepMS is about one decode step of the grid's slowed GPU: a request
+// delayed outside the server by more than that can miss the step it was
+// meant for.
+const stepMS = 25
+
+// late counts the served requests (warm-up included) whose time outside
+// the server before their first token or at their end passed a step, and
+// the longest such time (ms): the machine's delays, which move a request
+// across a step boundary the twin's request meets.
+func (r clocks) late() (n int, longest float64) {
+	for _, v := range r.served["outside"] {
+		if v > stepMS {
+			n++
+		}
+		longest = math.Max(longest, v)
+	}
+	return n, longest
 }
 
 // afterTransport are the metrics the differential holds to its limits;
@@ -376,7 +471,13 @@ const maxGridLag = 20
 // runs through bench against serve on the wall clock and through simulate
 // on the virtual clock, with the same engine, step timer and workload, and
 // must agree on TTFT, TPOT and E2E at P50 and P90 within 5 % and at P99
-// within 10 %, after the client's measured transport time.
+// within 10 %, after the client's measured transport time — an open loop
+// within the limits of the range of its simulated draws (runClocks). A
+// case that misses runs once more; it skips, saying why, when bench's send
+// lag P99 passes maxGridLag, or when the second run misses too and bench
+// doubts its own run or the served records show a request the machine
+// held outside the server for more than a step: such a run is no
+// reference.
 func TestTwoClocksAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs bench in real time for about 20 s")
@@ -396,12 +497,14 @@ func TestTwoClocksAgree(t *testing.T) {
 					t.Logf("client %s %s: served %.1f ms, simulated %.1f ms: %.1f %%", g.metric, g.pct, g.served, g.simulated, 100*g.relative)
 				}
 				for _, g := range r.gaps(afterTransport...) {
-					t.Logf("%s %s: served %.1f ms, simulated %.1f ms: %.1f %%", g.metric, g.pct, g.served, g.simulated, 100*g.relative)
+					t.Logf("%s %s: served %.1f ms, simulated %.1f ms%s: %.1f %%", g.metric, g.pct, g.served, g.simulated, g.draws(), 100*g.relative)
 					if !g.within() {
-						apart = append(apart, fmt.Sprintf("%s %s: served %.1f ms, simulated %.1f ms: apart by %.1f %% (limit %.0f %%)",
-							g.metric, g.pct, g.served, g.simulated, 100*g.relative, 100*g.limit))
+						apart = append(apart, fmt.Sprintf("%s %s: served %.1f ms, simulated %.1f ms%s: apart by %.1f %% (limit %.0f %%)",
+							g.metric, g.pct, g.served, g.simulated, g.draws(), 100*g.relative, 100*g.limit))
 					}
 				}
+				n, longest := r.late()
+				t.Logf("send lag P99 %.1f ms; %d requests outside the server over %d ms (longest %.1f ms)", r.sendLagP99, n, stepMS, longest)
 				if len(apart) == 0 {
 					return
 				}
@@ -422,6 +525,13 @@ func TestTwoClocksAgree(t *testing.T) {
 				if len(r.warnings) > 0 {
 					t.Skipf("apart (%s), but the machine is too busy to run the wall-clock reference: bench doubts its own run: %q", strings.Join(apart, "; "), r.warnings)
 				}
+				// Nor is a run whose requests the machine held outside the
+				// server for more than a step: each moved a request across
+				// a step boundary, and a closed loop keeps what that
+				// changed to its end.
+				if n > 0 {
+					t.Skipf("apart (%s), but the machine delayed %d requests outside the server by more than a step (%d ms; longest %.1f ms): no reference", strings.Join(apart, "; "), n, stepMS, longest)
+				}
 				t.Error(strings.Join(apart, "\n"))
 				return
 			}
@@ -437,14 +547,16 @@ func TestTwoClocksAgree(t *testing.T) {
 //	go test ./internal/simulate -run '^$' -bench TwoClocks -benchtime 1x -v
 func BenchmarkTwoClocks(b *testing.B) {
 	var sb strings.Builder
-	sb.WriteString("\n| case | TTFT′ P50 served / simulated | worst P50/P90 gap | worst P99 gap | client TTFT P50 served / simulated | client worst P50/P90 gap | send lag P99 |\n|---|---|---|---|---|---|---|\n")
+	sb.WriteString("\n| case | TTFT′ P50 served / simulated (draws) | worst P50/P90 gap | worst P99 gap | client TTFT P50 served / simulated | client worst P50/P90 gap | send lag P99 | outside > 25 ms (longest) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range fullGrid {
 		b.Run(c.name, func(b *testing.B) {
 			r := runClocks(b, c)
 			w5, w10, t50 := worst(r.gaps(afterTransport...))
 			c5, _, c50 := worst(r.gaps(clientSide...))
-			fmt.Fprintf(&sb, "| %s | %.1f / %.1f ms | %.1f %% | %.1f %% | %.1f / %.1f ms | %.1f %% | %.1f ms |\n",
-				c.name, t50.served, t50.simulated, 100*w5, 100*w10, c50.served, c50.simulated, 100*c5, r.sendLagP99)
+			n, longest := r.late()
+			fmt.Fprintf(&sb, "| %s | %.1f / %.1f ms%s | %.1f %% | %.1f %% | %.1f / %.1f ms | %.1f %% | %.1f ms | %d of %d (%.0f ms) |\n",
+				c.name, t50.served, t50.simulated, t50.draws(), 100*w5, 100*w10, c50.served, c50.simulated, 100*c5, r.sendLagP99,
+				n, len(r.served["outside"]), longest)
 		})
 	}
 	b.Log(sb.String())
