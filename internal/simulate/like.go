@@ -109,7 +109,6 @@ func LikeRun(dir string, chat bool, seed uint64) (Like, error) {
 			for _, t := range transport {
 				lk.NetworkSample = append(lk.NetworkSample, t/2)
 			}
-			lk.Notes = append(lk.Notes, fmt.Sprintf("each request's network is drawn from the run's %d measured transports (half each way, seeded by --seed), not their median: an open loop's request meets the step its own transport sets", len(transport)))
 		}
 	}
 	return lk, nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,10 @@ func TestLikeReplaysTheRun(t *testing.T) {
 
 			l := DefaultOptions()
 			l.Like, l.OutputDir = o.OutputDir, filepath.Join(dir, "like")
+			said := strings.Contains(strings.Join(l.BenchDifferences(func(string) bool { return false }), "\n"), "draws each request's network")
+			if said != (mode == "open") {
+				t.Errorf("simulate says it draws each request's network: %t, want %t", said, mode == "open")
+			}
 			like := writeRun(t, l, func(string) bool { return false })
 			for _, m := range []string{"ttft", "tpot", "e2e"} {
 				a, b := dist(t, run, m), dist(t, like, m)

@@ -218,6 +218,9 @@ func (o Options) BenchDifferences(given func(field string) bool) []string {
 		if err != nil {
 			return nil // Config says why
 		}
+		if len(lk.NetworkSample) > 0 && !given("network_latency") {
+			return append(lk.Notes, fmt.Sprintf("simulate draws each request's network from the run's %d measured transports (half each way, seeded by --seed), not their median: an open loop's request meets the step its own transport sets", len(lk.NetworkSample)))
+		}
 		return lk.Notes
 	}
 	var out []string
