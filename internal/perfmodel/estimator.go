@@ -93,6 +93,8 @@ type Estimator struct {
 	linPeak          float64 // FLOP/s for the linear layers, after efficiency
 	attnPeak         float64 // FLOP/s for attention, after efficiency
 	bw               float64 // B/s after efficiency
+	cacheBytes       float64 // the device's last-level cache (0: none)
+	cacheBW          float64 // its read bandwidth in B/s after efficiency
 	arBytesPerToken  float64 // bytes of one all-reduce per token (hidden × 2)
 	arFactor         float64 // seconds per byte of an all-reduce: 2(TP−1)/TP / (link × eff)
 	arLatency        float64 // seconds
@@ -235,6 +237,9 @@ func (e *Estimator) stepConstants() error {
 	}
 	e.attnPeak = g.PeakFLOPS[attnDT] * e.eff.Compute
 	e.bw = g.HBMBandwidth * e.eff.Memory
+	if g.CacheBytes > 0 && g.CacheBandwidth > 0 {
+		e.cacheBytes, e.cacheBW = float64(g.CacheBytes), g.CacheBandwidth*e.eff.Memory
+	}
 	if e.tp > 1 {
 		if !(g.InterconnectBW > 0) {
 			return fmt.Errorf("GPU %s has no interconnect bandwidth for tp %d", g.Name, e.tp)
@@ -373,7 +378,11 @@ type Step struct {
 	ExpertsTouched float64 `json:"experts_touched,omitempty"`
 	// Passes is the forward passes the step runs as when a pass takes at
 	// most Config.UBatch tokens (absent when it has no bound: one pass).
-	Passes    int     `json:"passes,omitempty"`
+	Passes int `json:"passes,omitempty"`
+	// Cached says the step's bytes of one forward pass fit in the
+	// device's last-level cache (GPU.CacheBytes) and were read at its
+	// bandwidth: they stay there from one step to the next.
+	Cached    bool    `json:"cached,omitempty"`
 	CommBytes float64 `json:"comm_bytes"`
 	Compute   time.Duration
 	Memory    time.Duration
@@ -467,7 +476,15 @@ func (e *Estimator) step(a agg) Step {
 	s.KVWriteBytes = a.tokens * e.kvTokenRank
 	s.Bytes = s.WeightBytes + s.KVReadBytes + s.KVWriteBytes
 	compute := s.LinearFLOPs/e.linPeak + s.AttentionFLOPs/e.attnPeak
-	memory := s.Bytes / e.bw
+	bw := e.bw
+	// A device with a last-level cache (a CPU's L3) keeps a small model's
+	// weights and KV cache there between steps when one pass's bytes fit:
+	// a pass over a working set larger than the cache evicts what it
+	// reads before the next pass needs it, so it reads all from memory.
+	if e.cacheBW > 0 && s.Bytes/passes <= e.cacheBytes {
+		bw, s.Cached = e.cacheBW, true
+	}
+	memory := s.Bytes / bw
 	var comm float64
 	if e.allReduces > 0 {
 		s.CommBytes = e.allReduces * a.tokens * e.arBytesPerToken

@@ -30,6 +30,15 @@ type GPU struct {
 	// InterconnectBW is the per-GPU, per-direction bandwidth of that link in
 	// bytes per second.
 	InterconnectBW float64 `json:"interconnect_bandwidth"`
+	// CacheBytes and CacheBandwidth are the last-level cache a step's
+	// weights and KV cache can stay in between steps, and its read
+	// bandwidth in bytes per second: a step whose bytes per forward pass
+	// fit in it reads them at CacheBandwidth instead of HBMBandwidth. Set
+	// for a CPU device, whose L3 holds a small model (docs/perfmodel.md,
+	// "A CPU as the device"); 0 for the GPU entries, whose models' weights
+	// are many times their L2.
+	CacheBytes     int64   `json:"cache_bytes,omitempty"`
+	CacheBandwidth float64 `json:"cache_bandwidth,omitempty"`
 	// Source names the public document the figures come from.
 	Source  string   `json:"source"`
 	Aliases []string `json:"-"`
@@ -66,7 +75,11 @@ type gpuYAML struct {
 	INT8TOPS        float64  `yaml:"int8_tops"`
 	Interconnect    string   `yaml:"interconnect"`
 	InterconnectGBs float64  `yaml:"interconnect_gb_s"`
-	Source          string   `yaml:"source"`
+	// CacheMiB and CacheGBs are the last-level cache and its read
+	// bandwidth (GPU.CacheBytes, GPU.CacheBandwidth): both or neither.
+	CacheMiB float64 `yaml:"cache_mib"`
+	CacheGBs float64 `yaml:"cache_gb_s"`
+	Source   string  `yaml:"source"`
 }
 
 func (y gpuYAML) gpu() (GPU, error) {
@@ -86,6 +99,9 @@ func (y gpuYAML) gpu() (GPU, error) {
 		if v < 0 {
 			return GPU{}, fmt.Errorf("GPU %q: negative peak", y.Name)
 		}
+	}
+	if y.CacheMiB < 0 || y.CacheGBs < 0 || (y.CacheMiB > 0) != (y.CacheGBs > 0) {
+		return GPU{}, fmt.Errorf("GPU %q: cache_mib and cache_gb_s must both be > 0 or both absent", y.Name)
 	}
 	peak := map[DType]float64{BF16: y.BF16TFLOPS * 1e12}
 	if y.FP16TFLOPS > 0 {
@@ -109,6 +125,8 @@ func (y gpuYAML) gpu() (GPU, error) {
 		PeakFLOPS:      peak,
 		Interconnect:   y.Interconnect,
 		InterconnectBW: y.InterconnectGBs * 1e9,
+		CacheBytes:     int64(y.CacheMiB * (1 << 20)),
+		CacheBandwidth: y.CacheGBs * 1e9,
 		Source:         y.Source,
 		Aliases:        y.Aliases,
 	}, nil
@@ -119,7 +137,8 @@ var gpusYAML []byte
 
 // ParseGPUCatalog reads a hardware catalog in the schema of the embedded
 // gpus.yaml (a YAML list of GPUs with memory_gib, hbm_gb_s, bf16_tflops,
-// fp16_tflops, fp8_tflops, int8_tops, interconnect_gb_s, source).
+// fp16_tflops, fp8_tflops, int8_tops, interconnect_gb_s, source; a CPU
+// device's cache_mib and cache_gb_s).
 func ParseGPUCatalog(data []byte) ([]GPU, error) {
 	var ys []gpuYAML
 	if err := unmarshalYAML(data, &ys); err != nil {
