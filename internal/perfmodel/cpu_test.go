@@ -100,3 +100,63 @@ func TestCPUCacheHoldsOnlyWhatFits(t *testing.T) {
 		}
 	}
 }
+
+// llama-server's own step times on the test model (TestCalibrateThenSimulate
+// AgainstLlamaServer's run of 2026-12-04 18:10 UTC, load average 6–8, its
+// timings.prompt_ms and predicted_per_token_ms; docs/performance.md, "A CPU
+// thread as the device"): the 91-token prompt alone 3.98 ms, a decode
+// 0.83 ms per sequence at batch 1 and at batch 4. With the L3 the roofline
+// prices all three with one compute efficiency; with DRAM as the only
+// memory no constants come within 15 % of all three, because one decode
+// alone would read 0.70 ms of weights at 26.6 GB/s and still be sampled.
+func TestCPUStepsOneComputeEfficiency(t *testing.T) {
+	g := cpuDevice(t)
+	m := ModelSpec{Name: "llamacpp-test", Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, HeadDim: 64, Intermediate: 512, Vocab: 32000}
+	steps := []struct {
+		name     string
+		batch    func(*Batch)
+		measured time.Duration
+	}{
+		{"91-token prompt alone", func(b *Batch) { b.Add(91, 0) }, 3980 * time.Microsecond},
+		{"1 decode", func(b *Batch) { b.AddDecode(1, 107) }, 830 * time.Microsecond},
+		{"4 decodes", func(b *Batch) {
+			for range 4 {
+				b.AddDecode(1, 107)
+			}
+		}, 4 * 830 * time.Microsecond},
+	}
+	// worst is the largest relative miss of the three steps.
+	worst := func(g GPU, eff Efficiency) float64 {
+		e := mustNew(t, Config{Model: m, GPU: g, WeightDType: FP16, KVDType: FP16, Eff: eff})
+		var w float64
+		for _, s := range steps {
+			var b Batch
+			s.batch(&b)
+			w = max(w, math.Abs(float64(e.StepTime(&b))/float64(s.measured)-1))
+		}
+		return w
+	}
+	// Fitted by hand on these three: compute 0.63, memory 0.85, 561 µs per
+	// sequence (sampling 32,000 logits and the slot's bookkeeping).
+	fit := Efficiency{Compute: 0.63, Memory: 0.85, Interconnect: 1, StepOverhead: time.Microsecond, SeqOverhead: 561 * time.Microsecond}
+	if w := worst(g, fit); w > 0.01 {
+		t.Errorf("with the L3, %+v misses a step by %.1f %%, want within 1 %%", fit, 100*w)
+	}
+	dram := g
+	dram.CacheBytes, dram.CacheBandwidth = 0, 0
+	best, at := math.Inf(1), Efficiency{}
+	for c := 0.05; c <= 1.0001; c += 0.01 {
+		for mem := 0.5; mem <= 1.0001; mem += 0.1 {
+			for seq := time.Duration(0); seq <= 1500*time.Microsecond; seq += 20 * time.Microsecond {
+				eff := Efficiency{Compute: min(c, 1), Memory: min(mem, 1), Interconnect: 1, StepOverhead: time.Microsecond, SeqOverhead: seq}
+				if w := worst(dram, eff); w < best {
+					best, at = w, eff
+				}
+			}
+		}
+	}
+	if best < 0.15 {
+		t.Errorf("from DRAM alone, %+v prices all three steps within %.1f %%: the L3 would not be needed", at, 100*best)
+	}
+	t.Logf("from DRAM alone the best constants (%+v) miss a step by %.1f %%", at, 100*best)
+}

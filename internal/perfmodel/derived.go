@@ -255,6 +255,9 @@ func (e *Estimator) Estimate(w Workload) (Estimate, error) {
 	r.Shares = SharesOf(r.Decode)
 	r.Intensity = r.Decode.Intensity()
 	r.Ridge = e.linPeak / e.bw
+	if r.Decode.Cached {
+		r.Ridge = e.linPeak / e.cacheBW
+	}
 	if w.SpecK > 0 {
 		s := &SpecEstimate{K: w.SpecK, Alpha: w.SpecAlpha, ExpectedTokens: ExpectedTokens(w.SpecK, w.SpecAlpha)}
 		s.Step = e.verifyStep(w.Batch, mid, w.SpecK)

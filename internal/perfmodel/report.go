@@ -190,6 +190,10 @@ func (r *Result) WriteExplain(w io.Writer) error {
 		gb(float64(e.UsableBytesPerGPU())), gb(float64(e.WeightBytes())/float64(c.TP)), kib(e.kvTokenRank), group(e.KVCapacityTokens()))
 	p("  achieved rates: linear %s (peak %s × %.2f), attention %s, memory %s (peak %s × %.2f).",
 		flops(e.linPeak), flops(r.GPU.PeakFLOPS[r.GPU.ComputeDType(c.WeightDType)]), c.Eff.Compute, flops(e.attnPeak), bps(e.bw), bps(r.GPU.HBMBandwidth), c.Eff.Memory)
+	if e.cacheBW > 0 {
+		p("  cache: a step whose bytes per pass fit in the %.0f MiB last-level cache reads them at %s (peak %s × %.2f).",
+			e.cacheBytes/(1<<20), bps(e.cacheBW), bps(r.GPU.CacheBandwidth), c.Eff.Memory)
+	}
 	p("")
 	p("1. TTFT: prefill of %d prompt tokens%s.", r.Work.Input, ifs(row.Batch > 1, fmt.Sprintf(" beside %d decoding requests at context %d", row.Batch-1, r.Work.Input+r.Work.Output/2)))
 	e.explainStep(&b, row.Prefill)
@@ -237,7 +241,11 @@ func (e *Estimator) explainStep(b *strings.Builder, s Step) {
 		w += fmt.Sprintf(" (%.1f of %d experts touched per MoE layer: E × (1 − (1 − k/E)^tokens))", s.ExpertsTouched, c.Model.Experts)
 	}
 	p("bytes = %s + KV read %s + KV write %s = %s", w, bytesN(s.KVReadBytes), bytesN(s.KVWriteBytes), bytesN(s.Bytes))
-	p("memory time = %s / %s = %s", bytesN(s.Bytes), bps(e.bw), ms(s.Memory))
+	if s.Cached {
+		p("memory time = %s / %s (they fit in the %.0f MiB cache) = %s", bytesN(s.Bytes), bps(e.cacheBW), e.cacheBytes/(1<<20), ms(s.Memory))
+	} else {
+		p("memory time = %s / %s = %s", bytesN(s.Bytes), bps(e.bw), ms(s.Memory))
+	}
 	if c.TP > 1 {
 		p("communication = 2 × %d layers × (%v + 2(TP−1) × %v ring step + 2(TP−1)/TP × %s / (%s × %.2f)) = %s", c.Model.Layers, c.Eff.AllReduceLatency,
 			ringStep(c.Eff, e.cfg.GPU), bytesN(s.CommBytes/e.allReduces), bps(e.cfg.GPU.InterconnectBW), c.Eff.Interconnect, ms(s.Comm))
