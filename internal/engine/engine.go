@@ -169,10 +169,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.shutdown()
 
 	s := e.s
-	start := e.wakeAt(0) // idle since the engine's epoch
+	start, idle := int64(0), true // idle since the engine's epoch
 	var inbox, aborts []*request
 	for {
-		inbox, aborts = e.take(start, inbox[:0], aborts[:0])
+		var held bool
+		start, inbox, aborts, held = e.take(start, idle, inbox[:0], aborts[:0])
 		for _, q := range inbox {
 			if q.state != stDone { // aborted while it waited in the inbox
 				s.add(q)
@@ -192,15 +193,18 @@ func (e *Engine) Run(ctx context.Context) error {
 
 		dur, ok := s.schedule(start)
 		e.publish()
-		if !ok {
-			if !e.holding() {
+		idle = !ok
+		if idle {
+			// Nothing to run: wait unless take left submissions for a
+			// later step. One queued after take has signalled e.wake,
+			// which only this wait drains, so none is missed.
+			if !held {
 				select {
 				case <-ctx.Done():
 					return nil
 				case <-e.wake:
 				}
 			}
-			start = e.wakeAt(start)
 			continue
 		}
 		deadline := start + int64(dur)
@@ -229,16 +233,25 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// take moves into inbox the submissions that arrived by the instant start
-// and into aborts every abort request. A submission that arrived after
-// start stays in the engine's inbox for a later step: the step starting at
-// start was planned, on a GPU, before it arrived, however late the loop
-// running behind its schedule takes its inbox (docs/engine.md).
-// Submissions are stamped and queued under e.mu, so the inbox is in
-// arrival order.
-func (e *Engine) take(start int64, inbox, aborts []*request) ([]*request, []*request) {
+// take moves into inbox the submissions that arrived by the step's start
+// and into aborts every abort request, and returns that start: start
+// itself after a step, or, when the loop was idle since start, the instant
+// it wakes (wakeAt), decided under the same lock as what it takes. A
+// submission that arrived after the step's start stays in the engine's
+// inbox for a later step (held): the step starting then was planned, on a
+// GPU, before it arrived, however late the loop running behind its
+// schedule takes its inbox (docs/engine.md). Submissions are stamped and
+// queued under e.mu, so the inbox is in arrival order.
+func (e *Engine) take(start int64, idle bool, inbox, aborts []*request) (int64, []*request, []*request, bool) {
+	var now int64
+	if idle {
+		now = e.instant(e.clock.Now())
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if idle {
+		start = e.wakeAt(start, now)
+	}
 	n := 0
 	for n < len(e.inbox) && e.inbox[n].arrival <= start {
 		n++
@@ -249,25 +262,15 @@ func (e *Engine) take(start int64, inbox, aborts []*request) ([]*request, []*req
 	e.inbox = e.inbox[:rest]
 	aborts, e.aborts = e.aborts, aborts
 	e.pending = len(e.inbox)
-	return inbox, aborts
+	return start, inbox, aborts, len(e.inbox) > 0
 }
 
-// holding reports whether submissions wait in the inbox for a later step.
-func (e *Engine) holding() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.inbox) > 0
-}
-
-// wakeAt is the instant an engine idle since idleSince starts its next
-// step: at the first waiting submission's arrival, as a GPU's engine
-// would however late this loop woke (an engine on the virtual clock does
-// the same), or now when none waits or the loop woke more than maxLag
-// after it.
-func (e *Engine) wakeAt(idleSince int64) int64 {
-	now := e.instant(e.clock.Now())
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// wakeAt is the instant an engine idle since idleSince, woken at now,
+// starts its next step: at the first waiting submission's arrival, as a
+// GPU's engine would however late this loop woke (an engine on the
+// virtual clock does the same), or now when none waits or the loop woke
+// more than maxLag after it. Called with e.mu held.
+func (e *Engine) wakeAt(idleSince, now int64) int64 {
 	if len(e.inbox) == 0 {
 		return now
 	}
