@@ -306,9 +306,11 @@ func TestMooncakeTraceAgainstEmbeddedEngine(t *testing.T) {
 // from the send to each covers the server's from the receipt to that
 // token); and the first answer stamp is the event that carried the first
 // answer token (every reasoning event before it, all 10 answer tokens
-// from it on). What the client adds to the server's gap is the two
-// tokens' delivery delays, which a loaded host stretches apart: the median
-// request is held to one step.
+// from it on; both tokens share a stamp when they arrive in one read).
+// What the client adds to the server's gap is the two tokens' delivery
+// delays, which a loaded host stretches apart: the median request is held
+// to one step where the host delivered on time, as the server's own write
+// lateness says.
 func TestReasoningModelTimesFirstAnswerToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded engine")
@@ -332,8 +334,17 @@ func TestReasoningModelTimesFirstAnswerToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		var offs []float64
+		var step time.Duration // the server's mean decode step
 		for _, r := range readRecords(t, filepath.Join(dir, results.RequestsFile)) {
-			if !r.OK() || r.ReasoningTokens != 20 || r.OutputTokens != 10 || r.FirstReasonNS == 0 || r.FirstTokenNS <= r.FirstReasonNS {
+			// The first answer token may share the first reasoning token's
+			// stamp, never precede it: a host that holds the server's
+			// goroutines off the CPU for the 20 reasoning steps (~160 ms;
+			// seen at load 13-17 on 2 cores) has the engine catch up on its
+			// schedule and the handler's Recv merge what piled up, so the
+			// role, reasoning and first answer chunks leave back to back,
+			// and the client reads them in one Read, whose instant stamps
+			// every event it delivered (sse.Event.At).
+			if !r.OK() || r.ReasoningTokens != 20 || r.OutputTokens != 10 || r.FirstReasonNS == 0 || r.FirstTokenNS < r.FirstReasonNS {
 				t.Fatalf("%s: %s reasoning %d answer %d, first reasoning %d, first answer %d", field, r.ID,
 					r.ReasoningTokens, r.OutputTokens, r.FirstReasonNS, r.FirstTokenNS)
 			}
@@ -343,12 +354,27 @@ func TestReasoningModelTimesFirstAnswerToken(t *testing.T) {
 			if ttft, _ := r.TTFT(); ttft != time.Duration(r.FirstReasonNS-r.SentNS) {
 				t.Errorf("%s: TTFT %v is not the first reasoning token's", field, ttft)
 			}
-			offs = append(offs, checkReasoningRecord(t, field, &r))
+			off, st := checkReasoningRecord(t, field, &r)
+			offs, step = append(offs, off), max(step, st)
 		}
 		slices.Sort(offs)
 		t.Logf("%s: first answer − first reasoning − server_reasoning, in steps: %.2f", field, offs)
-		if med := offs[len(offs)/2]; math.Abs(med) > 1 {
-			t.Errorf("%s: the median request's first answer is %.2f steps off the first reasoning token + the server's reasoning decode", field, med)
+		// The median gap is judged where the host delivered on time. A host
+		// that delays the process's goroutines by steps (two CPU hogs, load
+		// 10-17 on 2 cores) delays the two tokens by different amounts —
+		// the first reasoning token most, behind the engine loop's idle
+		// wake-up, which its step clock leaves out as a GPU's would — and
+		// shows it in how late serve wrote its chunks after their engine
+		// instants. Measured with -race (step 7.9 ms): at load 6-8 the
+		// P90 was 2.5-3.2 ms and the medians within 0.1 step; beside the
+		// hogs the P90 was 4.8-8 ms and the medians −1 to −3 steps.
+		late := srv.WriteLateness().Quantile(0.9)
+		med := offs[len(offs)/2]
+		switch {
+		case late > step/2:
+			t.Logf("%s: median %.2f steps not judged: the server wrote 10 %% of its chunks more than half a step (%v) late (P90 %v), the host's delays", field, med, step/2, late)
+		case math.Abs(med) > 1:
+			t.Errorf("%s: the median request's first answer is %.2f steps off the first reasoning token + the server's reasoning decode (the server's write lateness P90 %v)", field, med, late)
 		}
 		var names []string
 		for _, m := range res.Summary.Report.Metrics {
@@ -372,8 +398,9 @@ func TestReasoningModelTimesFirstAnswerToken(t *testing.T) {
 // reasoning tokens, then 10 answer tokens) to what the server's
 // Server-Timing says, in ways no load on the machine can break, and
 // returns the client's gap from the first reasoning token to the first
-// answer token less the server's reasoning decode, in decode steps.
-func checkReasoningRecord(t *testing.T, field string, r *latency.Record) float64 {
+// answer token less the server's reasoning decode, in decode steps, and
+// the server's mean decode step.
+func checkReasoningRecord(t *testing.T, field string, r *latency.Record) (float64, time.Duration) {
 	t.Helper()
 	stage := map[string]int64{}
 	for _, s := range r.Timing {
@@ -420,5 +447,5 @@ func checkReasoningRecord(t *testing.T, field string, r *latency.Record) float64
 	if last := slices.Max(r.OtherNS); last > r.FirstTokenNS {
 		t.Errorf("%s: %s: a non-content event at %d, after the first answer token at %d", field, r.ID, last, r.FirstTokenNS)
 	}
-	return float64(r.FirstTokenNS-r.FirstReasonNS-reasoning) / float64(step)
+	return float64(r.FirstTokenNS-r.FirstReasonNS-reasoning) / float64(step), time.Duration(step)
 }
