@@ -40,19 +40,12 @@ func TestNoEvictBound(t *testing.T) {
 func TestEngineForBoundsTensorRTLLMAdmission(t *testing.T) {
 	row := PublicRow{ID: "r", Engine: "NIM (TensorRT-LLM)", Model: "Llama-3-70B", GPU: "H100-SXM", TP: 4, DType: "fp16", KVDType: "fp16",
 		Input: 2000, Output: 2000, Concurrency: 200}
-	eff, err := defaultEff(row)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := EngineFor(row, eff)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eff, cfg := engineForDefaults(t, row)
 	if want := cfg.NumBlocks * cfg.BlockSize / 4032; cfg.MaxNumSeqs != want || want >= 200 {
 		t.Errorf("TensorRT-LLM row: max_num_seqs %d, want %d (the cache's tokens ÷ 4,032) and fewer than the 200 clients", cfg.MaxNumSeqs, want)
 	}
 	row.Engine = "vLLM"
-	cfg, err = EngineFor(row, eff)
+	cfg, err := EngineFor(row, eff)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,16 +111,24 @@ func TestEngineForTensorRTLLMTokensPerStep(t *testing.T) {
 	} {
 		row := PublicRow{ID: "r", Engine: c.engine, Model: "Llama-3-8B", GPU: g.Name, TP: 1, DType: "fp16", KVDType: "fp16",
 			Input: c.input, Output: c.output, Concurrency: 100}
-		eff, err := defaultEff(row)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := EngineFor(row, eff)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, cfg := engineForDefaults(t, row)
 		if cfg.MaxNumBatchedTokens != c.want {
 			t.Errorf("%s, %d → %d tokens: %d tokens per step, want %d", c.engine, c.input, c.output, cfg.MaxNumBatchedTokens, c.want)
 		}
 	}
+}
+
+// engineForDefaults is EngineFor on the row's default efficiencies,
+// returned with them.
+func engineForDefaults(t *testing.T, row PublicRow) (perfmodel.Efficiency, engine.Config) {
+	t.Helper()
+	eff, err := defaultEff(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := EngineFor(row, eff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eff, cfg
 }

@@ -433,29 +433,19 @@ func TestReaderInitBuffer(t *testing.T) {
 		{"smaller than a block", make([]byte, 0, 8)},
 		{"larger", make([]byte, 3, 4096)},
 	}
-	var want []string
-	for rd := NewReader(strings.NewReader(in), nil, 0); ; {
-		ev, err := rd.Next()
-		if err != nil {
-			break
-		}
-		want = append(want, string(ev.Data))
+	data := func(ev Event) string { return string(ev.Data) }
+	want, err := drain(NewReader(strings.NewReader(in), nil, 0), data)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var rd Reader
 			rd.InitBuffer(strings.NewReader(in), nil, 0, tt.buf)
 			rd.Blocks()
-			var got []string
-			for {
-				ev, err := rd.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, string(ev.Data))
+			got, err := drain(&rd, data)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
