@@ -27,16 +27,26 @@ const cpuDevice = "testdata/cpu.yaml"
 const twinTarget = 0.15
 
 // TestCalibrateThenSimulateAgainstLlamaServer is the twin against a real
-// engine: bench two closed-loop loads of llama-server (1 and 8 workers on
+// engine: bench two closed-loop loads of llama-server (1 and 4 workers on
 // its 4 slots), calibrate the llama.cpp family's profile on them (the
 // model's config.json, a hardware entry for one CPU thread, whole-prompt
-// steps), then simulate a third, unseen load (4 workers) with that profile
-// on its own workload (simulate --like) and compare its TTFT and TPOT P50
-// with bench's. The errors are logged (docs/engines.md quotes them); the
-// 15 % target is asserted only with TOKENTRACE_TWIN_TARGET=1, on a machine
+// steps), then simulate a third, unseen load (8 workers: twice the slots,
+// half of them waiting in llama-server's queue) with that profile on its
+// own workload (simulate --like) and compare its TTFT and TPOT P50 with
+// bench's. The errors are logged (docs/engines.md quotes them); the 15 %
+// target is asserted only with TOKENTRACE_TWIN_TARGET=1, on a machine
 // quiet enough for llama-server's one thread to keep its own time — on a
 // shared, loaded one its steps stretch with the load, which no profile
 // predicts.
+//
+// The held-out load is the larger one. Four workers on four slots have a
+// TTFT P50 that turns on whether prompts share a step: their TTFTs fall
+// in two groups (alone, 8–10 ms; beside another prompt, 20 ms) and the P50
+// lands in either from run to run, on llama-server and on the twin alike
+// (docs/performance.md, "A CPU thread as the device": the twin fitted on
+// the 4-worker run itself misses its TTFT P50 by −22 … +40 %). The test
+// logs the twin's replay of the fitted 4-worker run beside the held-out
+// one to show it.
 func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs llama-server (about a minute)")
@@ -58,8 +68,10 @@ func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const held = 8
+	fit := []int{1, 4}
 	measured := map[int]*report.Report{}
-	for _, c := range []int{1, 8, 4} {
+	for _, c := range append(slices.Clone(fit), held) {
 		d := filepath.Join(dir, fmt.Sprintf("c%d", c))
 		measured[c] = bench(t, s.URL, d, "--concurrency", fmt.Sprint(c), "--requests", fmt.Sprint(12*max(c, 2)))
 		checkRun(t, measured[c])
@@ -67,7 +79,11 @@ func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
 	engine := []string{"--model", model, "--gpu", "cpu-zen5-1t", "--gpu-file", gpus, "--engine", "llamacpp", "--dtype", "fp16",
 		"--max-num-seqs", fmt.Sprint(s.Slots), "--enable-chunked-prefill=false"}
 	profile := filepath.Join(dir, "llamacpp.yaml")
-	out, err := tokentrace(t, append([]string{"calibrate", filepath.Join(dir, "c1"), filepath.Join(dir, "c8"), "-o", profile}, engine...)...)
+	args := []string{"calibrate"}
+	for _, c := range fit {
+		args = append(args, filepath.Join(dir, fmt.Sprintf("c%d", c)))
+	}
+	out, err := tokentrace(t, append(append(args, "-o", profile), engine...)...)
 	if err != nil {
 		t.Fatalf("calibrate: %v\n%s", err, out)
 	}
@@ -76,34 +92,42 @@ func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
 	if err != nil || !strings.Contains(string(prof), "llamacpp") {
 		t.Fatalf("the profile does not name its engine (%v):\n%s", err, prof)
 	}
-	sim := filepath.Join(dir, "sim4")
-	out, err = tokentrace(t, append([]string{"simulate", "--like", filepath.Join(dir, "c4"), "--profile", profile, "--output-dir", sim,
-		"--enable-prefix-caching=false"}, engine...)...)
-	if err != nil {
-		t.Fatalf("simulate: %v\n%s", err, out)
-	}
-	predicted, err := report.Load(context.Background(), []string{sim}, report.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var worst float64
-	for _, m := range []string{"ttft", "tpot"} {
-		got, want := p50(t, predicted, m), p50(t, measured[4], m)
-		e := got/want - 1
-		worst = math.Max(worst, math.Abs(e))
-		t.Logf("4 workers, %s P50: simulated %.2f ms, measured %.2f ms (%+.1f %%)", m, got, want, 100*e)
-	}
-	// A twin in lock-step waves has P50 = P99: the spread says whether
-	// its closed loop drifts apart as the server's does.
-	for name, rep := range map[string]*report.Report{"simulated": predicted, "measured": measured[4]} {
-		for _, d := range rep.Metrics {
-			if d.Metric == "ttft" {
-				t.Logf("4 workers, %s TTFT P50 / P90 / P99: %.2f / %.2f / %.2f ms", name, d.P50, d.P90, d.P99)
+	for _, c := range []int{held, fit[len(fit)-1]} {
+		name := fmt.Sprintf("%d workers (held out)", c)
+		if c != held {
+			name = fmt.Sprintf("%d workers (fitted on)", c)
+		}
+		sim := filepath.Join(dir, fmt.Sprintf("sim%d", c))
+		out, err = tokentrace(t, append([]string{"simulate", "--like", filepath.Join(dir, fmt.Sprintf("c%d", c)), "--profile", profile,
+			"--output-dir", sim, "--enable-prefix-caching=false"}, engine...)...)
+		if err != nil {
+			t.Fatalf("simulate: %v\n%s", err, out)
+		}
+		predicted, err := report.Load(context.Background(), []string{sim}, report.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []string{"ttft", "tpot"} {
+			got, want := p50(t, predicted, m), p50(t, measured[c], m)
+			e := got/want - 1
+			if c == held {
+				worst = math.Max(worst, math.Abs(e))
+			}
+			t.Logf("%s, %s P50: simulated %.2f ms, measured %.2f ms (%+.1f %%)", name, m, got, want, 100*e)
+		}
+		// A twin in lock-step waves has P50 = P99: the spread says
+		// whether its closed loop drifts apart as the server's does.
+		for who, rep := range map[string]*report.Report{"simulated": predicted, "measured": measured[c]} {
+			for _, d := range rep.Metrics {
+				if d.Metric == "ttft" {
+					t.Logf("%s, %s TTFT P50 / P90 / P99: %.2f / %.2f / %.2f ms", name, who, d.P50, d.P90, d.P99)
+				}
 			}
 		}
-	}
-	for name, d := range map[string]string{"simulated": sim, "measured": filepath.Join(dir, "c4")} {
-		t.Logf("4 workers, %s per request: %s", name, stagesOf(t, d))
+		for who, d := range map[string]string{"simulated": sim, "measured": filepath.Join(dir, fmt.Sprintf("c%d", c))} {
+			t.Logf("%s, %s per request: %s", name, who, stagesOf(t, d))
+		}
 	}
 	if os.Getenv("TOKENTRACE_TWIN_TARGET") == "1" && worst > twinTarget {
 		t.Errorf("the twin predicts the unseen load %.1f %% off at P50, target %.0f %%", 100*worst, 100*twinTarget)
