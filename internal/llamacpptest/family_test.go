@@ -8,8 +8,8 @@ import (
 )
 
 // fitFile is the profile calibrate fitted on this machine's llama-server
-// (TestCalibrateThenSimulateAgainstLlamaServer's 1- and 8-worker runs on
-// the cpu-zen5-1t device, its 4-worker run held out; the file's comments
+// (TestCalibrateThenSimulateAgainstLlamaServer's 1- and 4-worker runs on
+// the cpu-zen5-1t device, its 8-worker run held out; the file's comments
 // say when and at what load): what the llamacpp engine family ships.
 const fitFile = "testdata/llamacpp-fit.yaml"
 
