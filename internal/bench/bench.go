@@ -679,6 +679,11 @@ func gcPauses() *metrics.Float64Histogram {
 	return s[0].Value.Float64Histogram()
 }
 
+// keptRateShare is the share of its scheduled rate an open-loop phase
+// must achieve for health to say the client kept its schedule (below it,
+// a warning).
+const keptRateShare = 0.99
+
 // health judges the client over the run and words its warnings.
 func health(cpu, wall time.Duration, gc0, gc1 *metrics.Float64Histogram, phases []PhaseResult, cal *Calibration) ClientHealth {
 	h := ClientHealth{Cores: runtime.NumCPU()}
@@ -713,7 +718,7 @@ func health(cpu, wall time.Duration, gc0, gc1 *metrics.Float64Histogram, phases 
 	for _, p := range phases {
 		h.SendLagP99MS = max(h.SendLagP99MS, p.SendLagP99MS)
 		h.SendLagMaxMS = max(h.SendLagMaxMS, p.SendLagMaxMS)
-		if p.Mode == "open" && p.ScheduledRPS > 0 && p.AchievedRPS > 0 && p.AchievedRPS < 0.99*p.ScheduledRPS {
+		if p.Mode == "open" && p.ScheduledRPS > 0 && p.AchievedRPS > 0 && p.AchievedRPS < keptRateShare*p.ScheduledRPS {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("phase %q: achieved %.1f req/s of %.1f scheduled (%.1f%%)",
 				nameOr(p.Name), p.AchievedRPS, p.ScheduledRPS, 100*p.AchievedRPS/p.ScheduledRPS))
 		}

@@ -52,8 +52,11 @@ func shardedCfg(t *testing.T, url, dir string, sh workload.Shard, start time.Tim
 // values: on a shared 2-core machine one stall holds several requests at
 // once, so the intervals are allowed to miss each other by 2 ms + 5 % of
 // the P50 and 2 ms + 25 % of the P99, the P99 also by the longest stall
-// the client's timekeeping watch saw. The achieved rates are logged;
-// docs/scale.md has the measured figures of the real binary.
+// the client's timekeeping watch saw. That comparison (the subtest
+// "latency") needs both servers offered the same load: it is skipped,
+// saying why, when a client did not keep its schedule as bench judges it
+// (the achieved against the scheduled rate in summary.json). The achieved rates are
+// logged; docs/scale.md has the measured figures of the real binary.
 func TestFourShardsAgainstOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs five bench runs against the embedded engine")
@@ -124,6 +127,64 @@ func TestFourShardsAgainstOne(t *testing.T) {
 				ms(stats.Percentile(u, 50)), ms(stats.Percentile(u, 99)))
 		}
 	}
+	// The latencies are compared only where every client kept its
+	// schedule: then both servers saw the same requests at the same
+	// instants, whatever else loaded the machine. A client the host held
+	// back (two CPU hogs beside -race: the whole run's client sent 8.9
+	// req/s of 15, the shards 14.1, with stalls up to 2.2 s) offers its
+	// server another load, and the latencies then differ by the host, not
+	// by sharding: the comparison is skipped, saying why; the checks
+	// above (the same requests, the scheduled rate, the merged
+	// percentiles) hold whatever the load and have run.
+	t.Run("latency", func(t *testing.T) {
+		for i, r := range res {
+			for _, p := range r.Summary.Phases {
+				t.Logf("%s: scheduled %.3f req/s, achieved %.3f (%.1f %%), send lag P50 %.3f ms P99 %.3f ms max %.3f ms",
+					runName(i), p.ScheduledRPS, p.AchievedRPS, 100*p.AchievedRPS/p.ScheduledRPS, p.SendLagP50MS, p.SendLagP99MS, p.SendLagMaxMS)
+			}
+		}
+		if why := scheduleMissed(res); why != "" {
+			t.Skipf("not compared: %s, so the two servers were offered different loads (the same requests and intended instants, the scheduled rate and the merged percentiles were checked)", why)
+		}
+		compareLatencies(t, res, wholeDir, dirs)
+	})
+}
+
+// runName names TestFourShardsAgainstOne's runs: four shards, then the
+// whole.
+func runName(i int) string {
+	if i == 4 {
+		return "whole run"
+	}
+	return fmt.Sprint("shard ", i)
+}
+
+// scheduleMissed names the first of the runs whose client did not keep
+// its schedule as bench judges it (a warning in its summary): an
+// open-loop phase that achieved less than keptRateShare of its scheduled
+// rate; "" when every one kept it. A short stall, after which a client
+// sends what it owes at once, leaves the rate kept: the P99s' slack
+// allows for it (the longest stall the watches saw). Send lag is no
+// criterion: a shard's P99 is its worst of 37 sends, and one stall of a
+// few ms on a quiet machine exceeds bench's 5 ms warning (8–13.5 ms at
+// load 1).
+func scheduleMissed(res []*Result) string {
+	for i, r := range res {
+		for _, p := range r.Summary.Phases {
+			if p.Mode == "open" && p.ScheduledRPS > 0 && p.AchievedRPS < keptRateShare*p.ScheduledRPS {
+				return fmt.Sprintf("%s: its client achieved %.2f req/s of %.2f scheduled (%.1f %%, under bench's %.0f %%)",
+					runName(i), p.AchievedRPS, p.ScheduledRPS, 100*p.AchievedRPS/p.ScheduledRPS, 100*keptRateShare)
+			}
+		}
+	}
+	return ""
+}
+
+// compareLatencies holds the merged shards' TTFT and E2E P50 and P99 to
+// the whole run's: their 95 % intervals must meet, within the slack
+// TestFourShardsAgainstOne states.
+func compareLatencies(t *testing.T, res []*Result, wholeDir string, dirs []string) {
+	t.Helper()
 	// A stall of this process (the servers run in it) that the client's
 	// own watch saw holds the requests in flight then: a P99 of one run
 	// and not the other's may move by as much.
@@ -207,4 +268,30 @@ func achieved(t *testing.T, dirs ...string) float64 {
 	}
 	slices.Sort(sent)
 	return float64(len(sent)-1) / (float64(sent[len(sent)-1]-sent[0]) / 1e9)
+}
+
+// TestScheduleMissed: a run whose open-loop phase fell under
+// keptRateShare of its scheduled rate is named (the first such), a closed
+// loop or a rate kept (or beaten, by a late first send) is not.
+func TestScheduleMissed(t *testing.T) {
+	run := func(mode string, scheduled, achieved float64) *Result {
+		return &Result{Summary: &Summary{Phases: []PhaseResult{{Mode: mode, ScheduledRPS: scheduled, AchievedRPS: achieved}}}}
+	}
+	kept, closed := run("open", 15, 14.9), run("closed", 0, 0)
+	for _, c := range []struct {
+		name string
+		res  []*Result
+		want string
+	}{
+		{"all kept", []*Result{kept, kept, kept, kept, run("open", 15, 15.3)}, ""},
+		{"closed loop", []*Result{closed, kept, kept, kept, kept}, ""},
+		{"whole behind", []*Result{kept, kept, kept, kept, run("open", 15, 8.9)},
+			"whole run: its client achieved 8.90 req/s of 15.00 scheduled (59.3 %, under bench's 99 %)"},
+		{"first named", []*Result{kept, run("open", 3.75, 3.5), kept, kept, run("open", 15, 8.9)},
+			"shard 1: its client achieved 3.50 req/s of 3.75 scheduled (93.3 %, under bench's 99 %)"},
+	} {
+		if diff := cmp.Diff(c.want, scheduleMissed(c.res)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
 }
