@@ -184,7 +184,7 @@ func (c Config) validate() error {
 		return field.Invalid("scrape_interval", c.ScrapeInterval, "must not be negative")
 	case c.Network < 0:
 		return field.Invalid("network_latency", c.Network, "must not be negative")
-	case slices.Min(append([]time.Duration{0}, c.NetworkSample...)) < 0:
+	case len(c.NetworkSample) > 0 && slices.Min(c.NetworkSample) < 0:
 		return field.Invalid("network_sample", slices.Min(c.NetworkSample), "must not be negative")
 	case c.SampleInterval < 0:
 		return field.Invalid("sample_interval", c.SampleInterval, "must not be negative")
