@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
@@ -154,23 +155,36 @@ func medianAbs(errs []RowError, f func(RowError) float64) (float64, int) {
 // optimiser's point; the others keep their start.
 var publicFitted = []string{"compute", "memory", "step_overhead_us", "seq_overhead_us", "all_reduce_latency_us", "context_overhead_ns", "ring_step_us"}
 
-// publicEff maps the optimiser's point to constants: fractions as the log
-// of their ratio to the start (capped at 1), durations and the context
-// overhead as the log of their ratio to the start or to a floor when the
-// start is below it (the ring step's floor is NVLink's NCCL figure,
-// 0.5 µs, so a start without one starts there).
-func publicEff(start perfmodel.Efficiency, x []float64) perfmodel.Efficiency {
+// publicEff maps the optimiser's point to constants: x[i] moves the
+// constant names[i] (of publicFitted), fractions as the log of their ratio
+// to the start (capped at 1), durations and the context overhead as the log
+// of their ratio to the start or to a floor when the start is below it (the
+// ring step's floor is NVLink's NCCL figure, 0.5 µs, so a start without
+// one starts there). The constants not named keep their start exactly.
+func publicEff(start perfmodel.Efficiency, names []string, x []float64) perfmodel.Efficiency {
 	e := start
-	e.Compute = min(1, start.Compute*math.Exp(x[0]))
-	e.Memory = min(1, start.Memory*math.Exp(x[1]))
 	dur := func(d, floor time.Duration, v float64) time.Duration {
 		return time.Duration(float64(max(d, floor)) * math.Exp(v))
 	}
-	e.StepOverhead = dur(start.StepOverhead, 100*time.Microsecond, x[2])
-	e.SeqOverhead = dur(start.SeqOverhead, 5*time.Microsecond, x[3])
-	e.AllReduceLatency = dur(start.AllReduceLatency, 2*time.Microsecond, x[4])
-	e.ContextOverheadNS = max(start.ContextOverheadNS, contextOverheadFloorNS) * math.Exp(x[5])
-	e.RingStep = dur(start.RingStep, 500*time.Nanosecond, x[6])
+	for i, n := range names {
+		v := x[i]
+		switch n {
+		case "compute":
+			e.Compute = min(1, start.Compute*math.Exp(v))
+		case "memory":
+			e.Memory = min(1, start.Memory*math.Exp(v))
+		case "step_overhead_us":
+			e.StepOverhead = dur(start.StepOverhead, 100*time.Microsecond, v)
+		case "seq_overhead_us":
+			e.SeqOverhead = dur(start.SeqOverhead, 5*time.Microsecond, v)
+		case "all_reduce_latency_us":
+			e.AllReduceLatency = dur(start.AllReduceLatency, 2*time.Microsecond, v)
+		case "context_overhead_ns":
+			e.ContextOverheadNS = max(start.ContextOverheadNS, contextOverheadFloorNS) * math.Exp(v)
+		case "ring_step_us":
+			e.RingStep = dur(start.RingStep, 500*time.Nanosecond, v)
+		}
+	}
 	return e
 }
 
@@ -183,33 +197,54 @@ const contextOverheadFloorNS = 2
 // FitPublic calibrates the performance model's constants to a group of
 // public rows: the twin predicts every row as its client measured it
 // (Predict) and Nelder–Mead minimises the Huber loss of the log ratio of
-// predicted to measured TTFT, TPOT and E2E over the rows, from start. It
-// returns the fitted constants and the number of predictions run.
+// predicted to measured TTFT, TPOT and E2E over the rows (PublicLoss),
+// from start. It returns the fitted constants and the number of
+// predictions run.
 func FitPublic(ctx context.Context, rows []PublicRow, start perfmodel.Efficiency, maxEvals int) (perfmodel.Efficiency, int, error) {
+	return FitPublicConstants(ctx, rows, start, publicFitted, maxEvals)
+}
+
+// FitPublicConstants is FitPublic moving only the named constants (of
+// publicFitted: "compute", "memory", "step_overhead_us",
+// "seq_overhead_us", "all_reduce_latency_us", "context_overhead_ns",
+// "ring_step_us"); the others keep start's values.
+func FitPublicConstants(ctx context.Context, rows []PublicRow, start perfmodel.Efficiency, names []string, maxEvals int) (perfmodel.Efficiency, int, error) {
 	if len(rows) == 0 {
 		return start, 0, fmt.Errorf("calibrate: no rows to fit")
 	}
-	loss := func(x []float64) (float64, error) {
-		eff := publicEff(start, x)
-		l := 0.0
-		for _, r := range rows {
-			pr, err := Predict(r, eff)
-			if err != nil {
-				return 0, err
-			}
-			for _, m := range [][2]float64{{pr.TTFT, r.TTFT}, {pr.TPOT, r.TPOT}, {pr.E2E, r.E2E}} {
-				if m[1] > 0 && m[0] > 0 {
-					l += huber(math.Log(m[0]/m[1]), rowHuber)
-				}
-			}
-		}
-		return l, nil
+	if len(names) == 0 {
+		return start, 0, nil
 	}
-	x, n, err := search{simplex: 0.3, iters: 60, tol: 1e-7}.minimize(ctx, loss, make([]float64, len(publicFitted)), maxEvals)
+	for _, n := range names {
+		if !slices.Contains(publicFitted, n) {
+			return start, 0, fmt.Errorf("calibrate: %q is not a fitted constant (%s)", n, strings.Join(publicFitted, ", "))
+		}
+	}
+	loss := func(x []float64) (float64, error) { return PublicLoss(rows, publicEff(start, names, x)) }
+	x, n, err := search{simplex: 0.3, iters: 60, tol: 1e-7}.minimize(ctx, loss, make([]float64, len(names)), maxEvals)
 	if err != nil {
 		return start, n, err
 	}
-	return publicEff(start, x), n, nil
+	return publicEff(start, names, x), n, nil
+}
+
+// PublicLoss is FitPublic's loss of eff on rows: the Huber loss (rowHuber)
+// of the log ratio of predicted to measured TTFT, TPOT and E2E, summed
+// over the rows and the metrics each publishes.
+func PublicLoss(rows []PublicRow, eff perfmodel.Efficiency) (float64, error) {
+	l := 0.0
+	for _, r := range rows {
+		pr, err := Predict(r, eff)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", r.ID, err)
+		}
+		for _, m := range [][2]float64{{pr.TTFT, r.TTFT}, {pr.TPOT, r.TPOT}, {pr.E2E, r.E2E}} {
+			if m[1] > 0 && m[0] > 0 {
+				l += huber(math.Log(m[0]/m[1]), rowHuber)
+			}
+		}
+	}
+	return l, nil
 }
 
 // rowHuber is FitPublic's Huber threshold, 20 % in log ratio: rows the twin

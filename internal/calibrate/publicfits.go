@@ -12,9 +12,15 @@ import (
 // PublicFit is one group's constants fitted on the fit half of the public
 // rows (FitPublic), as kept in internal/perfmodel/testdata/loaded-fits.yaml.
 type PublicFit struct {
-	Group               string `yaml:"group"`
-	FitRows             int    `yaml:"fit_rows"`
-	Evaluations         int    `yaml:"evaluations"`
+	Group       string `yaml:"group"`
+	FitRows     int    `yaml:"fit_rows"`
+	Evaluations int    `yaml:"evaluations"`
+	// Fitted names the constants a per-deployment fit moved from its
+	// group's fit (FitDeployment), CVLoss each candidate's
+	// leave-one-sweep-out loss; both empty for a group's fit, which moves
+	// every constant of publicFitted.
+	Fitted              []string  `yaml:"fitted,omitempty"`
+	CVLoss              []float64 `yaml:"cv_loss,omitempty"`
 	perfmodel.Constants `yaml:",inline"`
 }
 
