@@ -259,76 +259,104 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	sw := sse.NewWriter(w)
-	_ = sw.Flush()
-	enc := openai.NewChunkEncoder(x.chat, x.responseID(), s.cfg.ServedModelName, x.received.Unix())
-	text := newTextWriter(idSeed(x.rid))
-	buf := make([]byte, 0, 512)
-	txt := make([]byte, 0, 64)
-	usage := openai.Usage{PromptTokens: len(x.prompt), TotalTokens: len(x.prompt)}
-	var usageP *openai.Usage
-	if x.p.ContinuousUsage {
-		usageP = &usage
-	}
-	reasons := x.chat && s.cfg.Engine.Reasoning != nil
-	emit := func(ev engine.Event, first bool, sent int) bool {
-		if first && x.chat {
-			buf = enc.AppendRole(buf[:0], usageP)
-			if sw.Data(buf) != nil {
-				return false
-			}
-		}
-		think := 0
-		if reasons {
-			// The first ReasoningTokens of the answer are reasoning; an
-			// event may hold the last of them and the first of the answer.
-			think = min(max(st.Timeline().ReasoningTokens-sent, 0), ev.Tokens)
-		}
-		if think > 0 {
-			sent += think
-			usage.CompletionTokens, usage.TotalTokens = sent, len(x.prompt)+sent
-			txt = text.append(txt[:0], think)
-			buf = enc.AppendReasoning(buf[:0], s.cfg.ReasoningField, txt, usageP)
-			if sw.Data(buf) != nil {
-				return false
-			}
-		}
-		if rest := ev.Tokens - think; rest > 0 || think == 0 || ev.Finish != "" {
-			sent += rest
-			usage.CompletionTokens, usage.TotalTokens = sent, len(x.prompt)+sent
-			txt = text.append(txt[:0], rest)
-			buf = enc.AppendText(buf[:0], txt, string(ev.Finish), usageP)
-			if sw.Data(buf) != nil {
-				return false
-			}
-		}
-		late := s.clock.Now().Sub(ev.At)
-		s.late.Observe(late)
-		s.metrics.lateness(late)
-		return true
-	}
-	if _, ok := s.events(ctx, w, st, x, emit); !ok {
+	c := s.newChunks(w, st, x)
+	_ = c.sw.Flush()
+	if _, ok := s.events(ctx, w, st, x, c.emit); !ok {
 		return
 	}
 	if x.p.IncludeUsage || x.p.ReturnMetrics {
-		usage.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: x.tl.CachedTokens}
-		if reasons && x.tl.ReasoningTokens > 0 {
-			usage.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: x.tl.ReasoningTokens}
+		c.usage.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: x.tl.CachedTokens}
+		if c.reasons && x.tl.ReasoningTokens > 0 {
+			c.usage.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: x.tl.ReasoningTokens}
 		}
 		var m *openai.RequestMetrics
 		if x.p.ReturnMetrics {
 			rm := x.requestMetrics()
 			m = &rm
 		}
-		buf = enc.AppendUsage(buf[:0], usage, m)
-		if sw.Data(buf) != nil {
+		c.buf = c.enc.AppendUsage(c.buf[:0], c.usage, m)
+		if c.sw.Data(c.buf) != nil {
 			return
 		}
 	}
-	if sw.Done() != nil {
+	if c.sw.Done() != nil {
 		return
 	}
 	s.finishTiming(w, x)
+}
+
+// chunks is one streaming answer's writer of chunks: its encoder, text,
+// buffers and usage, and what emit does for each engine event.
+type chunks struct {
+	s       *Server
+	st      *engine.Stream
+	x       *exchange
+	sw      *sse.Writer
+	enc     *openai.ChunkEncoder
+	text    textWriter
+	buf     []byte
+	txt     []byte
+	usage   openai.Usage
+	usageP  *openai.Usage // &usage with continuous usage stats, else nil
+	reasons bool          // a chat answer of a reasoning model
+}
+
+func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange) *chunks {
+	c := &chunks{
+		s: s, st: st, x: x,
+		sw:      sse.NewWriter(w),
+		enc:     openai.NewChunkEncoder(x.chat, x.responseID(), s.cfg.ServedModelName, x.received.Unix()),
+		text:    newTextWriter(idSeed(x.rid)),
+		buf:     make([]byte, 0, 512),
+		txt:     make([]byte, 0, 64),
+		usage:   openai.Usage{PromptTokens: len(x.prompt), TotalTokens: len(x.prompt)},
+		reasons: x.chat && s.cfg.Engine.Reasoning != nil,
+	}
+	if x.p.ContinuousUsage {
+		c.usageP = &c.usage
+	}
+	return c
+}
+
+// emit writes the chunks of one engine event (the role chunk before the
+// first, for chat), sent tokens having been sent before it, and records
+// the write's lateness behind the event; false when the client is gone.
+func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
+	s, x := c.s, c.x
+	if first && x.chat {
+		c.buf = c.enc.AppendRole(c.buf[:0], c.usageP)
+		if c.sw.Data(c.buf) != nil {
+			return false
+		}
+	}
+	think := 0
+	if c.reasons {
+		// The first ReasoningTokens of the answer are reasoning; an
+		// event may hold the last of them and the first of the answer.
+		think = min(max(c.st.Timeline().ReasoningTokens-sent, 0), ev.Tokens)
+	}
+	if think > 0 {
+		sent += think
+		c.usage.CompletionTokens, c.usage.TotalTokens = sent, len(x.prompt)+sent
+		c.txt = c.text.append(c.txt[:0], think)
+		c.buf = c.enc.AppendReasoning(c.buf[:0], s.cfg.ReasoningField, c.txt, c.usageP)
+		if c.sw.Data(c.buf) != nil {
+			return false
+		}
+	}
+	if rest := ev.Tokens - think; rest > 0 || think == 0 || ev.Finish != "" {
+		sent += rest
+		c.usage.CompletionTokens, c.usage.TotalTokens = sent, len(x.prompt)+sent
+		c.txt = c.text.append(c.txt[:0], rest)
+		c.buf = c.enc.AppendText(c.buf[:0], c.txt, string(ev.Finish), c.usageP)
+		if c.sw.Data(c.buf) != nil {
+			return false
+		}
+	}
+	late := s.clock.Now().Sub(ev.At)
+	s.late.Observe(late)
+	s.metrics.lateness(late)
+	return true
 }
 
 // complete answers with one JSON body once the request finished.
