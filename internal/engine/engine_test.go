@@ -549,3 +549,19 @@ func TestDescribeAndDefaults(t *testing.T) {
 		t.Fatalf("Describe (-want +got):\n%s", diff)
 	}
 }
+
+// TestSince: Since is the clock's reading less t — a fake clock's
+// exactly; the wall clock's a monotonic difference, so an instant an hour
+// back is at least an hour ago whatever the wall clock does.
+func TestSince(t *testing.T) {
+	fc := newFakeClock()
+	for _, d := range []time.Duration{0, time.Nanosecond, 20 * time.Millisecond, -time.Second} {
+		if got := Since(fc, fc.Now().Add(-d)); got != d {
+			t.Errorf("fake clock: Since(now - %v) = %v, want %v", d, got, d)
+		}
+	}
+	wall := WallClock()
+	if got := Since(wall, wall.Now().Add(-time.Hour)); got < time.Hour {
+		t.Errorf("wall clock: Since(now - 1h) = %v, want at least 1h", got)
+	}
+}

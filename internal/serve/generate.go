@@ -274,8 +274,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 			rm := x.requestMetrics()
 			m = &rm
 		}
-		c.buf = c.enc.AppendUsage(c.buf[:0], c.usage, m)
-		if c.sw.Data(c.buf) != nil {
+		if c.sw.EndData(c.enc.AppendUsage(c.sw.BeginData(), c.usage, m)) != nil {
 			return
 		}
 	}
@@ -285,8 +284,10 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.S
 	s.finishTiming(w, x)
 }
 
-// chunks is one streaming answer's writer of chunks: its encoder, text,
-// buffers and usage, and what emit does for each engine event.
+// chunks is one streaming answer's writer of chunks: its encoder, text
+// and usage, and what emit does for each engine event. Each chunk is
+// encoded in the SSE writer's own buffer (sse.Writer.BeginData), not
+// copied there.
 type chunks struct {
 	s       *Server
 	st      *engine.Stream
@@ -294,8 +295,7 @@ type chunks struct {
 	sw      *sse.Writer
 	enc     *openai.ChunkEncoder
 	text    textWriter
-	buf     []byte
-	txt     []byte
+	txt     []byte // the text of an event's tokens
 	usage   openai.Usage
 	usageP  *openai.Usage // &usage with continuous usage stats, else nil
 	reasons bool          // a chat answer of a reasoning model
@@ -307,7 +307,6 @@ func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange
 		sw:      sse.NewWriter(w),
 		enc:     openai.NewChunkEncoder(x.chat, x.responseID(), s.cfg.ServedModelName, x.received.Unix()),
 		text:    newTextWriter(idSeed(x.rid)),
-		buf:     make([]byte, 0, 512),
 		txt:     make([]byte, 0, 64),
 		usage:   openai.Usage{PromptTokens: len(x.prompt), TotalTokens: len(x.prompt)},
 		reasons: x.chat && s.cfg.Engine.Reasoning != nil,
@@ -324,8 +323,7 @@ func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange
 func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
 	s, x := c.s, c.x
 	if first && x.chat {
-		c.buf = c.enc.AppendRole(c.buf[:0], c.usageP)
-		if c.sw.Data(c.buf) != nil {
+		if c.sw.EndData(c.enc.AppendRole(c.sw.BeginData(), c.usageP)) != nil {
 			return false
 		}
 	}
@@ -339,8 +337,7 @@ func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
 		sent += think
 		c.usage.CompletionTokens, c.usage.TotalTokens = sent, len(x.prompt)+sent
 		c.txt = c.text.append(c.txt[:0], think)
-		c.buf = c.enc.AppendReasoning(c.buf[:0], s.cfg.ReasoningField, c.txt, c.usageP)
-		if c.sw.Data(c.buf) != nil {
+		if c.sw.EndData(c.enc.AppendReasoning(c.sw.BeginData(), s.cfg.ReasoningField, c.txt, c.usageP)) != nil {
 			return false
 		}
 	}
@@ -348,12 +345,11 @@ func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
 		sent += rest
 		c.usage.CompletionTokens, c.usage.TotalTokens = sent, len(x.prompt)+sent
 		c.txt = c.text.append(c.txt[:0], rest)
-		c.buf = c.enc.AppendText(c.buf[:0], c.txt, string(ev.Finish), c.usageP)
-		if c.sw.Data(c.buf) != nil {
+		if c.sw.EndData(c.enc.AppendText(c.sw.BeginData(), c.txt, string(ev.Finish), c.usageP)) != nil {
 			return false
 		}
 	}
-	late := s.clock.Now().Sub(ev.At)
+	late := engine.Since(s.clock, ev.At)
 	s.late.Observe(late)
 	s.metrics.lateness(late)
 	return true

@@ -71,6 +71,21 @@ func (w *Writer) Data(payload []byte) error {
 	return w.sendBuf()
 }
 
+// BeginData begins the event "data: <payload>\n\n" in the writer's
+// buffer (after any queued events) and returns that buffer, for the
+// caller to append the payload to and hand to EndData: an event encoded
+// in place, not copied as Data copies its payload. Nothing else may be
+// written between the two calls.
+func (w *Writer) BeginData() []byte { return append(w.buf, "data: "...) }
+
+// EndData ends the event that BeginData began, b being BeginData's buffer
+// with the payload appended, and writes it as Data would.
+func (w *Writer) EndData(b []byte) error {
+	b = append(b, '\n', '\n')
+	w.buf = b
+	return w.sendBuf()
+}
+
 // Queue frames the event "data: <payload>\n\n" in the writer's buffer
 // without sending it: it leaves with the next event written, in the same
 // Write and flush (a role chunk and the first token, say).

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestWriterFramesAndFlushes(t *testing.T) {
@@ -268,5 +270,42 @@ func TestFinalCommentIsFinal(t *testing.T) {
 		if a.Body.String() != b.Body.String() || !b.Flushed {
 			t.Errorf("done %q: FinalComment wrote %q (flushed %v), Final %q", done, b.Body.String(), b.Flushed, a.Body.String())
 		}
+	}
+}
+
+// TestBeginEndDataIsData: an event encoded in place by BeginData and
+// EndData leaves as Data's would, after queued events, in one write and
+// flush, and allocates nothing once the buffer has grown.
+func TestBeginEndDataIsData(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		queued []string
+		want   []string
+	}{
+		{"alone", nil, []string{"data: {\"a\":1}\n\n"}},
+		{"after a queued event", []string{"role"}, []string{"data: role\n\ndata: {\"a\":1}\n\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &countingRW{ResponseWriter: httptest.NewRecorder()}
+			w := NewWriter(c)
+			for _, q := range tc.queued {
+				w.Queue([]byte(q))
+			}
+			b := append(w.BeginData(), `{"a":1}`...)
+			if err := w.EndData(b); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.writes); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if c.flushes != 1 {
+				t.Errorf("flushes = %d, want 1", c.flushes)
+			}
+		})
+	}
+	w := NewWriter(&discardRW{h: http.Header{}})
+	payload := []byte(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}]}`)
+	if allocs := testing.AllocsPerRun(1000, func() { _ = w.EndData(append(w.BeginData(), payload...)) }); allocs != 0 {
+		t.Errorf("%.1f allocations per event, want 0", allocs)
 	}
 }
