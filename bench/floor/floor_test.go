@@ -56,6 +56,31 @@ func TestRecordJitter(t *testing.T) {
 	}
 }
 
+// TestChecksOnly: with no concurrency (-streams 0) the harness starts no
+// upstream or proxy and runs serve's jitter check alone; no figure is
+// checked.
+func TestChecksOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs serve's BenchmarkStreams")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH to run serve's benchmark")
+	}
+	var out bytes.Buffer
+	cfg := config{Requests: 1, PerRound: 1, Sched: schedule{TTFT: 5 * time.Millisecond, Gap: 2 * time.Millisecond, Tokens: 4},
+		Serve: serveCheck{Streams: 2, Windows: 1, Step: 20 * time.Millisecond}, Out: &out}
+	if err := run(context.Background(), cfg); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Log("\n" + out.String())
+	if strings.Contains(out.String(), "upstream:") {
+		t.Error("a proxy table's upstream was started without a concurrency")
+	}
+	if !strings.Contains(out.String(), "serve: token-gap jitter at 2 streams") || !strings.Contains(out.String(), "within it in") {
+		t.Error("no serve check in the output")
+	}
+}
+
 // TestSmoke runs the harness briefly: every path answers every request
 // with every token; no figure is checked (timing is the machine's).
 func TestSmoke(t *testing.T) {

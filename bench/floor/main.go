@@ -11,6 +11,7 @@
 //
 //	go run ./bench/floor                       # 50 and 500 streams, 3,000 requests per path each
 //	go run ./bench/floor -streams 50 -requests 600 -serve-streams 0 -bench-runs 0   # quick: the proxies only
+//	go run ./bench/floor -streams 0 -bench-runs 0   # serve's jitter check only
 //
 // It prints, per concurrency and path, TTFT P50/P99/P99.9, the TTFT added
 // over the direct path at each, and the token-gap jitter (|gap between
@@ -68,7 +69,7 @@ func main() {
 	}
 	var cfg config
 	var streams string
-	flag.StringVar(&streams, "streams", "50,500", "concurrent streams, comma-separated: one table each")
+	flag.StringVar(&streams, "streams", "50,500", "concurrent streams, comma-separated: one table each (0: no proxy tables, only serve's and bench's checks)")
 	flag.IntVar(&cfg.Requests, "requests", 3000, "requests per path at each concurrency (after one warm-up round)")
 	flag.IntVar(&cfg.PerRound, "per-round", 2, "requests each stream sends back to back in one path's turn")
 	flag.DurationVar(&cfg.Sched.TTFT, "ttft", 20*time.Millisecond, "upstream: request → first token")
@@ -88,7 +89,10 @@ func main() {
 	})
 	flag.Parse()
 	var err error
-	if cfg.Streams, err = parseInts(streams); err != nil {
+	if streams != "0" {
+		cfg.Streams, err = parseInts(streams)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor: -streams:", err)
 		os.Exit(2)
 	}
@@ -135,6 +139,15 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	if len(cfg.Streams) == 0 { // -streams 0: serve's and bench's checks only
+		bin := cfg.Tokentrace
+		if bin == "" && cfg.Bench.Runs > 0 {
+			if bin, err = buildTokentrace(ctx, dir); err != nil {
+				return err
+			}
+		}
+		return runChecks(ctx, cfg, bin)
+	}
 	up, err := startUpstream(cfg.Sched)
 	if err != nil {
 		return err
