@@ -470,3 +470,32 @@ func BenchmarkStreamRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRequestCPU is the per-request cost of each path, the tokens
+// aside: one streaming request of one token (role chunk, one content
+// chunk, [DONE]) at a time through the gateway, the floor proxy and
+// directly, reporting the whole process's CPU time per request (user +
+// system: client, proxy and upstream in this process) and its
+// allocations. A path's cpu-µs/req minus direct's is its proxy's own CPU
+// from the request's arrival to its answer's end: for the gateway, the
+// body's inspection, admission, stage clocks, the upstream request, the
+// first token's headers and write, the final Server-Timing and metrics.
+func BenchmarkRequestCPU(b *testing.B) {
+	upURL, gwURL, flURL, client := benchPaths(b, benchUpstream(1, time.Second))
+	for _, p := range []struct{ name, url string }{{"gw", gwURL}, {"floor", flURL}, {"direct", upURL}} {
+		b.Run("path="+p.name, func(b *testing.B) {
+			for range 50 {
+				runStreams(client, p.url, 1, false)
+			}
+			runtime.GC()
+			b.ReportAllocs()
+			c0 := cpuTime()
+			for b.Loop() {
+				if st := runStreams(client, p.url, 1, false); st.errors > 0 || len(st.ttfb) != 1 {
+					b.Fatalf("%d errors", st.errors)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-c0)/1e3/float64(b.N), "cpu-µs/req")
+		})
+	}
+}
