@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,18 +44,17 @@ type attempt struct {
 	// timer is the attempt's one timer (fire): its TTFT timeout, then,
 	// once its answer is relayed, relay's idle timeout and end grace
 	// (relay.arm); nil until either needs it.
-	timer   *time.Timer
-	relay   atomic.Pointer[relay] // set by relay.arm
-	resp    *http.Response
-	rd      *sse.Reader // over up, in block mode (newEventReader)
-	up      *waitReader // the upstream's stream, timed (upv)
-	upv     waitReader
-	rdv     sse.Reader // rd's
-	rdBuf   [2048]byte // rdv's initial buffer (sse.Reader's usual size)
-	pending []byte     // stream bytes read up to and including the first content event
-	// pendBuf holds pending for the usual first events (a role chunk and
-	// the first token).
-	pendBuf [512]byte
+	timer *time.Timer
+	relay atomic.Pointer[relay] // set by relay.arm
+	resp  *http.Response
+	rd    *sse.Reader // over up, in block mode (newEventReader): buf's
+	up    *waitReader // the upstream's stream, timed (upv)
+	upv   waitReader
+	// buf holds the event reader with its buffers and pending's
+	// (attemptBuf), taken from a pool by launch and given back by
+	// attempts.stop.
+	buf     *attemptBuf
+	pending []byte // stream bytes read up to and including the first content event
 	body    []byte // non-streaming body
 	// wholeTokens is the non-streaming body's usage.completion_tokens;
 	// scanned, the time reading it took.
@@ -76,6 +76,46 @@ type attempt struct {
 	idleTimeout time.Duration // between data events after the first token; 0: none
 	whole       bool          // the answer is one body, not an event stream
 }
+
+// attemptBuf is an attempt's reading state: the event reader with its
+// initial buffer (sse.Reader's usual size) and its event data buffer, the
+// buffer that holds the stream's bytes up to the first token (pending: a
+// role chunk and the first token, usually), and the classifier of those
+// events. They are most of an attempt's bytes, which the gateway would
+// otherwise allocate, clear and collect on every request, so they are
+// pooled (attemptBufs): launch takes one per attempt and attempts.stop
+// gives every one back once no attempt reads any more — after their
+// results were all received, the answer relayed or the error answered.
+// Nothing that outlives the request points into them: the attempt's timer
+// (fire) reads none, an upstream's error body and the events before the
+// first token are written to the client before stop, and what the
+// metrics and the span keep is parsed or copied out.
+type attemptBuf struct {
+	rd    sse.Reader
+	rdBuf [2048]byte
+	pend  [512]byte
+	probe chunkProbe
+	used  bool // rd was set up (reader): Reset keeps its buffers
+}
+
+// maxPooledData bounds the event data buffer a pooled reader keeps: one
+// that grew past it (a long event) is dropped with its reader's state.
+const maxPooledData = 4 << 10
+
+// reader sets up b's event reader on r: reset, keeping its buffers, when
+// it already served an attempt and they are still the usual size, else
+// made anew over rdBuf.
+func (b *attemptBuf) reader(r io.Reader) *sse.Reader {
+	if b.used && b.rd.BufferCap() <= len(b.rdBuf) && b.rd.DataCap() <= maxPooledData {
+		b.rd.Reset(r, nil)
+		return &b.rd
+	}
+	initEventReader(&b.rd, r, b.rdBuf[:])
+	b.used = true
+	return &b.rd
+}
+
+var attemptBufs = sync.Pool{New: func() any { return new(attemptBuf) }}
 
 // attemptPhase is where an attempt stands in the race between its reader
 // and its TTFT timer; whichever moves it out of awaitingFirstToken first
@@ -279,10 +319,10 @@ func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
 	a.upv = waitReader{r: a.resp.Body, now: g.mono}
 	a.up = &a.upv
-	initEventReader(&a.rdv, a.up, a.rdBuf[:])
-	a.rd = &a.rdv
-	a.pending = a.pendBuf[:0]
-	var probe chunkProbe
+	a.rd = a.buf.reader(a.up)
+	a.pending = a.buf.pend[:0]
+	probe := &a.buf.probe
+	*probe = chunkProbe{}
 	for {
 		ev, err := a.rd.Next()
 		if err != nil {

@@ -61,13 +61,17 @@ type attempts struct {
 	results    chan *attempt
 	running    []*attempt // started, result not yet received
 	runningBuf [2]*attempt
-	group      errgroup.Group // hedged attempts' goroutines
-	hedge      <-chan time.Time
-	timer      *time.Timer
-	winner     *attempt
-	last       *attempt   // the latest that failed
-	refused    *rejection // the fallback pool's queue refused the request
-	release    []func()   // admissions to give back (the fallback pool's)
+	// bufs are the attempts' pooled reading buffers (attemptBuf), given
+	// back by stop.
+	bufs    []*attemptBuf
+	bufsBuf [2]*attemptBuf
+	group   errgroup.Group // hedged attempts' goroutines
+	hedge   <-chan time.Time
+	timer   *time.Timer
+	winner  *attempt
+	last    *attempt   // the latest that failed
+	refused *rejection // the fallback pool's queue refused the request
+	release []func()   // admissions to give back (the fallback pool's)
 }
 
 // forward runs the attempts (retry, hedge, fallback) until one yields a
@@ -76,7 +80,7 @@ type attempts struct {
 func (x *exchange) forward(ctx context.Context) bool {
 	f := &x.att
 	*f = attempts{x: x, ctx: ctx, route: x.route, pool: x.pool, body: x.body, admitted: x.tl.admitted}
-	f.tried, f.running = f.triedBuf[:0], f.runningBuf[:0]
+	f.tried, f.running, f.bufs = f.triedBuf[:0], f.runningBuf[:0], f.bufsBuf[:0]
 	defer f.stop()
 	f.start()
 	for st := waiting; ; {
@@ -122,6 +126,8 @@ func (f *attempts) start() {
 func (f *attempts) launch() {
 	x := f.x
 	a := &attempt{pool: f.pool, admitted: f.admitted, ttftTimeout: f.route.Timeouts.ttft(), idleTimeout: f.route.Timeouts.idle(), now: x.g.clock}
+	a.buf = attemptBufs.Get().(*attemptBuf)
+	f.bufs = append(f.bufs, a.buf)
 	a.rep = pickReplica(f.pool, &x.req, f.tried)
 	f.tried = append(f.tried, a.rep)
 	actx, cancel := context.WithCancel(f.ctx)
@@ -269,6 +275,13 @@ func (f *attempts) stop() {
 	for _, r := range f.release {
 		r()
 	}
+	// No attempt reads any more: every result was received above.
+	for i, b := range f.bufs {
+		b.rd.Reset(nil, nil) // the pool holds no upstream body
+		attemptBufs.Put(b)
+		f.bufs[i] = nil
+	}
+	f.bufs = f.bufs[:0]
 }
 
 // answerFailure is the failed state: the client is told why no first token

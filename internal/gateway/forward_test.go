@@ -107,3 +107,37 @@ func TestFallbackAfterRetryableFailures(t *testing.T) {
 		}
 	}
 }
+
+// The attempts' pooled reading state (attemptBuf) serves one request
+// after another whatever the last left in it: an event longer than the
+// reader's initial buffer and the pool's bound on its data buffer, then
+// short ones, each passed on whole, to its [DONE].
+func TestPooledReaderAfterLongEvent(t *testing.T) {
+	long := strings.Repeat("w", 3*maxPooledData)
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Words: []string{"short "}})
+	longUp := openaitest.Start(t, &openaitest.Upstream{Name: "b", Words: []string{long, "end "}})
+	g := mustGateway(t, fmt.Sprintf(`
+pools:
+  - {name: a, replicas: [{url: %q}]}
+  - {name: b, replicas: [{url: %q}]}
+routes:
+  - {model: short, pool: a}
+  - {model: long, pool: b}
+`, up.URL(), longUp.URL()))
+	gw := startGateway(t, g)
+	for i, model := range []string{"short", "long", "short", "long", "short"} {
+		s, _, b := do(t, gw.URL, chatBody(model, true, "x", ""), nil)
+		if s != 200 {
+			t.Fatalf("request %d: status %d: %s", i, s, b)
+		}
+		want := []string{`"short "`}
+		if model == "long" {
+			want = []string{`"` + long + `"`, `"end "`}
+		}
+		for _, w := range append(want, "data: [DONE]\n\n") {
+			if !strings.Contains(b, w) {
+				t.Errorf("request %d (%s): %d bytes without %.20q", i, model, len(b), w)
+			}
+		}
+	}
+}

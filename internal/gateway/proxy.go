@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -108,10 +109,40 @@ type exchange struct {
 	att         attempts // forward's tries (kept here: no allocation of their own)
 	rel         relay    // the answer's relay (newRelay), likewise
 	swv         sse.Writer
-	// chunkBuf and tokenBuf hold chunkNS and chunkTokens for the usual
-	// answer.
-	chunkBuf [64]int64
-	tokenBuf [64]int32
+	// chunks holds chunkNS and chunkTokens for the usual answer, pooled
+	// (chunkStore); nil until the first content event.
+	chunks *chunkBuf
+}
+
+// chunkBuf is an exchange's storage for chunkNS and chunkTokens for the
+// usual answer (64 content events; a longer one grows out of it). Taken
+// from chunkBufs at the first content event and given back by finish once
+// the metrics have read them: nothing else reads them, and nothing after
+// finish (the attempt's timer reads none).
+type chunkBuf struct {
+	ns  [64]int64
+	tok [64]int32
+}
+
+var chunkBufs = sync.Pool{New: func() any { return new(chunkBuf) }}
+
+// chunkStore is the exchange's chunkBuf, taken from the pool on first use.
+func (x *exchange) chunkStore() *chunkBuf {
+	if x.chunks == nil {
+		x.chunks = chunkBufs.Get().(*chunkBuf)
+	}
+	return x.chunks
+}
+
+// releaseChunks gives the exchange's chunkBuf back; chunkNS and
+// chunkTokens are forgotten with it.
+func (x *exchange) releaseChunks() {
+	if x.chunks == nil {
+		return
+	}
+	x.chunkNS, x.chunkTokens = nil, nil
+	chunkBufs.Put(x.chunks)
+	x.chunks = nil
 }
 
 // The headers whose values exchange.vals holds.
@@ -226,7 +257,8 @@ func queueRejection(ae *admitError) *rejection {
 	return shed("deadline", http.StatusTooManyRequests, openai.TypeRateLimit, ae.Error(), ae.retryAfter)
 }
 
-// finish records metrics and ends the span.
+// finish records metrics and ends the span, then gives the chunk
+// instants' storage back (releaseChunks).
 func (x *exchange) finish() {
 	if x.tl.end.IsZero() {
 		x.tl.end = x.g.now()
@@ -249,4 +281,5 @@ func (x *exchange) finish() {
 	x.g.Metrics.observe(&observation{pool: pool, model: model, status: x.status, stream: x.req.Stream, stages: st, tl: &x.tl,
 		ttft: ttft, noContent: x.noContent, outTokens: x.tokens, inTokens: x.req.InputTokens(), chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
 	x.span.end(x, st)
+	x.releaseChunks()
 }

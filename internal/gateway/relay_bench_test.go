@@ -45,14 +45,14 @@ func BenchmarkRelayEvents(b *testing.B) {
 	a.resp = &http.Response{Header: http.Header{"Content-Type": {"text/event-stream"}}}
 	a.upv = waitReader{r: src, now: g.mono}
 	a.up = &a.upv
-	initEventReader(&a.rdv, a.up, a.rdBuf[:])
-	a.rd = &a.rdv
+	a.buf = new(attemptBuf)
+	a.rd = a.buf.reader(a.up)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
 	for b.Loop() {
 		src.Reset(payload)
-		a.rdv.Reset(a.up, nil)
+		a.rd.Reset(a.up, nil)
 		x.w = &discardResponse{h: http.Header{}}
 		x.tl = timeline{start: g.now()}
 		x.fed = true
@@ -62,6 +62,7 @@ func BenchmarkRelayEvents(b *testing.B) {
 		if x.tokens < 64 || x.errKind != "" {
 			b.Fatalf("relayed %d tokens, error %q", x.tokens, x.errKind)
 		}
+		x.releaseChunks() // as finish does
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/65, "ns/event")
 }

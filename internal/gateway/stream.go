@@ -299,10 +299,10 @@ func (r *relay) events() {
 	x, a := r.x, r.a
 	x.w.WriteHeader(http.StatusOK)
 	x.tokens = a.tokens
-	x.chunkNS = append(x.chunkBuf[:0], a.first.Sub(x.tl.start).Nanoseconds())
+	x.chunkNS = append(x.chunkStore().ns[:0], a.first.Sub(x.tl.start).Nanoseconds())
 	r.lastUse, r.continuous = a.lastUse, a.lastUse > 0
 	if r.continuous {
-		x.chunkTokens = append(x.tokenBuf[:0], int32(a.lastUse))
+		x.chunkTokens = append(x.chunkStore().tok[:0], int32(a.lastUse))
 	}
 	if err := r.write(a.pending, x.g.mono()); err != nil {
 		x.clientGone()
@@ -452,7 +452,7 @@ func (r *relay) content(t0 time.Duration) {
 	k := 1
 	if used, ok := r.probe.usage(); ok && (r.continuous || x.tokens == 1) {
 		if !r.continuous { // usage from the second chunk on: the first carried one token
-			x.chunkTokens = append(x.tokenBuf[:0], 1) // none yet
+			x.chunkTokens = append(x.chunkStore().tok[:0], 1) // none yet
 		}
 		r.continuous = true
 		k = used - r.lastUse

@@ -116,6 +116,14 @@ func (rd *Reader) InitBuffer(r io.Reader, now func() int64, maxLine int, buf []b
 // first Next; Reset keeps it.
 func (rd *Reader) Blocks() { rd.blocks = true }
 
+// BufferCap is the capacity of rd's input buffer: what Reset keeps, for
+// a pool of Readers to bound.
+func (rd *Reader) BufferCap() int { return cap(rd.buf) }
+
+// DataCap is the capacity of rd's event data buffer, which Reset keeps
+// too (see BufferCap).
+func (rd *Reader) DataCap() int { return cap(rd.data) }
+
 // Reset makes rd read from r with clock now (nil keeps the clock), keeping
 // its buffers and its mode, so one Reader can serve many streams.
 func (rd *Reader) Reset(r io.Reader, now func() int64) {
