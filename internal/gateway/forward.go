@@ -181,8 +181,7 @@ func (f *attempts) settle(a *attempt) forwardState {
 			o.cancel()
 			g.countAttempt(o.pool, "cancelled")
 		}
-		f.winner = a
-		g.countAttempt(a.pool, "won")
+		f.winner = a // counted as won by feedFirstToken, after the first write
 		return streaming
 	}
 	f.last = a

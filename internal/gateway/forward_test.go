@@ -108,6 +108,23 @@ func TestFallbackAfterRetryableFailures(t *testing.T) {
 	}
 }
 
+// The winning attempt is counted as won once per request, streamed or
+// whole — after its first write (feedFirstToken), still before the
+// request ends.
+func TestWonAttemptCounted(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
+	g := quickGateway(t, up.URL())
+	gw := startGateway(t, g)
+	for i, stream := range []bool{true, false, true} {
+		if s, _, b := do(t, gw.URL, chatBody("m", stream, "x", ""), nil); s != 200 {
+			t.Fatalf("request %d: status %d: %s", i, s, b)
+		}
+		if got := testutil.ToFloat64(g.Metrics.Attempts.WithLabelValues("default", "won")); got != float64(i+1) {
+			t.Errorf("after request %d: won %v, want %d", i, got, i+1)
+		}
+	}
+}
+
 // The attempts' pooled reading state (attemptBuf) serves one request
 // after another whatever the last left in it: an event longer than the
 // reader's initial buffer and the pool's bound on its data buffer, then

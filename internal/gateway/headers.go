@@ -11,21 +11,6 @@ import (
 // list httputil.ReverseProxy strips, Proxy-Connection included).
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// removeHopHeaders deletes from h the headers its Connection header names,
-// then the standard hop-by-hop headers.
-func removeHopHeaders(h http.Header) {
-	for _, f := range h.Values("Connection") {
-		for k := range strings.SplitSeq(f, ",") {
-			if k = textproto.TrimString(k); k != "" {
-				h.Del(k)
-			}
-		}
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-}
-
 // copyResponseHeaders adds to dst the end-to-end headers of src, an
 // upstream's response: neither the hop-by-hop headers nor those its
 // Connection header names (so that it cannot remove the gateway's own).
@@ -76,15 +61,24 @@ func namedIn(connection []string, k string) bool {
 
 // copyRequestHeaders copies a client's request headers to the upstream
 // request, less the hop-by-hop ones and those the gateway sets itself.
+//
+// The headers left out are skipped as the copy is made (as
+// copyResponseHeaders does), not copied and then deleted: no map deletion
+// per request on the way to the upstream.
 func copyRequestHeaders(dst, src http.Header) {
+	conn := src.Values("Connection")
 	all := make([]string, valueCount(src)) // every value in one allocation
 	for k, vs := range src {
+		if slices.Contains(hopHeaders, k) || slices.Contains(requestOnlyHeaders, k) || namedIn(conn, k) {
+			continue
+		}
 		dst[k], all = carve(all, vs)
 	}
-	removeHopHeaders(dst)
-	dst.Del("Accept-Encoding") // keep the stream uncompressed, readable event by event
-	dst.Del("Content-Length")
-	dst.Del("Traceparent") // set by the span (or copied back by inject)
-	dst.Del("Tracestate")
-	dst.Del(headerPriority)
 }
+
+// requestOnlyHeaders are the client's headers that are not passed
+// upstream besides the hop-by-hop ones: Accept-Encoding (the stream is
+// kept uncompressed, readable event by event), Content-Length (the
+// upstream request's own body sets it), the trace context (set by the
+// span, or copied back by inject) and the gateway's priority header.
+var requestOnlyHeaders = []string{"Accept-Encoding", "Content-Length", "Traceparent", "Tracestate", headerPriority}

@@ -163,15 +163,16 @@ func (x *exchange) firstToken(a *attempt) {
 
 // feedFirstToken feeds the winning attempt's pool, once: its upstream
 // TTFT (from the connection) for the hedging delay, and from its
-// admission to that pool for its adaptive limit; and the span's
-// first_token event. It runs after the first events were written to the
-// client (relay.write), off the first token's way, with the instants
-// firstToken read.
+// admission to that pool for its adaptive limit; the span's first_token
+// event; and the attempt's count as won (a label lookup). It runs after
+// the first events were written to the client (relay.write), off the
+// first token's way, with the instants firstToken read.
 func (x *exchange) feedFirstToken(a *attempt) {
 	if x.fed {
 		return
 	}
 	x.fed = true
+	x.g.countAttempt(a.pool, "won")
 	tl := &x.tl
 	x.span.eventAt("first_token", x.firstSeen)
 	a.pool.recordTTFT(tl.firstTok.Sub(tl.conn))
