@@ -13,12 +13,13 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/staleconn/staleconntest"
 )
 
 var netHTTPFlag = flag.Bool("upstream.nethttp", false,
@@ -135,32 +136,13 @@ func TestH1ConnectionReuse(t *testing.T) {
 // bytes, then closes the connection.
 func rawUpstream(t testing.TB, answer []byte) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					_, _ = io.Copy(io.Discard, req.Body)
-					_, _ = c.Write(answer)
-				}
-			}()
+	return staleconntest.Serve(t, func(c *net.TCPConn) {
+		defer c.Close()
+		if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = c.Write(answer)
 		}
-	}()
-	return "http://" + ln.Addr().String()
+	})
 }
 
 // An interim 100 Continue before the answer is skipped; the answer's

@@ -44,6 +44,16 @@ const Stream = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [
 // server's base URL (http://127.0.0.1:PORT).
 func Start(t testing.TB, m Mode) string {
 	t.Helper()
+	return Serve(t, func(c *net.TCPConn) { serveConn(c, m) })
+}
+
+// Serve is the raw server under Start, for a test that writes its own
+// bytes: it accepts connections on a loopback port until the test ends,
+// each handled by handle on its own goroutine (handle closes it; the
+// test's cleanup closes the listener and waits for every handle to
+// return), and returns the server's base URL (http://127.0.0.1:PORT).
+func Serve(t testing.TB, handle func(*net.TCPConn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +69,7 @@ func Start(t testing.TB, m Mode) string {
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); serveConn(c.(*net.TCPConn), m) }()
+			go func() { defer wg.Done(); handle(c.(*net.TCPConn)) }()
 		}
 	}()
 	return "http://" + ln.Addr().String()
