@@ -51,12 +51,38 @@ func TestDecodeChatContentParts(t *testing.T) {
 	}
 }
 
+// decodeErrorCase is a body DecodeChat (or, completion, DecodeCompletion)
+// must reject: 400, invalid_request_error, the param named and a message
+// containing msgPart.
+type decodeErrorCase struct {
+	name, body, param, msgPart string
+	completion                 bool
+}
+
+func (tt decodeErrorCase) check(t *testing.T) {
+	t.Helper()
+	var err *APIError
+	if tt.completion {
+		_, err = DecodeCompletion([]byte(tt.body))
+	} else {
+		_, err = DecodeChat([]byte(tt.body))
+	}
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	param := ""
+	if err.Err.Param != nil {
+		param = *err.Err.Param
+	}
+	if err.Status != http.StatusBadRequest || err.Err.Type != TypeInvalidRequest || param != tt.param || !strings.Contains(err.Err.Message, tt.msgPart) {
+		t.Errorf("%d type %q param %q message %q, want 400 %q param %q message with %q",
+			err.Status, err.Err.Type, param, err.Err.Message, TypeInvalidRequest, tt.param, tt.msgPart)
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
-	tests := []struct {
-		name, body, param, msgPart string
-		completion                 bool
-	}{
+	tests := []decodeErrorCase{
 		{"empty body", ``, "", "empty", false},
 		{"malformed", `{"model":`, "", "not valid JSON", false},
 		{"not an object", `[1,2]`, "", "JSON object", false},
@@ -94,30 +120,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"completion best_of", `{"model":"m","prompt":"x","best_of":3}`, "best_of", "best_of", true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var err *APIError
-			if tt.completion {
-				_, err = DecodeCompletion([]byte(tt.body))
-			} else {
-				_, err = DecodeChat([]byte(tt.body))
-			}
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if err.Status != http.StatusBadRequest || err.Err.Type != TypeInvalidRequest {
-				t.Errorf("status %d type %q", err.Status, err.Err.Type)
-			}
-			param := ""
-			if err.Err.Param != nil {
-				param = *err.Err.Param
-			}
-			if param != tt.param {
-				t.Errorf("param %q, want %q (%s)", param, tt.param, err.Err.Message)
-			}
-			if !strings.Contains(err.Err.Message, tt.msgPart) {
-				t.Errorf("message %q lacks %q", err.Err.Message, tt.msgPart)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.check(t) })
 	}
 }
 
@@ -129,10 +132,7 @@ func TestDecodeErrors(t *testing.T) {
 // value than the one acted on. Other unknown keys are ignored.
 func TestExactKeys(t *testing.T) {
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
-	tests := []struct {
-		name, body, param, msgPart string
-		completion                 bool
-	}{
+	tests := []decodeErrorCase{
 		{"upper-case variant next to the key", `{"model":"m",` + msgs + `,"max_tokens":5,"MAX_TOKENS":5000}`, "MAX_TOKENS", "Unrecognized request argument supplied: MAX_TOKENS", false},
 		{"variant alone", `{"model":"m",` + msgs + `,"Max_Tokens":5000}`, "Max_Tokens", "Unrecognized", false},
 		{"variant of model", `{"model":"m","MODEL":"other",` + msgs + `}`, "MODEL", "Unrecognized", false},
@@ -151,24 +151,7 @@ func TestExactKeys(t *testing.T) {
 		{"nesting beyond the scanner's depth", `{"model":"m",` + msgs + `,"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, "", "deep", false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var err *APIError
-			if tt.completion {
-				_, err = DecodeCompletion([]byte(tt.body))
-			} else {
-				_, err = DecodeChat([]byte(tt.body))
-			}
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			param := ""
-			if err.Err.Param != nil {
-				param = *err.Err.Param
-			}
-			if err.Status != http.StatusBadRequest || param != tt.param || !strings.Contains(err.Err.Message, tt.msgPart) {
-				t.Errorf("%d param %q message %q, want 400 param %q message with %q", err.Status, param, err.Err.Message, tt.param, tt.msgPart)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.check(t) })
 	}
 }
 
