@@ -1,0 +1,5 @@
+//go:build !race
+
+package llamacpptest_test
+
+const raceEnabled = false
