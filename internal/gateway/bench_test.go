@@ -176,11 +176,17 @@ func runStreams(client *http.Client, base string, n int, sampleMem bool) streamS
 // request body read whole first as the gateway must (to route on it). It
 // is the floor the gateway's own overhead is measured against.
 func floorProxy(target string) http.Handler {
+	return floorProxyVia(target, &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true})
+}
+
+// floorProxyVia is floorProxy sending through tr (an upstream in memory,
+// for a benchmark of the handler alone).
+func floorProxyVia(target string, tr http.RoundTripper) http.Handler {
 	u, _ := url.Parse(target)
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
 		FlushInterval: -1,
-		Transport:     &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true},
+		Transport:     tr,
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)

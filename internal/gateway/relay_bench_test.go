@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -107,24 +105,10 @@ func BenchmarkHandlerRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer g.Close()
-	rp := &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1:1"}) },
-		FlushInterval: -1,
-		Transport:     canned,
-	}
-	fl := func(w http.ResponseWriter, r *http.Request) {
-		bd, err := io.ReadAll(r.Body)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(bd))
-		rp.ServeHTTP(w, r)
-	}
 	for _, p := range []struct {
 		name string
 		h    http.Handler
-	}{{"gw", g}, {"floor", http.HandlerFunc(fl)}} {
+	}{{"gw", g}, {"floor", floorProxyVia("http://127.0.0.1:1", canned)}} {
 		b.Run("path="+p.name, func(b *testing.B) {
 			src := strings.NewReader(body)
 			req := httptest.NewRequest(http.MethodPost, "http://gw"+chatPath, nil)
