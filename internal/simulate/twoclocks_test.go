@@ -71,7 +71,10 @@ var ciGrid = []clockCase{
 	{name: "closed-4-lognormal", concurrency: 4, requests: 24, in: "lognormal:mean=512,sigma=0.6", out: "lognormal:mean=16,sigma=0.5"},
 	{name: "closed-16-fixed", concurrency: 16, requests: 48, in: "512", out: "8"},
 	{name: "closed-16-lognormal", concurrency: 16, requests: 48, in: "lognormal:mean=512,sigma=0.6", out: "lognormal:mean=8,sigma=0.5"},
-	{name: "open-12rps-lognormal", rate: 12, requests: 48, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
+	// Short open loops: only the percentiles their draws resolve are held
+	// to the limits (gap.judged), the others logged; the whole grid runs
+	// them long enough to judge every one.
+	{name: "open-12rps-lognormal", rate: 12, requests: 120, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
 	{name: "open-28rps-lognormal", rate: 28, requests: 60, in: "lognormal:mean=512,sigma=0.6", out: "uniform:4-12"},
 	{name: "closed-8-prefix", concurrency: 8, requests: 32, in: "768", out: "8", prefix: true},
 	{name: "closed-8-nochunk", concurrency: 8, requests: 32, in: "1024", out: "8", noChunk: true},
@@ -92,15 +95,23 @@ var fullGrid = func() []clockCase {
 				requests: max(12, 6*c), in: l.in, out: l.out})
 		}
 	}
+	// Open loops at 12, 28 and 38 req/s (named 30, 70 and 95 % of
+	// capacity; at 480 requests the last two are well past it), each with
+	// requests enough for its percentiles to spread by at most half the limit over
+	// the twin's draws (gap.judged; at 120 requests they spread by up to
+	// 1.2–1.4 times the limit, the served run as much).
 	for _, load := range []struct {
-		name string
-		rate float64
-	}{{"12rps", 12}, {"28rps", 28}, {"38rps", 38}} {
-		g = append(g, clockCase{name: "open-" + load.name + "-lognormal", rate: load.rate, requests: 120,
+		name     string
+		rate     float64
+		requests int
+	}{{"12rps", 12, 1920}, {"28rps", 28, 480}, {"38rps", 38, 480}} {
+		g = append(g, clockCase{name: "open-" + load.name + "-lognormal", rate: load.rate, requests: load.requests,
 			in: lengths[2].in, out: lengths[1].out})
 	}
 	g = append(g, clockCase{name: "closed-8-2-replicas-fixed", concurrency: 8, requests: 32, in: "512", out: "8", replicas: 2},
 		clockCase{name: "closed-16-2-replicas-fixed", concurrency: 16, requests: 96, in: "512", out: "16", replicas: 2},
+		// Its draws spread by more than the limit at any count up to 1,920
+		// (TTFT′ P90 6.8 %): not judged, reported (docs/performance.md).
 		clockCase{name: "open-24rps-2-replicas-lognormal", rate: 24, requests: 120, in: lengths[2].in, out: lengths[1].out, replicas: 2})
 	for _, p := range []bool{false, true} {
 		for _, nc := range []bool{false, true} {
@@ -211,7 +222,16 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 		tb.Fatal(err)
 	}
 
-	served := readMetrics(tb, bo.OutputDir)
+	r := simulateClocks(tb, c, readMetrics(tb, bo.OutputDir), dir)
+	r.sendLagP99, r.warnings = bres.Summary.Client.SendLagP99MS, bres.Summary.Client.Warnings
+	return r
+}
+
+// simulateClocks runs c on the virtual clock beside its served metrics
+// (read from the wall-clock run's records), writing under dir.
+func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, dir string) clocks {
+	tb.Helper()
+	wl, given := c.workloadOf()
 	mo := simulate.DefaultOptions()
 	mo.Workload, mo.OutputDir, mo.Engine = wl, filepath.Join(dir, "sim"), c.engineOptions()
 	// The client's measured transport, half each way: an open loop's
@@ -230,8 +250,7 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 	if _, err := simulate.WriteRun(cfg, out, io.Discard); err != nil {
 		tb.Fatal(err)
 	}
-	r := clocks{served: served, simulated: readMetrics(tb, out.Dir),
-		sendLagP99: bres.Summary.Client.SendLagP99MS, warnings: bres.Summary.Client.Warnings}
+	r := clocks{served: served, simulated: readMetrics(tb, out.Dir)}
 	if c.rate > 0 {
 		// An open loop's requests meet the engine's steps at instants
 		// their own transports set, and one that reaches the engine a
@@ -240,17 +259,24 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 		// (open-12rps-lognormal, load 12: request 30, sent 2,940 ms in,
 		// reached the served engine 0.6 ms before the step the simulated
 		// one missed; the next 21 requests' TTFT′ differed by up to
-		// 180 ms). The served run is one draw of those instants: the twin
-		// runs several, each request's network drawn from the measured
-		// transports, and the served run must fall within their spread.
-		// (The median network alone is no stand-in for them: with two
-		// replicas it gave TTFT′ P50 91.7 ms where 7 draws gave
-		// 96.6–103.2 and the served run 102.8.)
+		// 180 ms). Where the steps fall is set by the request that woke
+		// the idle engine — the run's first, whose transport carried the
+		// client's first connection (idle, 2026-12-05: 1.8 ms to the
+		// engine against the others' median 0.75 ms; the twin put it at
+		// 1.5–1.8 ms and reproduced the served TTFT′ P90 of 289.5 ms,
+		// 306 ms at 0–1 ms, 272–283 ms at 2.5 ms). So the served run is
+		// one draw of the steps' phase and of each request's transport:
+		// the twin runs several, each request's network drawn from the
+		// measured transports and the first arrival (the engine's phase)
+		// moved by a fraction of a step, and predicts their median.
 		for _, v := range served["transport"] {
 			cfg.NetworkSample = append(cfg.NetworkSample, time.Duration(v/2*1e6))
 		}
+		base := cfg.Load
 		for k := range openDraws {
 			cfg.NetworkSeed = uint64(k + 1)
+			cfg.Load = base
+			cfg.Load.Arrivals = phasedArrivals(base, time.Duration(k)*stepMS*time.Millisecond/openDraws)
 			dout := out
 			dout.Dir = filepath.Join(dir, fmt.Sprintf("sim-draw-%d", k+1))
 			if _, err := simulate.WriteRun(cfg, dout, io.Discard); err != nil {
@@ -260,6 +286,47 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 		}
 	}
 	return r
+}
+
+// phasedArrivals is l's open-loop schedule with its first instant moved
+// later by d (to the second's at most): the idle engine starts its steps
+// at the first arrival, so d moves every later step against the
+// schedule — the phase a served run draws by its first request's
+// transport.
+func phasedArrivals(l workload.Load, d time.Duration) func() workload.Arrivals {
+	return func() workload.Arrivals {
+		a, err := workload.NewArrivals(l.Arrival, l.Rate, l.Burstiness, l.Seed)
+		if err != nil {
+			panic(err) // the load was validated
+		}
+		return &phased{a: a, d: d}
+	}
+}
+
+type phased struct {
+	a    workload.Arrivals
+	d    time.Duration
+	n    int
+	next time.Duration
+	more bool
+}
+
+func (p *phased) Next() (time.Duration, bool) {
+	switch p.n++; p.n {
+	case 1:
+		first, ok := p.a.Next()
+		if !ok {
+			return 0, false
+		}
+		p.next, p.more = p.a.Next()
+		if p.more {
+			return min(first+p.d, p.next), true
+		}
+		return first + p.d, true
+	case 2:
+		return p.next, p.more
+	}
+	return p.a.Next()
 }
 
 // drawnAt is the metric's percentile p in each of the draws, sorted.
@@ -390,19 +457,48 @@ func readMetrics(tb testing.TB, dir string) map[string][]float64 {
 // gap is one metric's disagreement at one percentile.
 type gap struct {
 	metric, pct       string
-	served, simulated float64 // ms
+	served, simulated float64 // ms; simulated: an open loop's draws' median
 	low, high         float64 // the simulated runs' range (an open loop's draws; else simulated), ms
-	relative, limit   float64 // served's distance to [low, high] over simulated, and its bound
+	relative, limit   float64 // |served − simulated| over simulated, and its bound
 }
 
-func (g gap) within() bool { return g.relative <= g.limit }
+// spread is the draws' range relative to their median: the twin's own
+// run-to-run spread of the percentile, 0 for a single simulated run.
+func (g gap) spread() float64 {
+	if g.simulated == 0 {
+		return 0
+	}
+	return (g.high - g.low) / g.simulated
+}
+
+// judged reports whether the case is long enough to be held to the limit
+// here: its draws spread by at most half of it. A served run is one more
+// draw; with 8 draws' range within half the limit their standard
+// deviation is at most about a fifth of it (the range of 8 normal draws
+// averages 2.85 of them), and a twin that is right misses by sampling
+// alone about once in millions of comparisons. A percentile that spreads
+// more varies as much from run to run by chance as the twin's error is
+// allowed to be, and the case needs more requests.
+func (g gap) judged() bool { return g.spread() <= g.limit/2 }
+
+func (g gap) within() bool { return g.judged() && g.relative <= g.limit }
 
 // draws is the simulated runs' range, when there are several.
 func (g gap) draws() string {
 	if g.low == g.high {
 		return ""
 	}
-	return fmt.Sprintf(" (draws %.1f–%.1f ms)", g.low, g.high)
+	return fmt.Sprintf(" (draws %.1f–%.1f ms, spread %.1f %%)", g.low, g.high, 100*g.spread())
+}
+
+// apart says how g misses.
+func (g gap) apart() string {
+	if !g.judged() {
+		return fmt.Sprintf("%s %s: the draws spread by %.1f %% (%.1f–%.1f ms), over half the limit of %.0f %%: too few requests to judge the percentile",
+			g.metric, g.pct, 100*g.spread(), g.low, g.high, 100*g.limit)
+	}
+	return fmt.Sprintf("%s %s: served %.1f ms, simulated %.1f ms%s: apart by %.1f %% (limit %.0f %%)",
+		g.metric, g.pct, g.served, g.simulated, g.draws(), 100*g.relative, 100*g.limit)
 }
 
 // percentiles are the compared percentiles and their limits: P50 and P90
@@ -414,7 +510,7 @@ var percentiles = []struct {
 
 // gaps compares the two runs on the metrics named: the served value's
 // distance to the simulated one relative to it — for an open loop, to the
-// range of its draws, relative to their median.
+// median of its draws.
 func (r clocks) gaps(metrics ...string) []gap {
 	var out []gap
 	for _, m := range metrics {
@@ -430,7 +526,7 @@ func (r clocks) gaps(metrics ...string) []gap {
 				sv, lo, hi = stats.Percentile(vs, 50), vs[0], vs[len(vs)-1]
 			}
 			out = append(out, gap{metric: m, pct: p.name, served: bv, simulated: sv, low: lo, high: hi,
-				relative: math.Max(0, math.Max(lo-bv, bv-hi)) / sv, limit: p.limit})
+				relative: math.Abs(bv-sv) / sv, limit: p.limit})
 		}
 	}
 	return out
@@ -472,8 +568,10 @@ const maxGridLag = 20
 // on the virtual clock, with the same engine, step timer and workload, and
 // must agree on TTFT, TPOT and E2E at P50 and P90 within 5 % and at P99
 // within 10 %, after the client's measured transport time — an open loop
-// within the limits of the range of its simulated draws (runClocks). A
-// case that misses runs once more; when the second run misses too it
+// within the limits of the median of its simulated draws, on the
+// percentiles whose draws spread by at most half the limit (gap.judged;
+// the others are logged: a short open loop's tail varies by chance as
+// much as the twin may err). A case that misses runs once more; when the second run misses too it
 // skips, saying why, if bench's send lag P99 passed maxGridLag, bench
 // doubts its own run, or the served records show a request the machine
 // held outside the server for more than a step: such a run is no
@@ -494,10 +592,16 @@ func TestTwoClocksAgree(t *testing.T) {
 					t.Logf("client %s %s: served %.1f ms, simulated %.1f ms: %.1f %%", g.metric, g.pct, g.served, g.simulated, 100*g.relative)
 				}
 				for _, g := range r.gaps(afterTransport...) {
+					if !g.judged() {
+						// A short open loop's percentile that varies by
+						// chance as much as the twin may err: nothing to hold
+						// to the limit here (the whole grid runs it longer).
+						t.Logf("%s %s: served %.1f ms, simulated %.1f ms%s: %.1f %%, not judged: %s", g.metric, g.pct, g.served, g.simulated, g.draws(), 100*g.relative, g.apart())
+						continue
+					}
 					t.Logf("%s %s: served %.1f ms, simulated %.1f ms%s: %.1f %%", g.metric, g.pct, g.served, g.simulated, g.draws(), 100*g.relative)
 					if !g.within() {
-						apart = append(apart, fmt.Sprintf("%s %s: served %.1f ms, simulated %.1f ms%s: apart by %.1f %% (limit %.0f %%)",
-							g.metric, g.pct, g.served, g.simulated, g.draws(), 100*g.relative, 100*g.limit))
+						apart = append(apart, g.apart())
 					}
 				}
 				n, longest := r.late()
@@ -551,19 +655,40 @@ func TestTwoClocksAgree(t *testing.T) {
 //	go test ./internal/simulate -run '^$' -bench TwoClocks -benchtime 1x -v
 func BenchmarkTwoClocks(b *testing.B) {
 	var sb strings.Builder
-	sb.WriteString("\n| case | TTFT′ P50 served / simulated (draws) | worst P50/P90 gap | worst P99 gap | client TTFT P50 served / simulated | client worst P50/P90 gap | send lag P99 | outside > 25 ms (longest) |\n|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("\n| case | TTFT′ P50 served / simulated (draws) | worst P50/P90 gap | worst P99 gap | client TTFT P50 served / simulated | client worst P50/P90 gap | send lag P99 | outside > 25 ms (longest) | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range fullGrid {
 		b.Run(c.name, func(b *testing.B) {
 			r := runClocks(b, c)
 			w5, w10, t50 := worst(r.gaps(afterTransport...))
 			c5, _, c50 := worst(r.gaps(clientSide...))
 			n, longest := r.late()
-			fmt.Fprintf(&sb, "| %s | %.1f / %.1f ms%s | %.1f %% | %.1f %% | %.1f / %.1f ms | %.1f %% | %.1f ms | %d of %d (%.0f ms) |\n",
+			fmt.Fprintf(&sb, "| %s | %.1f / %.1f ms%s | %.1f %% | %.1f %% | %.1f / %.1f ms | %.1f %% | %.1f ms | %d of %d (%.0f ms) | %s |\n",
 				c.name, t50.served, t50.simulated, t50.draws(), 100*w5, 100*w10, c50.served, c50.simulated, 100*c5, r.sendLagP99,
-				n, len(r.served["outside"]), longest)
+				n, len(r.served["outside"]), longest, verdict(r.gaps(afterTransport...)))
 		})
 	}
 	b.Log(sb.String())
+}
+
+// verdict is a case's: met, apart (outside a limit), or not judged — an
+// open loop whose draws spread by more than half a limit, naming the
+// widest spread against its limit.
+func verdict(gaps []gap) string {
+	var widest *gap
+	for i, g := range gaps {
+		if !g.judged() && (widest == nil || g.spread()/g.limit > widest.spread()/widest.limit) {
+			widest = &gaps[i]
+		}
+	}
+	if widest != nil {
+		return fmt.Sprintf("not judged (%s %s draws spread %.1f %%, limit %.0f %%)", widest.metric, widest.pct, 100*widest.spread(), 100*widest.limit)
+	}
+	for _, g := range gaps {
+		if !g.within() {
+			return "**apart**"
+		}
+	}
+	return "met"
 }
 
 // worst returns the largest relative gap at P50/P90 and at P99, and the
