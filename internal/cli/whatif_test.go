@@ -60,9 +60,6 @@ func value(v []*float64, i int) float64 {
 // caching off: the TTFT SLO fails on prefill, and turning prefix caching on
 // is the remedy the twin ranks first, with a large drop.
 func TestWhatIfPrefixCachingFixesTTFT(t *testing.T) {
-	if raceEnabled {
-		t.Skip("simulates 4,000-token prompts under three levers' goodput searches: 117 s at load 19 without -race, past go test's 10-minute timeout under it; the what-if's concurrency is raced by the other TestWhatIf tests")
-	}
 	dir := simulated(t, "--rate", "4", "--requests", "160", "--prefix-tokens", "3600", "--prefix-groups", "1",
 		"--input-tokens", "4000", "--output-tokens", "32")
 	rep := whatIfJSON(t, dir, "--slo", "ttft:p99<=100ms", "--what-if", "prefix-caching,weights,tensor-parallel")
