@@ -62,9 +62,6 @@ func within(t *testing.T, name string, got, want, tol float64) {
 }
 
 func TestCalibrateRecoversVirtual(t *testing.T) {
-	if raceEnabled {
-		t.Skip("fits on one goroutine (Nelder–Mead, 4 resamples), nothing for -race to check: 15 s at load 14 without it, ten times that under it")
-	}
 	w := results.Merge(syntheticWorkload(t, 4, 80, 1), syntheticWorkload(t, 14, 120, 2))
 	res, err := Calibrate(context.Background(), w, Config{Engine: engine.DefaultOptions(), Bootstrap: 4})
 	if err != nil {

@@ -46,9 +46,6 @@ func defaultEff(r PublicRow) (perfmodel.Efficiency, error) {
 // when a median error of the rows with concurrency ≥ 8 passes its bound
 // (the figures of docs/performance.md plus a margin).
 func TestPublicHeldOut(t *testing.T) {
-	if raceEnabled {
-		t.Skip("predicts 287 rows on one goroutine, nothing for -race to check: 57 s at load 14 without it, past go test's 10-minute timeout under it on 2 shared cores")
-	}
 	rows, err := LoadPublic(publicRows)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,0 @@
-//go:build !race
-
-package calibrate
-
-const raceEnabled = false
