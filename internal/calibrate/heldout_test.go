@@ -237,19 +237,7 @@ func fittable(fit []PublicRow, key func(PublicRow) string) map[string]bool {
 // each group's predictions of its rows.
 func refit(t *testing.T, fit []PublicRow) {
 	t.Helper()
-	by := map[string][]PublicRow{}
-	var groups []string
-	ok := fittable(fit, FitGroup)
-	for _, r := range fit {
-		g := FitGroup(r)
-		if !ok[g] {
-			continue
-		}
-		if _, seen := by[g]; !seen {
-			groups = append(groups, g)
-		}
-		by[g] = append(by[g], r)
-	}
+	groups, by := fittableGroups(fit, FitGroup)
 	old, err := LoadPublicFits(fitsFile)
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +268,13 @@ func refit(t *testing.T, fit []PublicRow) {
 		}()
 	}
 	wg.Wait()
+	writeFits(t, fitsFile, "# Constants fitted on the fit half of loaded.csv (calibrate.Split), one set per\n# engine, GPU and weight precision group (calibrate.FitGroup): go test ./internal/calibrate -run TestPublicHeldOut -update-fits\n", out, errs)
+}
+
+// writeFits fails the test on the first of errs, else writes out behind
+// head to file.
+func writeFits(t *testing.T, file, head string, out PublicFits, errs []error) {
+	t.Helper()
 	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
@@ -289,10 +284,28 @@ func refit(t *testing.T, fit []PublicRow) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := "# Constants fitted on the fit half of loaded.csv (calibrate.Split), one set per\n# engine, GPU and weight precision group (calibrate.FitGroup): go test ./internal/calibrate -run TestPublicHeldOut -update-fits\n"
-	if err := os.WriteFile(fitsFile, append([]byte(head), data...), 0o644); err != nil {
+	if err := os.WriteFile(file, append([]byte(head), data...), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fittableGroups splits rows by key, keeping only the groups fittable
+// admits, the groups in the order their first rows come.
+func fittableGroups(rows []PublicRow, key func(PublicRow) string) ([]string, map[string][]PublicRow) {
+	by := map[string][]PublicRow{}
+	var names []string
+	ok := fittable(rows, key)
+	for _, r := range rows {
+		k := key(r)
+		if !ok[k] {
+			continue
+		}
+		if _, seen := by[k]; !seen {
+			names = append(names, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	return names, by
 }
 
 // refitEvals is how many predictions of its rows a group's refit may run.
@@ -304,19 +317,7 @@ const refitEvals = 200
 // deployments side by side, and rewrites the deployment fits file.
 func refitDeployments(t *testing.T, fit []PublicRow, start func(PublicRow) (perfmodel.Efficiency, error)) {
 	t.Helper()
-	by := map[string][]PublicRow{}
-	var deps []string
-	ok := fittable(fit, Deployment)
-	for _, r := range fit {
-		d := Deployment(r)
-		if !ok[d] {
-			continue
-		}
-		if _, seen := by[d]; !seen {
-			deps = append(deps, d)
-		}
-		by[d] = append(by[d], r)
-	}
+	deps, by := fittableGroups(fit, Deployment)
 	out := PublicFits{Groups: make([]PublicFit, len(deps))}
 	errs := make([]error, len(deps))
 	var wg sync.WaitGroup
@@ -339,19 +340,7 @@ func refitDeployments(t *testing.T, fit []PublicRow, start func(PublicRow) (perf
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	data, err := yaml.Marshal(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := "# Constants fitted on the fit half of loaded.csv (calibrate.Split), one set per deployment\n# (calibrate.Deployment: engine, model, GPU, TP, weight precision), each from its group's fit in\n# loaded-fits.yaml, the constants moved chosen by leave-one-sweep-out inside the fit half\n# (calibrate.FitDeployment): go test ./internal/calibrate -run TestPublicHeldOut -update-deployment-fits\n"
-	if err := os.WriteFile(deploymentFitsFile, append([]byte(head), data...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFits(t, deploymentFitsFile, "# Constants fitted on the fit half of loaded.csv (calibrate.Split), one set per deployment\n# (calibrate.Deployment: engine, model, GPU, TP, weight precision), each from its group's fit in\n# loaded-fits.yaml, the constants moved chosen by leave-one-sweep-out inside the fit half\n# (calibrate.FitDeployment): go test ./internal/calibrate -run TestPublicHeldOut -update-deployment-fits\n", out, errs)
 }
 
 // deploymentCVEvals and deploymentEvals are how many predictions of its
