@@ -33,6 +33,8 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+func (c *fakeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -550,18 +552,18 @@ func TestDescribeAndDefaults(t *testing.T) {
 	}
 }
 
-// TestSince: Since is the clock's reading less t — a fake clock's
+// TestSince: a clock's Since is its reading less t — a fake clock's
 // exactly; the wall clock's a monotonic difference, so an instant an hour
 // back is at least an hour ago whatever the wall clock does.
 func TestSince(t *testing.T) {
 	fc := newFakeClock()
 	for _, d := range []time.Duration{0, time.Nanosecond, 20 * time.Millisecond, -time.Second} {
-		if got := Since(fc, fc.Now().Add(-d)); got != d {
+		if got := fc.Since(fc.Now().Add(-d)); got != d {
 			t.Errorf("fake clock: Since(now - %v) = %v, want %v", d, got, d)
 		}
 	}
 	wall := WallClock()
-	if got := Since(wall, wall.Now().Add(-time.Hour)); got < time.Hour {
+	if got := wall.Since(wall.Now().Add(-time.Hour)); got < time.Hour {
 		t.Errorf("wall clock: Since(now - 1h) = %v, want at least 1h", got)
 	}
 }

@@ -349,7 +349,7 @@ func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
 			return false
 		}
 	}
-	late := engine.Since(s.clock, ev.At)
+	late := s.clock.Since(ev.At)
 	s.late.Observe(late)
 	s.metrics.lateness(late)
 	return true
