@@ -14,6 +14,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/racedetect"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -83,7 +84,7 @@ func planText(pl *Plan) string {
 // meet it (the roofline prunes those candidates, and a simulation confirms
 // it); with prefix caching only the 100 new tokens are prefilled.
 func TestOnlyPrefixCachingMeetsTTFT(t *testing.T) {
-	if raceEnabled {
+	if racedetect.Enabled {
 		t.Skip("builds and tokenizes thousands of 1,500-token prompts: ~90 s under -race; the search's concurrency is raced by the other plans")
 	}
 	w := synthetic(t, workload.Fixed(1500), workload.Fixed(20), 1400, 4, 100)

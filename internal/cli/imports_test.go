@@ -109,6 +109,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/redisstate":              {only: []string{"redact"}},
 	"internal/llamacpptest":            {only: []string{"process"}},
 	"internal/process":                 {only: []string{}},
+	"internal/racedetect":              {only: []string{}},
 	"internal/openaitest":              {only: []string{"sse"}},
 	"internal/perfmodel":               {only: []string{"field"}},
 	"internal/workload":                {only: []string{"field", "tokenizer"}},

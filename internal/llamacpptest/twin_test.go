@@ -13,6 +13,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/llamacpptest"
+	"github.com/tokentrace/tokentrace/internal/racedetect"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -51,7 +52,7 @@ func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs llama-server (about a minute)")
 	}
-	if raceEnabled {
+	if racedetect.Enabled {
 		t.Skip("fits the twin in process (calibrate, one goroutine: nothing for -race to check); under -race at load 10-20 it was 5 min in when go test's 10-minute timeout ended the package; bench's client is raced in its own package")
 	}
 	// Prompt caching off on both sides: bench's prompts share words that

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/bench"
+	"github.com/tokentrace/tokentrace/internal/racedetect"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/simulate"
@@ -44,7 +45,7 @@ func TestAgreesWithBenchAgainstTheEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs bench in real time for about 6 s")
 	}
-	if raceEnabled {
+	if racedetect.Enabled {
 		t.Skip("the race detector slows the wall-clock client and server several-fold; the comparison would measure it")
 	}
 	wl := workload.DefaultOptions()

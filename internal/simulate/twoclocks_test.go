@@ -21,6 +21,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/gateway"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/racedetect"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -580,7 +581,7 @@ func TestTwoClocksAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs bench in real time for about 20 s")
 	}
-	if raceEnabled {
+	if racedetect.Enabled {
 		t.Skip("the race detector slows the wall-clock client and server several-fold; the comparison would measure it")
 	}
 	for _, c := range ciGrid {

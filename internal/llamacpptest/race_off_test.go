@@ -1,5 +1,0 @@
-//go:build !race
-
-package llamacpptest_test
-
-const raceEnabled = false

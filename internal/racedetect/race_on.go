@@ -1,0 +1,6 @@
+//go:build race
+
+package racedetect
+
+// Enabled reports a -race build.
+const Enabled = true

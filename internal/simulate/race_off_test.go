@@ -1,5 +1,0 @@
-//go:build !race
-
-package simulate_test
-
-const raceEnabled = false
