@@ -27,10 +27,11 @@ type PublicRow struct {
 	// (then the first round: one request per client, see Predict).
 	Requests int
 	// TTFT, TPOT and E2E are in milliseconds (0 when not published), of the
-	// statistic Stat ("mean"); TTFTMedian when the source gives it.
-	TTFT, TPOT, E2E, TTFTMedian float64
-	Stat                        string
-	Source                      string
+	// statistic Stat ("mean"); TTFTMedian and TTFTP95 when the source gives
+	// them.
+	TTFT, TPOT, E2E, TTFTMedian, TTFTP95 float64
+	Stat                                 string
+	Source                               string
 }
 
 // LoadPublic reads the public measurements CSV.
@@ -55,7 +56,7 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 	for i, h := range head {
 		col[h] = i
 	}
-	for _, need := range []string{"id", "engine", "engine_version", "model", "gpu", "tp", "dtype", "kv_dtype", "input", "output", "concurrency", "client", "requests", "ttft_ms", "ttft_median_ms", "tpot_ms", "e2e_ms", "stat", "source"} {
+	for _, need := range []string{"id", "engine", "engine_version", "model", "gpu", "tp", "dtype", "kv_dtype", "input", "output", "concurrency", "client", "requests", "ttft_ms", "ttft_p95_ms", "ttft_median_ms", "tpot_ms", "e2e_ms", "stat", "source"} {
 		if _, ok := col[need]; !ok {
 			return nil, fmt.Errorf("public measurements: no column %q", need)
 		}
@@ -84,7 +85,7 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 		}
 		p := PublicRow{ID: get("id"), Engine: get("engine"), EngineVersion: get("engine_version"), Model: get("model"), GPU: get("gpu"),
 			TP: int(num("tp", false)), DType: get("dtype"), KVDType: get("kv_dtype"), Input: int(num("input", false)), Output: int(num("output", false)),
-			Concurrency: int(num("concurrency", false)), Client: get("client"), Requests: int(num("requests", true)), TTFT: num("ttft_ms", true), TTFTMedian: num("ttft_median_ms", true),
+			Concurrency: int(num("concurrency", false)), Client: get("client"), Requests: int(num("requests", true)), TTFT: num("ttft_ms", true), TTFTMedian: num("ttft_median_ms", true), TTFTP95: num("ttft_p95_ms", true),
 			TPOT: num("tpot_ms", true), E2E: num("e2e_ms", true), Stat: get("stat"), Source: get("source")}
 		if perr != nil {
 			return nil, perr
