@@ -85,6 +85,14 @@ func pct(d []time.Duration, p float64) time.Duration {
 
 // runStreams opens n concurrent streams against base and measures them.
 func runStreams(client *http.Client, base string, n int, sampleMem bool) streamStats {
+	return runStreamsSpread(client, base, n, sampleMem, 0)
+}
+
+// runStreamsSpread is runStreams with the streams' starts spread evenly
+// over spread (stream i starts i × spread / n after the first), as
+// bench/floor spreads them, so that their tokens do not all arrive at
+// the same instant.
+func runStreamsSpread(client *http.Client, base string, n int, sampleMem bool, spread time.Duration) streamStats {
 	var mu sync.Mutex
 	var st streamStats
 	var wg sync.WaitGroup
@@ -117,10 +125,14 @@ func runStreams(client *http.Client, base string, n int, sampleMem bool) streamS
 		mu.Unlock()
 	}()
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"benchmark prompt"}]}`
-	for range n {
+	start := time.Now()
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if spread > 0 {
+				time.Sleep(time.Until(start.Add(spread * time.Duration(i) / time.Duration(n))))
+			}
 			var ttfb time.Duration
 			lats := make([]time.Duration, 0, 64)
 			t0 := time.Now()
@@ -389,6 +401,55 @@ func BenchmarkStreamsCPU(b *testing.B) {
 			b.ReportMetric(float64(cpu)/1e3/float64(chunks), "cpu-µs/chunk")
 		})
 	}
+}
+
+// BenchmarkStreamsTokenCPU is issue 24's per-token gap as one number:
+// 50 concurrent streams of 32 tokens 5 ms apart (bench/floor's shape,
+// the starts spread over one gap) through the gateway, the floor proxy
+// and directly, the three paths taking turns within every iteration (the
+// machine's load falls on all of them). Per path it reports the whole
+// process's CPU time (user + system: client, proxy and upstream in this
+// process) and its allocations per token delivered; gw−floor-cpu-µs/token
+// is the gateway's CPU per token over the floor proxy's, the client's and
+// the upstream's the same on both paths.
+func BenchmarkStreamsTokenCPU(b *testing.B) {
+	const streams, tokens, gap = 50, 32, 5 * time.Millisecond
+	upURL, gwURL, flURL, client := benchPaths(b, benchUpstream(tokens, gap))
+	paths := []struct {
+		name, url string
+		cpu       time.Duration
+		mallocs   uint64
+		tokens    int
+	}{{name: "gw", url: gwURL}, {name: "floor", url: flURL}, {name: "direct", url: upURL}}
+	for i := range paths { // warm the connection pools
+		runStreamsSpread(client, paths[i].url, streams, false, gap)
+	}
+	b.ReportAllocs()
+	var ms runtime.MemStats
+	turn := 0
+	for b.Loop() {
+		for k := range paths {
+			p := &paths[(turn+k)%len(paths)]
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			m0, c0 := ms.Mallocs, cpuTime()
+			st := runStreamsSpread(client, p.url, streams, false, gap)
+			p.cpu += cpuTime() - c0
+			runtime.ReadMemStats(&ms)
+			p.mallocs += ms.Mallocs - m0
+			p.tokens += len(st.chunks)
+			if st.errors > 0 || len(st.chunks) != streams*tokens {
+				b.Fatalf("path %s: %d errors, %d of %d tokens", p.name, st.errors, len(st.chunks), streams*tokens)
+			}
+		}
+		turn++
+	}
+	perToken := func(p int) float64 { return float64(paths[p].cpu) / 1e3 / float64(paths[p].tokens) }
+	for i, p := range paths {
+		b.ReportMetric(perToken(i), p.name+"-cpu-µs/token")
+		b.ReportMetric(float64(p.mallocs)/float64(p.tokens), p.name+"-allocs/token")
+	}
+	b.ReportMetric(perToken(0)-perToken(1), "gw−floor-cpu-µs/token")
 }
 
 // BenchmarkInspectEvent is the gateway's per-event reading (framing the
