@@ -22,6 +22,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/serve"
 )
 
@@ -353,7 +354,7 @@ func startLogged(t *testing.T, cmd *exec.Cmd, what string, stop func()) (*locked
 	t.Helper()
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
+	if err := process.StartCmd(cmd); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)

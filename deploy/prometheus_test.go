@@ -548,7 +548,7 @@ func startPrometheus(t *testing.T, ctx context.Context, bin, serveAddr, gwAddr s
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
-	if err := cmd.Start(); err != nil {
+	if err := process.StartCmd(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -1,10 +1,14 @@
 // Package process runs the child processes that harnesses and tests start
 // beside the one under test — a proxy (nginx, the gateway, the Go floor
 // proxy) in bench/floor, llama.cpp's llama-server in llamacpptest, a load
-// client in serve's stream benchmark: a free loopback port for it, a log
-// safe to read while it writes, a readiness wait that notices an early
-// exit, a stop (an interrupt, then a kill after a grace) and its CPU time
-// read from /proc.
+// client in serve's stream benchmark, redis-server in redistest,
+// prometheus and the gateway binary in deploy's tests, Chromium in
+// report's: the one way to start them (StartCmd, or Start watching the
+// exit), so that on Linux each is killed when the process that started it
+// ends, however it ends (go test's -timeout runs no cleanup); a free
+// loopback port for it, a log safe to read while it writes, a readiness
+// wait that notices an early exit, a stop (an interrupt, then a kill
+// after a grace) and its CPU time read from /proc.
 //
 // It imports nothing of this module (standard library only).
 package process

@@ -64,10 +64,17 @@ type Proc struct {
 	done chan struct{}
 }
 
-// Start starts cmd (its output already directed by the caller) and
-// watches for its exit; name names it in errors.
+// StartCmd is cmd.Start for a child that must not outlive this process:
+// on Linux the child is killed (SIGKILL) when this process ends, however
+// it ends — go test's -timeout or a kill included, when no cleanup runs.
+// Every child a harness or test starts is started through it (or Start);
+// the caller waits for it (cmd.Wait) as after cmd.Start.
+func StartCmd(cmd *exec.Cmd) error { return startCmd(cmd) }
+
+// Start starts cmd (its output already directed by the caller) as
+// StartCmd does and watches for its exit; name names it in errors.
 func Start(name string, cmd *exec.Cmd) (*Proc, error) {
-	if err := cmd.Start(); err != nil {
+	if err := StartCmd(cmd); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	p := &Proc{Name: name, Cmd: cmd, done: make(chan struct{})}

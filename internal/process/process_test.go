@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,7 +18,9 @@ const childEnv = "TOKENTRACE_PROCESS_CHILD"
 
 // TestMain runs this test binary as the child the tests start:
 // "serve ADDR" serves /health (and spins on /spin until it has used some
-// CPU), ignoring interrupts when asked; "exit" exits at once.
+// CPU), ignoring interrupts when asked; "exit" exits at once; "sleep"
+// sleeps for an hour; "echo" copies its input to its output; "parent"
+// starts a "sleep" child through StartCmd, prints its pid and sleeps.
 func TestMain(m *testing.M) {
 	switch mode := os.Getenv(childEnv); mode {
 	case "":
@@ -25,6 +28,22 @@ func TestMain(m *testing.M) {
 	case "exit":
 		fmt.Println("exiting at once")
 		os.Exit(3)
+	case "sleep":
+		time.Sleep(time.Hour)
+		os.Exit(1)
+	case "echo":
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+		os.Exit(0)
+	case "parent":
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=sleep")
+		if err := StartCmd(cmd); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println(cmd.Process.Pid)
+		time.Sleep(time.Hour)
+		os.Exit(1)
 	case "serve", "serve-deaf":
 		if mode == "serve-deaf" {
 			signal.Ignore(os.Interrupt)

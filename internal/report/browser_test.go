@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // findBrowser returns a headless-capable Chromium, or "" when none is installed.
@@ -141,7 +143,11 @@ func chromium(t *testing.T, browser string, args ...string) (stdout, stderr stri
 	cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	err := process.StartCmd(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		t.Fatalf("%s: %v\n%s", browser, err, errb.String())
 	}
 	return out.String(), errb.String()

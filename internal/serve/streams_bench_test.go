@@ -171,7 +171,7 @@ func startClient(b *testing.B, addr string, n int, body string, step time.Durati
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := process.StartCmd(cmd); err != nil {
 		b.Fatal(err)
 	}
 	lines := make(chan string, 4)

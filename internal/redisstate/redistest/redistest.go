@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // Server is a running redis-server.
@@ -80,7 +82,7 @@ func (s *Server) start(port int) error {
 		args = append(args, "--requirepass", s.Password)
 	}
 	s.cmd = exec.Command(s.bin, args...)
-	if err := s.cmd.Start(); err != nil {
+	if err := process.StartCmd(s.cmd); err != nil {
 		return err
 	}
 	s.done = make(chan struct{})
