@@ -21,6 +21,17 @@ func ttftSpread(xs []float64) (mean, p95OverMean float64) {
 	return mean, stats.Percentile(xs, 95) / mean
 }
 
+// closedLoopRounds runs p's closed loop on cfg as Predict does, rounds ×
+// clients requests in all, and returns their timelines.
+func closedLoopRounds(t *testing.T, cfg engine.Config, p PublicRow, rounds int) []engine.Timeline {
+	t.Helper()
+	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: p.Concurrency, Requests: rounds * p.Concurrency, Input: p.Input, Output: p.Output, Intake: intakeOf(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls
+}
+
 // closedLoopTTFTs runs p's closed loop as Predict does, rounds × clients
 // requests in all, and returns the TTFTs (ms) of the requests sent from
 // round from on (0: the first).
@@ -30,10 +41,7 @@ func closedLoopTTFTs(t *testing.T, p PublicRow, eff perfmodel.Efficiency, from, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: p.Concurrency, Requests: rounds * p.Concurrency, Input: p.Input, Output: p.Output, Intake: intakeOf(p)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tls := closedLoopRounds(t, cfg, p, rounds)
 	var xs []float64
 	for _, tl := range tls[from*p.Concurrency:] {
 		xs = append(xs, ms(tl.FirstToken.Sub(tl.Arrival)))
@@ -57,10 +65,7 @@ func genAIPerfTTFTs(t *testing.T, p PublicRow, eff perfmodel.Efficiency, e2e flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: p.Concurrency, Requests: rounds * p.Concurrency, Input: p.Input, Output: p.Output, Intake: intakeOf(p)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tls := closedLoopRounds(t, cfg, p, rounds)
 	type done struct{ ttft, e2e float64 }
 	by := make([][]done, 10)
 	for _, tl := range tls {
@@ -190,10 +195,7 @@ func TestFitHalfSteadyStateScan(t *testing.T) {
 			if c.steady {
 				from, rounds = 2, 6
 			}
-			tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: r.Concurrency, Requests: rounds * r.Concurrency, Input: r.Input, Output: r.Output, Intake: intakeOf(r)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tls := closedLoopRounds(t, cfg, r, rounds)
 			var ttft, tpot, e2e []float64
 			for _, tl := range tls[from*r.Concurrency:] {
 				f, e := ms(tl.FirstToken.Sub(tl.Arrival)), ms(tl.Finished.Sub(tl.Arrival))
