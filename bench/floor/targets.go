@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // The other two targets of the same issue, measured in the same run so
@@ -50,7 +52,7 @@ func runServeCheck(ctx context.Context, w io.Writer, module string, c serveCheck
 		cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkStreams$", "-benchtime", "1x", "./internal/serve",
 			"-args", "-streams", strconv.Itoa(c.Streams), "-step", c.Step.String(), "-window", "3s")
 		cmd.Dir = module
-		out, err := cmd.CombinedOutput()
+		out, err := process.CombinedOutput(cmd)
 		if err != nil {
 			return fmt.Errorf("serve check: %w\n%s", err, out)
 		}
@@ -137,8 +139,8 @@ func runBenchCheck(ctx context.Context, w io.Writer, bin string, c benchCheck) e
 // runSelfTest runs one short self-test (its rate and memory parts kept
 // small) at n streams.
 func runSelfTest(ctx context.Context, bin string, n int) (selfTest, error) {
-	out, err := exec.CommandContext(ctx, bin, "bench", "--self-test", "--self-test-streams", strconv.Itoa(n),
-		"--self-test-requests", "2000", "--self-test-duration", "500ms", "--self-test-rate", "500").CombinedOutput()
+	out, err := process.CombinedOutput(exec.CommandContext(ctx, bin, "bench", "--self-test", "--self-test-streams", strconv.Itoa(n),
+		"--self-test-requests", "2000", "--self-test-duration", "500ms", "--self-test-rate", "500"))
 	if err != nil {
 		return selfTest{}, fmt.Errorf("bench --self-test: %w\n%s", err, out)
 	}

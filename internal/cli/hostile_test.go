@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // hostileInputs are inputs that once exhausted memory, crashed the Go
@@ -113,7 +115,7 @@ func TestHostileInputs(t *testing.T) {
 			cmd.Dir = dir
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
-			err := cmd.Run()
+			err := process.Run(cmd)
 			code := -1
 			if ee, ok := err.(*exec.ExitError); ok {
 				code = ee.ExitCode()

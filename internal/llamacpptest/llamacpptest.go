@@ -234,7 +234,7 @@ func (e Engine) model(s Shape) (string, error) {
 		filepath.Join(e.Source, "models", "ggml-vocab-llama-spm.gguf"),
 		strconv.Itoa(s.Layers), strconv.Itoa(s.Hidden), strconv.Itoa(s.Heads), strconv.Itoa(s.KVHeads), strconv.Itoa(s.FFN))
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(e.Source, "gguf-py"))
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := process.CombinedOutput(cmd); err != nil {
 		hint := ""
 		if strings.Contains(string(out), "No module named 'numpy'") {
 			hint = " (Debian: apt-get install python3-numpy; .ci/run installs it)"

@@ -71,6 +71,23 @@ type Proc struct {
 // the caller waits for it (cmd.Wait) as after cmd.Start.
 func StartCmd(cmd *exec.Cmd) error { return startCmd(cmd) }
 
+// Run is cmd.Run with cmd started by StartCmd: it waits for the child,
+// which dies with this process.
+func Run(cmd *exec.Cmd) error {
+	if err := StartCmd(cmd); err != nil {
+		return err
+	}
+	return cmd.Wait()
+}
+
+// CombinedOutput is cmd.CombinedOutput with cmd started by StartCmd.
+func CombinedOutput(cmd *exec.Cmd) ([]byte, error) {
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := Run(cmd)
+	return b.Bytes(), err
+}
+
 // Start starts cmd (its output already directed by the caller) as
 // StartCmd does and watches for its exit; name names it in errors.
 func Start(name string, cmd *exec.Cmd) (*Proc, error) {

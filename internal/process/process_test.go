@@ -118,6 +118,21 @@ func TestWaitReadyNoticesAnEarlyExit(t *testing.T) {
 	}
 }
 
+// TestCombinedOutput: the child's output and its exit, as
+// cmd.CombinedOutput gives them.
+func TestCombinedOutput(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=exit")
+	out, err := CombinedOutput(cmd)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("error %v, want exit status 3", err)
+	}
+	if string(out) != "exiting at once\n" {
+		t.Errorf("output %q", out)
+	}
+}
+
 func TestStopKillsAProcessThatIgnoresTheInterrupt(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no interrupts on Windows: Stop kills at once")

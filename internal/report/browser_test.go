@@ -143,11 +143,7 @@ func chromium(t *testing.T, browser string, args ...string) (stdout, stderr stri
 	cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := process.StartCmd(cmd)
-	if err == nil {
-		err = cmd.Wait()
-	}
-	if err != nil {
+	if err := process.Run(cmd); err != nil {
 		t.Fatalf("%s: %v\n%s", browser, err, errb.String())
 	}
 	return out.String(), errb.String()
