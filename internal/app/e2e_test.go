@@ -177,7 +177,7 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 	}
 	present := map[string]int{}
 	var gaps []time.Duration
-	aside := 0
+	aside, linked := 0, 0
 	for _, r := range recs {
 		if !r.OK() {
 			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorKind, r.Error)
@@ -203,6 +203,9 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 			t.Errorf("request %s: hops %v, notes %q %q", r.ID, p.Hops, p.Notes, r.TimingNotes)
 		}
 		gaps = append(gaps, unclaimed(p))
+		if checkAppGatewayLink(t, r, p) {
+			linked++
+		}
 	}
 	if aside > 0 {
 		t.Logf("%d/%d requests: the server's report set aside (it claims more than the request can have spent there)", aside, n)
@@ -219,15 +222,55 @@ func TestEndToEndThroughAppGatewayServe(t *testing.T) {
 		}
 	}
 	t.Logf("stages claimed by a hop sum to the client's E2E within 2 ms on %d/%d requests (worst gap %v); measured in BenchmarkPathVsClientE2E", within, n, slices.Max(gaps))
+	t.Logf("app→gateway network on %d/%d requests (the rest: the gateway's last stages overlapped the app's wait)", linked, n)
 	checkTraces(t, rcv, recs)
-	checkReportPath(t, c.dir)
+	checkReportPath(t, c.dir, linked > 0)
+}
+
+// checkAppGatewayLink checks the network between the app and the gateway
+// on one request's path, and says whether the path has it. The app's
+// upstream wait less the gateway's total is that network when positive.
+// When the gateway's total is the longer (its post-processing and its
+// last write's backpressure go on after the app has read the answer's
+// end), nobody waited for that part: the path has no such network and
+// hides at least the excess of the gateway's last stages (HiddenNS).
+func checkAppGatewayLink(t *testing.T, r latency.Record, p latency.Path) bool {
+	t.Helper()
+	var up, total int64
+	for _, s := range r.Timing {
+		switch {
+		case s.Hop == latency.HopApp && s.Name == "upstream":
+			up = s.NS
+		case s.Hop == latency.HopGateway && s.Name == "total":
+			total = s.NS
+		}
+	}
+	var link int64
+	has := false
+	for _, x := range p.Parts {
+		if x.Hop == "app→gateway" && x.Name == latency.PartNetwork {
+			link, has = x.NS, true
+		}
+	}
+	switch gap := up - total; {
+	case gap > 0 && (!has || link != gap):
+		t.Errorf("request %s: app→gateway network %v (present %v), want app.upstream − gateway.total = %v", r.ID, time.Duration(link), has, time.Duration(gap))
+	case gap <= 0 && has:
+		t.Errorf("request %s: app→gateway network %v, but the gateway's total %v is not shorter than the app's upstream wait %v", r.ID, time.Duration(link), time.Duration(total), time.Duration(up))
+	case gap < 0 && p.HiddenNS < -gap:
+		t.Errorf("request %s: the gateway's total passes the app's wait by %v, the path hides %v of it", r.ID, time.Duration(-gap), time.Duration(p.HiddenNS))
+	}
+	return has
 }
 
 // checkReportPath reads the run as `tokentrace report` does: its
 // decomposition (E2E and TTFT, every group) holds the app's, the
 // gateway's and the server's stages under their hops and the network
-// between them, and its parts sum to each group's total.
-func checkReportPath(t *testing.T, dir string) {
+// between them, and its parts sum to each group's total. The network
+// between the app and the gateway is wanted when some request's path had
+// it (link): on most requests the gateway's last stages overlap the
+// app's wait and leave none (checkAppGatewayLink).
+func checkReportPath(t *testing.T, dir string, link bool) {
 	t.Helper()
 	rep, err := report.Load(context.Background(), []string{dir}, report.Options{})
 	if err != nil {
@@ -235,10 +278,13 @@ func checkReportPath(t *testing.T, dir string) {
 	}
 	for _, d := range []*report.Decomposition{rep.Decomposition, rep.TTFTSplit} {
 		wants := []string{"client connect", "client→app network", "app retrieval", "app rerank", "app prompt",
-			"app→gateway network", "gateway gateway_in", "gateway gateway_queue", "gateway→server network",
+			"gateway gateway_in", "gateway gateway_queue", "gateway→server network",
 			"server server_queue", "server prefill"}
 		if d.Of == "e2e_intended" {
 			wants = append(wants, "server decode", "app guardrail", "app post_process")
+		}
+		if link {
+			wants = append(wants, "app→gateway network")
 		}
 		for _, g := range d.Groups {
 			have := map[string]bool{}
@@ -261,7 +307,11 @@ func checkReportPath(t *testing.T, dir string) {
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"retrieval", "gateway_queue", "prefill", "app→gateway"} {
+	texts := []string{"retrieval", "gateway_queue", "prefill", "gateway→server"}
+	if link {
+		texts = append(texts, "app→gateway")
+	}
+	for _, w := range texts {
 		if !strings.Contains(text.String(), w) {
 			t.Errorf("report text lacks %q:\n%s", w, text.String())
 		}
