@@ -32,16 +32,22 @@ func closedLoopRounds(t *testing.T, cfg engine.Config, p PublicRow, rounds int) 
 	return tls
 }
 
-// closedLoopTTFTs runs p's closed loop as Predict does, rounds × clients
-// requests in all, and returns the TTFTs (ms) of the requests sent from
-// round from on (0: the first).
-func closedLoopTTFTs(t *testing.T, p PublicRow, eff perfmodel.Efficiency, from, rounds int) []float64 {
+// rowRounds is closedLoopRounds on p's own engine (EngineFor with eff).
+func rowRounds(t *testing.T, p PublicRow, eff perfmodel.Efficiency, rounds int) []engine.Timeline {
 	t.Helper()
 	cfg, err := EngineFor(p, eff)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tls := closedLoopRounds(t, cfg, p, rounds)
+	return closedLoopRounds(t, cfg, p, rounds)
+}
+
+// closedLoopTTFTs runs p's closed loop as Predict does, rounds × clients
+// requests in all, and returns the TTFTs (ms) of the requests sent from
+// round from on (0: the first).
+func closedLoopTTFTs(t *testing.T, p PublicRow, eff perfmodel.Efficiency, from, rounds int) []float64 {
+	t.Helper()
+	tls := rowRounds(t, p, eff, rounds)
 	var xs []float64
 	for _, tl := range tls[from*p.Concurrency:] {
 		xs = append(xs, ms(tl.FirstToken.Sub(tl.Arrival)))
@@ -60,12 +66,7 @@ func closedLoopTTFTs(t *testing.T, p PublicRow, eff perfmodel.Efficiency, from, 
 func genAIPerfTTFTs(t *testing.T, p PublicRow, eff perfmodel.Efficiency, e2e float64) []float64 {
 	t.Helper()
 	const window = 12e3 // ms
-	rounds := int(10*window/e2e) + 3
-	cfg, err := EngineFor(p, eff)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tls := closedLoopRounds(t, cfg, p, rounds)
+	tls := rowRounds(t, p, eff, int(10*window/e2e)+3)
 	type done struct{ ttft, e2e float64 }
 	by := make([][]done, 10)
 	for _, tl := range tls {
