@@ -2,6 +2,7 @@ package simulate_test
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,14 +53,17 @@ var longRow = openRow{0.70, 2, 38400}
 
 // rate is the row's offered load, rounded to 0.1 req/s.
 func (o openRow) rate() float64 {
-	return float64(int(o.share*capacityRPS*float64(o.replicas)*10+0.5)) / 10
+	return math.Round(o.share*capacityRPS*float64(o.replicas)*10) / 10
 }
 
+// clockCase is the row as a grid case, named by its share, rate and (past
+// one) replicas.
 func (o openRow) clockCase() clockCase {
-	name := fmt.Sprintf("open-%.0fpct-%srps-lognormal", 100*o.share, strconv.FormatFloat(o.rate(), 'f', -1, 64))
+	replicas := ""
 	if o.replicas > 1 {
-		name = fmt.Sprintf("open-%.0fpct-%srps-%d-replicas-lognormal", 100*o.share, strconv.FormatFloat(o.rate(), 'f', -1, 64), o.replicas)
+		replicas = fmt.Sprintf("-%d-replicas", o.replicas)
 	}
+	name := fmt.Sprintf("open-%.0fpct-%srps%s-lognormal", 100*o.share, strconv.FormatFloat(o.rate(), 'f', -1, 64), replicas)
 	return clockCase{name: name, rate: o.rate(), requests: o.requests, in: openIn, out: openOut, replicas: o.replicas}
 }
 
