@@ -80,8 +80,13 @@ func Run(cmd *exec.Cmd) error {
 	return cmd.Wait()
 }
 
-// CombinedOutput is cmd.CombinedOutput with cmd started by StartCmd.
+// CombinedOutput is cmd.CombinedOutput with cmd started by StartCmd; as
+// there, a cmd whose output is already directed is refused, not
+// redirected.
 func CombinedOutput(cmd *exec.Cmd) ([]byte, error) {
+	if cmd.Stdout != nil || cmd.Stderr != nil {
+		return nil, errors.New("process: CombinedOutput of a command whose Stdout or Stderr is already set")
+	}
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
 	err := Run(cmd)

@@ -131,6 +131,11 @@ func TestCombinedOutput(t *testing.T) {
 	if string(out) != "exiting at once\n" {
 		t.Errorf("output %q", out)
 	}
+	set := exec.Command(os.Args[0], "-test.run=^$")
+	set.Stdout = io.Discard
+	if _, err := CombinedOutput(set); err == nil || set.Process != nil {
+		t.Errorf("a command with its Stdout set: error %v, started %v; want refused, not started", err, set.Process != nil)
+	}
 }
 
 func TestStopKillsAProcessThatIgnoresTheInterrupt(t *testing.T) {
