@@ -23,6 +23,12 @@ type Clock interface {
 	Since(t time.Time) time.Duration
 	// After delivers on the returned channel once d has elapsed.
 	After(d time.Duration) <-chan time.Time
+	// Spin is how the engine waits for a step's deadline on this clock:
+	// on After until Spin before it, then yielding in a loop until Now
+	// reaches it. The wall clock's is spinWindow (its timers fire late
+	// on a busy machine); a clock whose After fires on time — a test's
+	// fake — returns 0 and is never spun on.
+	Spin() time.Duration
 }
 
 type wallClock struct{}
@@ -30,6 +36,7 @@ type wallClock struct{}
 func (wallClock) Now() time.Time                         { return time.Now() }
 func (wallClock) Since(t time.Time) time.Duration        { return time.Since(t) }
 func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (wallClock) Spin() time.Duration                    { return spinWindow }
 
 // WallClock returns the real clock.
 func WallClock() Clock { return wallClock{} }
@@ -58,7 +65,6 @@ type Engine struct {
 	pending int  // requests in inbox (for MaxWaiting)
 	wake    chan struct{}
 
-	spin         time.Duration           // spinWindow on the wall clock, else 0
 	afterDeliver func(lag time.Duration) // tests: step lateness (−) before and (+) after delivery
 
 	// published counters, for Stats
@@ -83,9 +89,6 @@ func New(cfg Config, clock Clock) (*Engine, error) {
 		epoch: clock.Now(),
 		s:     newScheduler(cfg),
 		wake:  make(chan struct{}, 1),
-	}
-	if _, ok := clock.(wallClock); ok {
-		e.spin = spinWindow
 	}
 	return e, nil
 }
@@ -288,15 +291,16 @@ func (e *Engine) wakeAt(idleSince, now int64) int64 {
 	return max(idleSince, min(first, now))
 }
 
-// spinWindow is how long before a step deadline the wall-clock loop stops
-// sleeping on a timer and yields in a loop instead: Go timers fire up to a
-// few hundred microseconds late on a busy machine.
+// spinWindow is the wall clock's Spin: how long before a step deadline the
+// loop stops sleeping on a timer and yields in a loop instead, since Go
+// timers fire up to a few hundred microseconds late on a busy machine.
 const spinWindow = 300 * time.Microsecond
 
-// sleepUntil waits until the engine instant deadline; true when ctx ended
-// first.
+// sleepUntil waits until the engine instant deadline as the clock says
+// (Clock.Spin); true when ctx ended first.
 func (e *Engine) sleepUntil(ctx context.Context, deadline int64) bool {
-	wait := time.Duration(deadline-e.instant(e.clock.Now())) - e.spin
+	spin := e.clock.Spin()
+	wait := time.Duration(deadline-e.instant(e.clock.Now())) - spin
 	if wait > 0 {
 		select {
 		case <-ctx.Done():
@@ -304,7 +308,7 @@ func (e *Engine) sleepUntil(ctx context.Context, deadline int64) bool {
 		case <-e.clock.After(wait):
 		}
 	}
-	if e.spin > 0 {
+	if spin > 0 {
 		for e.instant(e.clock.Now()) < deadline {
 			runtime.Gosched()
 		}

@@ -14,10 +14,12 @@ import (
 )
 
 // fakeClock is a manual clock: After registers a timer that Advance fires.
+// Its timers fire on time, so it is not spun on unless spin is set.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []fakeTimer
+	spin   time.Duration
 }
 
 type fakeTimer struct {
@@ -34,6 +36,8 @@ func (c *fakeClock) Now() time.Time {
 }
 
 func (c *fakeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *fakeClock) Spin() time.Duration { return c.spin }
 
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
@@ -157,6 +161,34 @@ func TestWallClockStepsOnAbsoluteDeadlines(t *testing.T) {
 		PromptTokens: 10, OutputTokens: 3, PrefillChunks: 1, Finish: FinishLength}
 	if diff := cmp.Diff(want, tl); diff != "" {
 		t.Fatalf("timeline (-want +got):\n%s", diff)
+	}
+}
+
+// TestStepWaitSpinsAsTheClockSays: the engine sleeps on the clock's timer
+// until the clock's Spin before a step's deadline, then waits for Now to
+// reach it; the step's tokens carry the deadline. A clock that does not
+// spin (Spin 0) arms its timer for the deadline itself.
+func TestStepWaitSpinsAsTheClockSays(t *testing.T) {
+	for _, spin := range []time.Duration{0, 300 * time.Microsecond} {
+		t.Run(spin.String(), func(t *testing.T) {
+			clock := newFakeClock()
+			clock.spin = spin
+			t0 := clock.Now()
+			e, _ := startEngine(t, testConfig(), clock)
+			st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 1, IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := t0.Add(1100 * time.Microsecond) // the prefill step's
+			if armed := clock.advanceToTimer(t); !armed.Equal(deadline.Add(-spin)) {
+				t.Errorf("timer armed for %v, want %v (the deadline %v less the clock's spin %v)", armed.Sub(t0), deadline.Add(-spin).Sub(t0), deadline.Sub(t0), spin)
+			}
+			clock.advance(spin) // the spinning loop sees Now reach the deadline
+			evs := recvAll(t, st)
+			if len(evs) == 0 || !evs[len(evs)-1].At.Equal(deadline) {
+				t.Fatalf("events %+v, want the token at %v", evs, deadline.Sub(t0))
+			}
+		})
 	}
 }
 
