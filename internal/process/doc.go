@@ -3,9 +3,13 @@
 // proxy) in bench/floor, llama.cpp's llama-server in llamacpptest, a load
 // client in serve's stream benchmark, redis-server in redistest,
 // prometheus and the gateway binary in deploy's tests, Chromium in
-// report's: the one way to start them (StartCmd; Start watching the exit;
-// Run and CombinedOutput waiting for it, as exec.Cmd's do), so that on Linux each is killed when the process that started it
-// ends, however it ends (go test's -timeout runs no cleanup); a free
+// report's — and the one-off commands they run (go build, go test, go
+// list, build.sh, a C compiler, promtool, kubectl, podman): the one way to
+// start them (StartCmd; Start watching the exit; Run, Output and
+// CombinedOutput waiting for it, as exec.Cmd's do), so that on Linux each
+// is killed when the process that started it ends, however it ends (go
+// test's -timeout runs no cleanup); CommandGroup for a command whose own
+// children must end with it when its context does; a free
 // loopback port for it, a log safe to read while it writes, a readiness
 // wait that notices an early exit, a stop (an interrupt, then a kill
 // after a grace) and its CPU time read from /proc.

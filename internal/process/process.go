@@ -93,6 +93,46 @@ func CombinedOutput(cmd *exec.Cmd) ([]byte, error) {
 	return b.Bytes(), err
 }
 
+// Output is cmd.Output with cmd started by StartCmd: the child's
+// standard output, and, when cmd.Stderr is unset, its standard error in
+// the *exec.ExitError of a failed run, as there. As there, a cmd whose
+// Stdout is already directed is refused.
+func Output(cmd *exec.Cmd) ([]byte, error) {
+	if cmd.Stdout != nil {
+		return nil, errors.New("process: Output of a command whose Stdout is already set")
+	}
+	var out, stderr bytes.Buffer
+	cmd.Stdout = &out
+	captured := cmd.Stderr == nil
+	if captured {
+		cmd.Stderr = &stderr
+	}
+	err := Run(cmd)
+	var ee *exec.ExitError
+	if captured && errors.As(err, &ee) {
+		ee.Stderr = stderr.Bytes()
+	}
+	return out.Bytes(), err
+}
+
+// CommandGroup is exec.CommandContext for a command that starts processes
+// of its own (a shell script's commands, a compiler driver's passes, go
+// test's test binary, a browser's renderers): the parent-death signal
+// reaches only the direct child, and ctx's end would kill only it,
+// leaving its descendants running. So on Unix the child leads a process
+// group of its own, which its descendants join, and ctx's end kills the
+// whole group (SIGKILL). Being its own group, it no longer receives a
+// terminal's interrupt: it ends with ctx, which the caller ends on one.
+// If this process dies without ending ctx (a kill, go test's -timeout),
+// the child dies with it (StartCmd) but its descendants are orphaned and
+// run on. On Windows the command is exec.CommandContext's: ctx's end
+// kills the child alone.
+func CommandGroup(ctx context.Context, name string, arg ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, arg...)
+	ownGroup(cmd)
+	return cmd
+}
+
 // Start starts cmd (its output already directed by the caller) as
 // StartCmd does and watches for its exit; name names it in errors.
 func Start(name string, cmd *exec.Cmd) (*Proc, error) {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,7 +19,8 @@ const childEnv = "TOKENTRACE_PROCESS_CHILD"
 
 // TestMain runs this test binary as the child the tests start:
 // "serve ADDR" serves /health (and spins on /spin until it has used some
-// CPU), ignoring interrupts when asked; "exit" exits at once; "sleep"
+// CPU), ignoring interrupts when asked; "exit" exits at once; "stderr"
+// writes a line to each output and exits 4; "sleep"
 // sleeps for an hour; "echo" copies its input to its output; "parent"
 // starts a "sleep" child through StartCmd, prints its pid and sleeps.
 func TestMain(m *testing.M) {
@@ -28,6 +30,10 @@ func TestMain(m *testing.M) {
 	case "exit":
 		fmt.Println("exiting at once")
 		os.Exit(3)
+	case "stderr":
+		fmt.Println("to stdout")
+		fmt.Fprintln(os.Stderr, "to stderr")
+		os.Exit(4)
 	case "sleep":
 		time.Sleep(time.Hour)
 		os.Exit(1)
@@ -136,6 +142,40 @@ func TestCombinedOutput(t *testing.T) {
 	if _, err := CombinedOutput(set); err == nil || set.Process != nil {
 		t.Errorf("a command with its Stdout set: error %v, started %v; want refused, not started", err, set.Process != nil)
 	}
+}
+
+// TestOutput: the child's standard output, and its standard error in the
+// exit error where Stderr was unset, as cmd.Output gives them.
+func TestOutput(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=stderr")
+	out, err := Output(cmd)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 || string(ee.Stderr) != "to stderr\n" {
+		t.Errorf("error %v (stderr %q), want exit status 4 with \"to stderr\\n\"", err, stderrOf(ee))
+	}
+	if string(out) != "to stdout\n" {
+		t.Errorf("output %q", out)
+	}
+	var errb strings.Builder
+	directed := exec.Command(os.Args[0], "-test.run=^$")
+	directed.Env = append(os.Environ(), childEnv+"=stderr")
+	directed.Stderr = &errb
+	if _, err := Output(directed); !errors.As(err, &ee) || ee.Stderr != nil || errb.String() != "to stderr\n" {
+		t.Errorf("a command with its Stderr set: error %v, exit error's stderr %q, its Stderr %q; want the child's there only", err, stderrOf(ee), errb.String())
+	}
+	set := exec.Command(os.Args[0], "-test.run=^$")
+	set.Stdout = io.Discard
+	if _, err := Output(set); err == nil || set.Process != nil {
+		t.Errorf("a command with its Stdout set: error %v, started %v; want refused, not started", err, set.Process != nil)
+	}
+}
+
+func stderrOf(ee *exec.ExitError) []byte {
+	if ee == nil {
+		return nil
+	}
+	return ee.Stderr
 }
 
 func TestStopKillsAProcessThatIgnoresTheInterrupt(t *testing.T) {

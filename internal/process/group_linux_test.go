@@ -1,0 +1,63 @@
+package process
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCommandGroupEndsTheTree: a shell that starts a sleeping grandchild
+// is killed by its context's end, and the grandchild with it — the
+// parent-death signal and exec.CommandContext's own cancellation reach
+// the shell alone. A plain exec.CommandContext is the control: its
+// grandchild outlives the shell (else the test would prove nothing).
+func TestCommandGroupEndsTheTree(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		command func(context.Context, string, ...string) *exec.Cmd
+		gone    bool
+	}{
+		{"CommandGroup", CommandGroup, true},
+		{"exec.CommandContext", exec.CommandContext, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cmd := c.command(ctx, "/bin/sh", "-c", "sleep 3600 & echo $!; wait")
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := StartCmd(cmd); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil {
+				t.Fatalf("the shell's grandchild's pid: %v", err)
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(line))
+			if err != nil {
+				t.Fatalf("the shell said %q, not its child's pid", line)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			if !alive(pid) {
+				t.Fatalf("the grandchild %d is not running before the shell is killed", pid)
+			}
+			cancel()
+			if err := cmd.Wait(); err == nil {
+				t.Error("the shell exited cleanly after its context ended, not killed")
+			}
+			for deadline := time.Now().Add(time.Minute); c.gone && alive(pid) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if gone := !alive(pid); gone != c.gone {
+				t.Errorf("the grandchild gone after its shell was killed: %v, want %v", gone, c.gone)
+			}
+		})
+	}
+}
