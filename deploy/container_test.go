@@ -55,7 +55,7 @@ func staticBinary(t *testing.T) string {
 		binPath = filepath.Join(binDir, "tokentrace")
 		cmd := exec.Command("go", "build", "-buildvcs=false", "-ldflags=-s -w", "-o", binPath, "../cmd/tokentrace")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := process.CombinedOutput(cmd); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}
@@ -272,7 +272,7 @@ func TestContainerImage(t *testing.T) {
 		builder, buildArgs = buildah, []string{"bud"}
 	}
 	run(t, 5*time.Minute, builder, append(buildArgs, "--target", "prebuilt", "-f", df, "-t", tag, ctxDir)...)
-	t.Cleanup(func() { _ = exec.Command(builder, "rmi", "-f", tag).Run() })
+	t.Cleanup(func() { _ = process.Run(exec.Command(builder, "rmi", "-f", tag)) })
 
 	var info []struct {
 		Config struct {
@@ -314,7 +314,7 @@ func runContainer(t *testing.T, podman, tag string) {
 		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
 		tag, "gateway", "--addr="+addr, "--upstream="+upstream, "--grace=20s")
 	cmd := exec.Command(podman, args...)
-	logs, exited := startLogged(t, cmd, "podman run", func() { _ = exec.Command(podman, "rm", "-f", name).Run() })
+	logs, exited := startLogged(t, cmd, "podman run", func() { _ = process.Run(exec.Command(podman, "rm", "-f", name)) })
 	deadline := time.Now().Add(2 * time.Minute)
 	for healthCode(base) != 200 {
 		select {
@@ -372,7 +372,7 @@ func run(t *testing.T, limit time.Duration, name string, args ...string) string 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	out, err := process.CombinedOutput(process.CommandGroup(ctx, name, args...))
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // The shipped files, relative to this package's folder.
@@ -340,7 +342,7 @@ func TestPromtoolChecks(t *testing.T) {
 		{"check", "config", promConfigFile},
 		{"check", "config", promK8sConfigFile},
 	} {
-		out, err := exec.Command(promtool, args...).CombinedOutput()
+		out, err := process.CombinedOutput(exec.Command(promtool, args...))
 		if err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}

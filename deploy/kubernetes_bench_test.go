@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tokentrace/tokentrace/internal/cli"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -320,12 +321,12 @@ func TestBenchShardsKustomizeBuild(t *testing.T) {
 		t.Skip("kubectl is not installed: the kustomize build is not checked (the files are, by TestBenchShardsManifests)")
 	}
 	// The base's labels field needs kustomize 4.1 or later.
-	ver, _ := exec.Command(kubectl, "version", "--client").Output()
+	ver, _ := process.Output(exec.Command(kubectl, "version", "--client"))
 	_, kv, _ := strings.Cut(string(ver), "Kustomize Version: v")
 	if major, err := strconv.Atoi(strings.SplitN(kv, ".", 2)[0]); err != nil || major < 5 {
 		t.Skipf("kubectl's kustomize is older than v5 (%q): the build is not checked", strings.TrimSpace(string(ver)))
 	}
-	out, err := exec.Command(kubectl, "kustomize", benchBase).Output()
+	out, err := process.Output(exec.Command(kubectl, "kustomize", benchBase))
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v", benchBase, err)
 	}

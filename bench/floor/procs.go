@@ -119,7 +119,7 @@ func startNginx(ctx context.Context, bin, dir, upstream string) (*proc, error) {
 	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, upstream, addr), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	cmd := process.CommandGroup(ctx, bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")) // its worker ends with it
 	p, err := startProc(ctx, "nginx", addr, cmd, "http://"+addr+"/nginx-ready")
 	if err != nil {
 		errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
@@ -148,7 +148,7 @@ func startGateway(ctx context.Context, bin, upstream string, env []string) (*pro
 
 // moduleDir is the root of the module the harness runs in (go env GOMOD).
 func moduleDir(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	out, err := process.Output(exec.CommandContext(ctx, "go", "env", "GOMOD"))
 	if err != nil || len(bytes.TrimSpace(out)) == 0 || string(bytes.TrimSpace(out)) == os.DevNull {
 		return "", fmt.Errorf("finding the module (run from the tokentrace source tree, or pass -tokentrace and -serve-streams 0): %v", err)
 	}
@@ -162,9 +162,9 @@ func buildTokentrace(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "tokentrace")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tokentrace")
+	cmd := process.CommandGroup(ctx, "go", "build", "-o", bin, "./cmd/tokentrace") // its compiler and linker end with it
 	cmd.Dir = module
-	if msg, err := cmd.CombinedOutput(); err != nil {
+	if msg, err := process.CombinedOutput(cmd); err != nil {
 		return "", fmt.Errorf("go build ./cmd/tokentrace: %w\n%s", err, msg)
 	}
 	return bin, nil

@@ -49,7 +49,7 @@ func runServeCheck(ctx context.Context, w io.Writer, module string, c serveCheck
 	met := 0
 	for i := range c.Windows {
 		load := loadAverage()
-		cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkStreams$", "-benchtime", "1x", "./internal/serve",
+		cmd := process.CommandGroup(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkStreams$", "-benchtime", "1x", "./internal/serve",
 			"-args", "-streams", strconv.Itoa(c.Streams), "-step", c.Step.String(), "-window", "3s")
 		cmd.Dir = module
 		out, err := process.CombinedOutput(cmd)

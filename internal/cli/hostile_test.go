@@ -76,7 +76,7 @@ func TestHostileInputs(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tokentrace")
 	build := exec.Command("go", "build", "-o", bin, module+"/cmd/tokentrace")
-	if out, err := build.CombinedOutput(); err != nil {
+	if out, err := process.CombinedOutput(build); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	binary := filepath.Join(dir, "binary.dat")

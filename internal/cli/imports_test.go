@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 const module = "github.com/tokentrace/tokentrace"
@@ -27,7 +29,7 @@ func listPackages(t *testing.T) []pkg {
 	if err != nil {
 		t.Skip("no go command on PATH to list the packages")
 	}
-	out, err := exec.Command(gobin, "list", "-json", module+"/...").Output()
+	out, err := process.Output(exec.Command(gobin, "list", "-json", module+"/..."))
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

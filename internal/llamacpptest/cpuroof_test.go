@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // TestCPURoofBuildsAndRuns keeps testdata/cpuroof.c, the measurement behind
@@ -37,8 +39,8 @@ func TestCPURoofBuildsAndRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "cpuroof")
-	build := exec.CommandContext(ctx, cc, "-O2", "-mavx2", "-mfma", "-mf16c", "-o", bin, filepath.Join("testdata", "cpuroof.c"))
-	if out, err := build.CombinedOutput(); err != nil {
+	build := process.CommandGroup(ctx, cc, "-O2", "-mavx2", "-mfma", "-mf16c", "-o", bin, filepath.Join("testdata", "cpuroof.c"))
+	if out, err := process.CombinedOutput(build); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(build.Args, " "), err, out)
 	}
 	if missing := missingCPUFlags(t, "avx2", "fma", "f16c"); len(missing) > 0 {
@@ -47,7 +49,7 @@ func TestCPURoofBuildsAndRuns(t *testing.T) {
 	run := exec.CommandContext(ctx, bin, "1")
 	var stderr bytes.Buffer
 	run.Stderr = &stderr
-	out, err := run.Output()
+	out, err := process.Output(run)
 	if err != nil {
 		t.Fatalf("cpuroof 1: %v\n%s%s", err, out, stderr.Bytes())
 	}

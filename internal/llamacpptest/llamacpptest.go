@@ -180,7 +180,7 @@ func find() (Engine, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", buildSh, cache).Output()
+	out, err := process.Output(process.CommandGroup(ctx, "bash", buildSh, cache)) // its cmake and compilers end with it
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

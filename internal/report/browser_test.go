@@ -140,7 +140,7 @@ func chromium(t *testing.T, browser string, args ...string) (stdout, stderr stri
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-extensions", "--no-first-run", "--enable-logging=stderr", "--v=0",
 		"--user-data-dir=" + filepath.Join(t.TempDir(), "profile")}
-	cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
+	cmd := process.CommandGroup(ctx, browser, append(base, args...)...) // its renderers and GPU process end with it
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := process.Run(cmd); err != nil {
