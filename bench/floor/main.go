@@ -27,6 +27,10 @@
 // (-bench-runs self-tests, then one at -bench-big streams), each judged
 // against its target. docs/performance.md, "Side by side with nginx",
 // holds its figures.
+//
+// Of this module it imports only internal/stats, internal/scrape,
+// internal/latency and internal/process: it runs the gateway as the
+// tokentrace binary, never in process.
 package main
 
 import (

@@ -63,7 +63,11 @@ func listPackages(t *testing.T) []pkg {
 //   - perfmodel imports no engine, serve, bench or gateway;
 //   - engine imports no net/http; neither do the simulator and the
 //     placement policies it shares with the gateway (route), not even
-//     through another package: they run on a virtual clock.
+//     through another package: they run on a virtual clock;
+//   - cmd/tokentrace is a shim: it imports internal/cli and os, nothing
+//     else;
+//   - bench never links the server it measures: serve, engine, gateway
+//     and app are none of its dependencies, not even indirect ones.
 func TestImportRules(t *testing.T) {
 	cliPath, cmdPath := module+"/internal/cli", module+"/cmd/tokentrace"
 	for _, p := range listPackages(t) {
@@ -71,8 +75,17 @@ func TestImportRules(t *testing.T) {
 		if slices.Contains([]string{"internal/engine", "internal/route", "internal/simulate"}, name) && slices.Contains(p.Deps, "net/http") {
 			t.Errorf("%s depends on net/http", name)
 		}
+		if name == "internal/bench" {
+			for _, server := range []string{"serve", "engine", "gateway", "app"} {
+				if slices.Contains(p.Deps, module+"/internal/"+server) {
+					t.Errorf("internal/bench depends on internal/%s: the load generator links the server it measures", server)
+				}
+			}
+		}
 		for _, imp := range p.Imports {
 			switch {
+			case p.ImportPath == cmdPath && imp != cliPath && imp != "os":
+				t.Errorf("cmd/tokentrace imports %s: it is a shim that calls cli.Main, nothing else", imp)
 			case (strings.HasPrefix(imp, "github.com/spf13/cobra") || strings.HasPrefix(imp, "github.com/spf13/pflag")) &&
 				p.ImportPath != cliPath && p.ImportPath != cmdPath:
 				t.Errorf("%s imports %s: flags belong to internal/cli", name, imp)
@@ -128,6 +141,14 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/agent":                   {never: []string{"serve", "gateway", "app", "bench", "engine", "report", "simulate"}},
 	"internal/whatif":                  {never: []string{"serve", "gateway", "bench", "app", "agent"}},
 	"internal/cli":                     {},
+	// test-helper subpackages (each may import its parent besides)
+	"internal/gateway/gatewaytest":     {only: []string{}},
+	"internal/workload/workloadtest":   {only: []string{}},
+	"internal/httplimit/httplimittest": {only: []string{}},
+	"internal/tracing/otlptest":        {only: []string{}},
+	"internal/redisstate/redistest":    {only: []string{"process"}},
+	// the measuring harness (it runs the gateway as a binary)
+	"bench/floor": {only: []string{"latency", "process", "scrape", "stats"}},
 }
 
 // commandPackages are the subcommands' capability packages that only
@@ -135,13 +156,14 @@ var neverImports = map[string]struct{ only, never []string }{
 var commandPackages = []string{"internal/app", "internal/bench", "internal/gateway", "internal/serve", "internal/whatif"}
 
 // TestDocumentedImports checks neverImports and commandPackages on every
-// package's non-test imports, and that every internal package has a rule
-// (a new package states its own in its doc.go and here).
+// package's non-test imports, and that every package under internal/ and
+// bench/ has a rule, test-helper subpackages included (a new package
+// states its own in its doc.go and here).
 func TestDocumentedImports(t *testing.T) {
 	for _, p := range listPackages(t) {
 		name := strings.TrimPrefix(p.ImportPath, module+"/")
 		rule, ok := neverImports[name]
-		if !ok && strings.HasPrefix(name, "internal/") && strings.Count(name, "/") == 1 {
+		if !ok && (strings.HasPrefix(name, "internal/") || strings.HasPrefix(name, "bench/")) {
 			t.Errorf("%s has no import rule in neverImports (and its doc.go)", name)
 		}
 		for _, imp := range p.Imports {

@@ -2,6 +2,8 @@
 // built from a YAML configuration file as a user writes one: the path
 // `tokentrace gateway --config` takes (gateway.NewServer, then Serve on a
 // loopback listener).
+//
+// It imports nothing of this module but internal/gateway, which it runs.
 package gatewaytest
 
 import (

@@ -1,6 +1,8 @@
 // Package httplimittest drives slow and hostile clients against an HTTP
 // server running in the test's own process, and counts the process's
 // descriptors, to test the limits of package httplimit end to end.
+//
+// It imports nothing of this module.
 package httplimittest
 
 import (

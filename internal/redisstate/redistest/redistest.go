@@ -2,6 +2,9 @@
 // package) on a loopback port for tests, with no persistence, in a
 // temporary directory; a test that needs one is skipped, saying why, when
 // the binary is absent.
+//
+// It imports nothing of this module but internal/process (its start and
+// its death with the test binary).
 package redistest
 
 import (

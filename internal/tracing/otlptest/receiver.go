@@ -3,6 +3,8 @@
 // OpenTelemetry's otlptracehttp sends it, optionally gzipped) and keeps the
 // spans, so a test can check a trace's parentage and durations the way a
 // collector would receive them.
+//
+// It imports nothing of this module.
 package otlptest
 
 import (

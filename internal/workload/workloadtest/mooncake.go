@@ -1,5 +1,7 @@
 // Package workloadtest makes trace files for tests, so that no test
 // downloads one: a Mooncake trace whose shared blocks are known.
+//
+// It imports nothing of this module (standard library only).
 package workloadtest
 
 import (
