@@ -170,28 +170,24 @@ func (s StageShare) is(stage latency.Stage) bool {
 	return s.Stage == string(stage)
 }
 
-// share is the share of the group's total in the vocabulary's stage (the
-// sum over the parts it stands for).
-func (g *StageGroup) share(stage latency.Stage) float64 {
-	var v float64
+// in sums the group's parts that the vocabulary's stage stands for:
+// their mean time and their share of the group's total.
+func (g *StageGroup) in(stage latency.Stage) StageShare {
+	var sum StageShare
 	for _, s := range g.Stages {
 		if s.is(stage) {
-			v += s.Share
+			sum.MeanMS += s.MeanMS
+			sum.Share += s.Share
 		}
 	}
-	return v
+	return sum
 }
 
+// share is the share of the group's total in the vocabulary's stage.
+func (g *StageGroup) share(stage latency.Stage) float64 { return g.in(stage).Share }
+
 // meanMS is the group's mean time in the vocabulary's stage.
-func (g *StageGroup) meanMS(stage latency.Stage) float64 {
-	var v float64
-	for _, s := range g.Stages {
-		if s.is(stage) {
-			v += s.MeanMS
-		}
-	}
-	return v
-}
+func (g *StageGroup) meanMS(stage latency.Stage) float64 { return g.in(stage).MeanMS }
 
 // largestIs says whether the group's largest part is the stage.
 func (g *StageGroup) largestIs(stage latency.Stage) bool {
