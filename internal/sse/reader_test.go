@@ -217,9 +217,13 @@ func FuzzReader(f *testing.F) {
 }
 
 func BenchmarkReader(b *testing.B) {
+	benchmarkRead(b, NewReader(nil, func() int64 { return 0 }, 0))
+}
+
+// benchmarkRead reads 64 chat chunk events with rd, over and over.
+func benchmarkRead(b *testing.B, rd *Reader) {
 	ev := `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}` + "\n\n"
 	payload := []byte(strings.Repeat(ev, 64))
-	rd := NewReader(nil, func() int64 { return 0 }, 0)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
 	for b.Loop() {
@@ -404,20 +408,9 @@ func FuzzReaderBlocks(f *testing.F) {
 var cmpEmpty = cmp.Comparer(func(a, b []string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })
 
 func BenchmarkReaderBlocks(b *testing.B) {
-	ev := `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}` + "\n\n"
-	payload := []byte(strings.Repeat(ev, 64))
 	rd := NewReader(nil, nil, 0)
 	rd.Blocks()
-	b.ReportAllocs()
-	b.SetBytes(int64(len(payload)))
-	for b.Loop() {
-		rd.Reset(bytes.NewReader(payload), nil)
-		for {
-			if _, err := rd.Next(); err != nil {
-				break
-			}
-		}
-	}
+	benchmarkRead(b, rd)
 }
 
 // TestReaderInitBuffer: a Reader on a buffer of the caller's reads as one
