@@ -61,17 +61,24 @@ func within(t *testing.T, name string, got, want, tol float64) {
 	}
 }
 
+// recoversTruth checks the four constants the recovery tests fit (compute
+// and memory efficiency, step and per-sequence overhead) against truth's,
+// each within tol.
+func recoversTruth(t *testing.T, c perfmodel.ProfileConstants, tol float64) {
+	t.Helper()
+	within(t, "compute", c.Compute.Value, truth.Compute, tol)
+	within(t, "memory", c.Memory.Value, truth.Memory, tol)
+	within(t, "step overhead", c.StepOverheadUS.Value, float64(truth.StepOverhead)/1e3, tol)
+	within(t, "sequence overhead", c.SeqOverheadUS.Value, float64(truth.SeqOverhead)/1e3, tol)
+}
+
 func TestCalibrateRecoversVirtual(t *testing.T) {
 	w := results.Merge(syntheticWorkload(t, 4, 80, 1), syntheticWorkload(t, 14, 120, 2))
 	res, err := Calibrate(context.Background(), w, Config{Engine: engine.DefaultOptions(), Bootstrap: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := res.Profile.Constants
-	within(t, "compute", c.Compute.Value, truth.Compute, 0.05)
-	within(t, "memory", c.Memory.Value, truth.Memory, 0.05)
-	within(t, "step overhead", c.StepOverheadUS.Value, float64(truth.StepOverhead)/1e3, 0.05)
-	within(t, "sequence overhead", c.SeqOverheadUS.Value, float64(truth.SeqOverhead)/1e3, 0.05)
+	recoversTruth(t, res.Profile.Constants, 0.05)
 	t.Logf("evaluations %d, residuals %+v, before %+v, range %+v", res.Evaluations, res.Profile.Residuals, res.Before, res.Profile.Range)
 }
 

@@ -100,11 +100,7 @@ func TestCalibrateRecoversThroughHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := res.Profile.Constants
-	within(t, "compute", c.Compute.Value, truth.Compute, 0.05)
-	within(t, "memory", c.Memory.Value, truth.Memory, 0.05)
-	within(t, "step overhead", c.StepOverheadUS.Value, float64(truth.StepOverhead)/1e3, 0.05)
-	within(t, "sequence overhead", c.SeqOverheadUS.Value, float64(truth.SeqOverhead)/1e3, 0.05)
+	recoversTruth(t, res.Profile.Constants, 0.05)
 	for _, m := range []string{"ttft", "tpot"} {
 		if r := res.Profile.Residuals[m]; r.P50 > 0.03 {
 			t.Errorf("%s: median |error| after the fit %.1f%%, want ≤ 3%%", m, 100*r.P50)
