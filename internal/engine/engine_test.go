@@ -116,6 +116,18 @@ func startEngine(t *testing.T, cfg Config, clock Clock) (*Engine, context.Cancel
 	return e, cancel
 }
 
+// submitOne starts an engine with testConfig on clock and submits request
+// "a": 10 prompt tokens, maxTokens out, EOS ignored.
+func submitOne(t *testing.T, clock *fakeClock, maxTokens int) *Stream {
+	t.Helper()
+	e, _ := startEngine(t, testConfig(), clock)
+	st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: maxTokens, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // recvAll reads a stream to EOF.
 func recvAll(t *testing.T, st *Stream) []Event {
 	t.Helper()
@@ -137,11 +149,7 @@ func recvAll(t *testing.T, st *Stream) []Event {
 func TestWallClockStepsOnAbsoluteDeadlines(t *testing.T) {
 	clock := newFakeClock()
 	t0 := clock.Now()
-	e, _ := startEngine(t, testConfig(), clock)
-	st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 3, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := submitOne(t, clock, 3)
 	for range 3 {
 		clock.advanceToTimer(t)
 	}
@@ -174,11 +182,7 @@ func TestStepWaitSpinsAsTheClockSays(t *testing.T) {
 			clock := newFakeClock()
 			clock.spin = spin
 			t0 := clock.Now()
-			e, _ := startEngine(t, testConfig(), clock)
-			st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 1, IgnoreEOS: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := submitOne(t, clock, 1)
 			deadline := t0.Add(1100 * time.Microsecond) // the prefill step's
 			if armed := clock.advanceToTimer(t); !armed.Equal(deadline.Add(-spin)) {
 				t.Errorf("timer armed for %v, want %v (the deadline %v less the clock's spin %v)", armed.Sub(t0), deadline.Add(-spin).Sub(t0), deadline.Sub(t0), spin)
@@ -197,11 +201,7 @@ func TestLateTimersDoNotAccumulateDrift(t *testing.T) {
 	// deadline, so the fifth token's instant is the sum of the step times.
 	clock := newFakeClock()
 	t0 := clock.Now()
-	e, _ := startEngine(t, testConfig(), clock)
-	st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 5, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := submitOne(t, clock, 5)
 	for range 5 {
 		clock.advanceLate(t, 300*time.Microsecond)
 	}
@@ -230,11 +230,7 @@ func TestHostStallKeepsSchedule(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clock := newFakeClock()
 			t0 := clock.Now()
-			e, _ := startEngine(t, testConfig(), clock)
-			st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 5, IgnoreEOS: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := submitOne(t, clock, 5)
 			clock.advanceLate(t, c.stall)
 			if c.stall > maxLag {
 				for range 4 {
