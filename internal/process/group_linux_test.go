@@ -3,6 +3,7 @@ package process
 import (
 	"bufio"
 	"context"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -59,5 +60,39 @@ func TestCommandGroupEndsTheTree(t *testing.T) {
 				t.Errorf("the grandchild gone after its shell was killed: %v, want %v", gone, c.gone)
 			}
 		})
+	}
+}
+
+// TestStopEndsTheGroup: Stop of a process started from CommandGroup ends
+// its descendants too — here a shell that an interrupt ends while its
+// background sleep, which ignores interrupts, would run on.
+func TestStopEndsTheGroup(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := CommandGroup(context.Background(), "/bin/sh", "-c", "sleep 3600 & echo $!; wait")
+	cmd.Stdout = w
+	p, err := Start("sh", cmd)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the shell's child's pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("the shell said %q, not its child's pid", line)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	p.Stop(time.Minute)
+	for deadline := time.Now().Add(time.Minute); alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(pid) {
+		t.Errorf("the shell's sleep %d runs on after Stop", pid)
 	}
 }

@@ -16,11 +16,21 @@ func ownGroup(cmd *exec.Cmd) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	cmd.Cancel = func() error {
-		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) {
-			return os.ErrProcessDone // the group has no process left
-		}
-		return err
+	cmd.Cancel = func() error { return signalTree(cmd, os.Kill) }
+}
+
+// signalTree sends sig to cmd's child, and to its whole process group where
+// the child leads one of its own (CommandGroup), as a terminal signals
+// its foreground group.
+func signalTree(cmd *exec.Cmd, sig os.Signal) error {
+	a := cmd.SysProcAttr
+	s, ok := sig.(syscall.Signal)
+	if !ok || a == nil || !a.Setpgid || a.Pgid != 0 {
+		return cmd.Process.Signal(sig)
 	}
+	err := syscall.Kill(-cmd.Process.Pid, s)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone // the group has no process left
+	}
+	return err
 }

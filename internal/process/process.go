@@ -120,13 +120,13 @@ func Output(cmd *exec.Cmd) ([]byte, error) {
 // test's test binary, a browser's renderers): the parent-death signal
 // reaches only the direct child, and ctx's end would kill only it,
 // leaving its descendants running. So on Unix the child leads a process
-// group of its own, which its descendants join, and ctx's end kills the
-// whole group (SIGKILL). Being its own group, it no longer receives a
-// terminal's interrupt: it ends with ctx, which the caller ends on one.
-// If this process dies without ending ctx (a kill, go test's -timeout),
-// the child dies with it (StartCmd) but its descendants are orphaned and
-// run on. On Windows the command is exec.CommandContext's: ctx's end
-// kills the child alone.
+// group of its own, which its descendants join; ctx's end kills the
+// whole group (SIGKILL), and Proc.Stop signals the whole group. Being its
+// own group, it no longer receives a terminal's interrupt: it ends with
+// ctx, which the caller ends on one. If this process dies without ending
+// ctx (a kill, go test's -timeout), the child dies with it (StartCmd) but
+// its descendants are orphaned and run on. On Windows the command is
+// exec.CommandContext's: ctx's end, or Stop, kills the child alone.
 func CommandGroup(ctx context.Context, name string, arg ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, arg...)
 	ownGroup(cmd)
@@ -178,7 +178,8 @@ func (p *Proc) WaitReady(ctx context.Context, url string, within time.Duration) 
 }
 
 // Stop ends the process — an interrupt, then a kill after grace (at once
-// where interrupts cannot be sent) — and waits for it. Stopping a nil or
+// where interrupts cannot be sent) — and waits for it; a process started
+// from CommandGroup gets both with its whole group. Stopping a nil or
 // exited process is a no-op.
 func (p *Proc) Stop(grace time.Duration) {
 	if p == nil {
@@ -189,7 +190,7 @@ func (p *Proc) Stop(grace time.Duration) {
 		return
 	default:
 	}
-	if err := p.Cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := signalTree(p.Cmd, os.Interrupt); err != nil {
 		grace = 0
 	}
 	t := time.NewTimer(grace)
@@ -197,9 +198,12 @@ func (p *Proc) Stop(grace time.Duration) {
 	select {
 	case <-p.done:
 	case <-t.C:
-		_ = p.Cmd.Process.Kill()
+		_ = signalTree(p.Cmd, os.Kill)
 		<-p.done
 	}
+	// What is left of a group: the interrupt may have ended its leader
+	// alone (a shell's background commands ignore it).
+	_ = signalTree(p.Cmd, os.Kill)
 }
 
 // CPU is the process's user + system CPU time so far with its direct
