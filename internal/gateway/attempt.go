@@ -47,9 +47,7 @@ type attempt struct {
 	timer *time.Timer
 	relay atomic.Pointer[relay] // set by relay.arm
 	resp  *http.Response
-	rd    *sse.Reader // over up, in block mode (newEventReader): buf's
-	up    *waitReader // the upstream's stream, timed (upv)
-	upv   waitReader
+	rd    *sse.Reader // &buf.rd, over buf.up, when the answer is a stream; else nil
 	// buf holds the event reader with its buffers and pending's
 	// (attemptBuf), taken from a pool by launch and given back by
 	// attempts.stop.
@@ -79,12 +77,16 @@ type attempt struct {
 
 // attemptBuf is an attempt's reading state: the event reader with its
 // initial buffer (sse.Reader's usual size) and its event data buffer, the
-// buffer that holds the stream's bytes up to the first token (pending: a
-// role chunk and the first token, usually), and the classifier of those
-// events. They are most of an attempt's bytes, which the gateway would
-// otherwise allocate, clear and collect on every request, so they are
-// pooled (attemptBufs): launch takes one per attempt and attempts.stop
-// gives every one back once no attempt reads any more — after their
+// upstream's body under it, timed (up), the classifier of its events (the
+// winner's relay goes on with it after the first token), and the buffer
+// that holds the stream's bytes up to the first token (pending: a role
+// chunk and the first token, usually). The reader, up and the classifier
+// come first, in that order: what the relay touches on every event, on
+// adjacent cache lines (TestEventStateLayout). They are most of an
+// attempt's bytes, which the gateway would otherwise allocate, clear and
+// collect on every request, so they are pooled (attemptBufs): launch
+// takes one per attempt and attempts.stop gives every one back once no
+// attempt reads any more — after their
 // results were all received, the answer relayed or the error answered.
 // Nothing that outlives the request points into them: the attempt's timer
 // (fire) reads none, an upstream's error body and the events before the
@@ -92,25 +94,27 @@ type attempt struct {
 // metrics and the span keep is parsed or copied out.
 type attemptBuf struct {
 	rd    sse.Reader
-	rdBuf [2048]byte
-	pend  [512]byte
+	up    waitReader
 	probe chunkProbe
 	used  bool // rd was set up (reader): Reset keeps its buffers
+	rdBuf [2048]byte
+	pend  [512]byte
 }
 
 // maxPooledData bounds the event data buffer a pooled reader keeps: one
 // that grew past it (a long event) is dropped with its reader's state.
 const maxPooledData = 4 << 10
 
-// reader sets up b's event reader on r: reset, keeping its buffers, when
-// it already served an attempt and they are still the usual size, else
-// made anew over rdBuf.
-func (b *attemptBuf) reader(r io.Reader) *sse.Reader {
+// reader sets up b's event reader on r, timed by g's clock (up): reset,
+// keeping its buffers, when it already served an attempt and they are
+// still the usual size, else made anew over rdBuf.
+func (b *attemptBuf) reader(r io.Reader, g *Gateway) *sse.Reader {
+	b.up = waitReader{r: r, g: g}
 	if b.used && b.rd.BufferCap() <= len(b.rdBuf) && b.rd.DataCap() <= maxPooledData {
-		b.rd.Reset(r, nil)
+		b.rd.Reset(&b.up, nil)
 		return &b.rd
 	}
-	initEventReader(&b.rd, r, b.rdBuf[:])
+	initEventReader(&b.rd, &b.up, b.rdBuf[:])
 	b.used = true
 	return &b.rd
 }
@@ -317,9 +321,7 @@ func (x *exchange) readWhole(a *attempt) bool {
 // error. It reports whether the attempt won.
 func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
-	a.upv = waitReader{r: a.resp.Body, now: g.mono}
-	a.up = &a.upv
-	a.rd = a.buf.reader(a.up)
+	a.rd = a.buf.reader(a.resp.Body, g)
 	a.pending = a.buf.pend[:0]
 	probe := &a.buf.probe
 	*probe = chunkProbe{}

@@ -277,6 +277,7 @@ func (f *attempts) stop() {
 	// No attempt reads any more: every result was received above.
 	for i, b := range f.bufs {
 		b.rd.Reset(nil, nil) // the pool holds no upstream body
+		b.up = waitReader{}
 		attemptBufs.Put(b)
 		f.bufs[i] = nil
 	}

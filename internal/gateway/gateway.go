@@ -58,10 +58,8 @@ type Gateway struct {
 	// clock is g.now as a func value, made once (init): passing g.now
 	// itself makes a closure each time.
 	clock func() time.Time
-	// base is the clock's instant at init; mono is g.sinceBase as a func
-	// value: the per-event readings of a stream (monoNow).
+	// base is the clock's instant at init: sinceBase's origin.
 	base     time.Time
-	mono     func() time.Duration
 	draining atomic.Bool // set by Drain: /health answers 503
 	// endGraceTest replaces streamEndGrace when set (tests).
 	endGraceTest time.Duration
@@ -142,7 +140,6 @@ func (g *Gateway) init() {
 		g.idPrefix = newIDPrefix()
 		g.clock = g.now
 		g.base = g.now()
-		g.mono = g.sinceBase
 	})
 }
 

@@ -64,41 +64,43 @@ func (g *Gateway) requestID(r *http.Request) string {
 	return g.idPrefix + strconv.FormatUint(g.idSeq.Add(1), 10)
 }
 
-// exchange is one request's state inside the gateway.
+// exchange is one request's state inside the gateway. What a stream
+// touches of it on every event after the first token lies on three
+// cache lines: g, eventState, the writer of the answer's events (swv)
+// and the timeline's stage clocks, from byte 56 on. The allocator puts
+// an exchange (a size class of 64-byte multiples, with an 8-byte header
+// before the object) 8 bytes past a line, so byte 56 starts one; the
+// fields before it are the request's. Beyond these an event touches the
+// head of rel and the winning attempt's reading state (attemptBuf's
+// first lines); the rest is read once a request (TestEventStateLayout).
 type exchange struct {
-	g      *Gateway
-	w      http.ResponseWriter
-	r      *http.Request
-	rt     *liveConfig // the configuration the request started with
-	chat   bool
-	id     string
+	w    http.ResponseWriter
+	r    *http.Request
+	rt   *liveConfig // the configuration the request started with
+	id   string
+	chat bool
+	g    *Gateway
+	eventState
+	swv    sse.Writer // the answer's events, from newRelay on
+	tl     timeline
 	req    Request
 	body   []byte
 	route  *RouteConfig
 	pool   *pool
 	key    *keyState
-	tl     timeline
 	status int
 	span   spanRecorder
-	// chunkNS is the instant (ns since start) of every content event read
-	// from upstream, the first token's first; chunkTokens, only while the
-	// upstream sends continuous usage, the output tokens each carried
-	// (latency.Record's ChunkNS and ChunkTokens).
-	chunkNS     []int64
-	chunkTokens []int32
 	// vals holds the values of the headers the gateway sets on each
 	// request (valID…): each header's value slice points into it, so
 	// setting one allocates nothing.
 	vals      [valCount]string
 	fields    map[string]any // body fields the policies change (setField)
-	tokens    int            // output tokens
 	noContent bool           // the stream ended without content (no first token: no TTFT)
 	wrote     bool
-	// firstSeen is when the first token was taken (firstToken); fed, that
-	// the pool and the span were told (feedFirstToken).
+	// firstSeen is when the first token was taken (firstToken); fed
+	// (eventState), that the pool and the span were told
+	// (feedFirstToken).
 	firstSeen time.Time
-	fed       bool
-	sw        *sse.Writer // the answer's events, from newRelay on
 	errKind   string
 	prio      int       // priority class in the queues (queuePriority)
 	deadline  time.Time // TTFT deadline (ttftDeadline); zero: none
@@ -108,10 +110,37 @@ type exchange struct {
 	engineSplit *latency.ServerSplit
 	att         attempts // forward's tries (kept here: no allocation of their own)
 	rel         relay    // the answer's relay (newRelay), likewise
-	swv         sse.Writer
 	// chunks holds chunkNS and chunkTokens for the usual answer, pooled
 	// (chunkStore); nil until the first content event.
 	chunks *chunkBuf
+}
+
+// eventState is what relaying one event reads and writes of the
+// exchange's own state, gathered in one struct behind the exchange's g
+// (two cache lines with it): the winning attempt's reading state, the
+// relay's instants, the output token count, the chunks' instants and
+// counts, and the stream's flags.
+type eventState struct {
+	// rs is the winning attempt's reading state (its attemptBuf): the
+	// event reader, the timed upstream body under it and the classifier.
+	rs *attemptBuf
+	// relayStart and lastWrite are instants on the gateway's monotonic
+	// scale (Gateway.sinceBase): the timeline's start, and when the last
+	// write to the client ended.
+	relayStart, lastWrite time.Duration
+	tokens                int // output tokens
+	// chunkNS is the instant (ns since start) of every content event read
+	// from upstream, the first token's first; chunkTokens, only while the
+	// upstream sends continuous usage, the output tokens each carried
+	// (latency.Record's ChunkNS and ChunkTokens).
+	chunkNS     []int64
+	chunkTokens []int32
+	// fed: the pool and the span were told of the first token
+	// (feedFirstToken). continuous: every content event carries usage
+	// (continuous usage). ending: the final usage chunk (usage, no
+	// choices) was passed on; only [DONE] may follow, within
+	// streamEndGrace.
+	fed, continuous, ending bool
 }
 
 // chunkBuf is an exchange's storage for chunkNS and chunkTokens for the

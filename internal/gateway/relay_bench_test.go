@@ -41,19 +41,17 @@ func BenchmarkRelayEvents(b *testing.B) {
 	x := &exchange{g: g}
 	a := &attempt{idleTimeout: time.Minute, cancel: func() {}}
 	a.resp = &http.Response{Header: http.Header{"Content-Type": {"text/event-stream"}}}
-	a.upv = waitReader{r: src, now: g.mono}
-	a.up = &a.upv
 	a.buf = new(attemptBuf)
-	a.rd = a.buf.reader(a.up)
+	a.rd = a.buf.reader(src, g)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
 	for b.Loop() {
 		src.Reset(payload)
-		a.rd.Reset(a.up, nil)
+		a.rd.Reset(&a.buf.up, nil)
 		x.w = &discardResponse{h: http.Header{}}
 		x.tl = timeline{start: g.now()}
-		x.fed = true
+		x.eventState = eventState{fed: true}
 		a.first, a.tokens, a.lastUse, a.pending = x.tl.start, 0, 0, nil
 		x.rel = relay{}
 		x.newRelay(ctx, a).events()

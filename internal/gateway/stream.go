@@ -184,35 +184,28 @@ func (x *exchange) feedFirstToken(a *attempt) {
 }
 
 // relay passes one answer on to the client and counts what it passes.
+// What it reads and writes per event is the exchange's (eventState) and
+// the winning attempt's reading state (eventState.rs); of its own, only
+// its first line (x, the idle timer and stamp, lastUse).
 type relay struct {
-	x      *exchange
-	a      *attempt
-	ctx    context.Context
-	timing []string // the upstream's Server-Timing header values
-	// The relay's instants are the gateway's monotonic readings
-	// (Gateway.sinceBase), one per instant: start is the timeline's
-	// start on that scale, wrote when the last write ended.
-	start, wrote time.Duration
-	// lastUse and continuous follow continuous usage: the
-	// completion_tokens of the last usage seen, and whether every content
-	// event carries one.
-	lastUse    int
-	continuous bool
-	probe      chunkProbe
-	masked     []byte // an error event, its credentials masked
+	x *exchange
 	// The idle timeout (and, once the answer is complete, the grace for
 	// its [DONE]): one timer, armed for the earliest instant the
 	// upstream's silence could reach the limit in force; lastData is when
 	// the last data event arrived (idleSince), stamped per event instead
 	// of re-arming the timer per event.
-	idle      atomic.Pointer[time.Timer] // nil: not armed
-	lastData  atomic.Int64               // ns, idleSince's scale
-	limit     atomic.Int64               // the silence allowed, ns
+	idle     atomic.Pointer[time.Timer] // nil: not armed
+	lastData atomic.Int64               // ns, idleSince's scale
+	// lastUse is the completion_tokens of the last usage seen, while
+	// usage is continuous (eventState.continuous).
+	lastUse   int
+	a         *attempt
+	ctx       context.Context
+	timing    []string     // the upstream's Server-Timing header values
+	masked    []byte       // an error event, its credentials masked
+	limit     atomic.Int64 // the silence allowed, ns
 	idleFired atomic.Bool
-	// ending: the final usage chunk (usage, no choices) was passed on;
-	// only [DONE] may follow, within streamEndGrace.
-	ending bool
-	rest   io.LimitedReader // the upstream's body after [DONE] (end)
+	rest      io.LimitedReader // the upstream's body after [DONE] (end)
 }
 
 // newRelay sets the response headers: the upstream's end-to-end ones, the
@@ -226,26 +219,26 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 	h["Server-Timing"] = x.headerValue(valTiming, headerTiming(x.tl.stages()))
 	x.wrote = true
 	x.swv.Reset(x.w)
-	x.sw = &x.swv
 	if a.rd != nil {
 		// No flush while the next event is already read and waiting:
 		// nothing is ever held back for input that has not arrived, but
 		// events that arrived together leave together (one write).
-		x.sw.CoalesceWith(a.rd)
+		x.swv.CoalesceWith(a.rd)
 	}
+	x.rs = a.buf
+	x.relayStart = x.tl.start.Sub(x.g.base)
 	r := &x.rel
 	r.x, r.a, r.ctx, r.timing = x, a, ctx, a.resp.Header.Values("Server-Timing")
-	r.start = x.tl.start.Sub(x.g.base)
 	return r
 }
 
 // write sends the events b, counting the time from t0 (now, read by the
-// caller with x.g.mono) as backpressure.
+// caller with x.g.sinceBase) as backpressure.
 func (r *relay) write(b []byte, t0 time.Duration) error {
 	x := r.x
-	err := x.sw.Event(b)
-	r.wrote = x.g.mono()
-	x.tl.backpressure += r.wrote - t0
+	err := x.swv.Event(b)
+	x.lastWrite = x.g.sinceBase()
+	x.tl.backpressure += x.lastWrite - t0
 	if !x.fed {
 		// After the first events' write; the time it takes is counted
 		// in post_process (the next event's reading starts at wrote).
@@ -268,7 +261,7 @@ func (r *relay) whole() {
 	t0 := x.g.now()
 	_, err := x.w.Write(a.body)
 	if err == nil {
-		err = x.sw.Flush()
+		err = x.swv.Flush()
 	}
 	tl.backpressure += x.g.now().Sub(t0)
 	if err != nil {
@@ -286,7 +279,7 @@ func (r *relay) empty() {
 	x.w.WriteHeader(http.StatusOK)
 	x.tokens, x.noContent = 0, true
 	if a.doneAt > 0 {
-		if err := r.write(a.pending[:a.doneAt], x.g.mono()); err != nil {
+		if err := r.write(a.pending[:a.doneAt], x.g.sinceBase()); err != nil {
 			x.clientGone()
 			return
 		}
@@ -301,11 +294,11 @@ func (r *relay) events() {
 	x.w.WriteHeader(http.StatusOK)
 	x.tokens = a.tokens
 	x.chunkNS = append(x.chunkStore().ns[:0], a.first.Sub(x.tl.start).Nanoseconds())
-	r.lastUse, r.continuous = a.lastUse, a.lastUse > 0
-	if r.continuous {
+	r.lastUse, x.continuous = a.lastUse, a.lastUse > 0
+	if x.continuous {
 		x.chunkTokens = append(x.chunkStore().tok[:0], int32(a.lastUse))
 	}
-	if err := r.write(a.pending, x.g.mono()); err != nil {
+	if err := r.write(a.pending, x.g.sinceBase()); err != nil {
 		x.clientGone()
 		return
 	}
@@ -369,31 +362,33 @@ func (r *relay) idleCheck() {
 	r.a.cancel()
 }
 
-// next relays one event; false when the stream has ended.
+// next relays one event; false when the stream has ended. The relay's
+// other state (r.a, its replica) is read only on the way out.
 func (r *relay) next() bool {
-	x, a, tl := r.x, r.a, &r.x.tl
-	g := x.g
-	waited := a.up.waited
-	ev, err := a.rd.Next()
-	t0 := g.mono()
-	// Reading the event took t0 − wrote; what was not spent waiting for
-	// the upstream's bytes was the gateway's own work.
-	if work := t0 - r.wrote - (a.up.waited - waited); work > 0 {
+	x, tl := r.x, &r.x.tl
+	g, rs := x.g, x.rs
+	waited := rs.up.waited
+	ev, err := rs.rd.Next()
+	t0 := g.sinceBase()
+	// Reading the event took t0 − lastWrite; what was not spent waiting
+	// for the upstream's bytes was the gateway's own work.
+	if work := t0 - x.lastWrite - (rs.up.waited - waited); work > 0 {
 		tl.post += work
 	}
 	if err != nil {
-		if r.ending {
+		if x.ending {
 			// After the final usage chunk the answer was whole and its
 			// decode over: waiting for a [DONE] that did not come
 			// (streamEndGrace at most) is the gateway's own time.
-			tl.post += a.up.waited - waited
+			tl.post += rs.up.waited - waited
 		}
 		r.broken(err)
 		return false
 	}
 	raw := ev.Raw
-	kind := r.probe.inspect(ev)
-	if kind != eventNoData && !r.ending && r.idle.Load() != nil {
+	probe := &rs.probe
+	kind := probe.inspect(ev)
+	if kind != eventNoData && !x.ending && r.idle.Load() != nil {
 		stamp := t0 // time.Now's clock: the event's reading is on idleSince's scale
 		if g.Now != nil {
 			stamp = r.idleSince()
@@ -404,38 +399,38 @@ func (r *relay) next() bool {
 	case eventContent:
 		r.content(t0)
 	case eventDone:
-		tl.post += g.mono() - t0
+		tl.post += g.sinceBase() - t0
 		r.end(raw)
 		return false
 	case eventInvalid:
 		// Not forwarded: the client's stream ends with an error event, as
 		// for a reset, and the upstream is cancelled.
 		pe := newProtocolError(raw)
-		g.log().Warn("upstream protocol error", "request_id", x.id, "replica", a.rep.cfg.URL, "err", pe)
-		g.countFault(a.pool, faultProtocol)
+		g.log().Warn("upstream protocol error", "request_id", x.id, "replica", r.a.rep.cfg.URL, "err", pe)
+		g.countFault(r.a.pool, faultProtocol)
 		x.streamError(protocolErrorMsg, "upstream_protocol_error")
 		return false
 	case eventError:
 		x.errKind = "upstream_stream_error"
 		// Passed on without the replica's credentials, should the
 		// upstream quote them.
-		r.masked = append(r.masked[:0], redact.Values(redact.Text(string(raw)), a.rep.cfg.credentials()...)...)
+		r.masked = append(r.masked[:0], redact.Values(redact.Text(string(raw)), r.a.rep.cfg.credentials()...)...)
 		raw = r.masked
 	case eventOther:
-		if used, ok := r.probe.usage(); ok && used > 0 {
+		if used, ok := probe.usage(); ok && used > 0 {
 			x.tokens = used // final usage chunk
 		}
-		if r.probe.HasUsage && r.probe.Choices == 0 && !r.ending {
+		if probe.HasUsage && probe.Choices == 0 && !x.ending {
 			// The answer is complete: wait streamEndGrace for [DONE],
 			// no longer.
-			r.ending = true
-			r.arm(r.x.g.endGrace())
+			x.ending = true
+			r.arm(g.endGrace())
 		}
 	}
 	if kind == eventContent || kind == eventOther {
-		x.noteEvidence(&r.probe.ChunkInfo)
+		x.noteEvidence(&probe.ChunkInfo)
 	}
-	t1 := g.mono() // post-processing ends, the write begins
+	t1 := g.sinceBase() // post-processing ends, the write begins
 	tl.post += t1 - t0
 	if err := r.write(raw, t1); err != nil {
 		x.clientGone()
@@ -444,22 +439,22 @@ func (r *relay) next() bool {
 	return true
 }
 
-// content counts a content event arriving at t0 (x.g.mono's reading):
-// its instant, and its tokens (one, or what continuous usage says it
-// added).
+// content counts a content event arriving at t0 (x.g.sinceBase's
+// reading): its instant, and its tokens (one, or what continuous usage
+// says it added).
 func (r *relay) content(t0 time.Duration) {
 	x := r.x
-	x.chunkNS = append(x.chunkNS, int64(t0-r.start))
+	x.chunkNS = append(x.chunkNS, int64(t0-x.relayStart))
 	k := 1
-	if used, ok := r.probe.usage(); ok && (r.continuous || x.tokens == 1) {
-		if !r.continuous { // usage from the second chunk on: the first carried one token
+	if used, ok := x.rs.probe.usage(); ok && (x.continuous || x.tokens == 1) {
+		if !x.continuous { // usage from the second chunk on: the first carried one token
 			x.chunkTokens = append(x.chunkStore().tok[:0], 1) // none yet
 		}
-		r.continuous = true
+		x.continuous = true
 		k = used - r.lastUse
 		r.lastUse = used
 	}
-	if r.continuous {
+	if x.continuous {
 		x.chunkTokens = append(x.chunkTokens, int32(k))
 	}
 	if k > 0 {
@@ -477,7 +472,7 @@ func (r *relay) broken(err error) {
 		x.clientGone()
 	case r.ctx.Err() != nil:
 		x.streamError("total timeout expired during the stream", "timeout")
-	case r.ending:
+	case x.ending:
 		// The final usage chunk came and the upstream sent no [DONE]
 		// (within streamEndGrace, or it closed): the answer is whole;
 		// the client gets its [DONE].
@@ -518,7 +513,7 @@ func (r *relay) end(done []byte) {
 	t1 := g.now()
 	x.tl.post += t1.Sub(x.tl.end) // the final event's making: after its stages were read
 	// sse.Writer's final form: the comment shares the [DONE] event.
-	err := x.sw.FinalComment(done, latency.FinalTimingComment, final)
+	err := x.swv.FinalComment(done, latency.FinalTimingComment, final)
 	x.tl.end = g.now()
 	x.tl.backpressure += x.tl.end.Sub(t1)
 	if err != nil {
@@ -526,7 +521,7 @@ func (r *relay) end(done []byte) {
 		return
 	}
 	r.arm(g.endGrace()) // past it, the upstream is cancelled (idleCheck)
-	r.rest = io.LimitedReader{R: a.up, N: 1 << 20}
+	r.rest = io.LimitedReader{R: &x.rs.up, N: 1 << 20}
 	_, _ = io.Copy(io.Discard, &r.rest)
 	r.disarm()
 	if tr := a.resp.Trailer.Values("Server-Timing"); len(tr) > 0 {
@@ -559,7 +554,7 @@ func (x *exchange) streamError(msg, code string) {
 		x.status = http.StatusGatewayTimeout
 	}
 	b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer, msg, "", code)})
-	_ = x.sw.Data(b)
+	_ = x.swv.Data(b)
 	x.setTrailer()
 }
 

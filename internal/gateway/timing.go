@@ -19,14 +19,17 @@ import (
 // timeline holds one request's instants and accumulated durations. Instants
 // are from the gateway's clock (monotonic with time.Now).
 type timeline struct {
+	// post and backpressure are the stage clocks a stream adds to on every
+	// event: first, so that they share a cache line with the exchange's
+	// eventState (exchange).
+	post, backpressure time.Duration
+
 	start    time.Time // handler entered
 	in       time.Time // policies done, queued
 	admitted time.Time // admitted to the pool
 	conn     time.Time // winning attempt connected
 	firstTok time.Time // first content token read from upstream
 	end      time.Time // last byte written
-
-	post, backpressure time.Duration
 
 	// upstream split, from its Server-Timing trailer; ok reports presence.
 	serverQueue, serverPrefill, serverDecode time.Duration
@@ -51,17 +54,18 @@ type timeline struct {
 // spent in its Read, waiting for the upstream's bytes (and the transport
 // decoding them). The rest of the time the gateway spends reading events
 // (splitting them from the buffer, copying) is its own work:
-// post_process, not decode.
+// post_process, not decode. Its readings are g's monotonic ones
+// (Gateway.sinceBase), called directly.
 type waitReader struct {
 	r      io.Reader
-	now    func() time.Duration // a monotonic reading (Gateway.sinceBase)
+	g      *Gateway
 	waited time.Duration
 }
 
 func (w *waitReader) Read(p []byte) (int, error) {
-	t0 := w.now()
+	t0 := w.g.sinceBase()
 	n, err := w.r.Read(p)
-	w.waited += w.now() - t0
+	w.waited += w.g.sinceBase() - t0
 	return n, err
 }
 
