@@ -24,7 +24,7 @@ type PublicRow struct {
 	Client                     string
 	// Requests is how many requests the client measured, from a start
 	// with every client sending at once; 0 when the source does not say
-	// (then the first round: one request per client, see Predict).
+	// (then the closed loop's steady state, see Predict).
 	Requests int
 	// TTFT, TPOT and E2E are in milliseconds (0 when not published), of the
 	// statistic Stat ("mean"); TTFTMedian and TTFTP95 when the source gives
@@ -151,17 +151,19 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 }
 
 // nimMaxNumTokens is the tokens per step (TensorRT-LLM's max_num_tokens)
-// of the public TensorRT-LLM rows' engines, NIM for Llama 3 of 2024: the
-// trtllm family's 8,192 is TensorRT-LLM's later default; 16,384 is what
-// djl-serving took as its TensorRT-LLM default in 2024, citing
-// TensorRT-LLM 0.9's guidance of 1,024 × 16 (deepjavalibrary/djl-serving
-// #1922; NIM's own value is not published). Read off the fit
-// half (calibrate.Split): a cohort of 25 simultaneous 2,000-token prompts
-// measures 11.4–17.6 × (median 15.2, 24 sweeps) one prompt's mean TTFT,
-// which prefill steps of eight prompts give (16.4 ×) and steps of four
-// do not (14.4 ×; the twin gave 13.3 × with 8,192 tokens a step and
-// 14.9 × with 16,384); docs/perfmodel.md, "Under load".
-const nimMaxNumTokens = 16384
+// of the public TensorRT-LLM rows' engines, NIM for Llama 3 of 2024 (NIM
+// does not publish its engines' value; the trtllm family keeps
+// TensorRT-LLM's later default, 8,192). Read off the fit half
+// (calibrate.Split) as Predict averages it, the closed loop's steady
+// state: groups of sixteen 2,000-token prompts, each waiting for the
+// previous group's prefill step and taking its own, give the 2,000-token
+// rows at 25 and 100 clients and the 7,000-token rows at 25 (median
+// |error| of TTFT 7–9 % with the fits of the time, where 16,384 tokens
+// gave 25–52 %); of 16,384,
+// 24,576, 32,768, 40,960 and 49,152 tokens, 32,768 gave the fit half's
+// smallest median TTFT error at ≥ 8 clients (docs/perfmodel.md, "Under
+// load").
+const nimMaxNumTokens = 32768
 
 // trtllmBlockTokens is TensorRT-LLM's KV cache block of 2024
 // (trtllm-build's tokens_per_block default, 64 tokens).
@@ -208,25 +210,27 @@ func FamilyEff(p PublicRow) (perfmodel.Efficiency, error) {
 // Predict runs the twin on p's closed loop as its client ran it: every
 // client sends its first request at once and the next one when an answer
 // ends, each request passing the row's server's intake (intakeOf) before
-// the engine sees it, and the means are over the first p.Requests requests sent (the
-// first round, one per client, when the source does not say how many:
-// GenAI-Perf's measurement windows, for these requests of seconds to
-// minutes, hold the first answers; docs/perfmodel.md, "Under load").
+// the engine sees it. The means are over the first p.Requests requests
+// sent when the source says how many its client measured; when it does
+// not, over the closed loop's steady state, the requests sent in rounds
+// steadyFrom+1 to steadyRounds (one round is one request per client):
+// the rows' TTFT spread and their throughput say their clients measured
+// a steady state, not the first round (docs/perfmodel.md, "Under load").
 func Predict(p PublicRow, eff perfmodel.Efficiency) (Prediction, error) {
 	cfg, err := EngineFor(p, eff)
 	if err != nil {
 		return Prediction{}, err
 	}
-	n := p.Requests
+	n, from := p.Requests, 0
 	if n <= 0 {
-		n = p.Concurrency
+		n, from = steadyRounds*p.Concurrency, steadyFrom*p.Concurrency
 	}
 	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output, Intake: intakeOf(p)})
 	if err != nil {
 		return Prediction{}, err
 	}
 	var pr Prediction
-	for _, tl := range tls {
+	for _, tl := range tls[from:] {
 		ttft := tl.FirstToken.Sub(tl.Arrival)
 		e2e := tl.Finished.Sub(tl.Arrival)
 		pr.TTFT += ms(ttft)
@@ -241,17 +245,34 @@ func Predict(p PublicRow, eff perfmodel.Efficiency) (Prediction, error) {
 	return pr, nil
 }
 
+// steadyFrom and steadyRounds are the closed loop's steady state as
+// Predict averages it for a source that does not say how many requests
+// its client measured: the requests sent in rounds 3 to 6. The first two
+// rounds are left out (the first is one cohort queued behind its own
+// prefills, the second still carries its shape); fewer rounds fitted the
+// fit half's TPOT worse (rounds 2–3 or 3–4: 5.2 % against 4.1 % at ≥ 8
+// clients), because the long answers' later rounds are what spreads them.
+const (
+	steadyFrom   = 2
+	steadyRounds = 6
+)
+
 // nimIntake is the intake of the public TensorRT-LLM rows' server, NIM's
 // front end (the OpenAI request parsed, the prompt tokenized, the request
 // handed to the engine), paid by every request one at a time before the
 // engine sees it, and counted in the client's TTFT and E2E. Read off the
-// fit half (calibrate.Split): at one client the 200-token prompts' TTFT is
-// 3–25 ms above the twin's whatever the GPU and TP, and simultaneous
-// prompts reach the engine apart (the measured TTFT's P95 is 1.13–1.40 ×
-// its mean at 5 and 25 clients, where a cohort computed in one step would
-// give 1.0). Of 0–6 ms in steps of 1 ms, 4 ms gave the fit half's smallest
-// median TTFT error at ≥ 8 clients (docs/performance.md, "Under load").
-const nimIntake = 4 * time.Millisecond
+// fit half (calibrate.Split): simultaneous prompts reach the engine apart
+// (the measured TTFT's P95 is 1.13–1.40 × its mean at 5 clients), and in
+// the steady state the intake is what sets the short prompts' TTFT: the
+// 200-token rows at 25–200 clients measure about one returning cohort's
+// prefill whatever the output length, and an intake of 4 ms spreads a
+// returning cohort of 100–200 such prompts over 0.4–0.8 s, longer than
+// the fast deployments' steps, so the engine took them in many small
+// groups (Llama-3-8B TP 2 on H100s at 200 clients: 36 a round, TTFT
+// 44 ms against 433 measured). Of 1, 1.5, 2, 3 and 4 ms (with
+// nimMaxNumTokens), 2 ms gave the fit half's smallest median TTFT error at
+// ≥ 8 clients (docs/performance.md, "Under load").
+const nimIntake = 2 * time.Millisecond
 
 // intakeOf is the server intake Predict gives a row's closed loop:
 // nimIntake for the TensorRT-LLM family's rows (NIM's front end), none

@@ -86,9 +86,9 @@ func TestClosedLoopIntakeCountsInTTFT(t *testing.T) {
 	}
 }
 
-// A TensorRT-LLM row's steps hold its engines' max_num_tokens (16,384, so
-// eight 2,000-token prompts), or a whole prompt and its output where that
-// is longer (chunked context is off); a vLLM row keeps its family's
+// A TensorRT-LLM row's steps hold its engines' max_num_tokens (32,768, so
+// sixteen 2,000-token prompts), or a whole prompt and its output where
+// that is longer (chunked context is off); a vLLM row keeps its family's
 // budget (none: the engine's defaults for the GPU).
 func TestEngineForTensorRTLLMTokensPerStep(t *testing.T) {
 	g, err := perfmodel.LookupGPU("H100-SXM")
@@ -105,8 +105,8 @@ func TestEngineForTensorRTLLMTokensPerStep(t *testing.T) {
 		input, output int
 		want          int
 	}{
-		{"NIM (TensorRT-LLM)", 2000, 200, 16384},
-		{"NIM (TensorRT-LLM)", 15000, 2000, 17000},
+		{"NIM (TensorRT-LLM)", 2000, 200, 32768},
+		{"NIM (TensorRT-LLM)", 30000, 5000, 35000},
 		{"vLLM", 2000, 200, vllmBudget},
 	} {
 		row := PublicRow{ID: "r", Engine: c.engine, Model: "Llama-3-8B", GPU: g.Name, TP: 1, DType: "fp16", KVDType: "fp16",
