@@ -1,12 +1,9 @@
 package process
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -37,14 +34,7 @@ func TestCommandGroupEndsTheTree(t *testing.T) {
 			if err := StartCmd(cmd); err != nil {
 				t.Fatal(err)
 			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil {
-				t.Fatalf("the shell's grandchild's pid: %v", err)
-			}
-			pid, err := strconv.Atoi(strings.TrimSpace(line))
-			if err != nil {
-				t.Fatalf("the shell said %q, not its child's pid", line)
-			}
+			pid := readPID(t, out, "the shell")
 			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 			if !alive(pid) {
 				t.Fatalf("the grandchild %d is not running before the shell is killed", pid)
@@ -53,8 +43,8 @@ func TestCommandGroupEndsTheTree(t *testing.T) {
 			if err := cmd.Wait(); err == nil {
 				t.Error("the shell exited cleanly after its context ended, not killed")
 			}
-			for deadline := time.Now().Add(time.Minute); c.gone && alive(pid) && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
+			if c.gone {
+				waitGone(pid)
 			}
 			if gone := !alive(pid); gone != c.gone {
 				t.Errorf("the grandchild gone after its shell was killed: %v, want %v", gone, c.gone)
@@ -79,19 +69,10 @@ func TestStopEndsTheGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the shell's child's pid: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatalf("the shell said %q, not its child's pid", line)
-	}
+	pid := readPID(t, r, "the shell")
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	p.Stop(time.Minute)
-	for deadline := time.Now().Add(time.Minute); alive(pid) && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitGone(pid)
 	if alive(pid) {
 		t.Errorf("the shell's sleep %d runs on after Stop", pid)
 	}

@@ -34,14 +34,7 @@ func TestChildDiesWithItsParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { parent.Stop(0) })
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the parent's child's pid: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatalf("the parent said %q, not its child's pid", line)
-	}
+	pid := readPID(t, r, "the parent")
 	if !alive(pid) {
 		t.Fatalf("the child %d is not running before its parent is killed", pid)
 	}
@@ -49,11 +42,9 @@ func TestChildDiesWithItsParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-parent.Exited()
-	for deadline := time.Now().Add(time.Minute); alive(pid); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the child %d still runs a minute after its parent was killed", pid)
-		}
+	if waitGone(pid); alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the child %d still runs a minute after its parent was killed", pid)
 	}
 }
 
@@ -135,4 +126,27 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(string(stat), ')')
 	f := strings.Fields(string(stat[i+1:]))
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// readPID reads the first line of r, where who (a parent process) writes
+// the pid of a child it started.
+func readPID(t *testing.T, r io.Reader, who string) int {
+	t.Helper()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%s's child's pid: %v", who, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("%s said %q, not its child's pid", who, line)
+	}
+	return pid
+}
+
+// waitGone waits up to a minute for pid to end (a killed process's end
+// is not at once: its parent, or init, reaps it).
+func waitGone(pid int) {
+	for deadline := time.Now().Add(time.Minute); alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
