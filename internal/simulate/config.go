@@ -29,6 +29,12 @@ type Config struct {
 	// Balancer picks a replica within a pool: one of route.Names (default
 	// least_outstanding, the gateway's).
 	Balancer string
+	// ReplicaNames, when set, name the replicas in order (one each): the
+	// prefix balancers hash a prompt's prefix with each replica's name, and
+	// the gateway's names are its replicas' URLs, so a twin given the same
+	// URLs sends each prefix where the gateway does. Default replica-0,
+	// replica-1, ….
+	ReplicaNames []string
 	// Slack is prefix_affinity's tolerance (default route.DefaultSlack).
 	Slack int64
 	// PrefixBytes is how much of a prompt's text prefix affinity hashes
@@ -39,6 +45,12 @@ type Config struct {
 	// figures up to 3 intervals old, as the gateway does). Default 1 s for
 	// queue_aware, otherwise 0: never.
 	ScrapeInterval time.Duration
+	// ScrapePhase is when the first scrape falls after the run's start
+	// (default 0: at the start), less than ScrapeInterval. The gateway
+	// scrapes on its own ticker from the moment it loads its
+	// configuration, so a twin of a measured run gives where in the
+	// interval the run started.
+	ScrapePhase time.Duration
 	// Admission, when set, puts the gateway's admission queue in front of
 	// every pool.
 	Admission *Admission
@@ -182,6 +194,8 @@ func (c Config) validate() error {
 		return field.Invalid("prefix_bytes", c.PrefixBytes, "must not be negative")
 	case c.ScrapeInterval < 0:
 		return field.Invalid("scrape_interval", c.ScrapeInterval, "must not be negative")
+	case c.ScrapePhase < 0 || c.ScrapePhase > 0 && c.ScrapePhase >= c.ScrapeInterval:
+		return field.Invalid("scrape_phase", c.ScrapePhase, "want at least 0 and less than scrape_interval (%s)", c.ScrapeInterval)
 	case c.Network < 0:
 		return field.Invalid("network_latency", c.Network, "must not be negative")
 	case len(c.NetworkSample) > 0 && slices.Min(c.NetworkSample) < 0:
@@ -190,6 +204,8 @@ func (c Config) validate() error {
 		return field.Invalid("sample_interval", c.SampleInterval, "must not be negative")
 	case c.QueueFullStatus != 429 && c.QueueFullStatus != 503:
 		return field.Invalid("queue_full_status", c.QueueFullStatus, "want 429 or 503")
+	case len(c.ReplicaNames) > 0 && len(c.ReplicaNames) != c.Replicas:
+		return field.Invalid("replica_names", len(c.ReplicaNames), "want one name per replica (%d)", c.Replicas)
 	}
 	if _, err := route.New[*call, *replica](c.Balancer, route.Options{Now: func() time.Time { return time.Time{} }}); err != nil {
 		return field.Invalid("balancer", c.Balancer, "want one of %s", strings.Join(route.Names, ", "))

@@ -79,7 +79,7 @@ func newSim(cfg Config) (*sim, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &sim{cfg: cfg, load: cfg.Load, res: &Result{}}
+	s := &sim{cfg: cfg, load: cfg.Load, res: &Result{}, nextScrape: int64(cfg.ScrapePhase)}
 	if len(cfg.NetworkSample) > 0 {
 		s.netRng = rand.New(rand.NewPCG(cfg.NetworkSeed, cfg.NetworkSeed^0x9e3779b97f4a7c15))
 	}
@@ -129,7 +129,11 @@ func (s *sim) build() error {
 			if err != nil {
 				return err
 			}
-			r := &replica{index: i, name: "replica-" + itoa(int64(i)), pool: p, v: v}
+			name := "replica-" + itoa(int64(i))
+			if len(s.cfg.ReplicaNames) > 0 {
+				name = s.cfg.ReplicaNames[i]
+			}
+			r := &replica{index: i, name: name, pool: p, v: v}
 			s.replicas = append(s.replicas, r)
 			p.replicas = append(p.replicas, r)
 			s.res.Replicas = append(s.res.Replicas, ReplicaResult{Name: r.name, Pool: pi})

@@ -753,3 +753,75 @@ func TestRampUpStartsWorkersInOrder(t *testing.T) {
 		t.Errorf("intended sends, ms (-want +got):\n%s", diff)
 	}
 }
+
+func TestReplicaNamesAreWhatPrefixAffinityHashes(t *testing.T) {
+	// One shared prefix at a low rate: prefix affinity sends every request
+	// to the replica that prefix hashes first with, by name, whatever
+	// the replicas' order (the gateway's names are its replicas' URLs).
+	src := &workload.Synthetic{Chat: true, Input: workload.Fixed(800), Output: workload.Fixed(4), PrefixTokens: 600,
+		PrefixGroups: 1, Turns: 1, Seed: 3}
+	took := func(names []string) map[string]int {
+		_, res := collect(t, Config{Engine: h100(t), Replicas: 2, Balancer: route.NamePrefixAffinity, ReplicaNames: names,
+			Workload: src, IgnoreEOS: true, Load: workload.Load{Rate: 2, Arrival: workload.Constant, Requests: 20}})
+		m := map[string]int{}
+		for _, r := range res.Replicas {
+			m[r.Name] = r.Requests
+		}
+		return m
+	}
+	a, b := "http://127.0.0.1:40001", "http://127.0.0.1:40002"
+	first := took([]string{a, b})
+	if first[a]+first[b] != 20 || first[a] != 0 && first[b] != 0 {
+		t.Fatalf("replicas named %s and %s took %v of 20 requests: want all on one of them", a, b, first)
+	}
+	if diff := cmp.Diff(first, took([]string{b, a})); diff != "" {
+		t.Errorf("the replicas' order moved the prefix (-%s first, +%s first):\n%s", a, b, diff)
+	}
+}
+
+func TestScrapePhaseSetsTheScrapeInstants(t *testing.T) {
+	for _, phase := range []time.Duration{0, 300 * time.Millisecond} {
+		s, err := newSim(Config{Engine: h100(t), Replicas: 2, Balancer: route.NameQueueAware, ScrapePhase: phase,
+			Workload: synthetic(1000, 100), IgnoreEOS: true, Load: workload.Load{Rate: 20, Arrival: workload.Constant, Requests: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.run(func(*latency.Record) {})
+		at := s.replicas[0].scrapedAt.Sub(engine.SimEpoch)
+		if at <= DefaultScrapeInterval || at%DefaultScrapeInterval != phase {
+			t.Errorf("scrape phase %v: the last scrape at %v of the run, want a later one at %v past a whole second", phase, at, phase)
+		}
+	}
+}
+
+func TestReplicaNamesAndScrapePhaseChecked(t *testing.T) {
+	base := Config{Engine: h100(t), Replicas: 2, Workload: synthetic(100, 10), Load: workload.Load{Concurrency: 1, Requests: 1}}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // the setting named; "" valid
+	}{
+		{"names, one each", func(c *Config) { c.ReplicaNames = []string{"a", "b"} }, ""},
+		{"names, too few", func(c *Config) { c.ReplicaNames = []string{"a"} }, "replica_names"},
+		{"phase within the interval", func(c *Config) { c.Balancer, c.ScrapePhase = route.NameQueueAware, 999*time.Millisecond }, ""},
+		{"phase of a whole interval", func(c *Config) { c.Balancer, c.ScrapePhase = route.NameQueueAware, time.Second }, "scrape_phase"},
+		{"phase without scraping", func(c *Config) { c.ScrapePhase = time.Millisecond }, "scrape_phase"},
+		{"negative phase", func(c *Config) { c.Balancer, c.ScrapePhase = route.NameQueueAware, -time.Millisecond }, "scrape_phase"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			var got string
+			if _, err := newSim(c); err != nil {
+				var fe *field.Error
+				if !errors.As(err, &fe) {
+					t.Fatalf("%v: not a field error", err)
+				}
+				got = fe.Field
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("setting refused (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
