@@ -89,7 +89,7 @@ func openRows(long bool) []clockCase {
 // grid's loads off 30/70/95 % — and the counts measured for them.
 func TestOpenLoadsAgainstCapacity(t *testing.T) {
 	c := clockCase{concurrency: 256, requests: 12000, in: openIn, out: openOut}
-	cfg, _ := twinConfig(t, c, map[string][]float64{"transport": {0}}, t.TempDir())
+	cfg, _ := twinConfig(t, c, map[string][]float64{"transport": {0}}, gatewayRun{}, t.TempDir())
 	var ends []int64
 	if _, err := simulate.Run(cfg, func(r *latency.Record) {
 		if !r.Warmup && r.OK() {
@@ -144,7 +144,7 @@ func BenchmarkTwinSpread(b *testing.B) {
 			for _, n := range ns {
 				c.requests = n
 				all, worst := 0, make([]float64, drawSets)
-				cfg, _ := twinConfig(b, c, served, b.TempDir())
+				cfg, _ := twinConfig(b, c, served, gatewayRun{}, b.TempDir())
 				for g := range drawSets {
 					var r clocks
 					for k := range openDraws {

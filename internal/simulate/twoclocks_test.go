@@ -1,6 +1,7 @@
 package simulate_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/racedetect"
+	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -55,7 +57,8 @@ type clockCase struct {
 	in, out     string // workload.ParseDist
 	prefix      bool   // prefix caching on, with prompts sharing prefixes
 	noChunk     bool   // chunked prefill off
-	replicas    int    // > 1: that many serves behind a gateway (least_outstanding)
+	replicas    int    // > 1: that many serves behind a gateway
+	balancer    string // the gateway's pool balancer (route.Names); empty: least_outstanding, the quick start's
 }
 
 // ciGrid is the grid the test runs (about 60 s of wall-clock runs): in
@@ -103,6 +106,17 @@ var fullGrid = func() []clockCase {
 	g = append(g, openRows(os.Getenv("TWOCLOCKS_LONG") != "")...)
 	g = append(g, clockCase{name: "closed-8-2-replicas-fixed", concurrency: 8, requests: 32, in: "512", out: "8", replicas: 2},
 		clockCase{name: "closed-16-2-replicas-fixed", concurrency: 16, requests: 96, in: "512", out: "16", replicas: 2})
+	// A closed loop of 2 replicas behind each balancer: uniform lengths,
+	// and prompts sharing prefixes for the two that route by prefix (so
+	// affinity has something to act on).
+	for _, b := range route.Names {
+		c := clockCase{name: "closed-16-2-replicas-" + b, concurrency: 16, requests: 96,
+			in: "uniform:256-1024", out: "uniform:8-24", replicas: 2, balancer: b}
+		if b == route.NamePrefixAffinity || b == route.NamePrefixBounded {
+			c.in, c.prefix = "uniform:768-1536", true
+		}
+		g = append(g, c)
+	}
 	for _, p := range []bool{false, true} {
 		for _, nc := range []bool{false, true} {
 			g = append(g, clockCase{name: fmt.Sprintf("closed-8-prefix=%t-chunked=%t", p, !nc), concurrency: 8,
@@ -125,20 +139,21 @@ func (c clockCase) workloadOf() (workload.Options, func(string) bool) {
 		set = append(set, "concurrency")
 		wl.Warmup = fmt.Sprint(c.concurrency) // the first wave
 		set = append(set, "warmup")
-		// Spread lengths on one replica: the workers ramp up by first
-		// token, so the first wave reaches the engine in worker order and
-		// just after step ends on both clocks (started together, the wall
-		// clock delivers it in whatever order goroutines and fresh
-		// connections ran, and who had the first steps shapes the waves).
-		// Fixed lengths start together: order cannot matter between equal
-		// requests, and one wave stays one wave when the machine delays a
-		// request by more than a step, where ramped per-request cohorts
-		// merge for good (closed-16-fixed ramped, a 280 ms stall at load
-		// 20: 339 % apart). Replicas start together too: ramped, they
-		// drift apart and a resend routed to the other replica lands
-		// anywhere in its step (closed-16-2-replicas 31.6 % apart ramped,
-		// 0.6 % started together).
-		if c.concurrency > 1 && c.replicas <= 1 && strings.Contains(c.in+c.out, ":") {
+		// Spread lengths: the workers ramp up by first token, so the
+		// first wave reaches the engine (and the balancer) in worker order
+		// and just after step ends on both clocks (started together, the
+		// wall clock delivers it in whatever order goroutines and fresh
+		// connections ran, and who had the first steps shapes the waves;
+		// on 2 replicas every balancer row missed so, 5.1–15.0 %).
+		// Fixed lengths start together, on 2 replicas too: order cannot
+		// matter between equal requests, and one wave stays one wave when
+		// the machine delays a request by more than a step, where ramped
+		// per-request cohorts merge for good (closed-16-fixed ramped, a
+		// 280 ms stall at load 20: 339 % apart; closed-16-2-replicas-fixed
+		// 31.6 % apart ramped, 0.6 % started together: ramped, the
+		// replicas drift apart and a resend routed to the other lands
+		// anywhere in its step).
+		if c.concurrency > 1 && strings.Contains(c.in+c.out, ":") {
 			wl.RampUp = workload.RampFirstToken
 			set = append(set, "ramp_up")
 		}
@@ -204,24 +219,34 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var gw gatewayRun
 	bcfg.StartEmbedded = func(ctx context.Context) (*bench.Embedded, error) {
-		return startServed(ctx, scfg, c.replicas)
+		e, g, err := startServed(ctx, scfg, c, dir)
+		gw = g
+		return e, err
 	}
 	bres, err := bench.Run(context.Background(), bcfg, io.Discard)
 	if err != nil {
 		tb.Fatal(err)
 	}
 
-	r := simulateClocks(tb, c, readMetrics(tb, bo.OutputDir), dir)
+	if !gw.loaded.IsZero() {
+		// The gateway scrapes from the moment it loaded its configuration,
+		// every interval; the run's clock starts later.
+		iv := simulate.DefaultScrapeInterval
+		gw.scrapePhase = (iv - bres.Summary.Started.Sub(gw.loaded)%iv) % iv
+	}
+	r := simulateClocks(tb, c, readMetrics(tb, bo.OutputDir), gw, dir)
 	r.sendLagP99, r.warnings = bres.Summary.Client.SendLagP99MS, bres.Summary.Client.Warnings
 	return r
 }
 
 // simulateClocks runs c on the virtual clock beside its served metrics
-// (read from the wall-clock run's records), writing under dir.
-func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, dir string) clocks {
+// (read from the wall-clock run's records) and its gateway (zero for one
+// replica), writing under dir.
+func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, gw gatewayRun, dir string) clocks {
 	tb.Helper()
-	cfg, out := twinConfig(tb, c, served, filepath.Join(dir, "sim"))
+	cfg, out := twinConfig(tb, c, served, gw, filepath.Join(dir, "sim"))
 	if _, err := simulate.WriteRun(cfg, out, io.Discard); err != nil {
 		tb.Fatal(err)
 	}
@@ -241,10 +266,11 @@ func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, dir
 }
 
 // twinConfig is c's simulation beside its served metrics, writing to dir:
-// the same engine, step timer and workload, and the client's measured
-// transport — for an open loop, each request's drawn from the served
-// transports (see openDraw).
-func twinConfig(tb testing.TB, c clockCase, served map[string][]float64, dir string) (simulate.Config, simulate.Output) {
+// the same engine, step timer, workload and balancer, the served gateway's
+// replica names and scrape phase (gw; zero: simulate's own), and the
+// client's measured transport — for an open loop, each request's drawn from
+// the served transports (see openDraw).
+func twinConfig(tb testing.TB, c clockCase, served map[string][]float64, gw gatewayRun, dir string) (simulate.Config, simulate.Output) {
 	tb.Helper()
 	wl, given := c.workloadOf()
 	mo := simulate.DefaultOptions()
@@ -255,13 +281,17 @@ func twinConfig(tb testing.TB, c clockCase, served map[string][]float64, dir str
 	mo.NetworkLatency = time.Duration(stats.Percentile(served["transport"], 50)/2*1e6) * time.Nanosecond
 	mo.Engine.Seed = 0 // the embedded engine's
 	if c.replicas > 1 {
-		mo.Replicas, mo.Balancer = c.replicas, "least_outstanding" // the gateway's quick start
+		mo.Replicas, mo.Balancer = c.replicas, cmp.Or(c.balancer, route.NameLeastOutstanding) // empty: the gateway's quick start
 	}
 	cfg, out, err := mo.Config(given, time.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cfg.Engine.StepTimer = slowed{cfg.Engine.StepTimer, slowdown}
+	cfg.ReplicaNames = gw.urls
+	if cfg.ScrapeInterval > 0 {
+		cfg.ScrapePhase = gw.scrapePhase
+	}
 	if c.rate > 0 {
 		for _, v := range served["transport"] {
 			cfg.NetworkSample = append(cfg.NetworkSample, time.Duration(v/2*1e6))
@@ -354,15 +384,27 @@ func (r clocks) drawnAt(metric string, p float64) []float64 {
 // the served transports, make an open loop's simulated prediction.
 const openDraws = 8
 
-// startServed starts one serve, or replicas of it behind a gateway
-// (its quick start: least outstanding requests).
-func startServed(ctx context.Context, scfg serve.Config, replicas int) (*bench.Embedded, error) {
-	if replicas <= 1 {
+// gatewayRun is what the twin takes from a served gateway: its replicas'
+// URLs, the names the prefix balancers hash, and when it loaded its
+// configuration — its scrapers' start — with the phase of their interval
+// at which the run's clock started.
+type gatewayRun struct {
+	urls        []string
+	loaded      time.Time
+	scrapePhase time.Duration
+}
+
+// startServed starts one serve, or c's replicas of it behind a gateway:
+// its quick start (least outstanding requests) when c names no balancer,
+// else a configuration file in dir with one pool of c's balancer. It
+// returns the gateway's URLs and start (zero for one serve).
+func startServed(ctx context.Context, scfg serve.Config, c clockCase, dir string) (*bench.Embedded, gatewayRun, error) {
+	if c.replicas <= 1 {
 		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			return nil, gatewayRun{}, err
 		}
-		return &bench.Embedded{URL: srv.URL(), Close: srv.Close}, nil
+		return &bench.Embedded{URL: srv.URL(), Close: srv.Close}, gatewayRun{}, nil
 	}
 	var (
 		urls    []string
@@ -375,23 +417,32 @@ func startServed(ctx context.Context, scfg serve.Config, replicas int) (*bench.E
 		}
 		return errors.Join(errs...)
 	}
-	for i := range replicas {
-		c := scfg
-		c.Engine.Seed += uint64(i) // simulate's replica i draws with seed + i
-		srv, err := serve.Start(ctx, c, "127.0.0.1:0")
+	for i := range c.replicas {
+		rc := scfg
+		rc.Engine.Seed += uint64(i) // simulate's replica i draws with seed + i
+		srv, err := serve.Start(ctx, rc, "127.0.0.1:0")
 		if err != nil {
-			return nil, errors.Join(err, closeAll())
+			return nil, gatewayRun{}, errors.Join(err, closeAll())
 		}
 		servers = append(servers, srv)
 		urls = append(urls, strings.TrimSuffix(srv.URL(), "/v1")) // the gateway adds the path
 	}
-	gw, err := gateway.NewServer(gateway.RunConfig{Upstreams: urls, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	run := gateway.RunConfig{Upstreams: urls, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if c.balancer != "" {
+		path, err := gatewayConfig(dir, c.balancer, urls)
+		if err != nil {
+			return nil, gatewayRun{}, errors.Join(err, closeAll())
+		}
+		run.Upstreams, run.ConfigPath = nil, path
+	}
+	loaded := time.Now() // the scrapers start as the configuration loads
+	gw, err := gateway.NewServer(run)
 	if err != nil {
-		return nil, errors.Join(err, closeAll())
+		return nil, gatewayRun{}, errors.Join(err, closeAll())
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, errors.Join(err, closeAll())
+		return nil, gatewayRun{}, errors.Join(err, closeAll())
 	}
 	gctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -399,7 +450,24 @@ func startServed(ctx context.Context, scfg serve.Config, replicas int) (*bench.E
 	return &bench.Embedded{URL: "http://" + ln.Addr().String(), Close: func() error {
 		cancel()
 		return errors.Join(<-done, closeAll())
-	}}, nil
+	}}, gatewayRun{urls: urls, loaded: loaded}, nil
+}
+
+// gatewayConfig writes the gateway's configuration file into dir: the
+// quick start's one pool and catch-all route (docs/gateway.md,
+// "Configuration"), with balancer, and returns its path.
+func gatewayConfig(dir, balancer string, urls []string) (string, error) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "pools:\n  - name: default\n    balancer: %s\n    replicas:\n", balancer)
+	for _, u := range urls {
+		fmt.Fprintf(&sb, "      - {url: %q}\n", u)
+	}
+	sb.WriteString("routes:\n  - {model: \"*\", pool: default}\n")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "gateway.yaml")
+	return path, os.WriteFile(path, []byte(sb.String()), 0o600)
 }
 
 // readMetrics reads a results folder's measured, successful requests: per
