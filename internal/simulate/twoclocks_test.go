@@ -186,10 +186,10 @@ func (c clockCase) engineOptions() engine.Options {
 // measured requests.
 type clocks struct {
 	served, simulated map[string][]float64 // ms, sorted
-	// drawn are an open loop's further simulated runs, each request's
-	// network latency drawn from the served run's transports
-	// (simulate.Config.NetworkSample): the spread of what the twin
-	// predicts for one run (see openDraws).
+	// drawn are an open loop's or a balancer row's further simulated
+	// runs, each request's network latency drawn from the served run's
+	// transports (simulate.Config.NetworkSample): the spread of what the
+	// twin predicts for one run (see openDraw, closedDraw).
 	drawn      []map[string][]float64
 	sendLagP99 float64  // bench's own send lag P99, ms
 	warnings   []string // bench's doubts about its own run
@@ -243,7 +243,8 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 
 // simulateClocks runs c on the virtual clock beside its served metrics
 // (read from the wall-clock run's records) and its gateway (zero for one
-// replica), writing under dir.
+// replica), writing under dir; an open loop or a balancer row draws
+// openDraws more runs.
 func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, gw gatewayRun, dir string) clocks {
 	tb.Helper()
 	cfg, out := twinConfig(tb, c, served, gw, filepath.Join(dir, "sim"))
@@ -251,18 +252,40 @@ func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, gw 
 		tb.Fatal(err)
 	}
 	r := clocks{served: served, simulated: readMetrics(tb, out.Dir)}
-	if c.rate > 0 {
-		base := cfg.Load
-		for k := range openDraws {
-			dout := out
-			dout.Dir = filepath.Join(dir, fmt.Sprintf("sim-draw-%d", k+1))
-			if _, err := simulate.WriteRun(openDraw(cfg, base, k, 0, 1), dout, io.Discard); err != nil {
-				tb.Fatal(err)
-			}
-			r.drawn = append(r.drawn, readMetrics(tb, dout.Dir))
+	if c.rate == 0 && c.balancer == "" {
+		return r
+	}
+	base := cfg.Load
+	for k := range openDraws {
+		dcfg := openDraw(cfg, base, k, 0, 1)
+		if c.rate == 0 {
+			dcfg = closedDraw(cfg, served, k)
 		}
+		dout := out
+		dout.Dir = filepath.Join(dir, fmt.Sprintf("sim-draw-%d", k+1))
+		if _, err := simulate.WriteRun(dcfg, dout, io.Discard); err != nil {
+			tb.Fatal(err)
+		}
+		r.drawn = append(r.drawn, readMetrics(tb, dout.Dir))
 	}
 	return r
+}
+
+// closedDraw is cfg as a balancer row's draw k (0 … openDraws−1): each
+// request's network drawn from the served transports (seed k + 1). On two
+// replicas a closed loop's resends race: requests that end at one step
+// reach the gateway in the order their transports give, which decides the
+// replica each gets, and one routed to the other replica lands inside its
+// step, a step boundary a fraction of a millisecond away. The served run
+// is one draw of that race; the twin predicts the draws' median and is
+// judged only where their spread allows (gap.judged).
+func closedDraw(cfg simulate.Config, served map[string][]float64, k int) simulate.Config {
+	cfg.NetworkSample = nil
+	for _, v := range served["transport"] {
+		cfg.NetworkSample = append(cfg.NetworkSample, time.Duration(v/2*1e6))
+	}
+	cfg.NetworkSeed = uint64(k + 1)
+	return cfg
 }
 
 // twinConfig is c's simulation beside its served metrics, writing to dir:
