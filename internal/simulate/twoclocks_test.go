@@ -233,12 +233,7 @@ func runClocks(tb testing.TB, c clockCase) clocks {
 		tb.Fatal(err)
 	}
 
-	if !gw.loaded.IsZero() {
-		// The gateway scrapes from the moment it loaded its configuration,
-		// every interval; the run's clock starts later.
-		iv := simulate.DefaultScrapeInterval
-		gw.scrapePhase = (iv - bres.Summary.Started.Sub(gw.loaded)%iv) % iv
-	}
+	gw.started = bres.Summary.Started
 	r := simulateClocks(tb, c, readMetrics(tb, bo.OutputDir), gw, dir)
 	r.sendLagP99, r.warnings = bres.Summary.Client.SendLagP99MS, bres.Summary.Client.Warnings
 	return r
@@ -260,9 +255,9 @@ func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, gw 
 	}
 	base := cfg.Load
 	for k := range openDraws {
-		dcfg := openDraw(cfg, base, k, 0, 1)
-		if c.rate == 0 {
-			dcfg = closedDraw(cfg, served, k)
+		dcfg := closedDraw(cfg, served, k)
+		if c.rate > 0 {
+			dcfg = openDraw(cfg, base, k, 0, 1) // its network already drawn (twinConfig)
 		}
 		dout := out
 		dout.Dir = filepath.Join(dir, fmt.Sprintf("sim-draw-%d", k+1))
@@ -283,12 +278,19 @@ func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, gw 
 // is one draw of that race; the twin predicts the draws' median and is
 // judged only where their spread allows (gap.judged).
 func closedDraw(cfg simulate.Config, served map[string][]float64, k int) simulate.Config {
-	cfg.NetworkSample = nil
-	for _, v := range served["transport"] {
-		cfg.NetworkSample = append(cfg.NetworkSample, time.Duration(v/2*1e6))
-	}
+	cfg.NetworkSample = halfTransports(served)
 	cfg.NetworkSeed = uint64(k + 1)
 	return cfg
+}
+
+// halfTransports are the served run's transports (ms, both ways), as
+// one-way network latencies for simulate.Config.NetworkSample.
+func halfTransports(served map[string][]float64) []time.Duration {
+	d := make([]time.Duration, len(served["transport"]))
+	for i, v := range served["transport"] {
+		d[i] = time.Duration(v / 2 * 1e6)
+	}
+	return d
 }
 
 // twinConfig is c's simulation beside its served metrics, writing to dir:
@@ -315,13 +317,13 @@ func twinConfig(tb testing.TB, c clockCase, served map[string][]float64, gw gate
 	}
 	cfg.Engine.StepTimer = slowed{cfg.Engine.StepTimer, slowdown}
 	cfg.ReplicaNames = gw.urls
-	if cfg.ScrapeInterval > 0 {
-		cfg.ScrapePhase = gw.scrapePhase
+	if iv := cfg.ScrapeInterval; iv > 0 && !gw.loaded.IsZero() {
+		// The gateway scrapes from the moment it loaded its configuration,
+		// every interval; the run's clock started later.
+		cfg.ScrapePhase = (iv - gw.started.Sub(gw.loaded)%iv) % iv
 	}
 	if c.rate > 0 {
-		for _, v := range served["transport"] {
-			cfg.NetworkSample = append(cfg.NetworkSample, time.Duration(v/2*1e6))
-		}
+		cfg.NetworkSample = halfTransports(served)
 	}
 	return cfg, out
 }
@@ -411,13 +413,13 @@ func (r clocks) drawnAt(metric string, p float64) []float64 {
 const openDraws = 8
 
 // gatewayRun is what the twin takes from a served gateway: its replicas'
-// URLs, the names the prefix balancers hash, and when it loaded its
-// configuration — its scrapers' start — with the phase of their interval
-// at which the run's clock started.
+// URLs, the names the prefix balancers hash, when it loaded its
+// configuration — its scrapers' start — and when the run's clock started
+// (bench's Summary.Started), which twinConfig turns into the phase of the
+// scrape interval.
 type gatewayRun struct {
-	urls        []string
-	loaded      time.Time
-	scrapePhase time.Duration
+	urls            []string
+	loaded, started time.Time
 }
 
 // startServed starts one serve, or c's replicas of it behind a gateway:
