@@ -206,6 +206,8 @@ func (c Config) validate() error {
 		return field.Invalid("queue_full_status", c.QueueFullStatus, "want 429 or 503")
 	case len(c.ReplicaNames) > 0 && len(c.ReplicaNames) != c.Replicas:
 		return field.Invalid("replica_names", len(c.ReplicaNames), "want one name per replica (%d)", c.Replicas)
+	case len(c.ReplicaNames) > 0 && repeated(c.ReplicaNames) != "":
+		return field.Invalid("replica_names", repeated(c.ReplicaNames), "named twice: the prefix balancers tell replicas apart by name")
 	}
 	if _, err := route.New[*call, *replica](c.Balancer, route.Options{Now: func() time.Time { return time.Time{} }}); err != nil {
 		return field.Invalid("balancer", c.Balancer, "want one of %s", strings.Join(route.Names, ", "))
@@ -314,3 +316,15 @@ type Sample struct {
 // the virtual clock. The record is the callee's to keep, unless
 // Config.RecycleRecords is set.
 type Emit func(*latency.Record)
+
+// repeated is a name that names occurs more than once, else "".
+func repeated(names []string) string {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return n
+		}
+		seen[n] = true
+	}
+	return ""
+}

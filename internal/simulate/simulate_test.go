@@ -803,6 +803,7 @@ func TestReplicaNamesAndScrapePhaseChecked(t *testing.T) {
 	}{
 		{"names, one each", func(c *Config) { c.ReplicaNames = []string{"a", "b"} }, ""},
 		{"names, too few", func(c *Config) { c.ReplicaNames = []string{"a"} }, "replica_names"},
+		{"names, one twice", func(c *Config) { c.ReplicaNames = []string{"a", "a"} }, "replica_names"},
 		{"phase within the interval", func(c *Config) { c.Balancer, c.ScrapePhase = route.NameQueueAware, 999*time.Millisecond }, ""},
 		{"phase of a whole interval", func(c *Config) { c.Balancer, c.ScrapePhase = route.NameQueueAware, time.Second }, "scrape_phase"},
 		{"phase without scraping", func(c *Config) { c.ScrapePhase = time.Millisecond }, "scrape_phase"},
