@@ -458,7 +458,7 @@ func (p *PoolConfig) setDefaults() {
 		p.Balancer = route.NameLeastOutstanding
 	}
 	if p.Balancer == route.NameQueueAware && p.ScrapeInterval == 0 {
-		p.ScrapeInterval = Duration(time.Second)
+		p.ScrapeInterval = Duration(route.DefaultScrapeInterval)
 	}
 	for j := range p.Replicas {
 		r := &p.Replicas[j]

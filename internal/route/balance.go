@@ -60,6 +60,11 @@ type Options struct {
 	LoadFactor float64
 }
 
+// DefaultScrapeInterval is how often queue_aware's figures are read from
+// each replica by default, by the gateway and by the simulator alike (a
+// twin of a served gateway scrapes on the same ticker).
+const DefaultScrapeInterval = time.Second
+
 // DefaultSlack is prefix affinity's default tolerance: the preferred
 // replica is kept while it has at most this many requests outstanding
 // beyond the least loaded candidate.

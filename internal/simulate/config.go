@@ -132,7 +132,7 @@ type Admission struct {
 // Default settings.
 const (
 	DefaultPrefixBytes    = 512
-	DefaultScrapeInterval = time.Second
+	DefaultScrapeInterval = route.DefaultScrapeInterval
 	DefaultRunID          = "sim"
 )
 
