@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/jsonscan"
@@ -198,14 +199,30 @@ func (d *fastDecoder) object(field func(k []byte) error) error {
 	})
 }
 
-// recordKeys are the JSON names of latency.Record; a key matching one of
-// them only without regard to case goes to encoding/json, which matches so.
-var recordKeys = []string{"v", "id", "seq", "server_id", "model", "stream", "warmup", "phase", "session", "turn",
-	"intended_ns", "sent_ns", "connect_ns", "wrote_ns", "first_byte_ns", "first_reason_ns", "first_token_ns",
-	"end_ns", "chunk_ns", "chunk_tokens", "other_ns", "last_event_ns", "input_tokens", "input_tokens_requested", "output_tokens",
-	"reasoning_tokens", "cached_tokens", "shared_prefix_tokens", "prefix_blocks", "prefix_block_tokens", "input_source", "output_source", "finish_reason", "status",
-	"error_kind", "error", "server", "gateway_ns", "trace_id", "max_tokens", "timing", "timing_notes",
-	"steps", "tools", "tools_parallel"}
+// recordKeys are the JSON names of latency.Record, read from its tags: a
+// key matching one of them only without regard to case goes to
+// encoding/json, which matches so. TestFastDecoderReadsEveryField holds the
+// switch in record to the same tags.
+var recordKeys = jsonNames(reflect.TypeFor[latency.Record]())
+
+// jsonNames lists the JSON names of a struct type's exported fields.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
+}
 
 func (d *fastDecoder) record(r *latency.Record) error {
 	spare := r.Server // the previous record's split, reused for this one's
@@ -344,6 +361,8 @@ func (d *fastDecoder) record(r *latency.Record) error {
 					s.Engine, err = d.strc(scServerEngine)
 				case "unreported":
 					s.Unreported, err = d.strs()
+				case "first_scheduled_unix_ns":
+					s.FirstScheduledUnixNS, err = d.int64()
 				default:
 					return errSlow
 				}

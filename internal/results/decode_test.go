@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tokentrace/tokentrace/internal/jsonscan"
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
@@ -157,4 +160,70 @@ func benchLine(i int, rng *rand.Rand) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// slowByDesign are Record's keys the fast path hands to encoding/json on
+// purpose (agent steps' tool spans: few records have them).
+var slowByDesign = map[string]bool{"tools": true}
+
+// Every field of Record (and of the structs it holds) is read by the fast
+// path: a field added to the struct and not to fastDecoder.record fails
+// here, instead of silently sending every record through encoding/json.
+func TestFastDecoderReadsEveryField(t *testing.T) {
+	var want latency.Record
+	fill(reflect.ValueOf(&want).Elem(), slowByDesign)
+	line, err := json.Marshal(&want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got latency.Record
+	d := fastDecoder{s: jsonscan.New(line), cache: &Decoder{}}
+	if err := d.record(&got); err != nil {
+		t.Fatalf("the fast path refused a record with every field set (%v): add the new field to fastDecoder.record\n%s", err, line)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fast path lost a field (-want +got):\n%s", diff)
+	}
+	for _, k := range jsonNames(reflect.TypeFor[latency.Record]()) {
+		if !slowByDesign[k] && !strings.Contains(string(line), `"`+k+`":`) {
+			t.Errorf("key %q not written by the filled record: fill does not reach it", k)
+		}
+	}
+}
+
+// fill sets every exported field of a struct value to a distinct non-zero
+// value, skipping the JSON keys in skip.
+func fill(v reflect.Value, skip map[string]bool) {
+	n := int64(1)
+	var set func(v reflect.Value)
+	set = func(v reflect.Value) {
+		n++
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(fmt.Sprintf("s%d", n))
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			v.SetInt(n)
+		case reflect.Slice:
+			s := reflect.MakeSlice(v.Type(), 2, 2)
+			set(s.Index(0))
+			set(s.Index(1))
+			v.Set(s)
+		case reflect.Pointer:
+			v.Set(reflect.New(v.Type().Elem()))
+			set(v.Elem())
+		case reflect.Struct:
+			for i := range v.NumField() {
+				f := v.Type().Field(i)
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if f.IsExported() && !skip[name] {
+					set(v.Field(i))
+				}
+			}
+		default:
+			panic("fill: unhandled kind " + v.Kind().String())
+		}
+	}
+	set(v)
 }
