@@ -115,6 +115,10 @@ type Config struct {
 	// Seed seeds the engine's random source (output lengths, speculative
 	// acceptance).
 	Seed uint64
+	// KVLink times a RemotePrefill request's pull of KV cache from its
+	// prefill instance: KVBytesPerToken × the tokens pulled over it. A
+	// zero link refuses RemotePrefill requests.
+	KVLink perfmodel.Link
 }
 
 const gib = 1 << 30
@@ -186,6 +190,8 @@ func (c Config) Validate() error {
 		return field.Invalid("max_waiting", c.MaxWaiting, "must not be negative")
 	case c.OutputLength == nil:
 		return field.Errorf("natural_output_tokens", "no output length distribution")
+	case c.KVLink != (perfmodel.Link{}) && c.KVLink.Validate() != nil:
+		return field.Invalid("kv_link", c.KVLink.Name, "%w", c.KVLink.Validate())
 	}
 	if need := c.MaxModelLen + c.Speculative.K; c.NumBlocks*c.BlockSize < need {
 		return field.Invalid("max_model_len", c.MaxModelLen, "the KV cache holds %d tokens (%d blocks of %d), fewer than %d; lower it or raise {gpu_memory_utilization}",

@@ -145,6 +145,8 @@ func validate(r *Request, cfg Config) error {
 		return fmt.Errorf("%w: min_tokens (%d) must be at most max_tokens (%d)", ErrInvalid, r.MinTokens, r.MaxTokens)
 	case p > cfg.MaxModelLen || r.MaxTokens > cfg.MaxModelLen-p:
 		return &LengthError{PromptTokens: p, MaxTokens: r.MaxTokens, MaxModelLen: cfg.MaxModelLen}
+	case r.RemotePrefill && cfg.KVLink.BytesPerSecond <= 0:
+		return fmt.Errorf("%w: a remote prefill needs a KV link, and this engine has none", ErrInvalid)
 	}
 	return nil
 }
@@ -209,10 +211,15 @@ func (e *Engine) Run(ctx context.Context) error {
 			// later step. One queued after take has signalled e.wake,
 			// which only this wait drains, so none is missed.
 			if !held {
+				var ready <-chan time.Time // a KV transfer ending
+				if at, ok := s.nextReady(); ok {
+					ready = e.clock.After(time.Duration(at - e.instant(e.clock.Now())))
+				}
 				select {
 				case <-ctx.Done():
 					return nil
 				case <-e.wake:
+				case <-ready:
 				}
 			}
 			continue
@@ -342,6 +349,9 @@ func (e *Engine) deliver(q *request, n int, fin FinishReason, at int64) {
 	tl.ReasoningTokens = min(q.reasoning, q.output)
 	tl.PrefillChunks = q.chunks
 	tl.Preemptions = q.preemptions
+	if q.xferStart >= 0 && tl.KVTransferStart.IsZero() {
+		tl.KVTransferStart, tl.KVTransferEnd, tl.KVTransferTokens = e.at(q.xferStart), e.at(q.xferEnd), q.xferTokens
+	}
 	if fin != "" {
 		st.pending.Finish = fin
 		tl.Finished = t
@@ -360,7 +370,7 @@ func (e *Engine) deliver(q *request, n int, fin FinishReason, at int64) {
 func (e *Engine) publish() {
 	s := e.s
 	e.stRunning.Store(int64(len(s.running)))
-	e.stWaiting.Store(int64(s.numWaiting()))
+	e.stWaiting.Store(int64(s.numWaiting() + s.numTransfers()))
 	e.stUsed.Store(int64(s.kv.used()))
 	e.stPreempt.Store(s.preemptions)
 	e.stQueries.Store(s.prefixQueries)
@@ -381,6 +391,7 @@ func (e *Engine) shutdown() {
 	now := e.instant(e.clock.Now())
 	var live []*request
 	live = append(live, s.running...)
+	live = append(live, s.transfers...)
 	s.waiting.each(func(r *request) { live = append(live, r) })
 	for _, q := range inbox {
 		if q.state != stDone { // not already aborted while it waited

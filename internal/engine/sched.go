@@ -13,6 +13,7 @@ const (
 	stNew reqState = iota
 	stWaiting
 	stRunning
+	stTransfer // a remote prefill pulling its prompt's KV cache
 	stDone
 )
 
@@ -44,6 +45,13 @@ type request struct {
 	// after the reasoning ones (-1: none yet, or no reasoning).
 	firstAnswer int64
 
+	// remote: the prompt's KV comes from a prefill instance (pulled
+	// once: a preempted request recomputes). xferStart and xferEnd bound
+	// the pull (-1: none yet); xferTokens is what it pulled.
+	remote              bool
+	xferStart, xferEnd  int64
+	xferTokens, xferHit int
+
 	stream    *Stream     // serving only
 	stopAbort func() bool // serving only: unregisters the context hook
 }
@@ -72,9 +80,10 @@ type scheduler struct {
 	k        int
 	alpha    float64
 
-	running []*request
-	waiting waitQueue
-	nextSeq uint64
+	running   []*request
+	waiting   waitQueue
+	transfers []*request // remote prefills pulling KV, in admission order (aborted ones dropped lazily)
+	nextSeq   uint64
 
 	plan     []planned
 	batch    perfmodel.Batch
@@ -124,6 +133,7 @@ func (s *scheduler) initRequest(r *request, q *Request, now int64) {
 		state:     stNew,
 	}
 	r.firstAnswer = -1
+	r.remote, r.xferStart, r.xferEnd = q.RemotePrefill, -1, -1
 	r.target, r.finishAs = s.drawOutput(q)
 	if s.cfg.Reasoning != nil {
 		r.reasoning = min(s.cfg.Reasoning.Sample(s.thinkRng), r.target)
@@ -160,6 +170,7 @@ func (s *scheduler) drawOutput(q *Request) (int, FinishReason) {
 func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 	s.plan = s.plan[:0]
 	s.nPreempt = 0
+	s.landTransfers(now)
 	budget := s.planRunning(s.cfg.MaxNumBatchedTokens)
 	// Then waiting requests, into the leftover budget, unless this step
 	// preempted (vLLM V1 does the same).
@@ -232,6 +243,12 @@ func (s *scheduler) admitWaiting(now int64, budget int) {
 			hits, evict = s.kv.lookup(r.hashes, (numTok-1)/bs)
 		}
 		hitTok := hits * bs
+		if r.remote && r.xferStart < 0 {
+			if !s.startTransfer(r, now, hits, evict) {
+				break
+			}
+			continue
+		}
 		n := numTok - hitTok
 		if n > budget {
 			if !s.chunked {
@@ -262,6 +279,87 @@ func (s *scheduler) admitWaiting(now int64, budget int) {
 		s.plan = append(s.plan, planned{r: r, n: n, ctx: hitTok})
 		budget -= n
 	}
+}
+
+// startTransfer admits the remote prefill r at now if the free KV blocks
+// (after hits prefix-cache hits, evict of them evictable) hold its prompt:
+// it takes its blocks and starts pulling the prompt's full blocks that
+// the cache lacks (vLLM's connectors leave the partial last block to the
+// decode side).
+func (s *scheduler) startTransfer(r *request, now int64, hits, evict int) bool {
+	bs := s.cfg.BlockSize
+	if s.kv.blocksFor(r.promptLen)-hits+evict > s.kv.numFree {
+		return false
+	}
+	s.waiting.pop()
+	if need := s.kv.blocksFor(r.promptLen + r.target + s.k); cap(r.blocks) < need {
+		r.blocks = make([]int32, 0, need)
+	}
+	s.kv.take(&r.blocks, r.hashes, hits)
+	s.kv.grow(&r.blocks, r.promptLen)
+	if s.cfg.EnablePrefixCaching {
+		s.prefixQueries += int64(r.promptLen)
+		s.prefixHits += int64(hits * bs)
+	}
+	r.cachedTokens = hits * bs
+	r.xferHit = hits
+	r.xferTokens = max(r.promptLen/bs*bs-hits*bs, 0)
+	r.xferStart = now
+	r.xferEnd = now + int64(s.cfg.KVLink.Transfer(int64(r.xferTokens)*s.cfg.KVBytesPerToken))
+	r.state = stTransfer
+	s.transfers = append(s.transfers, r)
+	return true
+}
+
+// landTransfers moves the remote prefills whose pull ended by now into
+// the running list, their pulled blocks computed (and published to the
+// prefix cache): the step starting at now computes the rest of the
+// prompt, at least its last token, whose logits give the first token.
+func (s *scheduler) landTransfers(now int64) {
+	bs := s.cfg.BlockSize
+	j := 0
+	for _, r := range s.transfers {
+		switch {
+		case r.state != stTransfer: // aborted
+			continue
+		case r.xferEnd > now:
+			s.transfers[j] = r
+			j++
+			continue
+		}
+		full := r.xferHit*bs + r.xferTokens
+		if len(r.hashes) > r.xferHit {
+			s.kv.publish(r.blocks, r.hashes, r.xferHit, full/bs)
+		}
+		r.computed = min(full, r.promptLen-1)
+		r.scheduled = now
+		r.state = stRunning
+		s.running = append(s.running, r)
+	}
+	clear(s.transfers[j:])
+	s.transfers = s.transfers[:j]
+}
+
+// nextReady is the instant the earliest KV transfer in flight ends.
+func (s *scheduler) nextReady() (int64, bool) {
+	at, ok := int64(0), false
+	for _, r := range s.transfers {
+		if r.state == stTransfer && (!ok || r.xferEnd < at) {
+			at, ok = r.xferEnd, true
+		}
+	}
+	return at, ok
+}
+
+// numTransfers counts the KV transfers in flight.
+func (s *scheduler) numTransfers() int {
+	n := 0
+	for _, r := range s.transfers {
+		if r.state == stTransfer {
+			n++
+		}
+	}
+	return n
 }
 
 // price times the planned step with the step timer.

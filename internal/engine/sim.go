@@ -236,7 +236,7 @@ func (r *request) timeline(epoch time.Time) Timeline {
 		}
 		return epoch.Add(time.Duration(i))
 	}
-	return Timeline{
+	tl := Timeline{
 		Arrival:         at(r.arrival),
 		Scheduled:       at(r.scheduled),
 		FirstToken:      at(r.firstTok),
@@ -250,4 +250,8 @@ func (r *request) timeline(epoch time.Time) Timeline {
 		Preemptions:     r.preemptions,
 		Finish:          r.reason,
 	}
+	if r.xferStart >= 0 {
+		tl.KVTransferStart, tl.KVTransferEnd, tl.KVTransferTokens = at(r.xferStart), at(r.xferEnd), r.xferTokens
+	}
+	return tl
 }

@@ -57,6 +57,13 @@ type Request struct {
 	// Priority orders requests under the priority policy: lower is served
 	// first (vLLM's convention). Ignored under FCFS.
 	Priority int
+	// RemotePrefill says a prefill instance computed the prompt (vLLM's
+	// kv_transfer_params do_remote_prefill): once admitted, the request
+	// holds blocks for its prompt while it pulls the full blocks its
+	// prefix cache lacks over Config.KVLink, then computes the rest (the
+	// partial last block, or the last token) in its first step, which
+	// emits the first token (docs/engine.md, "Disaggregated prefill").
+	RemotePrefill bool
 }
 
 func (r *Request) promptLen() int {
@@ -103,10 +110,20 @@ type Timeline struct {
 	// was preempted.
 	PrefillChunks, Preemptions int
 	Finish                     FinishReason
+	// KVTransferStart and KVTransferEnd bound a RemotePrefill request's
+	// pull of its prompt's KV cache (zero for any other request, or one
+	// not yet admitted); KVTransferTokens is how many tokens' KV it pulled
+	// (the prompt's full blocks less its prefix-cache hits).
+	KVTransferStart, KVTransferEnd time.Time
+	KVTransferTokens               int
 }
 
-// Queue is the time spent waiting before the first scheduled step.
-func (t Timeline) Queue() time.Duration { return span(t.Arrival, t.Scheduled) }
+// Queue is the time spent waiting before the first scheduled step, less
+// a RemotePrefill request's KV transfer.
+func (t Timeline) Queue() time.Duration { return span(t.Arrival, t.Scheduled) - t.KVTransfer() }
+
+// KVTransfer is a RemotePrefill request's pull of its prompt's KV cache.
+func (t Timeline) KVTransfer() time.Duration { return span(t.KVTransferStart, t.KVTransferEnd) }
 
 // Prefill is the time from the first scheduled step to the first token.
 func (t Timeline) Prefill() time.Duration { return span(t.Scheduled, t.FirstToken) }

@@ -118,6 +118,14 @@ func (v *Virtual) Abort(h Handle, at time.Duration) (Timeline, bool) {
 // Busy reports whether a step is in progress, and when it ends.
 func (v *Virtual) Busy() (end time.Duration, busy bool) { return time.Duration(v.end), v.busy }
 
+// NextReady is the offset at which the earliest KV transfer in flight
+// ends (a RemotePrefill request's pull): an idle engine that Start
+// found nothing to compute for has work again then.
+func (v *Virtual) NextReady() (time.Duration, bool) {
+	at, ok := v.s.nextReady()
+	return time.Duration(at), ok
+}
+
 // Live is the number of requests submitted and not yet finished.
 func (v *Virtual) Live() int { return v.live }
 
@@ -189,7 +197,7 @@ func (v *Virtual) Stats() Stats {
 	s := v.s
 	return Stats{
 		Running:          len(s.running),
-		Waiting:          s.numWaiting(),
+		Waiting:          s.numWaiting() + s.numTransfers(),
 		KVUsage:          float64(s.kv.used()) / float64(v.cfg.NumBlocks),
 		PrefixQueries:    s.prefixQueries,
 		PrefixHits:       s.prefixHits,
