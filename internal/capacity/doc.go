@@ -21,5 +21,6 @@
 // docs/plan.md is the user's guide.
 //
 // It never imports serve, gateway, bench or app: every candidate is judged
-// on the virtual clock (internal/simulate), never measured.
+// on the virtual clock (internal/simulate), never measured; nor report: its
+// page is drawn in the house style of internal/chart.
 package capacity

@@ -11,11 +11,11 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/chart"
 )
 
-// chart is one inline SVG figure of the HTML page.
-type chart struct {
+// figure is one inline SVG figure of the HTML page.
+type figure struct {
 	Title, Caption string
 	SVG            template.HTML
 }
@@ -23,7 +23,7 @@ type chart struct {
 // Charts draws the plan's two figures: goodput against cost and latency
 // against cost, every candidate whose goodput is known as a grey dot, the
 // Pareto front as a line, the answer as a large dot.
-func (pl *Plan) charts() ([]chart, error) {
+func (pl *Plan) charts() ([]figure, error) {
 	target := pl.Objective.TargetRate > 0
 	var all, frontG, frontL, allL plotter.XYs
 	for _, c := range pl.Candidates {
@@ -60,7 +60,7 @@ func (pl *Plan) charts() ([]chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []chart{
+	return []figure{
 		{Title: "Goodput against cost", Caption: "each grey dot a candidate that meets the SLOs at some rate; line: the Pareto front; large dot: the answer", SVG: g},
 		{Title: "Latency against cost", Caption: fmt.Sprintf("%s; dashed: the SLO threshold %s", pl.latencyName(), s), SVG: l},
 	}, nil
@@ -69,7 +69,7 @@ func (pl *Plan) charts() ([]chart, error) {
 // scatterChart draws all as dots, front as a line with dots, best as a
 // large dot, and a dashed threshold when it is a number.
 func scatterChart(title, x, y string, all, front, best plotter.XYs, threshold float64) (template.HTML, error) {
-	p := report.NewPlot(title, x, y)
+	p := chart.New(title, x, y)
 	dots := func(xys plotter.XYs, c color.Color, r vg.Length, name string) error {
 		if len(xys) == 0 {
 			return nil
@@ -93,14 +93,14 @@ func scatterChart(title, x, y string, all, front, best plotter.XYs, threshold fl
 		if err != nil {
 			return "", err
 		}
-		ln.Color, ln.Width = report.ChartColor(0), vg.Points(1.6)
+		ln.Color, ln.Width = chart.Color(0), vg.Points(1.6)
 		p.Add(ln)
 		p.Legend.Add("Pareto front", ln)
-		if err := dots(front, report.ChartColor(0), vg.Points(2.6), ""); err != nil {
+		if err := dots(front, chart.Color(0), vg.Points(2.6), ""); err != nil {
 			return "", err
 		}
 	}
-	if err := dots(best, report.ChartColor(1), vg.Points(5), "answer"); err != nil {
+	if err := dots(best, chart.Color(1), vg.Points(5), "answer"); err != nil {
 		return "", err
 	}
 	if !math.IsNaN(threshold) {
@@ -112,12 +112,12 @@ func scatterChart(title, x, y string, all, front, best plotter.XYs, threshold fl
 		if err != nil {
 			return "", err
 		}
-		ln.Color, ln.Width, ln.Dashes = report.ChartColor(3), vg.Points(1.2), []vg.Length{vg.Points(5), vg.Points(3)}
+		ln.Color, ln.Width, ln.Dashes = chart.Color(3), vg.Points(1.2), []vg.Length{vg.Points(5), vg.Points(3)}
 		p.Add(ln)
 		p.Legend.Add("SLO", ln)
 	}
 	p.Y.Min = 0
-	svg, err := report.RenderSVG(p, 6*vg.Inch, 3.6*vg.Inch)
+	svg, err := chart.SVG(p, 6*vg.Inch, 3.6*vg.Inch)
 	return template.HTML(svg), err // drawn by gonum/plot from our numbers
 }
 
@@ -152,7 +152,7 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 	}
 	data := struct {
 		Title, Workload, Summary, Prices, LatencyName, Answer, Closest string
-		Charts                                                         []chart
+		Charts                                                         []figure
 		Front, All                                                     []row
 	}{Title: "tokentrace plan: " + pl.Title(), Workload: pl.Workload.Describe, Summary: pl.Summary(),
 		Prices: "built-in table of " + pl.PricesDate, LatencyName: pl.latencyName(), Charts: charts}
@@ -173,7 +173,7 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 	return planPage.Execute(w, data)
 }
 
-var planPage = report.HTMLPage("plan", nil, `.answer { background:#fff; border:1px solid var(--line); border-left:5px solid var(--ok); border-radius:6px; padding:10px 14px; margin:14px 0; }
+var planPage = chart.Page("plan", nil, `.answer { background:#fff; border:1px solid var(--line); border-left:5px solid var(--ok); border-radius:6px; padding:10px 14px; margin:14px 0; }
 .answer.none { border-left-color:var(--crit); }
 th:nth-child(2), td:nth-child(2), td.reason { text-align:left; }
 td.reason { white-space:normal; color:var(--muted); min-width:240px; }

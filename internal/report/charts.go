@@ -1,24 +1,20 @@
 package report
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"image/color"
 	"math"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/chart"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Chart is one figure of the HTML report: an SVG drawn by gonum.org/v1/plot.
@@ -30,69 +26,12 @@ type Chart struct {
 	Wide    bool   // drawn to span the page's width
 }
 
-var palette = []color.Color{
-	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
-	color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff},
-	color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
-	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
-	color.RGBA{0xbc, 0xbd, 0x22, 0xff}, color.RGBA{0x17, 0xbe, 0xcf, 0xff},
-	color.RGBA{0x39, 0x3b, 0x79, 0xff},
-}
-
-var sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
-
 // Chart sizes: the page shows wide charts across its width and narrow ones
 // three to a row, so these keep the text near its drawn size on a laptop.
 const (
 	wideW, wideH     = 10 * vg.Inch, 3.2 * vg.Inch
 	narrowW, narrowH = 4.3 * vg.Inch, 3.2 * vg.Inch
 )
-
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font = font.From(sans, 13)
-	p.X.Label.Text, p.Y.Label.Text = x, y
-	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
-		ax.Label.TextStyle.Font = font.From(sans, 11)
-		ax.Tick.Label.Font = font.From(sans, 10)
-		ax.Tick.Marker = niceTicks{}
-	}
-	p.Legend.TextStyle.Font = font.From(sans, 10)
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	return p
-}
-
-var (
-	svgHead   = regexp.MustCompile(`(?s)^.*?<svg width="[^"]*" height="[^"]*"`)
-	svgFamily = regexp.MustCompile(`font-family:Liberation (Sans|Serif|Mono)`)
-)
-
-// render draws a plot to an inline SVG element that scales with the page.
-func render(p *plot.Plot, w, h vg.Length) (string, error) {
-	// Leave room above the data for a legend in the top corner: stretch the
-	// Y axis by the share of the plot's height the legend takes.
-	if p.Legend.Top && !math.IsNaN(p.Y.Max) && !math.IsInf(p.Y.Max, 0) && p.Y.Max > p.Y.Min {
-		lh := p.Legend.Rectangle(draw.New(vgsvg.New(w, h))).Size().Y
-		f := min(float64(lh+vg.Points(6))/float64(h-vg.Points(70)), 0.6)
-		if _, log := p.Y.Scale.(plot.LogScale); log && p.Y.Min > 0 {
-			lo, hi := math.Log10(p.Y.Min), math.Log10(p.Y.Max)
-			p.Y.Max = math.Pow(10, lo+(hi-lo)/(1-f))
-		} else {
-			p.Y.Max = p.Y.Min + (p.Y.Max-p.Y.Min)/(1-f)
-		}
-	}
-	c := vgsvg.New(w, h)
-	p.Draw(draw.New(c))
-	var b bytes.Buffer
-	if _, err := c.WriteTo(&b); err != nil {
-		return "", fmt.Errorf("chart %q: %w", p.Title.Text, err)
-	}
-	s := svgHead.ReplaceAllString(b.String(), `<svg class="chart" role="img"`)
-	s = svgFamily.ReplaceAllString(s, `font-family:'Liberation $1',Arial,Helvetica,sans-serif`)
-	return s, nil
-}
 
 func line(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) error {
 	if len(xys) == 0 {
@@ -102,7 +41,7 @@ func line(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) error 
 	if err != nil {
 		return err
 	}
-	l.Color = palette[i%len(palette)]
+	l.Color = chart.Color(i)
 	l.Width = vg.Points(1.6)
 	if dashed {
 		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
@@ -116,71 +55,6 @@ func line(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) error 
 
 func hline(p *plot.Plot, name string, y, x0, x1 float64, i int) error {
 	return line(p, name, plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}}, i, true)
-}
-
-// logTicks labels a log axis at 1, 2 and 5 times each power of ten (plain
-// powers of ten leave a short range with one label).
-type logTicks struct{}
-
-func (logTicks) Ticks(lo, hi float64) []plot.Tick {
-	if lo <= 0 || hi <= lo {
-		return nil
-	}
-	var out []plot.Tick
-	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
-		for _, m := range []float64{1, 2, 5} {
-			v := m * math.Pow(10, e)
-			if v < lo || v > hi {
-				continue
-			}
-			label := strconv.FormatFloat(v, 'f', -1, 64)
-			if v >= 1e4 {
-				label = strconv.FormatFloat(v/1000, 'f', -1, 64) + "k"
-			}
-			out = append(out, plot.Tick{Value: v, Label: label})
-		}
-	}
-	return out
-}
-
-// niceTicks labels a linear axis at about five round values (1, 2 or 5
-// times a power of ten), with unlabelled minor ticks between them.
-type niceTicks struct{}
-
-func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
-	if !(hi > lo) || math.IsInf(hi-lo, 0) {
-		return nil
-	}
-	raw := (hi - lo) / 6
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := mag
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*mag >= raw {
-			step = m * mag
-			break
-		}
-	}
-	var out []plot.Tick
-	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
-		out = append(out, plot.Tick{Value: v, Label: tickLabel(v, step)})
-		for k := 1; k < 5; k++ {
-			if m := v + float64(k)*step/5; m <= hi {
-				out = append(out, plot.Tick{Value: m})
-			}
-		}
-	}
-	return out
-}
-
-func tickLabel(v, step float64) string {
-	if math.Abs(v) < step*1e-9 {
-		return "0"
-	}
-	if math.Abs(v) >= 1e4 && math.Mod(v, 1000) == 0 {
-		return strconv.FormatFloat(v/1000, 'f', -1, 64) + "k"
-	}
-	prec := max(0, int(-math.Floor(math.Log10(step))))
-	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
 // xys converts a curve to plotter's points.
@@ -201,7 +75,7 @@ func (r *Report) Charts() ([]Chart, error) {
 	}
 	var out []Chart
 	add := func(id, title, caption string, p *plot.Plot, w, h vg.Length) error {
-		svg, err := render(p, w, h)
+		svg, err := chart.SVG(p, w, h)
 		if err != nil {
 			return err
 		}
@@ -223,7 +97,7 @@ type addFunc func(id, title, caption string, p *plot.Plot, w, h vg.Length) error
 func (r *Report) cdfCharts(add addFunc) error {
 	for i, c := range r.Figures.CDFs {
 		m := string(c.Metric)
-		p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
+		p := chart.New("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
 		if err := line(p, "", xys(c.Points), i, false); err != nil {
 			return err
 		}
@@ -252,9 +126,9 @@ func (r *Report) timeCharts(add addFunc) error {
 	if tl == nil {
 		return nil
 	}
-	p := newPlot("Latency over the run", "time since start (s), by send instant", "ms (log scale)")
+	p := chart.New("Latency over the run", "time since start (s), by send instant", "ms (log scale)")
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = logTicks{}
+	p.Y.Tick.Marker = chart.LogTicks{}
 	for i, s := range []struct {
 		name string
 		pts  []XY
@@ -272,7 +146,7 @@ func (r *Report) timeCharts(add addFunc) error {
 		p, wideW, wideH); err != nil {
 		return err
 	}
-	p = newPlot("Throughput over the run", "time since start (s), by completion", "output tokens/s")
+	p = chart.New("Throughput over the run", "time since start (s), by completion", "output tokens/s")
 	if err := line(p, "output tok/s", xys(tl.OutputTPS), 2, false); err != nil {
 		return err
 	}
@@ -314,7 +188,7 @@ func (r *Report) serverCharts(tl *Timeline, add addFunc) error {
 	}
 	has := func(f string) bool { return slices.Contains(info.Series, f) }
 	if has("kv_cache_usage") || has("prefix_cache") {
-		p := newPlot("KV cache over the run", "time since start (s)", "% (0–100)")
+		p := chart.New("KV cache over the run", "time since start (s)", "% (0–100)")
 		var kv, hits plotter.XYs
 		for i, s := range samples {
 			kv = append(kv, plotter.XY{X: tl.at(s), Y: 100 * s.KVCacheUsage})
@@ -344,7 +218,7 @@ func (r *Report) serverCharts(tl *Timeline, add addFunc) error {
 	if !has("preemptions") {
 		return nil
 	}
-	p := newPlot("Preemptions over the run", "time since start (s)", "preemptions since the start")
+	p := chart.New("Preemptions over the run", "time since start (s)", "preemptions since the start")
 	var pre plotter.XYs
 	for _, s := range samples {
 		pre = append(pre, plotter.XY{X: tl.at(s), Y: s.Preemptions - samples[0].Preemptions})
@@ -362,7 +236,7 @@ func (r *Report) serverCharts(tl *Timeline, add addFunc) error {
 // inflightChart: requests in flight, the server's scrape when there is
 // one, else the client's view.
 func (r *Report) inflightChart(tl *Timeline, add addFunc) error {
-	p := newPlot("Requests in flight", "time since start (s)", "requests")
+	p := chart.New("Requests in flight", "time since start (s)", "requests")
 	samples, _ := r.server()
 	caption := "client view: waiting = sent, no token yet; decoding = between first token and end"
 	if len(samples) > 0 {
@@ -394,7 +268,7 @@ func (r *Report) inflightChart(tl *Timeline, add addFunc) error {
 // each with its least-squares line.
 func (r *Report) scatterCharts(add addFunc) error {
 	for _, s := range r.Figures.Scatters {
-		p := newPlot(s.Title, s.XLabel, s.YLabel)
+		p := chart.New(s.Title, s.XLabel, s.YLabel)
 		sc, err := plotter.NewScatter(xys(s.Points))
 		if err != nil {
 			return err
@@ -431,7 +305,7 @@ func (r *Report) stageBars(add addFunc) error {
 		if d.Of == latency.TTFTIntended {
 			title, id = "Where TTFT goes: median vs tail", "stages-ttft"
 		}
-		p := newPlot(title, "", "mean ms per request")
+		p := chart.New(title, "", "mean ms per request")
 		var names []string
 		for _, g := range d.Groups {
 			names = append(names, fmt.Sprintf("%s (n=%d)", g.Name, g.Requests))
@@ -516,7 +390,7 @@ func stageColors(ss []StageShare) []color.Color {
 				h = len(hops)
 				hops[s.Hop] = h
 			}
-			base = color.RGBAModel.Convert(palette[h%len(palette)]).(color.RGBA)
+			base = color.RGBAModel.Convert(chart.Color(h)).(color.RGBA)
 		}
 		out[i] = tint(base, float64(k%5)*0.17)
 	}
@@ -542,9 +416,9 @@ func (r *Report) sweepCharts(add addFunc) error {
 		return nil
 	}
 	x0, x1 := pts[0].OfferedRPS, pts[len(pts)-1].OfferedRPS
-	p := newPlot("Latency vs offered rate", "offered rate (req/s)", "ms (log scale)")
+	p := chart.New("Latency vs offered rate", "offered rate (req/s)", "ms (log scale)")
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = logTicks{}
+	p.Y.Tick.Marker = chart.LogTicks{}
 	series := []struct {
 		name string
 		v    func(Phase) float64
@@ -587,7 +461,7 @@ func (r *Report) sweepCharts(add addFunc) error {
 // goodputChart: throughput and goodput against the offered rate.
 func (r *Report) goodputChart(pts []Phase, add addFunc) error {
 	x0, x1 := pts[0].OfferedRPS, pts[len(pts)-1].OfferedRPS
-	p := newPlot("Goodput vs offered rate", "offered rate (req/s)", "req/s")
+	p := chart.New("Goodput vs offered rate", "offered rate (req/s)", "req/s")
 	var thr, good plotter.XYs
 	for _, ph := range pts {
 		thr = append(thr, plotter.XY{X: ph.OfferedRPS, Y: ph.ThroughputRPS})

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 )
@@ -15,7 +16,7 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 	var charts []Chart
 	for _, cdf := range c.CDFs {
 		m := string(cdf.Metric)
-		p := newPlot("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
+		p := chart.New("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
 		if err := line(p, "A", xys(cdf.A), 0, false); err != nil {
 			return err
 		}
@@ -23,7 +24,7 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 			return err
 		}
 		p.Legend.Left = false
-		svg, err := render(p, 4*vg.Inch, 3*vg.Inch)
+		svg, err := chart.SVG(p, 4*vg.Inch, 3*vg.Inch)
 		if err != nil {
 			return err
 		}
@@ -48,7 +49,7 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 			{"sweep-pareto", "A (baseline) and B (candidate): tokens/s per user against output tokens/s " + sw.ParetoA.per() +
 				"; lines: each run's Pareto front; ring: its SLO knee", front},
 		} {
-			svg, err := render(ch.p, wideW, wideH)
+			svg, err := chart.SVG(ch.p, wideW, wideH)
 			if err != nil {
 				return err
 			}
@@ -64,7 +65,7 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 	}{c, charts, "tokentrace comparison", strings.Join(c.A, ", "), strings.Join(c.B, ", ")})
 }
 
-var compareHTML = HTMLPage("compare", template.FuncMap{
+var compareHTML = chart.Page("compare", template.FuncMap{
 	"val": fmtVal, "pct": fmtPct, "ms": fmtMS,
 	"svg": func(s string) template.HTML { return template.HTML(s) },
 }, `th:first-child, td:first-child, td:nth-child(2) { text-align:left; }

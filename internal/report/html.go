@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/chart"
 )
 
 // WriteHTML writes the report as one self-contained HTML page: styles and
@@ -37,7 +39,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return htmlPage.Execute(w, data)
 }
 
-var htmlPage = HTMLPage("report", template.FuncMap{
+var htmlPage = chart.Page("report", template.FuncMap{
 	"ms":      fmtMS,
 	"hopCell": hopCell,
 	"num":     num,

@@ -5,8 +5,8 @@ import (
 	"image/color"
 	"math"
 
+	"github.com/tokentrace/tokentrace/internal/chart"
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -70,9 +70,9 @@ var curveMetrics = []curveMetric{
 // per metric for one run; for several runs TTFT p99 (solid) and TPOT p99
 // (dashed) per run, coloured by run.
 func curvePlot(runs []sweepRun, slos []Verdict) (*plot.Plot, error) {
-	p := newPlot("Latency vs token throughput", "output tokens/s (achieved)", "ms (log scale)")
+	p := chart.New("Latency vs token throughput", "output tokens/s (achieved)", "ms (log scale)")
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = logTicks{}
+	p.Y.Tick.Marker = chart.LogTicks{}
 	metrics := curveMetrics
 	if len(runs) > 1 {
 		metrics = []curveMetric{curveMetrics[1], curveMetrics[3]}
@@ -120,7 +120,7 @@ func curvePlot(runs []sweepRun, slos []Verdict) (*plot.Plot, error) {
 // user: every point labelled with its phase, the front joined, the knee
 // ringed; one colour per run.
 func paretoPlot(runs []sweepRun) (*plot.Plot, error) {
-	p := newPlot("Pareto front", "tokens/s per user (1 ÷ TPOT p50)", "output tokens/s "+runs[0].pareto.per())
+	p := chart.New("Pareto front", "tokens/s per user (1 ÷ TPOT p50)", "output tokens/s "+runs[0].pareto.per())
 	x0, x1, y0, y1 := math.Inf(1), 0.0, math.Inf(1), 0.0
 	for ri, run := range runs {
 		var all, front plotter.XYs
@@ -189,7 +189,7 @@ func dots(p *plot.Plot, pts plotter.XYs, labels []string, i int) error {
 	if err != nil {
 		return err
 	}
-	sc.GlyphStyle.Color = palette[i%len(palette)]
+	sc.GlyphStyle.Color = chart.Color(i)
 	sc.GlyphStyle.Radius = vg.Points(2.6)
 	sc.GlyphStyle.Shape = draw.CircleGlyph{}
 	p.Add(sc)
@@ -198,7 +198,7 @@ func dots(p *plot.Plot, pts plotter.XYs, labels []string, i int) error {
 		return err
 	}
 	for k := range l.TextStyle {
-		l.TextStyle[k].Font = font.From(sans, 9)
+		l.TextStyle[k].Font = chart.Font(9)
 		l.TextStyle[k].Color = color.RGBA{0x3d, 0x44, 0x52, 0xff}
 	}
 	l.Offset = vg.Point{X: vg.Points(4), Y: vg.Points(3)}
@@ -216,7 +216,7 @@ func ring(p *plot.Plot, at *plotter.XY, i int, legend string) error {
 	if err != nil {
 		return err
 	}
-	sc.GlyphStyle.Color = palette[i%len(palette)]
+	sc.GlyphStyle.Color = chart.Color(i)
 	sc.GlyphStyle.Radius = vg.Points(6)
 	sc.GlyphStyle.Shape = draw.RingGlyph{}
 	p.Add(sc)

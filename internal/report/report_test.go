@@ -74,27 +74,6 @@ func TestChartsUseServerSamples(t *testing.T) {
 	}
 }
 
-func TestNiceTicks(t *testing.T) {
-	var labels []string
-	for _, tk := range (niceTicks{}).Ticks(0, 27000) {
-		if tk.Label != "" {
-			labels = append(labels, tk.Label)
-		}
-	}
-	if got := strings.Join(labels, " "); got != "0 5000 10k 15k 20k 25k" {
-		t.Errorf("0..27000: %s", got)
-	}
-	labels = nil
-	for _, tk := range (niceTicks{}).Ticks(0.2, 1.05) {
-		if tk.Label != "" {
-			labels = append(labels, tk.Label)
-		}
-	}
-	if got := strings.Join(labels, " "); got != "0.2 0.4 0.6 0.8 1.0" {
-		t.Errorf("0.2..1.05: %s", got)
-	}
-}
-
 // Big runs keep the table within 100 columns.
 func TestTextWidthWithBigCounts(t *testing.T) {
 	d := Dist{Metric: "client_queue", Count: 151451836, Mean: 12345.6, P50: 99999, P90: 123456, P95: 0.01,

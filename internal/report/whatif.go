@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/chart"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
@@ -276,7 +277,7 @@ func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 // remedyChart is one remedy's before/after bars.
 func (w *Predictions) remedyChart(r Remedy) (string, error) {
 	name := objectiveName(w.Objectives[0])
-	p := newPlot(r.Title, "", name+" (ms)")
+	p := chart.New(r.Title, "", name+" (ms)")
 	measured := math.NaN()
 	if len(w.MeasuredMS) > 0 {
 		measured = w.MeasuredMS[0]
@@ -288,7 +289,7 @@ func (w *Predictions) remedyChart(r Remedy) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bc.Color = palette[0]
+	bc.Color = chart.Color(0)
 	bc.LineStyle.Width = 0
 	p.Add(bc)
 	if w.Judged && len(w.Objectives) > 0 {
@@ -300,7 +301,7 @@ func (w *Predictions) remedyChart(r Remedy) (string, error) {
 	}
 	p.NominalX(labels...)
 	p.Y.Min = 0
-	return render(p, 3*vg.Inch, 2.2*vg.Inch)
+	return chart.SVG(p, 3*vg.Inch, 2.2*vg.Inch)
 }
 
 func finiteOr0(v float64) float64 {

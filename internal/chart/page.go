@@ -1,13 +1,13 @@
-package report
+package chart
 
 import "html/template"
 
-// HTMLPage returns the template of one of tokentrace's self-contained HTML
+// Page returns the template of one of tokentrace's self-contained HTML
 // pages (the report, a comparison, plan's answer): the one page head —
 // charset, viewport, the title from the data's Title field, the house style
 // followed by css, the page's own rules — around body, what goes inside
 // <main>. Every page is built with it, so they share one look written once.
-func HTMLPage(name string, funcs template.FuncMap, css, body string) *template.Template {
+func Page(name string, funcs template.FuncMap, css, body string) *template.Template {
 	return template.Must(template.New(name).Funcs(funcs).Parse(pageHead + css + pageMid + body + pageTail))
 }
 

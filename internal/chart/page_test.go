@@ -1,15 +1,15 @@
-package report
+package chart
 
 import (
 	"strings"
 	"testing"
 )
 
-// TestHTMLPageWrapsBodyInTheHouseHead: a page built with HTMLPage has the
+// TestPageWrapsBodyInTheHouseHead: a page built with Page has the
 // one head (escaped title, the house style, then the page's own rules) and
 // its body inside <main>.
-func TestHTMLPageWrapsBodyInTheHouseHead(t *testing.T) {
-	page := HTMLPage("t", nil, ".own { color:red; }\n", "<h1>{{.Title}}</h1>\n")
+func TestPageWrapsBodyInTheHouseHead(t *testing.T) {
+	page := Page("t", nil, ".own { color:red; }\n", "<h1>{{.Title}}</h1>\n")
 	var b strings.Builder
 	if err := page.Execute(&b, struct{ Title string }{"a <b>"}); err != nil {
 		t.Fatal(err)
