@@ -195,6 +195,11 @@ type ServerSplit struct {
 	// llama.cpp and Ollama report no queue wait, TGI no prefill apart
 	// from decode.
 	Unreported []string `json:"unreported,omitempty"`
+	// Derived lists the stages the evidence gives only by inference, not
+	// as that stage's own time: vLLM's merged per-request metrics give
+	// prefill as time_to_first_token_ms, from the request first
+	// scheduled to its first token.
+	Derived []string `json:"derived,omitempty"`
 	// FirstScheduledUnixNS is when the server first scheduled the request
 	// (the start of the step that first computed part of its prompt), in
 	// Unix nanoseconds on the server's clock, when its per-request metrics

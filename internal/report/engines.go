@@ -26,8 +26,9 @@ func evidenceName(s *latency.ServerSplit) string {
 // evidenceWords says in words what each kind of evidence gives.
 var evidenceWords = map[string]string{
 	latency.SourceServerTiming: "Server-Timing (queue, prefill and decode as the server timed them)",
-	latency.SourceVLLMMetrics + " (vllm)": "vLLM's per-request metrics (time_in_queue, first_scheduled_time, " +
-		"first_token_time, last_token_time: queue, prefill and decode)",
+	latency.SourceVLLMMetrics + " (vllm)": "vLLM's per-request metrics (queue_time_ms: queue, exact; " +
+		"time_to_first_token_ms, from first scheduled to the first token: prefill, derived; generation_time_ms: decode; " +
+		"or the older RequestMetrics instants)",
 	latency.SourceVLLMMetrics + " (tokentrace)": "tokentrace's per-request metrics (queue_time_ms, prefill_time_ms, generation_time_ms)",
 	latency.SourceLlamaCppTimings: "llama.cpp's per-request timings (prompt_ms: prompt processing to the first token; " +
 		"predicted_ms: decode); llama.cpp reports no queue wait",
