@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -154,6 +155,12 @@ func bindServerFlags(g *flagGroup, o *serve.Options) {
 	g.float64Var(&f.StallRate, "fault-stall-rate", "fraction of requests that stall once mid-stream")
 	g.durationVar(&f.StallDuration, "fault-stall-duration", "length of a mid-stream stall")
 	g.float64Var(&f.ResetRate, "fault-reset-rate", "fraction of requests whose connection is reset mid-stream")
+}
+
+// bindRoleFlags binds serve's part in disaggregated prefill and decode.
+func bindRoleFlags(g *flagGroup, o *serve.Options) {
+	g.stringVar(&o.Role, "role", "part in disaggregated prefill and decode (vLLM's kv_transfer_params): both, prefill or decode")
+	g.stringVar(&o.KVLink, "kv-link", "link a decode request's KV cache is pulled over: "+strings.Join(perfmodel.LinkNames(), ", "))
 }
 
 // bindAnswerFlags binds how a server names its model and refuses requests

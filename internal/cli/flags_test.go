@@ -29,6 +29,9 @@ func serveFlags(prefix string) (*pflag.FlagSet, *flagGroup, *serve.Options, *lis
 	g := newFlagGroup(fs, prefix, "")
 	bindEngineFlags(g, &o.Engine)
 	bindServerFlags(g, &o)
+	if prefix == "" {
+		bindRoleFlags(g, &o)
+	}
 	bindListenFlags(g, l)
 	return fs, g, &o, l
 }
@@ -165,6 +168,7 @@ func TestConfigFileKeysAreFlags(t *testing.T) {
 		"fault-slow-first-token-delay": "3s", "fault-stall-rate": "0.3", "fault-stall-duration": "250ms",
 		"fault-reset-rate": "0.04", "gpu-file": "gpus.yaml", "profile": "profile.yaml", "read-header-timeout": "5s", "body-timeout": "7s",
 		"idle-timeout": "1m", "max-connections": "100", "engine": "trtllm", "reasoning-tokens": "uniform:10-20", "reasoning-field": "reasoning_content",
+		"role": "decode", "kv-link": "tcp",
 	}
 	fsFlags, _, fromFlags, lFlags := serveFlags("")
 	fsFile, _, fromFile, lFile := serveFlags("")

@@ -75,6 +75,7 @@ run, 1 when it cannot listen (docs/cli.md).`,
 	bindEngineFlags(g, &opts.Engine)
 	bindServerFlags(g, &opts)
 	g.durationVar(&opts.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish before the engine ends them with finish reason abort (0: at once)")
+	bindRoleFlags(g, &opts)
 	bindListenFlags(g, &listen)
 	bindTracingFlag(g, &otlpEndpoint)
 	return cmd

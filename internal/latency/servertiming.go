@@ -31,6 +31,23 @@ const (
 	TimingServerReasoning TimingName = "server_reasoning"
 )
 
+// A decode instance's stages of a decode request in disaggregated prefill
+// and decode (docs/metrics.md, "Disaggregated prefill and decode"): they
+// take the place of server_queue and prefill, and sum with frontend and
+// server_decode to its time on the request.
+const (
+	// TimingKVTransfer is the pull of the prompt's KV cache from the
+	// prefill instance.
+	TimingKVTransfer TimingName = "kv_transfer"
+	// TimingDecodeQueue is the decode instance's wait: for KV blocks
+	// before the pull, and for a step after it.
+	TimingDecodeQueue TimingName = "decode_queue"
+	// TimingFirstDecode is the decode instance's first step: the rest of
+	// the prompt (its partial last block, or its last token), ending with
+	// the first token.
+	TimingFirstDecode TimingName = "first_decode"
+)
+
 // A tokentrace gateway's stages: they partition its time on the request
 // (docs/metrics.md, "Gateway stages"), in path order, then the network
 // part of the upstream's time to first token and the gateway's total.

@@ -54,6 +54,9 @@ type Params struct {
 	IncludeUsage, ContinuousUsage bool
 	// ReturnMetrics asks for the per-request metrics object.
 	ReturnMetrics bool
+	// KVTransfer is the request's kv_transfer_params (nil when absent or
+	// null).
+	KVTransfer *KVTransferParams
 }
 
 // DecodeChat parses and validates a chat completion request body.
@@ -141,7 +144,7 @@ func (r *CompletionRequest) Params() Params { return r.params(16) }
 func (g *Generation) params(defaultMax int) Params {
 	p := Params{
 		Model: g.Model, MaxTokens: defaultMax, IgnoreEOS: g.IgnoreEOS, Priority: int(g.Priority), Stream: g.Stream,
-		ReturnMetrics: g.ReturnMetrics,
+		ReturnMetrics: g.ReturnMetrics, KVTransfer: g.KVTransferParams,
 	}
 	if g.MaxTokens != nil {
 		p.MaxTokens = int(*g.MaxTokens)

@@ -37,9 +37,11 @@ var (
 	streamOptionsShape = keysOf(reflect.TypeFor[StreamOptions]())
 	contentPartShape   = keysOf(reflect.TypeFor[contentPart]())
 	messageShape       = keysOf(reflect.TypeFor[ChatMessage]()).with("content", contentPartShape)
+	kvTransferShape    = keysOf(reflect.TypeFor[KVTransferParams]())
 	chatShape          = keysOf(reflect.TypeFor[ChatCompletionRequest]()).
-				with("messages", messageShape).with("stream_options", streamOptionsShape)
-	completionShape = keysOf(reflect.TypeFor[CompletionRequest]()).with("stream_options", streamOptionsShape)
+				with("messages", messageShape).with("stream_options", streamOptionsShape).with("kv_transfer_params", kvTransferShape)
+	completionShape = keysOf(reflect.TypeFor[CompletionRequest]()).with("stream_options", streamOptionsShape).
+			with("kv_transfer_params", kvTransferShape)
 )
 
 // keysOf returns the shape of a struct: the JSON names of its fields,

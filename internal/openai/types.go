@@ -130,6 +130,9 @@ type Generation struct {
 	// "metrics" object in the usage chunk or the body; the request header
 	// X-Return-Metrics: true does the same.
 	ReturnMetrics bool `json:"return_metrics"`
+
+	// KVTransferParams (vLLM's) drives disaggregated prefill and decode.
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params"`
 }
 
 // ChatCompletionRequest is the body of POST /v1/chat/completions.
@@ -319,6 +322,9 @@ type ChatCompletion struct {
 	Choices []ChatChoice    `json:"choices"`
 	Usage   Usage           `json:"usage"`
 	Metrics *RequestMetrics `json:"metrics,omitempty"`
+	// KVTransferParams is a prefill instance's answer to a prefill request
+	// (vLLM's): where the decode side reads the prompt's KV blocks.
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
 }
 
 // ChatChoice is one choice of a ChatCompletion.
@@ -338,6 +344,8 @@ type Completion struct {
 	Choices []CompletionChoice `json:"choices"`
 	Usage   Usage              `json:"usage"`
 	Metrics *RequestMetrics    `json:"metrics,omitempty"`
+	// KVTransferParams: as Completion's.
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
 }
 
 // CompletionChoice is one choice of a Completion or a completion chunk.

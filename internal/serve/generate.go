@@ -47,6 +47,7 @@ type exchange struct {
 	frontend time.Duration
 	tl       engine.Timeline
 	hasTL    bool
+	pd       pdKind
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
@@ -93,6 +94,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		s.fail(w, x, apiErr, 0)
 		return
 	}
+	if apiErr := s.checkKVTransfer(x); apiErr != nil {
+		s.fail(w, x, apiErr, 0)
+		return
+	}
 	x.faults, err = s.cfg.Faults.plan(x.rid, x.p.MaxTokens, r.Header.Get(FaultHeader))
 	if err != nil {
 		s.fail(w, x, openai.BadRequest("", "%v", err), 0)
@@ -110,7 +115,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	ctx := r.Context()
 	st, err := s.eng.Submit(ctx, engine.Request{
 		ID: x.rid, Prompt: x.prompt, MaxTokens: x.p.MaxTokens, MinTokens: x.p.MinTokens,
-		IgnoreEOS: x.p.IgnoreEOS, Priority: x.p.Priority,
+		IgnoreEOS: x.p.IgnoreEOS, Priority: x.p.Priority, RemotePrefill: x.pd == pdDecode,
 	})
 	if err != nil {
 		apiErr, retryAfter := s.submitError(x, err)
@@ -121,7 +126,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	if x.p.Stream {
 		s.stream(ctx, w, st, x)
 	} else {
-		s.complete(ctx, w, st, x)
+		s.complete(ctx, w, r, st, x)
 	}
 }
 
@@ -356,7 +361,7 @@ func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
 }
 
 // complete answers with one JSON body once the request finished.
-func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine.Stream, x *exchange) {
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, r *http.Request, st *engine.Stream, x *exchange) {
 	sent, ok := s.events(ctx, w, st, x, nil)
 	if !ok {
 		return
@@ -385,15 +390,16 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, st *engine
 		m = &rm
 	}
 	finish := string(x.tl.Finish)
+	kv := s.kvTransferAnswer(r, x)
 	var body any
 	if x.chat {
 		body = openai.ChatCompletion{ID: x.responseID(), Object: openai.ObjectChatCompletion, Created: x.received.Unix(),
-			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m,
+			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m, KVTransferParams: kv,
 			Choices: []openai.ChatChoice{{Message: msg,
 				Logprobs: json.RawMessage("null"), FinishReason: finish}}}
 	} else {
 		body = openai.Completion{ID: x.responseID(), Object: openai.ObjectTextCompletion, Created: x.received.Unix(),
-			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m,
+			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m, KVTransferParams: kv,
 			Choices: []openai.CompletionChoice{{Text: content, Logprobs: json.RawMessage("null"), FinishReason: &finish}}}
 	}
 	timing := x.serverTiming()
@@ -531,7 +537,15 @@ func (x *exchange) serverTiming() string {
 		b = strconv.AppendFloat(b, float64(d)/1e6, 'f', 3, 64)
 	}
 	add(latency.TimingFrontend, x.frontend)
-	if x.hasTL {
+	if x.hasTL && x.pd == pdDecode {
+		// A decode request: its pull, its wait for blocks and a step, the
+		// first step (the rest of the prompt), then its decode.
+		q, p, d := x.split()
+		add(latency.TimingKVTransfer, x.tl.KVTransfer())
+		add(latency.TimingDecodeQueue, q)
+		add(latency.TimingFirstDecode, p)
+		add(latency.TimingServerDecode, d)
+	} else if x.hasTL {
 		q, p, d := x.split()
 		add(latency.TimingServerQueue, q)
 		add(latency.TimingPrefill, p)

@@ -4,8 +4,10 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
 // Options are `tokentrace serve`'s settings as a user gives them (the
@@ -33,6 +35,12 @@ type Options struct {
 	// openai.ReasoningField ("reasoning", vLLM's) or
 	// openai.ReasoningContentField ("reasoning_content", DeepSeek's).
 	ReasoningField string
+	// Role (role) is the server's part in disaggregated prefill and
+	// decode: both (default), prefill or decode.
+	Role string
+	// KVLink (kv_link) names the link preset a decode request's KV cache
+	// is pulled over (perfmodel.LookupLink); empty: perfmodel.DefaultLink.
+	KVLink string
 }
 
 // DefaultOptions are the defaults of `tokentrace serve`.
@@ -43,6 +51,7 @@ func DefaultOptions() Options {
 		Faults:            Faults{SlowFirstTokenDelay: DefaultSlowFirstTokenDelay, StallDuration: DefaultStallDuration},
 		ReadHeaderTimeout: httplimit.DefaultReadHeaderTimeout, BodyTimeout: httplimit.DefaultBodyTimeout,
 		IdleTimeout: httplimit.DefaultIdleTimeout, ReasoningField: openai.ReasoningField,
+		Role: RoleBoth, KVLink: perfmodel.DefaultLink,
 	}
 }
 
@@ -54,6 +63,15 @@ func (o Options) Config() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	linkName := o.KVLink
+	if linkName == "" {
+		linkName = perfmodel.DefaultLink
+	}
+	link, err := perfmodel.LookupLink(linkName)
+	if err != nil {
+		return Config{}, field.Invalid("kv_link", o.KVLink, "%w", err)
+	}
+	ec.KVLink = link
 	kv := o.Engine.KVCacheDType
 	if kv == "" {
 		kv = "auto"
@@ -64,7 +82,7 @@ func (o Options) Config() (Config, error) {
 		GPUMemoryUtilization: o.Engine.GPUMemoryUtilization,
 		Limits: httplimit.Limits{ReadHeaderTimeout: o.ReadHeaderTimeout, BodyTimeout: o.BodyTimeout,
 			IdleTimeout: o.IdleTimeout, MaxConns: o.MaxConnections},
-		Grace: o.Grace,
+		Grace: o.Grace, Role: o.Role,
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

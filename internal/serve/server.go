@@ -58,6 +58,10 @@ type Config struct {
 	// (grace) before the engine ends the rest with finish reason "abort";
 	// 0: at once.
 	Grace time.Duration
+	// Role is the server's part in disaggregated prefill and decode:
+	// RoleBoth (default), RolePrefill or RoleDecode. A decode request's KV
+	// cache is pulled over Engine.KVLink.
+	Role string
 	// Clock is the engine's and the server's clock; default the wall clock.
 	Clock engine.Clock
 	// Tracer, when set, records one span per completion request, a child
@@ -95,6 +99,9 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = engine.WallClock()
 	}
+	if c.Role == "" {
+		c.Role = RoleBoth
+	}
 	c.Faults = c.Faults.withDefaults()
 	c.Limits = c.Limits.WithDefaults(1)
 	return c
@@ -114,6 +121,9 @@ func (c Config) Validate() error {
 	}
 	if c.Grace < 0 {
 		return field.Invalid("grace", c.Grace, "must not be negative")
+	}
+	if err := validRole(c.Role); err != nil {
+		return err
 	}
 	if c.QueueFullStatus != http.StatusTooManyRequests && c.QueueFullStatus != http.StatusServiceUnavailable {
 		return field.Invalid("queue_full_status", c.QueueFullStatus, "must be 429 or 503")
@@ -136,6 +146,7 @@ type Server struct {
 	created  int64
 	nonce    string
 	seq      atomic.Uint64
+	blockSeq atomic.Uint64 // block ids a prefill answer names
 
 	ln       net.Listener // set by Start
 	stop     context.CancelFunc
