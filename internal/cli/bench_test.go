@@ -113,7 +113,7 @@ func TestBenchSimEngineReachesTheEmbeddedEngine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if want := "max_num_batched_tokens=8192 max_num_seqs=256 chunked_prefill=off prefix_caching=on"; !strings.Contains(out, want) {
+	if want := "max_num_batched_tokens=8192 max_num_seqs=2048 chunked_prefill=off prefix_caching=on"; !strings.Contains(out, want) {
 		t.Errorf("the embedded engine did not run with --sim-engine trtllm's settings (%q) in:\n%s", want, out)
 	}
 }

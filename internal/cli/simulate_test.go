@@ -130,8 +130,12 @@ func TestSimulateEngineFamily(t *testing.T) {
 		args []string
 		want map[string]string
 	}{
-		{[]string{"--engine", "trtllm"}, map[string]string{"engine": "trtllm", "max-num-batched-tokens": "8192", "max-num-seqs": "256",
+		{[]string{"--engine", "trtllm"}, map[string]string{"engine": "trtllm", "max-num-batched-tokens": "8192", "max-num-seqs": "2048",
 			"enable-chunked-prefill": "false", "enable-prefix-caching": "true"}},
+		{[]string{"--engine", "trtllm@0.21"}, map[string]string{"engine": "trtllm@0.21", "max-num-seqs": "256"}},
+		// a reasoning workload: only the prompt must fit TensorRT-LLM's step
+		{[]string{"--engine", "trtllm", "--concurrency", "64", "--requests", "64", "--input-tokens", "1024", "--output-tokens", "8192"},
+			map[string]string{"max-num-batched-tokens": "8192", "max-model-len": "0"}},
 		{[]string{"--engine", "TensorRT-LLM", "--max-num-seqs", "8", "--enable-chunked-prefill"}, map[string]string{"max-num-batched-tokens": "8192",
 			"max-num-seqs": "8", "enable-chunked-prefill": "true"}},
 		{[]string{"--engine", "sglang", "--gpu", "L4"}, map[string]string{"max-num-batched-tokens": "2048", "max-num-seqs": "0", "enable-prefix-caching": "true"}},

@@ -93,6 +93,16 @@ type Config struct {
 	// DisableChunkedPrefill schedules whole prompts only (vLLM's
 	// --enable-chunked-prefill=false); chunked prefill is on by default.
 	DisableChunkedPrefill bool
+	// PromptFitsStep is TensorRT-LLM's rule with chunked prefill off: the
+	// token budget must hold each request's prompt (a longer one is
+	// refused at submit), not its whole sequence; false: vLLM's rule, the
+	// budget at least MaxModelLen.
+	PromptFitsStep bool
+	// GuaranteedNoEvict admits a request only when the free KV blocks hold
+	// its prompt and all of its max_tokens, reserved at admission, so that
+	// none is ever preempted (TensorRT-LLM's default capacity scheduler,
+	// GUARANTEED_NO_EVICT).
+	GuaranteedNoEvict bool
 	// EnablePrefixCaching reuses cached KV blocks of shared prompt prefixes.
 	EnablePrefixCaching bool
 	// Speculative configures speculative decoding (off when K = 0).
@@ -147,7 +157,7 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxNumBatchedTokens == 0 {
 		c.MaxNumBatchedTokens = dt
-		if c.DisableChunkedPrefill {
+		if c.DisableChunkedPrefill && !c.PromptFitsStep {
 			c.MaxNumBatchedTokens = max(dt, c.MaxModelLen)
 		}
 	}
@@ -176,7 +186,7 @@ func (c Config) Validate() error {
 		return field.Invalid("max_num_seqs", c.MaxNumSeqs, "must be at least 1")
 	case c.MaxNumBatchedTokens < c.BlockSize:
 		return field.Invalid("max_num_batched_tokens", c.MaxNumBatchedTokens, "below one block (%d tokens)", c.BlockSize)
-	case c.DisableChunkedPrefill && c.MaxNumBatchedTokens < c.MaxModelLen:
+	case c.DisableChunkedPrefill && !c.PromptFitsStep && c.MaxNumBatchedTokens < c.MaxModelLen:
 		return field.Invalid("max_num_batched_tokens", c.MaxNumBatchedTokens, "with {enable_chunked_prefill} off, must be at least {max_model_len} (%d)", c.MaxModelLen)
 	case c.Speculative.K < 0 || c.Speculative.K > 64:
 		return field.Invalid("speculative_k", c.Speculative.K, "must be in 0..64")
@@ -239,8 +249,15 @@ func (c Config) Describe() string {
 		}
 		return "off"
 	}
-	fmt.Fprintf(&b, "  max_model_len=%d max_num_batched_tokens=%d max_num_seqs=%d chunked_prefill=%s prefix_caching=%s scheduling=%s\n",
+	fmt.Fprintf(&b, "  max_model_len=%d max_num_batched_tokens=%d max_num_seqs=%d chunked_prefill=%s prefix_caching=%s scheduling=%s",
 		c.MaxModelLen, c.MaxNumBatchedTokens, c.MaxNumSeqs, onOff(!c.DisableChunkedPrefill), onOff(c.EnablePrefixCaching), c.Policy)
+	if c.DisableChunkedPrefill && c.PromptFitsStep {
+		b.WriteString(" step_budget=prompt")
+	}
+	if c.GuaranteedNoEvict {
+		b.WriteString(" capacity=guaranteed_no_evict")
+	}
+	b.WriteString("\n")
 	spec := "off"
 	if c.Speculative.K > 0 {
 		spec = fmt.Sprintf("k=%d alpha=%g", c.Speculative.K, c.Speculative.Alpha)

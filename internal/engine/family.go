@@ -25,11 +25,27 @@ type Family struct {
 	Title string `yaml:"title"`
 	// Aliases are other names the engine goes by (in server headers,
 	// public measurements, profiles), matched without case.
-	Aliases   []string         `yaml:"aliases"`
+	Aliases []string `yaml:"aliases"`
+	// Version is the engine release the scheduler defaults describe: the
+	// family's default (the newest release it ships), or the one asked
+	// for as name@version (LookupFamily).
+	Version   string           `yaml:"version"`
 	Scheduler FamilyScheduler  `yaml:"scheduler"`
 	Constants []FamilyConstant `yaml:"constants"`
 	// Sources are the URLs the scheduler defaults were read from.
 	Sources []string `yaml:"sources"`
+	// Older are earlier releases whose scheduler defaults differ, newest
+	// first: name@version takes the last one whose Before is above version.
+	Older []FamilyRelease `yaml:"older"`
+}
+
+// FamilyRelease is an earlier engine release's scheduler defaults: those
+// of the releases before Before.
+type FamilyRelease struct {
+	Version   string          `yaml:"version"`
+	Before    string          `yaml:"before"`
+	Scheduler FamilyScheduler `yaml:"scheduler"`
+	Sources   []string        `yaml:"sources"`
 }
 
 // FamilyScheduler is an engine's scheduler defaults, in vLLM's names.
@@ -48,6 +64,12 @@ type FamilyScheduler struct {
 	// scales put the cache in FP8; empty keeps auto (the weights' if
 	// 16-bit, else bf16).
 	FP8KVCacheDType string `yaml:"fp8_kv_cache_dtype"`
+	// PromptFitsStep: with chunked prefill off, the token budget must hold
+	// a request's prompt, not its whole sequence (Config.PromptFitsStep).
+	PromptFitsStep bool `yaml:"prompt_fits_step,omitempty"`
+	// GuaranteedNoEvict: requests are admitted with KV for their prompt
+	// and max_tokens reserved, never preempted (Config.GuaranteedNoEvict).
+	GuaranteedNoEvict bool `yaml:"guaranteed_no_evict,omitempty"`
 	// UBatch is the engine's physical batch, the most tokens one forward
 	// pass takes (llama.cpp's -ub): a step of more runs as several passes
 	// (perfmodel.Config.UBatch). 0: a step is one pass.
@@ -66,6 +88,9 @@ type ByMemory struct {
 type FamilyConstant struct {
 	GPU   string `yaml:"gpu"`
 	DType string `yaml:"dtype"`
+	// EngineVersion is the engine release the measurements were taken on
+	// (a prediction for another major release lies outside the envelope).
+	EngineVersion string `yaml:"engine_version"`
 	// FittedOn names the measurements fitted (and which were held out).
 	FittedOn            string `yaml:"fitted_on"`
 	perfmodel.Constants `yaml:",inline"`
@@ -105,6 +130,11 @@ func parseFamilies(data []byte) ([]Family, error) {
 				return nil, fmt.Errorf("engine family %s on %s: %w", fam.Name, c.GPU, err)
 			}
 		}
+		for _, r := range fam.Older {
+			if _, err := parseVersion(r.Before); err != nil {
+				return nil, fmt.Errorf("engine family %s, release %s: before: %w", fam.Name, r.Version, err)
+			}
+		}
 	}
 	return f.Families, nil
 }
@@ -130,14 +160,102 @@ func FamilyNames() []string {
 func (f Family) names() []string { return append([]string{f.Name, f.Title}, f.Aliases...) }
 
 // LookupFamily finds a family by its name, title or an alias, without
-// case; an unknown name is an error listing the families.
+// case, optionally with @version (vllm@0.11, trtllm@0.21): the scheduler
+// defaults of that release (Family.Older) in place of the default's. An
+// unknown name is an error listing the families.
 func LookupFamily(name string) (Family, error) {
+	base, version, hasVersion := strings.Cut(name, "@")
 	for _, f := range Families() {
-		if slices.ContainsFunc(f.names(), func(n string) bool { return strings.EqualFold(n, name) }) {
-			return f, nil
+		if slices.ContainsFunc(f.names(), func(n string) bool { return strings.EqualFold(n, base) }) {
+			if !hasVersion {
+				return f, nil
+			}
+			return f.release(version)
 		}
 	}
-	return Family{}, fmt.Errorf("unknown engine %q (want %s)", name, strings.Join(FamilyNames(), ", "))
+	return Family{}, fmt.Errorf("unknown engine %q (want %s, optionally @version)", name, strings.Join(FamilyNames(), ", "))
+}
+
+// release is f with the scheduler defaults of its release version.
+func (f Family) release(version string) (Family, error) {
+	v, err := parseVersion(version)
+	if err != nil {
+		return Family{}, fmt.Errorf("engine %s@%s: %w", f.Name, version, err)
+	}
+	chosen := Family{Version: f.Version, Scheduler: f.Scheduler, Sources: f.Sources}
+	for _, r := range f.Older {
+		if b, _ := parseVersion(r.Before); compareVersions(v, b) < 0 {
+			chosen = Family{Version: r.Version, Scheduler: r.Scheduler, Sources: r.Sources}
+		}
+	}
+	f.Scheduler, f.Sources = chosen.Scheduler, chosen.Sources
+	f.Version = version
+	return f, nil
+}
+
+// parseVersion reads a dotted release number ("0.11", "1.0.0rc3" reads
+// as 1.0.0); a leading v is dropped.
+func parseVersion(s string) ([]int, error) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if s == "" {
+		return nil, fmt.Errorf("empty version")
+	}
+	var out []int
+	for _, part := range strings.Split(s, ".") {
+		n, digits := 0, 0
+		for _, c := range part {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = n*10 + int(c-'0')
+			digits++
+		}
+		if digits == 0 {
+			if part == "x" || part == "*" {
+				break
+			}
+			return nil, fmt.Errorf("version %q: want numbers separated by dots", s)
+		}
+		out = append(out, n)
+		if digits < len(part) {
+			break
+		}
+	}
+	return out, nil
+}
+
+// compareVersions orders two parsed versions; missing parts count as 0.
+func compareVersions(a, b []int) int {
+	for i := range max(len(a), len(b)) {
+		var x, y int
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return x - y
+		}
+	}
+	return 0
+}
+
+// SameMajor reports whether two releases share their first number (and,
+// for 0.x releases, their second); either empty: true.
+func SameMajor(a, b string) bool {
+	va, ea := parseVersion(a)
+	vb, eb := parseVersion(b)
+	if ea != nil || eb != nil || len(va) == 0 || len(vb) == 0 {
+		return true
+	}
+	if va[0] != vb[0] {
+		return false
+	}
+	if va[0] == 0 && len(va) > 1 && len(vb) > 1 {
+		return va[1] == vb[1]
+	}
+	return true
 }
 
 // FamilyOf finds the family a free-text engine description names ("NIM
@@ -232,10 +350,11 @@ func (o Options) WithEngine(given func(field string) bool) (Options, error) {
 	if set("enable_chunked_prefill") {
 		o.EnableChunkedPrefill = s.EnableChunkedPrefill
 	}
-	// Without chunked prefill a prompt is computed whole in one step: the
-	// engine takes no longer sequence than its token budget (TensorRT-LLM's
-	// max_seq_len under max_num_tokens), unless the user says otherwise.
-	if !o.EnableChunkedPrefill && o.MaxNumBatchedTokens > 0 && o.MaxModelLen == 0 && set("max_model_len") {
+	o.PromptFitsStep, o.GuaranteedNoEvict = s.PromptFitsStep, s.GuaranteedNoEvict
+	// Without chunked prefill vLLM's rule (the budget holds the whole
+	// sequence) caps the context at the token budget, unless the user says
+	// otherwise; under PromptFitsStep only the prompt must fit a step.
+	if !o.EnableChunkedPrefill && !o.PromptFitsStep && o.MaxNumBatchedTokens > 0 && o.MaxModelLen == 0 && set("max_model_len") {
 		o.MaxModelLen = o.MaxNumBatchedTokens
 	}
 	if set("enable_prefix_caching") {

@@ -88,18 +88,20 @@ func TestWithEngine(t *testing.T) {
 		{name: "sglang on an L4", engine: "sglang", gpu: "L4", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching = 2048, true }},
 		{name: "sglang on a B200", engine: "sglang", gpu: "B200", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching = 16384, true }},
 		{name: "trtllm", engine: "trtllm", want: func(o *Options) {
-			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching, o.MaxModelLen = 8192, 256, false, true, 8192
+			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching = 8192, 2048, false, true
+			o.PromptFitsStep, o.GuaranteedNoEvict = true, true
+		}},
+		{name: "trtllm 0.x", engine: "trtllm@0.21", want: func(o *Options) {
+			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching = 8192, 256, false, true
+			o.PromptFitsStep, o.GuaranteedNoEvict = true, true
 		}},
 		{name: "trtllm fp8 keeps an fp8 cache", engine: "trtllm", dtype: "fp8", want: func(o *Options) {
-			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching, o.KVCacheDType, o.MaxModelLen = 8192, 256, false, true, "fp8", 8192
+			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching, o.KVCacheDType = 8192, 2048, false, true, "fp8"
+			o.PromptFitsStep, o.GuaranteedNoEvict = true, true
 		}},
 		{name: "vllm fp8 keeps auto", engine: "vllm", dtype: "fp8", want: func(o *Options) { o.EnablePrefixCaching = true }},
 		{name: "given settings stay", engine: "trtllm", dtype: "fp8", given: []string{"max_num_seqs", "enable_chunked_prefill", "kv_cache_dtype", "enable_prefix_caching"},
-			want: func(o *Options) { o.MaxNumBatchedTokens = 8192 }},
-		{name: "trtllm keeps a given model length", engine: "trtllm", given: []string{"max_model_len"},
-			want: func(o *Options) {
-				o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching = 8192, 256, false, true
-			}},
+			want: func(o *Options) { o.MaxNumBatchedTokens, o.PromptFitsStep, o.GuaranteedNoEvict = 8192, true, true }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -36,9 +36,12 @@ type Options struct {
 	MaxWaiting           int     // max_waiting: waiting-queue bound; 0: unbounded
 	EnablePrefixCaching  bool    // enable_prefix_caching
 	EnableChunkedPrefill bool    // enable_chunked_prefill
-	SpeculativeK         int     // speculative_k: draft tokens per step; 0: off
-	SpeculativeAlpha     float64 // speculative_alpha: per-token acceptance rate
-	DraftModel           string  // draft_model: catalog name or config.json
+	// PromptFitsStep and GuaranteedNoEvict are the engine family's
+	// scheduler rules (Config's), set by WithEngine.
+	PromptFitsStep, GuaranteedNoEvict bool
+	SpeculativeK                      int     // speculative_k: draft tokens per step; 0: off
+	SpeculativeAlpha                  float64 // speculative_alpha: per-token acceptance rate
+	DraftModel                        string  // draft_model: catalog name or config.json
 	// Profile (profile) is a performance profile file (tokentrace
 	// calibrate) for this model, GPU, TP and precisions: its fitted
 	// constants time every step instead of the GPU family's defaults.
@@ -119,6 +122,7 @@ func (o Options) Config() (Config, *perfmodel.Estimator, error) {
 		BlockSize: o.BlockSize, NumBlocks: o.NumGPUBlocksOverride, MaxModelLen: o.MaxModelLen,
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens,
 		DisableChunkedPrefill: !o.EnableChunkedPrefill, EnablePrefixCaching: o.EnablePrefixCaching,
+		PromptFitsStep: o.PromptFitsStep, GuaranteedNoEvict: o.GuaranteedNoEvict,
 		Speculative: Speculative{K: o.SpeculativeK, Alpha: o.SpeculativeAlpha},
 		Policy:      o.SchedulingPolicy, OutputLength: out, Reasoning: think, MaxWaiting: o.MaxWaiting, Seed: o.Seed,
 	}, est)

@@ -24,6 +24,7 @@ type request struct {
 	idx       int // arrival index (simulation)
 	promptLen int
 	target    int          // output tokens to produce
+	reserve   int          // tokens GuaranteedNoEvict reserves: prompt, max_tokens and a draft
 	reasoning int          // how many of the first output tokens are reasoning (at most target)
 	finishAs  FinishReason // reason when target is reached
 	priority  int
@@ -134,6 +135,7 @@ func (s *scheduler) initRequest(r *request, q *Request, now int64) {
 	}
 	r.firstAnswer = -1
 	r.remote, r.xferStart, r.xferEnd = q.RemotePrefill, -1, -1
+	r.reserve = r.promptLen + q.MaxTokens + s.k
 	r.target, r.finishAs = s.drawOutput(q)
 	if s.cfg.Reasoning != nil {
 		r.reasoning = min(s.cfg.Reasoning.Sample(s.thinkRng), r.target)
@@ -197,7 +199,7 @@ func (s *scheduler) planRunning(budget int) int {
 			n = 1 + s.k
 		}
 		if n > budget {
-			if !decode && !s.chunked {
+			if !decode && !s.chunked && n <= s.cfg.MaxNumBatchedTokens {
 				continue
 			}
 			n = budget
@@ -251,20 +253,26 @@ func (s *scheduler) admitWaiting(now int64, budget int) {
 		}
 		n := numTok - hitTok
 		if n > budget {
-			if !s.chunked {
+			// Whole prompts only, unless this one can never fit a step (a
+			// preempted request's recompute under PromptFitsStep): then in chunks.
+			if !s.chunked && n <= s.cfg.MaxNumBatchedTokens {
 				break
 			}
 			n = budget
 		}
-		if s.kv.blocksFor(hitTok+n)-hits+evict > s.kv.numFree {
+		hold := hitTok + n
+		if s.cfg.GuaranteedNoEvict {
+			hold = max(hold, r.reserve)
+		}
+		if s.kv.blocksFor(hold)-hits+evict > s.kv.numFree {
 			break
 		}
 		s.waiting.pop()
-		if need := s.kv.blocksFor(r.promptLen + r.target + s.k); cap(r.blocks) < need {
+		if need := s.kv.blocksFor(max(r.promptLen+r.target+s.k, hold)); cap(r.blocks) < need {
 			r.blocks = make([]int32, 0, need)
 		}
 		s.kv.take(&r.blocks, r.hashes, hits)
-		s.kv.grow(&r.blocks, hitTok+n)
+		s.kv.grow(&r.blocks, hold)
 		r.computed = hitTok
 		if s.cfg.EnablePrefixCaching {
 			s.prefixQueries += int64(numTok)

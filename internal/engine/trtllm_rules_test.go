@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Under PromptFitsStep the budget need hold a prompt, not the sequence:
+// a budget below max_model_len is accepted, a prompt above the budget is
+// refused at submit, and one at the budget runs whole.
+func TestPromptFitsStep(t *testing.T) {
+	cfg := testConfig()
+	cfg.DisableChunkedPrefill, cfg.PromptFitsStep = true, true
+	cfg.MaxNumBatchedTokens = 100 // below max_model_len 512
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		t.Fatalf("a budget below max_model_len under PromptFitsStep: %v", err)
+	}
+	cfg = cfg.WithDefaults()
+	err := validate(&Request{PromptLen: 101, MaxTokens: 300}, cfg)
+	if !errors.Is(err, ErrPromptTooLong) || !strings.Contains(err.Error(), "max_num_batched_tokens (100)") {
+		t.Fatalf("a 101-token prompt over a 100-token budget: %v", err)
+	}
+	if err := validate(&Request{PromptLen: 100, MaxTokens: 400}, cfg); err != nil {
+		t.Fatalf("100 + 400 tokens under max_model_len 512: %v", err)
+	}
+	s := newTestScheduler(t, cfg)
+	submit(s, "a", 100, 400, 0)
+	plan, _ := step(t, s, 0)
+	if diff := cmp.Diff([]string{"a:p100"}, plan); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+}
+
+// GuaranteedNoEvict admits a request only with KV for its prompt and
+// max_tokens, so a cache that would have preempted never does.
+func TestGuaranteedNoEvict(t *testing.T) {
+	run := func(noEvict bool) (*scheduler, []*request) {
+		cfg := testConfig()
+		cfg.NumBlocks = 20 // 320 tokens
+		cfg.MaxModelLen = 320
+		cfg.GuaranteedNoEvict = noEvict
+		s := newTestScheduler(t, cfg)
+		a := submit(s, "a", 40, 140, 0) // 180 tokens: 12 blocks reserved
+		b := submit(s, "b", 40, 140, 0)
+		var now int64
+		for i := 0; i < 400 && (a.state != stDone || b.state != stDone); i++ {
+			_, now = step(t, s, now)
+		}
+		return s, []*request{a, b}
+	}
+	s, rs := run(false)
+	if s.preemptions == 0 {
+		t.Fatal("without the reservation the two requests should outgrow 320 tokens and preempt")
+	}
+	s, rs = run(true)
+	if s.preemptions != 0 {
+		t.Fatalf("GuaranteedNoEvict preempted %d times", s.preemptions)
+	}
+	for _, r := range rs {
+		if r.state != stDone {
+			t.Fatalf("%s not finished", r.id)
+		}
+	}
+	if rs[1].scheduled < rs[0].finish {
+		t.Fatalf("b admitted at %d before a finished at %d: 24 blocks reserved in a cache of 20", rs[1].scheduled, rs[0].finish)
+	}
+}
+
+// name@version picks a release's scheduler defaults; a bad version is an
+// error naming it.
+func TestLookupFamilyVersion(t *testing.T) {
+	f, err := LookupFamily("trtllm@0.21.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, seqs := f.BatchLimits(80 << 30); seqs != 256 || f.Version != "0.21.0" {
+		t.Errorf("trtllm@0.21.0: max_num_seqs %d, version %q; want 256, 0.21.0", seqs, f.Version)
+	}
+	f, err = LookupFamily("TensorRT-LLM@1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, seqs := f.BatchLimits(80 << 30); seqs != 2048 {
+		t.Errorf("trtllm@1.1: max_num_seqs %d, want 2048", seqs)
+	}
+	if _, err := LookupFamily("vllm@latest"); err == nil || !strings.Contains(err.Error(), "vllm@latest") {
+		t.Errorf("vllm@latest: %v", err)
+	}
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{{"0.11", "0.11.2", true}, {"0.10", "0.11", false}, {"1.0", "1.2rc1", true}, {"0.x", "1.0", false}, {"", "1.0", true}} {
+		if got := SameMajor(c.a, c.b); got != c.same {
+			t.Errorf("SameMajor(%q, %q) = %v", c.a, c.b, got)
+		}
+	}
+}
