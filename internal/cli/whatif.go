@@ -106,7 +106,7 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 		return err
 	}
 	if skip != "" {
-		if !hasLever(rep) && names == nil {
+		if !whatif.Called(rep) && names == nil {
 			return nil
 		}
 		rep.Notes = append(rep.Notes, "what-if: "+skip+"; skipped")
@@ -122,18 +122,6 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	}
 	rep.WhatIf = wi
 	return nil
-}
-
-// hasLever says whether a finding's remedy names an engine or deployment
-// lever (those what-if predicts).
-func hasLever(rep *report.Report) bool {
-	for _, f := range rep.Findings {
-		switch f.Rule {
-		case "server-queueing", "prefill-bound", "decode-bandwidth", "prefill-interference", "kv-cache", "output-length", "stalls", "slo-breach":
-			return true
-		}
-	}
-	return false
 }
 
 // parseRunFlags sets the flags a run recorded (those that differ from

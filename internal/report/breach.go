@@ -7,24 +7,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-// explains lists, for each rule, the metrics whose SLO breach a finding of
-// that rule accounts for. A failed SLO that no finding accounts for gets a
-// finding of its own from breachFindings, so a failing run never reads
-// "no problem found".
-var explains = map[string][]latency.Metric{
-	"client-bottleneck":    latency.Metrics,
-	"server-queueing":      {latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended, latency.E2E, latency.E2EIntended, latency.ClientQueue},
-	"prefill-bound":        {latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended},
-	"reasoning-phase":      {latency.TTFTAnswer},
-	"decode-bandwidth":     {latency.TPOT, latency.ITL, latency.ICL},
-	"prefill-interference": {latency.TPOT, latency.ITL, latency.ICL},
-	"kv-cache":             {latency.TPOT, latency.ITL, latency.ICL, latency.E2E, latency.E2EIntended, latency.TTFT, latency.TTFTIntended},
-	"output-length":        {latency.E2E, latency.E2EIntended},
-	"outside-model":        {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended},
-	"app-stage":            {latency.TTFT, latency.TTFTIntended, latency.E2E, latency.E2EIntended},
-	"stalls":               {latency.ITL, latency.ICL, latency.TPOT},
-}
-
 // breachFindings returns one finding per failed SLO that none of found
 // explains: the largest stage in that metric's tail, with its remedies.
 func breachFindings(rep *Report, found []Finding) []Finding {
@@ -34,7 +16,7 @@ func breachFindings(rep *Report, found []Finding) []Finding {
 			continue
 		}
 		m := v.Metric
-		if slices.ContainsFunc(found, func(f Finding) bool { return slices.Contains(explains[f.Rule], m) }) {
+		if slices.ContainsFunc(found, func(f Finding) bool { return slices.Contains(Explains(f.Rule), m) }) {
 			continue
 		}
 		out = append(out, breachFinding(rep, v, m))
@@ -43,7 +25,7 @@ func breachFindings(rep *Report, found []Finding) []Finding {
 }
 
 func breachFinding(rep *Report, v Verdict, m latency.Metric) Finding {
-	f := Finding{Rule: "slo-breach", Severity: SeverityWarning,
+	f := Finding{Rule: RuleSLOBreach, Severity: SeverityWarning,
 		Numbers: map[string]float64{"value_ms": v.ValueMS, "threshold_ms": v.ThresholdMS}}
 	why := fmt.Sprintf("SLO %s fails (P%s = %s)", v.SLO, pct(v.Percentile), fmtMS(v.ValueMS))
 	var d *Decomposition
@@ -112,4 +94,7 @@ func stageRemedies(s latency.Stage) []string {
 // Explains lists the metrics a rule's finding can account for (nil for a
 // rule that accounts for none in particular; slo-breach names its metric in
 // its title).
-func Explains(rule string) []latency.Metric { return explains[rule] }
+func Explains(rule string) []latency.Metric {
+	r, _ := RuleNamed(rule)
+	return r.Explains
+}

@@ -14,9 +14,9 @@ import (
 // the rules' order.
 func diagnose(a *analysis, rep *Report) []Finding {
 	var out []Finding
-	for _, r := range rules {
+	for _, r := range Rules {
 		if f, ok := r.check(a, rep); ok {
-			f.Rule = r.name
+			f.Rule = r.Name
 			out = append(out, f)
 		}
 	}
@@ -36,36 +36,85 @@ func diagnose(a *analysis, rep *Report) []Finding {
 // accountsForFailure says whether a finding explains a failed SLO.
 func accountsForFailure(rep *Report, f Finding) bool {
 	for _, v := range rep.SLOs {
-		if v.Status == StatusFail && (f.Rule == "slo-breach" || slices.Contains(explains[f.Rule], v.Metric)) {
+		if v.Status == StatusFail && (f.Rule == RuleSLOBreach || slices.Contains(Explains(f.Rule), v.Metric)) {
 			return true
 		}
 	}
 	return false
 }
 
-// rule is one diagnosis: check reads the run and returns a finding when the
-// pattern it looks for is there. Every rule is a small function below, with
-// its thresholds written out in docs/report.md and its own test on a
-// synthetic run built to trigger it and one built not to.
-type rule struct {
-	name  string
+// Rule is one diagnosis, one value: its name (Finding.Rule), the check
+// that reads the run and returns a finding when the pattern it looks for is
+// there, the metrics whose failed SLO its finding accounts for, and the
+// metric its finding is about when no SLO names one. Every check is a
+// small function, with its thresholds written out in docs/report.md and
+// its own test on a synthetic run built to trigger it and one built not to.
+type Rule struct {
+	Name string
+	// Explains lists the metrics whose SLO breach a finding accounts for; a
+	// failed SLO that no finding accounts for gets a finding of its own
+	// (RuleSLOBreach), so a failing run never reads "no problem found".
+	Explains []latency.Metric
+	// About is the metric a finding is about when no SLO names one ("" for
+	// a rule about none in particular).
+	About latency.Metric
 	check func(a *analysis, rep *Report) (Finding, bool)
 }
 
-var rules = []rule{
-	{"client-bottleneck", ruleClientBottleneck},
-	{"server-queueing", ruleServerQueueing},
-	{"prefill-bound", rulePrefillBound},
-	{"decode-bandwidth", ruleDecodeBandwidth},
-	{"prefill-interference", rulePrefillInterference},
-	{"kv-cache", ruleKVCache},
-	{"output-length", ruleOutputLength},
-	{"reasoning-phase", ruleReasoningPhase},
-	{"outside-model", ruleOutsideModel},
-	{"app-stage", ruleAppStage},
-	{"errors", ruleErrors},
-	{"stalls", ruleStalls},
-	{"closed-loop-waves", ruleWaves},
+// The rules' names, as findings carry them.
+const (
+	RuleClientBottleneck    = "client-bottleneck"
+	RuleServerQueueing      = "server-queueing"
+	RulePrefillBound        = "prefill-bound"
+	RuleDecodeBandwidth     = "decode-bandwidth"
+	RulePrefillInterference = "prefill-interference"
+	RuleKVCache             = "kv-cache"
+	RuleOutputLength        = "output-length"
+	RuleReasoningPhase      = "reasoning-phase"
+	RuleOutsideModel        = "outside-model"
+	RuleAppStage            = "app-stage"
+	RuleErrors              = "errors"
+	RuleStalls              = "stalls"
+	RuleClosedLoopWaves     = "closed-loop-waves"
+	// RuleSLOBreach names a failed SLO that no other finding accounts for
+	// (breachFindings): the largest stage in that metric's tail.
+	RuleSLOBreach = "slo-breach"
+)
+
+var (
+	ttftish = []latency.Metric{latency.TTFT, latency.TTFTIntended}
+	e2eish  = []latency.Metric{latency.E2E, latency.E2EIntended}
+	decoded = []latency.Metric{latency.TPOT, latency.ITL, latency.ICL}
+)
+
+// Rules are the diagnosis rules, in the order their findings are listed
+// within a severity.
+var Rules = []Rule{
+	{RuleClientBottleneck, latency.Metrics, "", ruleClientBottleneck},
+	{RuleServerQueueing, concat([]latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, e2eish, []latency.Metric{latency.ClientQueue}), latency.TTFT, ruleServerQueueing},
+	{RulePrefillBound, []latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, latency.TTFT, rulePrefillBound},
+	{RuleDecodeBandwidth, decoded, latency.TPOT, ruleDecodeBandwidth},
+	{RulePrefillInterference, decoded, latency.ITL, rulePrefillInterference},
+	{RuleKVCache, concat(decoded, e2eish, ttftish), latency.TPOT, ruleKVCache},
+	{RuleOutputLength, e2eish, latency.E2E, ruleOutputLength},
+	{RuleReasoningPhase, []latency.Metric{latency.TTFTAnswer}, "", ruleReasoningPhase},
+	{RuleOutsideModel, concat(ttftish, e2eish), "", ruleOutsideModel},
+	{RuleAppStage, concat(ttftish, e2eish), "", ruleAppStage},
+	{RuleErrors, nil, "", ruleErrors},
+	{RuleStalls, []latency.Metric{latency.ITL, latency.ICL, latency.TPOT}, latency.ITL, ruleStalls},
+	{RuleClosedLoopWaves, nil, "", ruleWaves},
+}
+
+func concat(ms ...[]latency.Metric) []latency.Metric { return slices.Concat(ms...) }
+
+// RuleNamed returns the rule of a finding's name (false for RuleSLOBreach
+// and unknown names).
+func RuleNamed(name string) (Rule, bool) {
+	i := slices.IndexFunc(Rules, func(r Rule) bool { return r.Name == name })
+	if i < 0 {
+		return Rule{}, false
+	}
+	return Rules[i], true
 }
 
 // concern says whether a metric deserves a rule's attention: an SLO on it

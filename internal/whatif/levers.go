@@ -8,6 +8,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/route"
 )
 
@@ -70,7 +71,7 @@ var (
 
 // levers is the catalog, in the order docs/report.md lists it.
 var levers = []lever{
-	{"prefix-caching", []string{"prefill-bound", "server-queueing"}, ttftish, func(c *state) []variant {
+	{"prefix-caching", []string{report.RulePrefillBound, report.RuleServerQueueing}, ttftish, func(c *state) []variant {
 		if c.ec.EnablePrefixCaching {
 			return nil
 		}
@@ -79,7 +80,7 @@ var levers = []lever{
 		return []variant{{title: "prefix caching on", setting: "enable_prefix_caching: false → true", d: d,
 			assumes: []string{"the cache keeps what the KV cache has room for, evicting the least recently used blocks, as vLLM's"}}}
 	}},
-	{"chunked-prefill", []string{"prefill-interference", "stalls", "prefill-bound"}, all, func(c *state) []variant {
+	{"chunked-prefill", []string{report.RulePrefillInterference, report.RuleStalls, report.RulePrefillBound}, all, func(c *state) []variant {
 		if !c.ec.DisableChunkedPrefill {
 			return nil
 		}
@@ -87,10 +88,10 @@ var levers = []lever{
 		d.Engine.EnableChunkedPrefill = true
 		return []variant{{title: "chunked prefill on", setting: "enable_chunked_prefill: false → true", d: d}}
 	}},
-	{"token-budget", []string{"prefill-interference", "stalls", "prefill-bound"}, all, func(c *state) []variant {
+	{"token-budget", []string{report.RulePrefillInterference, report.RuleStalls, report.RulePrefillBound}, all, func(c *state) []variant {
 		var out []variant
 		cur := c.ec.MaxNumBatchedTokens
-		if c.findings["prefill-interference"] || c.findings["stalls"] || c.o.all() {
+		if c.findings[report.RulePrefillInterference] || c.findings[report.RuleStalls] || c.o.all() {
 			v, why := max(cur/2, 256), "half the run's"
 			if c.budget > 0 {
 				v, why = c.budget, "the budget the prefill-interference finding computes"
@@ -103,7 +104,7 @@ var levers = []lever{
 					assumes: []string{"a step's prefill chunk is cut to the budget (" + why + "), so decodes wait less and long prompts take more steps"}})
 			}
 		}
-		if c.findings["prefill-bound"] || c.o.all() {
+		if c.findings[report.RulePrefillBound] || c.o.all() {
 			d := c.base
 			d.Engine.MaxNumBatchedTokens = cur * 2
 			out = append(out, variant{title: fmt.Sprintf("token budget %d", cur*2),
@@ -111,16 +112,16 @@ var levers = []lever{
 		}
 		return out
 	}},
-	{"max-num-seqs", []string{"kv-cache", "decode-bandwidth", "server-queueing"}, all, func(c *state) []variant {
+	{"max-num-seqs", []string{report.RuleKVCache, report.RuleDecodeBandwidth, report.RuleServerQueueing}, all, func(c *state) []variant {
 		var out []variant
 		cur := c.ec.MaxNumSeqs
-		if (c.findings["kv-cache"] || c.findings["decode-bandwidth"] || c.o.all()) && cur > 1 {
+		if (c.findings[report.RuleKVCache] || c.findings[report.RuleDecodeBandwidth] || c.o.all()) && cur > 1 {
 			d := c.base
 			d.Engine.MaxNumSeqs = max(cur/2, 1)
 			out = append(out, variant{title: fmt.Sprintf("max_num_seqs %d", d.Engine.MaxNumSeqs),
 				setting: fmt.Sprintf("max_num_seqs: %d → %d", cur, d.Engine.MaxNumSeqs), d: d})
 		}
-		if c.findings["server-queueing"] || c.o.all() {
+		if c.findings[report.RuleServerQueueing] || c.o.all() {
 			d := c.base
 			d.Engine.MaxNumSeqs = cur * 2
 			out = append(out, variant{title: fmt.Sprintf("max_num_seqs %d", cur*2),
@@ -128,7 +129,7 @@ var levers = []lever{
 		}
 		return out
 	}},
-	{"max-tokens-cap", []string{"output-length", "kv-cache"}, []latency.Metric{latency.E2E, latency.E2EIntended}, func(c *state) []variant {
+	{"max-tokens-cap", []string{report.RuleOutputLength, report.RuleKVCache}, []latency.Metric{latency.E2E, latency.E2EIntended}, func(c *state) []variant {
 		var out []variant
 		add := func(n int, why string) {
 			if n <= 0 || n >= c.maxOutput || (c.base.MaxMaxTokens > 0 && n >= c.base.MaxMaxTokens) {
@@ -148,7 +149,7 @@ var levers = []lever{
 		add(c.o.MaxTokensCap, "--max-tokens-cap")
 		return out
 	}},
-	{"weights", []string{"decode-bandwidth", "kv-cache", "prefill-bound", "server-queueing"}, all, func(c *state) []variant {
+	{"weights", []string{report.RuleDecodeBandwidth, report.RuleKVCache, report.RulePrefillBound, report.RuleServerQueueing}, all, func(c *state) []variant {
 		var out []variant
 		for _, dt := range []perfmodel.DType{perfmodel.FP8, perfmodel.INT8, perfmodel.INT4} {
 			if dt.Bytes() >= c.pc.WeightDType.Bytes() {
@@ -164,7 +165,7 @@ var levers = []lever{
 		}
 		return out
 	}},
-	{"kv-cache-dtype", []string{"decode-bandwidth", "kv-cache"}, decode, func(c *state) []variant {
+	{"kv-cache-dtype", []string{report.RuleDecodeBandwidth, report.RuleKVCache}, decode, func(c *state) []variant {
 		var out []variant
 		for _, dt := range []perfmodel.DType{perfmodel.FP8, perfmodel.INT8} {
 			if dt.Bytes() >= c.pc.KVDType.Bytes() {
@@ -178,7 +179,7 @@ var levers = []lever{
 		}
 		return out
 	}},
-	{"speculative-decoding", []string{"decode-bandwidth"}, decode, func(c *state) []variant {
+	{"speculative-decoding", []string{report.RuleDecodeBandwidth}, decode, func(c *state) []variant {
 		if c.ec.Speculative.K > 0 {
 			return nil
 		}
@@ -188,7 +189,7 @@ var levers = []lever{
 			setting: fmt.Sprintf("speculative_k: 0 → %d, speculative_alpha %g", c.o.SpeculativeK, c.o.SpeculativeAlpha), d: d,
 			assumes: []string{fmt.Sprintf("each drafted token is accepted with probability %g (--speculative-alpha), drafts are free (n-gram proposals, no draft model)", c.o.SpeculativeAlpha)}}}
 	}},
-	{"tensor-parallel", []string{"prefill-bound", "decode-bandwidth", "kv-cache", "server-queueing"}, all, func(c *state) []variant {
+	{"tensor-parallel", []string{report.RulePrefillBound, report.RuleDecodeBandwidth, report.RuleKVCache, report.RuleServerQueueing}, all, func(c *state) []variant {
 		d := c.base
 		tp := c.pc.TP * 2
 		d.Engine.TensorParallelSize = tp
@@ -196,7 +197,7 @@ var levers = []lever{
 			retime:  &retime{tp: tp, dtype: string(c.pc.WeightDType), kvDType: string(c.pc.KVDType)},
 			assumes: []string{fmt.Sprintf("%d × the GPUs per replica, joined by the GPU's interconnect (all-reduce per layer priced by the model)", 2)}}}
 	}},
-	{"replicas", []string{"server-queueing"}, ttftish, func(c *state) []variant {
+	{"replicas", []string{report.RuleServerQueueing}, ttftish, func(c *state) []variant {
 		d := c.base
 		d.Replicas++
 		out := []variant{{title: "one more replica", setting: fmt.Sprintf("replicas: %d → %d", c.base.Replicas, d.Replicas), d: d,
@@ -207,7 +208,7 @@ var levers = []lever{
 		}
 		return out
 	}},
-	{"priority-scheduling", []string{"server-queueing"}, ttftish, func(c *state) []variant {
+	{"priority-scheduling", []string{report.RuleServerQueueing}, ttftish, func(c *state) []variant {
 		if c.ec.Policy == engine.PolicyPriority {
 			return nil
 		}
@@ -216,7 +217,7 @@ var levers = []lever{
 		return []variant{{title: "priority scheduling, shortest first", setting: "scheduling_policy: fcfs → priority (priority = prompt + max_tokens)", d: d,
 			assumes: []string{"the run's requests carry no priority of their own: the twin gives each the priority of its length, so short requests overtake long ones in the queue (long ones wait longer)"}}}
 	}},
-	{"admission-control", []string{"server-queueing"}, []latency.Metric{latency.TTFT, latency.TTFTIntended}, func(c *state) []variant {
+	{"admission-control", []string{report.RuleServerQueueing}, []latency.Metric{latency.TTFT, latency.TTFTIntended}, func(c *state) []variant {
 		if c.ec.MaxWaiting > 0 {
 			return nil
 		}

@@ -82,10 +82,20 @@ func (o Options) Check() error {
 	return nil
 }
 
-// primary is the metric a rule's finding is about, when no SLO names one.
-var primary = map[string]latency.Metric{
-	"server-queueing": latency.TTFT, "prefill-bound": latency.TTFT, "decode-bandwidth": latency.TPOT,
-	"prefill-interference": latency.ITL, "kv-cache": latency.TPOT, "output-length": latency.E2E, "stalls": latency.ITL,
+// Called says whether a finding of the run calls for a lever what-if
+// predicts: a rule a lever answers, or a failed SLO no rule accounts for.
+func Called(rep *report.Report) bool {
+	for _, f := range rep.Findings {
+		if f.Rule == report.RuleSLOBreach {
+			return true
+		}
+		for _, l := range levers {
+			if slices.Contains(l.rules, f.Rule) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unjudged is the threshold of an objective without an SLO: none.
@@ -201,7 +211,7 @@ func (r *runner) prepare(rep *report.Report) error {
 	r.c = &state{base: d, ec: ec.WithDefaults(), pc: pc, findings: map[string]bool{}, o: r.o, rate: r.b.Workload.Rate}
 	for _, f := range rep.Findings {
 		r.c.findings[f.Rule] = true
-		if v := f.Numbers["suggested_max_num_batched_tokens"]; f.Rule == "prefill-interference" && v >= 1 {
+		if v := f.Numbers["suggested_max_num_batched_tokens"]; f.Rule == report.RulePrefillInterference && v >= 1 {
 			r.c.budget = int(v)
 		}
 	}
@@ -244,7 +254,8 @@ func (r *runner) pickObjectives(rep *report.Report) {
 	}
 	seen := map[latency.Metric]bool{}
 	for _, f := range rep.Findings {
-		if m, ok := primary[f.Rule]; ok && !seen[m] {
+		if rule, ok := report.RuleNamed(f.Rule); ok && rule.About != "" && !seen[rule.About] {
+			m := rule.About
 			seen[m] = true
 			r.slos = append(r.slos, latency.SLO{Metric: m, Percentile: 99, Max: unjudged})
 		}
@@ -273,10 +284,10 @@ func (r *runner) variants(rep *report.Report) []variant {
 				why = append(why, rule)
 			}
 		}
-		if r.c.findings["slo-breach"] {
+		if r.c.findings[report.RuleSLOBreach] {
 			for _, m := range l.metrics {
 				if failing[m] {
-					why = append(why, "slo-breach")
+					why = append(why, report.RuleSLOBreach)
 					break
 				}
 			}

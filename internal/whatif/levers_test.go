@@ -1,0 +1,35 @@
+package whatif
+
+import (
+	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/report"
+)
+
+// Every rule a lever answers is one of report's rules, and each rule that
+// a lever answers is about a metric (what-if judges it at that metric's
+// P99 when no SLO names one).
+func TestLeversNameReportRules(t *testing.T) {
+	for _, l := range levers {
+		for _, name := range l.rules {
+			r, ok := report.RuleNamed(name)
+			if !ok {
+				t.Errorf("lever %s answers %q, which is no rule of report's", l.name, name)
+				continue
+			}
+			if r.About == "" {
+				t.Errorf("lever %s answers rule %s, which is about no metric", l.name, name)
+			}
+		}
+	}
+}
+
+func TestRuleNamesAreDistinct(t *testing.T) {
+	seen := map[string]bool{report.RuleSLOBreach: true}
+	for _, r := range report.Rules {
+		if seen[r.Name] {
+			t.Errorf("rule name %q used twice", r.Name)
+		}
+		seen[r.Name] = true
+	}
+}
