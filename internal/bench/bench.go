@@ -10,12 +10,15 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/agent"
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -148,6 +151,25 @@ type Result struct {
 // SLOsFailed reports whether any SLO failed (or had no data).
 func (r *Result) SLOsFailed() bool { return r != nil && r.Summary != nil && r.Summary.SLOsFailed }
 
+// Interrupted reports whether the run was stopped (Ctrl-C) before its end.
+func (r *Result) Interrupted() bool { return r != nil && r.Summary != nil && r.Summary.Interrupted }
+
+// AllFailed reports whether the run sent requests and every one failed;
+// why is the most frequent reason, as the report words it.
+func (r *Result) AllFailed() (why string, all bool) {
+	if r == nil || r.Report == nil {
+		return "", false
+	}
+	s := r.Report.Summary
+	if s.Requests == 0 || s.Succeeded > 0 {
+		return "", false
+	}
+	if len(s.TopErrors) > 0 {
+		why = s.TopErrors[0].Kind + ": " + s.TopErrors[0].Message
+	}
+	return why, true
+}
+
 // Run executes a bench run and writes its results folder. It returns an
 // error only when the run could not happen (bad configuration, no server,
 // unwritable folder); failed requests are results, not errors. The text
@@ -256,6 +278,15 @@ func (r *run) reachTarget(ctx context.Context) (func(), error) {
 			return nil, err
 		}
 		r.target.Model = m
+	} else {
+		warn, err := checkModel(ctx, r.target)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if warn != "" {
+			fmt.Fprintf(r.log, "bench: warning: %s\n", warn)
+		}
 	}
 	r.sum.Target, r.sum.Model = redact.URL(r.target.BaseURL), r.target.Model
 	if r.cfg.Embedded() {
@@ -463,6 +494,9 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 	if err := results.WriteSummary(r.cfg.OutDir, sum); err != nil {
 		return nil, err
 	}
+	if sum.Interrupted {
+		fmt.Fprintf(out, "INTERRUPTED: the run was stopped before its end; what follows covers the %d requests that finished\n\n", rep.Summary.Requests)
+	}
 	if err := rep.WriteText(out); err != nil {
 		return nil, err
 	}
@@ -608,34 +642,115 @@ func redacted(t Target) Target {
 
 // firstModel asks GET /v1/models for the first model id.
 func firstModel(ctx context.Context, t Target) (string, error) {
-	u, err := t.apiURL("/models")
+	ids, err := listModels(ctx, t)
 	if err != nil {
 		return "", err
+	}
+	if len(ids) == 0 || ids[0] == "" {
+		u, _ := t.apiURL("/models")
+		return "", fmt.Errorf("%s lists no models (give --model)", u)
+	}
+	return ids[0], nil
+}
+
+// ModelNotServedError is a --model that the target's GET /v1/models does
+// not list and that a first request was refused for: bad input, found
+// before the run.
+type ModelNotServedError struct {
+	Model, URL string
+	Served     []string
+	Suggest    string // the served name it most likely meant; "" when none is close
+	Answer     string // the server's answer to a request naming it
+}
+
+func (e *ModelNotServedError) Error() string {
+	msg := fmt.Sprintf("--model %q is not served by %s (it lists %s; a request for it got %s)",
+		e.Model, e.URL, quoteList(e.Served, 8), e.Answer)
+	if e.Suggest != "" {
+		msg += fmt.Sprintf(": did you mean --model %q?", e.Suggest)
+	}
+	return msg
+}
+
+// checkModel judges a --model the target's GET /v1/models does not list
+// by one small request: a 4xx answer is a *ModelNotServedError; any other
+// is a warning, returned to be shown (a single-model server, such as
+// llama.cpp's, answers whatever name it is sent). A target that lists no
+// models (no such endpoint, an error, an empty list) is not judged.
+func checkModel(ctx context.Context, t Target) (warning string, err error) {
+	ids, err := listModels(ctx, t)
+	if err != nil || len(ids) == 0 || slices.Contains(ids, t.Model) {
+		return "", nil
+	}
+	u, _ := t.apiURL("/models")
+	e := &ModelNotServedError{Model: t.Model, URL: redact.URL(u), Served: ids, Suggest: field.Suggest(t.Model, ids)}
+	if e.Suggest == "" && len(ids) == 1 {
+		e.Suggest = ids[0]
+	}
+	c, err := NewClient(t, func() int64 { return time.Now().UnixNano() }, 1)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	var rec latency.Record
+	pctx, cancel := context.WithTimeout(ctx, max(t.Timeout, 10*time.Second))
+	defer cancel()
+	c.Do(pctx, &workload.Request{Prompt: "Hi", MaxTokens: 1, InputTokens: 1}, &rec)
+	if rec.ErrorKind == latency.ErrHTTP4xx {
+		e.Answer = strconv.Quote(rec.Error)
+		return "", e
+	}
+	return fmt.Sprintf("--model %q is not among the models %s lists (%s), but the server answers for it; the results record the name sent",
+		t.Model, e.URL, quoteList(ids, 8)), nil
+}
+
+// quoteList is up to n names quoted, with how many more there are.
+func quoteList(names []string, n int) string {
+	q := make([]string, 0, n+1)
+	for i, s := range names {
+		if i == n {
+			q = append(q, fmt.Sprintf("and %d more", len(names)-n))
+			break
+		}
+		q = append(q, strconv.Quote(s))
+	}
+	return strings.Join(q, ", ")
+}
+
+// listModels asks GET /v1/models for the ids it lists, in its order.
+func listModels(ctx context.Context, t Target) ([]string, error) {
+	u, err := t.apiURL("/models")
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := t.newRequest(ctx, http.MethodGet, u)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("cannot list models at %s (is the server up? or give --model): %w", u, err)
+		return nil, fmt.Errorf("cannot list models at %s (is the server up? or give --model): %w", redact.URL(u), err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("listing models at %s: %s: %s (give --model to skip this)", u, resp.Status, truncate(strings.TrimSpace(string(b))))
+		return nil, fmt.Errorf("listing models at %s: %s: %s (give --model to skip this)", redact.URL(u), resp.Status, truncate(strings.TrimSpace(string(b))))
 	}
 	var list struct {
 		Data []struct {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(b, &list); err != nil || len(list.Data) == 0 || list.Data[0].ID == "" {
-		return "", fmt.Errorf("%s lists no models (give --model)", u)
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("%s lists no models (give --model)", redact.URL(u))
 	}
-	return list.Data[0].ID, nil
+	ids := make([]string, 0, len(list.Data))
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids, nil
 }
 
 func describeLoad(cfg Config) string {

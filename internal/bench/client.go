@@ -68,7 +68,11 @@ type Target struct {
 
 // apiURL joins the base URL and the endpoint path.
 func (t Target) apiURL(path string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(t.BaseURL))
+	raw := strings.TrimSpace(t.BaseURL)
+	if !strings.Contains(raw, "://") {
+		return "", fmt.Errorf("url %q has no scheme: add http:// (http://%s) or https://", redact.URL(raw), redact.URL(raw))
+	}
+	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Parse's error quotes the URL, credentials included: keep
 		// its reason only.
@@ -78,12 +82,22 @@ func (t Target) apiURL(path string) (string, error) {
 		return "", fmt.Errorf("url %q: want http://host[:port][/v1] or https://…", redact.URL(t.BaseURL))
 	}
 	p := strings.TrimSuffix(u.Path, "/")
+	for _, ep := range apiEndpoints {
+		if base, ok := strings.CutSuffix(p, ep); ok {
+			u.Path, u.RawQuery = base, ""
+			return "", fmt.Errorf("url %q is an API endpoint, not the server's base URL: give %s (--endpoint picks the API)",
+				redact.URL(raw), redact.URL(u.String()))
+		}
+	}
 	if !strings.HasSuffix(p, "/v1") {
 		p += "/v1"
 	}
 	u.Path = p + path
 	return u.String(), nil
 }
+
+// apiEndpoints are the paths under /v1 that a --url may wrongly end with.
+var apiEndpoints = []string{"/chat/completions", "/completions", "/responses", "/messages", "/models", "/embeddings"}
 
 func (t Target) endpointPath() string {
 	if t.Endpoint == EndpointCompletions {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -42,7 +43,9 @@ request, written as each finishes), summary.json, run.json, command.txt and
 config.json. The console summary is tokentrace report's.
 
 Exit status: 0 when the run completed (and every --slo holds), 3 when an SLO
-failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
+failed, 2 for bad flags, 1 when the run could not happen or every request
+failed, 130 when interrupted (Ctrl-C; results written all the same;
+docs/cli.md).`,
 		Example: `  tokentrace bench
   tokentrace bench --url http://localhost:8000 --rate 20 --duration 2m --slo "ttft:p99<=1.5s,tpot:p99<=50ms"
   tokentrace bench --url http://localhost:8000 --concurrency 64 --requests 2000 --input-tokens uniform:500-1500
@@ -96,6 +99,9 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 				cfg.Progress = os.Stderr
 			}
 			res, err := bench.Run(ctx, cfg, cmd.OutOrStdout())
+			if mns := (*bench.ModelNotServedError)(nil); errors.As(err, &mns) {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("bench: %w", err)}
+			}
 			if err != nil {
 				return err
 			}
@@ -103,6 +109,13 @@ failed, 2 for bad flags, 1 when the run could not happen (docs/cli.md).`,
 				if err := warnOutsideProfile(cmd.ErrOrStderr(), sim.Engine.Profile, cfg.OutDir, 1); err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
+			}
+			if res.Interrupted() {
+				return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("bench: interrupted; the results of the requests that finished are in %s", res.OutDir)}
+			}
+			if why, all := res.AllFailed(); all {
+				return &ExitError{Code: ExitFailed, Err: fmt.Errorf("bench: every request failed (%d), most often with %s; records in %s",
+					res.Report.Summary.Failed, why, res.OutDir)}
 			}
 			if res.SLOsFailed() {
 				return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("bench: an SLO failed (%s)", opts.SLO)}

@@ -20,6 +20,10 @@ const (
 	// ExitNoneMeets: plan searched and no configuration meets the SLOs
 	// (it names the closest and by how much it misses).
 	ExitNoneMeets = 4
+	// ExitInterrupted: the run was stopped by Ctrl-C (SIGINT) or SIGTERM
+	// before its end; what finished is written all the same (128 + SIGINT,
+	// as shells report a process the signal ended).
+	ExitInterrupted = 130
 )
 
 // ExitError carries a process exit status out of a command, with an optional

@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tokentrace/tokentrace/internal/field"
 )
@@ -33,9 +35,10 @@ proxies traffic while measuring and defending every stage.`,
 		SilenceErrors: true,
 	}
 	// A flag that does not parse is bad input, for every command.
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: ExitUsage, Err: err}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: suggestFlag(cmd, err)}
 	})
+	root.SuggestionsMinimumDistance = 2
 	// Marks that a command got past cobra's checks (command name,
 	// arguments, flags): an error before this is bad usage.
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
@@ -57,13 +60,48 @@ proxies traffic while measuring and defending every stage.`,
 	return root
 }
 
+// suggestFlag adds "did you mean --x?" to pflag's unknown-flag error when
+// one of cmd's flags is close to the one given.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var known []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			known = append(known, f.Name)
+		}
+	})
+	if s := field.Suggest(name, known); s != "" {
+		return fmt.Errorf("%w: did you mean --%s? (tokentrace %s --help lists them)", err, s, cmd.Name())
+	}
+	return fmt.Errorf("%w (tokentrace %s --help lists the flags)", err, cmd.Name())
+}
+
 // Main runs the command line and returns the process exit status.
 func Main(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go stopOnSignal(sigs, cancel, os.Stderr)
 	root := NewRoot()
 	root.SetArgs(args)
 	return exitStatus(root, root.ExecuteContext(ctx), os.Stderr)
+}
+
+// stopOnSignal cancels the commands' context at the first signal from
+// sigs, saying so on stderr at once, and stops catching signals, so that
+// a second Ctrl-C ends the process the default way.
+func stopOnSignal(sigs chan os.Signal, cancel func(), stderr io.Writer) {
+	sig, ok := <-sigs
+	if !ok {
+		return
+	}
+	signal.Stop(sigs)
+	fmt.Fprintf(stderr, "\ntokentrace: %s: stopping — writing what finished (Ctrl-C again quits at once)\n", sig)
+	cancel()
 }
 
 const startedKey = "tokentrace/started"

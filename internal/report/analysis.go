@@ -40,6 +40,8 @@ type analysis struct {
 	// queue says how a queue wait was inferred where the server gave none.
 	evidence map[string]int
 	queue    *QueueInference
+	// topErrors is the most frequent messages of failed requests.
+	topErrors []ErrorMessage
 }
 
 // analyse snapshots what was added so far, ready to report on.
@@ -48,6 +50,7 @@ func (c *Collector) analyse() *analysis {
 		opts: c.opts, rows: c.rows, steps: c.steps, errKinds: c.errKinds, phases: c.phases,
 		sources: c.sources, runs: c.runs, itl: c.itl.Snapshot(), icl: c.icl.Snapshot(),
 		sorted: map[string][]int64{}, rng: newRand(c.opts.seed()), paths: c.paths,
+		topErrors: c.errs.top(topErrors),
 	}
 	a.ev = a.serverEvidence()
 	a.ok = make([]int32, 0, len(a.rows))

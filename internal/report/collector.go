@@ -110,6 +110,7 @@ type Collector struct {
 	// Engine when it names one).
 	evidence map[string]int
 	compat   compatAgg // the compatibility views (Report.Compat)
+	errs     errTally  // failed requests by message (Summary.TopErrors)
 	one      *digest   // scratch for Add
 	// shift is added to the instants of the rows absorbed (a shard's, to
 	// put them on the merged run's clock).
@@ -243,6 +244,7 @@ func (c *Collector) absorb(d *digest) {
 	c.itl.AddBatch(d.itl, &d.itlHist)
 	c.icl.AddBatch(d.icl, &d.iclHist)
 	c.compat.merge(&d.compat)
+	c.errs.merge(&d.errs)
 }
 
 // idBase appends a digest's IDs to the collector's and returns the offset

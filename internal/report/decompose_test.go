@@ -97,7 +97,7 @@ func TestSummaryByHand(t *testing.T) {
 	recs := []*latency.Record{
 		{Schema: 1, ID: "a", IntendedNS: 0, SentNS: 0, FirstTokenNS: 0.5e9, EndNS: 1.5e9, InputTokens: 100, OutputTokens: 10},
 		{Schema: 1, ID: "b", IntendedNS: 1e9, SentNS: 1e9, FirstTokenNS: 1.5e9, EndNS: 2.5e9, InputTokens: 100, OutputTokens: 30},
-		{Schema: 1, ID: "c", IntendedNS: 2e9, SentNS: 2e9, ErrorKind: latency.ErrHTTP5xx, Status: 503},
+		{Schema: 1, ID: "c", IntendedNS: 2e9, SentNS: 2e9, ErrorKind: latency.ErrHTTP5xx, Status: 503, Error: "503 Service Unavailable"},
 		{Schema: 1, ID: "w", Warmup: true, IntendedNS: 0, SentNS: 0, EndNS: 9e9},
 	}
 	c := NewCollector(Options{SLOs: []latency.SLO{{Metric: latency.TTFT, Percentile: 99, Max: 500e6}}})
@@ -106,6 +106,7 @@ func TestSummaryByHand(t *testing.T) {
 	}
 	rep := c.Report()
 	want := Summary{Requests: 3, Succeeded: 2, Failed: 1, Errors: map[string]int{"http_5xx": 1}, Warmup: 1,
+		TopErrors: []ErrorMessage{{Kind: "http_5xx", Message: "503 Service Unavailable", Count: 1}},
 		DurationS: 2.5, OfferedRPS: 1, ThroughputRPS: 0.8, CompletionRPS: 1, OutputTPS: 16, TotalTPS: 96,
 		InputTokens: 200, OutputTokens: 40}
 	if diff := cmp.Diff(want, rep.Summary, cmpopts.EquateApprox(0, 1e-12)); diff != "" {

@@ -35,6 +35,7 @@ type digest struct {
 	// evidence (Collector.evidence).
 	evidence map[string]int
 	compat   compatBatch // the compatibility views' values
+	errs     errTally    // the failed records' messages
 
 	// Reading state, for Load.
 	lines     int    // lines in the batch
@@ -49,8 +50,9 @@ type digest struct {
 func (d *digest) reset() {
 	*d = digest{rows: d.rows[:0], ids: d.ids[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
 		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bothHist: d.bothHist, bad: d.bad[:0], paths: d.paths,
-		evidence: d.evidence, compat: d.compat}
+		evidence: d.evidence, compat: d.compat, errs: d.errs}
 	d.compat.reset()
+	d.errs.reset()
 	d.paths.reset()
 	clear(d.evidence)
 	d.itlHist.Reset()
@@ -108,9 +110,11 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	switch {
 	case !r.OK():
 		w.errKind = uint8(min(d.index(&d.kinds, r.ErrorKind), 255))
+		d.errs.add(r.ErrorKind, r.Error, 1)
 	case r.EndNS == 0:
 		// A success with no end instant cannot be measured: count it as an error.
 		w.errKind = uint8(min(d.index(&d.kinds, "no_end"), 255))
+		d.errs.add("no_end", "a success with no end instant (end_ns)", 1)
 	}
 	if r.Phase != "" {
 		w.phase = uint16(min(d.index(&d.phases, r.Phase), 65535))

@@ -60,6 +60,7 @@ th:first-child, td:first-child { text-align:left; }
 .pass { color:var(--ok); font-weight:600; } .fail { color:var(--crit); font-weight:600; } .largest { font-weight:700; }
 .charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(360px,1fr)); gap:14px; }
 figure.wide { grid-column:1 / -1; }
+table.errors td.msg { text-align:left; white-space:normal; word-break:break-word; }
 .remedy-chart { max-width:340px; margin:8px 0 0; } .extrapolates { color:var(--warn); }
 `, `<h1>{{.Title}}</h1>
 <div class="muted">report schema v{{.Schema}} · made by tokentrace from per-request records</div>
@@ -70,6 +71,10 @@ figure.wide { grid-column:1 / -1; }
   <div class="card"><b>{{num .ThroughputRPS}} req/s</b><span>throughput (offered {{num .OfferedRPS}} req/s)</span></div>
   <div class="card"><b>{{num .OutputTPS}} tok/s</b><span>output tokens ({{num .TotalTPS}} tok/s total)</span></div>
 </div>
+{{if .TopErrors}}<div class="finding critical" id="top-errors"><span class="sev">why requests failed</span>
+<table class="errors"><tr><th>requests</th><th>kind</th><th>message</th></tr>
+{{range .TopErrors}}<tr><td>{{.Count}}</td><td><code>{{.Kind}}</code></td><td class="msg">{{.Message}}</td></tr>
+{{end}}</table></div>{{end}}
 {{end}}
 {{range .Runs}}{{range .Warnings}}<div class="finding warning"><span class="sev">bench warning</span> {{.}}</div>{{end}}{{end}}
 

@@ -50,6 +50,13 @@ func (m mdWriter) summary(r *Report) {
 	m.p("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	m.p("| %d | %d | %d%s | %.1f s | %s req/s | %s | %s | %s req/s |\n\n", s.Requests, s.Succeeded, s.Failed,
 		errorList(s.Errors), s.DurationS, num(s.ThroughputRPS), num(s.OutputTPS), num(s.TotalTPS), num(s.OfferedRPS))
+	if len(s.TopErrors) > 0 {
+		m.p("Why requests failed (most frequent first):\n\n")
+		for _, line := range errorLines(s.TopErrors) {
+			m.p("- %s\n", line)
+		}
+		m.p("\n")
+	}
 	if s.Unreadable > 0 {
 		m.p("%d unreadable line(s) in the input: not records, so neither succeeded nor failed requests (see the notes).\n\n", s.Unreadable)
 	}

@@ -64,7 +64,10 @@ type Summary struct {
 	Failed    int `json:"failed"`
 	// Errors counts failed requests by latency.Err* kind.
 	Errors map[string]int `json:"errors,omitempty"`
-	Warmup int            `json:"warmup_excluded,omitempty"`
+	// TopErrors is the most frequent distinct reasons requests failed
+	// (Record.Error), most frequent first: at most five.
+	TopErrors []ErrorMessage `json:"top_errors,omitempty"`
+	Warmup    int            `json:"warmup_excluded,omitempty"`
 	// Unreadable counts the input's lines that are not records (malformed,
 	// or the incomplete last line of a killed run): no request, neither
 	// succeeded nor failed.

@@ -119,6 +119,10 @@ func ruleErrors(a *analysis, rep *Report) (Finding, bool) {
 	}
 	ev := fmt.Sprintf("%d of %d requests failed (%.1f%%): %s.", s.Failed, s.Requests, 100*rate,
 		strings.TrimSuffix(strings.TrimPrefix(errorList(s.Errors), " ("), ")"))
+	if len(s.TopErrors) > 0 {
+		m := s.TopErrors[0]
+		ev += fmt.Sprintf(" Most frequent: %q (%d of them).", m.Message, m.Count)
+	}
 	var rem []string
 	if s.Errors[latency.ErrTimeout] > 0 {
 		rem = append(rem, "timeouts: the server is overloaded or stalled; lower the load or raise capacity")

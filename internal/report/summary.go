@@ -25,6 +25,7 @@ func (a *analysis) summary(rep *Report, warmup int) {
 	s.Succeeded = len(a.ok)
 	s.Failed = s.Requests - s.Succeeded
 	s.Warmup = warmup
+	s.TopErrors = a.topErrors
 	for i := range a.rows {
 		r := &a.rows[i]
 		if r.flags&flagResent != 0 {

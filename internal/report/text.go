@@ -61,6 +61,12 @@ func (t textWriter) summary(r *Report) {
 	t.p("%s\n", clip(title, 100))
 	t.p("requests %d  succeeded %d  failed %d%s  duration %.1fs\n",
 		s.Requests, s.Succeeded, s.Failed, errorList(s.Errors), s.DurationS)
+	if len(s.TopErrors) > 0 {
+		t.p("why they failed (most frequent first; every message in requests.jsonl):\n")
+		for _, line := range errorLines(s.TopErrors) {
+			t.wrapped(line, 96, "  ", "    ")
+		}
+	}
 	t.p("throughput %s req/s (steady %s)  output %s tok/s  total %s tok/s  offered %s req/s\n",
 		num(s.ThroughputRPS), num(s.CompletionRPS), num(s.OutputTPS), num(s.TotalTPS), num(s.OfferedRPS))
 	if s.Warmup > 0 || s.Truncated > 0 {

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/serve"
+)
+
+// exitCode is err's exit status as Main would return it.
+func exitCode(err error) int {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	if err != nil {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// A --model the server does not list is refused before any request, with
+// the name it serves as the suggestion.
+func TestBenchModelNotServedSuggests(t *testing.T) {
+	cfg, err := serve.DefaultOptions().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.Start(t.Context(), cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	out, err := run(t, "bench", "--url", srv.URL(), "--model", "llama-3.1-8b", "--requests", "5", "--no-calibration", "--output-dir", dir)
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), `did you mean --model "Llama-3.1-8B"?`) {
+		t.Fatalf("err %v (exit %d), want exit 2 suggesting the served name\n%s", err, exitCode(err), out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "requests.jsonl")); err == nil {
+		t.Error("requests were sent for a model the server does not serve")
+	}
+}
+
+// A single-model server that answers any name (llama.cpp's does) is
+// benchmarked under the name given, with a warning naming what it lists.
+func TestBenchModelNotListedButAnswered(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/models") {
+			_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"model-10x640.gguf","object":"model"}]}`))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n" +
+			"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n" +
+			"data: [DONE]\n\n"))
+	}))
+	defer srv.Close()
+	out, err := run(t, "bench", "--url", srv.URL, "--model", "m", "--requests", "3", "--output-tokens", "1", "--no-calibration",
+		"--prompt-tokenizer", "builtin", "--scrape-interval", "-1s", "--output-dir", filepath.Join(t.TempDir(), "run"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, `warning: --model "m" is not among the models`) || !strings.Contains(out, `"model-10x640.gguf"`) {
+		t.Errorf("no warning naming the listed model:\n%s", out)
+	}
+}
+
+// A server that fails every request: its reason is on the console and in
+// the error, and the exit status is 1.
+func TestBenchEveryRequestFailedSaysWhy(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/models") {
+			http.NotFound(w, r) // lists nothing: --model is not judged
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"message":"The model ` + "`llama-3.1-8b`" + ` does not exist.","type":"invalid_request_error"}}`))
+	}))
+	defer srv.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	out, err := run(t, "bench", "--url", srv.URL, "--model", "llama-3.1-8b", "--requests", "5", "--rate", "50",
+		"--no-calibration", "--prompt-tokenizer", "builtin", "--scrape-interval", "-1s", "--output-dir", dir)
+	if exitCode(err) != ExitFailed || !strings.Contains(err.Error(), "every request failed (5)") ||
+		!strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("err %v (exit %d), want exit 1 naming the reason\n%s", err, exitCode(err), out)
+	}
+	if !strings.Contains(out, "5× http_4xx: 404 Not Found: invalid_request_error: The model `llama-3.1-8b` does not exist.") {
+		t.Errorf("the console does not quote the reason:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err != nil {
+		t.Error("no summary.json after a run whose requests all failed")
+	}
+	rep, err := run(t, "report", dir)
+	if err != nil || !strings.Contains(rep, "does not exist") {
+		t.Errorf("report of the run does not quote the reason (%v):\n%s", err, rep)
+	}
+}
+
+// --url mistakes name their fix.
+func TestBenchURLMistakesNameTheFix(t *testing.T) {
+	for _, tt := range []struct{ url, want string }{
+		{"http://127.0.0.1:18601/v1/chat/completions", "give http://127.0.0.1:18601/v1 "},
+		{"http://h:8000/v1/completions", "give http://h:8000/v1 "},
+		{"127.0.0.1:18601", "add http:// (http://127.0.0.1:18601)"},
+		{"localhost:8000", "add http:// (http://localhost:8000)"},
+	} {
+		_, err := run(t, "bench", "--url", tt.url, "--output-dir", filepath.Join(t.TempDir(), "x"))
+		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("--url %s: err %v, want exit 2 saying %q", tt.url, err, tt.want)
+		}
+	}
+}
+
+// A misspelled flag gets the one meant.
+func TestUnknownFlagSuggests(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--concurency", "4"}, "did you mean --concurrency?"},
+		{[]string{"estimate", "--modle", "x"}, "did you mean --model?"},
+		{[]string{"bench", "--zzzz"}, "tokentrace bench --help lists the flags"},
+	} {
+		_, err := run(t, tt.args...)
+		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err %v, want exit 2 saying %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// The first signal is acknowledged on stderr at once and stops the
+// commands' context.
+func TestStopOnSignalAcknowledges(t *testing.T) {
+	sigs := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan struct{})
+	go func() { stopOnSignal(sigs, cancel, &stderr); close(done) }()
+	sigs <- syscall.SIGINT
+	<-done
+	if ctx.Err() == nil {
+		t.Error("the signal did not stop the context")
+	}
+	if !strings.Contains(stderr.String(), "interrupt: stopping") {
+		t.Errorf("stderr %q does not acknowledge the signal", stderr.String())
+	}
+}
+
+// A bench stopped part-way says so first, writes its results and exits 130.
+func TestBenchInterruptedExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the embedded engine")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := NewRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"bench", "--rate", "20", "--duration", "10m", "--output-tokens", "4", "--no-calibration", "--output-dir", dir})
+	go func() {
+		// stop once some requests have finished
+		for {
+			if b, err := os.ReadFile(filepath.Join(dir, "requests.jsonl")); err == nil && bytes.Count(b, []byte("\n")) >= 3 {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	err := root.ExecuteContext(ctx)
+	if exitCode(err) != ExitInterrupted {
+		t.Fatalf("err %v (exit %d), want %d\n%s", err, exitCode(err), ExitInterrupted, out.String())
+	}
+	i := strings.Index(out.String(), "INTERRUPTED")
+	if i < 0 || i > strings.Index(out.String(), "tokentrace report") {
+		t.Errorf("the console does not open its summary with the interruption:\n%s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err != nil {
+		t.Error("no summary.json after an interrupted run")
+	}
+}
