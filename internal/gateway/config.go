@@ -92,6 +92,11 @@ type ServerConfig struct {
 	// headers (408 after it); default 30s.
 	BodyTimeout Duration `yaml:"body_timeout"`
 	IdleTimeout Duration `yaml:"idle_timeout"` // default 120s
+	// SendTimeout bounds each write of an answer to the client (nginx's
+	// send_timeout): a client that takes longer to accept one has its
+	// connection closed and the upstream cancelled; default
+	// DefaultSendTimeout.
+	SendTimeout Duration `yaml:"send_timeout"`
 	// MaxConnections caps the client connections open at once (more wait
 	// to be accepted); default from the descriptor limit, two per
 	// connection (httplimit.DefaultMaxConns).
@@ -99,6 +104,9 @@ type ServerConfig struct {
 	// PrefixBytes is how much of the prompt prefix affinity hashes; default 512.
 	PrefixBytes int `yaml:"prefix_bytes"`
 }
+
+// DefaultSendTimeout is server.send_timeout's default (nginx's).
+const DefaultSendTimeout = 60 * time.Second
 
 // DefaultMaxResponseBytes is server.max_response_bytes' default.
 const DefaultMaxResponseBytes = 64 << 20
@@ -431,6 +439,9 @@ func (c *Config) SetDefaults() {
 	if c.Server.MaxResponseBytes == 0 {
 		c.Server.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	if c.Server.SendTimeout == 0 {
+		c.Server.SendTimeout = Duration(DefaultSendTimeout)
+	}
 	if c.Server.MaxConnections >= 0 {
 		c.Server.setLimits(c.Server.limits().WithDefaults(fdsPerConn))
 	}
@@ -505,6 +516,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.MaxResponseBytes < 0 {
 		ps.add("server.max_response_bytes is negative")
+	}
+	if c.Server.SendTimeout < 0 {
+		ps.add("server.send_timeout is negative")
 	}
 	if err := c.Server.limits().Validate(); err != nil {
 		ps.add("server.%v", err)

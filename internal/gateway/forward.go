@@ -271,9 +271,8 @@ func (f *attempts) stop() {
 			a.release()
 		}
 	}
-	for _, r := range f.release {
-		r()
-	}
+	// The fallback pools' slots are given back with the request's own
+	// (exchange.dequeue).
 	// No attempt reads any more: every result was received above.
 	for i, b := range f.bufs {
 		b.rd.Reset(nil, nil) // the pool holds no upstream body

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -113,6 +114,10 @@ type exchange struct {
 	// chunks holds chunkNS and chunkTokens for the usual answer, pooled
 	// (chunkStore); nil until the first content event.
 	chunks *chunkBuf
+	// sendG bounds the answer's writes to the client (stream on).
+	sendG sendGuard
+	// dequeued: the request's pool slots were given back (dequeue).
+	dequeued atomic.Bool
 }
 
 // eventState is what relaying one event reads and writes of the
@@ -266,10 +271,19 @@ func (x *exchange) queue(ctx context.Context) bool {
 	return true
 }
 
-// dequeue gives back the slot queue took in the request's pool.
+// dequeue gives back the slot queue took in the request's pool and those
+// a fallback took in its own (attempts.release), once: when the upstream's
+// answer ends, not when the client has read it (the relay, cutClient), or
+// at the request's end.
 func (x *exchange) dequeue() {
+	if !x.dequeued.CompareAndSwap(false, true) {
+		return
+	}
 	now := x.g.now()
 	x.pool.adm.release(now, now.Sub(x.tl.admitted), true)
+	for _, r := range x.att.release {
+		r()
+	}
 }
 
 // queueRejection is a queue's refusal: 429 queue_full, 429 deadline (its

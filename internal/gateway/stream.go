@@ -130,6 +130,11 @@ func (x *exchange) stream(ctx context.Context, a *attempt) bool {
 	defer a.cancel()
 	x.firstToken(a)
 	defer x.feedFirstToken(a) // when the answer did not (an answer sent whole, or without content)
+	x.sendG.start(x.w, x.rt.cfg.Server.SendTimeout.D())
+	defer x.sendG.end()
+	// The total timeout (or the client's end) cuts a client that is not
+	// reading, and gives the slots back at once.
+	defer context.AfterFunc(ctx, x.cutClient)()
 	r := x.newRelay(ctx, a)
 	switch {
 	case a.whole:
@@ -236,6 +241,7 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 // caller with x.g.sinceBase) as backpressure.
 func (r *relay) write(b []byte, t0 time.Duration) error {
 	x := r.x
+	x.sendG.renew()
 	err := x.swv.Event(b)
 	x.lastWrite = x.g.sinceBase()
 	x.tl.backpressure += x.lastWrite - t0
@@ -257,6 +263,8 @@ func (r *relay) whole() {
 	x.useEngineSplit(a.resp.Header)
 	tl.post += a.scanned // reading the answer's usage and evidence
 	x.tokens = a.wholeTokens
+	x.dequeue() // the upstream's answer is read whole
+	x.sendG.renew()
 	x.w.WriteHeader(http.StatusOK)
 	t0 := x.g.now()
 	_, err := x.w.Write(a.body)
@@ -408,6 +416,7 @@ func (r *relay) next() bool {
 		pe := newProtocolError(raw)
 		g.log().Warn("upstream protocol error", "request_id", x.id, "replica", r.a.rep.cfg.URL, "err", pe)
 		g.countFault(r.a.pool, faultProtocol)
+		x.dequeue()
 		x.streamError(protocolErrorMsg, "upstream_protocol_error")
 		return false
 	case eventError:
@@ -467,6 +476,7 @@ func (r *relay) content(t0 time.Duration) {
 func (r *relay) broken(err error) {
 	x, a := r.x, r.a
 	g := x.g
+	x.dequeue() // the upstream's answer has ended
 	switch {
 	case x.r.Context().Err() != nil:
 		x.clientGone()
@@ -505,6 +515,7 @@ func (r *relay) end(done []byte) {
 	x, a, timing := r.x, r.a, r.timing
 	g := x.g
 	t0 := g.now()
+	x.dequeue() // the upstream's answer has ended, whether or not the client reads
 	x.foldUpstreamTiming(timing, nil)
 	x.tl.end = g.now()
 	x.tl.post += x.tl.end.Sub(t0)
@@ -513,6 +524,7 @@ func (r *relay) end(done []byte) {
 	t1 := g.now()
 	x.tl.post += t1.Sub(x.tl.end) // the final event's making: after its stages were read
 	// sse.Writer's final form: the comment shares the [DONE] event.
+	x.sendG.renew()
 	err := x.swv.FinalComment(done, latency.FinalTimingComment, final)
 	x.tl.end = g.now()
 	x.tl.backpressure += x.tl.end.Sub(t1)
@@ -554,8 +566,18 @@ func (x *exchange) streamError(msg, code string) {
 		x.status = http.StatusGatewayTimeout
 	}
 	b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer, msg, "", code)})
+	x.sendG.renew()
 	_ = x.swv.Data(b)
 	x.setTrailer()
+}
+
+// cutClient runs when the request's context ends while its answer is
+// sent (the total timeout, the client's end): a client that does not read
+// gets endGrace more for its writes, and the pool slots are given back
+// now, not when a blocked write returns.
+func (x *exchange) cutClient() {
+	x.sendG.cut(x.g.endGrace())
+	x.dequeue()
 }
 
 // clientGone records that the client stopped reading; the deferred cancel

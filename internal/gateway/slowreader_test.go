@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
+)
+
+// openSilentClient sends a streaming request to the gateway at srv over a
+// raw connection and reads nothing: a client that stopped reading.
+func openSilentClient(t *testing.T, srv *httptest.Server, model string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	body := chatBody(model, true, "x", "")
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return c
+}
+
+// drainsToEnd reports whether c, read now as fast as it goes, ends (the
+// gateway closed it) within limit.
+func drainsToEnd(c net.Conn, limit time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(limit))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil || !strings.Contains(err.Error(), "timeout")
+}
+
+// TestSlowReaderIsCut: a client that stops reading an answer larger than
+// the sockets hold is cut after server.send_timeout, and its pool slot is
+// given back; the upstream is cancelled.
+func TestSlowReaderIsCut(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{Endless: 256 << 20})
+	g := mustGateway(t, "server: {send_timeout: 300ms}\npools: [{name: p, queue: {concurrency: 1, max_size: 4}, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: \"*\", pool: p}]\n")
+	srv := startGateway(t, g)
+	c := openSilentClient(t, srv, "m")
+	waitFor(t, "the stream to start", func() bool { return up.Active.Load() == 1 })
+	waitFor(t, "the slow reader's slot to be given back", func() bool { _, in, _ := poolState(g, "p"); return in == 0 })
+	waitFor(t, "the upstream to be cancelled", func() bool { return up.Active.Load() == 0 })
+	if !drainsToEnd(c, 10*time.Second) {
+		t.Fatal("the slow reader's connection was not closed")
+	}
+}
+
+// TestTotalTimeoutCutsASilentClient: the route's total timeout ends a
+// stream whose client does not read: the slot is given back at once and
+// the connection closed within the grace, not when the client reads on.
+func TestTotalTimeoutCutsASilentClient(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{Endless: 256 << 20})
+	g := mustGateway(t, "pools: [{name: p, queue: {concurrency: 1, max_size: 4}, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: \"*\", pool: p, timeouts: {total: 400ms}}]\n")
+	srv := startGateway(t, g)
+	c := openSilentClient(t, srv, "m")
+	waitFor(t, "the stream to start", func() bool { return up.Active.Load() == 1 })
+	waitFor(t, "the slot to be given back at the total timeout", func() bool { _, in, _ := poolState(g, "p"); return in == 0 })
+	waitFor(t, "the request to end", func() bool {
+		return testutil.ToFloat64(g.Metrics.Requests.WithLabelValues("p", "*", "499")) == 1
+	})
+	if !drainsToEnd(c, 10*time.Second) {
+		t.Fatal("the silent client's connection was not closed")
+	}
+}
+
+// TestSendTimeoutSetting: server.send_timeout defaults to nginx's 60 s
+// and refuses a negative value.
+func TestSendTimeoutSetting(t *testing.T) {
+	const pools = "pools: [{name: p, replicas: [{url: \"http://h:1\"}]}]\n"
+	cfg, err := ParseConfig([]byte(pools))
+	if err != nil || cfg.Server.SendTimeout.D() != DefaultSendTimeout || DefaultSendTimeout != time.Minute {
+		t.Fatalf("default send_timeout %v (%v), want 60s", cfg.Server.SendTimeout, err)
+	}
+	cfg.Server.SendTimeout = Duration(-time.Second)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "server.send_timeout") {
+		t.Fatalf("a negative send_timeout: %v, want an error naming server.send_timeout", err)
+	}
+}
