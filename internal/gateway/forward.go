@@ -293,7 +293,7 @@ func (f *attempts) answerFailure() {
 		x.refuse(f.refused)
 	case x.r.Context().Err() != nil:
 		x.fail(statusClientClosed, openai.TypeServer, "client closed the request", "", "cancelled", 0)
-	case f.ctx.Err() != nil:
+	case f.ctx.Err() != nil || pastDeadline(f.ctx, time.Now()):
 		x.fail(http.StatusGatewayTimeout, openai.TypeServer, "total timeout expired before the first token", "", "timeout", 0)
 	case last != nil && last.timedOut():
 		x.fail(http.StatusGatewayTimeout, openai.TypeServer,
@@ -320,4 +320,11 @@ func (f *attempts) answerFailure() {
 	if overloadStatus(x.status) && f.refused == nil {
 		f.pool.adm.observeDrop(x.g.now())
 	}
+}
+
+// pastDeadline reports whether ctx's deadline has come at now: an attempt
+// can fail on it (a dial's timeout) before ctx itself ends.
+func pastDeadline(ctx context.Context, now time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && !now.Before(d)
 }

@@ -263,6 +263,10 @@ func (x *exchange) queue(ctx context.Context) bool {
 			x.refuse(queueRejection(ae))
 			return false
 		}
+		if x.r.Context().Err() == nil { // the route's total timeout, the client still there
+			x.fail(http.StatusGatewayTimeout, openai.TypeServer, "total timeout expired while queued", "", "timeout", 0)
+			return false
+		}
 		x.fail(statusClientClosed, openai.TypeServer, "request cancelled while queued", "", "cancelled", 0)
 		return false
 	}

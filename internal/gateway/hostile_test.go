@@ -1,0 +1,41 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tokentrace/tokentrace/internal/openaitest"
+)
+
+// TestTotalExpiringWhileQueuedIs504: a route's total timeout that expires
+// while the request waits in its pool's queue answers 504 timeout to a
+// client still connected (not 499), counted as a 5xx (availability).
+func TestTotalExpiringWhileQueuedIs504(t *testing.T) {
+	gate := make(chan struct{})
+	up := openaitest.Start(t, &openaitest.Upstream{Gate: gate, Chunks: 1})
+	g := mustGateway(t, "pools: [{name: p, queue: {concurrency: 1, max_size: 4}, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: long, pool: p}, {model: \"*\", pool: p, timeouts: {total: 300ms}}]\n")
+	srv := startGateway(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := make(chan int, 1)
+	go func() {
+		resp := post(t, ctx, srv.URL, chatBody("long", true, "x", ""), nil)
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	waitFor(t, "the first request to hold the slot", func() bool { return up.Active.Load() == 1 })
+	code, _, body := do(t, srv.URL, chatBody("m", false, "x", ""), nil)
+	close(gate)
+	<-first
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, `"code":"timeout"`) {
+		t.Fatalf("queued past total: %d %s, want 504 timeout", code, body)
+	}
+	if n := testutil.ToFloat64(g.Metrics.Requests.WithLabelValues("p", "*", "504")); n < 1 {
+		t.Errorf("requests_total{status=504} = %v, want the queued request counted", n)
+	}
+}
