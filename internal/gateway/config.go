@@ -216,8 +216,14 @@ type RouteConfig struct {
 	// Fallback is a route or a replica-listed model tried once, after a
 	// failure the gateway retries (the TTFT timeout, a connection error,
 	// 5xx or 429 before the first token) when retries are exhausted.
-	Fallback string       `yaml:"fallback"`
-	Length   LengthPolicy `yaml:"length"`
+	Fallback string `yaml:"fallback"`
+	// PrefillPool, when set, disaggregates the route: each request is
+	// first prefilled on a replica of this pool (vLLM's kv_transfer_params:
+	// one output token, do_remote_decode), then decoded on the route's
+	// pool with the prefill instance's answer (docs/gateway.md,
+	// "Disaggregated prefill and decode").
+	PrefillPool string       `yaml:"prefill_pool"`
+	Length      LengthPolicy `yaml:"length"`
 	// DeadlineTTFT is the default TTFT deadline for requests without
 	// X-SLO-TTFT-Ms; 0 = none.
 	DeadlineTTFT Duration `yaml:"deadline_ttft"`
@@ -634,6 +640,12 @@ func (r *RouteConfig) validate(i int, pools, models map[string]bool, ps *problem
 	}
 	if r.Pool != "" && !pools[r.Pool] {
 		ps.add("route %q: unknown pool %q", r.Model, r.Pool)
+	}
+	if r.PrefillPool != "" && !pools[r.PrefillPool] {
+		ps.add("route %q: unknown prefill_pool %q", r.Model, r.PrefillPool)
+	}
+	if r.PrefillPool != "" && (r.PrefillPool == r.Pool || slices.ContainsFunc(r.LengthPools, func(lp LengthPool) bool { return lp.Pool == r.PrefillPool })) {
+		ps.add("route %q: prefill_pool %q is also its decode pool; give the prefill instances a pool of their own", r.Model, r.PrefillPool)
 	}
 	for j, lp := range r.LengthPools {
 		if !pools[lp.Pool] {

@@ -52,6 +52,9 @@ type attempts struct {
 	tried    []*Replica // the pool's replicas tried (in triedBuf while few)
 	triedBuf [4]*Replica
 	fellBack bool
+	// prefill: these are a disaggregated route's prefill half, which has
+	// no fallback (prefillHalf).
+	prefill bool
 	// Every attempt's result is received exactly once: by wait, or by
 	// stop for those still running (a loser that got a first token
 	// anyway releases its connection there). An attempt run in forward's
@@ -200,7 +203,7 @@ func (f *attempts) settle(a *attempt) forwardState {
 		return waiting // a hedge is still going
 	case f.tries > 0:
 		return retrying
-	case !f.fellBack && f.route.Fallback != "":
+	case !f.fellBack && f.route.Fallback != "" && !f.prefill:
 		return fallingBack
 	}
 	return failed

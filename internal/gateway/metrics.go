@@ -144,9 +144,25 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// observePD observes a disaggregated request's hops: the prefill half,
+// and each instance's stages as far as it reported them.
+func (ss *seriesSet) observePD(st stageDurations, pd *pdStages) {
+	ss.stage[latency.TimingUpstreamPrefill].Observe(st.UpstreamPrefill.Seconds())
+	if pd.hasPrefill {
+		ss.stage[latency.TimingName(latency.PrefillQueue)].Observe(pd.prefillQueue.Seconds())
+		ss.stage[latency.TimingPrefill].Observe(pd.prefill.Seconds())
+	}
+	if pd.hasDecode {
+		ss.stage[latency.TimingKVTransfer].Observe(pd.kvTransfer.Seconds())
+		ss.stage[latency.TimingDecodeQueue].Observe(pd.decodeQueue.Seconds())
+		ss.stage[latency.TimingFirstDecode].Observe(pd.firstDecode.Seconds())
+	}
+}
+
 // stageSeries are the stages with a histogram: the gateway's stages and
 // the parts of the upstream's split.
-var stageSeries = append(slices.Clone(latency.GatewayStages), latency.TimingServerQueue, latency.TimingPrefill, latency.TimingNetwork)
+var stageSeries = append(slices.Clone(latency.GatewayStages), latency.TimingServerQueue, latency.TimingPrefill, latency.TimingNetwork,
+	latency.TimingName(latency.PrefillQueue), latency.TimingKVTransfer, latency.TimingDecodeQueue, latency.TimingFirstDecode)
 
 // promStage names a stage's histogram: its Server-Timing name, except the
 // gateway's own queue, whose series keeps the name it had before the wire
@@ -224,6 +240,9 @@ func (m *Metrics) observe(o *observation) {
 	st := o.stages
 	ss.stage[latency.TimingGatewayIn].Observe(st.In.Seconds())
 	ss.stage[latency.TimingGatewayQueue].Observe(st.Queue.Seconds())
+	if !o.tl.prefilled.IsZero() {
+		ss.observePD(st, &o.tl.pd)
+	}
 	ss.stage[latency.TimingConnect].Observe(st.Connect.Seconds())
 	ss.stage[latency.TimingUpstreamTTFT].Observe(st.UpstreamTTFT.Seconds())
 	ss.stage[latency.TimingDecode].Observe(st.Decode.Seconds())

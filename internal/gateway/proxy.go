@@ -246,6 +246,9 @@ func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	defer x.dequeue()
+	if x.route.PrefillPool != "" && !x.prefillHalf(ctx) {
+		return
+	}
 	x.forward(ctx)
 }
 

@@ -27,9 +27,12 @@ type timeline struct {
 	start    time.Time // handler entered
 	in       time.Time // policies done, queued
 	admitted time.Time // admitted to the pool
-	conn     time.Time // winning attempt connected
-	firstTok time.Time // first content token read from upstream
-	end      time.Time // last byte written
+	// prefilled is when a disaggregated route's prefill half ended (the
+	// prefill instance's answer read); zero on other routes.
+	prefilled time.Time
+	conn      time.Time // winning attempt connected
+	firstTok  time.Time // first content token read from upstream
+	end       time.Time // last byte written
 
 	// upstream split, from its Server-Timing trailer; ok reports presence.
 	serverQueue, serverPrefill, serverDecode time.Duration
@@ -43,8 +46,12 @@ type timeline struct {
 	// them.
 	splitForwarded bool
 	// forward is the upstream's stages (latency.ForwardTiming), passed on
-	// after the gateway's own in the trailer.
-	forward string
+	// after the gateway's own in the trailer; prefillForward, on a
+	// disaggregated route, the prefill instance's (under
+	// latency.HopPrefill), passed on before them.
+	forward, prefillForward string
+	// pd holds a disaggregated request's hops for the metrics and span.
+	pd pdStages
 	// whole: the answer was one body (not streamed), so upstream_ttft
 	// spans the server's decode too.
 	whole bool
@@ -71,17 +78,17 @@ func (w *waitReader) Read(p []byte) (int, error) {
 
 // stageDurations are the partitioning stages of one request.
 type stageDurations struct {
-	In, Queue, Connect, UpstreamTTFT, Decode, Post, Backpressure time.Duration
+	In, Queue, UpstreamPrefill, Connect, UpstreamTTFT, Decode, Post, Backpressure time.Duration
 }
 
 // stages computes the partition. Instants not reached (a request rejected in
 // the queue) collapse to the last one reached, so the sum is always
 // end − start.
 func (t *timeline) stages() stageDurations {
-	var buf [5]time.Duration // on the stack: stages runs several times a request
-	d := latency.AppendConsecutive(buf[:0], t.start, t.in, t.admitted, t.conn, t.firstTok, t.end)
-	s := stageDurations{In: d[0], Queue: d[1], Connect: d[2], UpstreamTTFT: d[3]}
-	tail := d[4]
+	var buf [6]time.Duration // on the stack: stages runs several times a request
+	d := latency.AppendConsecutive(buf[:0], t.start, t.in, t.admitted, t.prefilled, t.conn, t.firstTok, t.end)
+	s := stageDurations{In: d[0], Queue: d[1], UpstreamPrefill: d[2], Connect: d[3], UpstreamTTFT: d[4]}
+	tail := d[5]
 	s.Post, s.Backpressure = t.post, t.backpressure
 	if s.Post+s.Backpressure > tail {
 		// Time spent before the first token (writing the first events) is
@@ -100,7 +107,7 @@ func (t *timeline) stages() stageDurations {
 
 // sum is the total of the partition: end − start.
 func (s stageDurations) sum() time.Duration {
-	return s.In + s.Queue + s.Connect + s.UpstreamTTFT + s.Decode + s.Post + s.Backpressure
+	return s.In + s.Queue + s.UpstreamPrefill + s.Connect + s.UpstreamTTFT + s.Decode + s.Post + s.Backpressure
 }
 
 // split divides upstream TTFT with the upstream's own queue and prefill
@@ -158,6 +165,9 @@ func headerTiming(s stageDurations) string {
 	b := buf[:0]
 	b = appendTiming(b, latency.TimingGatewayIn, s.In)
 	b = appendTiming(b, latency.TimingGatewayQueue, s.Queue)
+	if s.UpstreamPrefill > 0 {
+		b = appendTiming(b, latency.TimingUpstreamPrefill, s.UpstreamPrefill)
+	}
 	b = appendTiming(b, latency.TimingConnect, s.Connect)
 	b = appendTiming(b, latency.TimingUpstreamTTFT, s.UpstreamTTFT)
 	return string(b)
@@ -204,6 +214,10 @@ func (t *timeline) finalTiming(s stageDurations) string {
 // appendFinalTiming appends finalTiming's value to b.
 func (t *timeline) appendFinalTiming(b []byte, s stageDurations) []byte {
 	b = t.appendTrailerTiming(b, s)
+	if t.prefillForward != "" {
+		b = append(b, ", "...)
+		b = append(b, t.prefillForward...)
+	}
 	if t.forward != "" {
 		b = append(b, ", "...)
 		b = append(b, t.forward...)
@@ -221,6 +235,9 @@ func (t *timeline) foldServerTiming(header, trailer []string) {
 		return
 	}
 	t.forward = latency.ForwardTiming(latency.HopGateway, latency.TimingValues{Header: header, Trailer: trailer})
+	if !t.prefilled.IsZero() {
+		t.pd.foldDecode(header, trailer)
+	}
 	sp, _, ok := latency.SplitServerTiming(append(append([]string(nil), header...), trailer...))
 	if !ok {
 		return

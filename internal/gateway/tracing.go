@@ -111,13 +111,30 @@ func (s *spanRecorder) end(x *exchange, st stageDurations) {
 	if x.errKind != "" {
 		s.span.SetStatus(codes.Error, x.errKind)
 	}
-	tracing.StageSpans(trace.ContextWithSpan(context.Background(), s.span), s.tracer, x.tl.start, []tracing.Stage{
-		{Name: latency.TimingGatewayIn, D: st.In}, {Name: latency.TimingGatewayQueue, D: st.Queue},
-		{Name: latency.TimingConnect, D: st.Connect}, {Name: latency.TimingUpstreamTTFT, D: st.UpstreamTTFT},
-		{Name: latency.TimingDecode, D: st.Decode, Summed: true}, {Name: latency.TimingPostProcess, D: st.Post, Summed: true},
-		{Name: latency.TimingBackpressure, D: st.Backpressure, Summed: true},
-	})
+	stages := make([]tracing.Stage, 0, 8)
+	stages = append(stages, tracing.Stage{Name: latency.TimingGatewayIn, D: st.In}, tracing.Stage{Name: latency.TimingGatewayQueue, D: st.Queue})
+	if !x.tl.prefilled.IsZero() {
+		stages = append(stages, tracing.Stage{Name: latency.TimingUpstreamPrefill, D: st.UpstreamPrefill})
+		s.span.SetAttributes(pdAttrs([]attribute.KeyValue{stageAttr(latency.TimingUpstreamPrefill, st.UpstreamPrefill)}, &x.tl.pd)...)
+	}
+	stages = append(stages, tracing.Stage{Name: latency.TimingConnect, D: st.Connect}, tracing.Stage{Name: latency.TimingUpstreamTTFT, D: st.UpstreamTTFT},
+		tracing.Stage{Name: latency.TimingDecode, D: st.Decode, Summed: true}, tracing.Stage{Name: latency.TimingPostProcess, D: st.Post, Summed: true},
+		tracing.Stage{Name: latency.TimingBackpressure, D: st.Backpressure, Summed: true})
+	tracing.StageSpans(trace.ContextWithSpan(context.Background(), s.span), s.tracer, x.tl.start, stages)
 	s.span.End()
+}
+
+// pdAttrs appends a disaggregated request's hops, as its two instances
+// reported them, as stage attributes.
+func pdAttrs(attrs []attribute.KeyValue, pd *pdStages) []attribute.KeyValue {
+	if pd.hasPrefill {
+		attrs = append(attrs, stageAttr(latency.TimingName(latency.PrefillQueue), pd.prefillQueue), stageAttr("prefill_instance.prefill", pd.prefill))
+	}
+	if pd.hasDecode {
+		attrs = append(attrs, stageAttr(latency.TimingKVTransfer, pd.kvTransfer), stageAttr(latency.TimingDecodeQueue, pd.decodeQueue),
+			stageAttr(latency.TimingFirstDecode, pd.firstDecode))
+	}
+	return attrs
 }
 
 // stageAttr is a stage's span attribute: tokentrace.stage.<its

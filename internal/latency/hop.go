@@ -21,8 +21,14 @@ const (
 	HopApp Hop = "app"
 	// HopGateway is a tokentrace gateway.
 	HopGateway Hop = "gateway"
-	// HopServer is the inference server (tokentrace serve, vLLM, …).
+	// HopServer is the inference server (tokentrace serve, vLLM, …); in
+	// disaggregated prefill and decode, the decode instance.
 	HopServer Hop = "server"
+	// HopPrefill is a disaggregated deployment's prefill instance, whose
+	// stages the gateway (the router) passes on qualified
+	// ("prefill.prefill_queue"; docs/metrics.md, "Disaggregated prefill and
+	// decode").
+	HopPrefill Hop = "prefill"
 )
 
 // An application's stages (tokentrace app sends them, qualified by its hop:
@@ -103,7 +109,7 @@ func (n TimingName) Split() (Hop, string) {
 
 // gatewayNames are the gateway's unqualified names.
 var gatewayNames = map[TimingName]bool{
-	TimingGatewayIn: true, TimingGatewayQueue: true, TimingConnect: true, TimingUpstreamTTFT: true,
+	TimingGatewayIn: true, TimingGatewayQueue: true, TimingUpstreamPrefill: true, TimingConnect: true, TimingUpstreamTTFT: true,
 	TimingDecode: true, TimingPostProcess: true, TimingBackpressure: true, TimingNetwork: true, TimingTotal: true,
 }
 
@@ -115,7 +121,7 @@ var gatewayNames = map[TimingName]bool{
 func RoleOf(hop Hop, stage string) TimingRole {
 	if hop == HopGateway {
 		switch TimingName(stage) {
-		case TimingUpstreamTTFT, TimingDecode:
+		case TimingUpstreamTTFT, TimingDecode, TimingUpstreamPrefill:
 			return RoleUpstream
 		case TimingTotal:
 			return RoleTotal

@@ -54,11 +54,15 @@ const (
 const (
 	TimingGatewayIn    TimingName = "gateway_in"    // parse, auth, length and limit policies, routing
 	TimingGatewayQueue TimingName = "gateway_queue" // waiting in the gateway's queue for admission to the pool
-	TimingConnect      TimingName = "connect"       // admission → connection to the replica that answered
-	TimingUpstreamTTFT TimingName = "upstream_ttft" // that connection → first content token read from upstream
-	TimingDecode       TimingName = "decode"        // first token → end, less post-processing and backpressure
-	TimingPostProcess  TimingName = "post_process"  // the gateway's own work on response events
-	TimingBackpressure TimingName = "backpressure"  // time blocked writing to the client
+	// TimingUpstreamPrefill is a disaggregated route's prefill half:
+	// admission → the prefill instance's whole answer (its attempts,
+	// connection, queue, prefill and transit), before the decode half.
+	TimingUpstreamPrefill TimingName = "upstream_prefill"
+	TimingConnect         TimingName = "connect"       // admission (or the prefill half's end) → connection to the replica that answered
+	TimingUpstreamTTFT    TimingName = "upstream_ttft" // that connection → first content token read from upstream
+	TimingDecode          TimingName = "decode"        // first token → end, less post-processing and backpressure
+	TimingPostProcess     TimingName = "post_process"  // the gateway's own work on response events
+	TimingBackpressure    TimingName = "backpressure"  // time blocked writing to the client
 	// TimingNetwork is upstream_ttft − server_queue − prefill (− server_decode
 	// for an answer sent whole): transit and the upstream's HTTP frontend.
 	TimingNetwork TimingName = "network"
@@ -67,8 +71,22 @@ const (
 )
 
 // GatewayStages lists the gateway's partitioning stages in path order.
-var GatewayStages = []TimingName{TimingGatewayIn, TimingGatewayQueue, TimingConnect, TimingUpstreamTTFT,
+var GatewayStages = []TimingName{TimingGatewayIn, TimingGatewayQueue, TimingUpstreamPrefill, TimingConnect, TimingUpstreamTTFT,
 	TimingDecode, TimingPostProcess, TimingBackpressure}
+
+// The prefill instance's stages of a disaggregated request, as the
+// gateway passes them on under HopPrefill ("prefill.prefill_queue"): the
+// prefill instance's own frontend, queue (its server_queue, renamed),
+// prefill and server_decode, and the rest of the gateway's prefill half
+// (PrefillNetwork).
+const (
+	// PrefillQueue is the prefill instance's queue wait.
+	PrefillQueue = "prefill_queue"
+	// PrefillNetwork is the prefill half less the prefill instance's
+	// stages: connection, transit both ways, reading its answer, and any
+	// failed attempts before it.
+	PrefillNetwork = "network"
+)
 
 // timingFormerQueue is a former name, still read so that results of older
 // servers and gateways parse: serve sent its queue as "queue" (and its

@@ -1,0 +1,119 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/bench"
+	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/serve"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// startPD starts a prefill-role and a decode-role serve (Llama-3.1-8B on an
+// H100, the decode side pulling over link) and a gateway routing every
+// model through them; it returns the gateway's URL and the decode server.
+func startPD(t *testing.T, link string) (string, *serve.Server) {
+	t.Helper()
+	start := func(role string) *serve.Server {
+		o := serve.DefaultOptions()
+		o.Role, o.KVLink = role, link
+		cfg, err := o.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := serve.Start(context.Background(), cfg, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	p, d := start(serve.RolePrefill), start(serve.RoleDecode)
+	yaml := fmt.Sprintf(`pools:
+  - name: prefill
+    replicas: [{url: %q}]
+  - name: decode
+    replicas: [{url: %q}]
+routes:
+  - {model: "*", pool: decode, prefill_pool: prefill}
+`, strings.TrimSuffix(p.URL(), "/v1"), strings.TrimSuffix(d.URL(), "/v1"))
+	url, _ := gatewaytest.Start(t, yaml)
+	return url, d
+}
+
+// A 1P1D pair of serve behind the gateway, benched: every record carries
+// the prefill instance's and the decode instance's hops, and the path's
+// parts sum exactly to its E2E; each kv_transfer is the performance
+// model's time for the prompt's full blocks over the link.
+func TestDisaggregatedPairBenched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs serve, gateway and bench")
+	}
+	url, d := startPD(t, "rdma-400g")
+	dir := filepath.Join(t.TempDir(), "run")
+	const n, input = 30, 500
+	cfg := bench.Config{
+		Target: bench.Target{BaseURL: url, Endpoint: bench.EndpointCompletions, Model: "Llama-3.1-8B", Stream: true, IgnoreEOS: true,
+			ContinuousUsage: true, Timeout: time.Minute},
+		Workload: &workload.Synthetic{Input: workload.Fixed(input), Output: workload.Fixed(12), Turns: 1, Seed: 5},
+		Load:     workload.Load{Rate: 20, Arrival: workload.Poisson, Requests: n, Seed: 2},
+		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
+		ScrapeInterval: -1, Log: io.Discard,
+	}
+	if _, err := bench.Run(context.Background(), cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := results.ReadRecords(filepath.Join(dir, results.RequestsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n {
+		t.Fatalf("%d records, want %d", len(recs), n)
+	}
+	link, _ := perfmodel.LookupLink("rdma-400g")
+	ec := d.Engine().Config()
+	want := []string{"prefill.prefill_queue", "prefill.prefill", "prefill.network",
+		"server.kv_transfer", "server.decode_queue", "server.first_decode", "server.server_decode"}
+	for _, r := range recs {
+		if !r.OK() {
+			t.Fatalf("request %s failed: %s %s", r.ID, r.ErrorKind, r.Error)
+		}
+		if !slices.ContainsFunc(r.Timing, func(s latency.HopStage) bool {
+			return s.Hop == latency.HopGateway && s.Name == string(latency.TimingUpstreamPrefill)
+		}) {
+			t.Errorf("request %s: the gateway reported no upstream_prefill: %v", r.ID, r.Timing)
+		}
+		p, _ := r.Path()
+		if p.Sum() != r.EndNS-r.IntendedNS {
+			t.Errorf("request %s: parts sum to %d, E2E from intended is %d", r.ID, p.Sum(), r.EndNS-r.IntendedNS)
+		}
+		hops := []latency.Hop{latency.HopClient, latency.HopGateway, latency.HopPrefill, latency.HopServer}
+		if !slices.Equal(p.Hops, hops) || len(p.Notes) > 0 {
+			t.Errorf("request %s: hops %v, notes %q; want %v and none", r.ID, p.Hops, p.Notes, hops)
+		}
+		parts := map[string]int64{}
+		for _, x := range p.Parts {
+			parts[string(x.Hop)+"."+x.Name] = x.NS
+		}
+		for _, w := range want {
+			if _, ok := parts[w]; !ok {
+				t.Errorf("request %s: no part %s in %v", r.ID, w, p.Parts)
+			}
+		}
+		full := r.InputTokens / ec.BlockSize * ec.BlockSize
+		wantKV := link.Transfer(int64(full) * ec.KVBytesPerToken)
+		if got := time.Duration(parts["server.kv_transfer"]); (got - wantKV).Abs() > time.Microsecond {
+			t.Errorf("request %s: kv_transfer %v, want %v (%d tokens over %s)", r.ID, got, wantKV, full, link)
+		}
+	}
+}
