@@ -124,6 +124,8 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/tracing":                 {only: []string{"latency", "redact"}},
 	"internal/redisstate":              {only: []string{"redact"}},
 	"internal/llamacpptest":            {only: []string{"process"}},
+	"internal/gguf":                    {only: []string{}},
+	"internal/enginetest":              {only: []string{"gguf", "tokenizer"}},
 	"internal/process":                 {only: []string{}},
 	"internal/racedetect":              {only: []string{}},
 	"internal/openaitest":              {only: []string{"sse"}},

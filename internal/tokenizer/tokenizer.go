@@ -105,6 +105,15 @@ cache batch queue step load rate user fast slow long short first last next each
 time word text line code test run node path mode page view list file type size
 value state block layer head gate unit core sum set map key`)
 
+// FillerWords returns Filler's vocabulary, a copy: a model whose
+// vocabulary holds each as one token (internal/gguf's Llama) counts
+// Filler's text as this package does.
+func FillerWords() []string {
+	out := make([]string, len(words))
+	copy(out, words)
+	return out
+}
+
 // Filler returns text of exactly n tokens (n ≥ 0), one word per token,
 // chosen deterministically from seed: the same n and seed give the same
 // text, and different seeds give different texts. Two seeds pick the same
