@@ -55,7 +55,7 @@ func TestEngineEvidence(t *testing.T) {
 	})
 	t.Run("Ollama durations", func(t *testing.T) {
 		rec := whole(t, nil, answer+`,"done":true,"load_duration":1334875,"prompt_eval_duration":342546000,"eval_duration":4535599000}`)
-		want := &latency.ServerSplit{PrefillNS: 342546000, DecodeNS: 4535599000, Source: "ollama-durations", Engine: "ollama", Unreported: []string{"queue"}}
+		want := &latency.ServerSplit{PrefillNS: 342546000, DecodeNS: 4535599000, LoadNS: 1334875, Source: "ollama-durations", Engine: "ollama", Unreported: []string{"queue"}}
 		if diff := cmp.Diff(want, rec.Server); diff != "" {
 			t.Errorf("split (-want +got):\n%s", diff)
 		}

@@ -141,10 +141,10 @@ func wholeMS(v string) (int64, bool) {
 // SplitFromOllama reads the durations of an Ollama answer (its native
 // /api/chat and /api/generate, whose last object holds them; its
 // OpenAI-compatible /v1 endpoints return none): prompt_eval_duration is
-// prefill, eval_duration decode, in nanoseconds. Ollama reports no queue
-// wait (load_duration, the time to load the model, is not one; it is left
-// in the time before prefill). Keys are exact; nil when either duration is
-// absent or negative.
+// prefill, eval_duration decode, load_duration the model's load (LoadNS),
+// in nanoseconds. Ollama reports no queue wait (load_duration is not one).
+// Keys are exact; nil when prompt_eval_duration or eval_duration is absent
+// or negative (a negative or absent load_duration is left out).
 func SplitFromOllama(raw []byte) *ServerSplit {
 	m, ok := numbers(raw)
 	if !ok {
@@ -155,8 +155,12 @@ func SplitFromOllama(raw []byte) *ServerSplit {
 	if !ok1 || !ok2 || !(p >= 0) || !(d >= 0) || p > math.MaxInt64/2 || d > math.MaxInt64/2 {
 		return nil
 	}
-	return &ServerSplit{PrefillNS: int64(p), DecodeNS: int64(d), Source: SourceOllamaDurations,
+	sp := &ServerSplit{PrefillNS: int64(p), DecodeNS: int64(d), Source: SourceOllamaDurations,
 		Engine: EngineOllama, Unreported: []string{SplitQueue}}
+	if l, ok := m["load_duration"]; ok && l >= 0 && l <= math.MaxInt64/2 {
+		sp.LoadNS = int64(l)
+	}
+	return sp
 }
 
 // numbers decodes a JSON object's numeric members (exact keys; members

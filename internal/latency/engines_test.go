@@ -72,7 +72,7 @@ func TestSplitFromTGIHeaders(t *testing.T) {
 }
 
 func TestSplitFromOllama(t *testing.T) {
-	want := &ServerSplit{PrefillNS: 342546000, DecodeNS: 4535599000, Source: "ollama-durations", Engine: "ollama", Unreported: []string{"queue"}}
+	want := &ServerSplit{PrefillNS: 342546000, DecodeNS: 4535599000, LoadNS: 1334875, Source: "ollama-durations", Engine: "ollama", Unreported: []string{"queue"}}
 	got := SplitFromOllama([]byte(`{"done":true,"prompt_eval_duration":342546000,"eval_duration":4535599000,"load_duration":1334875}`))
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("split (-want +got):\n%s", diff)
@@ -81,6 +81,13 @@ func TestSplitFromOllama(t *testing.T) {
 		`{"prompt_eval_duration":-1,"eval_duration":2}`, `{"prompt_eval_duration":1e300,"eval_duration":2}`, `"x"`} {
 		if sp := SplitFromOllama([]byte(bad)); sp != nil {
 			t.Errorf("%s: split %+v, want none", bad, sp)
+		}
+	}
+	// A load_duration absent, negative or out of range leaves LoadNS 0.
+	for _, noLoad := range []string{`{"prompt_eval_duration":1,"eval_duration":2}`, `{"prompt_eval_duration":1,"eval_duration":2,"load_duration":-5}`,
+		`{"prompt_eval_duration":1,"eval_duration":2,"load_duration":1e300}`, `{"prompt_eval_duration":1,"eval_duration":2,"load_duration":"3"}`} {
+		if sp := SplitFromOllama([]byte(noLoad)); sp == nil || sp.LoadNS != 0 {
+			t.Errorf("%s: split %+v, want one with no load", noLoad, sp)
 		}
 	}
 }
@@ -113,7 +120,7 @@ func TestEngineFixtures(t *testing.T) {
 		}
 	})
 	t.Run("ollama", func(t *testing.T) {
-		want := &ServerSplit{PrefillNS: 342546000, DecodeNS: 4535599000, Source: SourceOllamaDurations, Engine: EngineOllama, Unreported: []string{SplitQueue}}
+		want := &ServerSplit{PrefillNS: 342546000, DecodeNS: 4535599000, LoadNS: 1334875, Source: SourceOllamaDurations, Engine: EngineOllama, Unreported: []string{SplitQueue}}
 		if diff := cmp.Diff(want, SplitFromOllama(bytes.TrimSpace(read(t, "ollama-chat.json")))); diff != "" {
 			t.Errorf("split (-want +got):\n%s", diff)
 		}
@@ -170,8 +177,9 @@ func FuzzParseLlamaCppTimings(f *testing.F) {
 func FuzzSplitFromOllama(f *testing.F) {
 	f.Add([]byte(`{"prompt_eval_duration":342546000,"eval_duration":4535599000}`))
 	f.Add([]byte(`{"prompt_eval_duration":9.3e18,"eval_duration":1}`))
+	f.Add([]byte(`{"prompt_eval_duration":1,"eval_duration":1,"load_duration":334000000}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if sp := SplitFromOllama(b); sp != nil && (sp.PrefillNS < 0 || sp.DecodeNS < 0) {
+		if sp := SplitFromOllama(b); sp != nil && (sp.PrefillNS < 0 || sp.DecodeNS < 0 || sp.LoadNS < 0) {
 			t.Fatalf("negative split %+v from %q", sp, b)
 		}
 	})

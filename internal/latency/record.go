@@ -182,6 +182,11 @@ type ServerSplit struct {
 	QueueNS   int64 `json:"queue_ns"`
 	PrefillNS int64 `json:"prefill_ns"`
 	DecodeNS  int64 `json:"decode_ns"`
+	// LoadNS is the time the engine spent getting the model ready for
+	// this request before its prefill (Ollama's load_duration: a model
+	// not in memory is loaded first), when the evidence says; inside the
+	// time before prefill, never part of QueueNS.
+	LoadNS int64 `json:"load_ns,omitempty"`
 	// Source is the evidence the split was read from (Source* constants:
 	// "server-timing", "vllm-metrics", "llamacpp-timings", "tgi-headers",
 	// "ollama-durations").

@@ -64,6 +64,7 @@ type row struct {
 	intended, sent, wrote, firstTok, end int64
 	connect, gateway                     int64
 	sq, prefill, decode                  int64 // server split
+	load                                 int64 // the engine's model load before prefill
 	stallAt, stall                       int64 // start and length of the largest chunk gap
 	itlMax                               int64
 	input, output, cached, turn, nchunks int32

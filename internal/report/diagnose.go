@@ -64,6 +64,7 @@ type Rule struct {
 // The rules' names, as findings carry them.
 const (
 	RuleClientBottleneck    = "client-bottleneck"
+	RuleModelLoad           = "model-load"
 	RuleServerQueueing      = "server-queueing"
 	RulePrefillBound        = "prefill-bound"
 	RuleDecodeBandwidth     = "decode-bandwidth"
@@ -91,6 +92,7 @@ var (
 // within a severity.
 var Rules = []Rule{
 	{RuleClientBottleneck, latency.Metrics, "", ruleClientBottleneck},
+	{RuleModelLoad, concat([]latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, e2eish), latency.TTFT, ruleModelLoad},
 	{RuleServerQueueing, concat([]latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, e2eish, []latency.Metric{latency.ClientQueue}), latency.TTFT, ruleServerQueueing},
 	{RulePrefillBound, []latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, latency.TTFT, rulePrefillBound},
 	{RuleDecodeBandwidth, decoded, latency.TPOT, ruleDecodeBandwidth},

@@ -86,7 +86,7 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	}
 	if r.Server != nil {
 		w.flags |= flagServer
-		w.sq, w.prefill, w.decode = r.Server.QueueNS, r.Server.PrefillNS, r.Server.DecodeNS
+		w.sq, w.prefill, w.decode, w.load = r.Server.QueueNS, r.Server.PrefillNS, r.Server.DecodeNS, r.Server.LoadNS
 		if !r.Server.Reports(latency.SplitQueue) {
 			w.flags |= flagQueueInferred
 			w.sq = 0

@@ -63,13 +63,14 @@ type QueueInference struct {
 
 // gapBeforeEngine is the time between the request written and its first
 // token (its end, for a whole answer) that the server's split does not
-// account for: the queue wait and the rest.
+// account for: the queue wait and the rest. A model load the engine
+// reports (Ollama's load_duration) is accounted for: it is no queue wait.
 func (r *row) gapBeforeEngine() int64 {
 	wrote := r.wrote
 	if wrote == 0 {
 		wrote = r.sent + r.connect
 	}
-	g := r.firstOut() - wrote - r.gateway - r.prefill
+	g := r.firstOut() - wrote - r.gateway - r.prefill - r.load
 	if r.firstTok == 0 {
 		g -= r.decode // a whole answer: its decode came before its end too
 	}

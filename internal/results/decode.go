@@ -355,6 +355,8 @@ func (d *fastDecoder) record(r *latency.Record) error {
 					s.PrefillNS, err = d.int64()
 				case "decode_ns":
 					s.DecodeNS, err = d.int64()
+				case "load_ns":
+					s.LoadNS, err = d.int64()
 				case "source":
 					s.Source, err = d.strc(scServerSource)
 				case "engine":

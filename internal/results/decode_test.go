@@ -28,6 +28,7 @@ func TestFastDecoderMatchesEncodingJSON(t *testing.T) {
 		[]byte(`{"v":01}`),
 		[]byte(`{"v":1,"server":{"queue_ns":3},"server":{"prefill_ns":4}}`), // encoding/json merges into the same split
 		[]byte(`{"v":1,"server":{"queue_ns":3},"server":null,"server":{"prefill_ns":4}}`),
+		[]byte(`{"v":2,"server":{"prefill_ns":4,"decode_ns":5,"load_ns":334000000,"source":"ollama-durations","engine":"ollama","unreported":["queue"]}}`),
 		[]byte(`{"v":1,"chunk_ns":[ 1 , -2 ,3 ,	4]}`),
 		[]byte(`{"v":1,"chunk_ns":[1.5]}`),
 		[]byte(`{"v":1,"chunk_ns":[01]}`),

@@ -1,0 +1,62 @@
+package report
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+)
+
+// ollamaRun is a closed loop of one worker against Ollama (its durations
+// as the split, no queue wait reported), each request's model load given
+// in milliseconds.
+func ollamaRun(loads ...float64) *Report {
+	c := NewCollector(Options{})
+	at := 0.0
+	for i, load := range loads {
+		s := synthReq{at: at, send: 0.1, net: 2 + load, prefill: 10, tpot: 5, output: 20, input: 64, split: true}
+		r := s.record(i)
+		r.Server.Source, r.Server.Engine, r.Server.Unreported = latency.SourceOllamaDurations, latency.EngineOllama, []string{latency.SplitQueue}
+		r.Server.LoadNS = int64(load * msNS)
+		c.Add(r)
+		at = float64(r.EndNS)/msNS + 1
+	}
+	return c.Report()
+}
+
+func TestModelLoadRule(t *testing.T) {
+	warm := make([]float64, 19)
+	for i := range warm {
+		warm[i] = 0.1
+	}
+	rep := ollamaRun(append([]float64{334}, warm...)...)
+	k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == RuleModelLoad })
+	if k < 0 {
+		t.Fatalf("no model-load finding: %+v", rep.Findings)
+	}
+	f := rep.Findings[k]
+	if f.Numbers["loaded_requests"] != 1 || f.Numbers["first_load_ms"] != 334 || f.Numbers["first_ttft_ms"] < 334 {
+		t.Errorf("numbers %v", f.Numbers)
+	}
+	for _, want := range []string{"Ollama", "load_duration", "334", "OLLAMA_KEEP_ALIVE"} {
+		if !strings.Contains(f.Evidence+strings.Join(f.Remedies, " "), want) {
+			t.Errorf("the finding does not say %q: %s", want, f.Evidence)
+		}
+	}
+	// The load is no queue wait: the inferred queue of the cold request is
+	// its gap less the load, about what every request pays.
+	if slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.Rule == "server-queueing" }) {
+		t.Errorf("the load is called queueing: %+v", rep.Findings)
+	}
+	if q := rep.Summary.QueueInferred; q == nil || q.FloorMS > 2.5 {
+		t.Errorf("queue inference %+v", q)
+	}
+
+	// Warm throughout: no finding; a load under half the TTFT: none.
+	for name, loads := range map[string][]float64{"warm": warm, "small load": append([]float64{15}, warm...)} {
+		if rep := ollamaRun(loads...); slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.Rule == RuleModelLoad }) {
+			t.Errorf("%s: a model-load finding: %+v", name, rep.Findings)
+		}
+	}
+}
