@@ -363,6 +363,8 @@ func (d *fastDecoder) record(r *latency.Record) error {
 					s.Engine, err = d.strc(scServerEngine)
 				case "unreported":
 					s.Unreported, err = d.strs()
+				case "derived":
+					s.Derived, err = d.strs()
 				case "first_scheduled_unix_ns":
 					s.FirstScheduledUnixNS, err = d.int64()
 				default:
