@@ -156,3 +156,28 @@ func TestSimulateEngineFamily(t *testing.T) {
 		}
 	}
 }
+
+// A simulation outside what its constants were fitted on says so: in its
+// output, its summary and the report of its folder; inside, it gives the
+// constants' 80 % interval.
+func TestSimulateFlagsTheEnvelope(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	out, err := run(t, "simulate", "--engine", "trtllm", "--concurrency", "64", "--requests", "64", "--input-tokens", "1024",
+		"--output-tokens", "8192", "--output-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"outside the twin's envelope: outputs of 8192 tokens: fitted on 200–2000",
+		"outside the twin's envelope: TensorRT-LLM 1.0: the constants were fitted on release 0.x", "interval  80 %: TTFT ±31%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("simulate's output lacks %q:\n%s", want, out)
+		}
+	}
+	rep, err := run(t, "report", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep, "twin: outside the twin's envelope: outputs of 8192") || strings.Contains(rep, "load generator doubted") {
+		t.Errorf("report: the envelope flags should be the twin's, not the load generator's doubts:\n%s", rep)
+	}
+}

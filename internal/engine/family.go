@@ -92,7 +92,10 @@ type FamilyConstant struct {
 	// (a prediction for another major release lies outside the envelope).
 	EngineVersion string `yaml:"engine_version"`
 	// FittedOn names the measurements fitted (and which were held out).
-	FittedOn            string `yaml:"fitted_on"`
+	FittedOn string `yaml:"fitted_on"`
+	// Envelope is the span of those measurements and the interval their
+	// held-out residuals give (Options.Envelope).
+	Envelope            FittedRange `yaml:"envelope"`
 	perfmodel.Constants `yaml:",inline"`
 }
 
@@ -277,22 +280,11 @@ func FamilyOf(text string) (Family, bool) {
 // precision wd: an entry for that precision first, then one for any; false
 // when the family has none for the GPU (the GPU family's defaults stand).
 func (f Family) ConstantsFor(gpu string, wd perfmodel.DType) (perfmodel.Efficiency, bool) {
-	var any *FamilyConstant
-	for i, c := range f.Constants {
-		if !strings.EqualFold(c.GPU, gpu) {
-			continue
-		}
-		if c.DType != "" && strings.EqualFold(c.DType, string(wd)) {
-			return c.Efficiency(), true
-		}
-		if c.DType == "" && any == nil {
-			any = &f.Constants[i]
-		}
-	}
-	if any == nil {
+	c, ok := f.constantFor(gpu, wd)
+	if !ok {
 		return perfmodel.Efficiency{}, false
 	}
-	return any.Efficiency(), true
+	return c.Efficiency(), true
 }
 
 // BatchLimits are the family's token budget per step and bound on running

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // ruleOutsideModel: a large share of E2E is spent outside the model —
@@ -167,7 +168,9 @@ func ruleClientBottleneck(a *analysis, rep *Report) (Finding, bool) {
 				"median TTFT (%s)", dur(run.OverheadFloor), fmtMS(ttft.P50)))
 		}
 		for _, w := range run.Warnings {
-			soft = append(soft, "bench warned: "+w)
+			if !results.IsEnvelopeWarning(w) {
+				soft = append(soft, "bench warned: "+w)
+			}
 		}
 	}
 	if len(strong) > 0 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // WriteText writes the terminal summary (at most 100 columns): the run at a
@@ -83,7 +84,11 @@ func (t textWriter) summary(r *Report) {
 	}
 	for _, run := range r.Runs {
 		for _, wmsg := range run.Warnings {
-			t.wrapped("bench warning: "+wmsg, 98, "", "  ")
+			label := "bench warning: "
+			if results.IsEnvelopeWarning(wmsg) {
+				label = "twin: "
+			}
+			t.wrapped(label+wmsg, 98, "", "  ")
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -43,7 +44,9 @@ type RunInfo struct {
 	// server: the smallest TTFT this client can observe.
 	OverheadFloor time.Duration `json:"overhead_floor_ns,omitempty"`
 	// Warnings are the load generator's doubts about its own run (schedule
-	// lag, CPU saturation, dropped sends), shown in the report as they are.
+	// lag, CPU saturation, dropped sends), shown in the report as they are;
+	// a simulation's also say where it left the twin's envelope (those
+	// start with EnvelopeWarning).
 	Warnings []string `json:"warnings,omitempty"`
 	// Points describes a sweep: one entry per Record.Phase value.
 	Points []SweepPoint `json:"points,omitempty"`
@@ -172,3 +175,11 @@ func ReadRunInfo(dir string) (info RunInfo, ok bool, err error) {
 	}
 	return info, true, nil
 }
+
+// EnvelopeWarning starts a simulation's warning that the run lies outside
+// what the twin's constants were fitted on (engine.Envelope).
+const EnvelopeWarning = "outside the twin's envelope: "
+
+// IsEnvelopeWarning reports whether a run warning is the twin's envelope
+// flag rather than the load generator's doubt.
+func IsEnvelopeWarning(w string) bool { return strings.HasPrefix(w, EnvelopeWarning) }

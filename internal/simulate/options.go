@@ -135,7 +135,11 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 	if err != nil {
 		return cfg, out, field.Wrap("slo", err)
 	}
-	out = Output{Dir: o.OutputDir, SLOs: slos, Describe: ec.Describe()}
+	env, err := o.Engine.Envelope()
+	if err != nil {
+		return cfg, out, err
+	}
+	out = Output{Dir: o.OutputDir, SLOs: slos, Describe: ec.Describe(), Envelope: &env}
 	if out.Dir == "" {
 		out.Dir = results.DefaultDir(now)
 	}

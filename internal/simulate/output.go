@@ -27,6 +27,9 @@ type Output struct {
 	SLOs []latency.SLO
 	// Describe is the engine's banner (engine.Config.Describe).
 	Describe string
+	// Envelope is what the engine's constants were fitted on; the run's
+	// case outside it is flagged in its warnings (nil: not checked).
+	Envelope *engine.Envelope
 }
 
 // Summary is a simulation's summary.json: the report plus what only the
@@ -40,17 +43,22 @@ type Summary struct {
 	Engine    string `json:"engine"`
 	Balancer  string `json:"balancer"`
 	// NetworkNS is the one-way client–router latency assumed.
-	NetworkNS  int64            `json:"network_ns"`
-	Replicas   []ReplicaSummary `json:"replicas"`
-	Sent       int              `json:"sent"`
-	Succeeded  int              `json:"succeeded"`
-	Rejected   int              `json:"rejected"`
-	EndNS      int64            `json:"end_ns"`
-	WallMS     float64          `json:"wall_ms"`
-	Warnings   []string         `json:"warnings,omitempty"`
-	Report     *report.Report   `json:"report"`
-	SLOsFailed bool             `json:"slos_failed"`
-	Records    int              `json:"records"`
+	NetworkNS int64            `json:"network_ns"`
+	Replicas  []ReplicaSummary `json:"replicas"`
+	Sent      int              `json:"sent"`
+	Succeeded int              `json:"succeeded"`
+	Rejected  int              `json:"rejected"`
+	EndNS     int64            `json:"end_ns"`
+	WallMS    float64          `json:"wall_ms"`
+	Warnings  []string         `json:"warnings,omitempty"`
+	// OutsideEnvelope lists where the run left what the constants were
+	// fitted on (engine.Envelope.Check); Interval80 is their 80 %
+	// interval, where known.
+	OutsideEnvelope []string         `json:"outside_envelope,omitempty"`
+	Interval80      *engine.Interval `json:"interval80,omitempty"`
+	Report          *report.Report   `json:"report"`
+	SLOsFailed      bool             `json:"slos_failed"`
+	Records         int              `json:"records"`
 }
 
 // ReplicaSummary is one replica in summary.json.
@@ -101,7 +109,9 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	}
 	coll := report.NewCollector(report.Options{SLOs: o.SLOs})
 	wall0 := time.Now()
+	var lens lengthSpan
 	res := s.run(func(r *latency.Record) {
+		lens.add(r)
 		rw.Write(r)
 		coll.Add(r)
 		sum.Records++
@@ -111,6 +121,15 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 		return nil, err
 	}
 	sum.Sent, sum.Succeeded, sum.Rejected, sum.EndNS = res.Sent, res.Succeeded, res.Rejected, int64(res.End)
+	if o.Envelope != nil {
+		sum.OutsideEnvelope = o.Envelope.Check(envelopeCase(*res, lens, cfg.Replicas))
+		for _, f := range sum.OutsideEnvelope {
+			res.Warnings = append(res.Warnings, results.EnvelopeWarning+f)
+		}
+		if iv := o.Envelope.Range.Interval80; iv.TTFT > 0 {
+			sum.Interval80 = &iv
+		}
+	}
 	sum.Warnings = res.Warnings
 	for _, r := range res.Replicas {
 		sum.Replicas = append(sum.Replicas, summarizeReplica(r))
@@ -220,6 +239,9 @@ func writeText(w io.Writer, s *Summary, dir string) {
 	}
 	for _, warn := range s.Warnings {
 		fmt.Fprintf(w, "WARNING   %s\n", warn)
+	}
+	if iv := s.Interval80; iv != nil {
+		fmt.Fprintf(w, "interval  80 %%: TTFT ±%.0f%%, TPOT ±%.0f%%, E2E ±%.0f%% (%s)\n", 100*iv.TTFT, 100*iv.TPOT, 100*iv.E2E, iv.From)
 	}
 	fmt.Fprintf(w, "results   %s (%d records)\n", dir, s.Records)
 }
