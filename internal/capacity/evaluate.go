@@ -86,6 +86,10 @@ type Options struct {
 	// Force runs simulations and plans over their bounds
 	// (simulate.Preflight's, MaxPlanRequests).
 	Force bool
+	// Records, when set, is given every simulated record, warm-up and
+	// cool-down included, with its token times (the simulator reuses the
+	// record's memory after the call).
+	Records func(*latency.Record)
 }
 
 // DefaultMinSpan is the least span of a run's arrivals (Options.MinSpan).
@@ -119,7 +123,7 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	cfg := simulate.Config{
 		Engine: ec, Replicas: r.Replicas, Balancer: r.Balancer,
 		Workload: withCap(lengthsOnly(src, r.ec.EnablePrefixCaching), r.MaxMaxTokens), Load: load, IgnoreEOS: w.IgnoreEOS, Network: w.Network,
-		NoTokenTimes: !j.needsTokens(), RecycleRecords: true, SampleInterval: simulate.SampleInterval, Force: o.Force,
+		NoTokenTimes: !j.needsTokens() && o.Records == nil, RecycleRecords: true, SampleInterval: simulate.SampleInterval, Force: o.Force,
 	}
 	if r.ShortestFirst {
 		cfg.Priority = shortestFirst
@@ -127,7 +131,11 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	if o.StopEarly {
 		cfg.Stop = j.stop
 	}
-	res, err := simulate.Run(cfg, j.add)
+	emit := j.add
+	if o.Records != nil {
+		emit = func(rec *latency.Record) { j.add(rec); o.Records(rec) }
+	}
+	res, err := simulate.Run(cfg, emit)
 	if err != nil {
 		return Point{}, err
 	}

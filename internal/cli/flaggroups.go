@@ -270,3 +270,18 @@ func bindOutputDir(g *flagGroup, dir *string, usage string) {
 func bindOutputFile(g *flagGroup, file *string, usage string) {
 	g.bind("output", usage, func(fs *pflag.FlagSet, n, u string) { fs.StringVarP(file, n, "o", *file, u) })
 }
+
+// verifyFlags are verify's own settings.
+type verifyFlags struct {
+	applied []string
+	ledger  string
+	draws   int
+}
+
+// bindVerifyFlags binds verify's flags: the levers applied by hand, the
+// ledger, and the twin's draws.
+func bindVerifyFlags(g *flagGroup, v *verifyFlags) {
+	g.stringArrayVar(&v.applied, "applied", "a change the runs' evidence cannot show, LEVER=VALUE (a what-if lever or its setting: max-num-seqs=4, enable_prefix_caching=true); repeatable")
+	g.stringVar(&v.ledger, "ledger", "append this verify to the ledger FILE (JSONL); alone, without runs: summarise the twin's track record per lever")
+	g.intVar(&v.draws, "draws", "seeds the twin is run over for each prediction's interval (at least 2)")
+}

@@ -143,6 +143,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/capacity":                {never: []string{"serve", "gateway", "bench", "app", "report"}},
 	"internal/agent":                   {never: []string{"serve", "gateway", "app", "bench", "engine", "report", "simulate"}},
 	"internal/whatif":                  {never: []string{"serve", "gateway", "bench", "app", "agent"}},
+	"internal/verify":                  {never: []string{"serve", "gateway", "bench", "app", "agent", "whatif"}},
 	"internal/cli":                     {},
 	// test-helper subpackages (each may import its parent besides)
 	"internal/gateway/gatewaytest":     {only: []string{}},

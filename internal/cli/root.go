@@ -54,6 +54,7 @@ proxies traffic while measuring and defending every stage.`,
 		newSimulateCmd(),
 		newCalibrateCmd(),
 		newPlanCmd(),
+		newVerifyCmd(),
 		newAppCmd(),
 		newVersionCmd(),
 	)

@@ -592,31 +592,10 @@ func (r *runner) fidelity(measured []float64, twin []*float64) (miss []*float64,
 		": something the twin does not model shaped this run (server stalls, another tenant, the network, a different engine), so what it predicts for a lever is not what the server would do; remedies are listed unranked"
 }
 
-// statedError is the twin's own stated relative error at an objective:
-// the profile's calibration residual for the metric at that percentile
-// (P50, P90 or P99, the nearest at or above), else the two-clock
-// differential's limit for the engine itself (docs/simulate.md,
-// "Accuracy"): 5 % up to P90, 10 % above.
+// statedError is the twin's own stated relative error at an objective
+// (capacity.StatedError).
 func (r *runner) statedError(s latency.SLO) float64 {
-	limit := 0.05
-	if s.Percentile > 90 {
-		limit = 0.10
-	}
-	if r.prof == nil {
-		return limit
-	}
-	res, ok := r.prof.Residuals[string(s.Metric)]
-	if !ok {
-		return limit
-	}
-	v := res.P99
-	switch {
-	case s.Percentile <= 50:
-		v = res.P50
-	case s.Percentile <= 90:
-		v = res.P90
-	}
-	return math.Max(limit, v)
+	return capacity.StatedError(r.prof, s.Metric, s.Percentile)
 }
 
 // percentileName is "P99" for 99, "max" for 100.

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/verify"
+)
+
+// verifyJSON runs verify --format json and decodes its answer.
+func verifyJSON(t *testing.T, args ...string) *verify.Result {
+	t.Helper()
+	out, err := run(t, append([]string{"verify", "--format", "json"}, args...)...)
+	if err != nil {
+		t.Fatalf("verify %v: %v\n%s", args, err, out)
+	}
+	var r verify.Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("verify JSON: %v\n%s", err, out)
+	}
+	return &r
+}
+
+// benched runs bench against its embedded engine into a new folder.
+func benched(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if out, err := run(t, append([]string{"bench", "--output-dir", dir}, args...)...); err != nil {
+		t.Fatalf("bench %v: %v\n%s", args, err, out)
+	}
+	return dir
+}
+
+func rowOf(t *testing.T, r *verify.Result, metric, stat string) verify.Row {
+	t.Helper()
+	for _, x := range r.Rows {
+		if x.Metric == metric && x.Stat == stat {
+			return x
+		}
+	}
+	t.Fatalf("no %s %s row in %+v", metric, stat, r.Rows)
+	return verify.Row{}
+}
+
+func oneChange(t *testing.T, r *verify.Result, setting, before, after, source, lever string) {
+	t.Helper()
+	for _, c := range r.Changes {
+		if c.Setting == setting {
+			if c.Before != before || c.After != after || c.Source != source || c.Lever != lever || !c.Modeled {
+				t.Errorf("change %+v, want %s: %s → %s from %s, lever %s", c, setting, before, after, source, lever)
+			}
+			return
+		}
+	}
+	t.Errorf("no change of %s found in %+v", setting, r.Changes)
+}
+
+// Two simulated runs, max-num-seqs 2 → 4 under a closed loop of 8
+// workers: the twin is the engine that ran them, so verify finds the
+// change in the runs' settings and predicts the second run exactly; the
+// ledger keeps it and summarises it.
+func TestVerifySimulatedRunsIsExact(t *testing.T) {
+	load := []string{"--concurrency", "8", "--requests", "48", "--input-tokens", "256", "--output-tokens", "32"}
+	before := simulated(t, append(load, "--max-num-seqs", "2")...)
+	after := simulated(t, append(load, "--max-num-seqs", "4")...)
+	ledger := filepath.Join(t.TempDir(), "twin.jsonl")
+	r := verifyJSON(t, before, after, "--ledger", ledger)
+	oneChange(t, r, "max_num_seqs", "2", "4", "simulated engine", "max-num-seqs")
+	if r.Lever != "max-num-seqs" || r.Judged < 13 || r.Held != r.Judged {
+		t.Fatalf("lever %q, %d of %d held; rows %+v", r.Lever, r.Held, r.Judged, r.Rows)
+	}
+	for _, x := range r.Rows {
+		if x.Verdict != verify.NoData && math.Abs(x.Error) > 1e-9 {
+			t.Errorf("%s %s: predicted %v, measured %v: the twin is the engine, the error must be 0", x.Metric, x.Stat, x.Predicted, x.Measured)
+		}
+	}
+	if ttft := rowOf(t, r, "ttft", "p50"); !(ttft.Measured < 0.6*ttft.Before) {
+		t.Errorf("TTFT P50 %v → %v: twice the slots should cut the queue", ttft.Before, ttft.Measured)
+	}
+	out, err := run(t, "verify", "--ledger", ledger)
+	if err != nil || !strings.Contains(out, "max-num-seqs") || !strings.Contains(out, "(100%)") {
+		t.Fatalf("track record: %v\n%s", err, out)
+	}
+	html := filepath.Join(t.TempDir(), "v.html")
+	if out, err := run(t, "verify", before, after, "--format", "html", "-o", html); err != nil {
+		t.Fatalf("html: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(html); !strings.Contains(string(b), "as predicted") || !strings.Contains(string(b), "<!DOCTYPE html>") {
+		t.Errorf("html page lacks its verdicts:\n%.500s", b)
+	}
+}
+
+// Where the evidence cannot tell (the second folder keeps no settings),
+// --applied names the change, and the prediction is the same.
+func TestVerifyAppliedWhereEvidenceCannotTell(t *testing.T) {
+	load := []string{"--rate", "20", "--requests", "80", "--input-tokens", "1024", "--output-tokens", "16"}
+	before := simulated(t, append(load, "--max-num-batched-tokens", "2048")...)
+	after := simulated(t, append(load, "--max-num-batched-tokens", "512")...)
+	if err := os.Remove(filepath.Join(after, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	r := verifyJSON(t, before, after)
+	if r.Lever != "" || !strings.Contains(strings.Join(r.Notes, "\n"), "--applied") {
+		t.Fatalf("no evidence: lever %q, notes %v", r.Lever, r.Notes)
+	}
+	r = verifyJSON(t, before, after, "--applied", "token-budget=512")
+	oneChange(t, r, "max_num_batched_tokens", "2048", "512", "applied", "token-budget")
+	for _, x := range r.Rows {
+		if x.Verdict != verify.NoData && math.Abs(x.Error) > 1e-9 {
+			t.Errorf("%s %s: predicted %v, measured %v", x.Metric, x.Stat, x.Predicted, x.Measured)
+		}
+	}
+}
+
+func TestVerifyBadInput(t *testing.T) {
+	dir := simulated(t, "--rate", "20", "--requests", "20", "--output-tokens", "4")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verify", dir}, "two results folders"},
+		{[]string{"verify", dir, dir, "--applied", "warp=9"}, "--applied"},
+		{[]string{"verify", dir, dir, "--draws", "1"}, "--draws"},
+		{[]string{"verify", dir, filepath.Join(dir, "nope")}, "not a results folder"},
+		{[]string{"verify", "--ledger", filepath.Join(dir, "none.jsonl")}, "ledger"},
+	} {
+		out, err := run(t, tt.args...)
+		var ee *ExitError
+		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.As(err, &ee) && ee.Code != ExitUsage {
+			t.Errorf("%v: %v (want an error naming %q)\n%s", tt.args, err, tt.want, out)
+		}
+	}
+}
+
+// servedCase is one remedy checked against serve: bench on the embedded
+// engine before and after it, verify between them.
+type servedCase struct {
+	name                string
+	load, before, after []string
+	setting, from, to   string
+	lever               string
+	metric              string // the metric the remedy moves at P50
+	lower               bool   // ... down (else up)
+}
+
+// Against serve (the embedded engine, wall clock): the change is found in
+// the server's own evidence (run.json), the twin predicts the direction
+// and size of the metric the remedy moves, and E2E P50 lies within a
+// quarter of the prediction (the figures are in docs/performance.md; the
+// bound tolerates a loaded machine).
+func TestVerifyAgainstServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs serve on the wall clock for about a minute")
+	}
+	for _, c := range []servedCase{
+		{"prefix caching", []string{"--rate", "8", "--requests", "48", "--input-tokens", "2000", "--prefix-tokens", "1800", "--prefix-groups", "1", "--output-tokens", "16"},
+			[]string{"--sim-enable-prefix-caching=false"}, []string{"--sim-enable-prefix-caching=true"},
+			"enable_prefix_caching", "false", "true", "prefix-caching", "ttft", true},
+		{"token budget", []string{"--rate", "6", "--requests", "48", "--input-tokens", "lognormal:mean=3000,sigma=0.5", "--output-tokens", "64"},
+			[]string{"--sim-max-num-batched-tokens", "4096"}, []string{"--sim-max-num-batched-tokens", "512"},
+			"max_num_batched_tokens", "4096", "512", "token-budget", "tpot", true},
+		{"slots", []string{"--concurrency", "8", "--requests", "32", "--input-tokens", "256", "--output-tokens", "64"},
+			[]string{"--sim-max-num-seqs", "2"}, []string{"--sim-max-num-seqs", "4"},
+			"max_num_seqs", "2", "4", "max-num-seqs", "ttft", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := benched(t, "before", append(c.load, c.before...)...)
+			after := benched(t, "after", append(c.load, c.after...)...)
+			r := verifyJSON(t, before, after)
+			oneChange(t, r, c.setting, c.from, c.to, "server", c.lever)
+			if r.Lever != c.lever {
+				t.Errorf("lever %q, want %q (changes %+v)", r.Lever, c.lever, r.Changes)
+			}
+			m := rowOf(t, r, c.metric, "p50")
+			if moved := m.Predicted < m.Before; moved != c.lower || (m.Measured < m.Before) != c.lower {
+				t.Errorf("%s P50: before %v, predicted %v, measured %v: want both moved the same way", c.metric, m.Before, m.Predicted, m.Measured)
+			}
+			if e := rowOf(t, r, "e2e", "p50"); math.Abs(e.Error) > 0.25 {
+				t.Errorf("E2E P50 predicted %v, measured %v (error %.0f%%)", e.Predicted, e.Measured, 100*e.Error)
+			}
+			t.Logf("%s: %s", c.name, r.Summary())
+		})
+	}
+}

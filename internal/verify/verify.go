@@ -1,0 +1,303 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/capacity"
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/report"
+)
+
+// Twin is the first run as the twin runs it (whatif.TwinOf's baseline).
+type Twin struct {
+	Deployment capacity.Deployment
+	Workload   capacity.Workload
+	// Basis says what the twin is ("the embedded engine's settings",
+	// "profile FILE"); Notes what it leaves out.
+	Basis string
+	Notes []string
+	// Seed is the run's seed: the first draw's.
+	Seed uint64
+}
+
+// Config is one verify.
+type Config struct {
+	Before, After Run
+	// Twin is Before's twin; AfterWorkload the second run's workload as
+	// the twin rebuilds it (nil when it cannot be), replayed when the
+	// load itself changed.
+	Twin          Twin
+	AfterWorkload *capacity.Workload
+	// Applied are --applied's changes, beside those the evidence shows.
+	Applied []Change
+	// SLOs judge goodput (none: no goodput row).
+	SLOs []latency.SLO
+	// Draws is how many seeds the twin is run over (at least 2).
+	Draws int
+	// Now stamps the ledger's entry.
+	Now func() time.Time
+}
+
+// Result is a verify's answer.
+type Result struct {
+	Before  string   `json:"before"`
+	After   string   `json:"after"`
+	Changes []Change `json:"changes"`
+	// Lever names what was verified: the modelled levers, joined by "+".
+	Lever string `json:"lever"`
+	// Basis and Deployment say what the twin is; Draws how many seeds it
+	// ran; Method how the intervals are made (docs/metrics.md).
+	Basis      string   `json:"basis"`
+	Deployment string   `json:"deployment"`
+	Draws      int      `json:"draws"`
+	Method     string   `json:"method"`
+	Rows       []Row    `json:"rows"`
+	Notes      []string `json:"notes,omitempty"`
+	// Held counts the rows whose measurement lies in the 80 % interval.
+	Held     int     `json:"held"`
+	Judged   int     `json:"judged"`
+	ElapsedS float64 `json:"elapsed_s"`
+}
+
+// Row is one metric at one percentile (or a rate): measured before,
+// predicted after with its 80 % interval, measured after.
+type Row struct {
+	Metric string `json:"metric"`
+	Stat   string `json:"stat"` // p50, p95, p99, rate
+	Unit   string `json:"unit"` // ms, req/s
+	// Before is the first run's measurement; TwinBefore the twin's own
+	// first run (its fidelity).
+	Before     float64 `json:"before"`
+	TwinBefore float64 `json:"twin_before"`
+	// Predicted is the twin's value after the change; Low and High its
+	// 80 % interval; Draws every seed's value.
+	Predicted float64   `json:"predicted"`
+	Low       float64   `json:"low"`
+	High      float64   `json:"high"`
+	Draws     []float64 `json:"draws"`
+	// StatedError is the twin's own stated relative error here;
+	// BeforeMiss its miss of the first run (|twin − measured| ÷
+	// measured); the interval takes the larger (RelativeError).
+	StatedError float64 `json:"stated_error"`
+	BeforeMiss  float64 `json:"before_miss"`
+	Measured    float64 `json:"measured"`
+	// Error is (measured − predicted) ÷ predicted.
+	Error   float64 `json:"error"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// Verdict is how a measurement sits against its prediction.
+type Verdict string
+
+// The verdicts.
+const (
+	AsPredicted Verdict = "as predicted"
+	Better      Verdict = "better than predicted"
+	Worse       Verdict = "worse than predicted"
+	Outside     Verdict = "outside the twin's envelope"
+	NoData      Verdict = "no data"
+)
+
+// Method says how the intervals are made, for the output.
+const Method = "80 % interval: the twin at the run's seed ± √((1.2816·s)² + (e·c)²), s the standard deviation over the draws' seeds, e the twin's stated error or its miss of the first run at that row, whichever is larger, c the prediction; the envelope is twice that (docs/metrics.md, \"Verify\")"
+
+// z80 is the standard normal's 90th percentile: ± z80·σ holds 80 %.
+const z80 = 1.2815515655446004
+
+// Interval is the 80 % interval around the prediction c of draws (the
+// first is c, the run's own seed) and the twin's stated relative error e:
+// c ± h, h = √((z80·s)² + (e·c)²), s the draws' sample standard deviation.
+func Interval(draws []float64, e float64) (c, lo, hi float64) {
+	if len(draws) == 0 {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	c = draws[0]
+	var s float64
+	if n := len(draws); n > 1 {
+		var mean float64
+		for _, x := range draws {
+			mean += x
+		}
+		mean /= float64(n)
+		for _, x := range draws {
+			s += (x - mean) * (x - mean)
+		}
+		s = math.Sqrt(s / float64(n-1))
+	}
+	h := math.Hypot(z80*s, e*c)
+	return c, c - h, c + h
+}
+
+// Judge gives a measurement's verdict against [lo, hi] around c: inside
+// as predicted; beyond twice the half-width outside the envelope; else
+// better or worse (lower is better unless higherBetter).
+func Judge(measured, c, lo, hi float64, higherBetter bool) Verdict {
+	if math.IsNaN(measured) || math.IsNaN(c) {
+		return NoData
+	}
+	switch {
+	case measured >= lo && measured <= hi:
+		return AsPredicted
+	case measured < c-2*(c-lo) || measured > c+2*(hi-c):
+		return Outside
+	case (measured < lo) != higherBetter:
+		return Better
+	}
+	return Worse
+}
+
+// Verify runs the twin with the change and sets it beside the runs.
+func Verify(ctx context.Context, cfg Config) (*Result, error) {
+	start := time.Now()
+	if cfg.Draws < 2 {
+		return nil, field.Invalid("draws", cfg.Draws, "must be at least 2 (the interval needs a spread)")
+	}
+	changes, notes := merge(Diff(cfg.Before, cfg.After), cfg.Applied)
+	for i, c := range changes {
+		if c.Source == "applied" && c.Before == "" {
+			changes[i].Before = cfg.Before.value(c.Setting)
+		}
+	}
+	res := &Result{Before: cfg.Before.Dir, After: cfg.After.Dir, Changes: changes, Basis: cfg.Twin.Basis,
+		Draws: cfg.Draws, Method: Method, Notes: notes}
+	d := cfg.Twin.Deployment
+	if err := apply(&d, changes); err != nil {
+		return nil, err
+	}
+	w, wnotes, err := workloadAfter(cfg, changes)
+	if err != nil {
+		return nil, err
+	}
+	res.Notes = append(res.Notes, wnotes...)
+	res.Lever = leverName(changes)
+	if res.Lever == "" {
+		res.Notes = append(res.Notes, "no change the twin models was found between the runs (give --applied LEVER=VALUE when the evidence cannot tell): the prediction is the first run's twin again")
+	}
+	for _, c := range changes {
+		if !c.Modeled {
+			res.Notes = append(res.Notes, "not modelled: "+c.String())
+		}
+	}
+	res.Notes = append(res.Notes, cfg.Twin.Notes...)
+	for _, r := range []struct {
+		name string
+		run  Run
+	}{{"the first run", cfg.Before}, {"the second run", cfg.After}} {
+		for _, w := range r.run.Info.Warnings {
+			res.Notes = append(res.Notes, r.name+"'s own doubt (a disturbed run is not the twin's miss): "+w)
+		}
+	}
+	res.Deployment = describe(d)
+	var prof *perfmodel.Profile
+	if p := d.Engine.Profile; p != "" {
+		if prof, err = perfmodel.LoadProfile(p); err != nil {
+			return nil, field.Wrap("profile", err)
+		}
+	}
+	before, err := report.Load(ctx, []string{cfg.Before.Dir}, report.Options{SLOs: cfg.SLOs, Resamples: 1})
+	if err != nil {
+		return nil, err
+	}
+	after, err := report.Load(ctx, []string{cfg.After.Dir}, report.Options{SLOs: cfg.SLOs, Resamples: 1})
+	if err != nil {
+		return nil, err
+	}
+	twinBefore, err := draw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("the first run's twin: %w", err)
+	}
+	draws := make([]*report.Report, cfg.Draws)
+	for i := range draws {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if draws[i], err = draw(d, w, cfg.SLOs, cfg.Twin.Seed+uint64(i)); err != nil {
+			return nil, fmt.Errorf("the twin with the change: %w", err)
+		}
+	}
+	res.Rows = rows(before, after, twinBefore, draws, prof, len(cfg.SLOs) > 0)
+	for _, r := range res.Rows {
+		if r.Verdict != NoData {
+			res.Judged++
+			if r.Verdict == AsPredicted {
+				res.Held++
+			}
+		}
+	}
+	res.ElapsedS = time.Since(start).Seconds()
+	return res, nil
+}
+
+// workloadAfter is the workload the twin runs after the change: the first
+// run's, or the second's when the load itself changed.
+func workloadAfter(cfg Config, cs []Change) (capacity.Workload, []string, error) {
+	var load []string
+	for _, c := range cs {
+		if c.Lever == "load" || c.Source == "bench" && c.Modeled {
+			load = append(load, c.Setting)
+		}
+	}
+	if len(load) == 0 {
+		return cfg.Twin.Workload, nil, nil
+	}
+	if cfg.AfterWorkload == nil {
+		return capacity.Workload{}, nil, fmt.Errorf("the load changed (%s) but the second run's workload cannot be rebuilt", strings.Join(load, ", "))
+	}
+	w := *cfg.AfterWorkload
+	w.DefaultWarmup = false
+	return w, []string{"the load changed (" + strings.Join(load, ", ") + "): the twin replays the second run's workload (" + w.Describe + ")"}, nil
+}
+
+// leverName joins the modelled levers.
+func leverName(cs []Change) string {
+	var out []string
+	for _, c := range cs {
+		if c.Modeled && c.Lever != "" && !containsStr(out, c.Lever) {
+			out = append(out, c.Lever)
+		}
+	}
+	return strings.Join(out, "+")
+}
+
+func containsStr(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// draw runs the twin once on seed and reports its records as report
+// reads a run: the same formulas on both sides.
+func draw(d capacity.Deployment, w capacity.Workload, slos []latency.SLO, seed uint64) (*report.Report, error) {
+	w.DefaultWarmup = false // the run's own warm-up, as it had it
+	c := report.NewCollector(report.Options{SLOs: slos, Resamples: 1})
+	if _, err := capacity.Evaluate(d, w, nil, w.Rate, capacity.Options{Seed: seed, MinSpan: time.Nanosecond, Records: c.Add}); err != nil {
+		return nil, err
+	}
+	return c.Report(), nil
+}
+
+func describe(d capacity.Deployment) string {
+	e := d.Engine
+	if ec, _, err := e.Config(); err == nil {
+		ec = ec.WithDefaults()
+		e.MaxNumSeqs, e.MaxNumBatchedTokens = ec.MaxNumSeqs, ec.MaxNumBatchedTokens
+	}
+	s := fmt.Sprintf("%d × %s on %s TP%d, max_num_seqs %d, max_num_batched_tokens %d, prefix caching %v, chunked prefill %v",
+		max(d.Replicas, 1), e.Model, e.GPU, e.TensorParallelSize, e.MaxNumSeqs, e.MaxNumBatchedTokens, e.EnablePrefixCaching, e.EnableChunkedPrefill)
+	if e.MaxWaiting > 0 {
+		s += fmt.Sprintf(", max_waiting %d", e.MaxWaiting)
+	}
+	if d.MaxMaxTokens > 0 {
+		s += fmt.Sprintf(", max_tokens ≤ %d", d.MaxMaxTokens)
+	}
+	return s
+}

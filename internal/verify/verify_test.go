@@ -1,0 +1,179 @@
+package verify
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/capacity"
+	"github.com/tokentrace/tokentrace/internal/results"
+)
+
+// The interval by hand: draws 100, 110, 90 (mean 100, s = 10), e = 5 %:
+// h = √((1.2816·10)² + (0.05·100)²) = √(164.24 + 25) = 13.757.
+func TestIntervalByHand(t *testing.T) {
+	c, lo, hi := Interval([]float64{100, 110, 90}, 0.05)
+	if c != 100 || math.Abs(lo-86.243) > 1e-3 || math.Abs(hi-113.757) > 1e-3 {
+		t.Fatalf("Interval = %v [%v, %v], want 100 [86.243, 113.757]", c, lo, hi)
+	}
+	// One draw: no spread, the stated error alone; the first draw is the
+	// prediction even when the others lie to one side.
+	if c, lo, hi := Interval([]float64{200}, 0.10); c != 200 || lo != 180 || hi != 220 {
+		t.Errorf("one draw: %v [%v, %v], want 200 [180, 220]", c, lo, hi)
+	}
+	if c, _, _ := Interval([]float64{50, 60, 70}, 0); c != 50 {
+		t.Errorf("prediction %v, want the run's own seed's 50", c)
+	}
+}
+
+func TestRelativeError(t *testing.T) {
+	for _, tt := range []struct{ stated, miss, want float64 }{
+		{0.05, 0.02, 0.05}, {0.05, 0.30, 0.30}, {0.10, math.NaN(), 0.10}, {0.10, math.Inf(1), 0.10},
+	} {
+		if got := RelativeError(tt.stated, tt.miss); got != tt.want {
+			t.Errorf("RelativeError(%v, %v) = %v, want %v", tt.stated, tt.miss, got, tt.want)
+		}
+	}
+}
+
+func TestJudge(t *testing.T) {
+	for _, tt := range []struct {
+		m      float64
+		higher bool
+		want   Verdict
+	}{
+		{100, false, AsPredicted}, {90, false, AsPredicted}, {110, false, AsPredicted},
+		{85, false, Better}, {115, false, Worse}, {79, false, Outside}, {121, false, Outside},
+		{85, true, Worse}, {115, true, Better}, {math.NaN(), false, NoData},
+	} {
+		if got := Judge(tt.m, 100, 90, 110, tt.higher); got != tt.want {
+			t.Errorf("Judge(%v, higher better %v) = %q, want %q", tt.m, tt.higher, got, tt.want)
+		}
+	}
+}
+
+func run(server map[string]string, flags map[string]string) Run {
+	return Run{Info: results.RunInfo{Server: &results.ServerInfo{Engine: "tokentrace", Config: server}}, Config: flags}
+}
+
+func TestDiffFindsEvidenceAndLoad(t *testing.T) {
+	a := run(map[string]string{"max_num_seqs": "2", "enable_prefix_caching": "false", "num_gpu_blocks": "100", "block_size": "16"},
+		map[string]string{"rate": "4", "seed": "1", "sim-max-num-seqs": "2", "sim-gpu": "H100-SXM", "output-dir": "a"})
+	b := run(map[string]string{"max_num_seqs": "4", "enable_prefix_caching": "false", "num_gpu_blocks": "90", "block_size": "16"},
+		map[string]string{"rate": "8", "seed": "1", "sim-max-num-seqs": "4", "sim-gpu": "A100-80GB", "output-dir": "b"})
+	got := Diff(a, b)
+	var lines []string
+	for _, c := range got {
+		lines = append(lines, c.String())
+	}
+	want := []string{
+		"max_num_seqs: 2 → 4 (server)",
+		"num_gpu_blocks: 100 → 90 (server) — not modelled: " + derived["num_gpu_blocks"],
+		"rate: 4 → 8 (bench)",
+		"gpu: H100-SXM → A100-80GB (embedded engine) — not modelled: the twin has no such setting",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Diff:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if got[0].Lever != "max-num-seqs" || got[2].Lever != "load" || leverName(got) != "max-num-seqs+load" {
+		t.Errorf("levers %q %q, joined %q", got[0].Lever, got[2].Lever, leverName(got))
+	}
+}
+
+func TestParseApplied(t *testing.T) {
+	for _, tt := range []struct{ in, setting, err string }{
+		{"max-num-seqs=4", "max_num_seqs", ""},
+		{"enable_prefix_caching=true", "enable_prefix_caching", ""},
+		{"sim-max-num-batched-tokens=2048", "max_num_batched_tokens", ""},
+		{" replicas = 2 ", "replicas", ""},
+		{"max-num-seqs", "", "want LEVER=VALUE"},
+		{"max-num-seqs=-1", "", "not a non-negative integer"},
+		{"prefix-caching=maybe", "", "not true or false"},
+		{"warp-drive=on", "", `unknown lever "warp-drive"`},
+		{"gpu-memory-utilization=1.5", "", "fraction"},
+	} {
+		c, err := ParseApplied(tt.in)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("ParseApplied(%q) error %v, want one saying %q", tt.in, err, tt.err)
+		case tt.err == "" && (err != nil || c.Setting != tt.setting || !c.Modeled || c.Source != "applied"):
+			t.Errorf("ParseApplied(%q) = %+v, %v; want setting %s", tt.in, c, err, tt.setting)
+		}
+	}
+}
+
+func TestApplyAndMerge(t *testing.T) {
+	found := []Change{{Lever: "max-num-seqs", Setting: "max_num_seqs", Before: "2", After: "4", Source: "server", Modeled: true}}
+	applied, _ := ParseApplied("max-num-seqs=6")
+	budget, _ := ParseApplied("token-budget=1024")
+	cs, notes := merge(found, []Change{applied, budget})
+	if len(cs) != 2 || cs[0].After != "6" || len(notes) != 1 {
+		t.Fatalf("merge: %+v, notes %v", cs, notes)
+	}
+	var d capacity.Deployment
+	if err := apply(&d, cs); err != nil || d.Engine.MaxNumSeqs != 6 || d.Engine.MaxNumBatchedTokens != 1024 {
+		t.Fatalf("apply: %+v, %v", d.Engine, err)
+	}
+}
+
+func TestLedgerRoundTripAndTrackRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	at := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+	r1 := &Result{Before: "a", After: "b", Lever: "max-num-seqs", Rows: []Row{
+		{Metric: "ttft", Stat: "p50", Error: 0.10, Verdict: AsPredicted},
+		{Metric: "ttft", Stat: "p99", Error: 0.50, Verdict: Worse},
+		{Metric: "e2e", Stat: "p50", Error: -0.30, Verdict: Better},
+		{Metric: "goodput", Stat: "rate", Verdict: NoData},
+	}}
+	r2 := &Result{Before: "c", After: "d", Lever: "max-num-seqs", Rows: []Row{{Metric: "e2e", Stat: "p95", Error: 0.02, Verdict: AsPredicted}}}
+	for _, r := range []*Result{r1, r2} {
+		if err := AppendLedger(path, r, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := ReadLedger(bytes.NewReader(b))
+	if err != nil || len(es) != 2 || len(es[0].Rows) != 3 || !es[0].At.Equal(at) {
+		t.Fatalf("ReadLedger: %+v, %v", es, err)
+	}
+	recs := TrackRecord(es)
+	// By hand: 4 judged rows, 2 held; mean |error| over the non-P99 rows
+	// (0.10, 0.30, 0.02) = 0.14; worst e2e p50 at 0.30.
+	if len(recs) != 1 || recs[0].Verifies != 2 || recs[0].Rows != 4 || recs[0].Held != 2 ||
+		math.Abs(recs[0].MeanAbsError-0.14) > 1e-12 || recs[0].WorstError != 0.30 || recs[0].WorstRow != "e2e p50" {
+		t.Fatalf("TrackRecord: %+v", recs)
+	}
+	if _, err := ReadLedger(strings.NewReader("{\"lever\":\"x\"}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line: %v, want an error naming line 2", err)
+	}
+}
+
+func FuzzParseApplied(f *testing.F) {
+	for _, s := range []string{"max-num-seqs=4", "prefix-caching=true", "=", "a=b=c", "replicas=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseApplied(s)
+		if err == nil && (c.Setting == "" || c.After == "" || !c.Modeled) {
+			t.Fatalf("ParseApplied(%q) = %+v without an error", s, c)
+		}
+	})
+}
+
+func FuzzReadLedger(f *testing.F) {
+	f.Add("{\"lever\":\"x\",\"rows\":[{\"metric\":\"ttft\",\"verdict\":\"as predicted\"}]}\n")
+	f.Add("\n\n{}")
+	f.Fuzz(func(t *testing.T, s string) {
+		es, err := ReadLedger(strings.NewReader(s))
+		if err == nil {
+			_ = TrackRecord(es)
+		}
+	})
+}
