@@ -68,6 +68,15 @@ func TestVerifySimulatedRunsIsExact(t *testing.T) {
 	load := []string{"--concurrency", "8", "--requests", "48", "--input-tokens", "256", "--output-tokens", "32"}
 	before := simulated(t, append(load, "--max-num-seqs", "2")...)
 	after := simulated(t, append(load, "--max-num-seqs", "4")...)
+	// report's what-if names the remedy and the command that checks it.
+	w := whatIfJSON(t, before, "--slo", "ttft:p95<=300ms", "--what-if", "max-num-seqs").WhatIf
+	if w == nil {
+		t.Fatal("no what-if")
+	}
+	if _, rem := remedy(w, "max-num-seqs"); rem == nil || rem.Applied != "max_num_seqs=4" ||
+		w.VerifyCommand(*rem) != "tokentrace verify "+before+" AFTER --applied max_num_seqs=4" {
+		t.Fatalf("remedies %+v", w.Remedies)
+	}
 	ledger := filepath.Join(t.TempDir(), "twin.jsonl")
 	r := verifyJSON(t, before, after, "--ledger", ledger)
 	oneChange(t, r, "max_num_seqs", "2", "4", "simulated engine", "max-num-seqs")

@@ -120,6 +120,9 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	if wi == nil && names != nil {
 		rep.Notes = append(rep.Notes, "what-if: none of the levers asked for ("+w.mode+") changes this run's deployment (each is already set, or no finding calls for it)")
 	}
+	if wi != nil {
+		wi.Run = dir
+	}
 	rep.WhatIf = wi
 	return nil
 }

@@ -159,7 +159,7 @@ func TestWhatIfJSONShape(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	want := []string{"assumptions", "baseline", "basis", "deployment", "elapsed_s", "fidelity", "judged", "measured_ms", "objectives", "remedies", "seed", "simulations", "stated_error", "workload"}
+	want := []string{"assumptions", "baseline", "basis", "deployment", "elapsed_s", "fidelity", "judged", "measured_ms", "objectives", "remedies", "run", "seed", "simulations", "stated_error", "workload"}
 	if diff := cmp.Diff(want, keys(doc.WhatIf)); diff != "" {
 		t.Errorf("what_if keys (-want +got):\n%s", diff)
 	}
@@ -177,7 +177,7 @@ func TestWhatIfJSONShape(t *testing.T) {
 	if len(rems) == 0 {
 		t.Fatal("no remedies")
 	}
-	if diff := cmp.Diff([]string{"after", "assumes", "effect", "for", "lever", "setting", "title"}, keys(rems[0])); diff != "" {
+	if diff := cmp.Diff([]string{"after", "applied", "assumes", "effect", "for", "lever", "setting", "title"}, keys(rems[0])); diff != "" {
 		t.Errorf("remedy keys (-want +got):\n%s", diff)
 	}
 	var objectives []string

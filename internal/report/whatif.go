@@ -22,6 +22,8 @@ type Predictions struct {
 	// Basis says what the twin was built from: "simulated run", "embedded
 	// engine" or "profile FILE" (a calibrated profile on a measured run).
 	Basis string `json:"basis"`
+	// Run is the results folder the twin was rebuilt from.
+	Run string `json:"run,omitempty"`
 	// Deployment is the run's deployment as the twin runs it; Workload
 	// the workload replayed.
 	Deployment string `json:"deployment"`
@@ -99,6 +101,22 @@ type Remedy struct {
 	Extrapolates []string `json:"extrapolates,omitempty"`
 	// Error says why the lever could not be simulated (it does not fit).
 	Error string `json:"error,omitempty"`
+	// Applied is the change as `tokentrace verify --applied` reads it
+	// (max_num_seqs=8): VerifyCommand checks the remedy once applied.
+	Applied string `json:"applied,omitempty"`
+}
+
+// VerifyCommand is the command that checks a remedy once it is applied
+// and the load run again into AFTER (docs/report.md, "Verify").
+func (w *Predictions) VerifyCommand(r Remedy) string {
+	if r.Applied == "" || r.Error != "" {
+		return ""
+	}
+	run := w.Run
+	if run == "" {
+		run = "BEFORE"
+	}
+	return fmt.Sprintf("tokentrace verify %s AFTER --applied %s", run, r.Applied)
 }
 
 // value formats an objective's value: "∞" for a failed request.
@@ -189,6 +207,9 @@ func (t textWriter) whatIf(w *Predictions) {
 		for _, x := range r.Extrapolates {
 			t.wrapped("extrapolates: "+x, 90, "     ", "       ")
 		}
+		if c := w.VerifyCommand(r); c != "" {
+			t.p("     verify once applied: %s\n", c)
+		}
 	}
 	for _, a := range w.Assumptions {
 		t.wrapped("note: "+a, 94, "  ", "    ")
@@ -232,6 +253,9 @@ func (m mdWriter) whatIf(w *Predictions) {
 		if r.Error != "" {
 			notes = append([]string{"cannot be simulated: " + r.Error}, notes...)
 		}
+		if c := w.VerifyCommand(r); c != "" {
+			notes = append(notes, "verify once applied: `"+c+"`")
+		}
 		m.p(" %s |\n", mdEscape(strings.Join(notes, "; ")))
 	}
 	for _, a := range w.Assumptions {
@@ -247,8 +271,9 @@ func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 // before/after chart.
 type whatIfView struct {
 	Remedy
-	Line  string
-	Chart template.HTML
+	Line   string
+	Chart  template.HTML
+	Verify string
 }
 
 // whatIfViews draws one small chart per remedy: the first objective as
@@ -261,7 +286,7 @@ func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 	out := make([]whatIfView, 0, len(w.Remedies))
 	var errs []error
 	for _, r := range w.Remedies {
-		v := whatIfView{Remedy: r, Line: w.Line(r)}
+		v := whatIfView{Remedy: r, Line: w.Line(r), Verify: w.VerifyCommand(r)}
 		if r.Error == "" && len(w.Objectives) > 0 {
 			svg, err := w.remedyChart(r)
 			if err != nil {

@@ -1,0 +1,41 @@
+package whatif
+
+import (
+	"fmt"
+
+	"github.com/tokentrace/tokentrace/internal/capacity"
+)
+
+// applied is a remedy's change as `tokentrace verify --applied` reads it:
+// the setting's own name (vLLM's, the deployment's) and its new value in
+// d; "" for a lever verify does not name.
+func applied(lever string, d capacity.Deployment) string {
+	e := d.Engine
+	switch lever {
+	case "prefix-caching":
+		return fmt.Sprintf("enable_prefix_caching=%v", e.EnablePrefixCaching)
+	case "chunked-prefill":
+		return fmt.Sprintf("enable_chunked_prefill=%v", e.EnableChunkedPrefill)
+	case "token-budget":
+		return fmt.Sprintf("max_num_batched_tokens=%d", e.MaxNumBatchedTokens)
+	case "max-num-seqs":
+		return fmt.Sprintf("max_num_seqs=%d", e.MaxNumSeqs)
+	case "max-tokens-cap":
+		return fmt.Sprintf("max_max_tokens=%d", d.MaxMaxTokens)
+	case "weights":
+		return "dtype=" + e.DType
+	case "kv-cache-dtype":
+		return "cache_dtype=" + e.KVCacheDType
+	case "speculative-decoding":
+		return fmt.Sprintf("speculative_k=%d", e.SpeculativeK)
+	case "tensor-parallel":
+		return fmt.Sprintf("tensor_parallel_size=%d", e.TensorParallelSize)
+	case "replicas", "replicas-needed":
+		return fmt.Sprintf("replicas=%d", d.Replicas)
+	case "priority-scheduling":
+		return "scheduling_policy=" + e.SchedulingPolicy
+	case "admission-control":
+		return fmt.Sprintf("max_waiting=%d", e.MaxWaiting)
+	}
+	return ""
+}
