@@ -35,7 +35,11 @@ func BenchmarkStreamChunk(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			x := &exchange{chat: name == "chat", rid: "0123456789-1", received: time.Now(),
+			api := openai.APICompletions
+			if name == "chat" {
+				api = openai.APIChat
+			}
+			x := &exchange{api: api, rid: "0123456789-1", received: time.Now(),
 				prompt: make([]int32, 8), p: openai.Params{Stream: true, MaxTokens: 1 << 30}}
 			w := &discardWriter{h: http.Header{}}
 			c := s.newChunks(w, nil, x)

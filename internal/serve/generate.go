@@ -36,7 +36,7 @@ const (
 
 // exchange is one generation request as it goes through the handler.
 type exchange struct {
-	chat     bool
+	api      openai.API
 	rid      string
 	received time.Time
 	p        openai.Params
@@ -50,15 +50,15 @@ type exchange struct {
 	pd       pdKind
 }
 
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
-	x := &exchange{chat: chat, received: s.clock.Now()}
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
+	x := &exchange{api: api, received: s.clock.Now()}
 	if s.cfg.Tracer != nil {
 		defer func() { s.traceRequest(r, x, s.clock.Now()) }()
 	}
 	defer func() { s.recordGenAI(x, s.clock.Now()) }()
 	h := w.Header()
 	h.Set("Trailer", ServerTimingHeader)
-	if !allow(w, r, http.MethodPost) {
+	if !allowAs(w, r, api, http.MethodPost) {
 		x.frontend = s.clock.Now().Sub(x.received)
 		s.finishTiming(w, x)
 		return
@@ -123,6 +123,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	x.frontend = st.Timeline().Arrival.Sub(x.received)
+	if x.api != openai.APIChat && x.api != openai.APICompletions {
+		s.answerAPI(ctx, w, st, x)
+		return
+	}
 	if x.p.Stream {
 		s.stream(ctx, w, st, x)
 	} else {
@@ -133,7 +137,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 // parse decodes and validates the body, checks the model, tokenizes the
 // prompt and settles max_tokens.
 func (s *Server) parse(x *exchange, body []byte, metricsHeader string) *openai.APIError {
-	if x.chat {
+	if x.api != openai.APIChat && x.api != openai.APICompletions {
+		if apiErr := s.parseAPI(x, body); apiErr != nil {
+			return apiErr
+		}
+	} else if x.isChat() {
 		req, apiErr := openai.DecodeChat(body)
 		if apiErr != nil {
 			return apiErr
@@ -196,10 +204,13 @@ func contextLengthError(param, msg string) *openai.APIError {
 }
 
 func (x *exchange) promptParam() string {
-	if x.chat {
-		return "messages"
+	switch x.api {
+	case openai.APICompletions:
+		return "prompt"
+	case openai.APIResponses:
+		return "input"
 	}
-	return "prompt"
+	return "messages"
 }
 
 // submitError maps the engine's refusal to a response; the second result
@@ -254,7 +265,7 @@ func (s *Server) fail(w http.ResponseWriter, x *exchange, e *openai.APIError, re
 		x.frontend = s.clock.Now().Sub(x.received)
 	}
 	s.metrics.httpError(strconv.Itoa(e.Status))
-	e.Write(w, retryAfter)
+	e.WriteAs(w, x.api, retryAfter)
 	s.finishTiming(w, x)
 }
 
@@ -310,11 +321,11 @@ func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange
 	c := &chunks{
 		s: s, st: st, x: x,
 		sw:      sse.NewWriter(w),
-		enc:     openai.NewChunkEncoder(x.chat, x.responseID(), s.cfg.ServedModelName, x.received.Unix()),
+		enc:     openai.NewChunkEncoder(x.isChat(), x.responseID(), s.cfg.ServedModelName, x.received.Unix()),
 		text:    newTextWriter(idSeed(x.rid)),
 		txt:     make([]byte, 0, 64),
 		usage:   openai.Usage{PromptTokens: len(x.prompt), TotalTokens: len(x.prompt)},
-		reasons: x.chat && s.cfg.Engine.Reasoning != nil,
+		reasons: x.isChat() && s.cfg.Engine.Reasoning != nil,
 	}
 	if x.p.ContinuousUsage {
 		c.usageP = &c.usage
@@ -327,7 +338,7 @@ func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange
 // the write's lateness behind the event; false when the client is gone.
 func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
 	s, x := c.s, c.x
-	if first && x.chat {
+	if first && x.isChat() {
 		if c.sw.EndData(c.enc.AppendRole(c.sw.BeginData(), c.usageP)) != nil {
 			return false
 		}
@@ -368,7 +379,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	text := newTextWriter(idSeed(x.rid))
 	think := 0
-	if x.chat && s.cfg.Engine.Reasoning != nil {
+	if x.isChat() && s.cfg.Engine.Reasoning != nil {
 		think = min(x.tl.ReasoningTokens, sent)
 	}
 	reasoning := string(text.append(make([]byte, 0, 6*think), think))
@@ -392,7 +403,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, r *http.Re
 	finish := string(x.tl.Finish)
 	kv := s.kvTransferAnswer(r, x)
 	var body any
-	if x.chat {
+	if x.isChat() {
 		body = openai.ChatCompletion{ID: x.responseID(), Object: openai.ObjectChatCompletion, Created: x.received.Unix(),
 			Model: s.cfg.ServedModelName, Usage: usage, Metrics: m, KVTransferParams: kv,
 			Choices: []openai.ChatChoice{{Message: msg,
@@ -550,7 +561,7 @@ func (x *exchange) serverTiming() string {
 		add(latency.TimingServerQueue, q)
 		add(latency.TimingPrefill, p)
 		add(latency.TimingServerDecode, d)
-		if r := x.tl.Reasoning(); x.chat && r > 0 {
+		if r := x.tl.Reasoning(); x.api != openai.APICompletions && r > 0 {
 			add(latency.TimingServerReasoning, r)
 		}
 	}
@@ -599,7 +610,7 @@ func (x *exchange) requestMetrics() openai.RequestMetrics {
 }
 
 func (x *exchange) responseID() string {
-	if x.chat {
+	if x.isChat() {
 		return "chatcmpl-" + x.rid
 	}
 	return "cmpl-" + x.rid
@@ -633,3 +644,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// isChat reports a chat completions request.
+func (x *exchange) isChat() bool { return x.api == openai.APIChat }

@@ -3,11 +3,13 @@ package serve
 import (
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/openai"
 )
 
 // FuzzParse runs request bodies through the server's whole front end
 // (decode, validation, model check, tokenization, max_tokens) for both
-// endpoints: no input may panic, and an accepted request must fit the
+// APIs: no input may panic, and an accepted request must fit the
 // context.
 func FuzzParse(f *testing.F) {
 	s, err := New(testConfig(time.Millisecond))
@@ -20,14 +22,18 @@ func FuzzParse(f *testing.F) {
 		`{"model":"sim-model","prompt":[[1,2,3]],"max_tokens":2047}`,
 		`{"model":"sim-model","prompt":"x","max_tokens":2048}`,
 		`{"model":"other","prompt":"x"}`,
+		`{"model":"sim-model","input":"x","max_output_tokens":3,"stream":true}`,
+		`{"model":"sim-model","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]}],"instructions":"y"}`,
+		`{"model":"sim-model","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"sim-model","messages":[{"role":"user","content":"x"}],"options":{"num_predict":4},"stream":false}`,
 	} {
 		f.Add([]byte(seed), "")
 		f.Add([]byte(seed), "true")
 	}
 	maxLen := s.Engine().Config().MaxModelLen
 	f.Fuzz(func(t *testing.T, body []byte, metricsHeader string) {
-		for _, chat := range []bool{true, false} {
-			x := &exchange{chat: chat}
+		for _, api := range openai.APIs {
+			x := &exchange{api: api}
 			if apiErr := s.parse(x, body, metricsHeader); apiErr != nil {
 				if apiErr.Status < 400 || apiErr.Status > 499 || apiErr.Err.Message == "" {
 					t.Fatalf("bad rejection %+v", apiErr)

@@ -312,8 +312,9 @@ func (s *Server) Close() error {
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
-	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
+	for _, api := range openai.APIs {
+		mux.HandleFunc(api.Path(), func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, api) })
+	}
 	mux.HandleFunc("/v1/models", s.models)
 	mux.HandleFunc("/v1/models/{id}", s.model)
 	mux.HandleFunc("/health", s.health)
@@ -356,6 +357,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	return allowAs(w, r, openai.APIChat, methods...)
+}
+
+// allowAs is allow answering in api's error shape.
+func allowAs(w http.ResponseWriter, r *http.Request, api openai.API, methods ...string) bool {
 	for _, m := range methods {
 		if r.Method == m {
 			return true
@@ -363,7 +369,7 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	}
 	allowed := strings.Join(methods, ", ")
 	w.Header().Set("Allow", allowed)
-	openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest,
+	openai.WriteErrorAs(w, api, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest,
 		fmt.Sprintf("method %s is not allowed on %s (use %s)", r.Method, r.URL.Path, allowed), "", "method_not_allowed"), 0)
 	return false
 }

@@ -67,13 +67,13 @@ func TestRequestTiming(t *testing.T) {
 	// 60.4 ms and the first answer token at 90.4 ms; server_reasoning is
 	// those 30 ms, beside server_decode (a completions answer streams its
 	// reasoning as text and reports none).
-	think := &exchange{chat: true, frontend: 400 * time.Microsecond, hasTL: true,
+	think := &exchange{api: openai.APIChat, frontend: 400 * time.Microsecond, hasTL: true,
 		tl: engine.Timeline{Arrival: at(400), Scheduled: at(10400), FirstToken: at(60400), FirstAnswer: at(90400),
 			Finished: at(100400), OutputTokens: 5, ReasoningTokens: 3}}
 	if got, want := think.serverTiming(), "frontend;dur=0.400, server_queue;dur=10.000, prefill;dur=50.000, server_decode;dur=40.000, server_reasoning;dur=30.000"; got != want {
 		t.Errorf("Server-Timing of a reasoning answer %q, want %q", got, want)
 	}
-	think.chat = false
+	think.api = openai.APICompletions
 	if got, want := think.serverTiming(), "frontend;dur=0.400, server_queue;dur=10.000, prefill;dur=50.000, server_decode;dur=40.000"; got != want {
 		t.Errorf("Server-Timing of a completions answer with reasoning %q, want %q", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 )
 
@@ -20,9 +21,9 @@ import (
 // from arrival to end; a request that never reached the engine's end is
 // an error.
 func (s *Server) recordGenAI(x *exchange, end time.Time) {
-	op := "text_completion"
-	if x.chat {
-		op = "chat"
+	op := "chat"
+	if x.api == openai.APICompletions {
+		op = "text_completion"
 	}
 	req := tracing.GenAIRequest{Operation: op, Model: s.cfg.ServedModelName, Duration: end.Sub(x.received)}
 	if !x.hasTL || x.tl.Finish == engine.FinishAbort {

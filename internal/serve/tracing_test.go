@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/tracing/otlptest"
 )
@@ -84,7 +85,7 @@ func TestGenAIMetricsReachAnOTLPReceiver(t *testing.T) {
 	s := &Server{cfg: Config{GenAI: g, ServedModelName: "m"}}
 	r0 := time.Unix(1700000000, 0)
 	at := func(us int) time.Time { return r0.Add(time.Duration(us) * time.Microsecond) }
-	x := &exchange{chat: true, received: r0, hasTL: true, tl: engine.Timeline{Arrival: at(400), Scheduled: at(10400),
+	x := &exchange{api: openai.APIChat, received: r0, hasTL: true, tl: engine.Timeline{Arrival: at(400), Scheduled: at(10400),
 		FirstToken: at(60400), Finished: at(100400), PromptTokens: 12, OutputTokens: 5, Finish: engine.FinishLength}}
 	s.recordGenAI(x, at(351000))
 	if err := mp.Shutdown(context.Background()); err != nil { // flushes

@@ -86,6 +86,27 @@ func (w *Writer) EndData(b []byte) error {
 	return w.sendBuf()
 }
 
+// BeginEvent is BeginData for a named event: it begins
+// "event: <name>\ndata: <payload>\n\n" (the typed events of the
+// Responses and Messages APIs), ended by EndData.
+func (w *Writer) BeginEvent(name string) []byte {
+	b := append(w.buf, "event: "...)
+	b = append(b, name...)
+	return append(b, "\ndata: "...)
+}
+
+// BeginLine begins one line of a newline-delimited JSON stream (Ollama's
+// native API) in the writer's buffer: the caller appends the object and
+// hands the buffer to EndLine, which ends the line and writes it as
+// EndData writes an event.
+func (w *Writer) BeginLine() []byte { return w.buf }
+
+// EndLine ends the line BeginLine began and writes it.
+func (w *Writer) EndLine(b []byte) error {
+	w.buf = append(b, '\n')
+	return w.sendBuf()
+}
+
 // Queue frames the event "data: <payload>\n\n" in the writer's buffer
 // without sending it: it leaves with the next event written, in the same
 // Write and flush (a role chunk and the first token, say).
