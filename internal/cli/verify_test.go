@@ -99,8 +99,9 @@ func TestVerifySimulatedRunsIsExact(t *testing.T) {
 	if out, err := run(t, "verify", before, after, "--format", "html", "-o", html); err != nil {
 		t.Fatalf("html: %v\n%s", err, out)
 	}
-	if b, _ := os.ReadFile(html); !strings.Contains(string(b), "as predicted") || !strings.Contains(string(b), "<!DOCTYPE html>") {
-		t.Errorf("html page lacks its verdicts:\n%.500s", b)
+	if b, _ := os.ReadFile(html); !strings.Contains(string(b), "as predicted") || !strings.Contains(string(b), "<!DOCTYPE html>") ||
+		strings.Count(string(b), "<svg") != 4 {
+		t.Errorf("html page lacks its verdicts or its four charts:\n%.500s", b)
 	}
 }
 

@@ -25,10 +25,15 @@ func (r *Result) Write(w io.Writer, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	case "html":
+		figs, err := r.figures()
+		if err != nil {
+			return err
+		}
 		return verifyHTML.Execute(w, struct {
 			*Result
-			Title string
-		}{r, "tokentrace verify"})
+			Title   string
+			Figures []figure
+		}{r, "tokentrace verify", figs})
 	}
 	return fmt.Errorf("format %q: want one of %s", format, strings.Join(Formats, ", "))
 }
@@ -123,6 +128,7 @@ var verifyHTML = chart.Page("verify", template.FuncMap{"val": val, "pct": signed
 		}
 		return "crit"
 	}}, `th:first-child, td:first-child, td:nth-child(2), td:last-child { text-align:left; }
+.charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(320px,1fr)); gap:14px; margin-top:18px; }
 .ok { color:var(--ok); } .info { color:var(--info); } .warn { color:var(--warn); } .crit { color:var(--crit); font-weight:700; }
 `, `<h1>{{.Title}}</h1>
 <p>Before: <code>{{.Before}}</code><br>After: <code>{{.After}}</code></p>
@@ -132,6 +138,7 @@ var verifyHTML = chart.Page("verify", template.FuncMap{"val": val, "pct": signed
 {{range .Rows}}{{if ne .Verdict "no data"}}<tr><td>{{.Metric}}</td><td>{{.Stat}}</td><td>{{val .Before .Unit}}</td><td>{{val .TwinBefore .Unit}}</td><td>{{val .Predicted .Unit}}</td><td>{{val .Low .Unit}} … {{val .High .Unit}}</td><td>{{val .Measured .Unit}}</td><td>{{pct .Error}}</td><td class="{{cls .Verdict}}">{{.Verdict}}</td></tr>
 {{end}}{{end}}</table></div>
 <p><b>{{.Summary}}</b></p>
+<div class="charts">{{range .Figures}}<figure id="fig-{{.Metric}}">{{.SVG}}<figcaption>{{.Metric}}: before ○, predicted □ with its 80 % interval, after ×</figcaption></figure>{{end}}</div>
 {{range .Notes}}<p class="muted">{{.}}</p>{{end}}
 <p class="muted">{{.Method}}</p>
 `)

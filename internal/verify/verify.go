@@ -208,7 +208,7 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	twinBefore, err := draw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed)
+	twinBefore, err := twinDraw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("the first run's twin: %w", err)
 	}
@@ -217,7 +217,7 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if draws[i], err = draw(d, w, cfg.SLOs, cfg.Twin.Seed+uint64(i)); err != nil {
+		if draws[i], err = twinDraw(d, w, cfg.SLOs, cfg.Twin.Seed+uint64(i)); err != nil {
 			return nil, fmt.Errorf("the twin with the change: %w", err)
 		}
 	}
@@ -274,9 +274,9 @@ func containsStr(xs []string, s string) bool {
 	return false
 }
 
-// draw runs the twin once on seed and reports its records as report
+// twinDraw runs the twin once on seed and reports its records as report
 // reads a run: the same formulas on both sides.
-func draw(d capacity.Deployment, w capacity.Workload, slos []latency.SLO, seed uint64) (*report.Report, error) {
+func twinDraw(d capacity.Deployment, w capacity.Workload, slos []latency.SLO, seed uint64) (*report.Report, error) {
 	w.DefaultWarmup = false // the run's own warm-up, as it had it
 	c := report.NewCollector(report.Options{SLOs: slos, Resamples: 1})
 	if _, err := capacity.Evaluate(d, w, nil, w.Rate, capacity.Options{Seed: seed, MinSpan: time.Nanosecond, Records: c.Add}); err != nil {
