@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +64,9 @@ docs/cli.md).`,
 			defer tuneGC()()
 			if selfTest {
 				return bench.SelfTest(ctx, self, cmd.OutOrStdout())
+			}
+			if err := drawSeed(cmd, g, rand.Uint64N(1<<31)+1); err != nil {
+				return err
 			}
 			var serveTracer trace.Tracer // the embedded engine's, when tracing
 			cfg, err := benchConfig(opts, &sim, g, simG, &serveTracer)
@@ -135,6 +140,20 @@ docs/cli.md).`,
 	bindEngineFlags(simG, &sim.Engine)
 	bindServerFlags(simG, &sim)
 	return cmd
+}
+
+// drawSeed sets --seed to seed when it was not given, so that each run
+// sends prompts of its own (a server's prefix cache warmed by an earlier
+// run would otherwise serve them), and says so; config.json records it.
+func drawSeed(cmd *cobra.Command, g *flagGroup, seed uint64) error {
+	if g.given("seed") {
+		return nil
+	}
+	if err := cmd.Flags().Set("seed", strconv.FormatUint(seed, 10)); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "bench: --seed %d drawn for this run's arrivals and prompts (give --seed %d to send the same again)\n", seed, seed)
+	return nil
 }
 
 // benchConfig checks bench's flags and, without --url, the embedded

@@ -191,3 +191,71 @@ func TestBenchInterruptedExitStatus(t *testing.T) {
 		t.Error("no summary.json after an interrupted run")
 	}
 }
+
+// A second run of the same --seed against a server with prefix caching
+// is told its cache was warm; a run of its own seed is not.
+func TestBenchWarmCacheWarned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server")
+	}
+	o := serve.DefaultOptions()
+	o.Engine.EnablePrefixCaching = true
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.Start(t.Context(), cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	bench := func(name, seed string) string {
+		out, err := run(t, "bench", "--url", srv.URL(), "--seed", seed, "--requests", "20", "--rate", "50", "--output-tokens", "4",
+			"--no-calibration", "--output-dir", filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		return out
+	}
+	if out := bench("first", "7"); strings.Contains(out, "Prefix cache warm") {
+		t.Errorf("the first run on a fresh server was warned of a warm cache:\n%s", out)
+	}
+	if out := bench("again", "7"); !strings.Contains(out, "[warning] Prefix cache warm from before the run") {
+		t.Errorf("the same prompts again were not warned of:\n%s", out)
+	}
+	if out := bench("fresh", "8"); strings.Contains(out, "Prefix cache warm") {
+		t.Errorf("a run of its own seed was warned of a warm cache:\n%s", out)
+	}
+}
+
+// Without --seed bench draws one and says so; a --seed given is kept.
+func TestBenchDrawsASeed(t *testing.T) {
+	for _, given := range []bool{false, true} {
+		cmd := newBenchCmd()
+		var stderr bytes.Buffer
+		cmd.SetErr(&stderr)
+		args := []string{"--requests", "1"}
+		if given {
+			args = append(args, "--seed", "5")
+		}
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		g := newFlagGroup(cmd.Flags(), "", "")
+		g.fields = map[string]string{"seed": "seed"}
+		if err := drawSeed(cmd, g, 4242); err != nil {
+			t.Fatal(err)
+		}
+		want, said := "4242", "--seed 4242 drawn"
+		if given {
+			want, said = "5", ""
+		}
+		if got := cmd.Flags().Lookup("seed").Value.String(); got != want {
+			t.Errorf("given %v: --seed %s, want %s", given, got, want)
+		}
+		if !strings.Contains(stderr.String(), said) {
+			t.Errorf("given %v: stderr %q lacks %q", given, stderr.String(), said)
+		}
+	}
+}

@@ -12,12 +12,16 @@ import (
 // Comparison sets two runs side by side: A is the baseline, B the
 // candidate; Delta is B − A.
 type Comparison struct {
-	Schema int          `json:"schema"`
-	A      []string     `json:"a"`
-	B      []string     `json:"b"`
-	Rows   []CompareRow `json:"rows"`
-	SLOs   []CompareSLO `json:"slos,omitempty"`
-	Notes  []string     `json:"notes,omitempty"`
+	Schema int      `json:"schema"`
+	A      []string `json:"a"`
+	B      []string `json:"b"`
+	// Differs is the settings in which the runs differ, first thing
+	// shown; Verdict words the headline differences in one line.
+	Differs []SettingDiff `json:"settings_differ,omitempty"`
+	Verdict string        `json:"verdict"`
+	Rows    []CompareRow  `json:"rows"`
+	SLOs    []CompareSLO  `json:"slos,omitempty"`
+	Notes   []string      `json:"notes,omitempty"`
 	// Sweeps are the two runs' sweep points and Pareto trade-offs, when
 	// both are sweeps: the HTML form overlays their curves and fronts.
 	Sweeps *CompareSweeps `json:"sweeps,omitempty"`
@@ -73,6 +77,9 @@ type CompareRow struct {
 	// network between two hops) that only that run has: its value is
 	// that run's, the other is 0 and there is no difference.
 	Only string `json:"only,omitempty"`
+	// Better is 1 when B is better than A on this row beyond noise, -1
+	// when worse, 0 when neither (or it has no direction).
+	Better int `json:"better,omitempty"`
 }
 
 // CompareSLO is one SLO's verdict in both runs.
@@ -107,6 +114,9 @@ func Compare(a, b *Collector) *Comparison {
 			c.Notes = append(c.Notes, fmt.Sprintf("the sweeps' throughput is per %s in A and per %s in B", ra.Pareto.per(), rb.Pareto.per()))
 		}
 	}
+	c.judge()
+	c.Verdict = c.verdict()
+	c.Differs = settingDiffs(ra, rb)
 	if aa.itl.Hist() != nil || ab.itl.Hist() != nil {
 		c.Notes = append(c.Notes, "ITL came from a histogram in at least one run; its differences carry no interval")
 	}

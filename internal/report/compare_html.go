@@ -69,14 +69,21 @@ var compareHTML = chart.Page("compare", template.FuncMap{
 	"val": fmtVal, "pct": fmtPct, "ms": fmtMS,
 	"svg": func(s string) template.HTML { return template.HTML(s) },
 }, `th:first-child, td:first-child, td:nth-child(2) { text-align:left; }
-.sig { color:var(--crit); font-weight:700; }
+.sig { font-weight:700; } .better { color:var(--ok); font-weight:700; } .worse { color:var(--crit); font-weight:700; }
+#differs th, #differs td { text-align:left; }
+.verdict { font-size:17px; background:#fff; border:1px solid var(--line); border-radius:8px; padding:10px 14px; }
 .charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(360px,1fr)); gap:14px; margin-top:18px; }
 figure.wide { grid-column:1/-1; }
 `, `<h1>{{.Title}}</h1>
 <p>A (baseline): <code>{{.AName}}</code><br>B (candidate): <code>{{.BName}}</code></p>
+<p class="verdict" id="verdict"><b>Verdict:</b> {{.Verdict}}</p>
+{{if .Differs}}<h2>The runs differ in</h2><table id="differs"><tr><th>setting</th><th>A</th><th>B</th></tr>
+{{range .Differs}}<tr><td>{{.Setting}}</td><td>{{.A}}</td><td>{{.B}}</td></tr>{{end}}</table>
+<p class="muted">A difference here changes latency by itself: weigh the rows below with it.</p>{{end}}
+<h2>Differences</h2>
 <table><tr><th>metric</th><th>stat</th><th>A</th><th>B</th><th>B − A</th><th>Δ%</th><th>95% CI of B − A</th><th>beyond CI</th></tr>
-{{range .Rows}}{{$c := .Cells}}<tr><td>{{.Metric}}</td><td>{{.Stat}}</td><td>{{index $c 0}}</td><td>{{index $c 1}}</td><td>{{index $c 2}}</td><td>{{pct .DeltaPct}}</td>
-<td>{{if .HasCI}}{{val (index .CI 0) .Unit}} … {{val (index .CI 1) .Unit}}{{end}}{{if .Only}}only in {{if eq .Only "a"}}A{{else}}B{{end}}{{end}}</td><td>{{if .HasCI}}{{if .Significant}}<span class="sig">yes</span>{{else}}no{{end}}{{end}}</td></tr>
+{{range .Rows}}{{$c := .Cells}}<tr><td>{{.Metric}}</td><td>{{.Stat}}</td><td>{{index $c 0}}</td><td>{{index $c 1}}</td><td>{{index $c 2}}</td><td{{with .Direction}} class="{{.}}"{{end}}>{{pct .DeltaPct}}</td>
+<td>{{if .HasCI}}{{val (index .CI 0) .Unit}} … {{val (index .CI 1) .Unit}}{{end}}{{if .Only}}only in {{if eq .Only "a"}}A{{else}}B{{end}}{{end}}</td><td>{{if .HasCI}}{{if .Significant}}<span class="sig">yes</span>{{else}}no{{end}}{{end}}{{with .Direction}} <span class="{{.}}">{{.}}</span>{{end}}</td></tr>
 {{end}}</table>
 {{if .SLOs}}<h2>SLOs</h2><table><tr><th>SLO</th><th>A</th><th>B</th></tr>
 {{range .SLOs}}<tr><td><code>{{.SLO}}</code></td><td>{{.A}}</td><td>{{.B}}</td></tr>{{end}}</table>{{end}}

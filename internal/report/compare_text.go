@@ -23,7 +23,16 @@ func (c *Comparison) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("A: %s\nB: %s\n\n", clip(strings.Join(c.A, ", "), 97), clip(strings.Join(c.B, ", "), 97))
-	p("%-24s %-4s %9s %9s %9s %7s  %-21s %s\n", "metric", "stat", "A", "B", "B − A", "Δ%", "95% CI of B − A", "beyond CI")
+	for _, line := range wrap("verdict: "+c.Verdict, 98) {
+		p("%s\n", line)
+	}
+	if len(c.Differs) > 0 {
+		p("settings that differ (each can change latency by itself):\n")
+		for _, d := range c.Differs {
+			p("  %-44s A %-22s B %s\n", clip(d.Setting, 44), clip(d.A, 22), clip(d.B, 24))
+		}
+	}
+	p("\n%-24s %-4s %9s %9s %9s %7s  %-20s %s\n", "metric", "stat", "A", "B", "B − A", "Δ%", "95% CI of B − A", "beyond CI")
 	for _, r := range c.Rows {
 		ci, sig := "", ""
 		if r.HasCI {
@@ -33,11 +42,12 @@ func (c *Comparison) writeText(w io.Writer) error {
 				sig = "YES"
 			}
 		}
+		sig += r.direction(" ")
 		va, vb, d := r.cells()
 		if r.Only != "" {
 			ci = "only in " + strings.ToUpper(r.Only)
 		}
-		p("%-24s %-4s %9s %9s %9s %7s  %-21s %s\n", clip(r.Metric, 24), r.Stat, va, vb, d, fmtPct(r.DeltaPct), ci, sig)
+		p("%-24s %-4s %9s %9s %9s %7s  %-20s %s\n", clip(r.Metric, 24), r.Stat, va, vb, d, fmtPct(r.DeltaPct), ci, sig)
 	}
 	if len(c.SLOs) > 0 {
 		p("\n%-30s %-8s %-8s %12s %12s\n", "SLO", "A", "B", "attain A", "attain B")
@@ -62,6 +72,14 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## tokentrace comparison\n\nA: `%s`  \nB: `%s`\n\n", strings.Join(c.A, "`, `"), strings.Join(c.B, "`, `"))
+	p("**Verdict**: %s\n\n", mdCell(c.Verdict))
+	if len(c.Differs) > 0 {
+		p("| the runs differ in | A | B |\n|---|---|---|\n")
+		for _, d := range c.Differs {
+			p("| %s | %s | %s |\n", mdCell(d.Setting), mdCell(d.A), mdCell(d.B))
+		}
+		p("\n")
+	}
 	p("| metric | stat | A | B | B − A | Δ%% | 95%% CI of B − A | beyond CI |\n|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range c.Rows {
 		ci, sig := "", ""
@@ -71,6 +89,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 				sig = "**yes**"
 			}
 		}
+		sig += r.direction(" ")
 		if r.Only != "" {
 			ci = "only in " + strings.ToUpper(r.Only)
 		}
@@ -128,6 +147,20 @@ func (r CompareRow) cells() (a, b, delta string) {
 	}
 	return a, b, delta
 }
+
+// direction is "better" or "worse" for B after sep, "" when neither.
+func (r CompareRow) direction(sep string) string {
+	switch r.Better {
+	case 1:
+		return sep + "better"
+	case -1:
+		return sep + "worse"
+	}
+	return ""
+}
+
+// Direction is direction for the HTML template: its class and word.
+func (r CompareRow) Direction() string { return r.direction("") }
 
 // Cells is cells as a list, for the HTML template.
 func (r CompareRow) Cells() []string {

@@ -77,6 +77,7 @@ const (
 	RuleErrors              = "errors"
 	RuleStalls              = "stalls"
 	RuleClosedLoopWaves     = "closed-loop-waves"
+	RuleWarmCache           = "warm-cache"
 	// RuleSLOBreach names a failed SLO that no other finding accounts for
 	// (breachFindings): the largest stage in that metric's tail.
 	RuleSLOBreach = "slo-breach"
@@ -105,6 +106,7 @@ var Rules = []Rule{
 	{RuleErrors, nil, "", ruleErrors},
 	{RuleStalls, []latency.Metric{latency.ITL, latency.ICL, latency.TPOT}, latency.ITL, ruleStalls},
 	{RuleClosedLoopWaves, nil, "", ruleWaves},
+	{RuleWarmCache, nil, latency.TTFT, ruleWarmCache},
 }
 
 func concat(ms ...[]latency.Metric) []latency.Metric { return slices.Concat(ms...) }

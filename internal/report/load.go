@@ -50,6 +50,11 @@ func Collect(ctx context.Context, paths []string, opts Options) (*Collector, err
 	if err != nil {
 		return nil, err
 	}
+	if plan == nil {
+		if err := checkRelated(ins); err != nil {
+			return nil, err
+		}
+	}
 	if plan != nil {
 		c.source(plan.name)
 		c.Note(plan.note)

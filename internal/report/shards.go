@@ -199,3 +199,49 @@ func shiftSet(t, d int64) int64 {
 	}
 	return t + d
 }
+
+// ErrUnrelated is returned (wrapped) when the inputs given together are
+// different runs: pooling their records would describe neither.
+var ErrUnrelated = errors.New("different runs cannot be reported as one")
+
+// checkRelated refuses inputs whose run.json say they ran differently: on
+// another target or model, or under another load (mode; rate and
+// concurrency too unless both are sweep points, which differ by them).
+// Inputs without run.json are not judged.
+func checkRelated(ins []input) error {
+	var first *input
+	for i := range ins {
+		in := &ins[i]
+		if !in.has {
+			continue
+		}
+		if first == nil {
+			first = in
+			continue
+		}
+		if d := runDiffers(first.info, in.info); d != "" {
+			return fmt.Errorf("%s and %s: %w (%s): compare them with report --compare %s %s",
+				filepath.Dir(first.file), filepath.Dir(in.file), ErrUnrelated, d, filepath.Dir(first.file), filepath.Dir(in.file))
+		}
+	}
+	return nil
+}
+
+// runDiffers names the first setting in which two runs differ; "" when
+// none does.
+func runDiffers(a, b results.RunInfo) string {
+	type setting struct {
+		name string
+		a, b any
+	}
+	ds := []setting{{"target", a.Target, b.Target}, {"model", a.Model, b.Model}, {"load", a.Mode, b.Mode}}
+	if len(a.Points) == 0 || len(b.Points) == 0 {
+		ds = append(ds, setting{"rate (req/s)", a.OfferedRate, b.OfferedRate}, setting{"concurrency", a.Concurrency, b.Concurrency})
+	}
+	for _, d := range ds {
+		if d.a != d.b {
+			return fmt.Sprintf("%s %v against %v", d.name, d.a, d.b)
+		}
+	}
+	return ""
+}

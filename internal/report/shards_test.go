@@ -210,3 +210,23 @@ func TestShardsThatAreNotOneRun(t *testing.T) {
 		t.Errorf("the three shards: %v", err)
 	}
 }
+
+// Two different runs given together are refused, pointing to --compare;
+// two runs of one setting are pooled.
+func TestUnrelatedRunsRefused(t *testing.T) {
+	root := t.TempDir()
+	recs := []*latency.Record{{Schema: 1, ID: "a", IntendedNS: 0, SentNS: 0, FirstTokenNS: 0.5e9, EndNS: 1e9, InputTokens: 10, OutputTokens: 10}}
+	open := &results.RunInfo{Target: "http://h:8000", Model: "m", Mode: "open", OfferedRate: 2}
+	closed := &results.RunInfo{Target: "http://h:8000", Model: "m", Mode: "closed", Concurrency: 4}
+	writeRun(t, filepath.Join(root, "a"), recs, open)
+	writeRun(t, filepath.Join(root, "b"), recs, closed)
+	writeRun(t, filepath.Join(root, "c"), recs, open)
+	_, err := Load(context.Background(), []string{filepath.Join(root, "a"), filepath.Join(root, "b")}, Options{})
+	if !errors.Is(err, ErrUnrelated) || !strings.Contains(err.Error(), "load open against closed") ||
+		!strings.Contains(err.Error(), "report --compare "+filepath.Join(root, "a")+" "+filepath.Join(root, "b")) {
+		t.Errorf("error %v, want ErrUnrelated naming the difference and --compare", err)
+	}
+	if _, err := Load(context.Background(), []string{filepath.Join(root, "a"), filepath.Join(root, "c")}, Options{}); err != nil {
+		t.Errorf("two runs of one setting: %v", err)
+	}
+}
