@@ -31,7 +31,9 @@ type Config struct {
 	Pools  []PoolConfig  `yaml:"pools"`
 	Routes []RouteConfig `yaml:"routes"`
 	// Keys are the accepted API keys. When Keys is non-empty every request
-	// must carry one (Authorization: Bearer KEY).
+	// must carry one (Authorization: Bearer KEY). A reload may turn
+	// authentication off only with Keys empty but not nil (`keys: []`): a
+	// file without the section is refused in place of one with keys.
 	Keys   []KeyConfig  `yaml:"keys"`
 	Server ServerConfig `yaml:"server"`
 	// OTLPEndpoint, when set, exports one span per request over OTLP/HTTP

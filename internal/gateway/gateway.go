@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -233,6 +234,9 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old := g.rt.Load()
+	if err := g.checkAuthOff(old, cfg); err != nil {
+		return err
+	}
 	rr, err := g.openRedis(old, cfg.Redis)
 	if err != nil {
 		return err
@@ -277,6 +281,24 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 			time.AfterFunc(retireRedisAfter(old.redis.cfg), func() { _ = c.Close() })
 		}
 	}
+	return nil
+}
+
+// errKeysLost refuses a configuration without a keys section in place of
+// one with keys: a file that lost its keys would turn authentication off.
+var errKeysLost = errors.New("keys: the new configuration has no keys section and would turn authentication off; write `keys: []` to turn it off")
+
+// checkAuthOff refuses a change of authentication from on (old has keys)
+// to off unless cfg says so explicitly (Keys non-nil and empty: `keys: []`
+// in YAML), and logs the change as a warning when it is made.
+func (g *Gateway) checkAuthOff(old *liveConfig, cfg *Config) error {
+	if old == nil || len(old.cfg.Keys) == 0 || len(cfg.Keys) > 0 {
+		return nil
+	}
+	if cfg.Keys == nil {
+		return errKeysLost
+	}
+	g.log().Warn("config: authentication turned off (keys: []): every request is served without an API key", "keys_before", len(old.cfg.Keys))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,5 +38,38 @@ func TestTotalExpiringWhileQueuedIs504(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(g.Metrics.Requests.WithLabelValues("p", "*", "504")); n < 1 {
 		t.Errorf("requests_total{status=504} = %v, want the queued request counted", n)
+	}
+}
+
+// TestReloadThatLosesKeysIsRefused: a configuration without a keys
+// section in place of one with keys (a file that lost it) is refused and
+// authentication stays on; `keys: []` turns it off, with a warning.
+func TestReloadThatLosesKeysIsRefused(t *testing.T) {
+	const base = "pools: [{name: p, replicas: [{url: \"http://h:1\"}]}]\nroutes: [{model: \"*\", pool: p}]\n"
+	var logs lockedBuffer
+	g := mustGateway(t, base+"keys: [{name: k, sha256: "+strings.Repeat("ab", 32)+"}]\n")
+	g.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	for _, c := range []struct {
+		yaml     string
+		keysLeft int
+	}{
+		{base, 1},                // the section is gone: refused
+		{base + "keys:\n", 1},    // null: as gone
+		{base + "keys: []\n", 0}, // explicit: authentication off
+	} {
+		cfg, err := ParseConfig([]byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = g.SetConfig(cfg)
+		if n := len(g.rt.Load().keys); n != c.keysLeft {
+			t.Fatalf("%q: %d keys after the reload (err %v), want %d", c.yaml, n, err, c.keysLeft)
+		}
+		if c.keysLeft == 1 && (err == nil || !strings.Contains(err.Error(), "keys: []")) {
+			t.Errorf("%q: %v, want a refusal naming keys: []", c.yaml, err)
+		}
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "authentication turned off") {
+		t.Errorf("turning authentication off was not a warning: %s", logs.String())
 	}
 }
