@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
@@ -47,7 +48,7 @@ func NewCaller(url string, timeout time.Duration, headers http.Header, now func(
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1024
-	return &Caller{url: url, timeout: timeout, headers: headers, hc: &http.Client{Transport: tr}, now: now}, nil
+	return &Caller{url: url, timeout: timeout, headers: headers, hc: &http.Client{Transport: tr, CheckRedirect: httplimit.NoRedirects}, now: now}, nil
 }
 
 // CheckURL says why url cannot be a tool endpoint, or returns nil.

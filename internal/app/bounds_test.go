@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +211,44 @@ func TestUpstreamTimeEndsAtTheEndEvent(t *testing.T) {
 				t.Errorf("the upstream's trailer did not reach the client's: %v", resp.Trailer)
 			}
 		})
+	}
+}
+
+// TestUpstreamRedirectIsNotFollowed: an upstream that answers 307 to a
+// completion or to /v1/models is not followed: nothing reaches the
+// redirect's target (no prompt, no upstream key), the client gets an
+// error, not the target's body.
+func TestUpstreamRedirectIsNotFollowed(t *testing.T) {
+	var hits atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"elsewhere","object":"model"}]}`)
+	}))
+	defer target.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	srv := newTestServer(t, redirect.URL, nil)
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Errorf("completion: status %d body %.200s, want an error", resp.StatusCode, b)
+	}
+	resp, err = http.Get(srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), "elsewhere") {
+		t.Errorf("/v1/models answered the redirect target's body: %.200s", b)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests, want none", n)
 	}
 }

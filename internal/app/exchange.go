@@ -417,7 +417,8 @@ func (x *exchange) fail(status int, e openai.Error) {
 
 // relayError passes on the upstream's error status and body. A 413 is
 // not: the body the upstream found too large is the app's (the client's
-// question with the retrieved passages), so the client gets 502.
+// question with the retrieved passages), so the client gets 502; nor is a
+// redirect (3xx), which is not followed: 502.
 func (x *exchange) relayError(resp *http.Response) {
 	x.status, x.errKind = resp.StatusCode, "upstream_status"
 	b, _ := io.ReadAll(io.LimitReader(waitReader{r: resp.Body, now: x.s.clock.Now, waited: &x.tl.upstream}, 64<<10))
@@ -427,6 +428,11 @@ func (x *exchange) relayError(resp *http.Response) {
 		x.fail(http.StatusBadGateway, openai.NewError(openai.TypeServer,
 			"the model's server refused the app's request (the question with the retrieved passages) as too large (413); fewer passages (--top-k) or a larger limit upstream would fit",
 			"", "upstream_request_too_large"))
+		return
+	}
+	if isRedirect(resp.StatusCode) {
+		x.fail(http.StatusBadGateway, openai.NewError(openai.TypeServer,
+			fmt.Sprintf("the model's server answered %d, a redirect (not followed)", resp.StatusCode), "", "upstream_redirect"))
 		return
 	}
 	h := x.w.Header()
@@ -482,3 +488,7 @@ func (x *exchange) endSpan(ctx context.Context) {
 	}
 	x.span.End(trace.WithTimestamp(x.tl.end))
 }
+
+// isRedirect reports a 3xx status: an answer the app neither follows nor
+// passes on.
+func isRedirect(status int) bool { return status >= 300 && status < 400 }

@@ -88,7 +88,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	return &Server{
 		cfg: cfg, index: NewIndex(corpusText, cfg.Sources), delay: delay, filter: newFilter(cfg.Blocklist),
-		clock: cfg.Clock, hc: &http.Client{Transport: tr}, chatURL: chat.String(), modelsURL: models.String(),
+		clock: cfg.Clock, hc: &http.Client{Transport: tr, CheckRedirect: httplimit.NoRedirects}, chatURL: chat.String(), modelsURL: models.String(),
 		log: slog.New(redact.Handler(log.Handler())), nonce: hex.EncodeToString(nonce[:]),
 		rng: mrand.New(mrand.NewPCG(cfg.Seed, 0x5eed)),
 	}, nil
@@ -149,6 +149,11 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) {
+		openai.WriteError(w, http.StatusBadGateway, openai.NewError(openai.TypeServer,
+			fmt.Sprintf("the model's server answered %d, a redirect (not followed)", resp.StatusCode), "", "upstream_redirect"), 0)
+		return
+	}
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, io.LimitReader(resp.Body, 8<<20))

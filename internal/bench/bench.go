@@ -19,6 +19,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/agent"
 	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -729,7 +730,7 @@ func listModels(ctx context.Context, t Target) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{CheckRedirect: httplimit.NoRedirects}).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list models at %s (is the server up? or give --model): %w", redact.URL(u), err)
 	}

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
@@ -170,7 +171,7 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 	// A request that meets a pooled connection its server already closed
 	// (llama-server closes after each answer) is resent once on a fresh
 	// one; requestTrace counts it into the record.
-	return &Client{target: t, url: u, hc: &http.Client{Transport: staleconn.New(tr)}, now: now, timeout: to}, nil
+	return &Client{target: t, url: u, hc: &http.Client{Transport: staleconn.New(tr), CheckRedirect: httplimit.NoRedirects}, now: now, timeout: to}, nil
 }
 
 // Close releases idle connections.

@@ -489,3 +489,23 @@ func realNow() func() int64 {
 	start := time.Now()
 	return func() int64 { return int64(time.Since(start)) }
 }
+
+// TestRedirectIsNotFollowed: a server that answers 307 is not followed:
+// the request fails with the 3xx status and nothing reaches the target
+// (no prompt, no API key).
+func TestRedirectIsNotFollowed(t *testing.T) {
+	var hits atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer target.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	rec := do(t, newTestClient(t, redirect.URL, nil))
+	if rec.Status != http.StatusTemporaryRedirect || rec.Error == "" {
+		t.Errorf("status %d error %q, want the 307 as a failure", rec.Status, rec.Error)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests, want none", n)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 )
 
 // ClockOffset is this machine's wall clock against a reference clock:
@@ -141,7 +143,7 @@ func targetDateProbe(t Target, now func() time.Time) (dateProbe, func(), error) 
 		return nil, nil, err
 	}
 	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 1, DisableCompression: true}
-	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second, CheckRedirect: httplimit.NoRedirects}
 	probe := func(ctx context.Context) (dateSample, error) {
 		req, err := t.newRequest(ctx, http.MethodGet, u)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
@@ -95,7 +96,7 @@ func findServerTokenizer(ctx context.Context, t Target) (*serverTokenizer, error
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	s := &serverTokenizer{root: root, model: t.Model, chat: t.Endpoint == EndpointChat, auth: t.authorize,
-		hc: &http.Client{Timeout: tokenizeTimeout}}
+		hc: &http.Client{Timeout: tokenizeTimeout, CheckRedirect: httplimit.NoRedirects}}
 	var ll struct {
 		Tokens *[]json.RawMessage `json:"tokens"`
 		Count  *int               `json:"count"`

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/scrape"
 )
@@ -38,7 +39,7 @@ type serverWatch struct {
 // newServerWatch prepares the scrapes of t's /metrics, sending the
 // target's credentials and headers as its requests do.
 func newServerWatch(t Target, now func() int64) *serverWatch {
-	w := &serverWatch{now: now, client: &http.Client{Timeout: 5 * time.Second}, header: http.Header{}}
+	w := &serverWatch{now: now, client: &http.Client{Timeout: 5 * time.Second, CheckRedirect: httplimit.NoRedirects}, header: http.Header{}}
 	u, err := scrape.MetricsURL(t.BaseURL)
 	if err != nil {
 		w.off, w.info.Error = true, err.Error()

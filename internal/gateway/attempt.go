@@ -428,6 +428,10 @@ func (e *protocolError) Error() string { return protocolErrorMsg + ": " + e.exce
 // passError forwards an upstream's error answer (already OpenAI-shaped
 // when the upstream is OpenAI-compatible) with its status.
 func (x *exchange) passError(a *attempt) {
+	if a.status >= 300 && a.status < 400 { // a redirect: not followed, not passed on
+		x.fail(http.StatusBadGateway, openai.TypeServer, fmt.Sprintf("upstream answered %d, a redirect (not followed)", a.status), "", "upstream_redirect", 0)
+		return
+	}
 	x.status = a.status
 	x.errKind = "upstream_status"
 	if x.wrote {

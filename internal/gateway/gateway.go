@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/staleconn"
@@ -402,7 +403,7 @@ func (g *Gateway) Close() {
 }
 
 func (g *Gateway) scrapeLoop(ctx context.Context, p *pool) {
-	client := &http.Client{Transport: g.transport, Timeout: max(time.Second, p.cfg.ScrapeInterval.D())}
+	client := &http.Client{Transport: g.transport, CheckRedirect: httplimit.NoRedirects, Timeout: max(time.Second, p.cfg.ScrapeInterval.D())}
 	t := time.NewTicker(p.cfg.ScrapeInterval.D())
 	defer t.Stop()
 	// A replica whose scrapes fail is routed and shed on without its

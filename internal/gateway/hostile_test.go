@@ -73,3 +73,17 @@ func TestReloadThatLosesKeysIsRefused(t *testing.T) {
 		t.Errorf("turning authentication off was not a warning: %s", logs.String())
 	}
 }
+
+// TestUpstreamRedirectIs502: an upstream's 3xx, with a Location or
+// without, is neither followed nor passed on: 502 upstream_redirect.
+func TestUpstreamRedirectIs502(t *testing.T) {
+	for _, loc := range []string{"", "http://127.0.0.1:1/elsewhere"} {
+		up := openaitest.Start(t, &openaitest.Upstream{Status: http.StatusTemporaryRedirect, Header: http.Header{"Location": {loc}}})
+		g := mustGateway(t, "pools: [{name: p, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: \"*\", pool: p}]\n")
+		srv := startGateway(t, g)
+		code, h, body := do(t, srv.URL, chatBody("m", false, "x", ""), nil)
+		if code != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_redirect"`) || h.Get("Location") != "" {
+			t.Errorf("Location %q: %d %s (Location %q), want 502 upstream_redirect", loc, code, body, h.Get("Location"))
+		}
+	}
+}

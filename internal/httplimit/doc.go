@@ -9,7 +9,9 @@
 // hook (the gateway's drain, serve's engine stop), then a graceful
 // shutdown in which requests in flight get a grace to finish, idle
 // connections do not hold it up, and requests still running past it are
-// cut and reported (ErrGraceExpired).
+// cut and reported (ErrGraceExpired). On the client side it holds the one
+// redirect rule of the module's HTTP clients: none is followed
+// (NoRedirects).
 //
 // There is deliberately no whole-request read timeout and no write
 // timeout: both would end a streamed answer that legitimately lasts

@@ -156,7 +156,7 @@ func (p *Proc) Exited() <-chan struct{} { return p.done }
 func (p *Proc) WaitReady(ctx context.Context, url string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := &http.Client{Timeout: 2 * time.Second, CheckRedirect: noRedirects}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -241,3 +241,7 @@ func CPU(pid int) time.Duration {
 	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
 	return time.Duration(u+s) * 10 * time.Millisecond
 }
+
+// noRedirects follows no redirect: a 3xx is the answer (httplimit's rule;
+// process imports nothing of this module).
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
