@@ -204,9 +204,9 @@ func Diff(a, b Run) []Change {
 		}
 		switch {
 		case slices.Contains(loadFlags, k):
-			out = append(out, Change{Lever: "load", Setting: k, Before: va, After: vb, Source: "bench", Modeled: true})
+			out = append(out, Change{Lever: "load", Setting: k, Before: va, After: vb, Source: loadSource(a), Modeled: true})
 		case slices.Contains(sampleFlags, k):
-			out = append(out, Change{Setting: k, Before: va, After: vb, Source: "bench", Modeled: true,
+			out = append(out, Change{Setting: k, Before: va, After: vb, Source: loadSource(a), Modeled: true,
 				Why: "another sample of the same load: the twin replays the second run's requests"})
 		case a.Info.Simulated && b.Info.Simulated && k != "replicas" && hasSetting("sim-"+k):
 			if s, _ := settingByKey("sim-" + k); !seen[s.key] {
@@ -223,10 +223,22 @@ func Diff(a, b Run) []Change {
 			}
 			out = append(out, c)
 		case k == "replicas" || k == "max-max-tokens":
-			out = append(out, classify(k, va, vb, "bench"))
+			src := "bench"
+			if a.Info.Simulated {
+				src = "simulated deployment"
+			}
+			out = append(out, classify(k, va, vb, src))
 		}
 	}
 	return out
+}
+
+// loadSource names where a run's load flags come from.
+func loadSource(r Run) string {
+	if r.Info.Simulated {
+		return "simulate"
+	}
+	return "bench"
 }
 
 // engineOf is the engine a run's server evidence names.

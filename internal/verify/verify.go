@@ -190,7 +190,7 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 		run  Run
 	}{{"the first run", cfg.Before}, {"the second run", cfg.After}} {
 		for _, w := range r.run.Info.Warnings {
-			res.Notes = append(res.Notes, r.name+"'s own doubt (a disturbed run is not the twin's miss): "+w)
+			res.Notes = append(res.Notes, r.name+"'s own warning: "+w)
 		}
 	}
 	res.Deployment = describe(d)
@@ -239,7 +239,7 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 func workloadAfter(cfg Config, cs []Change) (capacity.Workload, []string, error) {
 	var load []string
 	for _, c := range cs {
-		if c.Lever == "load" || c.Source == "bench" && c.Modeled {
+		if c.Lever == "load" || c.Lever == "" && c.Modeled { // the load, or another sample of it
 			load = append(load, c.Setting)
 		}
 	}
