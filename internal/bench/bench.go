@@ -113,7 +113,10 @@ type Summary struct {
 	Compat      *report.CompatViews `json:"compat,omitempty"`
 	// Prompts is the requested against the served prompt lengths, and
 	// what sized them.
-	Prompts     *PromptLengths `json:"prompt_lengths,omitempty"`
+	Prompts *PromptLengths `json:"prompt_lengths,omitempty"`
+	// Evidence is what the run asked the server for about each request,
+	// and what came back.
+	Evidence    *EvidenceAsk   `json:"evidence,omitempty"`
 	Report      *report.Report `json:"report"`
 	SLOsFailed  bool           `json:"slos_failed"`
 	Records     int            `json:"records"`
@@ -192,6 +195,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		return nil, err
 	}
 	defer closeTarget()
+	r.askEvidence(ctx)
 	r.syncClock(ctx)
 	if err := r.findTokenizer(ctx); err != nil {
 		return nil, err
@@ -491,6 +495,12 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 	sum := r.sum
 	sum.Report = rep
 	sum.Compat = rep.Compat
+	if e := sum.Evidence; e != nil {
+		e.Returned, e.Succeeded = rep.Summary.ServerEvidence, rep.Summary.Succeeded
+		if e.Field != "" {
+			e.Requests = sum.Records
+		}
+	}
 	sum.SLOsFailed = r.slosFailed(rep)
 	if err := results.WriteSummary(r.cfg.OutDir, sum); err != nil {
 		return nil, err
@@ -883,6 +893,9 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 	}
 	for _, warn := range s.Client.Warnings {
 		fmt.Fprintf(w, "WARNING   %s\n", warn)
+	}
+	if s.Evidence != nil {
+		fmt.Fprintln(w, evidenceLine(s.Evidence))
 	}
 	report.WriteCompat(w, "compat", s.Compat)
 	if s.Sweep != nil && s.Sweep.Line != "" {

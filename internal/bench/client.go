@@ -59,9 +59,12 @@ type Target struct {
 	// ContinuousUsage asks for token counts on every chunk
 	// (stream_options.continuous_usage_stats, a vLLM extension).
 	ContinuousUsage bool
-	// ReturnMetrics asks a tokentrace server for its per-request metrics
-	// object (return_metrics); the Server-Timing trailer comes without it.
-	ReturnMetrics bool
+	// ServerMetrics is how to ask the server for its per-request evidence
+	// (ServerMetrics* constants; "" is auto). Run turns it into
+	// MetricsField, the body field sent as true on every request
+	// ("include_metrics" for vLLM, "return_metrics" for tokentrace), ""
+	// for none.
+	ServerMetrics, MetricsField string
 	// Timeout fails a request that receives nothing for this long (from
 	// the send, or since its last byte). 0 means 10 minutes.
 	Timeout time.Duration
@@ -440,8 +443,10 @@ func (c *Client) appendBody(b []byte, req *workload.Request) []byte {
 	if t.IgnoreEOS {
 		b = append(b, `,"ignore_eos":true`...)
 	}
-	if t.ReturnMetrics {
-		b = append(b, `,"return_metrics":true`...)
+	if t.MetricsField != "" {
+		b = append(b, `,"`...)
+		b = append(b, t.MetricsField...)
+		b = append(b, `":true`...)
 	}
 	if t.Stream {
 		b = append(b, `,"stream":true,"stream_options":{"include_usage":true`...)

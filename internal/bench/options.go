@@ -30,7 +30,8 @@ type Options struct {
 	IgnoreEOS       bool          // ignore_eos
 	MinTokens       bool          // min_tokens
 	ContinuousUsage bool          // continuous_usage
-	ReturnMetrics   bool          // return_metrics
+	ServerMetrics   string        // server_metrics: auto, off, vllm or tokentrace
+	ReturnMetrics   bool          // return_metrics: former spelling of server_metrics tokentrace
 	Timeout         time.Duration // timeout: per request, without a byte
 	PromptTokenizer string        // prompt_tokenizer: auto, server or builtin
 
@@ -55,7 +56,7 @@ type Options struct {
 // DefaultOptions are bench's defaults.
 func DefaultOptions() Options {
 	return Options{
-		Endpoint: EndpointChat, Stream: true, Timeout: 5 * time.Minute, Workload: workload.DefaultOptions(),
+		Endpoint: EndpointChat, Stream: true, ServerMetrics: ServerMetricsAuto, Timeout: 5 * time.Minute, Workload: workload.DefaultOptions(),
 		PromptTokenizer: PromptTokenizerAuto,
 		ToolTimeout:     agent.DefaultTimeout,
 		Grace:           5 * time.Second, SweepMinSpan: 10 * time.Second, ScrapeInterval: DefaultScrapeInterval,
@@ -138,7 +139,16 @@ func (o Options) target(given func(string) bool) (Target, error) {
 	embedded := strings.TrimSpace(o.URL) == ""
 	t := Target{BaseURL: strings.TrimSpace(o.URL), Endpoint: strings.ToLower(o.Endpoint), Model: o.Model,
 		APIKey: o.APIKey, Stream: o.Stream, IgnoreEOS: o.IgnoreEOS, MinTokens: o.MinTokens,
-		ContinuousUsage: o.ContinuousUsage, ReturnMetrics: o.ReturnMetrics, Timeout: o.Timeout}
+		ContinuousUsage: o.ContinuousUsage, Timeout: o.Timeout}
+	switch m := strings.ToLower(strings.TrimSpace(o.ServerMetrics)); m {
+	case "", ServerMetricsAuto, ServerMetricsOff, ServerMetricsVLLM, ServerMetricsTokentrace:
+		t.ServerMetrics = m
+	default:
+		return t, field.Invalid("server_metrics", o.ServerMetrics, "want auto, off, vllm or tokentrace")
+	}
+	if o.ReturnMetrics {
+		t.ServerMetrics = ServerMetricsTokentrace
+	}
 	if t.APIKey == "" {
 		t.APIKey = os.Getenv("OPENAI_API_KEY")
 	}
@@ -233,9 +243,9 @@ func (o Options) workloadID(t Target, shards int) string {
 		W                                             workload.Options
 		Endpoint, Model                               string
 		Stream, IgnoreEOS, MinTokens, ContinuousUsage bool
-		ReturnMetrics                                 bool
+		ServerMetrics                                 string
 		Shards                                        int
-	}{o.Workload, t.Endpoint, o.Model, t.Stream, t.IgnoreEOS, t.MinTokens, t.ContinuousUsage, t.ReturnMetrics, shards})
+	}{o.Workload, t.Endpoint, o.Model, t.Stream, t.IgnoreEOS, t.MinTokens, t.ContinuousUsage, t.ServerMetrics, shards})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

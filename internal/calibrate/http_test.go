@@ -57,7 +57,7 @@ func httpRecords(t *testing.T) []string {
 	} {
 		cfg := bench.Config{
 			Target: bench.Target{BaseURL: srv.URL(), Endpoint: bench.EndpointChat, Stream: true, IgnoreEOS: true,
-				ContinuousUsage: true, ReturnMetrics: true, Timeout: time.Minute},
+				ContinuousUsage: true, ServerMetrics: bench.ServerMetricsTokentrace, Timeout: time.Minute},
 			Workload: &workload.Synthetic{Chat: true, Input: workload.Uniform{Lo: 200, Hi: 3000}, Output: workload.Uniform{Lo: 16, Hi: 48}, Turns: 1, Seed: uint64(7 + i)},
 			Load:     load, OutDir: runs[i], Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
 		}
@@ -72,7 +72,7 @@ func httpRecords(t *testing.T) []string {
 // GPU: serve runs on the wall clock with deliberately non-default
 // constants (the truth, loaded with --profile), bench measures it over HTTP
 // under two loads (asking for the per-request metrics object, as
-// --return-metrics does), and calibration from those records, starting
+// --server-metrics tokentrace does, and auto against tokentrace serve), and calibration from those records, starting
 // from the defaults, recovers every fitted constant within 5 % and
 // predicts the median TTFT and TPOT within 3 %.
 //

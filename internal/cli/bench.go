@@ -197,7 +197,12 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.boolVar(&o.Stream, "stream", "stream the answers (server-sent events)")
 	g.boolVar(&o.MinTokens, "min-tokens", "send min_tokens = max_tokens (vLLM)")
 	g.boolVar(&o.ContinuousUsage, "continuous-usage", "ask for token counts on every chunk (vLLM's continuous_usage_stats; on by default for the embedded engine)")
+	g.stringVar(&o.ServerMetrics, "server-metrics", "ask the server for its per-request evidence: auto (in the detected engine's dialect: vLLM's include_metrics; llama.cpp's timings, TGI's headers and tokentrace's Server-Timing come unasked), off, vllm (include_metrics) or tokentrace (return_metrics)")
+	// --return-metrics, the former spelling of --server-metrics tokentrace.
 	g.boolVar(&o.ReturnMetrics, "return-metrics", "ask a tokentrace server for its per-request metrics object")
+	if f := g.fs.Lookup(g.prefix + "return-metrics"); f != nil {
+		f.Hidden, f.Deprecated = true, "use --"+g.prefix+"server-metrics tokentrace"
+	}
 	g.durationVar(&o.Timeout, "timeout", "fail a request that receives nothing for this long")
 	g.stringVar(&o.PromptTokenizer, "prompt-tokenizer", "what sizes generated prompts: auto (the server's /tokenize where it offers one, llama.cpp or vLLM; else tokentrace's, with the served-length gap reported), server (required) or builtin")
 	bindWorkloadFlags(g, &o.Workload)

@@ -63,7 +63,7 @@ type Observations struct {
 // run.json) and reconstructs the workload the server saw: its measured
 // requests (the warm-up left out: calibration compares them), in arrival
 // order. When every record carries the server's first-scheduled instant
-// (its metrics object; bench --return-metrics), arrivals and scheduling
+// (its metrics object; asked by bench --server-metrics), arrivals and scheduling
 // instants are the server's own (Anchored). Otherwise arrivals are
 // estimated: the first token instant − the server's TTFT when the records
 // carry its split, else the client's send instants. A folder without

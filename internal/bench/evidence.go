@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/scrape"
+)
+
+// How bench asks the server for its per-request evidence (--server-metrics).
+const (
+	// ServerMetricsAuto asks in the dialect of the engine bench detects:
+	// vLLM's include_metrics, tokentrace's return_metrics; nothing where
+	// the evidence comes unasked (llama.cpp's timings, TGI's headers) or
+	// where the engine is not known (a strict API refuses a field it does
+	// not know).
+	ServerMetricsAuto = "auto"
+	// ServerMetricsOff asks for nothing.
+	ServerMetricsOff = "off"
+	// ServerMetricsVLLM sends "include_metrics": true whatever the engine.
+	ServerMetricsVLLM = "vllm"
+	// ServerMetricsTokentrace sends "return_metrics": true (tokentrace
+	// serve's metrics object, with its scheduling instants).
+	ServerMetricsTokentrace = "tokentrace"
+)
+
+// The request body fields that ask for a metrics object.
+const (
+	fieldIncludeMetrics = "include_metrics" // vLLM (docs/features/per_request_metrics.md)
+	fieldReturnMetrics  = "return_metrics"  // tokentrace serve
+)
+
+// EvidenceAsk is what a run asked the server for about each request, the
+// engine it took the server for, and what came back (summary.json's
+// evidence).
+type EvidenceAsk struct {
+	// Mode is --server-metrics: auto, off, vllm or tokentrace.
+	Mode string `json:"mode"`
+	// Engine is the engine detected (vllm, sglang, tgi, llamacpp,
+	// tokentrace, ollama), "" when none was; DetectedBy says from what.
+	Engine     string `json:"engine,omitempty"`
+	DetectedBy string `json:"detected_by,omitempty"`
+	// Field is the body field sent as true on every request
+	// (include_metrics, return_metrics), "" for none; Asked says in words
+	// what the run asked for and what the engine sends unasked.
+	Field string `json:"field,omitempty"`
+	Asked string `json:"asked"`
+	// Requests is how many requests were sent with Field.
+	Requests int `json:"requests"`
+	// Returned counts the successful requests by the evidence their split
+	// came from (the report's server_evidence); Succeeded is their number.
+	Returned  map[string]int `json:"returned,omitempty"`
+	Succeeded int            `json:"succeeded"`
+}
+
+// unasked is what each engine sends about a request without being asked.
+var unasked = map[string]string{
+	latency.EngineLlamaCpp: "llama.cpp's timings on every answer",
+	latency.EngineTGI:      "TGI's x-queue-time and x-inference-time headers on whole answers",
+	latency.EngineOllama:   "nothing on its OpenAI API (durations only on its native /api)",
+	"sglang":               "nothing per request on its OpenAI API",
+}
+
+// chooseField is the body field that asks the engine for its metrics
+// object under mode, and the words for what was asked.
+func chooseField(mode, engine string) (field, asked string) {
+	switch mode {
+	case ServerMetricsOff:
+		return "", "nothing (--server-metrics off)"
+	case ServerMetricsVLLM:
+		return fieldIncludeMetrics, `vLLM's per-request metrics ("include_metrics": true on every request)`
+	case ServerMetricsTokentrace:
+		return fieldReturnMetrics, `tokentrace's per-request metrics ("return_metrics": true on every request)`
+	}
+	if engine == latency.EngineVLLM {
+		return fieldIncludeMetrics, `vLLM's per-request metrics ("include_metrics": true on every request; ` +
+			`the server returns them when started with --enable-per-request-metrics)`
+	}
+	if engine == latency.EngineTokentrace {
+		return fieldReturnMetrics, `tokentrace's per-request metrics ("return_metrics": true on every request; ` +
+			`Server-Timing comes unasked)`
+	}
+	if w, ok := unasked[engine]; ok {
+		return "", "nothing: the engine sends " + w
+	}
+	return "", "nothing: the engine is not known, and a strict API refuses a field it does not know"
+}
+
+// detectEngine names the engine behind t, and from what: its /metrics
+// names, GET /v1/models's owned_by, the Server header, llama.cpp's
+// /props or vLLM's /version. "" when none says.
+func detectEngine(ctx context.Context, t Target) (engine, by string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	header := http.Header{}
+	t.authorize(header)
+	if u, err := scrape.MetricsURL(t.BaseURL); err == nil {
+		if fams, err := scrape.Get(ctx, hc, u, header); err == nil {
+			if e, ok := scrape.Detect(fams); ok {
+				return e.Name, "its /metrics names (" + e.Prefix + "…)"
+			}
+		}
+	}
+	if u, err := t.apiURL("/models"); err == nil {
+		if b, resp := probe(ctx, hc, u, header); resp != nil {
+			if e := serverHeaderEngine(resp.Header.Get("Server")); e != "" {
+				return e, "its Server header (" + resp.Header.Get("Server") + ")"
+			}
+			if e, owner := ownedByEngine(b); e != "" {
+				return e, `GET /v1/models (owned_by "` + owner + `")`
+			}
+		}
+	}
+	if u, err := t.rootURL("/props"); err == nil {
+		if b, _ := probe(ctx, hc, u, header); hasKeys(b, "default_generation_settings", "total_slots") {
+			return latency.EngineLlamaCpp, "GET /props (llama.cpp's total_slots)"
+		}
+	}
+	if u, err := t.rootURL("/version"); err == nil {
+		if b, _ := probe(ctx, hc, u, header); onlyKey(b, "version") {
+			return latency.EngineVLLM, "GET /version (vLLM's {\"version\": …})"
+		}
+	}
+	return "", ""
+}
+
+// probe GETs u and returns its body (at most 1 MiB) when the status is
+// 200; resp is nil otherwise.
+func probe(ctx context.Context, hc *http.Client, u string, header http.Header) ([]byte, *http.Response) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, nil
+	}
+	req.Header = header.Clone()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, nil
+	}
+	return b, resp
+}
+
+// serverHeaderEngine is the engine a Server header names (llama-server
+// sends "llama.cpp").
+func serverHeaderEngine(v string) string {
+	if strings.HasPrefix(strings.ToLower(v), "llama.cpp") {
+		return latency.EngineLlamaCpp
+	}
+	return ""
+}
+
+// ownedByEngine is the engine the first model's owned_by names: vLLM's
+// "vllm", SGLang's "sglang", llama-server's "llamacpp", tokentrace
+// serve's "tokentrace", Ollama's "library" (its models' namespace).
+func ownedByEngine(b []byte) (engine, owner string) {
+	var list struct {
+		Data []struct {
+			OwnedBy string `json:"owned_by"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(b, &list) != nil || len(list.Data) == 0 {
+		return "", ""
+	}
+	owner = list.Data[0].OwnedBy
+	switch owner {
+	case "vllm":
+		return latency.EngineVLLM, owner
+	case "sglang":
+		return "sglang", owner
+	case "llamacpp":
+		return latency.EngineLlamaCpp, owner
+	case "tokentrace":
+		return latency.EngineTokentrace, owner
+	case "library", "ollama":
+		return latency.EngineOllama, owner
+	}
+	return "", owner
+}
+
+// hasKeys says whether b is a JSON object holding every key.
+func hasKeys(b []byte, keys ...string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyKey says whether b is a JSON object with key as its one member.
+func onlyKey(b []byte, key string) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(b, &m) == nil && len(m) == 1 && m[key] != nil
+}
+
+// rootURL joins the server's root (the base URL without /v1) and path.
+func (t Target) rootURL(path string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(t.BaseURL))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("url: not http(s)://host[:port][/v1]")
+	}
+	p := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1")
+	u.Path, u.RawQuery, u.Fragment = p+path, "", ""
+	return u.String(), nil
+}
+
+// askEvidence detects the engine and chooses how to ask it for its
+// per-request evidence (Target.MetricsField), and says so.
+func (r *run) askEvidence(ctx context.Context) {
+	mode := r.target.ServerMetrics
+	if mode == "" {
+		mode = ServerMetricsAuto
+	}
+	ask := &EvidenceAsk{Mode: mode}
+	if r.cfg.Embedded() {
+		ask.Engine, ask.DetectedBy = latency.EngineTokentrace, "the embedded engine"
+	} else if mode != ServerMetricsOff {
+		ask.Engine, ask.DetectedBy = detectEngine(ctx, r.target)
+	}
+	ask.Field, ask.Asked = chooseField(mode, ask.Engine)
+	r.target.MetricsField = ask.Field
+	r.sum.Evidence = ask
+	eng := "not detected"
+	if ask.Engine != "" {
+		eng = ask.Engine + ", from " + ask.DetectedBy
+	}
+	fmt.Fprintf(r.log, "bench: server engine %s; per-request evidence asked for: %s\n", eng, ask.Asked)
+}
+
+// evidenceLine is the text summary's line on the evidence asked for and
+// what came back.
+func evidenceLine(a *EvidenceAsk) string {
+	var came []string
+	for k, n := range a.Returned {
+		came = append(came, fmt.Sprintf("%s on %d", k, n))
+	}
+	back := "no per-request split came back"
+	if len(came) > 0 {
+		slices.Sort(came)
+		back = fmt.Sprintf("came back: %s of %d succeeded", strings.Join(came, ", "), a.Succeeded)
+	}
+	eng := "engine not detected"
+	if a.Engine != "" {
+		eng = "engine " + a.Engine + " (" + a.DetectedBy + ")"
+	}
+	asked := a.Asked
+	if a.Field != "" {
+		asked = fmt.Sprintf("%q on %d requests", a.Field, a.Requests)
+	}
+	return fmt.Sprintf("evidence  %s; asked %s; %s", eng, asked, back)
+}

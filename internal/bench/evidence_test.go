@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
+	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// runSlots runs a closed loop of workers against a slot stand-in.
+func runSlots(t *testing.T, e *openaitest.SlotEngine, workers, requests int, mode string) (*Result, string) {
+	t.Helper()
+	var out bytes.Buffer
+	cfg := Config{
+		Target: Target{BaseURL: e.URL(), Endpoint: EndpointChat, Model: "stand-in", Stream: true, ServerMetrics: mode,
+			Timeout: time.Minute},
+		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(16), Output: workload.Fixed(8), Turns: 1, Seed: 1},
+		Load:     workload.Load{Concurrency: workers, Requests: requests},
+		OutDir:   filepath.Join(t.TempDir(), "run"), SkipCalibration: true, PromptTokenizer: PromptTokenizerBuiltin,
+		ScrapeInterval: 50 * time.Millisecond,
+	}
+	res, err := Run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String()
+}
+
+func finding(rep *report.Report, rule string) *report.Finding {
+	for i := range rep.Findings {
+		if rep.Findings[i].Rule == rule {
+			return &rep.Findings[i]
+		}
+	}
+	return nil
+}
+
+// TestVLLMPerRequestMetricsAsked: against a stand-in that answers as
+// vLLM's merged per-request metrics do (2 slots; 6 closed-loop workers),
+// bench detects vLLM, asks every request with include_metrics, records
+// each request's queue wait as the server measured it, and the report
+// names slot queueing from that split.
+func TestVLLMPerRequestMetricsAsked(t *testing.T) {
+	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectVLLM, Slots: 2,
+		Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true, Metrics: true})
+	res, text := runSlots(t, e, 6, 120, "")
+	ask := res.Summary.Evidence
+	if ask == nil || ask.Engine != latency.EngineVLLM || ask.Field != "include_metrics" || ask.Requests != 120 {
+		t.Fatalf("evidence asked %+v", ask)
+	}
+	if !strings.Contains(text, `asked "include_metrics" on 120 requests`) || !strings.Contains(text, "vllm-metrics (vllm) on 120") {
+		t.Errorf("the summary does not say what was asked and what came back:\n%s", text)
+	}
+	log := e.Log()
+	if len(log) != 120 {
+		t.Fatalf("the stand-in answered %d requests, want 120", len(log))
+	}
+	server := map[string]openaitest.SlotRequest{}
+	for _, rq := range log {
+		if !rq.Asked {
+			t.Errorf("request %s did not ask for the metrics object", rq.ID)
+		}
+		server[rq.ID] = rq
+	}
+	recs := readRecords(t, filepath.Join(res.OutDir, "requests.jsonl"))
+	var waited int
+	for _, rec := range recs {
+		rq, ok := server[rec.ID]
+		if !ok || rec.Server == nil || rec.Server.Source != latency.SourceVLLMMetrics || rec.Server.Engine != latency.EngineVLLM {
+			t.Fatalf("record %s: split %+v, logged %v", rec.ID, rec.Server, ok)
+		}
+		if d := rec.Server.QueueNS - int64(rq.Queue); d > 2e6 || d < -2e6 {
+			t.Errorf("record %s: queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
+		}
+		if rq.Queue > 2*time.Millisecond {
+			waited++
+		}
+	}
+	if waited < 60 {
+		t.Errorf("only %d of 120 requests waited over 2 ms for a slot: the stand-in did not queue", waited)
+	}
+	f := finding(res.Report, "server-queueing")
+	if f == nil {
+		t.Fatalf("no server-queueing finding: %+v", res.Report.Findings)
+	}
+	if !strings.Contains(f.Evidence, "Server queueing is the largest TTFT term") || f.Numbers["server_waiting_peak"] < 1 {
+		t.Errorf("finding %+v: want the split's queue share and the server's waiting gauge quoted", f)
+	}
+}

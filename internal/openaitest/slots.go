@@ -1,0 +1,224 @@
+package openaitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/sse"
+)
+
+// The dialects a SlotEngine speaks (SlotEngine.Dialect): which engine's
+// per-request evidence, /metrics names and owned_by it answers with.
+const (
+	// DialectVLLM: vLLM's merged per-request metrics object (on a whole
+	// answer and on a stream's final usage chunk) when Evidence is set and
+	// the request asked with "include_metrics": true; vllm:* gauges;
+	// owned_by "vllm".
+	DialectVLLM = "vllm"
+	// DialectLlamaCpp: llama.cpp's timings (always, when Evidence is set);
+	// llamacpp:requests_processing and requests_deferred; owned_by
+	// "llamacpp".
+	DialectLlamaCpp = "llamacpp"
+	// DialectSGLang: no per-request evidence; sglang:* gauges with
+	// max_running_requests; owned_by "sglang".
+	DialectSGLang = "sglang"
+	// DialectTGI: no evidence on a stream; tgi_queue_size and
+	// tgi_batch_current_size; owned_by "tgi".
+	DialectTGI = "tgi"
+	// DialectOllama: Ollama's OpenAI endpoint: no evidence, no /metrics;
+	// owned_by "library".
+	DialectOllama = "ollama"
+)
+
+// SlotEngine is a stand-in engine for tests: Slots requests run at once,
+// the rest wait in a queue (first come, first served), each running one
+// Prefill then Tokens tokens PerToken apart, on the wall clock. It
+// answers in its Dialect — the engine's documented shapes, written from
+// their sources as internal/latency/testdata/engines cites — and keeps a
+// log of what each request asked and waited (Log), so a test compares
+// what the client recorded with what the server knew.
+type SlotEngine struct {
+	Dialect string
+	// Slots is how many requests run at once (1 when 0).
+	Slots int
+	// Prefill is the time from a slot taken to the first token; PerToken
+	// between tokens; Tokens the answer's length (4 when 0).
+	Prefill, PerToken time.Duration
+	Tokens            int
+	// Evidence makes it send its dialect's per-request evidence; Metrics
+	// serves its dialect's gauges at /metrics (not for Ollama).
+	Evidence, Metrics bool
+
+	srv     *httptest.Server
+	slots   chan struct{}
+	mu      sync.Mutex
+	waiting int
+	running int
+	log     []SlotRequest
+}
+
+// SlotRequest is what a SlotEngine knew of one request.
+type SlotRequest struct {
+	// ID is the request's X-Request-Id header.
+	ID string
+	// Asked reports "include_metrics": true in its body; ReturnMetrics
+	// "return_metrics": true.
+	Asked, ReturnMetrics bool
+	// Queue is the wait for a slot; Prefill and Decode the slot's time to
+	// the first token and from it to the last.
+	Queue, Prefill, Decode time.Duration
+}
+
+// StartSlots serves e on a loopback test server until the test ends.
+func StartSlots(t testing.TB, e *SlotEngine) *SlotEngine {
+	t.Helper()
+	e.slots = make(chan struct{}, max(e.Slots, 1))
+	e.srv = httptest.NewServer(e)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// URL is the engine's base URL.
+func (e *SlotEngine) URL() string { return e.srv.URL }
+
+// Log is a copy of what the engine knew of each answered request.
+func (e *SlotEngine) Log() []SlotRequest {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]SlotRequest(nil), e.log...)
+}
+
+// ServeHTTP answers /v1/models, /metrics and completions.
+func (e *SlotEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/v1/models":
+		owner := map[string]string{DialectOllama: "library"}[e.Dialect]
+		if owner == "" {
+			owner = e.Dialect
+		}
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":"stand-in","object":"model","created":1,"owned_by":%q}]}`, owner)
+	case r.URL.Path == "/metrics" && e.Metrics && e.Dialect != DialectOllama:
+		e.gauges(w)
+	case strings.HasSuffix(r.URL.Path, "/completions"):
+		e.complete(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// gauges writes the dialect's waiting and running gauges (and SGLang's
+// max_running_requests).
+func (e *SlotEngine) gauges(w io.Writer) {
+	e.mu.Lock()
+	wait, run := e.waiting, e.running
+	e.mu.Unlock()
+	names := map[string][2]string{
+		DialectVLLM:     {"vllm:num_requests_waiting", "vllm:num_requests_running"},
+		DialectLlamaCpp: {"llamacpp:requests_deferred", "llamacpp:requests_processing"},
+		DialectSGLang:   {"sglang:num_queue_reqs", "sglang:num_running_reqs"},
+		DialectTGI:      {"tgi_queue_size", "tgi_batch_current_size"},
+	}[e.Dialect]
+	if names[0] == "" {
+		return
+	}
+	fmt.Fprintf(w, "# TYPE %s gauge\n%s %d\n# TYPE %s gauge\n%s %d\n", names[0], names[0], wait, names[1], names[1], run)
+	if e.Dialect == DialectSGLang {
+		fmt.Fprintf(w, "# TYPE sglang:max_running_requests gauge\nsglang:max_running_requests %d\n", cap(e.slots))
+	}
+}
+
+func (e *SlotEngine) count(dw, dr int) {
+	e.mu.Lock()
+	e.waiting += dw
+	e.running += dr
+	e.mu.Unlock()
+}
+
+func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Stream         bool `json:"stream"`
+		IncludeMetrics bool `json:"include_metrics"`
+		ReturnMetrics  bool `json:"return_metrics"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
+		http.Error(w, `{"error":{"message":"bad body"}}`, http.StatusBadRequest)
+		return
+	}
+	rq := SlotRequest{ID: r.Header.Get("X-Request-Id"), Asked: body.IncludeMetrics, ReturnMetrics: body.ReturnMetrics}
+	queued := time.Now()
+	e.count(1, 0)
+	select {
+	case e.slots <- struct{}{}:
+	case <-r.Context().Done():
+		e.count(-1, 0)
+		return
+	}
+	scheduled := time.Now()
+	e.count(-1, 1)
+	defer func() { <-e.slots; e.count(0, -1) }()
+	rq.Queue = scheduled.Sub(queued)
+	time.Sleep(e.Prefill)
+	first := time.Now()
+	rq.Prefill = first.Sub(scheduled)
+	n := e.Tokens
+	if n <= 0 {
+		n = 4
+	}
+	var sw *sse.Writer
+	if body.Stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sw = sse.NewWriter(w)
+		_ = sw.Data([]byte(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"t0 "},"finish_reason":null}],"usage":null}`))
+	}
+	for i := 1; i < n; i++ {
+		time.Sleep(e.PerToken)
+		if sw != nil {
+			_ = sw.Data(fmt.Appendf(nil, `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t%d "},"finish_reason":null}],"usage":null}`, i))
+		}
+	}
+	rq.Decode = time.Since(first)
+	extra := e.evidence(rq, n)
+	e.mu.Lock()
+	e.log = append(e.log, rq)
+	e.mu.Unlock()
+	usage := fmt.Sprintf(`"usage":{"prompt_tokens":8,"completion_tokens":%d,"total_tokens":%d}`, n, 8+n)
+	if sw == nil {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":"stand-in","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"length"}],%s%s}`, usage, extra)
+		return
+	}
+	sw.Queue([]byte(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":null}`))
+	sw.Queue([]byte(`{"id":"x","object":"chat.completion.chunk","choices":[],` + usage + extra + `}`))
+	_ = sw.Final(nil)
+}
+
+// evidence is the dialect's per-request member for the answer (with its
+// leading comma), "" for none.
+func (e *SlotEngine) evidence(rq SlotRequest, n int) string {
+	if !e.Evidence {
+		return ""
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	switch e.Dialect {
+	case DialectVLLM:
+		if !rq.Asked {
+			return ""
+		}
+		itl := "null"
+		if n > 1 {
+			itl = fmt.Sprintf("%.3f", ms(rq.Decode)/float64(n-1))
+		}
+		return fmt.Sprintf(`,"metrics":{"time_to_first_token_ms":%.3f,"generation_time_ms":%.3f,"queue_time_ms":%.3f,"mean_itl_ms":%s,"tokens_per_second":%.1f}`,
+			ms(rq.Prefill), ms(rq.Decode), ms(rq.Queue), itl, float64(n)/(rq.Prefill+rq.Decode).Seconds())
+	case DialectLlamaCpp:
+		return fmt.Sprintf(`,"timings":{"cache_n":0,"prompt_n":8,"prompt_ms":%.3f,"predicted_n":%d,"predicted_ms":%.3f}`, ms(rq.Prefill), n, ms(rq.Decode))
+	}
+	return ""
+}
