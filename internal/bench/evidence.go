@@ -231,7 +231,7 @@ func (r *run) askEvidence(ctx context.Context) {
 	ask := &EvidenceAsk{Mode: mode}
 	if r.cfg.Embedded() {
 		ask.Engine, ask.DetectedBy = latency.EngineTokentrace, "the embedded engine"
-	} else if mode != ServerMetricsOff {
+	} else {
 		ask.Engine, ask.DetectedBy = detectEngine(ctx, r.target)
 	}
 	ask.Field, ask.Asked = chooseField(mode, ask.Engine)

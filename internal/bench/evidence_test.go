@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,5 +93,48 @@ func TestVLLMPerRequestMetricsAsked(t *testing.T) {
 	}
 	if !strings.Contains(f.Evidence, "Server queueing is the largest TTFT term") || f.Numbers["server_waiting_peak"] < 1 {
 		t.Errorf("finding %+v: want the split's queue share and the server's waiting gauge quoted", f)
+	}
+}
+
+// TestDiagnosisWithoutASplit is the known-answer diagnosis of each engine
+// whose answers carry no per-request split, against stand-ins that answer
+// in that engine's shapes (openaitest.SlotEngine): 6 closed-loop workers
+// on fewer slots are named as queueing from the gauges alone (vLLM not
+// asked, SGLang, TGI), from the run's shape alone (Ollama's OpenAI
+// endpoint, no /metrics: 4 workers on one slot are named as served one at
+// a time),
+// and not named when the slots are enough.
+func TestDiagnosisWithoutASplit(t *testing.T) {
+	for _, c := range []struct {
+		dialect, mode  string
+		slots, workers int
+		says, title    string // "" title: no queueing finding
+	}{
+		{openaitest.DialectVLLM, ServerMetricsOff, 2, 6, "its own gauges (vllm's /metrics", "TTFT is dominated by waiting in the server's queue"},
+		{openaitest.DialectSGLang, "", 2, 6, "its limit max_running_requests is 2", "TTFT is dominated by waiting in the server's queue"},
+		{openaitest.DialectTGI, "", 2, 6, "its own gauges (tgi's /metrics", "TTFT is dominated by waiting in the server's queue"},
+		{openaitest.DialectOllama, "", 1, 4, "The server serves one request at a time", "Requests are served one at a time: the rest wait in a queue"},
+		{openaitest.DialectOllama, "", 2, 6, "were served at once and", "TTFT is dominated by waiting in the server's queue"},
+		{openaitest.DialectOllama, "", 6, 6, "", ""},
+		{openaitest.DialectSGLang, "", 6, 6, "", ""},
+	} {
+		t.Run(fmt.Sprintf("%s %d slots", c.dialect, c.slots), func(t *testing.T) {
+			e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: c.dialect, Slots: c.slots,
+				Prefill: 20 * time.Millisecond, PerToken: 3 * time.Millisecond, Tokens: 8, Metrics: true})
+			res, _ := runSlots(t, e, c.workers, 48, c.mode)
+			if res.Summary.Evidence.Engine != c.dialect {
+				t.Errorf("engine detected %+v", res.Summary.Evidence)
+			}
+			f := finding(res.Report, "server-queueing")
+			switch {
+			case c.title == "" && f != nil:
+				t.Errorf("queueing named with slots enough for the workers: %+v", f)
+			case c.title == "":
+			case f == nil:
+				t.Errorf("no queueing finding: %+v", res.Report.Findings)
+			case f.Title != c.title || !strings.Contains(f.Evidence, c.says) || !strings.Contains(f.Evidence, "is unknown"):
+				t.Errorf("finding %q: %s\nwant %q saying %q and that the split is unknown", f.Title, f.Evidence, c.title, c.says)
+			}
+		})
 	}
 }

@@ -29,8 +29,12 @@ type evidence struct {
 	prefixQueries, prefixHits float64
 	// Peaks over the samples.
 	kvPeak, runningPeak, waitingPeak float64
-	runningMean                      float64
-	prefixHitRate                    float64 // the last sample's, for engines with only a rate
+	runningMean, waitingMean         float64
+	// waitingShare is the share of the samples with a request waiting;
+	// samples how many samples there were.
+	waitingShare  float64
+	samples       int
+	prefixHitRate float64 // the last sample's, for engines with only a rate
 	// Over the run, where the server counts them: prompt tokens computed
 	// and tokens generated, and (llama.cpp) its summed time on each.
 	promptTokens, genTokens   float64
@@ -40,8 +44,8 @@ type evidence struct {
 // serverEvidence reads the inputs' run metadata.
 func (a *analysis) serverEvidence() *evidence {
 	ev := &evidence{series: map[string]bool{}, config: map[string]string{}}
-	var runningSum float64
-	var n int
+	var runningSum, waitingSum float64
+	var n, waitingN int
 	for _, run := range a.runs {
 		s := run.Server
 		if s == nil {
@@ -82,11 +86,16 @@ func (a *analysis) serverEvidence() *evidence {
 			ev.runningPeak = math.Max(ev.runningPeak, sm.Running)
 			ev.waitingPeak = math.Max(ev.waitingPeak, sm.Waiting)
 			runningSum += sm.Running
+			waitingSum += sm.Waiting
+			if sm.Waiting > 0 {
+				waitingN++
+			}
 			n++
 		}
 	}
 	if n > 0 {
-		ev.runningMean = runningSum / float64(n)
+		ev.runningMean, ev.waitingMean = runningSum/float64(n), waitingSum/float64(n)
+		ev.waitingShare, ev.samples = float64(waitingN)/float64(n), n
 	}
 	return ev
 }

@@ -438,3 +438,53 @@ func TestReasoningPhaseRule(t *testing.T) {
 		}
 	}
 }
+
+// serialRun is a closed loop of 4 workers on a server that serves one
+// request at a time, first come first served: each request takes 100 ms
+// to its first token and 9 × 10 ms after it (S = 190 ms); request k is sent
+// when request k−4 ends and starts when request k−1 ends.
+func serialRun(n int, serial bool) []synthReq {
+	const s = 190.0
+	out := make([]synthReq, n)
+	for k := range out {
+		r := synthReq{prefill: 100, tpot: 10, input: 100, output: 10}
+		if serial {
+			r.at, r.sq = max(0, float64(k-3)*s), float64(k)*s-max(0, float64(k-3)*s)
+		} else {
+			r.at = float64(k/4) * s // four served together
+		}
+		out[k] = r
+	}
+	return out
+}
+
+// TestQueueFromTheRunsShape checks the Little's-law figures by hand on
+// serialRun(40): TTFT 100 + k × 190 ms for the first four, 670 ms after
+// (mean 25,660 / 40 = 641.5 ms); E2E (k+1) × 190 ms for the first four,
+// 760 ms after (mean 731.5 ms); completions 1 / 190 ms. In flight
+// 731.5 / 190 = 3.85; served at once (100 + 90) / 190 = 1; waiting 2.85.
+func TestQueueFromTheRunsShape(t *testing.T) {
+	rep := collect(Options{}, serialRun(40, true))
+	k := findingIndex(rep, "server-queueing")
+	if k < 0 {
+		t.Fatalf("no queueing finding: %+v", rep.Findings)
+	}
+	f := rep.Findings[k]
+	near := func(name string, want float64) {
+		if got := f.Numbers[name]; got < want-0.005 || got > want+0.005 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	near("in_flight_mean", 3.85)
+	near("served_at_once", 1)
+	near("waiting_mean", 2.85)
+	near("ttft_mean_ms", 641.5)
+	near("ttft_least_ms", 100)
+	if f.Title != "Requests are served one at a time: the rest wait in a queue" ||
+		!strings.Contains(f.Evidence, "is unknown") || !strings.Contains(f.Evidence, "Little's law") {
+		t.Errorf("finding %q: %s", f.Title, f.Evidence)
+	}
+	if rep := collect(Options{}, serialRun(40, false)); findingIndex(rep, "server-queueing") >= 0 {
+		t.Errorf("four served together named as queueing: %+v", rep.Findings)
+	}
+}

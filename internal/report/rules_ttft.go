@@ -30,6 +30,7 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 	tail := a.ttftTail(rep)
 	nums := map[string]float64{"offered_rps": s.OfferedRPS, "completion_rps": s.CompletionRPS, "capacity_rps": capacity}
 	var ev string
+	var gauges, serial bool // named from the gauges alone; one request served at a time
 	if split && tail != nil {
 		share := tail.share(latency.StageServerQueue)
 		if !tail.largestIs(latency.StageServerQueue) || share < 0.4 {
@@ -47,18 +48,32 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 				fmtMS(q0), fmtMS(q1))
 		}
 	} else {
-		// No server split: infer queueing from TTFT growing while arrivals outpace completions.
+		// No server split: infer queueing from TTFT growing while arrivals
+		// outpace completions, else from the server's gauges, else from
+		// the run's own shape.
 		t0, t1 := w0, w1
 		nums["ttft_first_quarter_ms"], nums["ttft_last_quarter_ms"] = t0, t1
-		if !(overloaded && t1 > 2*t0) {
-			return Finding{}, false
+		var ok bool
+		switch {
+		case overloaded && t1 > 2*t0:
+			ev = fmt.Sprintf("%sThe server gave no stage split, but TTFT grows from a mean of %s in the first "+
+				"quarter of the run to %s in the last while requests arrive faster than they complete: "+
+				"requests are waiting in a queue.", prefix(why), fmtMS(t0), fmtMS(t1))
+		case a.gaugeQueue(nums):
+			gauges = true
+			ev = prefix(why) + a.gaugeQueueText()
+		default:
+			var sh runShape
+			if sh, ok = a.shapeQueue(s.CompletionRPS); !ok {
+				return Finding{}, false
+			}
+			sh.put(nums)
+			ev = prefix(why) + sh.text()
+			serial = sh.serial()
 		}
-		ev = fmt.Sprintf("%sThe server gave no stage split, but TTFT grows from a mean of %s in the first "+
-			"quarter of the run to %s in the last while requests arrive faster than they complete: "+
-			"requests are waiting in a queue.", prefix(why), fmtMS(t0), fmtMS(t1))
 	}
 	llama := a.engine() == latency.EngineLlamaCpp
-	if e := a.ev; e.has("waiting") && e.waitingPeak > 0 && !llama {
+	if e := a.ev; e.has("waiting") && e.waitingPeak > 0 && !llama && !gauges {
 		nums["server_waiting_peak"] = e.waitingPeak
 		ev += fmt.Sprintf(" The server's own queue (its /metrics) held up to %s requests waiting.", num0(e.waitingPeak))
 	}
@@ -69,6 +84,9 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		ev += " The server reports no queue wait: " + a.queue.Basis + "."
 	}
 	sev, title := SeverityWarning, "TTFT is dominated by waiting in the server's queue"
+	if serial {
+		title = "Requests are served one at a time: the rest wait in a queue"
+	}
 	first := fmt.Sprintf("keep the offered rate below the measured capacity (%s req/s) or scale out replicas", num(capacity))
 	rest := []string{"admission control or load shedding (answer 429 early instead of queueing past the SLO)",
 		"priority scheduling for latency-sensitive requests"}
@@ -80,15 +98,20 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 			a.ev.counters())
 		return Finding{Severity: sev, Title: title, Evidence: ev, Numbers: nums,
 			Remedies: append(a.kvRemedies(), rest...)}, true
+	case a.closedLoop() && serial:
+		ev += " The closed loop keeps more requests in flight than the server serves at once."
+		first = "fewer workers, or more parallel slots on the server (Ollama's OLLAMA_NUM_PARALLEL, llama.cpp's -np), " +
+			"or more replicas"
 	case a.closedLoop() && llama:
 		ev += " The closed loop keeps more requests in flight than the server has slots; the rest wait for one."
 		first = "fewer workers than slots, or more slots (-np, with -c large enough for each slot's context: " +
 			"each slot gets -c ÷ -np tokens), or more llama-server replicas"
 	case a.closedLoop():
 		// A closed loop offers only as many requests as it has workers.
+		limit := a.limitName()
 		ev += " The closed loop keeps its workers' requests in flight; the server runs fewer at once and the " +
-			"rest wait: its batch limit (max_num_seqs) or its KV cache sets how many run."
-		first = "fewer workers, or a server that runs more requests at once (max_num_seqs, KV cache, replicas)"
+			"rest wait: its batch limit (" + limit + ") or its KV cache sets how many run."
+		first = "fewer workers, or a server that runs more requests at once (" + limit + ", KV cache, replicas)"
 	case overloaded:
 		sev = SeverityCritical
 		ev += ld.evidence
