@@ -62,6 +62,8 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		case a.gaugeQueue(nums):
 			gauges = true
 			ev = prefix(why) + a.gaugeQueueText()
+		case a.ev.has("waiting"):
+			return Finding{}, false // the server's own gauge shows no queue
 		default:
 			var sh runShape
 			if sh, ok = a.shapeQueue(s.CompletionRPS); !ok {
