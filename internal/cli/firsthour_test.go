@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -256,6 +257,23 @@ func TestBenchDrawsASeed(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), said) {
 			t.Errorf("given %v: stderr %q lacks %q", given, stderr.String(), said)
+		}
+	}
+}
+
+// The gateway's first line says where clients go: its /v1 base URL,
+// localhost for every interface.
+func TestGatewayClientURL(t *testing.T) {
+	for _, tt := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, "http://127.0.0.1:8080/v1"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, "http://localhost:8080/v1"},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 9}, "http://localhost:9/v1"},
+	} {
+		if got := clientURL(tt.addr); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.addr, got, tt.want)
 		}
 	}
 }

@@ -53,6 +53,7 @@ does not load, 1 when it cannot listen (docs/cli.md).`,
 			if err != nil {
 				return fmt.Errorf("gateway: listen: %w", err)
 			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "tokentrace gateway: point clients at %s (stages on /metrics, Ctrl-C stops)\n", clientURL(ln.Addr()))
 			return srv.Serve(cmd.Context(), ln)
 		},
 	}
@@ -75,4 +76,14 @@ does not load, 1 when it cannot listen (docs/cli.md).`,
 		},
 	})
 	return cmd
+}
+
+// clientURL is the base URL clients reach a listener at: its address, with
+// localhost for one listening on every interface.
+func clientURL(a net.Addr) string {
+	host := a.String()
+	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		host = net.JoinHostPort("localhost", fmt.Sprint(ta.Port))
+	}
+	return "http://" + host + "/v1"
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -134,8 +135,52 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the tokentrace version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "tokentrace %s\n", Version)
+			bi, _ := debug.ReadBuildInfo()
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "tokentrace %s\n", versionLine(Version, bi))
 			return err
 		},
 	}
+}
+
+// versionLine is the version with what the build recorded of its source:
+// the commit (12 digits), "modified" when the tree had uncommitted
+// changes, and the commit's time; the Go version; the module version when
+// no -ldflags version was set and go install gave one.
+func versionLine(version string, bi *debug.BuildInfo) string {
+	if bi == nil {
+		return version
+	}
+	if version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version = bi.Main.Version
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(12, len(s.Value))]
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	var parts []string
+	if rev != "" {
+		c := "commit " + rev
+		if dirty {
+			c += " (modified)"
+		}
+		if at != "" {
+			c += " " + at
+		}
+		parts = append(parts, c)
+	}
+	if bi.GoVersion != "" {
+		parts = append(parts, bi.GoVersion)
+	}
+	if len(parts) == 0 {
+		return version
+	}
+	return version + " (" + strings.Join(parts, ", ") + ")"
 }

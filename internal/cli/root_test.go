@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -19,8 +20,18 @@ func run(t *testing.T, args ...string) (string, error) {
 
 func TestVersion(t *testing.T) {
 	out, err := run(t, "version")
-	if err != nil || out != "tokentrace dev\n" {
+	if err != nil || !strings.HasPrefix(out, "tokentrace dev") {
 		t.Fatalf("version: %q, %v", out, err)
+	}
+	bi := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "d137f21a9b3c4e5f60718293a4b5c6d7e8f90123"}, {Key: "vcs.time", Value: "2026-12-07T04:40:00Z"},
+		{Key: "vcs.modified", Value: "true"}}}
+	if got, want := versionLine("dev", bi), "dev (commit d137f21a9b3c (modified) 2026-12-07T04:40:00Z, go1.26.0)"; got != want {
+		t.Errorf("versionLine %q, want %q", got, want)
+	}
+	bi = &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.3"}}
+	if got, want := versionLine("dev", bi), "v1.2.3 (go1.26.0)"; got != want {
+		t.Errorf("go install'ed: versionLine %q, want %q", got, want)
 	}
 }
 
