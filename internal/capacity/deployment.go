@@ -232,3 +232,25 @@ func lengthsOnly(src workload.Source, prefixCaching bool) workload.Source {
 	}
 	return synthLengths{s}
 }
+
+// OutsideEnvelope lists where p, a point of d, lies outside what d's
+// engine constants were fitted on (engine.Envelope.Check, the source's
+// own flag apart: Envelope.Unfitted): its mean prompt and output lengths,
+// its peak batch, its preemptions, and a deployment that does not keep up
+// (its backlog grows without bound).
+func (d Deployment) OutsideEnvelope(p Point) ([]string, error) {
+	env, err := d.Engine.Envelope()
+	if err != nil {
+		return nil, err
+	}
+	n := int64(p.Measured - p.Failed)
+	mean := func(tok int64) [2]int {
+		if n <= 0 {
+			return [2]int{}
+		}
+		m := int(tok / n)
+		return [2]int{m, m}
+	}
+	return env.Check(engine.EnvelopeCase{Input: mean(p.InputTokens), Output: mean(p.OutputTokens), Concurrency: p.PeakBatch,
+		Preemptions: p.Preemptions, QueueGrowing: !p.Stopped && !p.KeepsUp}), nil
+}

@@ -49,6 +49,8 @@ type Point struct {
 	// simulation's state was sampled (simulate.SampleInterval): what a
 	// calibrated profile's batch range is checked against.
 	PeakBatch int
+	// Preemptions counts the replicas' KV-cache preemptions.
+	Preemptions int64
 }
 
 // MaxGrowth is the largest Growth of a deployment that keeps up: it
@@ -143,6 +145,9 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	p.Stopped = res.Stopped
 	for _, s := range res.Samples {
 		p.PeakBatch = max(p.PeakBatch, int(math.Ceil(float64(s.Running)/float64(r.Replicas))))
+	}
+	for _, rr := range res.Replicas {
+		p.Preemptions += rr.Stats.Preemptions
 	}
 	if p.Stopped {
 		p.Values, p.Meets, p.Miss = nil, false, math.Inf(1)

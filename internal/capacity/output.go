@@ -81,6 +81,9 @@ func (pl *Plan) WriteText(w io.Writer) error {
 	if c := pl.Best; c != nil {
 		p("answer   #%d %s", c.ID, c.Name)
 		p("         %s", pl.figures(c))
+		for _, f := range c.Outside {
+			p("         outside the twin's envelope: %s", f)
+		}
 		if target {
 			pl.writeCheaper(&b)
 		}
@@ -108,14 +111,26 @@ func (pl *Plan) WriteText(w io.Writer) error {
 		if c == pl.Best {
 			mark = "*"
 		}
+		if len(c.Outside) > 0 {
+			mark += "!"
+		}
 		fmt.Fprintf(tw, "%s%d\t%.2f\t%s\t%.3g\t%s\t  %s\n", mark, c.ID, c.USDPerHour, fmtDur(c.Latency(target)),
 			c.GoodputRate(), usd(c.USDPer1MOut), c.Name)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "latency: %s; $/1M out: $/hour over the output tokens served at goodput (docs/metrics.md, \"Cost\"); * the answer\n", pl.latencyName())
-	return err
+	if _, err := fmt.Fprintf(w, "latency: %s; $/1M out: $/hour over the output tokens served at goodput (docs/metrics.md, \"Cost\"); * the answer\n", pl.latencyName()); err != nil {
+		return err
+	}
+	for _, c := range pl.Front {
+		for _, f := range c.Outside {
+			if _, err := fmt.Fprintf(w, "! #%d outside the twin's envelope: %s\n", c.ID, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // figures is a candidate's numbers in one line.
@@ -232,6 +247,7 @@ type jsonCandidate struct {
 	GoodputPoint  *jsonPoint `json:"at_goodput,omitempty"`
 	USDPer1MOut   *float64   `json:"usd_per_1m_output,omitempty"`
 	Simulations   int        `json:"goodput_simulations,omitempty"`
+	Outside       []string   `json:"outside_envelope,omitempty"`
 }
 
 type jsonPoint struct {
@@ -285,7 +301,7 @@ func (pl *Plan) WriteJSON(w io.Writer) error {
 			Balancer: c.Balancer, DType: e.DType, KVCacheDType: e.KVCacheDType, Chunked: e.EnableChunkedPrefill,
 			PrefixCaching: e.EnablePrefixCaching, SpeculativeK: e.SpeculativeK, MaxMaxTokens: c.MaxMaxTokens,
 			USDPerHour: c.USDPerHour, Status: c.Status, Reason: c.Reason, Check: toJSONPoint(c.Check),
-			GoodputRate: c.GoodputRate()}
+			GoodputRate: c.GoodputRate(), Outside: c.Outside}
 		if c.r != nil {
 			ec := c.r.ec.WithDefaults()
 			jc.MaxNumSeqs, jc.MaxBatched = ec.MaxNumSeqs, ec.MaxNumBatchedTokens

@@ -24,22 +24,50 @@ func (pl *Plan) finish() {
 			c.USDPer1MOut = perfmodel.USDPerMillion(c.USDPerHour, g.Rate*g.At.MeanOutput())
 		}
 	}
-	var ok []*Candidate
+	var ok, inside []*Candidate
 	for _, c := range pl.Candidates {
 		switch {
 		case target && (c.Status == Meets || c.Status == Dominated):
 			ok = append(ok, c)
 		case !target && c.Status == Searched && c.GoodputRate() > 0:
 			ok = append(ok, c)
+		default:
+			continue
+		}
+		if c.Outside = c.outside(target); len(c.Outside) == 0 {
+			inside = append(inside, c)
 		}
 	}
-	if len(ok) > 0 {
-		pl.Best = slices.MinFunc(ok, func(a, b *Candidate) int { return better(a, b, target) })
+	// The answer is inside the envelope where any candidate is; else the
+	// best outside, flagged.
+	pick := inside
+	if len(pick) == 0 {
+		pick = ok
+	}
+	if len(pick) > 0 {
+		pl.Best = slices.MinFunc(pick, func(a, b *Candidate) int { return better(a, b, target) })
 	}
 	pl.Front = front(ok, target)
 	if pl.Best == nil {
 		pl.Closest = pl.closest()
 	}
+}
+
+// outside is where c's prediction (at the target rate, or at goodput)
+// leaves the twin's envelope.
+func (c *Candidate) outside(target bool) []string {
+	p := c.Check
+	if !target && c.Goodput != nil {
+		p = c.Goodput.At
+	}
+	if p == nil {
+		return nil
+	}
+	flags, err := c.Deployment.OutsideEnvelope(*p)
+	if err != nil {
+		return []string{"the envelope is unknown: " + err.Error()}
+	}
+	return flags
 }
 
 // better orders candidates by the objective: cheapest first for a target

@@ -95,6 +95,11 @@ type Candidate struct {
 	// USDPer1MOut is USDPerHour over the output tokens served at goodput
 	// (docs/metrics.md, "Cost"); +Inf when no rate meets.
 	USDPer1MOut float64
+	// Outside lists where its prediction (at the target, or at goodput)
+	// lies outside what its engine constants were fitted on
+	// (Deployment.OutsideEnvelope): shown, and never the answer while a
+	// candidate inside meets.
+	Outside []string
 
 	r   *resolved
 	key string

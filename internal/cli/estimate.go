@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +72,13 @@ Example (the worked example of docs/perfmodel.md, pure roofline):
 			case f.explain:
 				return res.WriteExplain(out)
 			}
-			return res.WriteText(out)
+			if err := res.WriteText(out); err != nil {
+				return err
+			}
+			if f.roofline {
+				return nil
+			}
+			return f.writeEnvelope(out, req.Batches)
 		},
 	}
 	fl := cmd.Flags()
@@ -145,6 +154,25 @@ func (f *estimateFlags) request(g *flagGroup) (perfmodel.Request, error) {
 		req.Eff.SeqOverhead = &f.seqOverhead
 	}
 	return req, nil
+}
+
+// writeEnvelope says where the estimate lies outside what its constants
+// were fitted on, and their 80 % interval where known.
+func (f *estimateFlags) writeEnvelope(w io.Writer, batches []int) error {
+	env, err := f.model.Envelope()
+	if err != nil {
+		return err
+	}
+	c := engine.EnvelopeCase{Input: [2]int{f.input, f.input}, Output: [2]int{f.output, f.output}, Concurrency: slices.Max(batches)}
+	for _, flag := range env.Flags(c) {
+		if _, err := fmt.Fprintf(w, "outside the twin's envelope: %s\n", flag); err != nil {
+			return err
+		}
+	}
+	if iv := env.Range.Interval80; iv.TTFT > 0 {
+		_, err = fmt.Fprintf(w, "interval 80 %%: TTFT ±%.0f%%, TPOT ±%.0f%%, E2E ±%.0f%% (%s)\n", 100*iv.TTFT, 100*iv.TPOT, 100*iv.E2E, iv.From)
+	}
+	return err
 }
 
 // parseBatches reads --batch: whole numbers ≥ 1, comma-separated.

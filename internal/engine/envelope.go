@@ -63,12 +63,27 @@ type EnvelopeCase struct {
 	QueueGrowing bool
 }
 
-// Check lists the ways c lies outside e; none: inside.
+// Unfitted is the flag of constants not fitted under load (the GPU
+// family's defaults); empty for fitted ones.
+func (e Envelope) Unfitted() string {
+	if e.Fitted {
+		return ""
+	}
+	return e.Source + ": not fitted on closed-loop measurements of this engine on this GPU (calibrate a profile: docs/calibrate.md)"
+}
+
+// Flags are Unfitted, where it says something, and Check's.
+func (e Envelope) Flags(c EnvelopeCase) []string {
+	if u := e.Unfitted(); u != "" {
+		return append([]string{u}, e.Check(c)...)
+	}
+	return e.Check(c)
+}
+
+// Check lists the ways c lies outside what e's constants were fitted on
+// (the constants' own source aside: Unfitted); none: inside.
 func (e Envelope) Check(c EnvelopeCase) []string {
 	out := append([]string{}, e.Notes...)
-	if !e.Fitted {
-		out = append(out, e.Source+": not fitted on closed-loop measurements of this engine on this GPU (calibrate a profile: docs/calibrate.md)")
-	}
 	r := e.Range
 	span := func(what string, v [2]int, fit [2]int) {
 		if fit[1] == 0 || v[1] == 0 {

@@ -44,7 +44,7 @@ func TestEnvelope(t *testing.T) {
 			if e.Fitted != c.fitted {
 				t.Errorf("fitted %v, want %v (%s)", e.Fitted, c.fitted, e.Source)
 			}
-			got := e.Check(c.c)
+			got := e.Flags(c.c)
 			if len(got) != len(c.want) {
 				t.Fatalf("flags %q, want %d like %q", got, len(c.want), c.want)
 			}

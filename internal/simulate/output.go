@@ -122,7 +122,7 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	}
 	sum.Sent, sum.Succeeded, sum.Rejected, sum.EndNS = res.Sent, res.Succeeded, res.Rejected, int64(res.End)
 	if o.Envelope != nil {
-		sum.OutsideEnvelope = o.Envelope.Check(envelopeCase(*res, lens, cfg.Replicas))
+		sum.OutsideEnvelope = o.Envelope.Flags(envelopeCase(*res, lens, cfg.Replicas))
 		for _, f := range sum.OutsideEnvelope {
 			res.Warnings = append(res.Warnings, results.EnvelopeWarning+f)
 		}

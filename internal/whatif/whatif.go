@@ -131,6 +131,9 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 		return nil, fmt.Errorf("what-if: the run's own deployment: %w", err)
 	}
 	w.Baseline = base.view
+	if r.baseFlags, err = r.b.Deployment.OutsideEnvelope(base.p); err != nil {
+		return nil, fmt.Errorf("what-if: the run's own deployment: %w", err)
+	}
 	w.Remedies = make([]report.Remedy, len(vs))
 	g := errgroup.Group{}
 	g.SetLimit(r.parallel())
@@ -151,6 +154,9 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 		rank(w.Remedies)
 	}
 	w.Assumptions = r.assumptions()
+	for _, f := range r.baseFlags {
+		w.Assumptions = append(w.Assumptions, "the run itself lies outside the twin's envelope: "+f)
+	}
 	w.Simulations = int(r.sims.Load())
 	w.ElapsedS = time.Since(start).Seconds()
 	return w, nil
@@ -170,6 +176,9 @@ type runner struct {
 	sims     atomic.Int64
 	inRange  [2]int
 	outRange [2]int
+	// baseFlags are where the run's own case lies outside the twin's
+	// envelope; a remedy is flagged for what it adds.
+	baseFlags []string
 }
 
 func (r *runner) parallel() int {
@@ -386,6 +395,16 @@ func (r *runner) remedy(v variant, base evaluated) report.Remedy {
 	rem.After = e.view
 	rem.Effect = effect(base.view, e.view)
 	rem.Extrapolates = append(rem.Extrapolates, r.outOfRange(e.p.PeakBatch, d.MaxMaxTokens)...)
+	flags, err := d.OutsideEnvelope(e.p)
+	if err != nil {
+		rem.Error = err.Error()
+		return rem
+	}
+	for _, f := range flags {
+		if !slices.Contains(r.baseFlags, f) {
+			rem.Extrapolates = append(rem.Extrapolates, "outside the twin's envelope: "+f)
+		}
+	}
 	return rem
 }
 
@@ -422,7 +441,9 @@ func effect(before, after report.WhatIfPoint) *float64 {
 }
 
 // rank orders remedies by their effect on the first objective, best first;
-// then by goodput; those with no finite effect last.
+// then by goodput; those with no finite effect last. A remedy whose
+// prediction extrapolates (outside the twin's envelope or a profile's
+// range) is never ranked: all such follow the others, in their order.
 func rank(rs []report.Remedy) {
 	key := func(r report.Remedy) float64 {
 		if r.Effect == nil {
@@ -431,6 +452,16 @@ func rank(rs []report.Remedy) {
 		return *r.Effect
 	}
 	slices.SortStableFunc(rs, func(a, b report.Remedy) int {
+		xa, xb := len(a.Extrapolates) > 0, len(b.Extrapolates) > 0
+		if xa != xb {
+			if xa {
+				return 1
+			}
+			return -1
+		}
+		if xa {
+			return 0
+		}
 		ka, kb := key(a), key(b)
 		switch {
 		case ka < kb:

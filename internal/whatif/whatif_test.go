@@ -37,7 +37,9 @@ func TestOptionsCheckNamesTheSetting(t *testing.T) {
 }
 
 // Remedies rank by their effect on the first objective, then goodput;
-// one without a finite effect (a refused request's percentile) comes last.
+// one without a finite effect (a refused request's percentile) comes last,
+// and one that extrapolates (outside the twin's envelope) is never ranked:
+// after all the others, however good its effect.
 func TestRank(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	rs := []report.Remedy{
@@ -46,13 +48,14 @@ func TestRank(t *testing.T) {
 		{Lever: "half-more-goodput", Effect: f(0.5), After: report.WhatIfPoint{GoodputRPS: 3}},
 		{Lever: "worse", Effect: f(1.2)},
 		{Lever: "best", Effect: f(0.1)},
+		{Lever: "outside", Effect: f(0.01), Extrapolates: []string{"outside the twin's envelope: 12 KV-cache preemptions"}},
 	}
 	rank(rs)
 	var got []string
 	for _, r := range rs {
 		got = append(got, r.Lever)
 	}
-	if diff := cmp.Diff([]string{"best", "half-more-goodput", "half", "worse", "none"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"best", "half-more-goodput", "half", "worse", "none", "outside"}, got); diff != "" {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
 }
