@@ -14,15 +14,17 @@ import (
 	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-// startPD starts a prefill-role and a decode-role serve (Llama-3.1-8B on an
-// H100, the decode side pulling over link) and a gateway routing every
-// model through them; it returns the gateway's URL and the decode server.
-func startPD(t *testing.T, link string) (string, *serve.Server) {
+// startPD starts one prefill-role serve and decoders decode-role ones
+// (Llama-3.1-8B on an H100, the decode side pulling over link) and a
+// gateway routing every model through them; it returns the gateway's URL
+// and the first decode server.
+func startPD(t *testing.T, link string, decoders int) (string, *serve.Server) {
 	t.Helper()
 	start := func(role string) *serve.Server {
 		o := serve.DefaultOptions()
@@ -38,17 +40,46 @@ func startPD(t *testing.T, link string) (string, *serve.Server) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
-	p, d := start(serve.RolePrefill), start(serve.RoleDecode)
+	base := func(s *serve.Server) string { return fmt.Sprintf("{url: %q}", strings.TrimSuffix(s.URL(), "/v1")) }
+	p := start(serve.RolePrefill)
+	var ds []string
+	var first *serve.Server
+	for range decoders {
+		d := start(serve.RoleDecode)
+		if first == nil {
+			first = d
+		}
+		ds = append(ds, base(d))
+	}
 	yaml := fmt.Sprintf(`pools:
   - name: prefill
-    replicas: [{url: %q}]
+    replicas: [%s]
   - name: decode
-    replicas: [{url: %q}]
+    replicas: [%s]
 routes:
   - {model: "*", pool: decode, prefill_pool: prefill}
-`, strings.TrimSuffix(p.URL(), "/v1"), strings.TrimSuffix(d.URL(), "/v1"))
+`, base(p), strings.Join(ds, ", "))
 	url, _ := gatewaytest.Start(t, yaml)
-	return url, d
+	return url, first
+}
+
+// benchPD benches the gateway at url with n requests of input tokens at
+// rate, streamed, 12 tokens out, into a results folder it returns.
+func benchPD(t *testing.T, url string, n, input int, rate float64) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	cfg := bench.Config{
+		Target: bench.Target{BaseURL: url, Endpoint: bench.EndpointCompletions, Model: "Llama-3.1-8B", Stream: true, IgnoreEOS: true,
+			ContinuousUsage: true, Timeout: time.Minute},
+		Workload: &workload.Synthetic{Input: workload.Fixed(input), Output: workload.Fixed(12), Turns: 1, Seed: 5},
+		Load:     workload.Load{Rate: rate, Arrival: workload.Poisson, Requests: n, Seed: 2},
+		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
+		ScrapeInterval: -1, Log: io.Discard,
+	}
+	if _, err := bench.Run(context.Background(), cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // A 1P1D pair of serve behind the gateway, benched: every record carries
@@ -59,20 +90,9 @@ func TestDisaggregatedPairBenched(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs serve, gateway and bench")
 	}
-	url, d := startPD(t, "rdma-400g")
-	dir := filepath.Join(t.TempDir(), "run")
-	const n, input = 30, 500
-	cfg := bench.Config{
-		Target: bench.Target{BaseURL: url, Endpoint: bench.EndpointCompletions, Model: "Llama-3.1-8B", Stream: true, IgnoreEOS: true,
-			ContinuousUsage: true, Timeout: time.Minute},
-		Workload: &workload.Synthetic{Input: workload.Fixed(input), Output: workload.Fixed(12), Turns: 1, Seed: 5},
-		Load:     workload.Load{Rate: 20, Arrival: workload.Poisson, Requests: n, Seed: 2},
-		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
-		ScrapeInterval: -1, Log: io.Discard,
-	}
-	if _, err := bench.Run(context.Background(), cfg, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	url, d := startPD(t, "rdma-400g", 1)
+	const n = 30
+	dir := benchPD(t, url, n, 500, 20)
 	recs, err := results.ReadRecords(filepath.Join(dir, results.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +135,43 @@ func TestDisaggregatedPairBenched(t *testing.T) {
 		if got := time.Duration(parts["server.kv_transfer"]); (got - wantKV).Abs() > time.Microsecond {
 			t.Errorf("request %s: kv_transfer %v, want %v (%d tokens over %s)", r.ID, got, wantKV, full, link)
 		}
+	}
+}
+
+// The report names the P/D cause a deployment was built to show: a slow
+// link (TCP) makes TTFT transfer-bound; one prefill instance for three
+// decode instances under long prompts queues for the prefill pool.
+func TestDisaggregatedReportNamesCauses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs serve, gateway, bench and report")
+	}
+	for _, tt := range []struct {
+		name, link    string
+		decoders, n   int
+		input         int
+		rate          float64
+		want, notWant string
+	}{
+		{"transfer-bound over tcp", "tcp", 1, 20, 2000, 2, report.RulePDTransfer, report.RulePDPrefillQueue},
+		{"1P for 3D under long prompts", "rdma-400g", 3, 60, 4000, 30, report.RulePDPrefillQueue, report.RulePDTransfer},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			url, _ := startPD(t, tt.link, tt.decoders)
+			dir := benchPD(t, url, tt.n, tt.input, tt.rate)
+			rep, err := report.Load(context.Background(), []string{dir}, report.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rules []string
+			for _, f := range rep.Findings {
+				rules = append(rules, f.Rule)
+				if f.Rule == tt.want {
+					t.Logf("%s: %s", f.Title, f.Evidence)
+				}
+			}
+			if !slices.Contains(rules, tt.want) || slices.Contains(rules, tt.notWant) {
+				t.Errorf("findings %v; want %s and not %s", rules, tt.want, tt.notWant)
+			}
+		})
 	}
 }

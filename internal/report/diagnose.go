@@ -78,6 +78,9 @@ const (
 	RuleStalls              = "stalls"
 	RuleClosedLoopWaves     = "closed-loop-waves"
 	RuleWarmCache           = "warm-cache"
+	RulePDTransfer          = "pd-transfer"
+	RulePDPrefillQueue      = "pd-prefill-queue"
+	RulePDDecodeQueue       = "pd-decode-queue"
 	// RuleSLOBreach names a failed SLO that no other finding accounts for
 	// (breachFindings): the largest stage in that metric's tail.
 	RuleSLOBreach = "slo-breach"
@@ -107,6 +110,9 @@ var Rules = []Rule{
 	{RuleStalls, []latency.Metric{latency.ITL, latency.ICL, latency.TPOT}, latency.ITL, ruleStalls},
 	{RuleClosedLoopWaves, nil, "", ruleWaves},
 	{RuleWarmCache, nil, latency.TTFT, ruleWarmCache},
+	{RulePDTransfer, ttftish, latency.TTFT, rulePDTransfer},
+	{RulePDPrefillQueue, ttftish, latency.TTFT, rulePDPrefillQueue},
+	{RulePDDecodeQueue, ttftish, latency.TTFT, rulePDDecodeQueue},
 }
 
 func concat(ms ...[]latency.Metric) []latency.Metric { return slices.Concat(ms...) }

@@ -13,6 +13,8 @@ import (
 var engineStages = map[string]bool{
 	string(latency.TimingFrontend): true, string(latency.StageServerQueue): true, string(latency.StagePrefill): true,
 	string(latency.StageDecode): true, string(latency.TimingFault): true, latency.PartUnattributed: true,
+	// a decode instance's stages of a disaggregated request
+	string(latency.TimingKVTransfer): true, string(latency.TimingDecodeQueue): true, string(latency.TimingFirstDecode): true,
 }
 
 // appStage says whether a part is an application's own stage: any stage
@@ -23,7 +25,8 @@ var engineStages = map[string]bool{
 // no lever of the application shortens them.
 func appStage(s StageShare) bool {
 	switch {
-	case s.Hop == "" || strings.Contains(s.Hop, "→"), s.Hop == string(latency.HopClient), s.Hop == string(latency.HopGateway):
+	case s.Hop == "" || strings.Contains(s.Hop, "→"), s.Hop == string(latency.HopClient), s.Hop == string(latency.HopGateway),
+		s.Hop == string(latency.HopPrefill):
 		return false
 	case s.Stage == latency.PartUnattributed, s.Stage == string(latency.TimingBackpressure), s.Stage == "in":
 		return false
