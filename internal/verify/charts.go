@@ -79,6 +79,7 @@ func metricChart(name string, rows []Row) (string, error) {
 		p.Legend.Add(s.name, sc)
 	}
 	p.NominalX(labels...)
+	p.X.Min, p.X.Max = -0.5, float64(len(rows))-0.5
 	p.Y.Min = 0
 	return chart.SVG(p, 3.4*vg.Inch, 2.6*vg.Inch)
 }

@@ -127,7 +127,7 @@ var verifyHTML = chart.Page("verify", template.FuncMap{"val": val, "pct": signed
 			return "warn"
 		}
 		return "crit"
-	}}, `th:first-child, td:first-child, td:nth-child(2), td:last-child { text-align:left; }
+	}}, `th:first-child, td:first-child, td:nth-child(2), th:last-child, td:last-child { text-align:left; }
 .charts { display:grid; grid-template-columns:repeat(auto-fit,minmax(320px,1fr)); gap:14px; margin-top:18px; }
 .ok { color:var(--ok); } .info { color:var(--info); } .warn { color:var(--warn); } .crit { color:var(--crit); font-weight:700; }
 `, `<h1>{{.Title}}</h1>
