@@ -97,6 +97,7 @@ type attemptBuf struct {
 	up    waitReader
 	probe chunkProbe
 	used  bool // rd was set up (reader): Reset keeps its buffers
+	lines bool // rd reads lines (NDJSON), not events
 	rdBuf [2048]byte
 	pend  [512]byte
 }
@@ -108,14 +109,17 @@ const maxPooledData = 4 << 10
 // reader sets up b's event reader on r, timed by g's clock (up): reset,
 // keeping its buffers, when it already served an attempt and they are
 // still the usual size, else made anew over rdBuf.
-func (b *attemptBuf) reader(r io.Reader, g *Gateway) *sse.Reader {
+func (b *attemptBuf) reader(r io.Reader, g *Gateway, lines bool) *sse.Reader {
 	b.up = waitReader{r: r, g: g}
-	if b.used && b.rd.BufferCap() <= len(b.rdBuf) && b.rd.DataCap() <= maxPooledData {
+	if b.used && b.lines == lines && b.rd.BufferCap() <= len(b.rdBuf) && b.rd.DataCap() <= maxPooledData {
 		b.rd.Reset(&b.up, nil)
 		return &b.rd
 	}
 	initEventReader(&b.rd, &b.up, b.rdBuf[:])
-	b.used = true
+	if lines {
+		b.rd.Lines()
+	}
+	b.used, b.lines = true, lines
 	return &b.rd
 }
 
@@ -211,7 +215,7 @@ func (x *exchange) run(ctx context.Context, a *attempt, body []byte) *attempt {
 		a.status = resp.StatusCode
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return a
-	case !x.req.Stream || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+	case !x.req.Stream || !streamType(x.api, resp.Header.Get("Content-Type")):
 		// Not streaming (or an upstream that answered a stream request
 		// with one JSON body): the body is passed through whole.
 		ok = x.readWhole(a)
@@ -321,7 +325,7 @@ func (x *exchange) readWhole(a *attempt) bool {
 // error. It reports whether the attempt won.
 func (x *exchange) readToFirstToken(a *attempt) bool {
 	g := x.g
-	a.rd = a.buf.reader(a.resp.Body, g)
+	a.rd = a.buf.reader(a.resp.Body, g, x.api.NDJSON())
 	a.pending = a.buf.pend[:0]
 	probe := &a.buf.probe
 	*probe = chunkProbe{}
@@ -459,4 +463,13 @@ func (x *exchange) passError(a *attempt) {
 	}
 	x.w.WriteHeader(a.status)
 	_, _ = x.w.Write(body)
+}
+
+// streamType reports whether an answer of this content type is api's
+// stream: server-sent events, or for Ollama's native API NDJSON.
+func streamType(api openai.API, ct string) bool {
+	if api.NDJSON() {
+		return strings.HasPrefix(ct, "application/x-ndjson")
+	}
+	return strings.HasPrefix(ct, "text/event-stream")
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -326,7 +327,7 @@ func BenchmarkScanRequest(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ScanRequest(body, true, 512); err != nil {
+		if _, err := ScanRequest(body, openai.APIChat, 512); err != nil {
 			b.Fatal(err)
 		}
 	}

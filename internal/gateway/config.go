@@ -105,7 +105,18 @@ type ServerConfig struct {
 	MaxConnections int `yaml:"max_connections"`
 	// PrefixBytes is how much of the prompt prefix affinity hashes; default 512.
 	PrefixBytes int `yaml:"prefix_bytes"`
+	// UnknownPaths says what becomes of a request on a path under /v1/
+	// that is none of the APIs the gateway reads: "pass" (the default)
+	// forwards it, measured, to the route of its body's model; "refuse"
+	// answers 404.
+	UnknownPaths string `yaml:"unknown_paths"`
 }
+
+// server.unknown_paths' values.
+const (
+	UnknownPathsPass   = "pass"
+	UnknownPathsRefuse = "refuse"
+)
 
 // DefaultSendTimeout is server.send_timeout's default (nginx's).
 const DefaultSendTimeout = 60 * time.Second
@@ -456,6 +467,9 @@ func (c *Config) SetDefaults() {
 	if c.Server.PrefixBytes <= 0 {
 		c.Server.PrefixBytes = 512
 	}
+	if c.Server.UnknownPaths == "" {
+		c.Server.UnknownPaths = UnknownPathsPass
+	}
 	for i := range c.Pools {
 		c.Pools[i].setDefaults()
 	}
@@ -521,6 +535,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.MaxBodyBytes < 0 {
 		ps.add("server.max_body_bytes is negative")
+	}
+	if u := c.Server.UnknownPaths; u != "" && u != UnknownPathsPass && u != UnknownPathsRefuse {
+		ps.add("server.unknown_paths is %q: want pass or refuse", u)
 	}
 	if c.Server.MaxResponseBytes < 0 {
 		ps.add("server.max_response_bytes is negative")

@@ -31,7 +31,7 @@ func (readBody) apply(x *exchange) *rejection {
 		return refuse(http.StatusBadRequest, openai.TypeInvalidRequest, "reading request body: "+err.Error(), "", "bad_body")
 	}
 	x.body = body
-	x.req, err = ScanRequest(body, x.chat, x.rt.cfg.Server.PrefixBytes)
+	x.req, err = ScanRequest(body, x.api, x.rt.cfg.Server.PrefixBytes)
 	if err != nil {
 		return refuse(http.StatusBadRequest, openai.TypeInvalidRequest, err.Error(), "", "invalid_request")
 	}

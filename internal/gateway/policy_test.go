@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/openai"
 )
 
 // policyExchange is a request on its way in, for the policy tests: the
@@ -17,7 +19,7 @@ func policyExchange(t *testing.T, yamlText, body string, hdr map[string]string) 
 	for k, v := range hdr {
 		r.Header.Set(k, v)
 	}
-	x := &exchange{g: g, w: httptest.NewRecorder(), r: r, rt: g.rt.Load(), chat: true}
+	x := &exchange{g: g, w: httptest.NewRecorder(), r: r, rt: g.rt.Load(), api: openai.APIChat}
 	x.tl.start = g.now()
 	return x
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,12 +17,10 @@ import (
 	"github.com/tokentrace/tokentrace/internal/sse"
 )
 
-// The paths the gateway serves.
-const (
-	chatPath        = "/v1/chat/completions"
-	completionsPath = "/v1/completions"
-	modelsPath      = "/v1/models"
-)
+// modelsPath is the one path the gateway answers itself; the APIs'
+// paths are openai.API's, and other paths under /v1/ are passed through
+// (passThrough).
+const modelsPath = "/v1/models"
 
 // headerRequestID carries the request id, the client's or the gateway's.
 const headerRequestID = "X-Request-Id"
@@ -29,14 +28,16 @@ const headerRequestID = "X-Request-Id"
 // ServeHTTP routes the OpenAI-compatible endpoints, /health and /metrics.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
-	switch r.URL.Path {
-	case chatPath, completionsPath:
+	if api, ok := openai.APIOfPath(r.URL.Path); ok {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
-			openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use POST", "", "method_not_allowed"), 0)
+			openai.WriteErrorAs(w, api, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use POST", "", "method_not_allowed"), 0)
 			return
 		}
-		g.complete(w, r, r.URL.Path == chatPath)
+		g.complete(w, r, api)
+		return
+	}
+	switch r.URL.Path {
 	case modelsPath:
 		g.models(w, r)
 	case "/health":
@@ -48,6 +49,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.MetricsHandler.ServeHTTP(w, r)
 	default:
+		if strings.HasPrefix(r.URL.Path, "/v1/") && g.passesUnknown() {
+			g.passThrough(w, r)
+			return
+		}
 		openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown path "+r.URL.Path, "", "not_found"), 0)
 	}
 }
@@ -79,7 +84,7 @@ type exchange struct {
 	r    *http.Request
 	rt   *liveConfig // the configuration the request started with
 	id   string
-	chat bool
+	api  openai.API
 	g    *Gateway
 	eventState
 	swv    sse.Writer // the answer's events, from newRelay on
@@ -212,13 +217,13 @@ func (x *exchange) fail(status int, typ, msg, param, code string, retryAfter tim
 		ra = int((retryAfter + time.Second - 1) / time.Second)
 		ra = max(ra, 1)
 	}
-	openai.WriteError(x.w, status, openai.NewError(typ, msg, param, code), ra)
+	openai.WriteErrorAs(x.w, x.api, status, openai.NewError(typ, msg, param, code), ra)
 }
 
 // complete serves one completion request: the inbound policies, the
 // pool's queue, then the attempts and the answer (forward).
-func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, chat bool) {
-	x := &exchange{g: g, w: w, r: r, chat: chat}
+func (g *Gateway) complete(w http.ResponseWriter, r *http.Request, api openai.API) {
+	x := &exchange{g: g, w: w, r: r, api: api}
 	x.tl.start = g.now()
 	x.id = g.requestID(r)
 	w.Header()[headerRequestID] = x.headerValue(valID, x.id)

@@ -42,7 +42,7 @@ func BenchmarkRelayEvents(b *testing.B) {
 	a := &attempt{idleTimeout: time.Minute, cancel: func() {}}
 	a.resp = &http.Response{Header: http.Header{"Content-Type": {"text/event-stream"}}}
 	a.buf = new(attemptBuf)
-	a.rd = a.buf.reader(src, g)
+	a.rd = a.buf.reader(src, g, false)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/internal/jsonscan"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
 )
@@ -84,6 +86,10 @@ var errScan = errors.New("invalid request")
 var (
 	chatKeys          = []string{"model", "stream", "max_tokens", "max_completion_tokens", "stream_options", "messages"}
 	completionKeys    = []string{"model", "stream", "max_tokens", "stream_options", "prompt"}
+	responsesKeys     = []string{"model", "stream", "max_output_tokens", "input", "instructions"}
+	messagesKeys      = []string{"model", "stream", "max_tokens", "messages", "system"}
+	ollamaKeys        = []string{"model", "stream", "options", "messages"}
+	ollamaOptionKeys  = []string{"num_predict"}
 	streamOptionsKeys = []string{"include_usage"}
 	messageKeys       = []string{"role", "content"}
 	contentPartKeys   = []string{"text"}
@@ -94,24 +100,23 @@ type keyError struct{ msg string }
 
 func (e *keyError) Error() string { return e.msg }
 
-// ScanRequest reads the fields the gateway needs from a request body in one
-// pass without building the body's values: it validates the JSON's
-// structure, decodes model, stream, max_tokens (and, for chat,
-// max_completion_tokens) and stream_options.include_usage, and notes where
-// the prompt's text is (messages[].content as a string or text parts, or
-// prompt) for InputTokens and prefix affinity. Those keys must be exact
-// and unique (chatKeys). chat selects /v1/chat/completions rules;
-// prefixBytes bounds the text hashed for prefix affinity.
-func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
-	r := Request{body: body, input: -1}
+// ScanRequest reads the fields the gateway needs from a request body of
+// api in one pass without building the body's values: it validates the
+// JSON's structure, decodes model, stream, the output cap (max_tokens,
+// chat's max_completion_tokens, Responses' max_output_tokens, Ollama's
+// options.num_predict) and stream_options.include_usage, and notes where
+// the prompt's text is (messages[].content as a string or text parts,
+// prompt, Responses' input and instructions, Messages' system) for
+// InputTokens and prefix affinity. Those keys must be exact and unique
+// (chatKeys …). prefixBytes bounds the text hashed for prefix affinity.
+func ScanRequest(body []byte, api openai.API, prefixBytes int) (Request, error) {
+	r := Request{body: body, input: -1, Stream: api == openai.APIOllama}
 	s := newScanner(body)
 	var model string
 	var haveModel, sawMessages, sawPrompt bool
 	var maxTokens, maxCompletion *int
-	keys := completionKeys
-	if chat {
-		keys = chatKeys
-	}
+	chat := api != openai.APICompletions
+	keys := apiKeys[api]
 	err := s.exactObject(keys, func(key []byte) error {
 		switch string(key) {
 		case "model":
@@ -126,8 +131,22 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 				return fmt.Errorf("stream: %w", err)
 			}
 			r.Stream = v
+		case "max_output_tokens", "options":
+			if string(key) == "options" {
+				return s.options(&maxTokens)
+			}
+			v, err := s.intValue()
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			maxTokens = v
+		case "input":
+			sawMessages = true
+			return s.input(&r)
+		case "instructions", "system":
+			return s.content(&r)
 		case "max_tokens", "max_completion_tokens":
-			if !chat && string(key) == "max_completion_tokens" {
+			if api != openai.APIChat && string(key) == "max_completion_tokens" {
 				return s.skip() // not a completions parameter: the upstream ignores it
 			}
 			v, err := s.intValue()
@@ -187,12 +206,18 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 	case maxCompletion != nil:
 		r.MaxTokens, r.MaxTokensField = *maxCompletion, "max_completion_tokens"
 	case maxTokens != nil:
-		r.MaxTokens, r.MaxTokensField = *maxTokens, "max_tokens"
+		r.MaxTokens, r.MaxTokensField = *maxTokens, maxTokensField[api]
+	}
+	if api == openai.APIOllama && r.MaxTokens < 0 {
+		r.MaxTokens = 0 // num_predict -1 or -2: no cap
 	}
 	if r.MaxTokens < 0 {
 		return Request{}, fmt.Errorf("%w: %s must be positive, got %d", errScan, r.MaxTokensField, r.MaxTokens)
 	}
 	if chat && (!sawMessages || r.messages == 0) {
+		if api == openai.APIResponses {
+			return Request{}, fmt.Errorf("%w: 'input' must be a non-empty string or array", errScan)
+		}
 		return Request{}, fmt.Errorf("%w: 'messages' must be a non-empty array", errScan)
 	}
 	if !chat && !sawPrompt {
@@ -207,6 +232,54 @@ func ScanRequest(body []byte, chat bool, prefixBytes int) (Request, error) {
 	}
 	r.PrefixHash = key.Sum()
 	return r, nil
+}
+
+// apiKeys are the keys ScanRequest reads of each API's body.
+var apiKeys = [...][]string{
+	openai.APIChat: chatKeys, openai.APICompletions: completionKeys, openai.APIResponses: responsesKeys,
+	openai.APIMessages: messagesKeys, openai.APIOllama: ollamaKeys,
+}
+
+// maxTokensField names each API's output cap, as Request.MaxTokensField
+// and the policies that set it (ollamaNumPredict is nested).
+var maxTokensField = [...]string{
+	openai.APIChat: "max_tokens", openai.APICompletions: "max_tokens", openai.APIResponses: "max_output_tokens",
+	openai.APIMessages: "max_tokens", openai.APIOllama: ollamaNumPredict,
+}
+
+// ollamaNumPredict is Ollama's output cap, options.num_predict.
+const ollamaNumPredict = "options.num_predict"
+
+// options reads Ollama's options object: its num_predict.
+func (s *scanner) options(dst **int) error {
+	if s.Peek() != '{' {
+		return s.skip()
+	}
+	return s.exactObject(ollamaOptionKeys, func(k []byte) error {
+		if string(k) != "num_predict" {
+			return s.skip()
+		}
+		v, err := s.intValue()
+		if err != nil {
+			return fmt.Errorf("options.num_predict: %w", err)
+		}
+		*dst = v
+		return nil
+	})
+}
+
+// input reads a Responses input: a string (one user message) or an
+// array of message items (role, content).
+func (s *scanner) input(r *Request) error {
+	if s.Peek() == '"' {
+		r.messages++
+		t, err := s.str()
+		if err == nil {
+			r.texts = append(r.texts, t)
+		}
+		return err
+	}
+	return s.messages(r)
 }
 
 // scanner is a jsonscan.Scanner with the readers ScanRequest needs.
@@ -407,6 +480,16 @@ func (s *scanner) prompt(r *Request, depth int) error {
 // added), every other byte kept. It is used only when a policy changes the
 // request (default or clamped max_tokens, alias or fallback model).
 func rewriteFields(body []byte, set map[string]any) ([]byte, error) {
+	if v, ok := set[ollamaNumPredict]; ok {
+		// Nested: the options object is rewritten with its num_predict.
+		opts, err := withOption(body, "num_predict", v)
+		if err != nil {
+			return nil, err
+		}
+		set = maps.Clone(set)
+		delete(set, ollamaNumPredict)
+		set["options"] = opts
+	}
 	type edit struct {
 		start, end int
 		val        []byte
@@ -459,4 +542,25 @@ func rewriteFields(body []byte, set map[string]any) ([]byte, error) {
 		at = e.end
 	}
 	return append(out, body[at:]...), nil
+}
+
+// withOption is body's top-level "options" object (or a new one) with
+// key set to v, the other members kept.
+func withOption(body []byte, key string, v any) (json.RawMessage, error) {
+	var top struct {
+		Options map[string]json.RawMessage `json:"options"`
+	}
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, fmt.Errorf("rewrite request options: %w", err)
+	}
+	if top.Options == nil {
+		top.Options = map[string]json.RawMessage{}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	top.Options[key] = b
+	out, err := json.Marshal(top.Options)
+	return out, err
 }

@@ -40,14 +40,14 @@ func TestScanRejectsKeyVariants(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ScanRequest([]byte(c.body), c.chat, 512)
+			_, err := ScanRequest([]byte(c.body), apiOf(c.chat), 512)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err %v, want one containing %q", err, c.want)
 			}
 		})
 	}
 	// Keys the gateway does not read may come in any case, once or more.
-	r, err := ScanRequest([]byte(`{"model":"m",`+msgs+`,"Temperature":1,"foo":1,"foo":2}`), true, 512)
+	r, err := ScanRequest([]byte(`{"model":"m",`+msgs+`,"Temperature":1,"foo":1,"foo":2}`), openai.APIChat, 512)
 	if err != nil || r.Model != "m" {
 		t.Errorf("%+v %v", r, err)
 	}
@@ -121,7 +121,7 @@ func FuzzGatewayAndServeAgree(f *testing.F) {
 		f.Add([]byte(seed.body), seed.chat)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
-		g, gerr := ScanRequest(body, chat, 64)
+		g, gerr := ScanRequest(body, apiOf(chat), 64)
 		var p openai.Params
 		var input int
 		var serr *openai.APIError
@@ -167,7 +167,7 @@ func FuzzScanRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","prompt":[[1,2],[3]]}`), false)
 	f.Add([]byte(`{"model":`), true)
 	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
-		r, err := ScanRequest(body, chat, 64)
+		r, err := ScanRequest(body, apiOf(chat), 64)
 		if err != nil {
 			return
 		}
@@ -178,7 +178,7 @@ func FuzzScanRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rewrite of an accepted body failed: %v", err)
 		}
-		r2, err := ScanRequest(out, chat, 64)
+		r2, err := ScanRequest(out, apiOf(chat), 64)
 		if err != nil || r2.Model != r.Model || r2.InputTokens() != r.InputTokens() {
 			t.Fatalf("rewrite changed the request: %+v → %+v (%v)", r, r2, err)
 		}
@@ -214,7 +214,7 @@ func TestScanRequestByHand(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := ScanRequest([]byte(c.body), c.chat, 512)
+			r, err := ScanRequest([]byte(c.body), apiOf(c.chat), 512)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err %v, want %q", err, c.wantErr)
@@ -259,7 +259,7 @@ func FuzzScanRequestAgainstEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"model":"m","MODEL":"n","messages":[{"role":"user","Content":"hi","content":"x"}]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","TEXT":"a","text":"b"}]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ScanRequest(body, true, 64)
+		r, err := ScanRequest(body, openai.APIChat, 64)
 		if err != nil {
 			// The scanner refuses only what a server refuses: a body that
 			// serve's decoder (openai.DecodeChat: exact, unique keys,

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/redisstate/redistest"
 	"github.com/tokentrace/tokentrace/internal/stats"
@@ -91,7 +92,7 @@ func TestTwoReplicasShareOneLimit(t *testing.T) {
 	// A request's tokens: the gateway's estimate of "hi" with its role,
 	// plus max_tokens.
 	body := chatBody("m", false, "hi", `,"max_tokens":248`)
-	req, err := ScanRequest([]byte(body), true, 512)
+	req, err := ScanRequest([]byte(body), openai.APIChat, 512)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -97,6 +96,10 @@ func (p *chunkProbe) inspect(ev sse.Event) eventKind {
 		return eventError
 	case p.Output:
 		return eventContent
+	case p.End:
+		// Responses' response.completed, Messages' message_stop, Ollama's
+		// done object: the [DONE] of the typed and native APIs.
+		return eventDone
 	}
 	return eventOther
 }
@@ -429,7 +432,7 @@ func (r *relay) next() bool {
 		if used, ok := probe.usage(); ok && used > 0 {
 			x.tokens = used // final usage chunk
 		}
-		if probe.HasUsage && probe.Choices == 0 && !x.ending {
+		if probe.HasUsage && probe.Choices == 0 && !probe.Typed && !probe.Native && !x.ending {
 			// The answer is complete: wait streamEndGrace for [DONE],
 			// no longer.
 			x.ending = true
@@ -525,7 +528,14 @@ func (r *relay) end(done []byte) {
 	x.tl.post += t1.Sub(x.tl.end) // the final event's making: after its stages were read
 	// sse.Writer's final form: the comment shares the [DONE] event.
 	x.sendG.renew()
-	err := x.swv.FinalComment(done, latency.FinalTimingComment, final)
+	// The typed APIs' end event is their [DONE]; an NDJSON stream has no
+	// comments.
+	var err error
+	if x.api.NDJSON() {
+		err = x.swv.Event(done)
+	} else {
+		err = x.swv.FinalComment(done, latency.FinalTimingComment, final)
+	}
 	x.tl.end = g.now()
 	x.tl.backpressure += x.tl.end.Sub(t1)
 	if err != nil {
@@ -565,9 +575,16 @@ func (x *exchange) streamError(msg, code string) {
 	if code == "timeout" || code == "idle_timeout" {
 		x.status = http.StatusGatewayTimeout
 	}
-	b, _ := json.Marshal(openai.ErrorBody{Error: openai.NewError(openai.TypeServer, msg, "", code)})
+	name, b := openai.ErrorPayload(x.api, x.status, openai.NewError(openai.TypeServer, msg, "", code))
 	x.sendG.renew()
-	_ = x.swv.Data(b)
+	switch {
+	case x.api.NDJSON():
+		_ = x.swv.EndLine(append(x.swv.BeginLine(), b...))
+	case name != "":
+		_ = x.swv.EndData(append(x.swv.BeginEvent(name), b...))
+	default:
+		_ = x.swv.Data(b)
+	}
 	x.setTrailer()
 }
 

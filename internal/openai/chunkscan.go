@@ -37,7 +37,21 @@ type ChunkInfo struct {
 	HasUsage                       bool
 	PromptTokens, CompletionTokens int
 	HasPrompt, HasCompletion       bool
-	CachedTokens, ReasoningTokens  int
+	// Typed reports an event of the Responses or Messages API, or a whole
+	// Messages answer: a string "type". Native reports an
+	// object of Ollama's native API (a "done" member). Their output,
+	// finish reason and usage are read into the fields above as a chat
+	// chunk's: text deltas as Content, reasoning and thinking deltas as
+	// Reasoning, Messages' stop_reason and Responses' status as Finish
+	// ("stop", "length", "tool_calls"), each API's usage as prompt,
+	// completion, cached and reasoning tokens (docs/metrics.md, "The
+	// APIs").
+	Typed, Native bool
+	// End reports the answer's last event: Responses' response.completed,
+	// response.incomplete or response.failed, Messages' message_stop,
+	// Ollama's object with "done": true.
+	End                           bool
+	CachedTokens, ReasoningTokens int
 	// Error and Metrics are the raw "error" and "metrics" values (the
 	// latter a per-request timing object, vLLM-style); Timings the raw
 	// "timings" value (llama.cpp's per-request object, on an answer or its
@@ -64,6 +78,26 @@ type chunkScan struct {
 	c     *ChunkInfo
 	shape error // the first shape error; scanning goes on to check the syntax
 	key   [32]byte
+	api   apiFields
+}
+
+// apiFields are the members of the Responses, Messages and Ollama
+// objects, read in any order and resolved into ChunkInfo once the
+// object is read (resolve).
+type apiFields struct {
+	typ                            []byte // "type"
+	delta                          []byte // a string "delta" (Responses)
+	dType, dText, dThinking        []byte // an object "delta" (Messages)
+	stopReason, status, incomplete []byte
+	doneReason                     []byte
+	text, reasoning                []byte // of a whole answer, or Ollama's message
+	errMessage                     []byte // Responses' error event: its "message" string
+	respError                      []byte // a Response's "error"
+	tools, done, hasDone           bool
+	// Usage as Responses and Messages name it (input_tokens …) and as
+	// Ollama does (prompt_eval_count, eval_count).
+	in, out, cacheRead, cacheCreate int
+	hasIn, hasOut                   bool
 }
 
 // ScanChunk reads one chunk's JSON into c, validating all of it. A chunk
@@ -83,6 +117,7 @@ func ScanChunk(b []byte, c *ChunkInfo) error {
 	if err := cs.s.End(); err != nil { // no trailing data
 		return err
 	}
+	cs.resolve(b)
 	return cs.shape
 }
 
@@ -156,6 +191,34 @@ func (cs *chunkScan) top() error {
 			err = cs.usage()
 		case "error":
 			c.Error, err = cs.value(1)
+		case "type":
+			cs.api.typ, err = cs.str(1)
+			c.Typed = cs.api.typ != nil
+		case "delta":
+			err = cs.apiDelta()
+		case "message":
+			err = cs.apiMessage()
+		case "response":
+			err = cs.apiResponse()
+		case "content":
+			err = cs.blocks(1, &cs.api)
+		case "output":
+			err = cs.outputItems()
+		case "stop_reason":
+			cs.api.stopReason, err = cs.str(1)
+		case "status":
+			cs.api.status, err = cs.str(1)
+		case "incomplete_details":
+			err = cs.incomplete(1)
+		case "done":
+			err = cs.flag(&cs.api.done, 1)
+			cs.api.hasDone = true
+		case "done_reason":
+			cs.api.doneReason, err = cs.str(1)
+		case "prompt_eval_count":
+			err = cs.count(&cs.api.in, &cs.api.hasIn, 1)
+		case "eval_count":
+			err = cs.count(&cs.api.out, &cs.api.hasOut, 1)
 		case "metrics":
 			c.Metrics, err = cs.value(1)
 		case "timings":
@@ -201,12 +264,18 @@ func (cs *chunkScan) choices() error {
 	return cs.mismatch(1)
 }
 
-func (cs *chunkScan) usage() error {
-	s, c := &cs.s, cs.c
-	if ok, err := cs.object(1); !ok {
+func (cs *chunkScan) usage() error { return cs.usageAt(1) }
+
+// usageAt reads a usage object at depth: chat's names, and Responses'
+// and Messages' (input_tokens, output_tokens, cache_read_input_tokens,
+// cache_creation_input_tokens, their details).
+func (cs *chunkScan) usageAt(depth int) error {
+	s, c, a := &cs.s, cs.c, &cs.api
+	if ok, err := cs.object(depth); !ok {
 		return err
 	}
 	c.HasUsage = true
+	d := depth + 1
 	for first := true; ; first = false {
 		k, esc, more, err := s.Member(first)
 		if !more || err != nil {
@@ -214,17 +283,27 @@ func (cs *chunkScan) usage() error {
 		}
 		switch string(cs.name(k, esc)) {
 		case "prompt_tokens":
-			err = cs.count(&c.PromptTokens, &c.HasPrompt, 2)
+			err = cs.count(&c.PromptTokens, &c.HasPrompt, d)
 		case "completion_tokens":
-			err = cs.count(&c.CompletionTokens, &c.HasCompletion, 2)
-		case "prompt_tokens_details":
+			err = cs.count(&c.CompletionTokens, &c.HasCompletion, d)
+		case "prompt_tokens_details", "input_tokens_details":
 			c.CachedTokens = 0
-			err = cs.details("cached_tokens", &c.CachedTokens)
-		case "completion_tokens_details":
+			err = cs.details(d, &c.CachedTokens, "cached_tokens")
+		case "completion_tokens_details", "output_tokens_details":
 			c.ReasoningTokens = 0
-			err = cs.details("reasoning_tokens", &c.ReasoningTokens)
+			err = cs.details(d, &c.ReasoningTokens, "reasoning_tokens", "thinking_tokens")
+		case "input_tokens":
+			err = cs.count(&a.in, &a.hasIn, d)
+		case "output_tokens":
+			err = cs.count(&a.out, &a.hasOut, d)
+		case "cache_read_input_tokens":
+			var has bool
+			err = cs.count(&a.cacheRead, &has, d)
+		case "cache_creation_input_tokens":
+			var has bool
+			err = cs.count(&a.cacheCreate, &has, d)
 		default:
-			err = cs.skip(2)
+			err = cs.skip(d)
 		}
 		if err != nil {
 			return err
@@ -250,9 +329,9 @@ func (cs *chunkScan) count(dst *int, has *bool, depth int) error {
 	return cs.mismatch(depth)
 }
 
-func (cs *chunkScan) details(key string, dst *int) error {
+func (cs *chunkScan) details(depth int, dst *int, keys ...string) error {
 	s := &cs.s
-	if ok, err := cs.object(2); !ok {
+	if ok, err := cs.object(depth); !ok {
 		return err
 	}
 	for first := true; ; first = false {
@@ -260,11 +339,11 @@ func (cs *chunkScan) details(key string, dst *int) error {
 		if !more || err != nil {
 			return err
 		}
-		if string(cs.name(k, esc)) == key {
+		if name := string(cs.name(k, esc)); name == keys[0] || len(keys) > 1 && name == keys[1] {
 			var has bool
-			err = cs.count(dst, &has, 3)
+			err = cs.count(dst, &has, depth+1)
 		} else {
-			err = cs.skip(3)
+			err = cs.skip(depth + 1)
 		}
 		if err != nil {
 			return err

@@ -71,6 +71,7 @@ type Reader struct {
 	id         []byte
 	hasData    bool
 	blocks     bool // block mode
+	lines      bool // lines mode (NDJSON)
 	start      int  // block mode: where the open block starts in buf; -1 when none is open
 	// Comments counts the comment lines seen so far.
 	Comments int
@@ -116,6 +117,14 @@ func (rd *Reader) InitBuffer(r io.Reader, now func() int64, maxLine int, buf []b
 // first Next; Reset keeps it.
 func (rd *Reader) Blocks() { rd.blocks = true }
 
+// Lines turns on lines mode, for a stream of newline-delimited JSON
+// (Ollama's native API) read by the same reader: Next returns each
+// non-empty line as an event whose Data is the line and whose Raw is
+// the line with its line end, and maxLine bounds a line. A last line
+// without a line end is returned too. Call it before the first Next;
+// Reset keeps it.
+func (rd *Reader) Lines() { rd.lines = true }
+
 // BufferCap is the capacity of rd's input buffer: what Reset keeps, for
 // a pool of Readers to bound.
 func (rd *Reader) BufferCap() int { return cap(rd.buf) }
@@ -146,6 +155,9 @@ func (rd *Reader) Reset(r io.Reader, now func() int64) {
 // block mode io.ErrUnexpectedEOF for an unterminated last block),
 // returned after every complete event before it.
 func (rd *Reader) Next() (Event, error) {
+	if rd.lines {
+		return rd.nextLine()
+	}
 	for {
 		if line, at, ok := rd.line(); ok {
 			if len(line) == 0 {
@@ -173,6 +185,31 @@ func (rd *Reader) Next() (Event, error) {
 		}
 		if rd.eof {
 			return rd.end()
+		}
+		rd.err = rd.fill()
+	}
+}
+
+// nextLine is Next in lines mode.
+func (rd *Reader) nextLine() (Event, error) {
+	for {
+		if line, at, ok := rd.line(); ok {
+			if len(line) == 0 {
+				continue
+			}
+			return Event{Data: line, HasData: true, Raw: rd.buf[at:rd.off], At: rd.readAt}, nil
+		}
+		if rd.err != nil {
+			return Event{}, rd.err
+		}
+		if rd.eof {
+			if rd.off < len(rd.buf) {
+				line := rd.buf[rd.off:]
+				rd.off = len(rd.buf)
+				return Event{Data: line, HasData: true, Raw: line, At: rd.readAt}, nil
+			}
+			rd.err = io.EOF
+			return Event{}, io.EOF
 		}
 		rd.err = rd.fill()
 	}
@@ -303,6 +340,9 @@ func (rd *Reader) line() (line []byte, at int, ok bool) {
 // that arrived together with one flush.
 func (rd *Reader) Ready() bool {
 	b := rd.buf[rd.off:]
+	if rd.lines {
+		return bytes.IndexByte(b, '\n') >= 0
+	}
 	if rd.skipLF && len(b) > 0 && b[0] == '\n' {
 		b = b[1:]
 	}

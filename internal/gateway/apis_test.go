@@ -1,0 +1,211 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	aopt "github.com/anthropics/anthropic-sdk-go/v2/option"
+	oai "github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+	"github.com/openai/openai-go/responses"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/serve"
+	"github.com/tokentrace/tokentrace/internal/tokenizer"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// chatPath is the chat completions path the tests post to.
+const chatPath = "/v1/chat/completions"
+
+// apiOf is chat completions or completions, as the older tests name them.
+func apiOf(chat bool) openai.API {
+	if chat {
+		return openai.APIChat
+	}
+	return openai.APICompletions
+}
+
+// TestScanRequestAPIs reads each API's own fields: the model, the stream
+// flag (Ollama's true when absent), the output cap (max_output_tokens,
+// max_tokens, options.num_predict) and the prompt's size, and refuses a
+// case variant of a key it reads.
+func TestScanRequestAPIs(t *testing.T) {
+	cases := []struct {
+		api       openai.API
+		body      string
+		stream    bool
+		maxTokens int
+		field     string
+		input     int
+		wantErr   string
+	}{
+		{api: openai.APIResponses, body: `{"model":"m","input":"a b c","max_output_tokens":9,"stream":true}`, stream: true, maxTokens: 9, field: "max_output_tokens", input: 4},
+		{api: openai.APIResponses, body: `{"model":"m","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"a b"}]}]}`, input: 5},
+		{api: openai.APIResponses, body: `{"model":"m","input":[]}`, wantErr: "'input'"},
+		{api: openai.APIResponses, body: `{"model":"m","input":"x","MAX_OUTPUT_TOKENS":3}`, wantErr: "Unrecognized request argument"},
+		{api: openai.APIMessages, body: `{"model":"m","max_tokens":5,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"a b"}]}],"stream":true}`, stream: true, maxTokens: 5, field: "max_tokens", input: 5},
+		{api: openai.APIMessages, body: `{"model":"m","max_tokens":5,"max_tokens":6,"messages":[{"role":"user","content":"x"}]}`, wantErr: "duplicate key"},
+		{api: openai.APIOllama, body: `{"model":"m","messages":[{"role":"user","content":"a b"}],"options":{"num_predict":7,"temperature":0}}`, stream: true, maxTokens: 7, field: "options.num_predict", input: 3},
+		{api: openai.APIOllama, body: `{"model":"m","stream":false,"messages":[{"role":"user","content":"a"}],"options":{"num_predict":-1}}`, field: "options.num_predict", input: 2},
+		{api: openai.APIOllama, body: `{"model":"m","messages":[{"role":"user","content":"a"}],"options":{"Num_Predict":5}}`, wantErr: "Unrecognized request argument"},
+	}
+	for _, c := range cases {
+		r, err := ScanRequest([]byte(c.body), c.api, 512)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%s %s: error %v, want %q", c.api, c.body, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %s: %v", c.api, c.body, err)
+			continue
+		}
+		if r.Model != "m" || r.Stream != c.stream || r.MaxTokens != c.maxTokens || r.InputTokens() != c.input ||
+			(c.field != "" && r.MaxTokensField != c.field) {
+			t.Errorf("%s %s: %+v (input %d), want stream %v, max %d in %q, input %d", c.api, c.body, r, r.InputTokens(), c.stream, c.maxTokens, c.field, c.input)
+		}
+	}
+	// A policy's cap on Ollama's output goes into its options object.
+	out, err := rewriteFields([]byte(`{"model":"m","messages":[{"role":"user","content":"a"}],"options":{"temperature":0}}`), map[string]any{ollamaNumPredict: 4})
+	if err != nil || !strings.Contains(string(out), `"options": {"num_predict":4,"temperature":0}`) {
+		t.Errorf("rewrite: %s %v", out, err)
+	}
+}
+
+// startReasoningServe runs serve with a reasoning phase of think tokens.
+func startReasoningServe(t *testing.T, think int) *serve.Server {
+	t.Helper()
+	s, err := serve.Start(context.Background(), serve.Config{Engine: engine.Config{
+		Model:       simModel,
+		StepTimer:   engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return time.Millisecond }),
+		BlockSize:   16,
+		NumBlocks:   512,
+		MaxModelLen: 4096,
+		MaxNumSeqs:  64,
+		Seed:        1,
+		Reasoning:   workload.Fixed(think),
+	}}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestAPIClientsThroughGatewayToServe drives the gateway in front of
+// serve with openai-go's Responses client and the Anthropic Go SDK,
+// streamed and whole, and Ollama's NDJSON chat: each answer arrives as
+// serve wrote it, the final Server-Timing comment shares the typed
+// APIs' end event, and a path under /v1/ the gateway does not read is
+// passed through (or refused, when the configuration says so).
+func TestAPIClientsThroughGatewayToServe(t *testing.T) {
+	s := startReasoningServe(t, 2)
+	cfg := `
+pools: [{name: sim, replicas: [{url: %q}]}]
+routes: [{model: %s, pool: sim}]
+`
+	g := mustGateway(t, fmt.Sprintf(cfg, serveBase(s), simModel))
+	gw := startGateway(t, g)
+	ctx := context.Background()
+
+	oc := oai.NewClient(option.WithBaseURL(gw.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	params := responses.ResponseNewParams{Model: simModel, Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("Hi!")},
+		MaxOutputTokens: oai.Int(6)}
+	r, err := oc.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokenizer.Count(r.OutputText()) != 4 || r.Usage.OutputTokensDetails.ReasoningTokens != 2 {
+		t.Errorf("whole response: text %q, usage %+v", r.OutputText(), r.Usage)
+	}
+	stream := oc.Responses.NewStreaming(ctx, params)
+	text := ""
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.output_text.delta" {
+			text += ev.Delta.OfString
+		}
+	}
+	if err := stream.Err(); err != nil || tokenizer.Count(text) != 4 {
+		t.Errorf("streamed response: text %q, %v", text, err)
+	}
+
+	ac := anthropic.NewClient(aopt.WithBaseURL(gw.URL+"/"), aopt.WithAPIKey("unused"), aopt.WithMaxRetries(0))
+	mp := anthropic.MessageNewParams{Model: simModel, MaxTokens: 6, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi!"))}}
+	ms := ac.Messages.NewStreaming(ctx, mp)
+	var m anthropic.Message
+	for ms.Next() {
+		if err := m.Accumulate(ms.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ms.Err(); err != nil || len(m.Content) != 2 || m.Content[0].Type != "thinking" || m.Usage.OutputTokens != 6 {
+		t.Errorf("streamed message %+v, %v", m, err)
+	}
+	if _, err := ac.Messages.New(ctx, anthropic.MessageNewParams{Model: "nope", MaxTokens: 6, Messages: mp.Messages}); err == nil ||
+		!strings.Contains(err.Error(), "not_found_error") {
+		t.Errorf("unknown model through the gateway: %v", err)
+	}
+
+	// The raw streams: the final comment in the end event's block.
+	for _, c := range []struct {
+		api        openai.API
+		body, last string
+	}{
+		{openai.APIResponses, `{"model":"sim-model","input":"x","stream":true}`, "\nevent: response.completed\n"},
+		{openai.APIMessages, `{"model":"sim-model","max_tokens":5,"messages":[{"role":"user","content":"x"}],"stream":true}`, "\nevent: message_stop\n"},
+		{openai.APIOllama, `{"model":"sim-model","messages":[{"role":"user","content":"x"}]}`, `"done":true`},
+	} {
+		resp := postJSON(t, gw.URL+c.api.Path(), c.body)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		body := string(b)
+		i := strings.LastIndex(body, ": "+latency.FinalTimingComment)
+		switch {
+		case resp.StatusCode != http.StatusOK || !strings.Contains(body, c.last):
+			t.Errorf("%s: %d %s", c.api, resp.StatusCode, body)
+		case c.api.NDJSON() && i >= 0:
+			t.Errorf("%s: a comment in an NDJSON stream: %s", c.api, body)
+		case !c.api.NDJSON() && (i < 0 || !strings.HasPrefix(body[strings.Index(body[i:], "\n")+i:], c.last)):
+			t.Errorf("%s: the final comment does not precede the end event: %s", c.api, body)
+		}
+		if resp.Trailer.Get("Server-Timing") == "" {
+			t.Errorf("%s: no Server-Timing trailer", c.api)
+		}
+	}
+
+	// An unknown path under /v1/ reaches serve (its own 404), unless refused.
+	resp := postJSON(t, gw.URL+"/v1/embeddings", `{"model":"sim-model","input":"x"}`)
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no route for POST /v1/embeddings") {
+		t.Errorf("passed through: %d %s", resp.StatusCode, b)
+	}
+	g2 := mustGateway(t, fmt.Sprintf(cfg+"server: {unknown_paths: refuse}\n", serveBase(s), simModel))
+	gw2 := startGateway(t, g2)
+	resp = postJSON(t, gw2.URL+"/v1/embeddings", `{"model":"sim-model","input":"x"}`)
+	b, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "unknown path") {
+		t.Errorf("refused: %d %s", resp.StatusCode, b)
+	}
+}
+
+func postJSON(t *testing.T, url, body string) *http.Response {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
