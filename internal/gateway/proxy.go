@@ -80,12 +80,12 @@ func (g *Gateway) requestID(r *http.Request) string {
 // head of rel and the winning attempt's reading state (attemptBuf's
 // first lines); the rest is read once a request (TestEventStateLayout).
 type exchange struct {
-	w    http.ResponseWriter
-	r    *http.Request
-	rt   *liveConfig // the configuration the request started with
-	id   string
-	api  openai.API
-	g    *Gateway
+	w   http.ResponseWriter
+	r   *http.Request
+	rt  *liveConfig // the configuration the request started with
+	id  string
+	api openai.API
+	g   *Gateway
 	eventState
 	swv    sse.Writer // the answer's events, from newRelay on
 	tl     timeline
