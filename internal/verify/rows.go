@@ -46,6 +46,7 @@ func row(metric, stat, unit string, get func(*report.Report) float64, before, af
 	}
 	r.BeforeMiss = math.Abs(r.TwinBefore-r.Before) / r.Before
 	r.Predicted, r.Low, r.High = Interval(r.Draws, RelativeError(e, r.BeforeMiss))
+	r.Low = max(r.Low, 0) // a latency or a rate is never negative
 	r.Error = (r.Measured - r.Predicted) / r.Predicted
 	r.Verdict = Judge(r.Measured, r.Predicted, r.Low, r.High, higherBetter)
 	if r.Predicted == 0 && r.Measured == 0 {

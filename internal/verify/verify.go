@@ -222,6 +222,10 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	res.Rows = rows(before, after, twinBefore, draws, prof, len(cfg.SLOs) > 0)
+	if n := unreproduced(res.Rows); n != "" {
+		res.Notes = append([]string{"the twin does not reproduce the first run within its stated error, or states one over 25 %, at " + n +
+			": its intervals there are widened by that miss, and a prediction is only as good as the twin of the first run (calibrate it on BEFORE: tokentrace calibrate BEFORE … -o before.yaml; verify --profile before.yaml)"}, res.Notes...)
+	}
 	for _, r := range res.Rows {
 		if r.Verdict != NoData {
 			res.Judged++
@@ -232,6 +236,27 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.ElapsedS = time.Since(start).Seconds()
 	return res, nil
+}
+
+// maxUseful is the twin's stated error above which a row's interval says
+// little (a profile whose fit missed that much).
+const maxUseful = 0.25
+
+// unreproduced names the rows at which the twin of the first run missed
+// it by more than the twin's stated error, or states an error over
+// maxUseful ("" when none).
+func unreproduced(rs []Row) string {
+	var out []string
+	for _, r := range rs {
+		switch {
+		case r.Verdict == NoData:
+		case r.BeforeMiss > r.StatedError:
+			out = append(out, fmt.Sprintf("%s %s (%.0f %% off)", r.Metric, r.Stat, 100*r.BeforeMiss))
+		case r.StatedError > maxUseful:
+			out = append(out, fmt.Sprintf("%s %s (its stated error %.0f %%)", r.Metric, r.Stat, 100*r.StatedError))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // workloadAfter is the workload the twin runs after the change: the first

@@ -40,6 +40,18 @@ func TestRelativeError(t *testing.T) {
 	}
 }
 
+func TestUnreproducedNamesTheRows(t *testing.T) {
+	rs := []Row{
+		{Metric: "ttft", Stat: "p50", StatedError: 0.05, BeforeMiss: 0.02, Verdict: AsPredicted},
+		{Metric: "ttft", Stat: "p95", StatedError: 0.05, BeforeMiss: 0.30, Verdict: Worse},
+		{Metric: "tpot", Stat: "p50", StatedError: 0.40, BeforeMiss: 0.10, Verdict: AsPredicted},
+		{Metric: "goodput", Stat: "rate", StatedError: 0.05, BeforeMiss: 0.90, Verdict: NoData},
+	}
+	if got, want := unreproduced(rs), "ttft p95 (30 % off), tpot p50 (its stated error 40 %)"; got != want {
+		t.Errorf("unreproduced = %q, want %q", got, want)
+	}
+}
+
 func TestJudge(t *testing.T) {
 	for _, tt := range []struct {
 		m      float64
