@@ -3,12 +3,14 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/verify"
 )
 
@@ -219,7 +221,67 @@ func TestVerifyAgainstServe(t *testing.T) {
 			if e := rowOf(t, r, "e2e", "p50"); math.Abs(e.Error) > 0.25 {
 				t.Errorf("E2E P50 predicted %v, measured %v (error %.0f%%)", e.Predicted, e.Measured, 100*e.Error)
 			}
-			t.Logf("%s: %s", c.name, r.Summary())
+			t.Logf("%s: %s; %s", c.name, r.Summary(), rowErrors(r))
 		})
 	}
+}
+
+// servedAt runs serve in process with max_num_seqs slots until the test
+// ends, and returns its URL.
+func servedAt(t *testing.T, slots int) string {
+	t.Helper()
+	o := serve.DefaultOptions()
+	o.Engine.MaxNumSeqs = slots
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.Start(t.Context(), cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv.URL()
+}
+
+// A measured server (serve over HTTP, as bench --url sees any engine):
+// the twin is a profile calibrated on the first run, and the change of
+// slots is found in the server's /metrics evidence, without --applied.
+func TestVerifyMeasuredServerCalibratedOnBefore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs serve on the wall clock and calibrates")
+	}
+	load := []string{"--concurrency", "8", "--requests", "32", "--input-tokens", "256", "--output-tokens", "64", "--ignore-eos", "--seed", "3"}
+	before := benched(t, "before", append(load, "--url", servedAt(t, 2))...)
+	after := benched(t, "after", append(load, "--url", servedAt(t, 4))...)
+	profile := filepath.Join(t.TempDir(), "before.yaml")
+	if out, err := run(t, "calibrate", before, "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--max-num-seqs", "2", "-o", profile); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, out)
+	}
+	if _, err := run(t, "verify", before, after); err == nil || !strings.Contains(err.Error(), "--profile") {
+		t.Errorf("a measured run without a profile: %v, want an error asking for --profile", err)
+	}
+	r := verifyJSON(t, before, after, "--profile", profile)
+	oneChange(t, r, "max_num_seqs", "2", "4", "server", "max-num-seqs")
+	if r.Basis != "profile before.yaml" {
+		t.Errorf("basis %q", r.Basis)
+	}
+	if m := rowOf(t, r, "ttft", "p50"); !(m.Predicted < 0.7*m.Before) || !(m.Measured < 0.7*m.Before) {
+		t.Errorf("TTFT P50 before %v, predicted %v, measured %v: both should fall with twice the slots", m.Before, m.Predicted, m.Measured)
+	}
+	if e := rowOf(t, r, "e2e", "p50"); math.Abs(e.Error) > 0.25 {
+		t.Errorf("E2E P50 predicted %v, measured %v (error %.0f%%)", e.Predicted, e.Measured, 100*e.Error)
+	}
+	t.Logf("measured server: %s; %s", r.Summary(), rowErrors(r))
+}
+
+// rowErrors lists each judged row's error, for the test's log.
+func rowErrors(r *verify.Result) string {
+	var b strings.Builder
+	for _, x := range r.Rows {
+		if x.Verdict != verify.NoData {
+			fmt.Fprintf(&b, "%s %s %+.1f%%%s ", x.Metric, x.Stat, 100*x.Error, map[bool]string{true: "", false: "*"}[x.Verdict == verify.AsPredicted])
+		}
+	}
+	return b.String()
 }
