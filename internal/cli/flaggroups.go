@@ -29,7 +29,7 @@ func bindModelFlags(g *flagGroup, o *engine.Options) {
 	g.stringVar(&o.GPU, "gpu", "GPU: a catalog name (tokentrace estimate --list)")
 	bindGPUFileFlag(g, &o.GPUFile)
 	g.intVar(&o.TensorParallelSize, "tensor-parallel-size", "GPUs per replica (0: the smallest power of two at which the weights fit)")
-	g.stringVar(&o.DType, "dtype", "weight precision: bf16, fp16, fp8, int8, int4")
+	g.stringVar(&o.DType, "dtype", "weight precision: bf16, fp16, fp8, int8, int4, mxfp4, nvfp4 (4-bit floats: the FP4 tensor cores where the GPU has them, else weight-only)")
 	g.stringVar(&o.KVCacheDType, "kv-cache-dtype", "KV cache precision: auto (the weights' if 16-bit, else bf16), bf16, fp16, fp8, int8")
 	g.float64Var(&o.GPUMemoryUtilization, "gpu-memory-utilization", "fraction of each GPU's memory for weights and KV cache, in (0, 1]")
 	g.intVar(&o.SpeculativeK, "speculative-k", "speculative decoding: draft tokens per step (0: off)")

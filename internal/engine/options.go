@@ -97,9 +97,9 @@ func (o Options) Config() (Config, *perfmodel.Estimator, error) {
 	}
 	if pc.TP == 0 {
 		if pc.TP = perfmodel.MinTP(pc); pc.TP == 0 {
-			pc.TP = 64
+			pc.TP = perfmodel.LargestTP(pc.Model)
 			_, err := perfmodel.New(pc)
-			return Config{}, nil, field.Errorf("tensor_parallel_size", "%v (tried 1 to 64)", err)
+			return Config{}, nil, field.Errorf("tensor_parallel_size", "%v (tried 1 to %d)", err, pc.TP)
 		}
 	}
 	est, err := perfmodel.New(pc)

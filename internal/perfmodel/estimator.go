@@ -166,7 +166,7 @@ func (e *Estimator) settle(cfg Config) error {
 		e.kdt = BF16
 	}
 	if !e.wdt.Valid() {
-		return fmt.Errorf("unknown weight dtype %q (known: bf16, fp16, fp8, int8, int4)", e.wdt)
+		return fmt.Errorf("unknown weight dtype %q (known: bf16, fp16, fp8, int8, int4, mxfp4, nvfp4)", e.wdt)
 	}
 	if !e.kdt.validKV() {
 		return fmt.Errorf("KV cache dtype %q is not supported (bf16, fp16, fp8, int8)", e.kdt)
@@ -319,6 +319,22 @@ func minTP(cfg Config) int {
 		}
 	}
 	return 0
+}
+
+// LargestTP is the largest power-of-two tensor-parallel degree, up to
+// 64, that m's attention heads allow (40 heads: 8; 96: 32): where MinTP
+// finds none that fits, the one whose no-fit error to report.
+func LargestTP(m ModelSpec) int {
+	for tp := 64; tp > 1; tp /= 2 {
+		if m.Heads%tp != 0 {
+			continue
+		}
+		if m.Attention != AttnMLA && (tp < m.KVHeads && m.KVHeads%tp != 0 || tp > m.KVHeads && tp%m.KVHeads != 0) {
+			continue
+		}
+		return tp
+	}
+	return 1
 }
 
 // MinTP is the smallest power-of-two tensor-parallel degree (up to 64) at

@@ -46,13 +46,18 @@ type GPU struct {
 
 // ComputeDType is the precision whose peak FLOPs a matmul with weights in w
 // runs at: FP8 and INT8 weights use their own tensor-core rate when the GPU
-// has it (W8A8), and otherwise, like INT4 (weight-only W4A16), are
-// dequantized and computed in 16-bit.
+// has it (W8A8), MXFP4 and NVFP4 the GPU's FP4 rate (Blackwell), and
+// otherwise, like INT4 (weight-only W4A16), are dequantized and computed
+// in 16-bit.
 func (g GPU) ComputeDType(w DType) DType {
 	switch w {
 	case FP8, INT8:
 		if g.PeakFLOPS[w] > 0 {
 			return w
+		}
+	case MXFP4, NVFP4:
+		if g.PeakFLOPS[NVFP4] > 0 {
+			return NVFP4
 		}
 	case FP16:
 		if g.PeakFLOPS[FP16] > 0 {
@@ -64,17 +69,20 @@ func (g GPU) ComputeDType(w DType) DType {
 
 // gpuYAML is the catalog file's schema, in the units datasheets use.
 type gpuYAML struct {
-	Name            string   `yaml:"name"`
-	Aliases         []string `yaml:"aliases"`
-	Family          string   `yaml:"family"`
-	MemoryGiB       float64  `yaml:"memory_gib"`
-	HBMGBs          float64  `yaml:"hbm_gb_s"`
-	BF16TFLOPS      float64  `yaml:"bf16_tflops"`
-	FP16TFLOPS      float64  `yaml:"fp16_tflops"`
-	FP8TFLOPS       float64  `yaml:"fp8_tflops"`
-	INT8TOPS        float64  `yaml:"int8_tops"`
-	Interconnect    string   `yaml:"interconnect"`
-	InterconnectGBs float64  `yaml:"interconnect_gb_s"`
+	Name       string   `yaml:"name"`
+	Aliases    []string `yaml:"aliases"`
+	Family     string   `yaml:"family"`
+	MemoryGiB  float64  `yaml:"memory_gib"`
+	HBMGBs     float64  `yaml:"hbm_gb_s"`
+	BF16TFLOPS float64  `yaml:"bf16_tflops"`
+	FP16TFLOPS float64  `yaml:"fp16_tflops"`
+	FP8TFLOPS  float64  `yaml:"fp8_tflops"`
+	INT8TOPS   float64  `yaml:"int8_tops"`
+	// FP4TFLOPS is the dense FP4 tensor-core peak (MXFP4 and NVFP4
+	// weights); 0 where the GPU has none.
+	FP4TFLOPS       float64 `yaml:"fp4_tflops"`
+	Interconnect    string  `yaml:"interconnect"`
+	InterconnectGBs float64 `yaml:"interconnect_gb_s"`
 	// CacheMiB and CacheGBs are the last-level cache and its read
 	// bandwidth (GPU.CacheBytes, GPU.CacheBandwidth): both or neither.
 	CacheMiB float64 `yaml:"cache_mib"`
@@ -95,7 +103,7 @@ func (y gpuYAML) gpu() (GPU, error) {
 			return GPU{}, fmt.Errorf("GPU %q: field %s must be > 0", y.Name, n.field)
 		}
 	}
-	for _, v := range []float64{y.FP16TFLOPS, y.FP8TFLOPS, y.INT8TOPS} {
+	for _, v := range []float64{y.FP16TFLOPS, y.FP8TFLOPS, y.INT8TOPS, y.FP4TFLOPS} {
 		if v < 0 {
 			return GPU{}, fmt.Errorf("GPU %q: negative peak", y.Name)
 		}
@@ -112,6 +120,9 @@ func (y gpuYAML) gpu() (GPU, error) {
 	}
 	if y.INT8TOPS > 0 {
 		peak[INT8] = y.INT8TOPS * 1e12
+	}
+	if y.FP4TFLOPS > 0 {
+		peak[NVFP4] = y.FP4TFLOPS * 1e12
 	}
 	fam := y.Family
 	if fam == "" {

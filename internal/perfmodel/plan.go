@@ -204,9 +204,9 @@ func smallestTP(cfg Config, res *Result) (int, error) {
 	res.TPAuto = true
 	tp := MinTP(cfg)
 	if tp == 0 {
-		cfg.TP = 64
+		cfg.TP = LargestTP(cfg.Model)
 		_, err := New(cfg)
-		return 0, fmt.Errorf("%w (tried TP 1 to 64)", err)
+		return 0, fmt.Errorf("%w (tried TP 1 to %d)", err, cfg.TP)
 	}
 	if tp > 1 {
 		one := cfg
