@@ -99,14 +99,15 @@ func TestFailingToolFailsTheStep(t *testing.T) {
 	for _, tc := range []struct {
 		name, url string
 		parallel  bool
-		kind, msg string
+		kind      latency.ErrorKind
+		msg       string
 		spans     int
 	}{
-		{"failing, sequential", failing.URL, false, latency.ErrTool, "step 3: tool call 0 (search): status 502: search index down", 1},
-		{"failing, parallel", failing.URL, true, latency.ErrTool, "step 3: tool call 0 (search): status 502", 2},
-		{"not a result", failing.URL + "/bad-json", false, latency.ErrTool, `answer is not {"content"`, 1},
-		{"hanging", hanging.URL, false, latency.ErrToolTimeout, "step 3: tool call 0 (search): no answer within 150ms", 1},
-		{"refused", "http://127.0.0.1:1/", false, latency.ErrTool, "step 3: tool call 0 (search):", 1},
+		{"failing, sequential", failing.URL, false, latency.FailTool, "step 3: tool call 0 (search): status 502: search index down", 1},
+		{"failing, parallel", failing.URL, true, latency.FailTool, "step 3: tool call 0 (search): status 502", 2},
+		{"not a result", failing.URL + "/bad-json", false, latency.FailTool, `answer is not {"content"`, 1},
+		{"hanging", hanging.URL, false, latency.FailToolTimeout, "step 3: tool call 0 (search): no answer within 150ms", 1},
+		{"refused", "http://127.0.0.1:1/", false, latency.FailTool, "step 3: tool call 0 (search):", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := NewCaller(tc.url, 150*time.Millisecond, nil, clock())

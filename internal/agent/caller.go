@@ -116,13 +116,13 @@ func (c *Caller) call(ctx context.Context, session int64, step, i int, tc worklo
 
 // post sends a call and reads its result; on failure it returns the error
 // kind.
-func (c *Caller) post(ctx context.Context, body CallRequest) (string, string, error) {
+func (c *Caller) post(ctx context.Context, body CallRequest) (string, latency.ErrorKind, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errToolTimeout)
 	defer cancel()
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(b))
 	if err != nil {
-		return "", latency.ErrTool, err
+		return "", latency.FailTool, err
 	}
 	for k, v := range c.headers {
 		req.Header[k] = v
@@ -138,26 +138,26 @@ func (c *Caller) post(ctx context.Context, body CallRequest) (string, string, er
 		return "", c.kind(ctx), c.failure(ctx, err)
 	}
 	if resp.StatusCode >= 400 {
-		return "", latency.ErrTool, fmt.Errorf("status %d: %s", resp.StatusCode, errorMessage(data))
+		return "", latency.FailTool, fmt.Errorf("status %d: %s", resp.StatusCode, errorMessage(data))
 	}
 	if len(data) > maxBody {
-		return "", latency.ErrTool, fmt.Errorf("result over %d bytes", maxBody)
+		return "", latency.FailTool, fmt.Errorf("result over %d bytes", maxBody)
 	}
 	var out CallResponse
 	if err := json.Unmarshal(data, &out); err != nil {
-		return "", latency.ErrTool, fmt.Errorf(`answer is not {"content": "..."}: %v`, err)
+		return "", latency.FailTool, fmt.Errorf(`answer is not {"content": "..."}: %v`, err)
 	}
 	return out.Content, "", nil
 }
 
 var errToolTimeout = errors.New("tool call timed out")
 
-// kind is ErrToolTimeout when the call's own deadline passed.
-func (c *Caller) kind(ctx context.Context) string {
+// kind is FailToolTimeout when the call's own deadline passed.
+func (c *Caller) kind(ctx context.Context) latency.ErrorKind {
 	if errors.Is(context.Cause(ctx), errToolTimeout) {
-		return latency.ErrToolTimeout
+		return latency.FailToolTimeout
 	}
-	return latency.ErrTool
+	return latency.FailTool
 }
 
 // failure says why a call got no answer.

@@ -222,10 +222,12 @@ func TestAgentToolFailureFailsTheStep(t *testing.T) {
 	o.InputTokens, o.OutputTokens = "32", "4"
 	o.AgentSteps, o.AgentTools = 3, 2
 	for _, tc := range []struct {
-		name, url, kind, msg string
+		name, url string
+		kind      latency.ErrorKind
+		msg       string
 	}{
-		{"hangs", hanging.URL, latency.ErrToolTimeout, "step 1: tool call 0 (tool1): no answer within 300ms"},
-		{"fails", failing.URL, latency.ErrTool, "step 1: tool call 0 (tool1): status 500: tool crashed"},
+		{"hangs", hanging.URL, latency.FailToolTimeout, "step 1: tool call 0 (tool1): no answer within 300ms"},
+		{"fails", failing.URL, latency.FailTool, "step 1: tool call 0 (tool1): status 500: tool crashed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, recs := agentRun(t, srv.URL(), o, &ToolTarget{URL: tc.url, Timeout: 300 * time.Millisecond}, 2, 4)
@@ -236,7 +238,7 @@ func TestAgentToolFailureFailsTheStep(t *testing.T) {
 				if r.ErrorKind != tc.kind || !strings.Contains(r.Error, tc.msg) || r.Turn != 1 || len(r.Tools) != 2 {
 					t.Fatalf("record: kind %q error %q turn %d tools %+v", r.ErrorKind, r.Error, r.Turn, r.Tools)
 				}
-				if d := r.Tools[0].EndNS - r.Tools[0].StartNS; tc.kind == latency.ErrToolTimeout && d > int64(5*time.Second) {
+				if d := r.Tools[0].EndNS - r.Tools[0].StartNS; tc.kind == latency.FailToolTimeout && d > int64(5*time.Second) {
 					t.Errorf("the hanging call took %v: the timeout did not bound it", time.Duration(d))
 				}
 			}
@@ -244,7 +246,7 @@ func TestAgentToolFailureFailsTheStep(t *testing.T) {
 			if s == nil || s.Failed != 4 || s.Sessions != 0 || len(s.Failures) != 4 || s.Failures[0].Step != 1 || s.Failures[0].ErrorKind != tc.kind {
 				t.Fatalf("sessions %+v", s)
 			}
-			if res.Report.Summary.Errors[tc.kind] != 4 {
+			if res.Report.Summary.Errors[string(tc.kind)] != 4 {
 				t.Errorf("errors by kind %v", res.Report.Summary.Errors)
 			}
 		})

@@ -40,7 +40,7 @@ func (a *AgentSpans) conversation(session int64) string {
 // session starts a session's invoke_agent span at the run-clock instant
 // startNS; ctx then carries it. end ends it at endNS, failed by the
 // error kind of the step that ended the session ("" for none).
-func (a *AgentSpans) session(ctx context.Context, session int64, startNS int64) (context.Context, func(endNS int64, errorKind string)) {
+func (a *AgentSpans) session(ctx context.Context, session int64, startNS int64) (context.Context, func(endNS int64, errorKind latency.ErrorKind)) {
 	ctx, sp := a.Tracer.Start(ctx, tracing.SpanName(tracing.OpInvokeAgent, AgentName),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(a.at(startNS)),
 		trace.WithAttributes(attribute.String(tracing.AttrOperation, tracing.OpInvokeAgent),
@@ -48,10 +48,10 @@ func (a *AgentSpans) session(ctx context.Context, session int64, startNS int64) 
 			attribute.String(tracing.AttrAgentName, AgentName), attribute.String(tracing.AttrAgentID, a.RunID),
 			attribute.String(tracing.AttrConversationID, a.conversation(session)),
 			attribute.String(tracing.AttrRequestModel, a.Model)))
-	return ctx, func(endNS int64, errorKind string) {
+	return ctx, func(endNS int64, errorKind latency.ErrorKind) {
 		if errorKind != "" {
-			sp.SetAttributes(attribute.String(tracing.AttrErrorType, errorKind))
-			sp.SetStatus(codes.Error, errorKind)
+			sp.SetAttributes(attribute.String(tracing.AttrErrorType, string(errorKind)))
+			sp.SetStatus(codes.Error, string(errorKind))
 		}
 		sp.End(trace.WithTimestamp(a.at(endNS)))
 	}
@@ -71,7 +71,7 @@ func (a *AgentSpans) tools(ctx context.Context, session int64, step int, calls [
 				attribute.String(tracing.AttrToolType, tracing.ToolTypeFunction),
 				attribute.String(tracing.AttrToolCallID, a.conversation(session)+"-"+strconv.Itoa(step)+"-"+strconv.Itoa(i))))
 		if c.ErrorKind != "" {
-			sp.SetAttributes(attribute.String(tracing.AttrErrorType, c.ErrorKind))
+			sp.SetAttributes(attribute.String(tracing.AttrErrorType, string(c.ErrorKind)))
 			sp.SetStatus(codes.Error, c.Error)
 		}
 		sp.End(trace.WithTimestamp(a.at(c.EndNS)))

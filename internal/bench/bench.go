@@ -707,7 +707,7 @@ func checkModel(ctx context.Context, t Target) (warning string, err error) {
 	pctx, cancel := context.WithTimeout(ctx, max(t.Timeout, 10*time.Second))
 	defer cancel()
 	c.Do(pctx, &workload.Request{Prompt: "Hi", MaxTokens: 1, InputTokens: 1}, &rec)
-	if rec.ErrorKind == latency.ErrHTTP4xx {
+	if rec.ErrorKind == latency.FailHTTP4xx {
 		e.Answer = strconv.Quote(rec.Error)
 		return "", e
 	}
@@ -921,7 +921,7 @@ func (r *run) genAI(rec *latency.Record) {
 		req.Duration = e2e
 	}
 	if !rec.OK() {
-		req.ErrorType = rec.ErrorKind
+		req.ErrorType = string(rec.ErrorKind)
 	} else if ttft, ok := rec.TTFT(); ok && rec.Stream {
 		req.TTFT = ttft
 	}

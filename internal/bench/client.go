@@ -210,7 +210,7 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 	st := &requestTrace{c: c, rec: rec}
 	hreq, err := http.NewRequestWithContext(staleconn.WithClientTrace(ctx, st.trace()), http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
-		fail(rec, latency.ErrConnect, err.Error())
+		fail(rec, latency.FailConnect, err.Error())
 		return
 	}
 	c.setHeaders(hreq.Header, rec)
@@ -305,7 +305,7 @@ func (c *Client) traceRequest(ctx context.Context, h http.Header, rec *latency.R
 			sp.SetAttributes(attribute.Float64("tokentrace.ttft", ttft.Seconds()))
 		}
 		if !rec.OK() {
-			sp.SetStatus(codes.Error, rec.ErrorKind)
+			sp.SetStatus(codes.Error, string(rec.ErrorKind))
 		}
 		wrote := rec.WroteNS
 		if wrote == 0 {
@@ -543,7 +543,7 @@ func (b *watchedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func fail(rec *latency.Record, kind, msg string) {
+func fail(rec *latency.Record, kind latency.ErrorKind, msg string) {
 	if rec.ErrorKind == "" {
 		rec.ErrorKind, rec.Error = kind, msg
 	}
@@ -553,36 +553,36 @@ func fail(rec *latency.Record, kind, msg string) {
 func (c *Client) failTransport(ctx context.Context, rec *latency.Record, err error) {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errSilence):
-		fail(rec, latency.ErrTimeout, fmt.Sprintf("no bytes for %s (--timeout)", c.timeout))
+		fail(rec, latency.FailTimeout, fmt.Sprintf("no bytes for %s (--timeout)", c.timeout))
 		return
 	case cause != nil:
-		fail(rec, latency.ErrCanceled, "the run stopped while the request was in flight")
+		fail(rec, latency.FailCanceled, "the run stopped while the request was in flight")
 		return
 	}
 	var op *net.OpError
 	var dns *net.DNSError
 	switch {
 	case errors.As(err, &dns):
-		fail(rec, latency.ErrConnect, err.Error())
+		fail(rec, latency.FailConnect, err.Error())
 	case errors.As(err, &op) && op.Op == "dial":
-		fail(rec, latency.ErrConnect, err.Error())
+		fail(rec, latency.FailConnect, err.Error())
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		fail(rec, latency.ErrReset, err.Error())
+		fail(rec, latency.FailReset, err.Error())
 	case rec.FirstByteNS != 0:
-		fail(rec, latency.ErrReset, err.Error())
+		fail(rec, latency.FailReset, err.Error())
 	default:
-		fail(rec, latency.ErrConnect, err.Error())
+		fail(rec, latency.FailConnect, err.Error())
 	}
 }
 
 // failStatus records an HTTP error status with the server's message.
 func failStatus(rec *latency.Record, resp *http.Response, body io.Reader) {
-	kind := latency.ErrHTTP4xx
+	kind := latency.FailHTTP4xx
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		kind = latency.ErrRateLimited
+		kind = latency.FailRateLimited
 	case resp.StatusCode >= 500:
-		kind = latency.ErrHTTP5xx
+		kind = latency.FailHTTP5xx
 	}
 	b, _ := io.ReadAll(io.LimitReader(body, 8<<10))
 	msg := strings.TrimSpace(string(b))
@@ -628,7 +628,7 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 		ev, err := rd.Next()
 		if err != nil {
 			if err == io.EOF {
-				fail(rec, latency.ErrStreamCut, "the stream ended without [DONE]")
+				fail(rec, latency.FailStreamCut, "the stream ended without [DONE]")
 			} else {
 				c.failTransport(ctx, rec, err)
 			}
@@ -640,7 +640,7 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 			break
 		}
 		if len(ev.Name) > 0 && string(ev.Name) == "error" {
-			fail(rec, latency.ErrServer, "error event: "+truncate(string(ev.Data)))
+			fail(rec, latency.FailServer, "error event: "+truncate(string(ev.Data)))
 			st.finish(rec, req)
 			return
 		}
@@ -660,7 +660,7 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 	_, _ = io.Copy(io.Discard, body)
 	st.finish(rec, req)
 	if st.choices == 0 && rec.OK() {
-		fail(rec, latency.ErrInvalidEvent, "the stream carried no choices")
+		fail(rec, latency.FailInvalidEvent, "the stream carried no choices")
 	}
 	return final // set by the deferred function
 }

@@ -212,19 +212,19 @@ func TestFaultsAreRecordedNotFatal(t *testing.T) {
 	tests := []struct {
 		name string
 		url  string
-		kind string
+		kind latency.ErrorKind
 		text string
 	}{
-		{"unreachable", closedURL, latency.ErrConnect, "refused"},
-		{"401", status(401, "").URL, latency.ErrHTTP4xx, "401 Unauthorized: server_error: nope"},
-		{"404", status(404, "").URL, latency.ErrHTTP4xx, "404"},
-		{"429", status(429, "").URL, latency.ErrRateLimited, "429"},
-		{"503", status(503, "").URL, latency.ErrHTTP5xx, "503"},
-		{"no [DONE]", sseServer(t, []string{`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"}, "").URL, latency.ErrStreamCut, "without [DONE]"},
-		{"invalid JSON", sseServer(t, []string{"data: {\"choices\": [oops\n\n", "data: [DONE]\n\n"}, "").URL, latency.ErrInvalidEvent, "not valid JSON"},
-		{"error in stream", sseServer(t, []string{`data: {"error":{"message":"boom","type":"server_error"}}` + "\n\n"}, "").URL, latency.ErrServer, "boom"},
-		{"reset mid-stream", hijack(chunk(`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n")).URL, latency.ErrReset, ""},
-		{"silence", silent.URL(), latency.ErrTimeout, "no bytes for 300ms"},
+		{"unreachable", closedURL, latency.FailConnect, "refused"},
+		{"401", status(401, "").URL, latency.FailHTTP4xx, "401 Unauthorized: server_error: nope"},
+		{"404", status(404, "").URL, latency.FailHTTP4xx, "404"},
+		{"429", status(429, "").URL, latency.FailRateLimited, "429"},
+		{"503", status(503, "").URL, latency.FailHTTP5xx, "503"},
+		{"no [DONE]", sseServer(t, []string{`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"}, "").URL, latency.FailStreamCut, "without [DONE]"},
+		{"invalid JSON", sseServer(t, []string{"data: {\"choices\": [oops\n\n", "data: [DONE]\n\n"}, "").URL, latency.FailInvalidEvent, "not valid JSON"},
+		{"error in stream", sseServer(t, []string{`data: {"error":{"message":"boom","type":"server_error"}}` + "\n\n"}, "").URL, latency.FailServer, "boom"},
+		{"reset mid-stream", hijack(chunk(`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n")).URL, latency.FailReset, ""},
+		{"silence", silent.URL(), latency.FailTimeout, "no bytes for 300ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

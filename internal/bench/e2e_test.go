@@ -165,7 +165,7 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 	if sum.Requests != 40 || sum.Failed == 0 || sum.Succeeded == 0 || sum.Failed+sum.Succeeded != 40 {
 		t.Fatalf("summary %+v", sum)
 	}
-	if sum.Errors[latency.ErrHTTP5xx] == 0 || sum.Errors[latency.ErrReset]+sum.Errors[latency.ErrStreamCut] == 0 {
+	if sum.Errors[string(latency.FailHTTP5xx)] == 0 || sum.Errors[string(latency.FailReset)]+sum.Errors[string(latency.FailStreamCut)] == 0 {
 		t.Errorf("errors by kind %v: want 5xx and resets", sum.Errors)
 	}
 	if sum.OutputTokens != int64(sum.Succeeded)*6 {
@@ -202,7 +202,7 @@ func TestGraceRunsOut(t *testing.T) {
 		Grace: 100 * time.Millisecond,
 	})
 	recs := readRecords(t, filepath.Join(dir, results.RequestsFile))
-	if len(recs) != 3 || res.Report.Summary.Errors[latency.ErrCanceled] != 3 {
+	if len(recs) != 3 || res.Report.Summary.Errors[string(latency.FailCanceled)] != 3 {
 		t.Fatalf("%d records, errors %v: want the 3 in flight, canceled", len(recs), res.Report.Summary.Errors)
 	}
 }

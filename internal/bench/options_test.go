@@ -105,7 +105,7 @@ func TestLiveRunningPercentiles(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		l.done(&latency.Record{SentNS: 0, FirstTokenNS: int64(i) * 1e6})
 	}
-	l.done(&latency.Record{ErrorKind: latency.ErrTimeout})
+	l.done(&latency.Record{ErrorKind: latency.FailTimeout})
 	p50, p99 := l.ttft()
 	// 1 % buckets.
 	if d := float64(p50) / 50e6; d < 0.98 || d > 1.02 {

@@ -422,7 +422,7 @@ func (p *phaseRun) agentTrace(sess workload.Session) (st sessionTrace) {
 	if _, agent := sess.(workload.ToolSession); !agent || a == nil {
 		return st
 	}
-	var end func(int64, string)
+	var end func(int64, latency.ErrorKind)
 	st.start = func(ctx context.Context, session int64, at time.Duration) context.Context {
 		ctx, end = a.session(ctx, session, int64(at))
 		return ctx
@@ -432,7 +432,7 @@ func (p *phaseRun) agentTrace(sess workload.Session) (st sessionTrace) {
 			return // never started
 		}
 		if last == nil { // stopped before its first step was sent
-			end(int64(p.r.Clock.Now()), latency.ErrCanceled)
+			end(int64(p.r.Clock.Now()), latency.FailCanceled)
 			return
 		}
 		endNS := last.ToolsEnd()
@@ -509,7 +509,7 @@ func (p *phaseRun) one(ctx context.Context, req *workload.Request, t int64, at t
 func (p *phaseRun) tools(ctx context.Context, req *workload.Request, rec *latency.Record) []string {
 	rec.ToolsParallel = req.Parallel
 	if p.r.Tools == nil {
-		rec.ErrorKind, rec.Error = latency.ErrTool, fmt.Sprintf("step %d: no tool endpoint", req.Turn)
+		rec.ErrorKind, rec.Error = latency.FailTool, fmt.Sprintf("step %d: no tool endpoint", req.Turn)
 		return nil
 	}
 	spans, results, err := p.r.Tools.Step(ctx, req.Session, req.Turn, req.Tools, req.Parallel)
@@ -520,7 +520,7 @@ func (p *phaseRun) tools(ctx context.Context, req *workload.Request, rec *latenc
 	if err == nil {
 		return results
 	}
-	rec.ErrorKind, rec.Error = latency.ErrTool, err.Error()
+	rec.ErrorKind, rec.Error = latency.FailTool, err.Error()
 	for _, s := range spans {
 		if s.ErrorKind != "" {
 			rec.ErrorKind = s.ErrorKind
@@ -528,7 +528,7 @@ func (p *phaseRun) tools(ctx context.Context, req *workload.Request, rec *latenc
 		}
 	}
 	if p.reqCtx.Err() != nil {
-		rec.ErrorKind = latency.ErrCanceled
+		rec.ErrorKind = latency.FailCanceled
 	}
 	return nil
 }

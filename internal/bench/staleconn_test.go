@@ -65,7 +65,7 @@ func TestStaleConnectionRecord(t *testing.T) {
 	}
 	c = newTestClient(t, staleconntest.Start(t, staleconntest.CutSecond)+"/v1", nil)
 	do(t, c)
-	if r := do(t, c); r.OK() || r.Resent != 0 || r.ErrorKind != latency.ErrReset {
+	if r := do(t, c); r.OK() || r.Resent != 0 || r.ErrorKind != latency.FailReset {
 		t.Errorf("cut after the first byte: ok %v, resent %d, kind %q; want a reset, not resent", r.OK(), r.Resent, r.ErrorKind)
 	}
 }

@@ -22,7 +22,10 @@ type usage struct {
 	} `json:"completion_tokens_details"`
 }
 
-type eventError struct{ kind, msg string }
+type eventError struct {
+	kind latency.ErrorKind
+	msg  string
+}
 
 // streamState accumulates one response's token accounting.
 type streamState struct {
@@ -45,10 +48,10 @@ type streamState struct {
 func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventError {
 	ch := &s.scratch
 	if err := openai.ScanChunk(data, ch); err != nil {
-		return &eventError{latency.ErrInvalidEvent, "event is not valid JSON of the expected shape: " + truncate(string(data))}
+		return &eventError{latency.FailInvalidEvent, "event is not valid JSON of the expected shape: " + truncate(string(data))}
 	}
 	if len(ch.Error) > 0 {
-		return &eventError{latency.ErrServer, "error in stream: " + truncate(errorText(ch.Error))}
+		return &eventError{latency.FailServer, "error in stream: " + truncate(errorText(ch.Error))}
 	}
 	rec.LastEventNS = at
 	if len(ch.Metrics) > 0 {
@@ -127,13 +130,13 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
 	ch := &s.scratch
 	if err := openai.ScanChunk(b, ch); err != nil {
-		return &eventError{latency.ErrInvalidEvent, "response is not valid JSON of the expected shape: " + truncate(err.Error())}
+		return &eventError{latency.FailInvalidEvent, "response is not valid JSON of the expected shape: " + truncate(err.Error())}
 	}
 	if len(ch.Error) > 0 {
-		return &eventError{latency.ErrServer, "error in response: " + truncate(errorText(ch.Error))}
+		return &eventError{latency.FailServer, "error in response: " + truncate(errorText(ch.Error))}
 	}
 	if ch.Choices == 0 {
-		return &eventError{latency.ErrInvalidEvent, "response has no choices"}
+		return &eventError{latency.FailInvalidEvent, "response has no choices"}
 	}
 	s.choices = 1
 	if ch.HasFinish {

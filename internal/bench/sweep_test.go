@@ -36,7 +36,7 @@ func (d *rateDoer) Do(_ context.Context, req *workload.Request, rec *latency.Rec
 	rec.SentNS = int64(d.clock.Now())
 	defer d.started.Add(1)
 	if d.failAbove > 0 && rate > d.failAbove {
-		rec.ErrorKind, rec.Error = latency.ErrHTTP5xx, "overloaded"
+		rec.ErrorKind, rec.Error = latency.FailHTTP5xx, "overloaded"
 		return
 	}
 	ttft := int64(10e6)

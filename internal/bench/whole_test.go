@@ -18,7 +18,8 @@ import (
 func TestWholeAnswers(t *testing.T) {
 	type got struct {
 		OK                    bool
-		Kind, Finish          string
+		Kind                  latency.ErrorKind
+		Finish                string
 		Output, Input, Cached int
 		OutputSource          string
 	}
@@ -34,10 +35,10 @@ func TestWholeAnswers(t *testing.T) {
 		{"usage key in another case", `{"choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"Usage":{"prompt_tokens":3,"completion_tokens":2}}`,
 			got{OK: true, Finish: "stop", Output: 1, Input: 3, OutputSource: latency.SourceChunks}, ""},
 		{"choices key in another case", `{"Choices":[{"index":0,"message":{"content":"hi"}}]}`,
-			got{Kind: latency.ErrInvalidEvent}, "no choices"},
-		{"not JSON", `<html>maintenance</html>`, got{Kind: latency.ErrInvalidEvent}, "not valid JSON"},
-		{"wrong shape", `{"choices":{"index":0}}`, got{Kind: latency.ErrInvalidEvent}, "expected shape"},
-		{"error", `{"error":{"message":"boom","type":"server_error"}}`, got{Kind: latency.ErrServer}, "server_error: boom"},
+			got{Kind: latency.FailInvalidEvent}, "no choices"},
+		{"not JSON", `<html>maintenance</html>`, got{Kind: latency.FailInvalidEvent}, "not valid JSON"},
+		{"wrong shape", `{"choices":{"index":0}}`, got{Kind: latency.FailInvalidEvent}, "expected shape"},
+		{"error", `{"error":{"message":"boom","type":"server_error"}}`, got{Kind: latency.FailServer}, "server_error: boom"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

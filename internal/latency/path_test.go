@@ -111,7 +111,7 @@ func TestPathNoSplitIsUnattributed(t *testing.T) {
 	if diff := cmp.Diff(want, p.Parts); diff != "" {
 		t.Errorf("parts (-want +got):\n%s", diff)
 	}
-	if _, ok := (&Record{ErrorKind: ErrTimeout, EndNS: 1}).Path(); ok {
+	if _, ok := (&Record{ErrorKind: FailTimeout, EndNS: 1}).Path(); ok {
 		t.Error("a failed request has no path")
 	}
 }

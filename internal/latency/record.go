@@ -17,24 +17,28 @@ const (
 	SourceRequest         = "request"          // what the client asked for (input only)
 )
 
-// Error kinds, for Record.ErrorKind. An empty kind means success.
+// ErrorKind is why a request failed, by kind (Record.ErrorKind,
+// ToolSpan.ErrorKind); the empty kind means success.
+type ErrorKind string
+
+// The kinds of failure.
 const (
-	ErrConnect      = "connect"       // could not connect (refused, DNS, TLS)
-	ErrTimeout      = "timeout"       // no answer, or no progress, within the timeout
-	ErrHTTP4xx      = "http_4xx"      // a 4xx status other than 429
-	ErrRateLimited  = "http_429"      // 429 Too Many Requests
-	ErrHTTP5xx      = "http_5xx"      // a 5xx status
-	ErrStreamCut    = "stream_cut"    // stream ended without [DONE] / finish
-	ErrInvalidEvent = "invalid_event" // an event that is not valid JSON or not the expected shape
-	ErrReset        = "reset"         // connection reset or broken mid-response
-	ErrCanceled     = "canceled"      // the run was stopped while the request was in flight
-	ErrServer       = "server_error"  // an error object inside a 200 stream
+	FailConnect      ErrorKind = "connect"       // could not connect (refused, DNS, TLS)
+	FailTimeout      ErrorKind = "timeout"       // no answer, or no progress, within the timeout
+	FailHTTP4xx      ErrorKind = "http_4xx"      // a 4xx status other than 429
+	FailRateLimited  ErrorKind = "http_429"      // 429 Too Many Requests
+	FailHTTP5xx      ErrorKind = "http_5xx"      // a 5xx status
+	FailStreamCut    ErrorKind = "stream_cut"    // stream ended without [DONE] / finish
+	FailInvalidEvent ErrorKind = "invalid_event" // an event that is not valid JSON or not the expected shape
+	FailReset        ErrorKind = "reset"         // connection reset or broken mid-response
+	FailCanceled     ErrorKind = "canceled"      // the run was stopped while the request was in flight
+	FailServer       ErrorKind = "server_error"  // an error object inside a 200 stream
 	// An agent step's tool calls (Record.Tools): a tool endpoint that
 	// refused the connection, answered a status ≥ 400 or a body that is
-	// not a result fails the step with ErrTool; one that gave no answer
-	// within the tool timeout with ErrToolTimeout.
-	ErrTool        = "tool_error"
-	ErrToolTimeout = "tool_timeout"
+	// not a result fails the step with FailTool; one that gave no answer
+	// within the tool timeout with FailToolTimeout.
+	FailTool        ErrorKind = "tool_error"
+	FailToolTimeout ErrorKind = "tool_timeout"
 )
 
 // Record is one request as the load generator measured it: the seam between
@@ -125,9 +129,9 @@ type Record struct {
 	// made for a request it had not written at all. A resent request that
 	// then succeeded is a success; its instants are the resend's, from the
 	// first send (SentNS).
-	Resent    int    `json:"resent,omitempty"`
-	ErrorKind string `json:"error_kind,omitempty"`
-	Error     string `json:"error,omitempty"`
+	Resent    int       `json:"resent,omitempty"`
+	ErrorKind ErrorKind `json:"error_kind,omitempty"`
+	Error     string    `json:"error,omitempty"`
 
 	// Server is the server's own split of the request, when it gave one.
 	Server *ServerSplit `json:"server,omitempty"`
@@ -146,8 +150,8 @@ type Record struct {
 	// in the order the step asked for them, on the record's clock;
 	// ToolsParallel says they were made at once rather than one after
 	// another. The step is over when the last of them is (ToolsEnd). A
-	// failed call fails the step: ErrorKind is its kind (ErrTool,
-	// ErrToolTimeout) and Error names the step and the call. Added within
+	// failed call fails the step: ErrorKind is its kind (FailTool,
+	// FailToolTimeout) and Error names the step and the call. Added within
 	// version 2: a reader that does not know them reads the step's model
 	// call as before.
 	Tools         []ToolSpan `json:"tools,omitempty"`
@@ -160,9 +164,9 @@ type ToolSpan struct {
 	StartNS int64  `json:"start_ns"` // when the call was sent
 	EndNS   int64  `json:"end_ns"`   // when its answer was read, or it failed
 	// ResultTokens is the result's length by tokentrace's tokenizer.
-	ResultTokens int    `json:"result_tokens,omitempty"`
-	ErrorKind    string `json:"error_kind,omitempty"`
-	Error        string `json:"error,omitempty"`
+	ResultTokens int       `json:"result_tokens,omitempty"`
+	ErrorKind    ErrorKind `json:"error_kind,omitempty"`
+	Error        string    `json:"error,omitempty"`
 }
 
 // ToolsEnd is when the step's last tool call ended; EndNS when it made none.

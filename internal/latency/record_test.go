@@ -67,7 +67,7 @@ func TestMeetsAll(t *testing.T) {
 	if r.MeetsAll(slos) {
 		t.Error("TTFT 100ms should miss ttft<=99ms")
 	}
-	r.ErrorKind = ErrHTTP5xx
+	r.ErrorKind = FailHTTP5xx
 	if r.MeetsAll(nil) {
 		t.Error("a failed request never meets its SLOs")
 	}

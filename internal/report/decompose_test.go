@@ -97,7 +97,7 @@ func TestSummaryByHand(t *testing.T) {
 	recs := []*latency.Record{
 		{Schema: 1, ID: "a", IntendedNS: 0, SentNS: 0, FirstTokenNS: 0.5e9, EndNS: 1.5e9, InputTokens: 100, OutputTokens: 10},
 		{Schema: 1, ID: "b", IntendedNS: 1e9, SentNS: 1e9, FirstTokenNS: 1.5e9, EndNS: 2.5e9, InputTokens: 100, OutputTokens: 30},
-		{Schema: 1, ID: "c", IntendedNS: 2e9, SentNS: 2e9, ErrorKind: latency.ErrHTTP5xx, Status: 503, Error: "503 Service Unavailable"},
+		{Schema: 1, ID: "c", IntendedNS: 2e9, SentNS: 2e9, ErrorKind: latency.FailHTTP5xx, Status: 503, Error: "503 Service Unavailable"},
 		{Schema: 1, ID: "w", Warmup: true, IntendedNS: 0, SentNS: 0, EndNS: 9e9},
 	}
 	c := NewCollector(Options{SLOs: []latency.SLO{{Metric: latency.TTFT, Percentile: 99, Max: 500e6}}})

@@ -109,8 +109,8 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	}
 	switch {
 	case !r.OK():
-		w.errKind = uint8(min(d.index(&d.kinds, r.ErrorKind), 255))
-		d.errs.add(r.ErrorKind, r.Error, 1)
+		w.errKind = uint8(min(d.index(&d.kinds, string(r.ErrorKind)), 255))
+		d.errs.add(string(r.ErrorKind), r.Error, 1)
 	case r.EndNS == 0:
 		// A success with no end instant cannot be measured: count it as an error.
 		w.errKind = uint8(min(d.index(&d.kinds, "no_end"), 255))

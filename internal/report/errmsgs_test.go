@@ -15,19 +15,19 @@ func TestTopErrorsCountedAndShown(t *testing.T) {
 	c := NewCollector(Options{})
 	add := func(kind, msg string, n int) {
 		for i := range n {
-			c.Add(&latency.Record{ID: fmt.Sprint(kind, i), IntendedNS: 1, SentNS: 2, ErrorKind: kind, Error: msg})
+			c.Add(&latency.Record{ID: fmt.Sprint(kind, i), IntendedNS: 1, SentNS: 2, ErrorKind: latency.ErrorKind(kind), Error: msg})
 		}
 	}
-	add(latency.ErrHTTP4xx, "400 Bad Request: prompt has 5012 tokens, max 4096", 1)
-	add(latency.ErrHTTP4xx, "400 Bad Request: prompt has 7001 tokens, max 4096", 2) // the same message, other numbers
-	add(latency.ErrServer, "error in stream: engine died", 4)
-	add(latency.ErrTimeout, "", 1)
+	add(string(latency.FailHTTP4xx), "400 Bad Request: prompt has 5012 tokens, max 4096", 1)
+	add(string(latency.FailHTTP4xx), "400 Bad Request: prompt has 7001 tokens, max 4096", 2) // the same message, other numbers
+	add(string(latency.FailServer), "error in stream: engine died", 4)
+	add(string(latency.FailTimeout), "", 1)
 	c.Add(&latency.Record{ID: "ok", IntendedNS: 1e6, SentNS: 1e6, WroteNS: 2e6, FirstTokenNS: 50e6, EndNS: 100e6, InputTokens: 20, OutputTokens: 10})
 	rep := c.Report()
 	want := []ErrorMessage{
-		{latency.ErrServer, "error in stream: engine died", 4},
-		{latency.ErrHTTP4xx, "400 Bad Request: prompt has 5012 tokens, max 4096", 3},
-		{latency.ErrTimeout, "(no message)", 1},
+		{string(latency.FailServer), "error in stream: engine died", 4},
+		{string(latency.FailHTTP4xx), "400 Bad Request: prompt has 5012 tokens, max 4096", 3},
+		{string(latency.FailTimeout), "(no message)", 1},
 	}
 	if got := rep.Summary.TopErrors; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("TopErrors %v, want %v", got, want)
@@ -47,7 +47,7 @@ func TestTopErrorsCountedAndShown(t *testing.T) {
 			t.Errorf("%s form does not quote the reasons:\n%s", name, out)
 		}
 	}
-	if !strings.Contains(text.String(), "4× "+latency.ErrServer+": error in stream: engine died\n  3× "+latency.ErrHTTP4xx+":") {
+	if !strings.Contains(text.String(), "4× "+string(latency.FailServer)+": error in stream: engine died\n  3× "+string(latency.FailHTTP4xx)+":") {
 		t.Errorf("text form not most frequent first:\n%s", text.String())
 	}
 	if f := findRule(rep.Findings, "errors"); f == nil || !strings.Contains(f.Evidence, `Most frequent: "error in stream: engine died" (4 of them)`) {
@@ -59,7 +59,7 @@ func TestTopErrorsCountedAndShown(t *testing.T) {
 func TestTopErrorsBounded(t *testing.T) {
 	var tally errTally
 	for i := range maxErrMsgs + 50 {
-		tally.add(latency.ErrServer, strings.Repeat("x", i+1), 1)
+		tally.add(string(latency.FailServer), strings.Repeat("x", i+1), 1)
 	}
 	if len(tally.msgs) != maxErrMsgs+1 {
 		t.Fatalf("%d messages kept, want %d", len(tally.msgs), maxErrMsgs+1)
@@ -69,7 +69,7 @@ func TestTopErrorsBounded(t *testing.T) {
 	}
 	long := strings.Repeat("é", 400)
 	tally.reset()
-	tally.add(latency.ErrServer, long, 1)
+	tally.add(string(latency.FailServer), long, 1)
 	if m := tally.msgs[0].Message; len(m) > maxErrMsgLen || !strings.HasSuffix(m, "…") {
 		t.Errorf("a long message kept as %d bytes", len(m))
 	}

@@ -36,12 +36,12 @@ func sweepReqs() []synthReq {
 func goldenRuns(t *testing.T) map[string]*Report {
 	overload := overloadRun(300)
 	for i := 0; i < 6; i++ {
-		overload[40*i+7].err = latency.ErrTimeout
+		overload[40*i+7].err = latency.FailTimeout
 	}
 	sweep := sweepReqs()
 	errs := baseline(12, 10, 5)
 	for i := range errs {
-		errs[i].err = []string{latency.ErrConnect, latency.ErrHTTP5xx, latency.ErrRateLimited}[i%3]
+		errs[i].err = []latency.ErrorKind{latency.FailConnect, latency.FailHTTP5xx, latency.FailRateLimited}[i%3]
 	}
 	slos := mustSLOs(t, "ttft:p99<=500ms,tpot:p99<=50ms,e2e:p95<=3s")
 	return map[string]*Report{

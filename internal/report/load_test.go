@@ -126,14 +126,14 @@ func TestLoadOnlyGarbage(t *testing.T) {
 func TestOnlyErrorsGivesPartialReport(t *testing.T) {
 	reqs := baseline(10, 10, 1)
 	for i := range reqs {
-		reqs[i].err = latency.ErrConnect
+		reqs[i].err = latency.FailConnect
 	}
 	c := NewCollector(Options{SLOs: mustSLOs(t, "ttft:p99<=1s")})
 	for i, s := range reqs {
 		c.Add(s.record(i))
 	}
 	rep := c.Report()
-	if rep.Summary.Failed != 10 || rep.Summary.Errors[latency.ErrConnect] != 10 {
+	if rep.Summary.Failed != 10 || rep.Summary.Errors[string(latency.FailConnect)] != 10 {
 		t.Errorf("summary %+v", rep.Summary)
 	}
 	if !containsNote(rep, "no successful requests (10 failed)") {
@@ -275,7 +275,7 @@ func TestCollectorGapsMatchRecord(t *testing.T) {
 		{Schema: 1, ID: "b", FirstTokenNS: 5, EndNS: 50, OutputTokens: 4, ChunkNS: []int64{5, 15, 16, 40},
 			ChunkTokens: []int32{1, 0, 2, 1}},
 		{Schema: 1, ID: "c", FirstTokenNS: 1, EndNS: 9, OutputTokens: 3, ChunkNS: []int64{1, 4, 8}},
-		{Schema: 1, ID: "d", ErrorKind: latency.ErrStreamCut, ChunkNS: []int64{1, 900}},
+		{Schema: 1, ID: "d", ErrorKind: latency.FailStreamCut, ChunkNS: []int64{1, 900}},
 	}
 	c := NewCollector(Options{})
 	var itl, icl []int64

@@ -125,19 +125,19 @@ func ruleErrors(a *analysis, rep *Report) (Finding, bool) {
 		ev += fmt.Sprintf(" Most frequent: %q (%d of them).", m.Message, m.Count)
 	}
 	var rem []string
-	if s.Errors[latency.ErrTimeout] > 0 {
+	if s.Errors[string(latency.FailTimeout)] > 0 {
 		rem = append(rem, "timeouts: the server is overloaded or stalled; lower the load or raise capacity")
 	}
-	if s.Errors[latency.ErrRateLimited] > 0 {
+	if s.Errors[string(latency.FailRateLimited)] > 0 {
 		rem = append(rem, "429s: the server sheds load; the offered rate is above what it admits")
 	}
-	if s.Errors[latency.ErrHTTP5xx]+s.Errors[latency.ErrServer]+s.Errors[latency.ErrStreamCut]+s.Errors[latency.ErrReset] > 0 {
+	if s.Errors[string(latency.FailHTTP5xx)]+s.Errors[string(latency.FailServer)]+s.Errors[string(latency.FailStreamCut)]+s.Errors[string(latency.FailReset)] > 0 {
 		rem = append(rem, "server errors and cut streams: check the server's logs (OOM, preemption, crashes)")
 	}
-	if s.Errors[latency.ErrConnect] > 0 {
+	if s.Errors[string(latency.FailConnect)] > 0 {
 		rem = append(rem, "connection failures: check the address, TLS and the server's accept queue")
 	}
-	if s.Errors[latency.ErrHTTP4xx]+s.Errors[latency.ErrInvalidEvent] > 0 {
+	if s.Errors[string(latency.FailHTTP4xx)]+s.Errors[string(latency.FailInvalidEvent)] > 0 {
 		rem = append(rem, "4xx and invalid events: the requests or the server's stream format are wrong")
 	}
 	return Finding{Severity: sev, Title: "Requests failed", Evidence: ev, Remedies: rem,

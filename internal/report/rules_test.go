@@ -104,9 +104,9 @@ func findingIndex(rep *Report, rule string) int {
 func TestRules(t *testing.T) {
 	errorsRun := baseline(300, 10, 8)
 	for i := 0; i < 15; i++ {
-		errorsRun[i*20].err = latency.ErrHTTP5xx
+		errorsRun[i*20].err = latency.FailHTTP5xx
 	}
-	errorsRun[7].err = latency.ErrTimeout
+	errorsRun[7].err = latency.FailTimeout
 	stallRun := baseline(300, 10, 9)
 	for i := 0; i < 5; i++ {
 		stallRun[i*50].stallAt, stallRun[i*50].stall = 10, 2000
@@ -333,10 +333,10 @@ func TestRulesWithoutSplit(t *testing.T) {
 // docs/report.md marks which findings are critical.
 func TestRuleSeverity(t *testing.T) {
 	fewErrors := baseline(300, 10, 8)
-	fewErrors[5].err = latency.ErrTimeout // 1 of 300: under 1 %
+	fewErrors[5].err = latency.FailTimeout // 1 of 300: under 1 %
 	manyErrors := baseline(300, 10, 8)
 	for i := range 6 {
-		manyErrors[i*40].err = latency.ErrHTTP5xx // 6 of 300: 2 %
+		manyErrors[i*40].err = latency.FailHTTP5xx // 6 of 300: 2 %
 	}
 	bursty := baseline(300, 10, 12)
 	for i := range bursty {

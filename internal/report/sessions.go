@@ -18,7 +18,8 @@ type stepRow struct {
 	overhead                            int64 // app and gateway stages (Path)
 	tools                               []toolRow
 	parallel                            bool
-	errKind, err                        string
+	errKind                             latency.ErrorKind
+	err                                 string
 }
 
 type toolRow struct {
@@ -91,10 +92,10 @@ type Sessions struct {
 
 // SessionFailure is a session that failed at a step.
 type SessionFailure struct {
-	Session   int64  `json:"session"`
-	Step      int    `json:"step"`
-	ErrorKind string `json:"error_kind"`
-	Error     string `json:"error,omitempty"`
+	Session   int64             `json:"session"`
+	Step      int               `json:"step"`
+	ErrorKind latency.ErrorKind `json:"error_kind"`
+	Error     string            `json:"error,omitempty"`
 }
 
 // SessionDist is a distribution over sessions, in milliseconds.

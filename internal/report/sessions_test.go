@@ -39,8 +39,8 @@ func agentRecords(parallel bool) []latency.Record {
 	}
 	s1 := step(1, 1, 2, 0, 1, 11, 31, t1, t2)
 	s1.ToolsParallel = parallel
-	fail := step(3, 2, 2, 50, 50, 60, 70, latency.ToolSpan{Name: "search", StartNS: 70, EndNS: 370, ErrorKind: latency.ErrToolTimeout, Error: "no answer within 300ms"})
-	fail.ErrorKind, fail.Error = latency.ErrToolTimeout, "step 2: tool call 0 (search): no answer within 300ms"
+	fail := step(3, 2, 2, 50, 50, 60, 70, latency.ToolSpan{Name: "search", StartNS: 70, EndNS: 370, ErrorKind: latency.FailToolTimeout, Error: "no answer within 300ms"})
+	fail.ErrorKind, fail.Error = latency.FailToolTimeout, "step 2: tool call 0 (search): no answer within 300ms"
 	return []latency.Record{
 		s1,
 		step(2, 1, 1, 10, 10, 20, 40),
@@ -69,7 +69,7 @@ func TestSessionsSplitByHand(t *testing.T) {
 	}
 	d := func(v float64) SessionDist { return SessionDist{Mean: v, P50: v, P95: v, P99: v, Max: v} }
 	want := &Sessions{Sessions: 2, Failed: 1, Incomplete: 1, Steps: 1.5,
-		Failures: []SessionFailure{{Session: 3, Step: 2, ErrorKind: latency.ErrToolTimeout,
+		Failures: []SessionFailure{{Session: 3, Step: 2, ErrorKind: latency.FailToolTimeout,
 			Error: "step 2: tool call 0 (search): no answer within 300ms"}},
 		Latency: SessionDist{Mean: (157 + 30) / 2.0, P50: 30, P95: 157, P99: 157, Max: 157},
 		Components: []SessionComponent{

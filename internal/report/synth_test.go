@@ -18,7 +18,7 @@ type synthReq struct {
 	tail                   float64 // stream tail (ms)
 	input, output          int
 	split                  bool // carry a server split
-	err                    string
+	err                    latency.ErrorKind
 	phase                  string
 	stallAt                int     // index of a chunk gap to stretch (0: none)
 	stall                  float64 // extra ms on that gap
@@ -43,7 +43,7 @@ func (s synthReq) record(id int) *latency.Record {
 	r.WroteNS = ns(s.at + s.cq + s.connect + s.send)
 	if s.err != "" {
 		r.ErrorKind = s.err
-		r.Error = "synthetic " + s.err
+		r.Error = "synthetic " + string(s.err)
 		return r
 	}
 	first := s.at + s.cq + s.connect + s.send + s.net + s.sq + s.prefill

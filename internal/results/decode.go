@@ -312,7 +312,9 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		case "resent":
 			r.Resent, err = d.int()
 		case "error_kind":
-			r.ErrorKind, err = d.strc(scErrorKind)
+			var k string
+			k, err = d.strc(scErrorKind)
+			r.ErrorKind = latency.ErrorKind(k)
 		case "error":
 			r.Error, err = d.str()
 		case "gateway_ns":

@@ -80,7 +80,7 @@ func (s *sim) atRouter(id int32) {
 	}
 	t, err := adm.Enqueue(virtualTime(s.now), 0, deadline, a.EarlyReject, id)
 	if err != nil {
-		s.refuse(id, 429, latency.ErrRateLimited, err)
+		s.refuse(id, 429, latency.FailRateLimited, err)
 		return
 	}
 	c.waiting = t
@@ -97,7 +97,7 @@ func (s *sim) expire(id int32) {
 		return
 	}
 	c.waiting = nil
-	s.refuse(id, 429, latency.ErrRateLimited, route.ErrDeadlineExpired)
+	s.refuse(id, 429, latency.FailRateLimited, route.ErrDeadlineExpired)
 }
 
 // drainAdmitted dispatches the requests an admission queue admitted while
@@ -129,13 +129,13 @@ func (s *sim) dispatch(id int32) {
 		}
 		switch {
 		case errors.Is(err, engine.ErrQueueFull):
-			kind := latency.ErrRateLimited
+			kind := latency.FailRateLimited
 			if s.cfg.QueueFullStatus >= 500 {
-				kind = latency.ErrHTTP5xx
+				kind = latency.FailHTTP5xx
 			}
 			s.refuse(id, s.cfg.QueueFullStatus, kind, err)
 		default: // ErrPromptTooLong, ErrInvalid: serve answers 400
-			s.refuse(id, 400, latency.ErrHTTP4xx, err)
+			s.refuse(id, 400, latency.FailHTTP4xx, err)
 		}
 		return
 	}
@@ -340,7 +340,7 @@ const SplitSource = "simulated"
 
 // refuse answers a request with an error status at now; the client reads
 // it its network latency later.
-func (s *sim) refuse(id int32, status int, kind string, err error) {
+func (s *sim) refuse(id int32, status int, kind latency.ErrorKind, err error) {
 	c := &s.calls[id]
 	rec := c.rec
 	at := s.now + c.net

@@ -379,7 +379,7 @@ func TestAdmissionBoundsWhatReachesTheEngine(t *testing.T) {
 	refused, queued := 0, 0
 	for _, r := range recs {
 		switch {
-		case r.ErrorKind == latency.ErrRateLimited:
+		case r.ErrorKind == latency.FailRateLimited:
 			refused++
 			if r.Status != 429 || !strings.Contains(r.Error, "queue is full") {
 				t.Fatalf("refusal %+v", r)
@@ -424,17 +424,17 @@ func TestEngineQueueBoundAndLengthErrors(t *testing.T) {
 	src := &workload.Synthetic{Chat: true, Input: workload.Uniform{Lo: 100, Hi: 5000}, Output: workload.Fixed(50), Turns: 1, PrefixGroups: 1, Seed: 9}
 	recs, _ := collect(t, Config{Engine: ec, Workload: src, IgnoreEOS: true, QueueFullStatus: 503,
 		Load: workload.Load{Rate: 400, Arrival: workload.Constant, Requests: 300}})
-	kinds := map[string]int{}
+	kinds := map[latency.ErrorKind]int{}
 	for _, r := range recs {
 		kinds[r.ErrorKind]++
-		if r.ErrorKind == latency.ErrHTTP4xx && (r.Status != 400 || !strings.Contains(r.Error, "maximum context length")) {
+		if r.ErrorKind == latency.FailHTTP4xx && (r.Status != 400 || !strings.Contains(r.Error, "maximum context length")) {
 			t.Fatalf("length error %+v", r)
 		}
-		if r.ErrorKind == latency.ErrHTTP5xx && r.Status != 503 {
+		if r.ErrorKind == latency.FailHTTP5xx && r.Status != 503 {
 			t.Fatalf("queue-full error %+v", r)
 		}
 	}
-	if kinds[""] == 0 || kinds[latency.ErrHTTP4xx] == 0 || kinds[latency.ErrHTTP5xx] == 0 {
+	if kinds[""] == 0 || kinds[latency.FailHTTP4xx] == 0 || kinds[latency.FailHTTP5xx] == 0 {
 		t.Errorf("outcomes %v: want successes, 400s (too long) and 503s (queue full)", kinds)
 	}
 }
@@ -468,7 +468,7 @@ func TestAllRefusedClosedLoopStops(t *testing.T) {
 	ec.MaxModelLen = 1000
 	recs, res := collect(t, Config{Engine: ec, Workload: synthetic(10, 2000), IgnoreEOS: true,
 		Load: workload.Load{Concurrency: 2, Duration: time.Minute}})
-	if len(res.Warnings) != 1 || len(recs) < maxSameInstant || recs[0].ErrorKind != latency.ErrHTTP4xx {
+	if len(res.Warnings) != 1 || len(recs) < maxSameInstant || recs[0].ErrorKind != latency.FailHTTP4xx {
 		t.Errorf("%d records, warnings %q", len(recs), res.Warnings)
 	}
 }
