@@ -84,6 +84,9 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 		}
 		w.engine, w.info.Engine, w.info.Config = e, e.Name, e.Config(fams)
 		w.info.TokenCounters = e.TokenCounters(fams)
+		if e.Name == "llamacpp" {
+			w.addProps(ctx)
+		}
 	}
 	s := w.engine.Read(fams)
 	if first {
@@ -93,6 +96,23 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 		KVCacheUsage: s.KVUsage, Preemptions: s.Preemptions, PrefixQueries: s.PrefixQueries,
 		PrefixHits: s.PrefixHits, PrefixHitRate: s.PrefixHitRate, PromptTokens: s.PromptTokens,
 		GenerationTokens: s.GenerationTokens, PromptSeconds: s.PromptSeconds, GenerationSeconds: s.GenerationSeconds})
+}
+
+// addProps adds llama-server's /props (its slots and context, which its
+// /metrics does not expose) to the configuration; a server without it
+// leaves the configuration as it was. Called with mu held, on the first
+// scrape only.
+func (w *serverWatch) addProps(ctx context.Context) {
+	p, err := scrape.Props(ctx, w.client, w.url, w.header)
+	if err != nil {
+		return
+	}
+	if w.info.Config == nil {
+		w.info.Config = map[string]string{}
+	}
+	for k, v := range p {
+		w.info.Config[k] = v
+	}
 }
 
 // run scrapes every interval until ctx ends.
