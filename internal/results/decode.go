@@ -234,95 +234,12 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		if d.s.Null() {
 			return d.nullField(r, k)
 		}
+		for _, group := range [...]func(*latency.Record, []byte) (bool, error){d.instant, d.count, d.ident, d.outcome} {
+			if ok, err := group(r, k); ok {
+				return err
+			}
+		}
 		switch string(k) {
-		case "v":
-			r.Schema, err = d.int()
-		case "id":
-			r.ID, err = d.str()
-		case "seq":
-			r.Seq, err = d.int64()
-		case "server_id":
-			r.ServerID, err = d.str()
-		case "model":
-			r.Model, err = d.strc(scModel)
-		case "stream":
-			r.Stream, err = d.s.Bool()
-		case "warmup":
-			r.Warmup, err = d.s.Bool()
-		case "phase":
-			r.Phase, err = d.strc(scPhase)
-		case "session":
-			r.Session, err = d.int64()
-		case "turn":
-			r.Turn, err = d.int()
-		case "steps":
-			r.Steps, err = d.int()
-		case "tools_parallel":
-			r.ToolsParallel, err = d.s.Bool()
-		case "tools":
-			return errSlow // agent steps: few, read by encoding/json
-		case "intended_ns":
-			r.IntendedNS, err = d.int64()
-		case "sent_ns":
-			r.SentNS, err = d.int64()
-		case "connect_ns":
-			r.ConnectNS, err = d.int64()
-		case "wrote_ns":
-			r.WroteNS, err = d.int64()
-		case "first_byte_ns":
-			r.FirstByteNS, err = d.int64()
-		case "first_reason_ns":
-			r.FirstReasonNS, err = d.int64()
-		case "first_token_ns":
-			r.FirstTokenNS, err = d.int64()
-		case "end_ns":
-			r.EndNS, err = d.int64()
-		case "chunk_ns":
-			r.ChunkNS, err = d.int64s(r.ChunkNS)
-		case "chunk_tokens":
-			r.ChunkTokens, err = d.int32s(r.ChunkTokens)
-		case "other_ns":
-			r.OtherNS, err = d.int64s(r.OtherNS)
-		case "last_event_ns":
-			r.LastEventNS, err = d.int64()
-		case "input_tokens":
-			r.InputTokens, err = d.int()
-		case "input_tokens_requested":
-			r.InputTokensRequested, err = d.int()
-		case "output_tokens":
-			r.OutputTokens, err = d.int()
-		case "reasoning_tokens":
-			r.ReasoningTokens, err = d.int()
-		case "cached_tokens":
-			r.CachedTokens, err = d.int()
-		case "shared_prefix_tokens":
-			r.SharedPrefixTokens, err = d.int()
-		case "prefix_blocks":
-			r.PrefixBlocks, err = d.int64s(r.PrefixBlocks)
-		case "prefix_block_tokens":
-			r.PrefixBlockTokens, err = d.int()
-		case "input_source":
-			r.InputSource, err = d.strc(scInputSource)
-		case "output_source":
-			r.OutputSource, err = d.strc(scOutputSource)
-		case "finish_reason":
-			r.FinishReason, err = d.strc(scFinish)
-		case "status":
-			r.Status, err = d.int()
-		case "resent":
-			r.Resent, err = d.int()
-		case "error_kind":
-			var k string
-			k, err = d.strc(scErrorKind)
-			r.ErrorKind = latency.ErrorKind(k)
-		case "error":
-			r.Error, err = d.str()
-		case "gateway_ns":
-			r.GatewayNS, err = d.int64()
-		case "trace_id":
-			r.TraceID, err = d.str()
-		case "max_tokens":
-			r.MaxTokens, err = d.int()
 		case "timing":
 			if seenTiming { // encoding/json would decode into the first's elements
 				return errSlow
@@ -347,33 +264,7 @@ func (d *fastDecoder) record(r *latency.Record) error {
 				*spare = latency.ServerSplit{}
 				r.Server, spare = spare, nil
 			}
-			s := r.Server
-			err = d.object(func(k []byte) error {
-				var err error
-				switch string(k) {
-				case "queue_ns":
-					s.QueueNS, err = d.int64()
-				case "prefill_ns":
-					s.PrefillNS, err = d.int64()
-				case "decode_ns":
-					s.DecodeNS, err = d.int64()
-				case "load_ns":
-					s.LoadNS, err = d.int64()
-				case "source":
-					s.Source, err = d.strc(scServerSource)
-				case "engine":
-					s.Engine, err = d.strc(scServerEngine)
-				case "unreported":
-					s.Unreported, err = d.strs()
-				case "derived":
-					s.Derived, err = d.strs()
-				case "first_scheduled_unix_ns":
-					s.FirstScheduledUnixNS, err = d.int64()
-				default:
-					return errSlow
-				}
-				return err
-			})
+			err = d.server(r.Server)
 		default:
 			for _, name := range recordKeys {
 				if strings.EqualFold(name, string(k)) {
@@ -389,6 +280,166 @@ func (d *fastDecoder) record(r *latency.Record) error {
 		return err
 	}
 	return d.s.End()
+}
+
+// ident reads the keys that say which request a record is: its ids, model,
+// stream flag, phase, session and agent step, trace and the gateway's total.
+// ok is false for a key of another group.
+func (d *fastDecoder) ident(r *latency.Record, k []byte) (ok bool, err error) {
+	switch string(k) {
+	case "v":
+		r.Schema, err = d.int()
+	case "id":
+		r.ID, err = d.str()
+	case "seq":
+		r.Seq, err = d.int64()
+	case "server_id":
+		r.ServerID, err = d.str()
+	case "model":
+		r.Model, err = d.strc(scModel)
+	case "stream":
+		r.Stream, err = d.s.Bool()
+	case "warmup":
+		r.Warmup, err = d.s.Bool()
+	case "phase":
+		r.Phase, err = d.strc(scPhase)
+	case "session":
+		r.Session, err = d.int64()
+	case "turn":
+		r.Turn, err = d.int()
+	case "steps":
+		r.Steps, err = d.int()
+	case "tools_parallel":
+		r.ToolsParallel, err = d.s.Bool()
+	case "tools":
+		return true, errSlow // agent steps: few, read by encoding/json
+	case "gateway_ns":
+		r.GatewayNS, err = d.int64()
+	case "trace_id":
+		r.TraceID, err = d.str()
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// instant reads the keys of the request's instants, chunk arrivals included.
+// ok is false for a key of another group.
+func (d *fastDecoder) instant(r *latency.Record, k []byte) (ok bool, err error) {
+	switch string(k) {
+	case "intended_ns":
+		r.IntendedNS, err = d.int64()
+	case "sent_ns":
+		r.SentNS, err = d.int64()
+	case "connect_ns":
+		r.ConnectNS, err = d.int64()
+	case "wrote_ns":
+		r.WroteNS, err = d.int64()
+	case "first_byte_ns":
+		r.FirstByteNS, err = d.int64()
+	case "first_reason_ns":
+		r.FirstReasonNS, err = d.int64()
+	case "first_token_ns":
+		r.FirstTokenNS, err = d.int64()
+	case "end_ns":
+		r.EndNS, err = d.int64()
+	case "chunk_ns":
+		r.ChunkNS, err = d.int64s(r.ChunkNS)
+	case "chunk_tokens":
+		r.ChunkTokens, err = d.int32s(r.ChunkTokens)
+	case "other_ns":
+		r.OtherNS, err = d.int64s(r.OtherNS)
+	case "last_event_ns":
+		r.LastEventNS, err = d.int64()
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// count reads the keys of the request's token counts and prefix blocks.
+// ok is false for a key of another group.
+func (d *fastDecoder) count(r *latency.Record, k []byte) (ok bool, err error) {
+	switch string(k) {
+	case "input_tokens":
+		r.InputTokens, err = d.int()
+	case "input_tokens_requested":
+		r.InputTokensRequested, err = d.int()
+	case "output_tokens":
+		r.OutputTokens, err = d.int()
+	case "reasoning_tokens":
+		r.ReasoningTokens, err = d.int()
+	case "cached_tokens":
+		r.CachedTokens, err = d.int()
+	case "shared_prefix_tokens":
+		r.SharedPrefixTokens, err = d.int()
+	case "prefix_blocks":
+		r.PrefixBlocks, err = d.int64s(r.PrefixBlocks)
+	case "prefix_block_tokens":
+		r.PrefixBlockTokens, err = d.int()
+	case "max_tokens":
+		r.MaxTokens, err = d.int()
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// outcome reads the keys of how the request ended: its counts' sources,
+// finish reason, status, resends and error.
+// ok is false for a key of another group.
+func (d *fastDecoder) outcome(r *latency.Record, k []byte) (ok bool, err error) {
+	switch string(k) {
+	case "input_source":
+		r.InputSource, err = d.strc(scInputSource)
+	case "output_source":
+		r.OutputSource, err = d.strc(scOutputSource)
+	case "finish_reason":
+		r.FinishReason, err = d.strc(scFinish)
+	case "status":
+		r.Status, err = d.int()
+	case "resent":
+		r.Resent, err = d.int()
+	case "error_kind":
+		var k string
+		k, err = d.strc(scErrorKind)
+		r.ErrorKind = latency.ErrorKind(k)
+	case "error":
+		r.Error, err = d.str()
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// server reads the server's split into s.
+func (d *fastDecoder) server(s *latency.ServerSplit) error {
+	return d.object(func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "queue_ns":
+			s.QueueNS, err = d.int64()
+		case "prefill_ns":
+			s.PrefillNS, err = d.int64()
+		case "decode_ns":
+			s.DecodeNS, err = d.int64()
+		case "load_ns":
+			s.LoadNS, err = d.int64()
+		case "source":
+			s.Source, err = d.strc(scServerSource)
+		case "engine":
+			s.Engine, err = d.strc(scServerEngine)
+		case "unreported":
+			s.Unreported, err = d.strs()
+		case "derived":
+			s.Derived, err = d.strs()
+		case "first_scheduled_unix_ns":
+			s.FirstScheduledUnixNS, err = d.int64()
+		default:
+			return errSlow
+		}
+		return err
+	})
 }
 
 // nullField handles "key": null, which leaves a field as it is except for

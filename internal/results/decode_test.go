@@ -228,3 +228,24 @@ func fill(v reflect.Value, skip map[string]bool) {
 	}
 	set(v)
 }
+
+// BenchmarkDecodeRecord decodes requests.jsonl lines as bench writes them
+// (streamed answers of 16–215 one-token chunks with the server's split).
+func BenchmarkDecodeRecord(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	lines := make([][]byte, 64)
+	size := 0
+	for i := range lines {
+		lines[i] = benchLine(i, rng)
+		size += len(lines[i])
+	}
+	b.SetBytes(int64(size / len(lines)))
+	b.ReportAllocs()
+	var d Decoder
+	var r latency.Record
+	for i := 0; b.Loop(); i++ {
+		if err := d.Decode(lines[i%len(lines)], &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
