@@ -107,7 +107,7 @@ func (o verifyOutput) Write(w io.Writer) error { return o.r.Write(w, o.format) }
 // verifyConfig reads both folders, rebuilds BEFORE's twin (and AFTER's
 // workload, for a change of load) and parses --applied.
 func verifyConfig(before, after string, v verifyFlags, profile, gpuFile string, slos []latency.SLO) (verify.Config, error) {
-	cfg := verify.Config{SLOs: slos, Draws: v.draws, Now: time.Now}
+	cfg := verify.Config{SLOs: slos, Draws: v.draws}
 	var err error
 	for _, p := range []struct {
 		dir string

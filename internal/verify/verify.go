@@ -40,8 +40,6 @@ type Config struct {
 	SLOs []latency.SLO
 	// Draws is how many seeds the twin is run over (at least 2).
 	Draws int
-	// Now stamps the ledger's entry.
-	Now func() time.Time
 }
 
 // Result is a verify's answer.
