@@ -135,11 +135,15 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	}
 	cfg := engine.Config{MaxModelLen: p.Input + p.Output}
 	fam, ok := engine.FamilyOf(p.Engine)
+	if ok && !nimRow(p) {
+		fam = familyRelease(fam, p.EngineVersion)
+		cfg.PromptFitsStep, cfg.GuaranteedNoEvict = fam.Scheduler.PromptFitsStep, fam.Scheduler.GuaranteedNoEvict
+	}
 	if ok {
 		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = fam.BatchLimits(g.MemoryBytes)
 		cfg.DisableChunkedPrefill, cfg.EnablePrefixCaching = !fam.Scheduler.EnableChunkedPrefill, fam.Scheduler.EnablePrefixCaching
 	}
-	trtllm := ok && fam.Name == "trtllm"
+	trtllm := ok && fam.Name == "trtllm" && nimRow(p)
 	if trtllm {
 		cfg.MaxNumBatchedTokens = max(nimMaxNumTokens, cfg.MaxModelLen)
 	}
@@ -275,13 +279,35 @@ const (
 const nimIntake = 2 * time.Millisecond
 
 // intakeOf is the server intake Predict gives a row's closed loop:
-// nimIntake for the TensorRT-LLM family's rows (NIM's front end), none
-// for others (no row measured it).
+// nimIntake for NIM's rows (its front end), none for others (no row
+// measured it).
 func intakeOf(p PublicRow) time.Duration {
-	if fam, ok := engine.FamilyOf(p.Engine); ok && fam.Name == "trtllm" {
+	if nimRow(p) {
 		return nimIntake
 	}
 	return 0
+}
+
+// nimRow reports a row of NVIDIA NIM, whose 2024 TensorRT-LLM engines
+// Predict runs with their own step budget, admission bound and intake
+// (EngineFor); other rows run their family's release as --engine does.
+func nimRow(p PublicRow) bool {
+	if fam, ok := engine.FamilyOf(p.Engine); !ok || fam.Name != "trtllm" {
+		return false
+	}
+	return strings.Contains(strings.ToUpper(p.Engine+" "+p.EngineVersion), "NIM")
+}
+
+// familyRelease is fam at the row's engine release where it names one
+// (engine.LookupFamily's name@version), else fam's default.
+func familyRelease(fam engine.Family, version string) engine.Family {
+	if version == "" {
+		return fam
+	}
+	if f, err := engine.LookupFamily(fam.Name + "@" + strings.TrimPrefix(version, "v")); err == nil {
+		return f
+	}
+	return fam
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

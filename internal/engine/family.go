@@ -214,8 +214,8 @@ func parseVersion(s string) ([]int, error) {
 			digits++
 		}
 		if digits == 0 {
-			if part == "x" || part == "*" {
-				break
+			if len(out) > 0 || part == "x" || part == "*" {
+				break // a suffix (0.5.3.post3) or a wildcard (0.x)
 			}
 			return nil, fmt.Errorf("version %q: want numbers separated by dots", s)
 		}
