@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 )
@@ -92,6 +93,8 @@ cannot be written (docs/cli.md).`,
 // (simulate). The names are the gateway configuration's keys.
 func bindDeploymentFlags(g *flagGroup, o *simulate.Options) {
 	bindReplicaFlags(g, &o.Replicas, &o.Balancer)
+	g.intVar(&o.PrefillReplicas, "prefill-replicas", "disaggregate: prefill replicas in front of the --replicas, which then decode (0: aggregated)")
+	g.stringVar(&o.KVLink, "kv-link", "disaggregated: the link the KV cache is pulled over: "+strings.Join(perfmodel.LinkNames(), ", "))
 	g.stringVar(&o.LengthPools, "length-pools", `length pools "MAX:N,…": inputs up to MAX tokens go to a pool of N replicas, "*" the rest, e.g. 2048:6,*:2`)
 	g.intVar(&o.PrefixBytes, "prefix-bytes", "how many bytes of a prompt prefix_affinity hashes")
 	g.durationVar(&o.ScrapeInterval, "scrape-interval", "how often the router reads each replica's queue (queue_aware; the adaptive limit's hint); default 1s for queue_aware")

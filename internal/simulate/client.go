@@ -30,13 +30,18 @@ type call struct {
 	blocks   []int64 // its prompt's leading blocks (Record.PrefixBlocks), of blockLen tokens
 	blockLen int
 
-	pool     *pool
-	replica  *replica
-	waiting  *route.Ticket[int32] // in the admission queue
-	deadline int64                // when its wait expires (early reject)
-	routerAt int64                // reached the router
-	admitAt  int64                // left the admission queue
-	first    bool                 // its first token was seen
+	pool    *pool
+	replica *replica
+	// A disaggregated deployment's prefill half: its replica, and its
+	// timeline once done (prefilled).
+	pre       *replica
+	preTL     engine.Timeline
+	prefilled bool
+	waiting   *route.Ticket[int32] // in the admission queue
+	deadline  int64                // when its wait expires (early reject)
+	routerAt  int64                // reached the router
+	admitAt   int64                // left the admission queue
+	first     bool                 // its first token was seen
 	// Token instants: a run of nChunks one-token events at the replica's
 	// step ends from chunkFrom, until explicit (see chunk).
 	chunkFrom int64

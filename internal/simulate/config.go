@@ -26,6 +26,14 @@ type Config struct {
 	// goes to the first pool whose MaxInputTokens bounds its input (the
 	// gateway's length_pools).
 	Pools []Pool
+	// PrefillReplicas, when positive, disaggregates the deployment, as the
+	// gateway's prefill_pool does: each request is first prefilled (one
+	// output token) on one of these replicas, picked by Balancer, then
+	// decoded on the Replicas (Pools) as a remote prefill, its KV cache
+	// pulled over Engine.KVLink (docs/simulate.md, "Disaggregated prefill
+	// and decode"). PrefillEngine is theirs; nil: Engine.
+	PrefillReplicas int
+	PrefillEngine   *engine.Config
 	// Balancer picks a replica within a pool: one of route.Names (default
 	// least_outstanding, the gateway's).
 	Balancer string
@@ -188,6 +196,10 @@ func (c Config) validate() error {
 	switch {
 	case c.Replicas < 1:
 		return field.Invalid("replicas", c.Replicas, "must be at least 1")
+	case c.PrefillReplicas < 0:
+		return field.Invalid("prefill_replicas", c.PrefillReplicas, "must not be negative")
+	case c.PrefillReplicas > 0 && c.Engine.KVLink.BytesPerSecond <= 0:
+		return field.Errorf("kv_link", "a disaggregated deployment ({prefill_replicas} %d) needs a KV link", c.PrefillReplicas)
 	case c.Slack < 0:
 		return field.Invalid("prefix_slack", c.Slack, "must not be negative")
 	case c.PrefixBytes < 0:
@@ -211,6 +223,11 @@ func (c Config) validate() error {
 	}
 	if _, err := route.New[*call, *replica](c.Balancer, route.Options{Now: func() time.Time { return time.Time{} }}); err != nil {
 		return field.Invalid("balancer", c.Balancer, "want one of %s", strings.Join(route.Names, ", "))
+	}
+	if c.PrefillEngine != nil {
+		if err := c.PrefillEngine.WithDefaults().Validate(); err != nil {
+			return field.Wrap("prefill_engine", err)
+		}
 	}
 	if len(c.Pools) > 0 {
 		sum := 0

@@ -13,6 +13,7 @@ const (
 	evResponse              // a response's end (or error) reaches the client
 	evExpire                // a queued request's TTFT deadline
 	evStart                 // a closed-loop worker's start (ramp-up)
+	evWake                  // an idle replica's KV transfer ends
 )
 
 type event struct {

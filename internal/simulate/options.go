@@ -8,6 +8,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -33,13 +34,19 @@ type Options struct {
 	ServedModelName string // served_model_name: the model named in the records
 	QueueFullStatus int    // queue_full_status: 429 or 503 for --max-waiting
 
-	Replicas       int           // replicas
-	Force          bool          // force: run over Preflight's bounds
-	Balancer       string        // balancer: route.Names
-	LengthPools    string        // length_pools: ParsePools
-	PrefixBytes    int           // prefix_bytes: text hashed by prefix_affinity
-	ScrapeInterval time.Duration // scrape_interval
-	NetworkLatency time.Duration // network_latency: one way, client–router
+	Replicas int // replicas (a disaggregated deployment's decode replicas)
+	// PrefillReplicas (prefill_replicas), when positive, disaggregates the
+	// deployment: that many prefill replicas in front of the Replicas,
+	// the KV cache pulled over KVLink (kv_link: perfmodel.LookupLink;
+	// empty: perfmodel.DefaultLink).
+	PrefillReplicas int
+	KVLink          string
+	Force           bool          // force: run over Preflight's bounds
+	Balancer        string        // balancer: route.Names
+	LengthPools     string        // length_pools: ParsePools
+	PrefixBytes     int           // prefix_bytes: text hashed by prefix_affinity
+	ScrapeInterval  time.Duration // scrape_interval
+	NetworkLatency  time.Duration // network_latency: one way, client–router
 
 	Queue        QueueOptions
 	DeadlineTTFT time.Duration // deadline_ttft
@@ -127,6 +134,16 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 		QueueFullStatus: o.QueueFullStatus,
 		Workload:        src, Load: l, IgnoreEOS: ignoreEOS, Model: model, Steps: o.Steps,
 		SampleInterval: SampleInterval, Force: o.Force,
+	}
+	if o.PrefillReplicas != 0 {
+		name := o.KVLink
+		if name == "" {
+			name = perfmodel.DefaultLink
+		}
+		if cfg.Engine.KVLink, err = perfmodel.LookupLink(name); err != nil {
+			return cfg, out, field.Invalid("kv_link", o.KVLink, "%w", err)
+		}
+		cfg.PrefillReplicas = o.PrefillReplicas
 	}
 	if err := o.admission(&cfg); err != nil {
 		return cfg, out, err

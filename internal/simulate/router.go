@@ -27,6 +27,10 @@ type replica struct {
 	// The figures of the last scrape.
 	waiting, kvUsage float64
 	scrapedAt        time.Time
+	// prefill: one of Config.PrefillReplicas; wakeAt the pending evWake's
+	// instant (-1: none).
+	prefill bool
+	wakeAt  int64
 }
 
 // Name implements route.Replica.
@@ -117,9 +121,14 @@ func (s *sim) drainAdmitted() {
 // dispatch sends an admitted request to the replica the balancer picks.
 func (s *sim) dispatch(id int32) {
 	c := &s.calls[id]
+	if s.prefill != nil && !c.prefilled {
+		s.dispatchPrefill(id)
+		return
+	}
 	r := c.pool.balancer.Pick(c, c.pool.replicas)
 	c.replica = r
 	s.res.Replicas[r.index].Requests++
+	c.req.RemotePrefill = s.prefill != nil
 	if _, err := r.v.Submit(time.Duration(s.now), int(id), &c.req); err != nil {
 		if adm := c.pool.adm; adm != nil {
 			if errors.Is(err, engine.ErrQueueFull) {
@@ -152,6 +161,10 @@ func (s *sim) dispatch(id int32) {
 // stepEnd applies a replica's step: tokens stream to their clients,
 // finished requests free their replica and admission slots.
 func (s *sim) stepEnd(r *replica) {
+	if r.prefill {
+		s.prefillEnd(r)
+		return
+	}
 	outs := r.v.Finish()
 	step := r.stepBase + int64(len(r.stepEnds))
 	if !s.cfg.NoTokenTimes {
@@ -281,13 +294,21 @@ func (s *sim) finish(c *call, tl engine.Timeline, at int64) {
 		splitReasoning(rec, tl.ReasoningTokens)
 	}
 	rec.FinishReason = string(tl.Finish)
-	sp := c.split
-	if sp == nil {
-		sp = new(latency.ServerSplit)
+	if c.prefilled {
+		// Disaggregated: the two instances' stages, as the gateway passes
+		// them on (no single server split).
+		rec.Timing = pdTiming(rec.Timing, c.preTL, tl)
+		rec.InputTokens = c.preTL.PromptTokens
+		rec.CachedTokens = c.preTL.CachedTokens
+	} else {
+		sp := c.split
+		if sp == nil {
+			sp = new(latency.ServerSplit)
+		}
+		*sp = latency.ServerSplit{QueueNS: int64(tl.Queue()), PrefillNS: int64(tl.Prefill()),
+			DecodeNS: int64(tl.Decode()), Source: SplitSource}
+		rec.Server = sp
 	}
-	*sp = latency.ServerSplit{QueueNS: int64(tl.Queue()), PrefillNS: int64(tl.Prefill()),
-		DecodeNS: int64(tl.Decode()), Source: SplitSource}
-	rec.Server = sp
 	if c.pool.adm != nil {
 		rec.GatewayNS = c.admitAt - c.routerAt
 	}

@@ -21,6 +21,7 @@ type sim struct {
 
 	replicas []*replica
 	pools    []*pool
+	prefill  *pool      // a disaggregated deployment's prefill replicas; nil: none
 	dirty    []*replica // given work at this instant
 
 	calls []call
@@ -133,7 +134,7 @@ func (s *sim) build() error {
 			if len(s.cfg.ReplicaNames) > 0 {
 				name = s.cfg.ReplicaNames[i]
 			}
-			r := &replica{index: i, name: name, pool: p, v: v}
+			r := &replica{index: i, name: name, pool: p, v: v, wakeAt: -1}
 			s.replicas = append(s.replicas, r)
 			p.replicas = append(p.replicas, r)
 			s.res.Replicas = append(s.res.Replicas, ReplicaResult{Name: r.name, Pool: pi})
@@ -141,7 +142,7 @@ func (s *sim) build() error {
 		p.hint = route.WaitingHint(p.replicas, 3*s.cfg.ScrapeInterval)
 		s.pools = append(s.pools, p)
 	}
-	return nil
+	return s.buildPrefill()
 }
 
 // loop runs events until none is left.
@@ -206,6 +207,10 @@ func (s *sim) handle(e event) {
 		s.respond(e.id)
 	case evExpire:
 		s.expire(e.id)
+	case evWake:
+		r := s.replicas[e.id]
+		r.wakeAt = -1
+		s.startStep(r)
 	case evStart:
 		if s.load.RampFirstToken {
 			s.rampWait = e.id
@@ -227,8 +232,17 @@ func (s *sim) startSteps() {
 // startStep starts r's next step at now if it is idle and has work, and
 // reports whether it did.
 func (s *sim) startStep(r *replica) bool {
+	if _, busy := r.v.Busy(); busy {
+		return false
+	}
 	end, ok := r.v.Start(time.Duration(s.now))
 	if !ok {
+		// Idle with only KV transfers in flight: it has work once the
+		// first ends (a serving engine's loop wakes then).
+		if at, ok := r.v.NextReady(); ok && int64(at) > s.now && int64(at) != r.wakeAt {
+			r.wakeAt = int64(at)
+			s.ev.push(r.wakeAt, evWake, int32(r.index))
+		}
 		return false
 	}
 	if s.cfg.Steps {
