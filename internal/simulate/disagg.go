@@ -58,9 +58,9 @@ func (s *sim) dispatchPrefill(id int32) {
 			adm.Release(time.Duration(s.now - c.admitAt))
 		}
 		if errors.Is(err, engine.ErrQueueFull) {
-			s.refuse(id, s.cfg.QueueFullStatus, latency.ErrRateLimited, err)
+			s.refuse(id, s.cfg.QueueFullStatus, latency.FailRateLimited, err)
 		} else {
-			s.refuse(id, 400, latency.ErrHTTP4xx, err)
+			s.refuse(id, 400, latency.FailHTTP4xx, err)
 		}
 		return
 	}
