@@ -281,7 +281,7 @@ type verifyFlags struct {
 // bindVerifyFlags binds verify's flags: the levers applied by hand, the
 // ledger, and the twin's draws.
 func bindVerifyFlags(g *flagGroup, v *verifyFlags) {
-	g.stringArrayVar(&v.applied, "applied", "a change the runs' evidence cannot show, LEVER=VALUE (a what-if lever or its setting: max-num-seqs=4, enable_prefix_caching=true); repeatable")
+	g.stringArrayVar(&v.applied, "applied", "a change the runs' evidence cannot show, LEVER=VALUE (a what-if lever or its setting: max-num-seqs=4, enable_prefix_caching=true), or LEVER=FROM:TO where the first run's value is not in its evidence either (max-num-seqs=2:4); repeatable")
 	g.stringVar(&v.ledger, "ledger", "append this verify to the ledger FILE (JSONL); alone, without runs: summarise the twin's track record per lever")
 	g.intVar(&v.draws, "draws", "seeds the twin is run over for each prediction's interval (at least 2)")
 }

@@ -29,6 +29,9 @@ type Change struct {
 	// Modeled says the twin re-simulates it; Why says why not.
 	Modeled bool   `json:"modeled"`
 	Why     string `json:"why,omitempty"`
+	// BeforeApplied says Before came from --applied FROM:TO and is set on
+	// the first run's twin too.
+	BeforeApplied bool `json:"before_applied,omitempty"`
 }
 
 // String is the change in one line: "max_num_seqs: 2 → 4 (server)".
@@ -279,12 +282,20 @@ func sortedUnion(a, b map[string]string) []string {
 }
 
 // ParseApplied reads --applied LEVER=VALUE (a lever's name, or the
-// setting's: max-num-seqs=4, max_num_seqs=4).
+// setting's: max-num-seqs=4, max_num_seqs=4), or LEVER=FROM:TO when the
+// first run's value is not in its evidence either (max-num-seqs=2:4):
+// FROM is then the first run's twin's.
 func ParseApplied(s string) (Change, error) {
 	k, v, ok := strings.Cut(strings.TrimSpace(s), "=")
 	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-	if !ok || k == "" || v == "" {
-		return Change{}, field.Invalid("applied", s, "want LEVER=VALUE, e.g. max-num-seqs=4")
+	from, to, both := strings.Cut(v, ":")
+	if both {
+		from, v = strings.TrimSpace(from), strings.TrimSpace(to)
+	} else {
+		from = ""
+	}
+	if !ok || k == "" || v == "" || both && from == "" {
+		return Change{}, field.Invalid("applied", s, "want LEVER=VALUE or LEVER=FROM:TO, e.g. max-num-seqs=4 or max-num-seqs=2:4")
 	}
 	st, found := settingByKey(k)
 	if !found {
@@ -295,10 +306,30 @@ func ParseApplied(s string) (Change, error) {
 		return Change{}, field.Invalid("applied", s, "unknown lever %q (known: %s)", k, strings.Join(names, ", "))
 	}
 	var probe capacity.Deployment
-	if err := st.apply(&probe, v); err != nil {
-		return Change{}, field.Invalid("applied", s, "%v", err)
+	for _, x := range []string{from, v} {
+		if x == "" {
+			continue
+		}
+		if err := st.apply(&probe, x); err != nil {
+			return Change{}, field.Invalid("applied", s, "%v", err)
+		}
 	}
-	return Change{Lever: st.lever, Setting: st.key, After: v, Source: "applied", Modeled: true}, nil
+	return Change{Lever: st.lever, Setting: st.key, Before: from, After: v, Source: "applied", Modeled: true, BeforeApplied: both}, nil
+}
+
+// applyBefore sets on the first run's twin the first values --applied
+// gives (LEVER=FROM:TO).
+func applyBefore(d *capacity.Deployment, cs []Change) error {
+	for _, c := range cs {
+		if !c.BeforeApplied {
+			continue
+		}
+		s, _ := settingByKey(c.Setting)
+		if err := s.apply(d, c.Before); err != nil {
+			return field.Invalid(c.Setting, c.Before, "%v", err)
+		}
+	}
+	return nil
 }
 
 // apply sets the modelled engine and deployment changes on d.
@@ -330,6 +361,9 @@ func merge(found, applied []Change) ([]Change, []string) {
 		if out[i].After != a.After {
 			notes = append(notes, fmt.Sprintf("--applied %s=%s overrides the evidence's %s", a.Setting, a.After, out[i].String()))
 			out[i].After, out[i].Source, out[i].Modeled = a.After, "applied", true
+			if a.BeforeApplied {
+				out[i].Before, out[i].BeforeApplied = a.Before, true
+			}
 		}
 	}
 	return out, notes

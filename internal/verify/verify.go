@@ -164,6 +164,9 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{Before: cfg.Before.Dir, After: cfg.After.Dir, Changes: changes, Basis: cfg.Twin.Basis,
 		Draws: cfg.Draws, Method: Method, Notes: notes}
+	if err := applyBefore(&cfg.Twin.Deployment, changes); err != nil {
+		return nil, err
+	}
 	d := cfg.Twin.Deployment
 	if err := apply(&d, changes); err != nil {
 		return nil, err

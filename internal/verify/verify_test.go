@@ -107,6 +107,9 @@ func TestParseApplied(t *testing.T) {
 		{"prefix-caching=maybe", "", "not true or false"},
 		{"warp-drive=on", "", `unknown lever "warp-drive"`},
 		{"gpu-memory-utilization=1.5", "", "fraction"},
+		{"max-num-seqs=2:4", "max_num_seqs", ""},
+		{"max-num-seqs=:4", "", "FROM:TO"},
+		{"max-num-seqs=x:4", "", "not a non-negative integer"},
 	} {
 		c, err := ParseApplied(tt.in)
 		switch {
@@ -118,9 +121,27 @@ func TestParseApplied(t *testing.T) {
 	}
 }
 
+func TestAppliedFromTo(t *testing.T) {
+	c, err := ParseApplied("max-num-seqs=2:4")
+	if err != nil || c.Before != "2" || c.After != "4" || !c.BeforeApplied {
+		t.Fatalf("ParseApplied: %+v, %v", c, err)
+	}
+	var before capacity.Deployment
+	if err := applyBefore(&before, []Change{c}); err != nil || before.Engine.MaxNumSeqs != 2 {
+		t.Fatalf("applyBefore: %+v, %v", before.Engine, err)
+	}
+	after := before
+	if err := apply(&after, []Change{c}); err != nil || after.Engine.MaxNumSeqs != 4 {
+		t.Fatalf("apply: %+v, %v", after.Engine, err)
+	}
+}
+
 func TestApplyAndMerge(t *testing.T) {
 	found := []Change{{Lever: "max-num-seqs", Setting: "max_num_seqs", Before: "2", After: "4", Source: "server", Modeled: true}}
 	applied, _ := ParseApplied("max-num-seqs=6")
+	if applied.Before != "" || applied.BeforeApplied {
+		t.Fatalf("LEVER=VALUE sets no first value: %+v", applied)
+	}
 	budget, _ := ParseApplied("token-budget=1024")
 	cs, notes := merge(found, []Change{applied, budget})
 	if len(cs) != 2 || cs[0].After != "6" || len(notes) != 1 {
