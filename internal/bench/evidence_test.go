@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -18,9 +19,15 @@ import (
 // runSlots runs a closed loop of workers against a slot stand-in.
 func runSlots(t *testing.T, e *openaitest.SlotEngine, workers, requests int, mode string) (*Result, string) {
 	t.Helper()
+	return runURL(t, e.URL(), workers, requests, mode)
+}
+
+// runURL runs a closed loop of workers against the server at url.
+func runURL(t *testing.T, url string, workers, requests int, mode string) (*Result, string) {
+	t.Helper()
 	var out bytes.Buffer
 	cfg := Config{
-		Target: Target{BaseURL: e.URL(), Endpoint: EndpointChat, Model: "stand-in", Stream: true, ServerMetrics: mode,
+		Target: Target{BaseURL: url, Endpoint: EndpointChat, Model: "stand-in", Stream: true, ServerMetrics: mode,
 			Timeout: time.Minute},
 		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(16), Output: workload.Fixed(8), Turns: 1, Seed: 1},
 		Load:     workload.Load{Concurrency: workers, Requests: requests},
@@ -134,6 +141,40 @@ func TestDiagnosisWithoutASplit(t *testing.T) {
 				t.Errorf("no queueing finding: %+v", res.Report.Findings)
 			case f.Title != c.title || !strings.Contains(f.Evidence, c.says) || !strings.Contains(f.Evidence, "is unknown"):
 				t.Errorf("finding %q: %s\nwant %q saying %q and that the split is unknown", f.Title, f.Evidence, c.title, c.says)
+			}
+		})
+	}
+}
+
+// TestEngineDecodeBehindTheGateway: behind tokentrace's gateway the
+// engine's own decode (llama.cpp's predicted_ms, vLLM's
+// generation_time_ms) stays the server's decode in the path — not the
+// gateway→server link's stream tail — and no "outside the model" finding
+// fires; the queue and prefill are the same as read directly.
+func TestEngineDecodeBehindTheGateway(t *testing.T) {
+	for _, d := range []string{openaitest.DialectLlamaCpp, openaitest.DialectVLLM} {
+		t.Run(d, func(t *testing.T) {
+			e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: d, Slots: 2, Prefill: 20 * time.Millisecond,
+				PerToken: 3 * time.Millisecond, Tokens: 16, Evidence: true, Metrics: true})
+			gw, _ := gatewaytest.Start(t, gatewaytest.OnePool(e.URL(), d))
+			res, _ := runURL(t, gw, 4, 24, ServerMetricsVLLM)
+			if f := finding(res.Report, "outside-model"); f != nil {
+				t.Errorf("a finding blames the outside of the model: %s", f.Evidence)
+			}
+			var decode, tail float64
+			for _, g := range res.Report.Decomposition.Groups {
+				for _, st := range g.Stages {
+					switch {
+					case st.Hop == string(latency.HopServer) && st.Stage == string(latency.StageDecode):
+						decode += st.MeanMS
+					case st.Stage == string(latency.StageStreamTail):
+						tail += st.MeanMS
+					}
+				}
+			}
+			// 15 tokens 3 ms apart: about 45 ms of decode a request.
+			if decode < 3*40 || tail > decode/10 {
+				t.Errorf("server decode %.1f ms, stream tails %.1f ms over the groups: the engine's decode is not the server's", decode, tail)
 			}
 		})
 	}

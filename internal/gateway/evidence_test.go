@@ -21,7 +21,11 @@ import (
 const (
 	llamaTimings   = `"timings":{"cache_n":0,"prompt_n":34,"prompt_ms":6.25,"prompt_per_token_ms":0.18,"predicted_n":2,"predicted_ms":2.5}`
 	llamaLastChunk = `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}],` + llamaTimings + "}\n\n"
-	llamaWhole     = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"length"}],` +
+	// vLLM's final usage chunk with its merged per-request metrics
+	// (latency/testdata/engines/vllm-stream.sse).
+	vllmUsageChunk = `data: {"id":"x","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":42,"total_tokens":44,"completion_tokens":2},` +
+		`"metrics":{"time_to_first_token_ms":31.75,"generation_time_ms":9.5,"queue_time_ms":118.25,"mean_itl_ms":9.5,"tokens_per_second":48.6}}` + "\n\n"
+	llamaWhole = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"length"}],` +
 		`"usage":{"prompt_tokens":34,"completion_tokens":2,"total_tokens":36},` + llamaTimings + "}"
 	tgiWhole = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],` +
 		`"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
@@ -70,8 +74,12 @@ func TestEngineEvidenceInTheGatewaysSplit(t *testing.T) {
 		absent []latency.TimingName
 	}{
 		{"llama.cpp, streamed", true, roleChunk + textChunk + textChunk + llamaLastChunk + doneEvent, nil,
-			map[latency.TimingName]time.Duration{latency.TimingPrefill: 6250 * time.Microsecond},
-			[]latency.TimingName{latency.TimingServerQueue, latency.TimingNetwork, latency.TimingServerDecode}},
+			map[latency.TimingName]time.Duration{latency.TimingPrefill: 6250 * time.Microsecond, latency.TimingServerDecode: 2500 * time.Microsecond},
+			[]latency.TimingName{latency.TimingServerQueue, latency.TimingNetwork}},
+		{"vLLM's merged metrics, streamed", true, roleChunk + textChunk + stopChunk + vllmUsageChunk + doneEvent, nil,
+			map[latency.TimingName]time.Duration{latency.TimingServerQueue: 118250 * time.Microsecond,
+				latency.TimingPrefill: 31750 * time.Microsecond, latency.TimingServerDecode: 9500 * time.Microsecond},
+			nil},
 		{"llama.cpp, whole", false, llamaWhole, nil,
 			map[latency.TimingName]time.Duration{latency.TimingPrefill: 6250 * time.Microsecond, latency.TimingServerDecode: 2500 * time.Microsecond},
 			[]latency.TimingName{latency.TimingServerQueue, latency.TimingNetwork}},

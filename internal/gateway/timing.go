@@ -195,7 +195,11 @@ func (t *timeline) appendTrailerTiming(b []byte, s stageDurations) []byte {
 		if sp.hasNetwork {
 			b = appendTiming(b, latency.TimingNetwork, sp.network)
 		}
-		if t.whole && !t.splitForwarded && t.reports(latency.SplitDecode) {
+		// The engine's decode, from its own evidence: inside upstream_ttft
+		// for a whole answer, inside the gateway's decode for a stream
+		// (llama.cpp's predicted_ms, vLLM's generation_time_ms), so that a
+		// client's path gives it to the server, not to the link.
+		if !t.splitForwarded && t.reports(latency.SplitDecode) {
 			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
 		}
 	}
