@@ -18,8 +18,8 @@ import (
 // How bench asks the server for its per-request evidence (--server-metrics).
 const (
 	// ServerMetricsAuto asks in the dialect of the engine bench detects:
-	// vLLM's include_metrics, tokentrace's return_metrics; nothing where
-	// the evidence comes unasked (llama.cpp's timings, TGI's headers) or
+	// vLLM's include_metrics; nothing where the evidence comes unasked
+	// (tokentrace's Server-Timing, llama.cpp's timings, TGI's headers) or
 	// where the engine is not known (a strict API refuses a field it does
 	// not know).
 	ServerMetricsAuto = "auto"
@@ -63,6 +63,7 @@ type EvidenceAsk struct {
 
 // unasked is what each engine sends about a request without being asked.
 var unasked = map[string]string{
+	latency.EngineTokentrace: "Server-Timing on every answer (--server-metrics tokentrace asks for its metrics object too)",
 	latency.EngineLlamaCpp: "llama.cpp's timings on every answer",
 	latency.EngineTGI:      "TGI's x-queue-time and x-inference-time headers on whole answers",
 	latency.EngineOllama:   "nothing on its OpenAI API (durations only on its native /api)",
@@ -83,10 +84,6 @@ func chooseField(mode, engine string) (field, asked string) {
 	if engine == latency.EngineVLLM {
 		return fieldIncludeMetrics, `vLLM's per-request metrics ("include_metrics": true on every request; ` +
 			`the server returns them when started with --enable-per-request-metrics)`
-	}
-	if engine == latency.EngineTokentrace {
-		return fieldReturnMetrics, `tokentrace's per-request metrics ("return_metrics": true on every request; ` +
-			`Server-Timing comes unasked)`
 	}
 	if w, ok := unasked[engine]; ok {
 		return "", "nothing: the engine sends " + w

@@ -72,7 +72,7 @@ func httpRecords(t *testing.T) []string {
 // GPU: serve runs on the wall clock with deliberately non-default
 // constants (the truth, loaded with --profile), bench measures it over HTTP
 // under two loads (asking for the per-request metrics object, as
-// --server-metrics tokentrace does, and auto against tokentrace serve), and calibration from those records, starting
+// --server-metrics tokentrace does), and calibration from those records, starting
 // from the defaults, recovers every fitted constant within 5 % and
 // predicts the median TTFT and TPOT within 3 %.
 //

@@ -19,8 +19,8 @@ func newCalibrateCmd() *cobra.Command {
 		Use:   "calibrate RESULTS...",
 		Short: "Fit the performance model's constants to a real server's bench results and write a profile",
 		Long: `calibrate reads bench results folders from one server (their per-request
-records; the server's own split when it gave one, and from tokentrace serve, which bench asks for
-them by default (--server-metrics), its own scheduling instants, which make the replay exact),
+records; the server's own split when it gave one, and with bench --server-metrics tokentrace its
+own scheduling instants, which make the replay exact),
 replays the same arrivals and lengths through the simulated engine, and fits the performance model's
 constants (compute efficiency, memory-bandwidth efficiency, step overhead) by
 minimising the error between simulated and measured TTFT, TPOT and E2E
@@ -37,8 +37,8 @@ the GPU; --profile gives the starting constants instead.
 Exit status: 0 when the profile was written, 2 for bad input (a folder
 without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 (docs/cli.md). See docs/calibrate.md.`,
-		Example: `  tokentrace bench --url http://gpu-box:8000 --rate 4 --requests 200 --output-dir results/low
-  tokentrace bench --url http://gpu-box:8000 --rate 16 --requests 300 --output-dir results/high
+		Example: `  tokentrace bench --url http://gpu-box:8000 --server-metrics tokentrace --rate 4 --requests 200 --output-dir results/low
+  tokentrace bench --url http://gpu-box:8000 --server-metrics tokentrace --rate 16 --requests 300 --output-dir results/high
   tokentrace calibrate results/low results/high --model Llama-3.1-8B --gpu H100-SXM -o h100.yaml
   tokentrace serve --profile h100.yaml`,
 		Args: cobra.MinimumNArgs(1),

@@ -51,7 +51,7 @@ func (x *exchange) useEngineSplit(h interface{ Get(string) string }) {
 	x.engineSplit = sp
 	x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS)
 	x.tl.unreported = sp.Unreported
-	x.tl.serverSplit = true
+	x.tl.serverSplit, x.tl.fromEvidence = true, true
 }
 
 // upstreamSplit is upstream_ttft divided by the upstream's own evidence:

@@ -41,6 +41,9 @@ type timeline struct {
 	// not give (latency.ServerSplit.Unreported): llama.cpp's queue wait,
 	// TGI's prefill apart from its decode.
 	unreported []string
+	// fromEvidence: the split came from the engine's own per-request
+	// evidence (useEngineSplit), not from a Server-Timing.
+	fromEvidence bool
 	// splitForwarded: the split came from the upstream's Server-Timing,
 	// whose stages are passed on (forward), so the trailer does not repeat
 	// them.
@@ -199,7 +202,7 @@ func (t *timeline) appendTrailerTiming(b []byte, s stageDurations) []byte {
 		// for a whole answer, inside the gateway's decode for a stream
 		// (llama.cpp's predicted_ms, vLLM's generation_time_ms), so that a
 		// client's path gives it to the server, not to the link.
-		if !t.splitForwarded && t.reports(latency.SplitDecode) {
+		if !t.splitForwarded && t.reports(latency.SplitDecode) && (t.whole || t.fromEvidence) {
 			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
 		}
 	}
