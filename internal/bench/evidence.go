@@ -64,10 +64,10 @@ type EvidenceAsk struct {
 // unasked is what each engine sends about a request without being asked.
 var unasked = map[string]string{
 	latency.EngineTokentrace: "Server-Timing on every answer (--server-metrics tokentrace asks for its metrics object too)",
-	latency.EngineLlamaCpp: "llama.cpp's timings on every answer",
-	latency.EngineTGI:      "TGI's x-queue-time and x-inference-time headers on whole answers",
-	latency.EngineOllama:   "nothing on its OpenAI API (durations only on its native /api)",
-	"sglang":               "nothing per request on its OpenAI API",
+	latency.EngineLlamaCpp:   "llama.cpp's timings on every answer",
+	latency.EngineTGI:        "TGI's x-queue-time and x-inference-time headers on whole answers",
+	latency.EngineOllama:     "nothing on its OpenAI API (durations only on its native /api)",
+	"sglang":                 "nothing per request on its OpenAI API",
 }
 
 // chooseField is the body field that asks the engine for its metrics
