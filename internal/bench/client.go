@@ -35,17 +35,35 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-// Endpoints.
+// Endpoints: the APIs bench speaks (openai.API's names).
 const (
 	EndpointChat        = "chat"
 	EndpointCompletions = "completions"
+	EndpointResponses   = "responses" // OpenAI's Responses API
+	EndpointMessages    = "messages"  // Anthropic's Messages API
+	EndpointOllama      = "ollama"    // Ollama's native /api/chat (NDJSON)
 )
+
+// api is the target's API; chat for an endpoint of no API (checked by
+// NewClient and Options).
+func (t Target) api() openai.API {
+	a, _ := openai.ParseAPI(t.Endpoint)
+	return a
+}
+
+// checkEndpoint says why e is no endpoint bench speaks.
+func checkEndpoint(e string) error {
+	if _, ok := openai.ParseAPI(e); !ok {
+		return fmt.Errorf("want chat, completions, responses, messages or ollama")
+	}
+	return nil
+}
 
 // Target is the server under test and how to talk to it.
 type Target struct {
 	// BaseURL is the server's base URL, with or without the trailing /v1.
 	BaseURL string
-	// Endpoint is EndpointChat or EndpointCompletions.
+	// Endpoint is one of the Endpoint constants.
 	Endpoint string
 	Model    string
 	APIKey   string
@@ -103,11 +121,15 @@ func (t Target) apiURL(path string) (string, error) {
 // apiEndpoints are the paths under /v1 that a --url may wrongly end with.
 var apiEndpoints = []string{"/chat/completions", "/completions", "/responses", "/messages", "/models", "/embeddings"}
 
-func (t Target) endpointPath() string {
-	if t.Endpoint == EndpointCompletions {
-		return "/completions"
+// endpointURL is the URL the target's requests go to: the API's path
+// under the base URL's /v1, or for Ollama's native API beside it.
+func (t Target) endpointURL() (string, error) {
+	api := t.api()
+	if api == openai.APIOllama {
+		u, err := t.apiURL("")
+		return strings.TrimSuffix(u, "/v1") + api.Path(), err
 	}
-	return "/chat/completions"
+	return t.apiURL(strings.TrimPrefix(api.Path(), "/v1"))
 }
 
 // Client sends requests to a Target and measures them into records. It is
@@ -137,10 +159,10 @@ func (c *Client) Trace(tr trace.Tracer, epoch time.Time) { c.tracer, c.epoch = t
 // (nanoseconds since the start instant); every instant in a record comes
 // from it. maxConns bounds connections to the server (0: no bound).
 func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
-	if t.Endpoint != EndpointChat && t.Endpoint != EndpointCompletions {
-		return nil, fmt.Errorf("endpoint %q: want chat or completions", t.Endpoint)
+	if err := checkEndpoint(t.Endpoint); err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", t.Endpoint, err)
 	}
-	u, err := t.apiURL(t.endpointPath())
+	u, err := t.endpointURL()
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +302,7 @@ const genAIProvider = "tokentrace"
 
 // genAIOperation is gen_ai.operation.name of the target's requests.
 func (t Target) genAIOperation() string {
-	if t.Endpoint == EndpointCompletions {
+	if t.api() == openai.APICompletions {
 		return tracing.OpTextCompletion
 	}
 	return tracing.OpChat
@@ -373,7 +395,7 @@ func (c *Client) readResponse(ctx context.Context, rec *latency.Record, req *wor
 		return
 	}
 	var final string
-	if c.target.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if c.target.Stream && streamType(c.target.api(), resp.Header.Get("Content-Type")) {
 		final = c.readStream(ctx, rec, req, body, arrival)
 	} else {
 		c.readBody(ctx, rec, req, body, arrival)
@@ -398,11 +420,23 @@ func (c *Client) readResponse(ctx context.Context, rec *latency.Record, req *wor
 	}
 }
 
+// streamType reports whether an answer of this content type is api's
+// stream: server-sent events, or for Ollama's native API NDJSON.
+func streamType(api openai.API, ct string) bool {
+	if api.NDJSON() {
+		return strings.HasPrefix(ct, "application/x-ndjson")
+	}
+	return strings.HasPrefix(ct, "text/event-stream")
+}
+
 // appendBody builds the request JSON without reflection.
 func (c *Client) appendBody(b []byte, req *workload.Request) []byte {
 	t := &c.target
 	b = append(b, `{"model":`...)
 	b = openai.AppendString(b, t.Model)
+	if api := t.api(); api != openai.APIChat && api != openai.APICompletions {
+		return c.appendAPIBody(b, api, req)
+	}
 	if t.Endpoint == EndpointCompletions {
 		b = append(b, `,"prompt":`...)
 		p := req.Prompt
@@ -606,6 +640,9 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 	if rd == nil {
 		rd = sse.NewReader(body, arrival, 0)
 		rd.KeepComment = latency.FinalTimingComment
+		if c.target.api().NDJSON() {
+			rd.Lines()
+		}
 	} else {
 		rd.Reset(body, arrival)
 	}
@@ -622,7 +659,7 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 			rec.ChunkTokens = make([]int32, 0, n)
 		}
 	}
-	var st streamState
+	st := streamState{api: c.target.api()}
 	onFirst := firstTokenHook(ctx)
 	for {
 		ev, err := rd.Next()
@@ -653,6 +690,10 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 			onFirst()
 			onFirst = nil
 		}
+		if st.ended { // the typed and native APIs' [DONE]
+			rec.EndNS = ev.At
+			break
+		}
 	}
 	// Drain to the end for the Server-Timing trailer (bounded by the
 	// silence timer). The answer is complete: a broken tail does not fail
@@ -678,7 +719,7 @@ func (c *Client) readBody(ctx context.Context, rec *latency.Record, req *workloa
 		rec.EndNS = c.now()
 	}
 	rec.LastEventNS = rec.EndNS
-	var st streamState
+	st := streamState{api: c.target.api()}
 	if err := st.whole(rec, b); err != nil {
 		fail(rec, err.kind, err.msg)
 		return

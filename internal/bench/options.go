@@ -22,7 +22,7 @@ import (
 // the comments).
 type Options struct {
 	URL             string        // url: base URL; empty: the embedded engine
-	Endpoint        string        // endpoint: chat or completions
+	Endpoint        string        // endpoint: chat, completions, responses, messages or ollama
 	Model           string        // model: the name sent; empty: the first of GET /v1/models
 	APIKey          string        // api_key; empty: $OPENAI_API_KEY
 	Headers         []string      // header: "Name: value"
@@ -76,7 +76,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 	if o.Workload.Trace != "" && given("sweep") {
 		return cfg, field.Errorf("trace", "sets the arrival times; leave out {sweep} (use {time_scale})")
 	}
-	src, l, err := o.Workload.Build(t.Endpoint == EndpointChat, given)
+	src, l, err := o.Workload.Build(t.Endpoint != EndpointCompletions, given)
 	if err != nil {
 		return cfg, err
 	}
@@ -160,8 +160,8 @@ func (o Options) target(given func(string) bool) (Target, error) {
 			t.ContinuousUsage = true
 		}
 	}
-	if t.Endpoint != EndpointChat && t.Endpoint != EndpointCompletions {
-		return t, field.Invalid("endpoint", o.Endpoint, "want chat or completions")
+	if err := checkEndpoint(t.Endpoint); err != nil {
+		return t, field.Invalid("endpoint", o.Endpoint, "%s", err.Error())
 	}
 	if !embedded {
 		if _, err := t.apiURL(""); err != nil {

@@ -95,7 +95,7 @@ func findServerTokenizer(ctx context.Context, t Target) (*serverTokenizer, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	s := &serverTokenizer{root: root, model: t.Model, chat: t.Endpoint == EndpointChat, auth: t.authorize,
+	s := &serverTokenizer{root: root, model: t.Model, chat: t.Endpoint != EndpointCompletions, auth: t.authorize,
 		hc: &http.Client{Timeout: tokenizeTimeout, CheckRedirect: httplimit.NoRedirects}}
 	var ll struct {
 		Tokens *[]json.RawMessage `json:"tokens"`

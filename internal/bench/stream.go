@@ -42,6 +42,10 @@ type streamState struct {
 	timings       json.RawMessage // llama.cpp's per-request timings
 	ollama        bool            // a whole answer that may hold Ollama's durations
 	scratch       openai.ChunkInfo
+	// api is the target's; native: an Ollama answer; ended: the typed or
+	// native API's end event was read (apiEvent).
+	api           openai.API
+	native, ended bool
 }
 
 // event folds one SSE data payload that arrived at instant at.
@@ -59,6 +63,10 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 	}
 	if len(ch.Timings) > 0 {
 		s.timings = append(s.timings[:0], ch.Timings...)
+	}
+	if s.api != openai.APIChat && s.api != openai.APICompletions {
+		s.apiEvent(rec, ch, data, at)
+		return nil
 	}
 	if ch.Choices == 0 {
 		if ch.HasUsage {
@@ -135,7 +143,8 @@ func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
 	if len(ch.Error) > 0 {
 		return &eventError{latency.FailServer, "error in response: " + truncate(errorText(ch.Error))}
 	}
-	if ch.Choices == 0 {
+	chat := s.api == openai.APIChat || s.api == openai.APICompletions
+	if chat && ch.Choices == 0 {
 		return &eventError{latency.FailInvalidEvent, "response has no choices"}
 	}
 	s.choices = 1
@@ -189,6 +198,11 @@ func (s *streamState) finish(rec *latency.Record, req *workload.Request) {
 				out -= rec.ReasoningTokens
 			case s.contUsage:
 				out -= s.reasonByUsage
+			case s.native && s.reasonChunks > 0:
+				// Ollama counts thinking in eval_count and reports it no
+				// apart: one token a line.
+				rec.ReasoningTokens = s.reasonChunks
+				out -= s.reasonChunks
 			}
 			rec.OutputTokens, rec.OutputSource = max(out, 0), latency.SourceUsage
 		}

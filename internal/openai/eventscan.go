@@ -128,8 +128,8 @@ func (cs *chunkScan) apiMessage() error {
 }
 
 // apiResponse reads the "response" of a Responses stream event: its
-// usage, status, incomplete_details and error (its output is the deltas'
-// text again: not read).
+// usage, status, incomplete_details, error and metrics (its output is the
+// deltas' text again: not read).
 func (cs *chunkScan) apiResponse() error {
 	a := &cs.api
 	return cs.members(1, func(k string) (err error) {
@@ -142,6 +142,8 @@ func (cs *chunkScan) apiResponse() error {
 			err = cs.incomplete(2)
 		case "error":
 			a.respError, err = cs.value(2)
+		case "metrics":
+			cs.c.Metrics, err = cs.value(2)
 		default:
 			err = cs.skip(2)
 		}

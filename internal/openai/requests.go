@@ -29,6 +29,9 @@ type ResponsesRequest struct {
 	// PreviousResponseID is refused when set: responses are not stored.
 	PreviousResponseID *string `json:"previous_response_id"`
 	ReturnMetrics      bool    `json:"return_metrics"`
+	// vLLM's extensions, as on chat.
+	IgnoreEOS bool   `json:"ignore_eos"`
+	MinTokens *int64 `json:"min_tokens"`
 }
 
 // ReasoningParam is a Responses request's "reasoning" object.
@@ -180,6 +183,9 @@ func DecodeResponses(body []byte) (*ResponsesRequest, *APIError) {
 	if err := checkMax("max_output_tokens", r.MaxOutputTokens); err != nil {
 		return nil, err
 	}
+	if err := checkMinTokens(r.MinTokens, r.Params()); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
@@ -195,9 +201,12 @@ func (r *ResponsesRequest) Messages() []ChatMessage {
 // Params returns the generation parameters (max_output_tokens; absent:
 // the server decides).
 func (r *ResponsesRequest) Params() Params {
-	p := Params{Model: r.Model, Stream: r.Stream, ReturnMetrics: r.ReturnMetrics}
+	p := Params{Model: r.Model, Stream: r.Stream, ReturnMetrics: r.ReturnMetrics, IgnoreEOS: r.IgnoreEOS}
 	if r.MaxOutputTokens != nil {
 		p.MaxTokens = int(*r.MaxOutputTokens)
+	}
+	if r.MinTokens != nil {
+		p.MinTokens = int(*r.MinTokens)
 	}
 	return p
 }
@@ -217,6 +226,9 @@ type MessagesRequest struct {
 	Metadata      json.RawMessage `json:"metadata"`
 	Thinking      *ThinkingParam  `json:"thinking"`
 	ReturnMetrics bool            `json:"return_metrics"`
+	// vLLM's extensions, as on chat.
+	IgnoreEOS bool   `json:"ignore_eos"`
+	MinTokens *int64 `json:"min_tokens"`
 
 	msgs []ChatMessage
 }
@@ -286,6 +298,9 @@ func DecodeMessages(body []byte) (*MessagesRequest, *APIError) {
 		}
 		r.msgs = append(r.msgs, ChatMessage{Role: m.Role, Content: Content(m.Content.text)})
 	}
+	if err := checkMinTokens(r.MinTokens, r.Params()); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
@@ -295,7 +310,11 @@ func (r *MessagesRequest) ChatMessages() []ChatMessage { return r.msgs }
 
 // Params returns the generation parameters (max_tokens is required).
 func (r *MessagesRequest) Params() Params {
-	return Params{Model: r.Model, MaxTokens: int(*r.MaxTokens), Stream: r.Stream, ReturnMetrics: r.ReturnMetrics}
+	p := Params{Model: r.Model, MaxTokens: int(*r.MaxTokens), Stream: r.Stream, ReturnMetrics: r.ReturnMetrics, IgnoreEOS: r.IgnoreEOS}
+	if r.MinTokens != nil {
+		p.MinTokens = int(*r.MinTokens)
+	}
+	return p
 }
 
 // OllamaChatRequest is the body of Ollama's POST /api/chat.
@@ -391,4 +410,12 @@ func checkSampling(t *float64, maxTemp float64, p *float64) *APIError {
 		return BadRequest("top_p", "top_p must be in (0, 1], got %g", *p)
 	}
 	return nil
+}
+
+// checkMinTokens validates min_tokens against the output cap.
+func checkMinTokens(m *int64, p Params) *APIError {
+	if m != nil && (*m < 0 || *m > MaxTokensLimit) {
+		return BadRequest("min_tokens", "min_tokens must be between 0 and %d, got %d", MaxTokensLimit, *m)
+	}
+	return checkMinMax(p)
 }

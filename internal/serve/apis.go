@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -148,14 +149,23 @@ func (a *apiAnswer) emit(ev engine.Event, _ bool, sent int) bool {
 	if s.cfg.Engine.Reasoning != nil {
 		think = min(max(a.st.Timeline().ReasoningTokens-sent, 0), ev.Tokens)
 	}
+	// Ollama writes one line per token, whatever the engine merged.
+	per := 0
+	if a.x.api == openai.APIOllama {
+		per = 1
+	}
 	if think > 0 {
 		if !a.thinking && a.startReasoning() != nil {
 			return false
 		}
-		a.txt = a.text.append(a.txt[:0], think)
-		a.reasoning = append(a.reasoning, a.txt...)
-		if a.reasoningDelta(a.txt) != nil {
-			return false
+		for left := think; left > 0; {
+			n := cmp.Or(per, left)
+			a.txt = a.text.append(a.txt[:0], n)
+			a.reasoning = append(a.reasoning, a.txt...)
+			if a.reasoningDelta(a.txt) != nil {
+				return false
+			}
+			left -= n
 		}
 	}
 	if rest := ev.Tokens - think; rest > 0 {
@@ -165,10 +175,14 @@ func (a *apiAnswer) emit(ev engine.Event, _ bool, sent int) bool {
 		if !a.answering && a.startText() != nil {
 			return false
 		}
-		a.txt = a.text.append(a.txt[:0], rest)
-		a.content = append(a.content, a.txt...)
-		if a.textDelta(a.txt) != nil {
-			return false
+		for left := rest; left > 0; {
+			n := cmp.Or(per, left)
+			a.txt = a.text.append(a.txt[:0], n)
+			a.content = append(a.content, a.txt...)
+			if a.textDelta(a.txt) != nil {
+				return false
+			}
+			left -= n
 		}
 	}
 	late := s.clock.Since(ev.At)
