@@ -353,6 +353,10 @@ type KeyConfig struct {
 	SHA256 string `yaml:"sha256"`
 	// Priority orders queued requests: higher first. Default 0.
 	Priority int `yaml:"priority"`
+	// MinDeadlineTTFT is the tightest TTFT deadline the key's requests may
+	// claim with X-SLO-TTFT-Ms (a tighter one is raised to it); 0: the
+	// key's requests may not claim one (the route's deadline_ttft holds).
+	MinDeadlineTTFT Duration `yaml:"min_deadline_ttft"`
 	// RequestsPerSecond and TokensPerMinute limit the key (0 = unlimited).
 	// Tokens are input estimate + max_tokens, charged at admission.
 	RequestsPerSecond float64 `yaml:"requests_per_second"`

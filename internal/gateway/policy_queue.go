@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -40,19 +39,34 @@ func (queuePriority) apply(x *exchange) *rejection {
 	return nil
 }
 
+// maxDeadlineMs bounds X-SLO-TTFT-Ms: one hour, in milliseconds.
+const maxDeadlineMs = 3_600_000
+
 // ttftDeadline sets the request's TTFT deadline: X-SLO-TTFT-Ms after its
-// arrival, else the route's deadline_ttft; none without either.
+// arrival, else the route's deadline_ttft; none without either. The
+// header is a number of milliseconds in (0, maxDeadlineMs]; with keys it
+// is a key's to claim, as X-Priority is: no tighter than the key's
+// min_deadline_ttft, and ignored (the route's stands) for a key without
+// one.
 type ttftDeadline struct{}
 
 func (ttftDeadline) apply(x *exchange) *rejection {
 	x.deadline = time.Time{}
+	d := x.route.DeadlineTTFT.D()
 	if v := x.r.Header.Get(headerDeadline); v != "" {
 		ms, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(ms > 0) || math.IsInf(ms, 0) {
-			return refuse(http.StatusBadRequest, openai.TypeInvalidRequest, "X-SLO-TTFT-Ms must be a positive number of milliseconds", "", "invalid_deadline")
+		if err != nil || !(ms > 0 && ms <= maxDeadlineMs) {
+			return refuse(http.StatusBadRequest, openai.TypeInvalidRequest, "X-SLO-TTFT-Ms must be a number of milliseconds above 0 and at most 3600000 (one hour)", "", "invalid_deadline")
 		}
-		x.deadline = x.tl.start.Add(time.Duration(ms * float64(time.Millisecond)))
-	} else if d := x.route.DeadlineTTFT.D(); d > 0 {
+		hd := time.Duration(ms * float64(time.Millisecond))
+		switch {
+		case x.key == nil:
+			d = hd
+		case x.key.cfg.MinDeadlineTTFT > 0:
+			d = max(hd, x.key.cfg.MinDeadlineTTFT.D())
+		}
+	}
+	if d > 0 {
 		x.deadline = x.tl.start.Add(d)
 	}
 	return nil

@@ -50,6 +50,10 @@ func TestTTFTDeadline(t *testing.T) {
 		{"negative", "{}", "-5", 0, "invalid_deadline"},
 		{"not a number", "{}", "soon", 0, "invalid_deadline"},
 		{"infinite", "{}", "+Inf", 0, "invalid_deadline"},
+		{"NaN", "{}", "NaN", 0, "invalid_deadline"},
+		{"over an hour", "{}", "3600001", 0, "invalid_deadline"},
+		{"would overflow", "{}", "1e13", 0, "invalid_deadline"},
+		{"an hour", "{}", "3600000", time.Hour, ""},
 	} {
 		x := policyExchange(t, onePool, "{}", map[string]string{headerDeadline: c.header})
 		x.route = &RouteConfig{}
@@ -69,6 +73,29 @@ func TestTTFTDeadline(t *testing.T) {
 		}
 		if r != nil || got != c.want {
 			t.Errorf("%s: %+v, deadline +%v, want +%v", c.name, r, got, c.want)
+		}
+	}
+}
+
+// TestTTFTDeadlineIsTheKeys: with keys, X-SLO-TTFT-Ms is the key's to
+// claim, as X-Priority is: no tighter than its min_deadline_ttft, and
+// ignored for a key without one (the route's deadline stands).
+func TestTTFTDeadlineIsTheKeys(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		min    time.Duration // the key's min_deadline_ttft
+		header string
+		want   time.Duration
+	}{
+		{"key without one: the route's", 0, "1", 2 * time.Second},
+		{"raised to the key's", 500 * time.Millisecond, "1", 500 * time.Millisecond},
+		{"looser than the key's", 500 * time.Millisecond, "900", 900 * time.Millisecond},
+	} {
+		x := policyExchange(t, onePool, "{}", map[string]string{headerDeadline: c.header})
+		x.route = &RouteConfig{DeadlineTTFT: Duration(2 * time.Second)}
+		x.key = &keyState{cfg: KeyConfig{MinDeadlineTTFT: Duration(c.min)}}
+		if r := (ttftDeadline{}).apply(x); r != nil || x.deadline.Sub(x.tl.start) != c.want {
+			t.Errorf("%s: %+v, deadline +%v, want +%v", c.name, r, x.deadline.Sub(x.tl.start), c.want)
 		}
 	}
 }
