@@ -44,6 +44,7 @@ func TestCutShortRunsAreFlagged(t *testing.T) {
 		containsNote(rep, "no run.json") {
 		t.Errorf("notes %q", rep.Notes)
 	}
+	_ = os.Remove(filepath.Join(dir, results.RunInfoFile)) // results files are created, never overwritten
 	if err := results.WriteRunInfo(dir, results.RunInfo{Planned: 20, Interrupted: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +52,7 @@ func TestCutShortRunsAreFlagged(t *testing.T) {
 		t.Errorf("notes %q", rep.Notes)
 	}
 	// A whole run says none of it.
+	_ = os.Remove(filepath.Join(dir, results.RunInfoFile)) // results files are created, never overwritten
 	if err := results.WriteRunInfo(dir, results.RunInfo{Planned: 20}); err != nil {
 		t.Fatal(err)
 	}

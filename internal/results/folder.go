@@ -44,7 +44,7 @@ func CreateRecords(dir string) (*RecordWriter, error) {
 
 // CreateSteps creates dir/steps.jsonl, the simulator's per-step records.
 func CreateSteps(dir string) (*os.File, error) {
-	f, err := os.Create(filepath.Join(dir, StepsFile))
+	f, err := createFile(filepath.Join(dir, StepsFile))
 	if err != nil {
 		return nil, fmt.Errorf("steps file: %w", err)
 	}
@@ -129,10 +129,25 @@ func writeJSON(path string, v any) error {
 	return writeText(path, string(append(b, '\n')))
 }
 
-// writeText writes s to path.
+// writeText writes s to path, a file it creates (createFile).
 func writeText(path, s string) error {
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+	f, err := createFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
 	return nil
+}
+
+// createFile creates the results file path for writing, exclusively: a
+// file already there, or a symbolic link (even one to nowhere), is an
+// error, never followed or overwritten (O_EXCL).
+func createFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 }

@@ -28,14 +28,20 @@ func DefaultDir(now time.Time) string {
 	return filepath.Join("results", now.UTC().Format("20060102-150405"))
 }
 
-// Check refuses a folder that already holds a run (a *field.Error about
-// output_dir).
+// Check refuses a folder that already holds a run, or any of the files a
+// run writes (a file, or a symbolic link that writing would follow): a
+// *field.Error about output_dir.
 func Check(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, RequestsFile)); err == nil {
-		return field.Errorf("output_dir", "results folder %s already holds a run (%s); choose another {output_dir}", dir, RequestsFile)
+	for _, name := range runFiles {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return field.Errorf("output_dir", "results folder %s already holds a run (%s); choose another {output_dir}", dir, name)
+		}
 	}
 	return nil
 }
+
+// runFiles are the files a run writes in its results folder.
+var runFiles = []string{RequestsFile, SummaryFile, RunInfoFile, CommandFile, ConfigFile, StepsFile}
 
 // Prepare creates dir, refusing a folder that already holds a run.
 func Prepare(dir string) error {

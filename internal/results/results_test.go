@@ -52,3 +52,50 @@ func TestCheckRefusesAFolderHoldingARun(t *testing.T) {
 		t.Errorf("Check on a folder with %s: %v", RequestsFile, err)
 	}
 }
+
+// TestRunFilesAreCreatedExclusively: a symbolic link planted in a results
+// folder under a name a run writes is refused by Check and never
+// followed by the writers (its target keeps its bytes); a file already
+// there is not overwritten.
+func TestRunFilesAreCreatedExclusively(t *testing.T) {
+	for _, name := range []string{SummaryFile, RunInfoFile, CommandFile, ConfigFile, RequestsFile, StepsFile} {
+		dir := t.TempDir()
+		target := filepath.Join(t.TempDir(), "victim")
+		if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(dir); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: Check = %v, want a refusal naming it", name, err)
+		}
+		var err error
+		switch name {
+		case SummaryFile:
+			err = WriteSummary(dir, map[string]int{"x": 1})
+		case RunInfoFile:
+			err = WriteRunInfo(dir, RunInfo{})
+		case CommandFile:
+			err = WriteCommand(dir, "tokentrace bench")
+		case ConfigFile:
+			err = WriteConfig(dir, Config{})
+		case RequestsFile:
+			var w *RecordWriter
+			if w, err = CreateRecords(dir); err == nil {
+				w.Close()
+			}
+		case StepsFile:
+			var f *os.File
+			if f, err = CreateSteps(dir); err == nil {
+				f.Close()
+			}
+		}
+		if err == nil {
+			t.Errorf("%s: written through a symbolic link", name)
+		}
+		if b, _ := os.ReadFile(target); string(b) != "keep" {
+			t.Errorf("%s: the link's target was overwritten: %q", name, b)
+		}
+	}
+}

@@ -155,10 +155,7 @@ func WriteRunInfo(dir string, info RunInfo) error {
 	if err != nil {
 		return fmt.Errorf("run info: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, RunInfoFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("run info: %w", err)
-	}
-	return nil
+	return writeText(filepath.Join(dir, RunInfoFile), string(append(b, '\n')))
 }
 
 // ReadRunInfo reads dir/run.json; ok is false when there is none.
