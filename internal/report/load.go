@@ -223,7 +223,9 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string, s
 type job struct {
 	data  []byte
 	final bool // the input's last block: its last line may lack a newline
-	out   chan *digest
+	// overlong counts the lines over maxRecordLine skipped before data.
+	overlong int
+	out      chan *digest
 }
 
 // pipeline moves blocks from the reader to the workers (jobs) and, in
@@ -239,19 +241,23 @@ type pipeline struct {
 	compatDone  atomic.Bool // the same for the compatibility views' gaps
 }
 
-// read cuts rd into blocks of whole lines and hands them on, in order.
+// read cuts rd into blocks of whole lines and hands them on, in order. A
+// line longer than a block grows the buffer geometrically; one longer
+// than maxRecordLine is skipped to its end and counted unreadable (the
+// next block's overlong). It stops when ctx ends, within a block.
 func (p *pipeline) read(ctx context.Context, rd io.Reader) {
 	defer close(p.jobs)
 	defer close(p.order)
 	var carry []byte
-	for {
+	overlong := 0 // lines skipped since the last block handed on
+	for ctx.Err() == nil {
 		var buf []byte
 		select {
 		case buf = <-p.blocks:
 		default:
 		}
-		if cap(buf) < len(carry)+p.block {
-			buf = make([]byte, 0, len(carry)+p.block)
+		if need := len(carry) + p.block; cap(buf) < need {
+			buf = make([]byte, 0, max(need, min(2*len(carry), maxRecordLine+p.block)))
 		}
 		buf = append(buf[:0], carry...)
 		n, err := io.ReadFull(rd, buf[len(carry):cap(buf)])
@@ -264,13 +270,28 @@ func (p *pipeline) read(ctx context.Context, rd io.Reader) {
 		cut := len(buf)
 		if !final {
 			cut = bytes.LastIndexByte(buf, '\n') + 1
-			if cut == 0 { // one line longer than a block: read on
+			if cut == 0 && len(buf) <= maxRecordLine { // one line longer than a block: read on
 				carry = buf
 				continue
 			}
 		}
+		if !final && cut == 0 {
+			// A line over the bound: skipped to its end, never held.
+			overlong++
+			var rest []byte
+			if rest, final, err = skipLine(ctx, rd, buf[:cap(buf)]); err != nil {
+				p.readErr = err
+				return
+			}
+			buf, cut = buf[:0], 0
+			if !final {
+				carry = rest
+				continue
+			}
+		}
 		carry = append([]byte(nil), buf[cut:]...)
-		j := job{data: buf[:cut], final: final, out: make(chan *digest, 1)}
+		j := job{data: buf[:cut], final: final, overlong: overlong, out: make(chan *digest, 1)}
+		overlong = 0
 		for _, ch := range []chan job{p.order, p.jobs} {
 			select {
 			case ch <- j:
@@ -280,6 +301,31 @@ func (p *pipeline) read(ctx context.Context, rd io.Reader) {
 		}
 		if final {
 			return
+		}
+	}
+}
+
+// maxRecordLine is the longest line report reads (results.MaxLine; tests
+// lower it).
+var maxRecordLine = results.MaxLine
+
+// skipLine reads rd, into scratch, past the end of the line being read:
+// rest is what follows its newline (a copy); eof is true when the input
+// ended first. It stops with ctx's error when ctx ends.
+func skipLine(ctx context.Context, rd io.Reader, scratch []byte) (rest []byte, eof bool, err error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, true, err
+		}
+		n, err := io.ReadFull(rd, scratch)
+		if i := bytes.IndexByte(scratch[:n], '\n'); i >= 0 {
+			return append([]byte(nil), scratch[i+1:n]...), false, nil
+		}
+		switch {
+		case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, true, nil
+		case err != nil:
+			return nil, true, err
 		}
 	}
 }
@@ -299,6 +345,13 @@ func (p *pipeline) reduce(includeWarmup bool) {
 		d.hists = true
 		d.noExact = p.exactDone.Load()
 		d.compat.countInHists(p.compatDone.Load())
+		for range j.overlong { // lines before the block's
+			d.lines++
+			if len(d.bad) == 0 {
+				d.badWhy = fmt.Sprintf("a line longer than %d MiB", maxRecordLine>>20)
+			}
+			d.bad = append(d.bad, d.lines)
+		}
 		reduceBlock(j.data, j.final, d, &rec, &sc, includeWarmup)
 		d.mergeBoth()
 		j.out <- d

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -407,4 +408,69 @@ func TestReadGapHistogramsMatchRecords(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLoadLongLines: one line longer than a block is read in buffers that
+// grow geometrically (not a block at a time: quadratic); a line over the
+// line bound is skipped to its end, counted unreadable, and the records
+// after it are read; a reader that never ends a line stops when the
+// context ends.
+func TestLoadLongLines(t *testing.T) {
+	defer func(b, m int) { readBlock, maxRecordLine = b, m }(readBlock, maxRecordLine)
+	readBlock, maxRecordLine = 1<<10, 8<<20
+	var good bytes.Buffer
+	for i, s := range baseline(2, 10, 1) {
+		line, _ := json.Marshal(s.record(i))
+		good.Write(append(line, '\n'))
+	}
+	long := append(bytes.Repeat([]byte(" "), 4<<20), good.Bytes()[:bytes.IndexByte(good.Bytes(), '\n')+1]...) // 4 MiB: under the bound
+	over := append(bytes.Repeat([]byte{0}, 9<<20), '\n')                                                      // over it
+	for _, c := range []struct {
+		name       string
+		data       []byte
+		records    int
+		unreadable int
+		allocBelow uint64
+	}{
+		{"a long line under the bound", append(append([]byte(nil), long...), good.Bytes()...), 3, 0, 64 << 20},
+		{"a line over the bound", append(append(append([]byte(nil), good.Bytes()...), over...), good.Bytes()...), 4, 1, 64 << 20},
+		{"over the bound at the end", append(append([]byte(nil), good.Bytes()...), over[:len(over)-1]...), 2, 1, 64 << 20},
+	} {
+		c := c
+		col := NewCollector(Options{})
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		n, un, err := readRecords(context.Background(), col, bytes.NewReader(c.data), "long", int64(len(c.data)))
+		runtime.ReadMemStats(&after)
+		if err != nil || n != c.records || un.lines != c.unreadable {
+			t.Errorf("%s: %d records, %d unreadable (%s), err %v; want %d, %d", c.name, n, un.lines, un.why, err, c.records, c.unreadable)
+		}
+		if c.unreadable > 0 && !strings.Contains(un.why, "longer than 8 MiB") {
+			t.Errorf("%s: unreadable because %q, want the line bound named", c.name, un.why)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > c.allocBelow {
+			t.Errorf("%s: allocated %d MiB reading %d MiB", c.name, got>>20, len(c.data)>>20)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	endless := &endlessLine{after: 32 << 20, cancel: cancel}
+	if _, _, err := readRecords(ctx, NewCollector(Options{}), endless, "endless", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("a line without end, the context cancelled: err %v, want context.Canceled", err)
+	}
+}
+
+// endlessLine is a line that never ends; it cancels after so many bytes.
+type endlessLine struct {
+	read, after int
+	cancel      func()
+}
+
+func (e *endlessLine) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	if e.read += len(p); e.read > e.after {
+		e.cancel()
+	}
+	return len(p), nil
 }

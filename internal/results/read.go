@@ -8,9 +8,11 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
 
-// maxLine is the longest records line the sequential reader accepts (a
-// record of a long answer holds one instant per chunk).
-const maxLine = 64 << 20
+// MaxLine is the longest records line the readers accept (a record of a
+// long answer holds one instant per chunk): the sequential reader's
+// bound, and report's block reader's, which counts a longer line
+// unreadable and reads on past it.
+const MaxLine = 64 << 20
 
 // EachRecord reads a records file in order and calls fn for every line
 // that is not blank: with the record, or with the error that kept the
@@ -25,7 +27,7 @@ func EachRecord(path string, fn func(line int, r *latency.Record, err error) err
 	}
 	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), maxLine)
+	sc.Buffer(make([]byte, 1<<20), MaxLine)
 	var d Decoder
 	var r latency.Record
 	for line := 1; sc.Scan(); line++ {
