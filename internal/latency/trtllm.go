@@ -1,0 +1,114 @@
+package latency
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// SourceTRTLLMPerfMetrics is a record of TensorRT-LLM's /perf_metrics
+// (ParseTRTLLMPerfMetrics), read after a run and joined by request id.
+const SourceTRTLLMPerfMetrics = "trtllm-perf-metrics"
+
+// EngineTRTLLM is TensorRT-LLM's trtllm-serve.
+const EngineTRTLLM = "trtllm"
+
+// TRTLLMPerf is one request's record of TensorRT-LLM's GET /perf_metrics
+// (trtllm-serve with return_perf_metrics; tensorrt_llm/serve/
+// openai_server.py, get_perf_metrics): its timing_metrics instants, in
+// seconds of the server's steady clock, as a server split.
+type TRTLLMPerf struct {
+	// RequestID is the record's request_id as text (the engine's own id).
+	RequestID string
+	// Split: queue = first_scheduled_time − arrival_time, prefill =
+	// first_token_time − first_scheduled_time, decode = last_token_time −
+	// first_token_time (unreported when last_token_time is absent).
+	Split *ServerSplit
+	// KVTransferNS is kv_cache_transfer_end − kv_cache_transfer_start, a
+	// disaggregated decode instance's wait for the prompt's KV cache: a
+	// stage of its own, in no field of Split. KVCacheBytes is
+	// kv_cache_size. Both 0 when the record has none.
+	KVTransferNS, KVCacheBytes int64
+}
+
+// MaxTRTLLMRecords bounds how many records ParseTRTLLMPerfMetrics reads
+// (the server keeps perf_metrics_max_requests of them).
+const MaxTRTLLMRecords = 1 << 20
+
+// ParseTRTLLMPerfMetrics reads /perf_metrics' answer: a JSON array of
+// records {"request_id", "perf_metrics": {"timing_metrics": {...}}}.
+// Keys are exact; a record without arrival_time, first_scheduled_time and
+// first_token_time as ordered non-negative numbers is skipped. The error
+// is for an answer that is no array of objects.
+func ParseTRTLLMPerfMetrics(raw []byte) ([]TRTLLMPerf, error) {
+	var recs []struct {
+		RequestID   json.RawMessage `json:"request_id"`
+		PerfMetrics *struct {
+			TimingMetrics json.RawMessage `json:"timing_metrics"`
+		} `json:"perf_metrics"`
+	}
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		return nil, err
+	}
+	if len(recs) > MaxTRTLLMRecords {
+		return nil, errors.New("perf_metrics: too many records")
+	}
+	var out []TRTLLMPerf
+	for _, r := range recs {
+		if r.PerfMetrics == nil {
+			continue
+		}
+		p, ok := trtllmRecord(r.PerfMetrics.TimingMetrics)
+		if !ok {
+			continue
+		}
+		p.RequestID = requestIDText(r.RequestID)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func trtllmRecord(timing []byte) (TRTLLMPerf, bool) {
+	m, ok := numbers(timing)
+	if !ok {
+		return TRTLLMPerf{}, false
+	}
+	a, ok1 := m["arrival_time"]
+	fs, ok2 := m["first_scheduled_time"]
+	ft, ok3 := m["first_token_time"]
+	if !ok1 || !ok2 || !ok3 || !instant(a, fs, ft) || !seconds(fs-a, ft-fs) {
+		return TRTLLMPerf{}, false
+	}
+	sp := &ServerSplit{QueueNS: secNS(fs - a), PrefillNS: secNS(ft - fs), Source: SourceTRTLLMPerfMetrics, Engine: EngineTRTLLM}
+	if lt, ok := m["last_token_time"]; ok && instant(lt) && seconds(lt-ft) {
+		sp.DecodeNS = secNS(lt - ft)
+	} else {
+		sp.Unreported = []string{SplitDecode}
+	}
+	p := TRTLLMPerf{Split: sp}
+	s, ok1 := m["kv_cache_transfer_start"]
+	e, ok2 := m["kv_cache_transfer_end"]
+	if ok1 && ok2 && instant(s, e) && seconds(e-s) {
+		p.KVTransferNS = secNS(e - s)
+		if b, ok := m["kv_cache_size"]; ok && b >= 0 && b < 1e18 {
+			p.KVCacheBytes = int64(b)
+		}
+	}
+	return p, true
+}
+
+// requestIDText is a request_id, a number or a string, as text; "" for
+// anything else.
+func requestIDText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		if _, err := strconv.ParseFloat(n.String(), 64); err == nil {
+			return n.String()
+		}
+	}
+	return ""
+}
