@@ -70,6 +70,11 @@ type FamilyScheduler struct {
 	// GuaranteedNoEvict: requests are admitted with KV for their prompt
 	// and max_tokens reserved, never preempted (Config.GuaranteedNoEvict).
 	GuaranteedNoEvict bool `yaml:"guaranteed_no_evict,omitempty"`
+	// KVFreeFraction is the share of the memory the weights leave that the
+	// KV cache takes (TensorRT-LLM's kv_cache_free_gpu_memory_fraction),
+	// used unless gpu_memory_utilization is given; 0: vLLM's
+	// gpu_memory_utilization of the whole card.
+	KVFreeFraction float64 `yaml:"kv_free_fraction,omitempty"`
 	// UBatch is the engine's physical batch, the most tokens one forward
 	// pass takes (llama.cpp's -ub): a step of more runs as several passes
 	// (perfmodel.Config.UBatch). 0: a step is one pass.
@@ -132,6 +137,9 @@ func parseFamilies(data []byte) ([]Family, error) {
 			if err := c.Efficiency().Validate(); err != nil {
 				return nil, fmt.Errorf("engine family %s on %s: %w", fam.Name, c.GPU, err)
 			}
+		}
+		if f := fam.Scheduler.KVFreeFraction; f < 0 || f > 1 {
+			return nil, fmt.Errorf("engine family %s: kv_free_fraction %g: want a fraction in [0, 1]", fam.Name, f)
 		}
 		for _, r := range fam.Older {
 			if _, err := parseVersion(r.Before); err != nil {
@@ -343,6 +351,9 @@ func (o Options) WithEngine(given func(field string) bool) (Options, error) {
 		o.EnableChunkedPrefill = s.EnableChunkedPrefill
 	}
 	o.PromptFitsStep, o.GuaranteedNoEvict = s.PromptFitsStep, s.GuaranteedNoEvict
+	if s.KVFreeFraction > 0 && set("gpu_memory_utilization") {
+		o.KVFreeFraction = s.KVFreeFraction
+	}
 	// Without chunked prefill vLLM's rule (the budget holds the whole
 	// sequence) caps the context at the token budget, unless the user says
 	// otherwise; under PromptFitsStep only the prompt must fit a step.

@@ -89,19 +89,25 @@ func TestWithEngine(t *testing.T) {
 		{name: "sglang on a B200", engine: "sglang", gpu: "B200", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching = 16384, true }},
 		{name: "trtllm", engine: "trtllm", want: func(o *Options) {
 			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching = 8192, 2048, false, true
-			o.PromptFitsStep, o.GuaranteedNoEvict = true, true
+			o.PromptFitsStep, o.GuaranteedNoEvict, o.KVFreeFraction = true, true, 0.9
 		}},
 		{name: "trtllm 0.x", engine: "trtllm@0.21", want: func(o *Options) {
 			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching = 8192, 256, false, true
-			o.PromptFitsStep, o.GuaranteedNoEvict = true, true
+			o.PromptFitsStep, o.GuaranteedNoEvict, o.KVFreeFraction = true, true, 0.9
 		}},
 		{name: "trtllm fp8 keeps an fp8 cache", engine: "trtllm", dtype: "fp8", want: func(o *Options) {
 			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching, o.KVCacheDType = 8192, 2048, false, true, "fp8"
-			o.PromptFitsStep, o.GuaranteedNoEvict = true, true
+			o.PromptFitsStep, o.GuaranteedNoEvict, o.KVFreeFraction = true, true, 0.9
 		}},
 		{name: "vllm fp8 keeps auto", engine: "vllm", dtype: "fp8", want: func(o *Options) { o.EnablePrefixCaching = true }},
 		{name: "given settings stay", engine: "trtllm", dtype: "fp8", given: []string{"max_num_seqs", "enable_chunked_prefill", "kv_cache_dtype", "enable_prefix_caching"},
-			want: func(o *Options) { o.MaxNumBatchedTokens, o.PromptFitsStep, o.GuaranteedNoEvict = 8192, true, true }},
+			want: func(o *Options) {
+				o.MaxNumBatchedTokens, o.PromptFitsStep, o.GuaranteedNoEvict, o.KVFreeFraction = 8192, true, true, 0.9
+			}},
+		{name: "a given memory share keeps vLLM's sizing", engine: "trtllm", given: []string{"gpu_memory_utilization"}, want: func(o *Options) {
+			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching = 8192, 2048, false, true
+			o.PromptFitsStep, o.GuaranteedNoEvict = true, true
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -37,8 +37,11 @@ type Options struct {
 	EnablePrefixCaching  bool    // enable_prefix_caching
 	EnableChunkedPrefill bool    // enable_chunked_prefill
 	// PromptFitsStep and GuaranteedNoEvict are the engine family's
-	// scheduler rules (Config's), set by WithEngine.
+	// scheduler rules (Config's), and KVFreeFraction its KV cache's share
+	// of the memory the weights leave (perfmodel.Config's), set by
+	// WithEngine.
 	PromptFitsStep, GuaranteedNoEvict bool
+	KVFreeFraction                    float64
 	SpeculativeK                      int     // speculative_k: draft tokens per step; 0: off
 	SpeculativeAlpha                  float64 // speculative_alpha: per-token acceptance rate
 	DraftModel                        string  // draft_model: catalog name or config.json
@@ -183,7 +186,7 @@ func (o Options) perfConfig() (perfmodel.Config, error) {
 	if err != nil {
 		return perfmodel.Config{}, field.Wrap("gpu", err)
 	}
-	pc := perfmodel.Config{Model: model, GPU: gpu, TP: o.TensorParallelSize, MemUtil: o.GPUMemoryUtilization}
+	pc := perfmodel.Config{Model: model, GPU: gpu, TP: o.TensorParallelSize, MemUtil: o.GPUMemoryUtilization, KVFreeFraction: o.KVFreeFraction}
 	dtype := o.DType
 	if dtype == "" || dtype == "auto" { // vLLM's auto: the checkpoint's, bf16 for the catalog's
 		dtype = string(perfmodel.BF16)

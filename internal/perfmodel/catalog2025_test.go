@@ -53,3 +53,21 @@ func TestFP4Weights(t *testing.T) {
 		}
 	}
 }
+
+// KVFreeFraction sizes the KV cache as TensorRT-LLM does: that share of
+// the memory the weights and the reserve leave.
+func TestKVFreeFraction(t *testing.T) {
+	m, _ := LookupModel("Llama-3.1-8B")
+	g, _ := LookupGPU("H100-SXM")
+	e, err := New(Config{Model: m, GPU: g, TP: 1, KVFreeFraction: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := float64(g.MemoryBytes - e.Config().ReserveBytes - e.WeightBytes())
+	if want := int64(0.9 * free / float64(e.KVBytesPerToken())); e.KVCapacityTokens() != want {
+		t.Errorf("KV capacity %d tokens, want 0.9 × %.0f B / %d B = %d", e.KVCapacityTokens(), free, e.KVBytesPerToken(), want)
+	}
+	if _, err := New(Config{Model: m, GPU: g, TP: 1, KVFreeFraction: 1.5}); err == nil {
+		t.Error("a KV free fraction of 1.5 was accepted")
+	}
+}

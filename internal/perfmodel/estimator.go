@@ -23,6 +23,11 @@ type Config struct {
 	// MemUtil is the fraction of each GPU's memory the engine may use
 	// (vLLM's gpu_memory_utilization); 0 means 0.9.
 	MemUtil float64
+	// KVFreeFraction, when above 0, sizes the KV cache as TensorRT-LLM
+	// does (kv_cache_free_gpu_memory_fraction): this fraction of the memory
+	// the weights and the reserve leave, in place of MemUtil's share of
+	// the whole card.
+	KVFreeFraction float64
 	// Eff holds the efficiency factors; the zero value means
 	// DefaultEfficiency(GPU).
 	Eff Efficiency
@@ -174,6 +179,9 @@ func (e *Estimator) settle(cfg Config) error {
 	if cfg.MemUtil == 0 {
 		e.cfg.MemUtil = DefaultMemUtil
 	}
+	if !(e.cfg.KVFreeFraction >= 0 && e.cfg.KVFreeFraction <= 1) {
+		return fmt.Errorf("kv free fraction must be in [0, 1] (got %g)", cfg.KVFreeFraction)
+	}
 	if !(e.cfg.MemUtil > 0 && e.cfg.MemUtil <= 1) {
 		return fmt.Errorf("mem util must be in (0, 1] (got %g)", cfg.MemUtil)
 	}
@@ -264,6 +272,9 @@ func (e *Estimator) fit(cfg Config, findMinTP bool) error {
 	m, g := e.cfg.Model, e.cfg.GPU
 	// Memory: weights (and a draft model's) must fit, the rest is KV cache.
 	e.usable = int64(e.cfg.MemUtil*float64(g.MemoryBytes)) - e.cfg.ReserveBytes
+	if e.cfg.KVFreeFraction > 0 {
+		e.usable = g.MemoryBytes - e.cfg.ReserveBytes
+	}
 	perGPU := e.WeightBytes() / int64(e.tp)
 	kvPerTokenGPU := e.kvTokenRank
 	if cfg.DraftModel != nil {
@@ -293,7 +304,11 @@ func (e *Estimator) fit(cfg Config, findMinTP bool) error {
 		}
 		return nf
 	}
-	e.kvCapacity = int64(float64(e.usable-perGPU) / kvPerTokenGPU)
+	free := float64(e.usable - perGPU)
+	if f := e.cfg.KVFreeFraction; f > 0 {
+		free *= f
+	}
+	e.kvCapacity = int64(free / kvPerTokenGPU)
 	return nil
 }
 
