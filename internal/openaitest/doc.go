@@ -10,6 +10,13 @@
 // keeps each request's headers and body. The gateway's and the app's
 // tests use it instead of writing fake upstreams of their own.
 //
+// SlotEngine is its stand-in engine with slots: a fixed number of
+// requests run at once and the rest queue, answering in one engine's
+// documented shapes (vLLM's per-request metrics, llama.cpp's timings,
+// SGLang's, TGI's or llama.cpp's gauges, Ollama's bare OpenAI endpoint),
+// with a log of each request's own queue wait for tests to compare with
+// what a client recorded.
+//
 // It imports nothing of this module but internal/sse (its streams are
 // written with sse.Writer).
 package openaitest
