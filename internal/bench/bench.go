@@ -891,8 +891,8 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 		fmt.Fprintf(w, "timekeep  %s ticker late P50 %.3f ms P99 %.3f ms max %.3f ms; %d interval(s) over %.0f ms late\n",
 			time.Duration(tk.TickPeriodMS*1e6), tk.TickLateP50MS, tk.TickLateP99MS, tk.TickLateMaxMS, tk.StallCount, tk.StallThreshold)
 	}
-	for _, warn := range s.Client.Warnings {
-		fmt.Fprintf(w, "WARNING   %s\n", warn)
+	if n := len(s.Client.Warnings); n > 0 {
+		fmt.Fprintf(w, "warnings  %d, weighed against the latencies in the diagnosis (client-bottleneck)\n", n)
 	}
 	if s.Evidence != nil {
 		fmt.Fprintln(w, evidenceLine(s.Evidence))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -380,7 +382,8 @@ func (p *problem) result(w *results.Observations, cfg Config, best []float64, sa
 		return nil, err
 	}
 	pr := &perfmodel.Profile{
-		Schema: perfmodel.ProfileSchema, Model: p.base.Model.Name, GPU: p.base.GPU.Name, TP: max(p.base.TP, 1),
+		Schema: perfmodel.ProfileSchema, Model: profileName(cfg.Engine.Model, p.base.Model.Name), GPU: p.base.GPU.Name,
+		GPUFile: profileFile(cfg.Engine.GPUFile), TP: max(p.base.TP, 1),
 		DType: string(p.base.WeightDType), KVDType: string(p.base.KVDType), Engine: familyName(cfg.Engine.Engine), EngineVersion: cfg.EngineVersion,
 		Source: w.Dir, Requests: len(w.Requests), Constants: consts, Residuals: residuals(w.Requests, after.timelines),
 		Range: fitRange(w.Requests, after.maxBatch),
@@ -532,4 +535,26 @@ func familyName(name string) string {
 		return f.Name
 	}
 	return name
+}
+
+// profileName is how a profile names its model: the absolute path of a
+// config.json given as a file or folder (its name alone is the folder's,
+// which no catalog knows), else the catalog's name.
+func profileName(given, name string) string {
+	if _, err := os.Stat(given); err != nil || given == "" {
+		return name
+	}
+	return profileFile(given)
+}
+
+// profileFile is path made absolute, so a profile used from another
+// folder still finds it; "" stays "".
+func profileFile(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }

@@ -3,11 +3,15 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tokentrace/tokentrace/internal/calibrate"
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
@@ -60,6 +64,9 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 				}
 				ws = append(ws, w)
 			}
+			if err := checkServedModel(cmd.ErrOrStderr(), ws, cfg.Engine, g); err != nil {
+				return err
+			}
 			res, err := calibrate.Calibrate(cmd.Context(), results.Merge(ws...), cfg)
 			if err != nil {
 				if errors.Is(err, results.ErrBadInput) {
@@ -85,4 +92,38 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the bootstrap resamples")
 	bindOutputFile(newFlagGroup(f, "", ""), &out, "profile file to write")
 	return cmd
+}
+
+// checkServedModel compares the model the runs served (run.json's model,
+// the name bench sent) with the one calibrate is to fit: one that does not
+// look like it is refused when --model was not given (the default would be
+// fitted), and warned of when it was; a --gpu not given is warned of.
+func checkServedModel(stderr io.Writer, ws []*results.Observations, o engine.Options, g *flagGroup) error {
+	spec, err := perfmodel.ResolveModel(o.Model)
+	if err != nil {
+		return nil // Config reported it
+	}
+	for _, w := range ws {
+		served := w.Run.Model
+		if served == "" || sameModel(served, spec.Name) {
+			continue
+		}
+		if !g.given("model") {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("calibrate: %s served model %q, but no --model was given, so the fit would be of %s (the default): "+
+				"give --model (a catalog name, tokentrace estimate --list, or the model's config.json) and --gpu as the server ran them", w.Dir, served, spec.Name)}
+		}
+		fmt.Fprintf(stderr, "calibrate: warning: %s served model %q, fitted as --model %s: make sure they are the same model\n", w.Dir, served, spec.Name)
+	}
+	if !g.given("gpu") && !g.given("profile") {
+		fmt.Fprintf(stderr, "calibrate: warning: no --gpu given: fitted as on %s (the default); give --gpu as the server ran\n", o.GPU)
+	}
+	return nil
+}
+
+// sameModel says whether a served model name (a Hugging Face id, a file
+// name) names the catalog model: one contains the other, case and
+// separators aside ("meta-llama/Llama-3.1-8B-Instruct" is Llama-3.1-8B).
+func sameModel(served, name string) bool {
+	a, b := field.FoldName(served), field.FoldName(name)
+	return a != "" && b != "" && (strings.Contains(a, b) || strings.Contains(b, a))
 }

@@ -61,11 +61,12 @@ func TestCalibrateBadInput(t *testing.T) {
 		{[]string{"calibrate", noLengths, "-o", out}, "no input/output token counts"},
 		{[]string{"calibrate", noTimes, "-o", out}, "no first-token or end timestamp"},
 		{[]string{"calibrate", filepath.Join(dir, "missing"), "-o", out}, "no such file"},
-		{[]string{"calibrate", good, "-o", out, "--profile", qwen}, "--profile"},
+		// A profile supplies its model; a flag that disagrees with it is refused.
+		{[]string{"calibrate", good, "-o", out, "--profile", qwen, "--model", "Llama-3.1-8B"}, "--profile"},
 		{[]string{"calibrate", good, "-o", out, "--gpu", "H999"}, "--gpu"},
-		{[]string{"serve", "--profile", qwen, "--port", "0"}, "profile is for model Qwen2.5-7B"},
-		{[]string{"estimate", "--profile", qwen}, "profile is for model Qwen2.5-7B"},
-		{[]string{"bench", "--sim-profile", qwen, "--requests", "1"}, "--sim-profile"},
+		{[]string{"serve", "--profile", qwen, "--model", "Llama-3.1-8B", "--port", "0"}, "profile is for model Qwen2.5-7B, not Llama-3.1-8B"},
+		{[]string{"estimate", "--profile", qwen, "--model", "Llama-3.1-8B"}, "profile is for model Qwen2.5-7B"},
+		{[]string{"bench", "--sim-profile", qwen, "--sim-model", "Llama-3.1-8B", "--requests", "1"}, "--sim-profile"},
 	} {
 		root := NewRoot()
 		root.SetOut(io.Discard)

@@ -58,6 +58,9 @@ Example (the worked example of docs/perfmodel.md, pure roofline):
 				}
 				return perfmodel.WriteList(out, cat)
 			}
+			if err := g.finish(); err != nil {
+				return usageError(err, g)
+			}
 			req, err := f.request(g)
 			if err != nil {
 				return usageError(err, g)
@@ -83,8 +86,8 @@ Example (the worked example of docs/perfmodel.md, pure roofline):
 	}
 	fl := cmd.Flags()
 	g = newFlagGroup(fl, "", "")
+	bindModelFlags(g, &f.model) // first: a --profile's engine reaches --engine's defaults
 	bindEngineFamilyFlag(g, &f.model)
-	bindModelFlags(g, &f.model)
 	bindPricesFlag(g, &f.prices)
 	g.intVar(&f.input, "input-tokens", "prompt tokens per request")
 	g.intVar(&f.output, "output-tokens", "output tokens per request")

@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
 )
 
@@ -275,5 +279,58 @@ func TestGatewayClientURL(t *testing.T) {
 		if got := clientURL(tt.addr); got != tt.want {
 			t.Errorf("%v: %q, want %q", tt.addr, got, tt.want)
 		}
+	}
+}
+
+// A profile carries its model, GPU and engine: estimate, serve's
+// configuration and simulate take them without the flags repeated.
+func TestProfileCarriesItsSettings(t *testing.T) {
+	dir := t.TempDir()
+	qwen := writeProfile(t, dir, "Qwen2.5-7B")
+	prof, err := perfmodel.LoadProfile(qwen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.Engine = "llamacpp"
+	if err := prof.WriteFile(qwen); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "estimate", "--profile", qwen)
+	if err != nil || !strings.Contains(out, "Qwen2.5-7B") {
+		t.Fatalf("estimate --profile: %v\n%s", err, out)
+	}
+	cmd := &cobra.Command{Use: "x"}
+	g := newFlagGroup(cmd.Flags(), "", "")
+	o := serve.DefaultOptions()
+	bindEngineFlags(g, &o.Engine)
+	if err := cmd.ParseFlags([]string{"--profile", qwen}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Engine.Model != "Qwen2.5-7B" || o.Engine.GPU != "H100-SXM" || o.Engine.Engine != "llamacpp" {
+		t.Errorf("--profile alone gave model %q, GPU %q, engine %q; want the profile's", o.Engine.Model, o.Engine.GPU, o.Engine.Engine)
+	}
+	_, err = run(t, "estimate", "--profile", qwen, "--gpu", "A100-80GB")
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "GPU H100-SXM, not A100") {
+		t.Errorf("a --gpu that disagrees with the profile: %v, want exit 2 naming both", err)
+	}
+}
+
+// calibrate refuses to fit the default model to a run that served
+// another, and says which flags to give.
+func TestCalibrateRefusesAnotherServedModel(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, 30)
+	if err := results.WriteRunInfo(dir, results.RunInfo{Model: "model-10x640.gguf", Target: "http://127.0.0.1:8080"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := run(t, "calibrate", dir, "-o", filepath.Join(t.TempDir(), "p.yaml"))
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), `served model "model-10x640.gguf", but no --model was given`) {
+		t.Errorf("err %v, want exit 2 naming the served model", err)
+	}
+	if !sameModel("meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B") || sameModel("model-10x640.gguf", "Llama-3.1-8B") {
+		t.Error("sameModel does not tell a Hugging Face id of the model from another model")
 	}
 }

@@ -36,11 +36,39 @@ func bindModelFlags(g *flagGroup, o *engine.Options) {
 	g.float64Var(&o.SpeculativeAlpha, "speculative-alpha", "speculative decoding: per-token acceptance rate")
 	g.stringVar(&o.DraftModel, "draft-model", "speculative draft model whose cost is added to each step (catalog name or config.json); none: free n-gram proposals")
 	g.stringVar(&o.Profile, "profile", "performance profile (tokentrace calibrate) for this model, GPU, TP and precisions: its fitted constants replace the GPU family's defaults")
+	g.onFinish(func() error { return fillFromProfile(g, o) })
 	g.alias("tp", "tensor-parallel-size", true)
 	g.alias("kv-dtype", "kv-cache-dtype", true)
 	g.alias("mem-util", "gpu-memory-utilization", true)
 	g.alias("spec-k", "speculative-k", true)
 	g.alias("spec-alpha", "speculative-alpha", true)
+}
+
+// fillFromProfile gives the settings a --profile records (model, GPU, GPU
+// file, engine, TP, precisions) to those not given as flags; a flag given
+// wins, and one that disagrees with the profile is refused when the
+// profile is checked against the configuration (Profile.Matches).
+func fillFromProfile(g *flagGroup, o *engine.Options) error {
+	if o.Profile == "" {
+		return nil
+	}
+	prof, err := perfmodel.LoadProfile(o.Profile)
+	if err != nil {
+		return field.Wrap("profile", err)
+	}
+	for _, s := range []struct {
+		field, from string
+		to          *string
+	}{{"model", prof.Model, &o.Model}, {"gpu", prof.GPU, &o.GPU}, {"gpu_file", prof.GPUFile, &o.GPUFile},
+		{"engine", prof.Engine, &o.Engine}, {"dtype", prof.DType, &o.DType}, {"kv_cache_dtype", prof.KVDType, &o.KVCacheDType}} {
+		if s.from != "" && !g.given(s.field) {
+			*s.to = s.from
+		}
+	}
+	if prof.TP > 0 && !g.given("tensor_parallel_size") {
+		o.TensorParallelSize = prof.TP
+	}
+	return nil
 }
 
 // bindGPUFileFlag binds --gpu-file, the hardware catalog that extends the
@@ -52,8 +80,8 @@ func bindGPUFileFlag(g *flagGroup, p *string) {
 // bindEngineFlags binds the simulated engine's settings: the model flags
 // and the scheduler's (serve; bench as --sim-*; simulate).
 func bindEngineFlags(g *flagGroup, o *engine.Options) {
+	bindModelFlags(g, o) // first: a --profile's engine reaches --engine's defaults
 	bindEngineFamilyFlag(g, o)
-	bindModelFlags(g, o)
 	g.intVar(&o.MaxNumSeqs, "max-num-seqs", "most running requests per step (0: vLLM's default for the GPU)")
 	g.intVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", "token budget per step (0: vLLM's default for the GPU)")
 	g.intVar(&o.BlockSize, "block-size", "KV cache block size in tokens")

@@ -24,9 +24,12 @@ const ProfileSchema = 1
 // lengths it was fitted on, and the fit's residuals. serve, simulate,
 // estimate and bench --sim-* load it with --profile.
 type Profile struct {
-	Schema        int    `yaml:"schema"`
-	Model         string `yaml:"model"`
-	GPU           string `yaml:"gpu"`
+	Schema int    `yaml:"schema"`
+	Model  string `yaml:"model"`
+	GPU    string `yaml:"gpu"`
+	// GPUFile is the hardware catalog the GPU came from when it is not a
+	// built-in one (calibrate's --gpu-file), so the profile carries it.
+	GPUFile       string `yaml:"gpu_file,omitempty"`
 	TP            int    `yaml:"tp"`
 	DType         string `yaml:"dtype"`
 	KVDType       string `yaml:"kv_dtype"`

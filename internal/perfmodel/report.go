@@ -523,8 +523,11 @@ func WriteList(w io.Writer, gpus *GPUCatalog) error {
 	fmt.Fprintln(tw, "GPU\tMEMORY\tHBM\tBF16 (dense)\tFP8 (dense)\tINT8 (dense)\tTP LINK\tFAMILY")
 	for _, g := range gpus.GPUs() {
 		opt := func(d DType) string {
-			if v := g.PeakFLOPS[d]; v > 0 {
+			switch v := g.PeakFLOPS[d]; {
+			case v >= 1e12:
 				return fmt.Sprintf("%.0f T", v/1e12)
+			case v > 0:
+				return fmt.Sprintf("%.0f G", v/1e9) // a CPU thread
 			}
 			return "-"
 		}

@@ -29,12 +29,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Verdicts []Verdict
 		Title    string
 		Remedies []whatIfView
-	}{Report: r, Charts: charts, Title: "tokentrace report", Remedies: whatIf}
+	}{Report: r, Charts: charts, Title: r.Title(), Remedies: whatIf}
 	if len(r.SLOs) > 0 {
 		data.Verdicts = append(slices.Clone(r.SLOs), *r.AllSLOs)
-	}
-	if len(r.Sources) > 0 {
-		data.Title += ": " + strings.Join(r.Sources, ", ")
 	}
 	return htmlPage.Execute(w, data)
 }
@@ -61,9 +58,15 @@ th:first-child, td:first-child { text-align:left; }
 .charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(360px,1fr)); gap:14px; }
 figure.wide { grid-column:1 / -1; }
 table.errors td.msg { text-align:left; white-space:normal; word-break:break-word; }
+.headline { background:#fff; border:1px solid var(--line); border-left:5px solid var(--info); border-radius:8px; padding:10px 14px; margin:12px 0; font-size:16px; }
+.headline.failed { border-left-color:var(--crit); } .headline.passed { border-left-color:var(--ok); } .headline .verdict { font-weight:600; }
 .remedy-chart { max-width:340px; margin:8px 0 0; } .extrapolates { color:var(--warn); }
 `, `<h1>{{.Title}}</h1>
-<div class="muted">report schema v{{.Schema}} · made by tokentrace from per-request records</div>
+<div class="muted">{{with .Sources}}results {{range $i, $s := .}}{{if $i}}, {{end}}<code>{{$s}}</code>{{end}} · {{end}}report schema v{{.Schema}} · made by tokentrace from per-request records</div>
+<div class="headline {{if .SLOsFailed}}failed{{else if .SLOs}}passed{{end}}" id="headline">
+{{with .Tested}}<div><span class="muted">tested</span> {{.}}</div>{{end}}
+<div class="verdict"><span class="muted">verdict</span> {{.Verdict}}</div>
+</div>
 {{with .Summary}}
 <div class="cards">
   <div class="card"><b>{{.Requests}}</b><span>requests ({{.Succeeded}} ok, {{.Failed}} failed{{if .Errors}}: {{errs .Errors}}{{end}})</span></div>
@@ -76,7 +79,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 {{range .TopErrors}}<tr><td>{{.Count}}</td><td><code>{{.Kind}}</code></td><td class="msg">{{.Message}}</td></tr>
 {{end}}</table></div>{{end}}
 {{end}}
-{{range .Runs}}{{range .Warnings}}<div class="finding warning"><span class="sev">bench warning</span> {{.}}</div>{{end}}{{end}}
+{{range .HeadWarnings}}<div class="finding warning"><span class="sev">twin</span> {{.}}</div>{{end}}
 
 <h2 id="diagnosis">Diagnosis</h2>
 {{if not .Findings}}<p>No problem found by the rules.</p>{{end}}
@@ -103,7 +106,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
   {{if .Verify}}<p class="muted">verify once applied: <code>{{.Verify}}</code></p>{{end}}
 </div>
 {{end}}{{end}}
-{{with .WhatIf}}{{if .Assumptions}}<ul class="muted">{{range .Assumptions}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{with .WhatIf}}{{with .NoGain}}<p class="muted" id="what-if-no-gain">{{.}}</p>{{end}}{{if .Assumptions}}<ul class="muted">{{range .Assumptions}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <p class="muted">{{.Simulations}} simulations in {{printf "%.1f" .ElapsedS}} s.</p>{{end}}
 
 {{if .Verdicts}}

@@ -43,6 +43,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 func (m mdWriter) summary(r *Report) {
 	s := r.Summary
 	m.p("## tokentrace report\n\n")
+	if tested := r.Tested(); tested != "" {
+		m.p("**Tested**: %s  \n", tested)
+	}
+	m.p("**Verdict**: %s\n\n", r.Verdict())
 	if len(r.Sources) > 0 {
 		m.p("Runs: %s\n\n", "`"+strings.Join(r.Sources, "`, `")+"`")
 	}

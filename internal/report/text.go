@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // WriteText writes the terminal summary (at most 100 columns): the run at a
@@ -60,6 +59,10 @@ func (t textWriter) summary(r *Report) {
 		title += ": " + strings.Join(r.Sources, ", ")
 	}
 	t.p("%s\n", clip(title, 100))
+	if tested := r.Tested(); tested != "" {
+		t.wrapped("tested: "+tested, 98, "", "  ")
+	}
+	t.wrapped("verdict: "+r.Verdict(), 98, "", "  ")
 	t.p("requests %d  succeeded %d  failed %d%s  duration %.1fs\n",
 		s.Requests, s.Succeeded, s.Failed, errorList(s.Errors), s.DurationS)
 	if len(s.TopErrors) > 0 {
@@ -68,10 +71,11 @@ func (t textWriter) summary(r *Report) {
 			t.wrapped(line, 96, "  ", "    ")
 		}
 	}
-	t.p("throughput %s req/s (steady %s)  output %s tok/s  total %s tok/s  offered %s req/s\n",
-		num(s.ThroughputRPS), num(s.CompletionRPS), num(s.OutputTPS), num(s.TotalTPS), num(s.OfferedRPS))
+	t.p("throughput %s req/s  completions %s req/s (first to last end)  offered %s req/s\n",
+		num(s.ThroughputRPS), num(s.CompletionRPS), num(s.OfferedRPS))
+	t.p("output %s tok/s  total %s tok/s\n", num(s.OutputTPS), num(s.TotalTPS))
 	if s.Warmup > 0 || s.Truncated > 0 {
-		t.p("warm-up excluded %d  answers that hit max_tokens %d\n", s.Warmup, s.Truncated)
+		t.p("warm-up excluded %d  answers cut short by max_tokens: %d\n", s.Warmup, s.Truncated)
 	}
 	if s.Unreadable > 0 {
 		t.p("unreadable lines %d (not records: neither succeeded nor failed requests; see the notes)\n", s.Unreadable)
@@ -82,14 +86,8 @@ func (t textWriter) summary(r *Report) {
 	if line := s.PrefixLine(); line != "" {
 		t.p("%s\n", line)
 	}
-	for _, run := range r.Runs {
-		for _, wmsg := range run.Warnings {
-			label := "bench warning: "
-			if results.IsEnvelopeWarning(wmsg) {
-				label = "twin: "
-			}
-			t.wrapped(label+wmsg, 98, "", "  ")
-		}
+	for _, wmsg := range r.HeadWarnings() {
+		t.wrapped("twin: "+wmsg, 98, "", "  ")
 	}
 }
 

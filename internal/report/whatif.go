@@ -106,6 +106,42 @@ type Remedy struct {
 	Applied string `json:"applied,omitempty"`
 }
 
+// noGain is the relative change of the first objective within which a
+// remedy is taken to change nothing.
+const noGain = 0.02
+
+// Split parts the remedies into those the twin predicts to help (the first
+// objective better by more than noGain, or more goodput) and those that
+// change nothing or make it worse, each in its order; a remedy that could
+// not be simulated stays with the first (its error is news).
+func (w *Predictions) Split() (helpful, none []Remedy) {
+	for _, r := range w.Remedies {
+		better := r.Effect == nil || *r.Effect < 1-noGain || r.After.GoodputRPS > (1+noGain)*w.Baseline.GoodputRPS
+		if r.Error != "" || better {
+			helpful = append(helpful, r)
+		} else {
+			none = append(none, r)
+		}
+	}
+	return helpful, none
+}
+
+// NoGainLine folds the remedies that change nothing or make it worse into
+// one line; "" when there are none.
+func (w *Predictions) NoGainLine(none []Remedy) string {
+	if len(none) == 0 {
+		return ""
+	}
+	names := make([]string, len(none))
+	for i, r := range none {
+		names[i] = r.Title
+		if r.Setting != "" {
+			names[i] += " (" + r.Setting + ")"
+		}
+	}
+	return fmt.Sprintf("no gain (within %.0f%%) or worse: %s; the JSON form has their figures", 100*noGain, strings.Join(names, ", "))
+}
+
 // VerifyCommand is the command that checks a remedy once it is applied
 // and the load run again into AFTER (docs/report.md, "Verify").
 func (w *Predictions) VerifyCommand(r Remedy) string {
@@ -199,7 +235,8 @@ func (t textWriter) whatIf(w *Predictions) {
 	if w.Unreliable != "" {
 		t.wrapped("UNRELIABLE: "+w.Unreliable, 94, "  ", "    ")
 	}
-	for i, r := range w.Remedies {
+	helpful, none := w.Split()
+	for i, r := range helpful {
 		t.wrapped(fmt.Sprintf("%d. %s", i+1, w.Line(r)), 94, "  ", "     ")
 		for _, a := range r.Assumes {
 			t.wrapped("assumes: "+a, 90, "     ", "       ")
@@ -210,6 +247,9 @@ func (t textWriter) whatIf(w *Predictions) {
 		if c := w.VerifyCommand(r); c != "" {
 			t.p("     verify once applied: %s\n", c)
 		}
+	}
+	if line := w.NoGainLine(none); line != "" {
+		t.wrapped(line, 94, "  ", "    ")
 	}
 	for _, a := range w.Assumptions {
 		t.wrapped("note: "+a, 94, "  ", "    ")
@@ -283,9 +323,10 @@ func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 	if w == nil {
 		return nil, nil
 	}
-	out := make([]whatIfView, 0, len(w.Remedies))
+	helpful, _ := w.Split()
+	out := make([]whatIfView, 0, len(helpful))
 	var errs []error
-	for _, r := range w.Remedies {
+	for _, r := range helpful {
 		v := whatIfView{Remedy: r, Line: w.Line(r), Verify: w.VerifyCommand(r)}
 		if r.Error == "" && len(w.Objectives) > 0 {
 			svg, err := w.remedyChart(r)
@@ -354,4 +395,11 @@ func thresholdMS(o string) float64 {
 		return 0
 	}
 	return float64(d) / 1e6
+}
+
+// NoGain is NoGainLine of the remedies Split finds no gain in, for the
+// HTML page.
+func (w *Predictions) NoGain() string {
+	_, none := w.Split()
+	return w.NoGainLine(none)
 }

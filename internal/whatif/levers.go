@@ -190,6 +190,9 @@ var levers = []lever{
 			assumes: []string{fmt.Sprintf("each drafted token is accepted with probability %g (--speculative-alpha), drafts are free (n-gram proposals, no draft model)", c.o.SpeculativeAlpha)}}}
 	}},
 	{"tensor-parallel", []string{report.RulePrefillBound, report.RuleDecodeBandwidth, report.RuleKVCache, report.RuleServerQueueing}, all, func(c *state) []variant {
+		if !splits(c.pc.GPU) {
+			return nil // a CPU thread, or a device with no link to split a model over
+		}
 		d := c.base
 		tp := c.pc.TP * 2
 		d.Engine.TensorParallelSize = tp
@@ -234,6 +237,12 @@ var levers = []lever{
 			setting: fmt.Sprintf("max_waiting: unbounded → %d (shed with 429)", n), d: d,
 			assumes: []string{"requests beyond the bound are refused at once (429) and count as failed: a refused request is infinitely late to the SLOs; bound = " + why}}}
 	}},
+}
+
+// splits says whether a model can be split over several of the device by
+// tensor parallelism: it has a link between devices and is not a CPU.
+func splits(g perfmodel.GPU) bool {
+	return g.Family != "cpu" && g.Interconnect != "" && g.Interconnect != "none"
 }
 
 func balancer(d capacity.Deployment) string {

@@ -3,6 +3,7 @@ package whatif
 import (
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
 
@@ -31,5 +32,21 @@ func TestRuleNamesAreDistinct(t *testing.T) {
 			t.Errorf("rule name %q used twice", r.Name)
 		}
 		seen[r.Name] = true
+	}
+}
+
+// Tensor parallelism is no lever for a CPU thread nor a device without a
+// link; it is for a GPU.
+func TestTensorParallelNeedsALink(t *testing.T) {
+	cpu, err := perfmodel.BuiltinGPUs().Lookup("cpu-zen5-1t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h100, err := perfmodel.BuiltinGPUs().Lookup("H100-SXM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if splits(cpu) || !splits(h100) || splits(perfmodel.GPU{Name: "x", Interconnect: "none"}) {
+		t.Errorf("splits: cpu %v, H100 %v; want false, true", splits(cpu), splits(h100))
 	}
 }
