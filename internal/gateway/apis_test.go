@@ -14,6 +14,8 @@ import (
 	oai "github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/openai/openai-go/responses"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
@@ -208,4 +210,42 @@ func postJSON(t *testing.T, url, body string) *http.Response {
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// TestGatewaySplitsReasoningFromAnswer streams each API through the
+// gateway from serve with a reasoning phase: every stream's first answer
+// token is observed apart from its first token (the reasoning's), in
+// tokentrace_gateway_time_to_first_answer_seconds and
+// tokentrace_gateway_reasoning_seconds, whatever the API's events.
+func TestGatewaySplitsReasoningFromAnswer(t *testing.T) {
+	s := startReasoningServe(t, 5)
+	g := mustGateway(t, fmt.Sprintf("pools: [{name: sim, replicas: [{url: %q}]}]\nroutes: [{model: %s, pool: sim}]\n", serveBase(s), simModel))
+	gw := startGateway(t, g)
+	bodies := map[openai.API]string{
+		openai.APIChat:      `{"model":"sim-model","max_tokens":8,"messages":[{"role":"user","content":"x"}],"stream":true}`,
+		openai.APIResponses: `{"model":"sim-model","max_output_tokens":8,"input":"x","stream":true}`,
+		openai.APIMessages:  `{"model":"sim-model","max_tokens":8,"messages":[{"role":"user","content":"x"}],"stream":true}`,
+		openai.APIOllama:    `{"model":"sim-model","options":{"num_predict":8},"messages":[{"role":"user","content":"x"}]}`,
+	}
+	for api, body := range bodies {
+		resp := postJSON(t, gw.URL+api.Path(), body)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", api, resp.StatusCode)
+		}
+	}
+	count := func(h *prometheus.HistogramVec) (n uint64, sum float64) {
+		var m dto.Metric
+		if err := h.WithLabelValues("sim", simModel).(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	}
+	if n, _ := count(g.Metrics.FirstAnswer); n != 4 {
+		t.Errorf("first answer observed %d times, want 4", n)
+	}
+	if n, sum := count(g.Metrics.Reasoning); n != 4 || sum <= 0 {
+		t.Errorf("reasoning observed %d times (sum %gs), want 4", n, sum)
+	}
 }

@@ -60,6 +60,7 @@ type attempt struct {
 	wholeInfo   openai.ChunkInfo // the body read as a chunk: the engine's evidence
 	scanned     time.Duration
 	first       time.Time
+	answered    bool // the first output was answer text, not reasoning
 	done        bool // the stream ended ([DONE]) before any content
 	doneAt      int  // with done: where the [DONE] event starts in pending
 	// outcome
@@ -343,6 +344,7 @@ func (x *exchange) readToFirstToken(a *attempt) bool {
 		switch probe.inspect(ev) {
 		case eventContent:
 			a.first = g.now()
+			a.answered = probe.answer()
 			a.tokens, a.lastUse = 1, 0
 			if used, ok := probe.usage(); ok {
 				a.tokens, a.lastUse = used, used

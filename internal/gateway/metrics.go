@@ -36,7 +36,13 @@ type Metrics struct {
 	// part, keyed by its Server-Timing name (promStage names the series).
 	Stage    map[latency.TimingName]*prometheus.HistogramVec
 	ChunkGap *prometheus.HistogramVec // gap between content events written to the client
-	ITL      *prometheus.HistogramVec // per-token gap, when usage is continuous
+	// FirstAnswer is the time to the first answer token (content, not
+	// reasoning) of a stream; Reasoning, of a stream whose output began
+	// with reasoning, the time from its first reasoning token to its
+	// first answer token (the gateway hop's reasoning phase), whatever
+	// the API.
+	FirstAnswer, Reasoning *prometheus.HistogramVec
+	ITL                    *prometheus.HistogramVec // per-token gap, when usage is continuous
 
 	Requests *prometheus.CounterVec // by pool, model, code
 	Rejected *prometheus.CounterVec // by pool, reason
@@ -107,6 +113,9 @@ func NewMetrics() *Metrics {
 	genai := func(name, unit, help string) *prometheus.HistogramVec {
 		return h(tracing.PromName(name, unit), help, tracing.GenAIBounds(name))
 	}
+	genaiLike := func(name, help string) *prometheus.HistogramVec { // the TTFT's buckets
+		return h(name, help, tracing.GenAIBounds(tracing.MetricServerTTFT))
+	}
 	m := &Metrics{
 		TTFT: genai(tracing.MetricServerTTFT, tracing.UnitSeconds,
 			"Time from the gateway receiving a streaming request to the first content token it read from upstream."),
@@ -119,6 +128,10 @@ func NewMetrics() *Metrics {
 			Buckets: tracing.GenAIBounds(tracing.MetricTokenUsage)}, []string{"pool", "model", tracing.PromLabel(tracing.AttrTokenType)}),
 		ChunkGap: h("tokentrace_gateway_chunk_gap_seconds", "Gap between consecutive content-bearing stream events read from upstream.", stageBuckets),
 		ITL:      h("tokentrace_gateway_itl_seconds", "Per-token gap, from upstream chunks carrying continuous usage.", stageBuckets),
+		FirstAnswer: genaiLike("tokentrace_gateway_time_to_first_answer_seconds",
+			"Time from the gateway receiving a streaming request to the first answer token (content, not reasoning) it read from upstream."),
+		Reasoning: h("tokentrace_gateway_reasoning_seconds",
+			"Time from the first reasoning token to the first answer token read from upstream, of streams whose output began with reasoning.", stageBuckets),
 		Stage:    map[latency.TimingName]*prometheus.HistogramVec{},
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_requests_total", Help: "Completion requests by final HTTP status."}, []string{"pool", "model", "code"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_rejected_total", Help: "Requests refused by a policy, by reason."}, []string{"pool", "reason"}),
@@ -178,7 +191,7 @@ func promStage(s latency.TimingName) string {
 
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.Usage, m.ChunkGap, m.ITL, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency,
+	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.Usage, m.ChunkGap, m.ITL, m.FirstAnswer, m.Reasoning, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency,
 		m.RedisUp, m.RedisErrors, m.RedisFallback, m.SharedInUse}
 	for _, s := range stageSeries {
 		cs = append(cs, m.Stage[s])
@@ -203,6 +216,7 @@ type observation struct {
 	stages      stageDurations
 	tl          *timeline
 	ttft        time.Duration // 0 when no token was produced
+	firstAnswer time.Time     // exchange.firstAnswer
 	// noContent: a stream that ended ([DONE]) without content; its end
 	// stands in for the first token in the stages, but it is no TTFT.
 	noContent bool
@@ -264,6 +278,12 @@ func (m *Metrics) observe(o *observation) {
 		return
 	}
 	ss.ttft.Observe(o.ttft.Seconds())
+	if fa := o.firstAnswer; !fa.IsZero() {
+		m.FirstAnswer.WithLabelValues(pool, model).Observe(fa.Sub(o.tl.start).Seconds())
+		if r := fa.Sub(o.tl.firstTok); r > 0 {
+			m.Reasoning.WithLabelValues(pool, model).Observe(r.Seconds())
+		}
+	}
 	if o.outTokens >= 2 {
 		ss.tpot.Observe((e2e - o.ttft).Seconds() / float64(o.outTokens-1))
 	}

@@ -123,6 +123,11 @@ type exchange struct {
 	sendG sendGuard
 	// dequeued: the request's pool slots were given back (dequeue).
 	dequeued atomic.Bool
+	// firstAnswer is when the first answer token (content, not
+	// reasoning) was read from upstream: after the first token when the
+	// output began with reasoning; zero when none came or the answer was
+	// whole.
+	firstAnswer time.Time
 }
 
 // eventState is what relaying one event reads and writes of the
@@ -334,7 +339,7 @@ func (x *exchange) finish() {
 		x.status = http.StatusOK
 	}
 	x.g.Metrics.observe(&observation{pool: pool, model: model, status: x.status, stream: x.req.Stream, stages: st, tl: &x.tl,
-		ttft: ttft, noContent: x.noContent, outTokens: x.tokens, inTokens: x.req.InputTokens(), chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
+		ttft: ttft, firstAnswer: x.firstAnswer, noContent: x.noContent, outTokens: x.tokens, inTokens: x.req.InputTokens(), chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
 	x.span.end(x, st)
 	x.releaseChunks()
 }

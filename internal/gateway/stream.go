@@ -104,6 +104,10 @@ func (p *chunkProbe) inspect(ev sse.Event) eventKind {
 	return eventOther
 }
 
+// answer reports whether the event classified last carries answer text
+// (content or a completion's text), not only reasoning or a tool call.
+func (p *chunkProbe) answer() bool { return len(p.Content) > 0 || len(p.Text) > 0 }
+
 // usage is the completion_tokens of the chunk's usage; ok is false when
 // it has none.
 func (p *chunkProbe) usage() (completion int, ok bool) {
@@ -165,6 +169,9 @@ func (x *exchange) firstToken(a *attempt) {
 	if tl.firstTok.Before(tl.conn) {
 		tl.firstTok = tl.conn
 	}
+	if a.answered {
+		x.firstAnswer = tl.firstTok
+	}
 	x.firstSeen = x.g.now()
 	x.status = http.StatusOK
 }
@@ -183,6 +190,9 @@ func (x *exchange) feedFirstToken(a *attempt) {
 	x.g.countAttempt(a.pool, "won")
 	tl := &x.tl
 	x.span.eventAt("first_token", x.firstSeen)
+	if a.answered {
+		x.span.eventAt("first_answer", x.firstSeen)
+	}
 	a.pool.recordTTFT(tl.firstTok.Sub(tl.conn))
 	admitted := a.admitted
 	if admitted.IsZero() {
@@ -456,6 +466,10 @@ func (r *relay) next() bool {
 // says it added).
 func (r *relay) content(t0 time.Duration) {
 	x := r.x
+	if x.firstAnswer.IsZero() && x.rs.probe.answer() {
+		x.firstAnswer = x.g.base.Add(t0)
+		x.span.eventAt("first_answer", x.firstAnswer)
+	}
 	x.chunkNS = append(x.chunkNS, int64(t0-x.relayStart))
 	k := 1
 	if used, ok := x.rs.probe.usage(); ok && (x.continuous || x.tokens == 1) {

@@ -61,7 +61,8 @@ func TestSpanPerRequestWithStageEventsAndPropagation(t *testing.T) {
 	for _, e := range sp.Events {
 		events = append(events, e.Name)
 	}
-	if got := strings.Join(events, ","); got != "queued,admitted,first_token" {
+	// No reasoning: the first token is the first answer token.
+	if got := strings.Join(events, ","); got != "queued,admitted,first_token,first_answer" {
 		t.Errorf("events %s", got)
 	}
 	attrs := map[string]bool{}
