@@ -49,13 +49,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.MetricsHandler.ServeHTTP(w, r)
 	default:
-		if strings.HasPrefix(r.URL.Path, "/v1/") && g.passesUnknown() {
+		if (strings.HasPrefix(r.URL.Path, "/v1/") || engineTokenizerPaths[r.URL.Path]) && g.passesUnknown() {
 			g.passThrough(w, r)
 			return
 		}
 		openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown path "+r.URL.Path, "", "not_found"), 0)
 	}
 }
+
+// engineTokenizerPaths are the engine's own tokenizer endpoints outside
+// /v1/ (llama.cpp's /tokenize, /detokenize and /apply-template; vLLM's
+// /tokenize, /detokenize), passed through as paths under /v1/ are, so that
+// a client sizes its prompts behind the gateway as it does directly.
+var engineTokenizerPaths = map[string]bool{"/tokenize": true, "/detokenize": true, "/apply-template": true}
 
 func newIDPrefix() string {
 	var b [6]byte
