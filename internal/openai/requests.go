@@ -57,7 +57,6 @@ type inputItem struct {
 type textParts struct {
 	text  string
 	parts bool // given as an array
-	kinds []string
 	raw   []byte
 }
 

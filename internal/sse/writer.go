@@ -90,9 +90,9 @@ func (w *Writer) EndData(b []byte) error {
 // "event: <name>\ndata: <payload>\n\n" (the typed events of the
 // Responses and Messages APIs), ended by EndData.
 func (w *Writer) BeginEvent(name string) []byte {
-	b := append(w.buf, "event: "...)
-	b = append(b, name...)
-	return append(b, "\ndata: "...)
+	w.buf = append(w.buf, "event: "...)
+	w.buf = append(w.buf, name...)
+	return append(w.buf, "\ndata: "...)
 }
 
 // BeginLine begins one line of a newline-delimited JSON stream (Ollama's
@@ -103,7 +103,8 @@ func (w *Writer) BeginLine() []byte { return w.buf }
 
 // EndLine ends the line BeginLine began and writes it.
 func (w *Writer) EndLine(b []byte) error {
-	w.buf = append(b, '\n')
+	b = append(b, '\n')
+	w.buf = b
 	return w.sendBuf()
 }
 
