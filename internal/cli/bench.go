@@ -51,7 +51,7 @@ docs/cli.md).`,
 		Example: `  tokentrace bench
   tokentrace bench --url http://localhost:8000 --rate 20 --duration 2m --slo "ttft:p99<=1.5s,tpot:p99<=50ms"
   tokentrace bench --url http://localhost:8000 --concurrency 64 --requests 2000 --input-tokens uniform:500-1500
-  tokentrace bench --trace ../shared/data/azure-llm-2023/conv.csv --trace-window 0s+2m
+  tokentrace bench --trace AzureLLMInferenceTrace_conv.csv --trace-window 0s+2m
   tokentrace bench --sweep auto --slo "ttft:p99<=500ms"
   tokentrace bench --url http://serve:8000 --rate 200 --duration 5m --shard 2/4 --shard-start-at 2025-06-01T12:00:00Z
   tokentrace bench --self-test`,

@@ -129,7 +129,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/process":                 {only: []string{}},
 	"internal/racedetect":              {only: []string{}},
 	"internal/openaitest":              {only: []string{"sse"}},
-	"internal/perfmodel":               {only: []string{"field"}},
+	"internal/perfmodel":               {only: []string{"field", "gguf"}},
 	"internal/workload":                {only: []string{"field", "tokenizer"}},
 	"internal/results":                 {only: []string{"field", "jsonscan", "latency"}},
 	"internal/engine":                  {only: []string{"field", "perfmodel", "workload"}},

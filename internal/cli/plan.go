@@ -97,7 +97,7 @@ closest is named, with by how much it misses), 2 for bad flags or input (an
 unknown GPU in --prices, a results folder without arrival times), 1 when the
 HTML cannot be written (docs/cli.md).`,
 		Example: `  tokentrace plan --rate 40 --input-tokens 2000 --output-tokens 200 --slo "ttft:p99<=1s,tpot:p99<=50ms"
-  tokentrace plan --trace ../shared/data/azure-llm-2023/conv.csv --trace-window 0s+10m --slo "ttft:p99<=1s" -o plan.html
+  tokentrace plan --trace AzureLLMInferenceTrace_conv.csv --trace-window 0s+10m --slo "ttft:p99<=1s" -o plan.html
   tokentrace plan results/20261202-143131 --rate 80 --slo "e2e:p95<=10s" --vary gpu=H100-SXM,L40S --vary replicas=1-8
   tokentrace plan --maximize throughput --budget 20 --slo "ttft:p99<=1s" --vary gpu=H100-SXM,H200 --vary replicas=1-4`,
 		Args: cobra.MaximumNArgs(1),

@@ -36,7 +36,7 @@ failed, 2 for bad flags or input (nothing is written), 1 when the results
 cannot be written (docs/cli.md).`,
 		Example: `  tokentrace simulate --rate 20 --requests 2000
   tokentrace simulate --concurrency 64 --duration 10m --input-tokens uniform:500-1500
-  tokentrace simulate --trace ../shared/data/azure-llm-2023/conv.csv --replicas 4 --balancer prefix_affinity --enable-prefix-caching
+  tokentrace simulate --trace AzureLLMInferenceTrace_conv.csv --replicas 4 --balancer prefix_affinity --enable-prefix-caching
   tokentrace simulate --rate 50 --replicas 8 --length-pools 2048:6,*:2 --queue-concurrency 256 --deadline-ttft 2s --early-reject`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -220,6 +220,9 @@ func ResolveModel(nameOrPath string) (ModelSpec, error) {
 		if st.IsDir() {
 			return LoadModelConfig(filepath.Join(nameOrPath, "config.json"))
 		}
+		if strings.EqualFold(filepath.Ext(nameOrPath), ".gguf") {
+			return LoadGGUF(nameOrPath)
+		}
 		return LoadModelConfig(nameOrPath)
 	}
 	if strings.HasSuffix(strings.ToLower(nameOrPath), ".json") {

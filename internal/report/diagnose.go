@@ -30,7 +30,34 @@ func diagnose(a *analysis, rep *Report) []Finding {
 		return r
 	}
 	slices.SortStableFunc(out, func(x, y Finding) int { return rank(x) - rank(y) })
+	mergeRemedies(out)
 	return out
+}
+
+// mergeRemedies says a remedy once: a finding whose remedy an earlier one
+// gives word for word points to that finding instead of repeating it.
+func mergeRemedies(fs []Finding) {
+	first := map[string]string{} // remedy → title of the finding that gives it
+	for i := range fs {
+		var kept, same []string
+		for _, r := range fs[i].Remedies {
+			if t, ok := first[r]; ok {
+				if !slices.Contains(same, t) {
+					same = append(same, t)
+				}
+				continue
+			}
+			first[r] = fs[i].Title
+			kept = append(kept, r)
+		}
+		if len(same) == 0 {
+			continue
+		}
+		for _, t := range same {
+			kept = append(kept, fmt.Sprintf("as for %q above", t))
+		}
+		fs[i].Remedies = kept
+	}
 }
 
 // accountsForFailure says whether a finding explains a failed SLO.

@@ -103,3 +103,19 @@ func TestWhatIfNoGainFolded(t *testing.T) {
 		t.Errorf("the page shows %d remedy cards, want 2 and the folded line", strings.Count(h, `class="finding remedy"`))
 	}
 }
+
+// Two findings with one remedy say it once; the second points to the first.
+func TestMergeRemedies(t *testing.T) {
+	fs := []Finding{
+		{Title: "Decode is slow", Remedies: []string{"run llama-server with more threads (-t)", "fewer slots (-np)"}},
+		{Title: "Prefill is slow", Remedies: []string{"run llama-server with more threads (-t)"}},
+		{Title: "Other", Remedies: []string{"something else"}},
+	}
+	mergeRemedies(fs)
+	if got := fs[1].Remedies; len(got) != 1 || got[0] != `as for "Decode is slow" above` {
+		t.Errorf("second finding's remedies %q", got)
+	}
+	if len(fs[0].Remedies) != 2 || len(fs[2].Remedies) != 1 {
+		t.Errorf("findings without a repeated remedy changed: %+v", fs)
+	}
+}
