@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,5 +104,64 @@ func TestSendTimeoutSetting(t *testing.T) {
 	cfg.Server.SendTimeout = Duration(-time.Second)
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "server.send_timeout") {
 		t.Fatalf("a negative send_timeout: %v, want an error naming server.send_timeout", err)
+	}
+}
+
+// slowOrNormal answers model "big" with an endless stream of 16 KiB
+// chunks (more than the sockets hold) and anything else as normal does;
+// big counts the big answers begun.
+func slowOrNormal(normal http.Handler, big *atomic.Int64) http.Handler {
+	chunk := `data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("x", 16<<10) + `"}}]}` + "\n\n"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"model":"big"`)) {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			normal.ServeHTTP(w, r)
+			return
+		}
+		big.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for r.Context().Err() == nil {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// TestSlowReadersLeaveOthersTTFT: 200 streams of which 20 stop reading
+// answers larger than the sockets hold, on a pool of 20 slots: the other
+// 180 streams' TTFT stays within the bounds of the same 180 streams run
+// without the slow readers (P90 within 3× of that same-run baseline): the
+// slow readers are cut after send_timeout and their slots given back.
+func TestSlowReadersLeaveOthersTTFT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("400 streams")
+	}
+	var big atomic.Int64
+	up := httptest.NewServer(slowOrNormal(benchUpstream(10, 5*time.Millisecond), &big))
+	defer up.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4096, DisableCompression: true}, Timeout: time.Minute}
+	defer client.CloseIdleConnections()
+	run := func(slow int) streamStats {
+		g := mustGateway(t, "server: {send_timeout: 100ms}\npools: [{name: p, queue: {concurrency: 20, max_size: 400}, replicas: [{url: "+up.URL+"}]}]\nroutes: [{model: \"*\", pool: p}]\n")
+		srv := startGateway(t, g)
+		defer srv.Close()
+		big.Store(0)
+		for range slow {
+			openSilentClient(t, srv, "big")
+		}
+		waitFor(t, "the slow readers' answers to begin", func() bool { return big.Load() == int64(slow) })
+		return runStreams(client, srv.URL, 180, false)
+	}
+	base := run(0)
+	with := run(20)
+	if base.errors+with.errors > 0 || len(base.ttfb) != 180 || len(with.ttfb) != 180 {
+		t.Fatalf("errors: %d without the slow readers, %d with them; want none", base.errors, with.errors)
+	}
+	b90, w90 := pct(base.ttfb, 90), pct(with.ttfb, 90)
+	t.Logf("TTFT of 180 streams, P50/P90: %v/%v without 20 slow readers, %v/%v with them", pct(base.ttfb, 50), b90, pct(with.ttfb, 50), w90)
+	if w90 > 3*b90 {
+		t.Errorf("P90 TTFT %v with 20 slow readers, over 3× the %v without them", w90, b90)
 	}
 }
