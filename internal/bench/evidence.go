@@ -91,10 +91,24 @@ func chooseField(mode, engine string) (field, asked string) {
 	return "", "nothing: the engine is not known, and a strict API refuses a field it does not know"
 }
 
+// behindGateway is detectEngine's words for a target whose /metrics are
+// a tokentrace gateway's and whose engine nothing else named.
+const behindGateway = "a tokentrace gateway (its /metrics); the engine behind it is not named: " +
+	"--server-metrics vllm asks vLLM through it"
+
 // detectEngine names the engine behind t, and from what: its /metrics
 // names, GET /v1/models's owned_by, the Server header, llama.cpp's
-// /props or vLLM's /version. "" when none says.
+// /props. engine is "" when none says (by then says
+// whether the target is a tokentrace gateway).
 func detectEngine(ctx context.Context, t Target) (engine, by string) {
+	e, by, gateway := probeEngine(ctx, t)
+	if e == "" && gateway {
+		by = behindGateway
+	}
+	return e, by
+}
+
+func probeEngine(ctx context.Context, t Target) (engine, by string, gateway bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -103,31 +117,30 @@ func detectEngine(ctx context.Context, t Target) (engine, by string) {
 	if u, err := scrape.MetricsURL(t.BaseURL); err == nil {
 		if fams, err := scrape.Get(ctx, hc, u, header); err == nil {
 			if e, ok := scrape.Detect(fams); ok {
-				return e.Name, "its /metrics names (" + e.Prefix + "…)"
+				return e.Name, "its /metrics names (" + e.Prefix + "…)", false
+			}
+			for name := range fams {
+				gateway = gateway || strings.HasPrefix(name, "tokentrace_gateway_")
 			}
 		}
 	}
 	if u, err := t.apiURL("/models"); err == nil {
 		if b, resp := probe(ctx, hc, u, header); resp != nil {
 			if e := serverHeaderEngine(resp.Header.Get("Server")); e != "" {
-				return e, "its Server header (" + resp.Header.Get("Server") + ")"
+				return e, "its Server header (" + resp.Header.Get("Server") + ")", gateway
 			}
 			if e, owner := ownedByEngine(b); e != "" {
-				return e, `GET /v1/models (owned_by "` + owner + `")`
+				return e, `GET /v1/models (owned_by "` + owner + `")`, gateway
 			}
 		}
 	}
 	if u, err := t.rootURL("/props"); err == nil {
 		if b, _ := probe(ctx, hc, u, header); hasKeys(b, "default_generation_settings", "total_slots") {
-			return latency.EngineLlamaCpp, "GET /props (llama.cpp's total_slots)"
+			return latency.EngineLlamaCpp, "GET /props (llama.cpp's total_slots)", gateway
 		}
 	}
-	if u, err := t.rootURL("/version"); err == nil {
-		if b, _ := probe(ctx, hc, u, header); onlyKey(b, "version") {
-			return latency.EngineVLLM, "GET /version (vLLM's {\"version\": …})"
-		}
-	}
-	return "", ""
+	// No /version: vLLM's and TensorRT-LLM's both answer {"version": …}.
+	return "", "", gateway
 }
 
 // probe GETs u and returns its body (at most 1 MiB) when the status is
@@ -201,12 +214,6 @@ func hasKeys(b []byte, keys ...string) bool {
 	return true
 }
 
-// onlyKey says whether b is a JSON object with key as its one member.
-func onlyKey(b []byte, key string) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(b, &m) == nil && len(m) == 1 && m[key] != nil
-}
-
 // rootURL joins the server's root (the base URL without /v1) and path.
 func (t Target) rootURL(path string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(t.BaseURL))
@@ -235,8 +242,11 @@ func (r *run) askEvidence(ctx context.Context) {
 	r.target.MetricsField = ask.Field
 	r.sum.Evidence = ask
 	eng := "not detected"
-	if ask.Engine != "" {
+	switch {
+	case ask.Engine != "":
 		eng = ask.Engine + ", from " + ask.DetectedBy
+	case ask.DetectedBy != "":
+		eng = "not detected: " + ask.DetectedBy
 	}
 	fmt.Fprintf(r.log, "bench: server engine %s; per-request evidence asked for: %s\n", eng, ask.Asked)
 }
@@ -254,8 +264,11 @@ func evidenceLine(a *EvidenceAsk) string {
 		back = fmt.Sprintf("came back: %s of %d succeeded", strings.Join(came, ", "), a.Succeeded)
 	}
 	eng := "engine not detected"
-	if a.Engine != "" {
+	switch {
+	case a.Engine != "":
 		eng = "engine " + a.Engine + " (" + a.DetectedBy + ")"
+	case a.DetectedBy != "":
+		eng = a.DetectedBy
 	}
 	asked := a.Asked
 	if a.Field != "" {

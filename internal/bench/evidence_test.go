@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,6 +178,65 @@ func TestEngineDecodeBehindTheGateway(t *testing.T) {
 			// 15 tokens 3 ms apart: about 45 ms of decode a request.
 			if decode < 3*40 || tail > decode/10 {
 				t.Errorf("server decode %.1f ms, stream tails %.1f ms over the groups: the engine's decode is not the server's", decode, tail)
+			}
+		})
+	}
+}
+
+// TestEngineAskedThroughTheGateway: behind a tokentrace gateway (whose
+// /metrics are its own) bench still detects vLLM, from the models the
+// gateway passes on, asks with include_metrics, and the gateway's split
+// of vLLM's metrics comes back on every request.
+func TestEngineAskedThroughTheGateway(t *testing.T) {
+	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectVLLM, Slots: 2,
+		Prefill: 2 * time.Millisecond, PerToken: time.Millisecond, Tokens: 4, Evidence: true, Metrics: true})
+	gw, _ := gatewaytest.Start(t, gatewaytest.OnePool(e.URL(), "vllm"))
+	res, _ := runURL(t, gw, 2, 8, "")
+	ask := res.Summary.Evidence
+	if ask.Engine != latency.EngineVLLM || ask.Field != "include_metrics" || ask.Returned["server-timing (vllm)"] != 8 {
+		t.Errorf("evidence %+v", ask)
+	}
+	for _, rq := range e.Log() {
+		if !rq.Asked {
+			t.Errorf("request %s reached the engine without include_metrics", rq.ID)
+		}
+	}
+}
+
+// TestDetectEngine reads each sign of an engine, and says when the
+// target is a tokentrace gateway whose engine nothing names.
+func TestDetectEngine(t *testing.T) {
+	for _, c := range []struct {
+		name, metrics, owner, server, props string
+		engine, by                          string
+	}{
+		{"metrics names", "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs 0\n", "x", "", "", "sglang", "its /metrics names (sglang:…)"},
+		{"owned_by", "", "vllm", "", "", "vllm", `GET /v1/models (owned_by "vllm")`},
+		{"server header", "", "x", "llama.cpp", "", "llamacpp", "its Server header (llama.cpp)"},
+		{"props", "", "x", "", `{"default_generation_settings":{},"total_slots":4}`, "llamacpp", "GET /props (llama.cpp's total_slots)"},
+		{"a gateway", "# TYPE tokentrace_gateway_in_flight gauge\ntokentrace_gateway_in_flight{pool=\"a\"} 0\n", "pool-a", "", "", "", behindGateway},
+		{"nothing", "", "x", "", "", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.URL.Path == "/metrics" && c.metrics != "":
+					_, _ = io.WriteString(w, c.metrics)
+				case r.URL.Path == "/v1/models":
+					if c.server != "" {
+						w.Header().Set("Server", c.server)
+					}
+					fmt.Fprintf(w, `{"data":[{"id":"m","owned_by":%q}]}`, c.owner)
+				case r.URL.Path == "/props" && c.props != "":
+					_, _ = io.WriteString(w, c.props)
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer srv.Close()
+			e, by := detectEngine(context.Background(), Target{BaseURL: srv.URL})
+			if e != c.engine || by != c.by {
+				t.Errorf("detected %q from %q, want %q from %q", e, by, c.engine, c.by)
 			}
 		})
 	}
