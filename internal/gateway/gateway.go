@@ -238,6 +238,7 @@ func (g *Gateway) SetConfig(cfg *Config) error {
 	if err := g.checkAuthOff(old, cfg); err != nil {
 		return err
 	}
+	g.warnUnboundedCharge(cfg)
 	rr, err := g.openRedis(old, cfg.Redis)
 	if err != nil {
 		return err
@@ -301,6 +302,20 @@ func (g *Gateway) checkAuthOff(old *liveConfig, cfg *Config) error {
 	}
 	g.log().Warn("config: authentication turned off (keys: []): every request is served without an API key", "keys_before", len(old.cfg.Keys))
 	return nil
+}
+
+// warnUnboundedCharge warns of routes whose requests without max_tokens a
+// key's tokens_per_minute charges their input only: the route has neither
+// default_max_tokens nor max_max_tokens to charge instead.
+func (g *Gateway) warnUnboundedCharge(cfg *Config) {
+	if !slices.ContainsFunc(cfg.Keys, func(k KeyConfig) bool { return k.TokensPerMinute > 0 }) {
+		return
+	}
+	for _, r := range cfg.Routes {
+		if r.Length.DefaultMaxTokens == 0 && r.Length.MaxMaxTokens == 0 {
+			g.log().Warn("config: a key has tokens_per_minute but this route has no length.default_max_tokens or max_max_tokens: its requests without max_tokens are charged their input only", "route", r.Model)
+		}
+	}
 }
 
 // livePool makes pool pc live: a pool of the running configuration old

@@ -87,3 +87,22 @@ func TestUpstreamRedirectIs502(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenLimitWarnsWithoutADefault: a key with tokens_per_minute and a
+// route with no length default or limit (its requests without max_tokens
+// would be charged their input only) is warned of at load.
+func TestTokenLimitWarnsWithoutADefault(t *testing.T) {
+	cfg, err := ParseConfig([]byte("pools: [{name: p, replicas: [{url: \"http://h:1\"}]}]\nroutes: [{model: open, pool: p}, {model: capped, pool: p, length: {max_max_tokens: 100}}]\nkeys: [{name: k, sha256: " + strings.Repeat("ab", 32) + ", tokens_per_minute: 1000}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	g := &Gateway{Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := g.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if s := logs.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "route=open") || strings.Contains(s, "route=capped") {
+		t.Errorf("want one warning naming route open: %s", s)
+	}
+}

@@ -418,6 +418,7 @@ routes:
 		{"input too long rejected", chatBody("strict", false, strings.Repeat("w ", 60), ""), 400, nil},
 		{"over limit clamped", chatBody("clamp", false, "hi", `,"max_tokens":1000`), 200, float64(256)},
 		{"max_completion_tokens clamped", chatBody("clamp", false, "hi", `,"max_completion_tokens":1000`), 200, nil},
+		{"absent: the route's limit", chatBody("clamp", false, "hi", ""), 200, float64(256)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
