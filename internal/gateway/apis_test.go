@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -247,5 +248,50 @@ func TestGatewaySplitsReasoningFromAnswer(t *testing.T) {
 	}
 	if n, sum := count(g.Metrics.Reasoning); n != 4 || sum <= 0 {
 		t.Errorf("reasoning observed %d times (sum %gs), want 4", n, sum)
+	}
+}
+
+// TestHostileBodiesPerAPI sends each API's endpoint hostile bodies: deep
+// nesting, a case variant of a key the gateway reads, a duplicated one,
+// a body over server.max_body_bytes. Each is refused before any upstream
+// with a 4xx in the API's own error shape.
+func TestHostileBodiesPerAPI(t *testing.T) {
+	g := mustGateway(t, "server: {max_body_bytes: 4096}\npools: [{name: p, replicas: [{url: \"http://127.0.0.1:1\"}]}]\nroutes: [{model: m, pool: p}]\n")
+	gw := startGateway(t, g)
+	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	for _, c := range []struct {
+		api    openai.API
+		body   string
+		status int
+	}{
+		{openai.APIResponses, `{"model":"m","input":` + deep + `}`, 400},
+		{openai.APIResponses, `{"model":"m","input":"x","Stream":true}`, 400},
+		{openai.APIResponses, `{"model":"m","input":"` + strings.Repeat("a", 5000) + `"}`, 413},
+		{openai.APIMessages, `{"model":"m","max_tokens":1,"messages":` + deep + `}`, 400},
+		{openai.APIMessages, `{"model":"m","max_tokens":1,"max_tokens":2,"messages":[{"role":"user","content":"x"}]}`, 400},
+		{openai.APIMessages, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"` + strings.Repeat("a", 5000) + `"}]}`, 413},
+		{openai.APIOllama, `{"model":"m","messages":` + deep + `}`, 400},
+		{openai.APIOllama, `{"model":"m","messages":[{"role":"user","content":"x"}],"options":{"num_predict":1,"num_predict":2}}`, 400},
+		{openai.APIOllama, `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", 5000) + `"}]}`, 413},
+	} {
+		resp := postJSON(t, gw.URL+c.api.Path(), c.body)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		var shape map[string]any
+		_ = json.Unmarshal(b, &shape)
+		ok := false
+		switch c.api {
+		case openai.APIMessages:
+			e, _ := shape["error"].(map[string]any)
+			ok = shape["type"] == "error" && e["message"] != nil
+		case openai.APIOllama:
+			_, ok = shape["error"].(string)
+		default:
+			e, _ := shape["error"].(map[string]any)
+			ok = e["message"] != nil
+		}
+		if resp.StatusCode != c.status || !ok {
+			t.Errorf("%s %.50s: %d %s, want %d in the API's error shape", c.api, c.body, resp.StatusCode, b, c.status)
+		}
 	}
 }
