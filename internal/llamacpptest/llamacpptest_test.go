@@ -14,18 +14,6 @@ import (
 	"testing"
 )
 
-func TestShapeParams(t *testing.T) {
-	// make_model.py prints params=17.6M and 75.4M for these shapes.
-	for _, c := range []struct {
-		s    Shape
-		want int
-	}{{Small, 17_564_928}, {Reference, 75_379_840}} {
-		if got := c.s.Params(); got != c.want {
-			t.Errorf("%s: Params() = %d, want %d", c.s, got, c.want)
-		}
-	}
-}
-
 func TestArgsBanByteTokens(t *testing.T) {
 	args := Args("m.gguf", Options{Slots: 4, Context: 4096})
 	joined := " " + strings.Join(args, " ") + " "

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/enginetest"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/llamacpptest"
 	"github.com/tokentrace/tokentrace/internal/racedetect"
@@ -65,7 +66,7 @@ func TestCalibrateThenSimulateAgainstLlamaServer(t *testing.T) {
 		dir = t.TempDir()
 	}
 	model := filepath.Join(dir, "config.json")
-	if err := os.WriteFile(model, s.Shape.ConfigJSON(s.Context), 0o600); err != nil {
+	if err := os.WriteFile(model, enginetest.ConfigJSON(s.Shape, s.Context), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	gpus, err := filepath.Abs(cpuDevice)

@@ -245,3 +245,18 @@ func CPU(pid int) time.Duration {
 // noRedirects follows no redirect: a 3xx is the answer (httplimit's rule;
 // process imports nothing of this module).
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// TailFile is the last n lines of a child's log file, for an error that
+// says why the child failed (the read error's text where it cannot be
+// read).
+func TailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -203,5 +204,21 @@ func TestStopKillsAProcessThatIgnoresTheInterrupt(t *testing.T) {
 	nilProc.Stop(0) // no-op
 	if nilProc.CPU() != 0 {
 		t.Error("a nil process has CPU time")
+	}
+}
+
+func TestTailFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(path, []byte("a\nb\nc\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := TailFile(path, 2); got != "b\nc" {
+		t.Errorf("TailFile(2) = %q", got)
+	}
+	if got := TailFile(path, 9); got != "a\nb\nc" {
+		t.Errorf("TailFile(9) = %q", got)
+	}
+	if got := TailFile(filepath.Join(t.TempDir(), "none"), 2); !strings.Contains(got, "no such file") {
+		t.Errorf("TailFile of a missing file = %q", got)
 	}
 }

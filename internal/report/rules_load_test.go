@@ -9,13 +9,14 @@ import (
 )
 
 // ollamaRun is a closed loop of one worker against Ollama (its durations
-// as the split, no queue wait reported), each request's model load given
-// in milliseconds.
-func ollamaRun(loads ...float64) *Report {
+// as the split, no queue wait reported), each request's model load and
+// prefill given in milliseconds.
+func ollamaRun(reqs ...[2]float64) *Report {
 	c := NewCollector(Options{})
 	at := 0.0
-	for i, load := range loads {
-		s := synthReq{at: at, send: 0.1, net: 2 + load, prefill: 10, tpot: 5, output: 20, input: 64, split: true}
+	for i, lp := range reqs {
+		load := lp[0]
+		s := synthReq{at: at, send: 0.1, net: 2 + load, prefill: lp[1], tpot: 5, output: 20, input: 64, split: true}
 		r := s.record(i)
 		r.Server.Source, r.Server.Engine, r.Server.Unreported = latency.SourceOllamaDurations, latency.EngineOllama, []string{latency.SplitQueue}
 		r.Server.LoadNS = int64(load * msNS)
@@ -26,17 +27,19 @@ func ollamaRun(loads ...float64) *Report {
 }
 
 func TestModelLoadRule(t *testing.T) {
-	warm := make([]float64, 19)
+	warm := make([][2]float64, 19)
 	for i := range warm {
-		warm[i] = 0.1
+		warm[i] = [2]float64{0.1, 10}
 	}
-	rep := ollamaRun(append([]float64{334}, warm...)...)
+	// A cold request: 334 ms of load, and its prefill slower than the
+	// warm ones' too (the first compute after a load), by less.
+	rep := ollamaRun(append([][2]float64{{334, 250}}, warm...)...)
 	k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == RuleModelLoad })
 	if k < 0 {
 		t.Fatalf("no model-load finding: %+v", rep.Findings)
 	}
 	f := rep.Findings[k]
-	if f.Numbers["loaded_requests"] != 1 || f.Numbers["first_load_ms"] != 334 || f.Numbers["first_ttft_ms"] < 334 {
+	if f.Numbers["loaded_requests"] != 1 || f.Numbers["first_load_ms"] != 334 || f.Numbers["first_ttft_ms"] < 584 {
 		t.Errorf("numbers %v", f.Numbers)
 	}
 	for _, want := range []string{"Ollama", "load_duration", "334", "OLLAMA_KEEP_ALIVE"} {
@@ -53,9 +56,11 @@ func TestModelLoadRule(t *testing.T) {
 		t.Errorf("queue inference %+v", q)
 	}
 
-	// Warm throughout: no finding; a load under half the TTFT: none.
-	for name, loads := range map[string][]float64{"warm": warm, "small load": append([]float64{15}, warm...)} {
-		if rep := ollamaRun(loads...); slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.Rule == RuleModelLoad }) {
+	// Warm throughout, a load under 20 ms, a load smaller than the
+	// prefill's excess: none.
+	for name, reqs := range map[string][][2]float64{"warm": warm, "small load": append([][2]float64{{15, 10}}, warm...),
+		"a long prompt": append([][2]float64{{60, 500}}, warm...)} {
+		if rep := ollamaRun(reqs...); slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.Rule == RuleModelLoad }) {
 			t.Errorf("%s: a model-load finding: %+v", name, rep.Findings)
 		}
 	}
