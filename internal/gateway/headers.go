@@ -80,5 +80,10 @@ func copyRequestHeaders(dst, src http.Header) {
 // upstream besides the hop-by-hop ones: Accept-Encoding (the stream is
 // kept uncompressed, readable event by event), Content-Length (the
 // upstream request's own body sets it), the trace context (set by the
-// span, or copied back by inject) and the gateway's priority header.
-var requestOnlyHeaders = []string{"Accept-Encoding", "Content-Length", "Traceparent", "Tracestate", headerPriority}
+// span, or copied back by inject), the gateway's priority header, and
+// tokentrace serve's fault-injection header (a test's, never a client's).
+var requestOnlyHeaders = []string{"Accept-Encoding", "Content-Length", "Traceparent", "Tracestate", headerPriority, headerFault}
+
+// headerFault is tokentrace serve's fault-injection header
+// (serve.FaultHeader, canonical form).
+const headerFault = "X-Tokentrace-Fault"

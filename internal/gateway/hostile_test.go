@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -104,5 +107,38 @@ func TestTokenLimitWarnsWithoutADefault(t *testing.T) {
 	defer g.Close()
 	if s := logs.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "route=open") || strings.Contains(s, "route=capped") {
 		t.Errorf("want one warning naming route open: %s", s)
+	}
+}
+
+// TestSmallerHostileInputs: the authentication scheme is case-insensitive;
+// a client's X-Request-Id with bytes outside printable ASCII is replaced
+// by the gateway's own; tokentrace serve's fault header never reaches an
+// upstream; a body declared over max_body_bytes is refused with 413
+// before any of it is asked for (no 100 Continue).
+func TestSmallerHostileInputs(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{})
+	g := mustGateway(t, "server: {max_body_bytes: 1000}\npools: [{name: p, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: \"*\", pool: p}]\nkeys: [{name: k, sha256: "+HashKey("sk-1")+"}]\n")
+	srv := startGateway(t, g)
+	code, h, body := do(t, srv.URL, chatBody("m", false, "x", ""), map[string]string{
+		"Authorization": "bearer sk-1", "X-Request-Id": "id-with-\u00e9-bytes", "X-TokenTrace-Fault": "reset"})
+	if code != http.StatusOK {
+		t.Fatalf("Authorization: bearer (lower case): %d %s, want 200", code, body)
+	}
+	if id := h.Get("X-Request-Id"); !strings.HasPrefix(id, "gw-") {
+		t.Errorf("X-Request-Id %q: a client's id with control or non-ASCII bytes was kept", id)
+	}
+	if hs := up.Headers(); len(hs) != 1 || hs[0].Get("X-TokenTrace-Fault") != "" {
+		t.Errorf("the fault header reached the upstream: %v", hs)
+	}
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer sk-1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 10485760\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	status, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 413") {
+		t.Errorf("a body declared over the limit: %q %v, want 413 at once", status, err)
 	}
 }

@@ -16,8 +16,8 @@ func (authenticate) apply(x *exchange) *rejection {
 	if len(x.rt.keys) == 0 {
 		return nil
 	}
-	key, ok := strings.CutPrefix(x.r.Header.Get("Authorization"), "Bearer ")
-	if !ok || key == "" {
+	scheme, key, _ := strings.Cut(x.r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || key == "" { // the scheme is case-insensitive (RFC 9110 §11.1)
 		return refuse(http.StatusUnauthorized, openai.TypeAuthentication, "missing API key: send Authorization: Bearer KEY", "", "missing_api_key")
 	}
 	ks := x.rt.keys[HashKey(strings.TrimSpace(key))]

@@ -17,6 +17,10 @@ type readBody struct{}
 
 func (readBody) apply(x *exchange) *rejection {
 	limit := x.rt.cfg.Server.MaxBodyBytes
+	if x.r.ContentLength > limit { // declared too large: refused before any of it is asked for (no 100 Continue)
+		x.w.Header().Set("Connection", "close")
+		return refuse(http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", limit), "", "body_too_large")
+	}
 	x.r.Body = http.MaxBytesReader(x.w, x.r.Body, limit)
 	body, err := readAll(x.r.Body, x.r.ContentLength, limit)
 	if err != nil {

@@ -63,6 +63,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a client sizes its prompts behind the gateway as it does directly.
 var engineTokenizerPaths = map[string]bool{"/tokenize": true, "/detokenize": true, "/apply-template": true}
 
+// visibleASCII reports whether s is printable ASCII without spaces (a
+// client's request id is passed on, logged and echoed only then).
+func visibleASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 func newIDPrefix() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -70,7 +81,7 @@ func newIDPrefix() string {
 }
 
 func (g *Gateway) requestID(r *http.Request) string {
-	if id := r.Header.Get(headerRequestID); id != "" && len(id) <= 128 {
+	if id := r.Header.Get(headerRequestID); id != "" && len(id) <= 128 && visibleASCII(id) {
 		return id
 	}
 	return g.idPrefix + strconv.FormatUint(g.idSeq.Add(1), 10)
