@@ -53,27 +53,11 @@ type Efficiency struct {
 	ContextOverheadNS float64 `json:"context_overhead_ns,omitempty"`
 }
 
-// familyEfficiency is the one set of defaults per GPU family. The software
-// overheads (StepOverhead 1.5 ms, LayerOverhead 25 µs) are the same for every
-// family (chosen by comparing a small grid against all validation rows
-// together, never one row). SeqOverhead is what a served engine pays per
-// sequence per step (40 µs on Hopper, 100 µs on Ampere): the median of the
-// public closed-loop rows' fit half (NIM on TensorRT-LLM, 2024; Llama-3-8B,
-// 200-token prompts, 100 and 200 clients), docs/perfmodel.md "Under load";
-// Blackwell takes Hopper's value and Ada and CDNA3 Ampere's, unvalidated. The fractions of peak sit inside published
-// utilisation ranges — decode steps of tuned engines reach roughly 60–85 % of
-// HBM bandwidth, large prefills roughly 50–65 % of the dense peak (less on
-// Hopper FP8 and Blackwell) — and are checked by TestValidation. MI300X uses
-// lower fractions (ROCm kernels reach less of its larger peaks in published
-// vLLM comparisons); no MI300X row is in the validation set, so treat it as
-// unvalidated, like Blackwell. The "cpu" family is a CPU's threads running
-// llama.cpp (a device file's entry, docs/perfmodel.md "A CPU as the
-// device"): compute is the fraction of the FMA peak that ggml's f16 dot
-// product reaches on one thread of the test machine (52.4 of 112.3
-// GFLOP/s, internal/llamacpptest/testdata/cpuroof.c), memory 0.9 of the
-// best read bandwidth measured; the overheads (no layer overhead: a CPU
-// runs the norms and activations as token-proportional work, not kernel
-// launches) are starting points for calibrate, not measurements.
+// familyEfficiency is the one set of defaults per GPU family, checked by
+// TestValidation. docs/perfmodel.md ("Efficiency factors", "Under load",
+// "A CPU as the device") gives each value's source; MI300X and Blackwell
+// are unvalidated, and the "cpu" family's overheads are starting points
+// for calibrate, not measurements.
 var familyEfficiency = map[string]Efficiency{
 	"hopper":    {Compute: 0.55, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 40 * time.Microsecond},
 	"blackwell": {Compute: 0.50, Memory: 0.80, Interconnect: 0.70, AllReduceLatency: 8 * time.Microsecond, StepOverhead: 1500 * time.Microsecond, LayerOverhead: 25 * time.Microsecond, SeqOverhead: 40 * time.Microsecond},

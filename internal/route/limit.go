@@ -29,44 +29,18 @@ type limitSample struct {
 	upstreamQueued bool
 }
 
-// gradientLimiter follows the gradient idea of Netflix's concurrency-limits
-// (Gradient2): it compares the recent upstream TTFT with its long-term
-// average, which stands for the upstream's TTFT without queueing. Samples
-// are gathered in windows (at least gradientWindow long and
-// gradientWindowSamples samples); at the end of each the limit moves once:
+// gradientLimiter is the pool's adaptive concurrency limit: the gradient
+// idea of Netflix's concurrency-limits (Gradient2). Once per window of
+// upstream TTFT samples it moves the limit L by
 //
-//	short = the window's mean upstream TTFT
-//	g     = clamp(long / short, 0.5, 1)
-//	        (0.5 when the window had a drop, or short > TargetTTFT when set)
-//	L'    = (1−s)·L + s·(g·L + √L)          s = 0.2
-//	        within [MinConcurrency, MaxConcurrency]
+//	g  = clamp(long / short, 0.5, 1)
+//	L' = (1−s)·L + s·(g·L + √L)          s = 0.2
 //
-// so the limit grows by 0.2·√L per window while the upstream does not
-// queue, and settles where g·L + √L = L: where queueing upstream makes the
-// recent TTFT about L/(L−√L) times the long-term one (1.33× at L=16). An
-// upstream whose concurrency is capped (vLLM's max-num-seqs) answers a
-// request beyond the cap only after a running one finishes, a jump in TTFT
-// far larger than that, so the limit stays near the cap. There is no
-// absolute target: the controller finds the knee of the upstream it sits
-// in front of. Updating once per window, not per sample, matters: a
-// sample reports on a limit that held one upstream TTFT ago, and growing
-// on every fast sample overshoots the knee before the first slow one is
-// back.
-//
-// The long-term average is an exponential average over gradientLongWindow
-// windows (a plain mean over the first gradientWarmup); when it is more
-// than twice the window's mean (overload has ended) it decays by 10 % so
-// that the limit recovers without waiting for the average. The limit does
-// not move in a window whose in-flight count stayed below half of it (the
-// load, not the upstream, bounds the concurrency), and does not grow in one
-// whose in-flight count never reached it (it was not what bounded the
-// concurrency, so a fast TTFT says nothing about a higher one), nor while
-// fresh upstream figures show requests waiting there. At g = 0.5 the
-// formula's fixed point is L = 4: below 4 only MinConcurrency bounds the
-// limit, the controller alone does not go there.
-//
-// The limits l are passed on every call, so that a configuration reload
-// changes them without losing what was learnt.
+// within [MinConcurrency, MaxConcurrency]; long is the long-term average
+// TTFT, short the window's mean. docs/gateway.md ("Adaptive concurrency")
+// gives the rule, its fixed points and why it updates per window. The
+// limits l are passed on every call, so that a reload keeps what was
+// learnt.
 type gradientLimiter struct {
 	long float64 // long-term average upstream TTFT, ns
 	n    int     // windows in long
