@@ -262,20 +262,11 @@ const (
 )
 
 // nimIntake is the intake of the public TensorRT-LLM rows' server, NIM's
-// front end (the OpenAI request parsed, the prompt tokenized, the request
-// handed to the engine), paid by every request one at a time before the
-// engine sees it, and counted in the client's TTFT and E2E. Read off the
-// fit half (calibrate.Split): simultaneous prompts reach the engine apart
-// (the measured TTFT's P95 is 1.13–1.40 × its mean at 5 clients), and in
-// the steady state the intake is what sets the short prompts' TTFT: the
-// 200-token rows at 25–200 clients measure about one returning cohort's
-// prefill whatever the output length, and an intake of 4 ms spreads a
-// returning cohort of 100–200 such prompts over 0.4–0.8 s, longer than
-// the fast deployments' steps, so the engine took them in many small
-// groups (Llama-3-8B TP 2 on H100s at 200 clients: 36 a round, TTFT
-// 44 ms against 433 measured). Of 1, 1.5, 2, 3 and 4 ms (with
-// nimMaxNumTokens), 2 ms gave the fit half's smallest median TTFT error at
-// ≥ 8 clients (docs/performance.md, "Under load").
+// front end (request parsed, prompt tokenized, handed to the engine), paid
+// by every request one at a time before the engine sees it and counted in
+// the client's TTFT and E2E. 2 ms gave the fit half's smallest median TTFT
+// error at ≥ 8 clients of 1–4 ms; docs/perfmodel.md ("Under load", "The
+// short prompts come back as cohorts") says why it matters.
 const nimIntake = 2 * time.Millisecond
 
 // intakeOf is the server intake Predict gives a row's closed loop:
