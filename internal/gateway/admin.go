@@ -39,6 +39,10 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 		x.refuse(rj)
 		return
 	}
+	if rj := (keyLimits{}).apply(x); rj != nil { // a request to the key's limits, like any other
+		x.refuse(rj)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	var mu sync.Mutex

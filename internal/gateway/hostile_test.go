@@ -142,3 +142,33 @@ func TestSmallerHostileInputs(t *testing.T) {
 		t.Errorf("a body declared over the limit: %q %v, want 413 at once", status, err)
 	}
 }
+
+// TestModelsAndAdminEndpoints: /v1/models counts against its key's
+// request limit like any other request (no fan-out past it); /health and
+// /metrics answer GET and HEAD only.
+func TestModelsAndAdminEndpoints(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{})
+	g := mustGateway(t, "pools: [{name: p, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: \"*\", pool: p}]\nkeys: [{name: k, sha256: "+HashKey("sk-1")+", requests_per_second: 0.001, burst: 1}]\n")
+	srv := startGateway(t, g)
+	get := func(method, path string) int {
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer sk-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, b := get(http.MethodGet, "/v1/models"), get(http.MethodGet, "/v1/models"); a != 200 || b != 429 {
+		t.Errorf("/v1/models twice on a key of burst 1: %d then %d, want 200 then 429", a, b)
+	}
+	for _, path := range []string{"/health", "/metrics"} {
+		if c := get(http.MethodPost, path); c != http.StatusMethodNotAllowed {
+			t.Errorf("POST %s: %d, want 405", path, c)
+		}
+		if c := get(http.MethodHead, path); c != http.StatusOK && c != http.StatusNotFound {
+			t.Errorf("HEAD %s: %d", path, c)
+		}
+	}
+}

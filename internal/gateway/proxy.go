@@ -40,9 +40,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case modelsPath:
 		g.models(w, r)
-	case "/health":
-		g.health(w)
-	case "/metrics":
+	case "/health", "/metrics":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use GET or HEAD", "", "method_not_allowed"), 0)
+			return
+		}
+		if r.URL.Path == "/health" {
+			g.health(w)
+			return
+		}
 		if g.MetricsHandler == nil {
 			openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "metrics are not enabled", "", "not_found"), 0)
 			return
