@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,4 +122,29 @@ func TestAgainstOllama(t *testing.T) {
 			t.Errorf("%d requests measured, want 1000", rep.Summary.Requests)
 		}
 	})
+}
+
+// TestQueueingOnTwoSlots: 8 workers against Ollama running 2 requests at
+// once (OLLAMA_NUM_PARALLEL=2), over its native /api/chat: the rest wait in
+// Ollama, and the report names the queueing from Ollama's own durations
+// (the wait before its prompt_eval_duration, inferred).
+func TestQueueingOnTwoSlots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Ollama")
+	}
+	s := ollamatest.Start(t, ollamatest.Options{Parallel: 2})
+	dir := filepath.Join(t.TempDir(), "queue")
+	rep := bench(t, s.URL, s.Model, dir, "--endpoint", "ollama", "--concurrency", "8", "--requests", "48")
+	logFindings(t, rep)
+	checkRun(t, rep, dir, 32)
+	if n := rep.Summary.ServerEvidence[latency.SourceOllamaDurations]; n != rep.Summary.Succeeded {
+		t.Errorf("%d of %d requests have Ollama's durations as their split: %v", n, rep.Summary.Succeeded, rep.Summary.ServerEvidence)
+	}
+	k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == report.RuleServerQueueing })
+	if k < 0 {
+		t.Fatalf("no %s finding with 8 workers on 2 slots", report.RuleServerQueueing)
+	}
+	if ev := rep.Findings[k].Evidence; !strings.Contains(ev, "Ollama") && !strings.Contains(ev, "prompt_eval_duration") {
+		t.Errorf("the queueing finding does not cite Ollama's evidence: %s", ev)
+	}
 }

@@ -65,3 +65,25 @@ func TestModelLoadRule(t *testing.T) {
 		}
 	}
 }
+
+// Queueing in front of Ollama is named with Ollama's own evidence: its
+// prompt processing in the tail and the wait inferred before it.
+func TestServerQueueingCitesOllama(t *testing.T) {
+	c := NewCollector(Options{})
+	for i := range 40 {
+		s := synthReq{at: float64(i) * 20, send: 0.1, net: 2 + 10*float64(i), prefill: 10, tpot: 5, output: 20, input: 64, split: true}
+		r := s.record(i)
+		r.Server.Source, r.Server.Engine, r.Server.Unreported = latency.SourceOllamaDurations, latency.EngineOllama, []string{latency.SplitQueue}
+		c.Add(r)
+	}
+	rep := c.Report()
+	k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == RuleServerQueueing })
+	if k < 0 {
+		t.Fatalf("no queueing finding: %+v", rep.Findings)
+	}
+	for _, want := range []string{"OLLAMA_NUM_PARALLEL", "prompt_eval_duration", "Ollama reports no queue wait"} {
+		if !strings.Contains(rep.Findings[k].Evidence, want) {
+			t.Errorf("the finding does not say %q: %s", want, rep.Findings[k].Evidence)
+		}
+	}
+}

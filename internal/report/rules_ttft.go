@@ -79,9 +79,16 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		nums["server_waiting_peak"] = e.waitingPeak
 		ev += fmt.Sprintf(" The server's own queue (its /metrics) held up to %s requests waiting.", num0(e.waitingPeak))
 	}
+	ollama := a.engine() == latency.EngineOllama
 	if llama {
 		nums["server_waiting_peak"], nums["server_running_peak"] = a.ev.waitingPeak, a.ev.runningPeak
 		ev += a.slotQueueing(tail)
+	} else if ollama && a.queue != nil && split && tail != nil {
+		ev += fmt.Sprintf(" Ollama runs at most OLLAMA_NUM_PARALLEL requests of a model at once and holds the rest. "+
+			"In the tail, Ollama's own prompt processing (prompt_eval_duration) is %s of %s; the wait before it is %s "+
+			"(inferred: Ollama reports no queue wait; %s left unattributed as every request's HTTP, templating and "+
+			"tokenization).", fmtMS(tail.meanMS(latency.StagePrefill)), fmtMS(tail.TotalMS),
+			fmtMS(tail.meanMS(latency.StageServerQueue)), fmtMS(a.queue.FloorMS))
 	} else if a.queue != nil && split {
 		ev += " The server reports no queue wait: " + a.queue.Basis + "."
 	}
@@ -104,6 +111,10 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		ev += " The closed loop keeps more requests in flight than the server serves at once."
 		first = "fewer workers, or more parallel slots on the server (Ollama's OLLAMA_NUM_PARALLEL, llama.cpp's -np), " +
 			"or more replicas"
+	case a.closedLoop() && ollama:
+		ev += " The closed loop keeps more requests in flight than Ollama runs at once; the rest wait."
+		first = "fewer workers than OLLAMA_NUM_PARALLEL, or a larger OLLAMA_NUM_PARALLEL (each parallel request " +
+			"gets num_ctx tokens of KV cache), or more Ollama replicas"
 	case a.closedLoop() && llama:
 		ev += " The closed loop keeps more requests in flight than the server has slots; the rest wait for one."
 		first = "fewer workers than slots, or more slots (-np, with -c large enough for each slot's context: " +
