@@ -51,11 +51,11 @@ func TestGuaranteedNoEvict(t *testing.T) {
 		}
 		return s, []*request{a, b}
 	}
-	s, rs := run(false)
+	s, _ := run(false)
 	if s.preemptions == 0 {
 		t.Fatal("without the reservation the two requests should outgrow 320 tokens and preempt")
 	}
-	s, rs = run(true)
+	s, rs := run(true)
 	if s.preemptions != 0 {
 		t.Fatalf("GuaranteedNoEvict preempted %d times", s.preemptions)
 	}

@@ -21,7 +21,7 @@ func LoadGGUF(path string) (ModelSpec, error) {
 	if err != nil {
 		return ModelSpec{}, fmt.Errorf("model file: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // opened for reading: a failed Close loses nothing
 	md, err := gguf.ReadMetadata(bufio.NewReader(f))
 	if err != nil {
 		return ModelSpec{}, fmt.Errorf("%s: %w", path, err)
