@@ -44,6 +44,15 @@ const (
 	EndpointOllama      = "ollama"    // Ollama's native /api/chat (NDJSON)
 )
 
+// streamReadBuffer is the initial size of a stream's event buffer: a few
+// events' worth (it grows as a longer line needs). With the transport's
+// 1 KiB buffers it bounds what an in-flight stream holds for reading.
+const streamReadBuffer = 512
+
+// chunkRoom is the most chunk instants a record is made room for before
+// its answer arrives: max_tokens is a ceiling most answers stay far below.
+const chunkRoom = 256
+
 // api is the target's API; chat for an endpoint of no API (checked by
 // NewClient and Options).
 func (t Target) api() openai.API {
@@ -185,8 +194,8 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 		ForceAttemptHTTP2:   true,
 		// Small buffers: an in-flight stream's memory is mostly buffers
 		// (docs/performance.md); events are a few hundred bytes.
-		WriteBufferSize: 2 << 10,
-		ReadBufferSize:  2 << 10,
+		WriteBufferSize: 1 << 10,
+		ReadBufferSize:  1 << 10,
 		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
 	}
 	to := t.Timeout
@@ -216,13 +225,17 @@ func (c *Client) Do(ctx context.Context, req *workload.Request, rec *latency.Rec
 	rec.Model = c.target.Model
 	rec.Stream = c.target.Stream
 	rec.MaxTokens = max(req.MaxTokens, 1)
+	// The body is built in a pooled scratch buffer and kept at its own
+	// length for the request's life (a stream can last minutes).
 	bp, _ := c.bufs.Get().(*[]byte)
 	if bp == nil {
 		b := make([]byte, 0, 1024)
 		bp = &b
 	}
-	body := c.appendBody((*bp)[:0], req)
-	defer func() { *bp = body[:0]; c.bufs.Put(bp) }()
+	scratch := c.appendBody((*bp)[:0], req)
+	body := bytes.Clone(scratch)
+	*bp = scratch[:0]
+	c.bufs.Put(bp)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -638,7 +651,8 @@ func failStatus(rec *latency.Record, resp *http.Response, body io.Reader) {
 func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workload.Request, body io.Reader, arrival func() int64) (final string) {
 	rd, _ := c.readers.Get().(*sse.Reader)
 	if rd == nil {
-		rd = sse.NewReader(body, arrival, 0)
+		rd = new(sse.Reader)
+		rd.InitBuffer(body, arrival, 0, make([]byte, 0, streamReadBuffer))
 		rd.KeepComment = latency.FinalTimingComment
 		if c.target.api().NDJSON() {
 			rd.Lines()
@@ -653,7 +667,8 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 		rd.Reset(nil, nil)
 		c.readers.Put(rd)
 	}()
-	if n := min(max(req.MaxTokens, 1), 4096); cap(rec.ChunkNS) < n {
+	// Room for the answer's events up to chunkRoom; a longer one grows it.
+	if n := min(max(req.MaxTokens, 1), chunkRoom); cap(rec.ChunkNS) < n {
 		rec.ChunkNS = make([]int64, 0, n)
 		if c.target.ContinuousUsage {
 			rec.ChunkTokens = make([]int32, 0, n)
