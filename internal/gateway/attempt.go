@@ -239,7 +239,7 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 	if err != nil {
 		return nil, fmt.Errorf("build upstream request: %w", err)
 	}
-	copyRequestHeaders(out.Header, x.r.Header)
+	copyRequestHeaders(out.Header, x.r.Header, x.r.RemoteAddr)
 	// Values of the exchange's, shared by its attempts, which only read them.
 	out.Header[headerRequestID] = x.vals[valID : valID+1 : valID+1]
 	out.Header["Content-Type"] = x.vals[valContentType : valContentType+1 : valContentType+1]

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -60,12 +61,14 @@ func namedIn(connection []string, k string) bool {
 }
 
 // copyRequestHeaders copies a client's request headers to the upstream
-// request, less the hop-by-hop ones and those the gateway sets itself.
+// request, less the hop-by-hop ones and those the gateway sets itself,
+// with the client's address (remoteAddr, host:port) appended to
+// X-Forwarded-For and to Forwarded where the client sent one.
 //
 // The headers left out are skipped as the copy is made (as
 // copyResponseHeaders does), not copied and then deleted: no map deletion
 // per request on the way to the upstream.
-func copyRequestHeaders(dst, src http.Header) {
+func copyRequestHeaders(dst, src http.Header, remoteAddr string) {
 	conn := src.Values("Connection")
 	all := make([]string, valueCount(src)) // every value in one allocation
 	for k, vs := range src {
@@ -73,6 +76,30 @@ func copyRequestHeaders(dst, src http.Header) {
 			continue
 		}
 		dst[k], all = carve(all, vs)
+	}
+	appendClient(dst, remoteAddr)
+}
+
+// appendClient appends the client's IP address to dst's X-Forwarded-For
+// (set when absent) and, where present, Forwarded (RFC 7239 §4, an IPv6
+// address quoted in brackets), as httputil.ReverseProxy does for the
+// first: a client's own values are never passed on as the client's.
+func appendClient(dst http.Header, remoteAddr string) {
+	ip, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return
+	}
+	if prior := dst["X-Forwarded-For"]; len(prior) > 0 {
+		dst["X-Forwarded-For"] = []string{strings.Join(prior, ", ") + ", " + ip}
+	} else {
+		dst["X-Forwarded-For"] = []string{ip}
+	}
+	if prior := dst["Forwarded"]; len(prior) > 0 {
+		node := "for=" + ip
+		if strings.Contains(ip, ":") {
+			node = `for="[` + ip + `]"`
+		}
+		dst["Forwarded"] = []string{strings.Join(prior, ", ") + ", " + node}
 	}
 }
 

@@ -172,3 +172,35 @@ func TestModelsAndAdminEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardedForAppendsTheClient: the client's X-Forwarded-For and
+// Forwarded reach the upstream with the client's address appended (as
+// httputil.ReverseProxy does), never passed on as the client wrote them.
+func TestForwardedForAppendsTheClient(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{})
+	g := mustGateway(t, "pools: [{name: p, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: \"*\", pool: p}]\n")
+	srv := startGateway(t, g)
+	for _, hdr := range []map[string]string{
+		{},
+		{"X-Forwarded-For": "10.9.9.9", "Forwarded": "for=10.9.9.9"},
+	} {
+		if code, _, body := do(t, srv.URL, chatBody("m", false, "x", ""), hdr); code != http.StatusOK {
+			t.Fatalf("%v: %d %s", hdr, code, body)
+		}
+	}
+	hs := up.Headers()
+	if len(hs) != 2 {
+		t.Fatalf("%d upstream requests, want 2", len(hs))
+	}
+	for i, want := range []struct{ xff, fwd string }{
+		{"127.0.0.1", ""},
+		{"10.9.9.9, 127.0.0.1", "for=10.9.9.9, for=127.0.0.1"},
+	} {
+		if got := strings.Join(hs[i].Values("X-Forwarded-For"), ", "); got != want.xff {
+			t.Errorf("request %d: X-Forwarded-For %q, want %q", i, got, want.xff)
+		}
+		if got := strings.Join(hs[i].Values("Forwarded"), ", "); got != want.fwd {
+			t.Errorf("request %d: Forwarded %q, want %q", i, got, want.fwd)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (g *Gateway) relayThrough(x *exchange, rep *Replica, body []byte) int {
 		x.fail(http.StatusBadRequest, openai.TypeInvalidRequest, err.Error(), "", "bad_request", 0)
 		return x.status
 	}
-	copyRequestHeaders(out.Header, r.Header)
+	copyRequestHeaders(out.Header, r.Header, r.RemoteAddr)
 	if auth := rep.cfg.authorization(); auth != "" {
 		out.Header.Set("Authorization", auth)
 	}
