@@ -130,6 +130,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/process":                 {only: []string{}},
 	"internal/racedetect":              {only: []string{}},
 	"internal/openaitest":              {only: []string{"sse"}},
+	"internal/npmtest":                 {only: []string{}},
 	"internal/perfmodel":               {only: []string{"field", "gguf"}},
 	"internal/workload":                {only: []string{"field", "tokenizer"}},
 	"internal/results":                 {only: []string{"field", "jsonscan", "latency"}},

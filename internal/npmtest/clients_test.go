@@ -1,0 +1,146 @@
+package npmtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/gateway"
+	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/process"
+	"github.com/tokentrace/tokentrace/internal/serve"
+	"github.com/tokentrace/tokentrace/internal/tokenizer"
+)
+
+const (
+	model  = "sim-model"
+	apiKey = "sk-npm-test"
+)
+
+// result is what clients.mjs prints: the final text as the SDK assembles
+// it, the text of its deltas, and the usage it reports.
+type result struct {
+	Text         string `json:"text"`
+	Streamed     string `json:"streamed"`
+	InputTokens  *int   `json:"input_tokens"`
+	OutputTokens *int   `json:"output_tokens"`
+}
+
+// node returns the path of node, skipping the test when node or the
+// clients .ci/run installs are absent.
+func node(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	if _, err := os.Stat(filepath.Join("testdata", "node_modules", "ai", "package.json")); err != nil {
+		t.Skip("the npm clients are not installed: run npm ci in internal/npmtest/testdata (.ci/run does)")
+	}
+	return path
+}
+
+// run runs one check of clients.mjs against base (a base URL without /v1).
+func run(t *testing.T, nodePath, check, base string, maxTokens int) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, nodePath, "clients.mjs", check, base, model, strconv.Itoa(maxTokens))
+	cmd.Dir = "testdata"
+	cmd.Env = append(os.Environ(), "TOKENTRACE_API_KEY="+apiKey)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := process.Output(cmd)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", check, err, stderr.String())
+	}
+	var r result
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%s printed %q: %v", check, out, err)
+	}
+	return r
+}
+
+// startServe runs serve in process, each engine step taking a millisecond,
+// and returns its base URL without /v1.
+func startServe(t *testing.T) string {
+	t.Helper()
+	s, err := serve.Start(context.Background(), serve.Config{Engine: engine.Config{
+		Model:       model,
+		StepTimer:   engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return time.Millisecond }),
+		BlockSize:   16,
+		NumBlocks:   512,
+		MaxModelLen: 4096,
+		MaxNumSeqs:  64,
+		Seed:        1,
+	}}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return strings.TrimSuffix(s.URL(), "/v1")
+}
+
+// startGateway runs the gateway in front of the serve at base, with one
+// API key, and returns its base URL.
+func startGateway(t *testing.T, base string) string {
+	t.Helper()
+	url, _ := gatewaytest.Start(t, fmt.Sprintf(`
+pools: [{name: sim, replicas: [{url: %q, kind: tokentrace}]}]
+routes: [{model: %s, pool: sim}]
+keys: [{name: t, sha256: %s}]
+`, base, model, gateway.HashKey(apiKey)))
+	return url
+}
+
+// TestClients runs each client against serve and against the gateway in
+// front of serve: the text arrives in full (its deltas add up to the final
+// text, of max_tokens tokens) and the usage counts the prompt and output.
+func TestClients(t *testing.T) {
+	nodePath := node(t)
+	served := startServe(t)
+	hops := []struct{ name, base string }{{"serve", served}, {"gateway", startGateway(t, served)}}
+	wantInput := tokenizer.CountChat([]tokenizer.Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Hi!"}})
+	checks := []struct {
+		check     string
+		maxTokens int
+	}{
+		{"aisdk-generate", 7},
+		{"aisdk-stream", 11},
+		{"openai-responses-stream", 9},
+		{"anthropic-messages-stream", 8},
+	}
+	for _, hop := range hops {
+		for _, c := range checks {
+			t.Run(hop.name+"/"+c.check, func(t *testing.T) {
+				r := run(t, nodePath, c.check, hop.base, c.maxTokens)
+				if r.Streamed != r.Text {
+					t.Errorf("deltas %q, final text %q", r.Streamed, r.Text)
+				}
+				if n := tokenizer.Count(r.Text); n != c.maxTokens {
+					t.Errorf("text %q is %d tokens, want %d", r.Text, n, c.maxTokens)
+				}
+				if r.InputTokens == nil || *r.InputTokens != wantInput || r.OutputTokens == nil || *r.OutputTokens != c.maxTokens {
+					t.Errorf("usage: input %v, output %v tokens; want %d and %d", deref(r.InputTokens), deref(r.OutputTokens), wantInput, c.maxTokens)
+				}
+			})
+		}
+	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return "absent"
+	}
+	return *p
+}
