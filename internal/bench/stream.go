@@ -55,7 +55,7 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 		return &eventError{latency.FailInvalidEvent, "event is not valid JSON of the expected shape: " + truncate(string(data))}
 	}
 	if len(ch.Error) > 0 {
-		return &eventError{latency.FailServer, "error in stream: " + truncate(errorText(ch.Error))}
+		return &eventError{latency.FailServer, "error in stream: " + truncate(openai.ErrorText(ch.Error))}
 	}
 	rec.LastEventNS = at
 	if len(ch.Metrics) > 0 {
@@ -141,7 +141,7 @@ func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
 		return &eventError{latency.FailInvalidEvent, "response is not valid JSON of the expected shape: " + truncate(err.Error())}
 	}
 	if len(ch.Error) > 0 {
-		return &eventError{latency.FailServer, "error in response: " + truncate(errorText(ch.Error))}
+		return &eventError{latency.FailServer, "error in response: " + truncate(openai.ErrorText(ch.Error))}
 	}
 	chat := s.api == openai.APIChat || s.api == openai.APICompletions
 	if chat && ch.Choices == 0 {
@@ -238,24 +238,6 @@ func (s *streamState) engineSplit(rec *latency.Record) {
 			rec.CachedTokens = t.CacheN
 		}
 	}
-}
-
-func errorText(raw json.RawMessage) string {
-	var e struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-	}
-	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
-		if e.Type != "" {
-			return e.Type + ": " + e.Message
-		}
-		return e.Message
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
 }
 
 // metricsSplit sets rec's server split from a per-request metrics object

@@ -357,6 +357,7 @@ func (x *exchange) readToFirstToken(a *attempt) bool {
 		case eventError:
 			a.status = http.StatusBadGateway
 			a.errBody = bytes.TrimSpace(ev.Data)
+			x.upstreamErrorEvent(a, probe.Error)
 			return false
 		case eventInvalid:
 			a.err = newProtocolError(ev.Raw)
@@ -397,7 +398,23 @@ const (
 	faultIdle        = "idle_timeout"
 	faultTooLarge    = "response_too_large"
 	faultStaleConn   = "stale_connection" // resent: its pooled connection had been closed
+	faultErrorEvent  = "error_event"      // the upstream's stream carried an error event
 )
+
+// errorEventMax bounds the upstream's error message as it is logged.
+const errorEventMax = 300
+
+// upstreamErrorEvent logs and counts an error event of a's stream: its
+// message (openai.ErrorText), without the replica's credentials and at
+// most errorEventMax bytes.
+func (x *exchange) upstreamErrorEvent(a *attempt, data []byte) {
+	msg := redact.Values(redact.Text(openai.ErrorText(bytes.TrimSpace(data))), a.rep.cfg.credentials()...)
+	if len(msg) > errorEventMax {
+		msg = strings.ToValidUTF8(msg[:errorEventMax], "") + "…"
+	}
+	x.g.log().Warn("upstream error event", "request_id", x.id, "pool", a.pool.name, "replica", a.rep.cfg.URL, "message", msg)
+	x.g.countFault(a.pool, faultErrorEvent)
+}
 
 // tooLargeError is a non-streamed answer larger than
 // server.max_response_bytes.

@@ -52,7 +52,9 @@ type Metrics struct {
 	// stream ended before [DONE] after the first token), idle_timeout
 	// (no event within the idle timeout after the first token),
 	// stale_connection (a pooled connection the upstream had closed before
-	// any answer: the request was resent once on a fresh one).
+	// any answer: the request was resent once on a fresh one),
+	// error_event (the stream carried the upstream's error event, its
+	// message logged).
 	UpstreamErrors *prometheus.CounterVec
 
 	QueueDepth  *prometheus.GaugeVec // waiting requests by pool
@@ -137,7 +139,7 @@ func NewMetrics() *Metrics {
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_rejected_total", Help: "Requests refused by a policy, by reason."}, []string{"pool", "reason"}),
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_upstream_attempts_total", Help: "Upstream attempts by outcome (won, failed, timeout, cancelled)."}, []string{"pool", "outcome"}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_upstream_errors_total",
-			Help: "Upstream faults by kind (protocol_error, stream_broken, idle_timeout, stale_connection: resent once on a fresh connection)."}, []string{"pool", "kind"}),
+			Help: "Upstream faults by kind (protocol_error, stream_broken, idle_timeout, stale_connection: resent once on a fresh connection, error_event: an error event in the stream)."}, []string{"pool", "kind"}),
 
 		QueueDepth:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_queue_depth", Help: "Requests waiting for admission."}, []string{"pool"}),
 		InFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_in_flight", Help: "Requests admitted and not finished."}, []string{"pool"}),

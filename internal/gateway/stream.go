@@ -434,6 +434,7 @@ func (r *relay) next() bool {
 		return false
 	case eventError:
 		x.errKind = "upstream_stream_error"
+		x.upstreamErrorEvent(r.a, probe.Error)
 		// Passed on without the replica's credentials, should the
 		// upstream quote them.
 		r.masked = append(r.masked[:0], redact.Values(redact.Text(string(raw)), r.a.rep.cfg.credentials()...)...)
@@ -508,6 +509,11 @@ func (r *relay) broken(err error) {
 		g.log().Warn("upstream idle: no event within the idle timeout", "request_id", x.id, "replica", a.rep.cfg.URL, "idle_timeout", a.idleTimeout)
 		g.countFault(a.pool, faultIdle)
 		x.streamError(fmt.Sprintf("no event from the upstream within %s (idle timeout)", a.idleTimeout), "idle_timeout")
+	case err == io.EOF && x.errKind == "upstream_stream_error":
+		// The upstream ended its stream after its error event (logged and
+		// counted then), which the client has: nothing broke.
+		x.status = http.StatusBadGateway
+		x.setTrailer()
 	default:
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF // no [DONE]

@@ -55,3 +55,31 @@ func WriteError(w http.ResponseWriter, status int, e Error, retryAfter int) {
 	b = append(b, '\n')
 	_, _ = w.Write(b)
 }
+
+// ErrorText is the words of an error value as a stream or an answer
+// carries it (ChunkInfo.Error): "type: message" of an object with a
+// message (chat's and Responses' error; Messages' event, whose message is
+// under "error"), a JSON string as it is (Ollama), else the raw bytes.
+func ErrorText(raw []byte) string {
+	var e struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil {
+		if e.Message == "" && len(e.Error) > 0 && e.Error[0] == '{' {
+			return ErrorText(e.Error)
+		}
+		if e.Message != "" {
+			if e.Type != "" && e.Type != "error" {
+				return e.Type + ": " + e.Message
+			}
+			return e.Message
+		}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
