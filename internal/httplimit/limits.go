@@ -74,22 +74,24 @@ func (l Limits) WithDefaults(fdsPerConn int) Limits {
 }
 
 // Server returns an http.Server for h with l's header and idle deadlines,
-// h wrapped by Handler for the body deadline. The caller serves it on
+// h wrapped by Handler for the body deadline and by closeAmbiguous. The caller serves it on
 // Listener(ln) to cap the connections.
 func (l Limits) Server(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           l.Handler(h),
+		Handler:           closeAmbiguous(l.Handler(h)),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 	}
 }
 
-// Listener returns ln capped at l.MaxConns open connections (ln itself
-// when MaxConns is not positive).
+// Listener returns ln capped at l.MaxConns open connections (no cap when
+// MaxConns is not positive), each connection watched for a request with
+// both Content-Length and Transfer-Encoding (closed after its answer).
 func (l Limits) Listener(ln net.Listener) net.Listener {
 	if l.MaxConns <= 0 {
-		return ln
+		return framingListener{ln}
 	}
-	return LimitListener(ln, l.MaxConns)
+	return framingListener{LimitListener(ln, l.MaxConns)}
 }
