@@ -146,3 +146,33 @@ func TestBlockHashesChain(t *testing.T) {
 		t.Fatal("a partial block was hashed")
 	}
 }
+
+func TestResetPrefixDropsFreeBlocksKeepsHeld(t *testing.T) {
+	cfg := testConfig()
+	cfg.EnablePrefixCaching = true
+	s := newTestScheduler(t, cfg)
+	a := submitPrompt(s, "a", tokens(50, 70, 1000), 1, 0)
+	_, now := step(t, s, 0)
+	if a.state != stDone {
+		t.Fatal("a not done")
+	}
+	// b holds its 4 full blocks (64 tokens) while the reset runs; a's
+	// blocks, freed, are dropped: a's hashes are b's for the shared 3.
+	b := submitPrompt(s, "b", tokens(50, 70, 2000), 5, now)
+	_, now = step(t, s, now)
+	dropped, held := s.kv.resetPrefix()
+	if dropped != 1 || held != 4 {
+		t.Fatalf("dropped %d held %d; want 1 (a's 4th block) and 4 (b's)", dropped, held)
+	}
+	for b.state != stDone {
+		_, now = step(t, s, now)
+	}
+	if dropped, held = s.kv.resetPrefix(); dropped != 4 || held != 0 {
+		t.Fatalf("after b: dropped %d held %d; want 4, 0", dropped, held)
+	}
+	c := submitPrompt(s, "c", tokens(50, 70, 1000), 1, now)
+	step(t, s, now)
+	if c.cachedTokens != 0 || len(s.kv.cached) != 4 {
+		t.Fatalf("c cached %d tokens, %d hashes cached; want 0 and c's own 4", c.cachedTokens, len(s.kv.cached))
+	}
+}

@@ -61,8 +61,10 @@ type Engine struct {
 	inbox   []*request
 	aborts  []*request
 	stopped bool
-	running bool // Run in progress
-	pending int  // requests in inbox (for MaxWaiting)
+	running bool               // Run in progress
+	pending int                // requests in inbox (for MaxWaiting)
+	resets  []chan PrefixReset // closed unanswered when the engine stops
+	resetsN atomic.Int32       // len(resets), read without mu by Run
 	wake    chan struct{}
 
 	afterDeliver func(lag time.Duration) // tests: step lateness (−) before and (+) after delivery
@@ -71,6 +73,7 @@ type Engine struct {
 	stRunning, stWaiting, stUsed         atomic.Int64
 	stPreempt, stQueries, stHits         atomic.Int64
 	stSteps, stPromptTokens, stGenTokens atomic.Int64
+	stResets                             atomic.Int64
 }
 
 // New returns an engine for cfg (defaults filled in, then validated) on
@@ -206,6 +209,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			clear(aborts)
 		}
 
+		e.applyResets()
 		dur, ok := s.schedule(start)
 		e.publish()
 		idle = !ok
@@ -250,6 +254,61 @@ func (e *Engine) Run(ctx context.Context) error {
 		if now := e.instant(e.clock.Now()); now-start > int64(maxLag) {
 			start = now
 		}
+	}
+}
+
+// PrefixReset is what ResetPrefixCache did: the cached blocks it emptied
+// and those it left because running requests hold them.
+type PrefixReset struct {
+	Dropped, Held int
+}
+
+// ResetPrefixCache empties the prefix cache: every cached block that no
+// request holds loses its hash, so no later prompt hits it; blocks held by
+// running requests keep theirs (Held). It takes effect before the engine's
+// next step and returns once applied, or ctx's error.
+func (e *Engine) ResetPrefixCache(ctx context.Context) (PrefixReset, error) {
+	done := make(chan PrefixReset, 1)
+	e.mu.Lock()
+	switch {
+	case e.stopped:
+		e.mu.Unlock()
+		return PrefixReset{}, ErrStopped
+	case !e.running: // the scheduler is ours under mu before Run
+		dropped, held := e.s.kv.resetPrefix()
+		e.stResets.Add(1)
+		e.mu.Unlock()
+		return PrefixReset{Dropped: dropped, Held: held}, nil
+	}
+	e.resets = append(e.resets, done)
+	e.resetsN.Store(int32(len(e.resets)))
+	e.mu.Unlock()
+	e.signal()
+	select {
+	case r, ok := <-done:
+		if !ok {
+			return PrefixReset{}, ErrStopped
+		}
+		return r, nil
+	case <-ctx.Done():
+		return PrefixReset{}, fmt.Errorf("engine: reset prefix cache: %w", ctx.Err())
+	}
+}
+
+// applyResets answers the pending ResetPrefixCache calls, on Run's goroutine.
+func (e *Engine) applyResets() {
+	if e.resetsN.Load() == 0 {
+		return
+	}
+	e.mu.Lock()
+	pending := e.resets
+	e.resets = nil
+	e.resetsN.Store(0)
+	e.mu.Unlock()
+	dropped, held := e.s.kv.resetPrefix()
+	e.stResets.Add(int64(len(pending)))
+	for _, c := range pending {
+		c <- PrefixReset{Dropped: dropped, Held: held}
 	}
 }
 
@@ -389,6 +448,10 @@ func (e *Engine) shutdown() {
 	e.stopped = true
 	inbox := e.inbox
 	e.inbox, e.aborts, e.pending = nil, nil, 0
+	for _, c := range e.resets {
+		close(c)
+	}
+	e.resets = nil
 	e.mu.Unlock()
 	s := e.s
 	now := e.instant(e.clock.Now())
@@ -415,16 +478,17 @@ func (e *Engine) shutdown() {
 // Stats returns a snapshot of the engine's state; safe from any goroutine.
 func (e *Engine) Stats() Stats {
 	st := Stats{
-		Running:          int(e.stRunning.Load()),
-		Waiting:          int(e.stWaiting.Load()),
-		PrefixQueries:    e.stQueries.Load(),
-		PrefixHits:       e.stHits.Load(),
-		Preemptions:      e.stPreempt.Load(),
-		NumBlocks:        e.cfg.NumBlocks,
-		BlockSize:        e.cfg.BlockSize,
-		Steps:            e.stSteps.Load(),
-		PromptTokens:     e.stPromptTokens.Load(),
-		GenerationTokens: e.stGenTokens.Load(),
+		Running:           int(e.stRunning.Load()),
+		Waiting:           int(e.stWaiting.Load()),
+		PrefixQueries:     e.stQueries.Load(),
+		PrefixHits:        e.stHits.Load(),
+		Preemptions:       e.stPreempt.Load(),
+		NumBlocks:         e.cfg.NumBlocks,
+		BlockSize:         e.cfg.BlockSize,
+		Steps:             e.stSteps.Load(),
+		PromptTokens:      e.stPromptTokens.Load(),
+		GenerationTokens:  e.stGenTokens.Load(),
+		PrefixCacheResets: e.stResets.Load(),
 	}
 	e.mu.Lock()
 	st.Waiting += e.pending

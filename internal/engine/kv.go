@@ -171,6 +171,30 @@ func (kv *kvCache) publish(table []int32, hashes []uint64, from, to int) {
 	}
 }
 
+// resetPrefix drops the hash of every block no request holds, so that no
+// later prompt hits it, and returns how many it dropped and how many hashed
+// blocks stay because a request holds them.
+func (kv *kvCache) resetPrefix() (dropped, held int) {
+	if !kv.caching {
+		return 0, 0
+	}
+	for b, h := range kv.hash {
+		if h == 0 {
+			continue
+		}
+		if kv.ref[b] > 0 {
+			held++
+			continue
+		}
+		if kv.cached[h] == int32(b) {
+			delete(kv.cached, h)
+		}
+		kv.hash[b] = 0
+		dropped++
+	}
+	return dropped, held
+}
+
 // blockHashes returns the chained hashes of the full blocks of prompt: each
 // hash mixes its parent's hash with the block's token ids. A hash is never 0.
 func blockHashes(prompt []int32, blockSize int) []uint64 {

@@ -160,4 +160,6 @@ type Stats struct {
 	// (excluding prefix-cache hits, including recomputation);
 	// GenerationTokens the tokens emitted.
 	Steps, PromptTokens, GenerationTokens int64
+	// PrefixCacheResets counts ResetPrefixCache calls the engine applied.
+	PrefixCacheResets int64
 }

@@ -59,6 +59,7 @@ type SchedulerInfo struct {
 type Metrics struct {
 	running, waiting, kvUsage               prometheus.GaugeFunc
 	prefixQueries, prefixHits, preemptions  prometheus.CounterFunc
+	prefixResets                            prometheus.CounterFunc
 	cacheInfo, schedulerInfo                prometheus.Gauge
 	ttft, itl, e2e, queue, prefill, decode  prometheus.Histogram
 	promptTokens, generationTokens          prometheus.Counter
@@ -100,6 +101,8 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo, sched SchedulerI
 			func(s engine.Stats) float64 { return float64(s.PrefixQueries) }),
 		prefixHits: counterFunc("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
 			func(s engine.Stats) float64 { return float64(s.PrefixHits) }),
+		prefixResets: counterFunc("tokentrace:prefix_cache_resets_total", "Prefix cache resets applied (POST /reset_prefix_cache).",
+			func(s engine.Stats) float64 { return float64(s.PrefixCacheResets) }),
 		preemptions: counterFunc("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.",
 			func(s engine.Stats) float64 { return float64(s.Preemptions) }),
 		cacheInfo: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -157,7 +160,7 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo, sched SchedulerI
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		m.running, m.waiting, m.kvUsage, m.prefixQueries, m.prefixHits, m.preemptions, m.cacheInfo, m.schedulerInfo,
+		m.running, m.waiting, m.kvUsage, m.prefixQueries, m.prefixHits, m.prefixResets, m.preemptions, m.cacheInfo, m.schedulerInfo,
 		m.ttft, m.itl, m.e2e, m.queue, m.prefill, m.decode, m.promptTokens, m.generationTokens,
 		m.success, m.writeLateness, m.httpErrors, m.genaiTTFT, m.genaiTPOT, m.genaiDuration, m.genaiUsage,
 	} {

@@ -318,6 +318,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v1/models", s.models)
 	mux.HandleFunc("/v1/models/{id}", s.model)
 	mux.HandleFunc("/health", s.health)
+	mux.HandleFunc("/reset_prefix_cache", s.resetPrefixCache)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound,
@@ -351,6 +352,21 @@ func (s *Server) modelEntry() openai.Model {
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if !allow(w, r, http.MethodGet, http.MethodHead) {
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// resetPrefixCache is vLLM's POST /reset_prefix_cache: it empties the
+// engine's prefix cache (blocks held by running requests keep theirs) and
+// answers 200 with an empty body.
+func (s *Server) resetPrefixCache(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodPost) {
+		return
+	}
+	if _, err := s.eng.ResetPrefixCache(r.Context()); err != nil {
+		openai.WriteError(w, http.StatusServiceUnavailable, openai.NewError(openai.TypeServer,
+			"the prefix cache was not reset: "+err.Error(), "", "unavailable"), 0)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
