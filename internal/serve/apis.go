@@ -250,8 +250,15 @@ func (a *apiAnswer) startReasoning() error {
 	case openai.APIResponses:
 		_, rs, _ := a.ids()
 		item := openai.ResponseItem{ID: rs, Type: "reasoning", Summary: &[]openai.ResponsePart{}, Content: []openai.ResponsePart{}}
-		return a.event("response.output_item.added", func(b []byte) []byte {
+		if err := a.event("response.output_item.added", func(b []byte) []byte {
 			return object(append(b, `,"output_index":0`...), "item", item)
+		}); err != nil {
+			return err
+		}
+		// The reasoning_text part is added before its deltas, as the
+		// message's output_text part is (clients' accumulators need it).
+		return a.event("response.content_part.added", func(b []byte) []byte {
+			return append(a.reasoningHead(b), `,"part":{"type":"reasoning_text","text":""}`...)
 		})
 	case openai.APIMessages:
 		return a.event("content_block_start", func(b []byte) []byte {
@@ -264,12 +271,8 @@ func (a *apiAnswer) startReasoning() error {
 func (a *apiAnswer) reasoningDelta(t []byte) error {
 	switch a.x.api {
 	case openai.APIResponses:
-		_, rs, _ := a.ids()
 		return a.event("response.reasoning_text.delta", func(b []byte) []byte {
-			b = append(b, `,"item_id":`...)
-			b = openai.AppendString(b, rs)
-			b = append(b, `,"output_index":0,"content_index":0,"delta":`...)
-			return openai.AppendString(b, string(t))
+			return openai.AppendString(append(a.reasoningHead(b), `,"delta":`...), string(t))
 		})
 	case openai.APIMessages:
 		return a.event("content_block_delta", func(b []byte) []byte {
@@ -281,6 +284,15 @@ func (a *apiAnswer) reasoningDelta(t []byte) error {
 		Message: openai.OllamaMessage{Role: "assistant", Thinking: string(t)}})
 }
 
+// reasoningHead appends a Responses reasoning event's item_id,
+// output_index and content_index.
+func (a *apiAnswer) reasoningHead(b []byte) []byte {
+	_, rs, _ := a.ids()
+	b = append(b, `,"item_id":`...)
+	b = openai.AppendString(b, rs)
+	return append(b, `,"output_index":0,"content_index":0`...)
+}
+
 // signature is the thinking block's signature: the simulated engine signs
 // nothing; clients only pass it back.
 func (a *apiAnswer) signature() string { return "tokentrace-" + a.x.rid }
@@ -289,12 +301,14 @@ func (a *apiAnswer) endReasoning() error {
 	a.thinking = false
 	switch a.x.api {
 	case openai.APIResponses:
-		_, rs, _ := a.ids()
 		if err := a.event("response.reasoning_text.done", func(b []byte) []byte {
-			b = append(b, `,"item_id":`...)
-			b = openai.AppendString(b, rs)
-			b = append(b, `,"output_index":0,"content_index":0,"text":`...)
-			return openai.AppendString(b, string(a.reasoning))
+			return openai.AppendString(append(a.reasoningHead(b), `,"text":`...), string(a.reasoning))
+		}); err != nil {
+			return err
+		}
+		if err := a.event("response.content_part.done", func(b []byte) []byte {
+			b = append(a.reasoningHead(b), `,"part":{"type":"reasoning_text","text":`...)
+			return append(openai.AppendString(b, string(a.reasoning)), '}')
 		}); err != nil {
 			return err
 		}

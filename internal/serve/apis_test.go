@@ -67,15 +67,24 @@ func TestResponsesClient(t *testing.T) {
 		var text, reasoning string
 		var order []string
 		var final responses.Response
+		parts := map[[2]int64]string{} // each content part added, by output and content index
 		for stream.Next() {
 			ev := stream.Current()
+			at := [2]int64{ev.OutputIndex, ev.ContentIndex}
 			switch ev.Type {
+			case "response.content_part.added":
+				parts[at] = ev.Part.Type
 			case "response.output_text.delta":
 				text += ev.Delta.OfString
 				order = append(order, "text")
 			case "response.reasoning_text.delta":
 				reasoning += ev.Delta.OfString
 				order = append(order, "reasoning")
+			}
+			if want, ok := map[string]string{"response.output_text.delta": "output_text", "response.reasoning_text.delta": "reasoning_text"}[ev.Type]; ok && parts[at] != want {
+				t.Errorf("%s at output %d, content %d before its %s part was added (part %q)", ev.Type, at[0], at[1], want, parts[at])
+			}
+			switch ev.Type {
 			case "response.completed", "response.incomplete":
 				final = ev.Response
 			}
