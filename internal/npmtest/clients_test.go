@@ -20,20 +20,25 @@ import (
 	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/tokenizer"
+	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
 const (
 	model  = "sim-model"
 	apiKey = "sk-npm-test"
+	think  = 3 // reasoning tokens of each answer of the reasoning serve
 )
 
-// result is what clients.mjs prints: the final text as the SDK assembles
-// it, the text of its deltas, and the usage it reports.
+// result is what clients.mjs prints: the final answer and reasoning texts
+// as the SDK assembles them, the texts of its deltas, and the usage it
+// reports.
 type result struct {
-	Text         string `json:"text"`
-	Streamed     string `json:"streamed"`
-	InputTokens  *int   `json:"input_tokens"`
-	OutputTokens *int   `json:"output_tokens"`
+	Text              string `json:"text"`
+	Streamed          string `json:"streamed"`
+	Reasoning         string `json:"reasoning"`
+	StreamedReasoning string `json:"streamed_reasoning"`
+	InputTokens       *int   `json:"input_tokens"`
+	OutputTokens      *int   `json:"output_tokens"`
 }
 
 // node returns the path of node, skipping the test when node or the
@@ -71,10 +76,15 @@ func run(t *testing.T, nodePath, check, base string, maxTokens int) result {
 	return r
 }
 
-// startServe runs serve in process, each engine step taking a millisecond,
-// and returns its base URL without /v1.
-func startServe(t *testing.T) string {
+// startServe runs serve in process, each engine step taking a millisecond
+// and each answer's first think tokens reasoning (none when 0), and
+// returns its base URL without /v1.
+func startServe(t *testing.T, think int) string {
 	t.Helper()
+	var reasoning workload.Dist
+	if think > 0 {
+		reasoning = workload.Fixed(think)
+	}
 	s, err := serve.Start(context.Background(), serve.Config{Engine: engine.Config{
 		Model:       model,
 		StepTimer:   engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return time.Millisecond }),
@@ -83,6 +93,7 @@ func startServe(t *testing.T) string {
 		MaxModelLen: 4096,
 		MaxNumSeqs:  64,
 		Seed:        1,
+		Reasoning:   reasoning,
 	}}, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -104,12 +115,19 @@ keys: [{name: t, sha256: %s}]
 }
 
 // TestClients runs each client against serve and against the gateway in
-// front of serve: the text arrives in full (its deltas add up to the final
-// text, of max_tokens tokens) and the usage counts the prompt and output.
+// front of serve, without and with a reasoning phase: the texts arrive in
+// full (deltas add up to the final texts; reasoning and answer together
+// max_tokens tokens) and the usage counts the prompt and the output.
 func TestClients(t *testing.T) {
 	nodePath := node(t)
-	served := startServe(t)
-	hops := []struct{ name, base string }{{"serve", served}, {"gateway", startGateway(t, served)}}
+	served, thinking := startServe(t, 0), startServe(t, think)
+	hops := []struct {
+		name, base string
+		think      int
+	}{
+		{"serve", served, 0}, {"gateway", startGateway(t, served), 0},
+		{"serve-reasoning", thinking, think}, {"gateway-reasoning", startGateway(t, thinking), think},
+	}
 	wantInput := tokenizer.CountChat([]tokenizer.Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Hi!"}})
 	checks := []struct {
 		check     string
@@ -124,11 +142,14 @@ func TestClients(t *testing.T) {
 		for _, c := range checks {
 			t.Run(hop.name+"/"+c.check, func(t *testing.T) {
 				r := run(t, nodePath, c.check, hop.base, c.maxTokens)
-				if r.Streamed != r.Text {
-					t.Errorf("deltas %q, final text %q", r.Streamed, r.Text)
+				if r.Streamed != r.Text || r.StreamedReasoning != r.Reasoning {
+					t.Errorf("deltas %q and reasoning deltas %q; final text %q and reasoning %q", r.Streamed, r.StreamedReasoning, r.Text, r.Reasoning)
 				}
-				if n := tokenizer.Count(r.Text); n != c.maxTokens {
-					t.Errorf("text %q is %d tokens, want %d", r.Text, n, c.maxTokens)
+				if n := tokenizer.Count(r.Text); n != c.maxTokens-hop.think {
+					t.Errorf("text %q is %d tokens, want %d", r.Text, n, c.maxTokens-hop.think)
+				}
+				if n := tokenizer.Count(r.Reasoning); n != hop.think {
+					t.Errorf("reasoning %q is %d tokens, want %d", r.Reasoning, n, hop.think)
 				}
 				if r.InputTokens == nil || *r.InputTokens != wantInput || r.OutputTokens == nil || *r.OutputTokens != c.maxTokens {
 					t.Errorf("usage: input %v, output %v tokens; want %d and %d", deref(r.InputTokens), deref(r.OutputTokens), wantInput, c.maxTokens)
