@@ -102,6 +102,9 @@ func (a *analysis) report(warmup int) *Report {
 	rep.Sessions = a.sessions()
 	rep.Notes = append(rep.Notes, a.ev.lacking(a.runs)...)
 	rep.Notes = append(rep.Notes, a.stragglers()...)
+	if n := a.overruns(); n > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d of %d successful requests: the server's queue + prefill exceeded the client's time before the first token (clocks that disagree); network taken as 0, the excess off the queue, then prefill", n, len(a.ok)))
+	}
 	rep.Notes = append(rep.Notes, evidenceNotes(rep.Summary)...)
 	if t := rep.Summary.ServerTokens; t != nil && len(a.ok) > 0 {
 		rep.Notes = append(rep.Notes, t.Note())

@@ -29,6 +29,18 @@ func plannedWords(n int) string {
 	return fmt.Sprintf("%d planned", n)
 }
 
+// overruns counts the successful requests whose server split exceeds the
+// client's time before the first token (row.serverOverrun).
+func (a *analysis) overruns() int {
+	n := 0
+	for _, i := range a.ok {
+		if a.rows[i].serverOverrun() > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // stragglers notes a run whose last requests ended far beyond the others:
 // among the last 1 % of ends (at least one), a gap to the end before it of
 // more than max(1 s, 10 × the median E2E) — a run stopped or stalled while

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -117,5 +119,37 @@ func TestSummaryByHand(t *testing.T) {
 	v := rep.SLOs[0]
 	if v.Meeting != 2 || v.Attainment != 2.0/3 || v.GoodputRPS != 0.8 || v.Status != "pass" || v.ValueMS != 500 {
 		t.Errorf("verdict %+v", v)
+	}
+}
+
+// The request of TestStagesByHand with a server reporting 30 ms queue and
+// 40 ms prefill, 20 ms more than the 50 ms the client saw between writing
+// and the first token: network is 0, not −20 ms; the excess comes off the
+// queue (10 ms left), so the stages still sum to E2E; the report notes the
+// request's inconsistent clocks and the CSV's network_ms is 0.
+func TestServerSplitOverClientTTFT(t *testing.T) {
+	r := &latency.Record{Schema: 1, ID: "h", Stream: true, IntendedNS: 0, SentNS: 2e6, ConnectNS: 3e6,
+		WroteNS: 6e6, FirstTokenNS: 56e6, EndNS: 88e6, ChunkNS: []int64{56e6, 66e6, 76e6, 86e6},
+		OutputTokens: 4, InputTokens: 100,
+		Server: &latency.ServerSplit{QueueNS: 30e6, PrefillNS: 40e6, DecodeNS: 30e6}}
+	c := NewCollector(Options{})
+	c.Add(r)
+	got := c.rows[0].stages()
+	want := [nStages]int64{stCQ: 2e6, stConnect: 3e6, stSend: 1e6, stNetwork: 0, stSQ: 10e6,
+		stPrefill: 40e6, stDecode: 30e6, stTail: 2e6}
+	if got != want {
+		t.Errorf("stages\n got %v\nwant %v", got, want)
+	}
+	if !containsNote(c.Report(), "1 of 1 successful requests: the server's queue + prefill exceeded") {
+		t.Errorf("no note of the inconsistent clock: %q", c.Report().Notes)
+	}
+	var b strings.Builder
+	if err := c.WriteCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	col := slices.Index(strings.Split(lines[0], ","), "network_ms")
+	if v := strings.Split(lines[1], ",")[col]; v != "0.000" {
+		t.Errorf("network_ms %q, want 0.000", v)
 	}
 }

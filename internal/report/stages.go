@@ -40,14 +40,10 @@ func (r *row) firstOut() int64 {
 func (r *row) stages() (s [nStages]int64) {
 	s[stCQ] = r.sent - r.intended
 	s[stConnect] = r.connect
-	wrote := r.wrote
-	if wrote == 0 {
-		wrote = r.sent + r.connect
-	}
+	wrote, pre := r.beforeFirst()
 	s[stSend] = wrote - r.sent - r.connect
 	s[stGateway] = r.gateway
 	first := r.firstOut()
-	pre := first - wrote - r.gateway
 	switch {
 	case r.flags&flagQueueInferred != 0:
 		// The engine's queue wait is inferred (analysis.inferQueue); what
@@ -61,8 +57,12 @@ func (r *row) stages() (s [nStages]int64) {
 			s[stTail] = r.end - first - r.decode
 		}
 	case r.hasServer():
-		s[stSQ], s[stPrefill] = r.sq, r.prefill
-		s[stNetwork] = pre - r.sq - r.prefill
+		// A server split over the client's own time (clocks that disagree)
+		// leaves network 0, the excess taken off the queue, then prefill.
+		over := r.serverOverrun()
+		cut := min(over, r.sq)
+		s[stSQ], s[stPrefill] = r.sq-cut, r.prefill-(over-cut)
+		s[stNetwork] = pre - s[stSQ] - s[stPrefill]
 		s[stDecode] = r.decode
 		s[stTail] = r.end - first - r.decode
 	default:
@@ -70,6 +70,27 @@ func (r *row) stages() (s [nStages]int64) {
 		s[stDecode] = r.end - first
 	}
 	return s
+}
+
+// beforeFirst is the instant the request was written and the time from
+// then, less the gateway's, to the first of the answer.
+func (r *row) beforeFirst() (wrote, pre int64) {
+	wrote = r.wrote
+	if wrote == 0 {
+		wrote = r.sent + r.connect
+	}
+	return wrote, r.firstOut() - wrote - r.gateway
+}
+
+// serverOverrun is how much a server's queue and prefill exceed the time
+// the client saw before the first token (0 when they do not, or when the
+// server's split does not give network): the two clocks disagree.
+func (r *row) serverOverrun() int64 {
+	if !r.hasServer() || r.flags&flagQueueInferred != 0 {
+		return 0
+	}
+	_, pre := r.beforeFirst()
+	return max(r.sq+r.prefill-pre, 0)
 }
 
 // stageApplies says whether a stage is measured for a request: the server's
