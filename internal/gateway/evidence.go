@@ -38,7 +38,7 @@ func (x *exchange) noteEvidence(c *openai.ChunkInfo) {
 // answer, TGI's headers when nothing else gave one) the timeline's, when
 // the upstream sent no Server-Timing split.
 func (x *exchange) useEngineSplit(h interface{ Get(string) string }) {
-	if x.tl.serverSplit {
+	if x.tl.serverSplit || x.tl.splitForwarded {
 		return
 	}
 	sp := x.engineSplit

@@ -64,13 +64,15 @@ routes:
 }
 
 // benchPD benches the gateway at url with n requests of input tokens at
-// rate, streamed, 12 tokens out, into a results folder it returns.
-func benchPD(t *testing.T, url string, n, input int, rate float64) string {
+// rate, streamed, 12 tokens out, asking for the server's evidence as
+// metrics says (bench.ServerMetrics*, "" auto), into a results folder it
+// returns.
+func benchPD(t *testing.T, url string, n, input int, rate float64, metrics string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
 	cfg := bench.Config{
 		Target: bench.Target{BaseURL: url, Endpoint: bench.EndpointCompletions, Model: "Llama-3.1-8B", Stream: true, IgnoreEOS: true,
-			ContinuousUsage: true, Timeout: time.Minute},
+			ContinuousUsage: true, Timeout: time.Minute, ServerMetrics: metrics},
 		Workload: &workload.Synthetic{Input: workload.Fixed(input), Output: workload.Fixed(12), Turns: 1, Seed: 5},
 		Load:     workload.Load{Rate: rate, Arrival: workload.Poisson, Requests: n, Seed: 2},
 		OutDir:   dir, Command: []string{"tokentrace", "bench", "(test)"}, SkipCalibration: true,
@@ -85,14 +87,22 @@ func benchPD(t *testing.T, url string, n, input int, rate float64) string {
 // A 1P1D pair of serve behind the gateway, benched: every record carries
 // the prefill instance's and the decode instance's hops, and the path's
 // parts sum exactly to its E2E; each kv_transfer is the performance
-// model's time for the prompt's full blocks over the link.
+// model's time for the prompt's full blocks over the link. With the
+// engine's metrics object asked for too (return_metrics), the decode
+// instance's Server-Timing is still its split: no second one is added.
 func TestDisaggregatedPairBenched(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs serve, gateway and bench")
 	}
+	for _, metrics := range []string{bench.ServerMetricsAuto, bench.ServerMetricsTokentrace} {
+		t.Run(metrics, func(t *testing.T) { pairBenched(t, metrics) })
+	}
+}
+
+func pairBenched(t *testing.T, metrics string) {
 	url, d := startPD(t, "rdma-400g", 1)
 	const n = 30
-	dir := benchPD(t, url, n, 500, 20)
+	dir := benchPD(t, url, n, 500, 20, metrics)
 	recs, err := results.ReadRecords(filepath.Join(dir, results.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +167,7 @@ func TestDisaggregatedReportNamesCauses(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			url, _ := startPD(t, tt.link, tt.decoders)
-			dir := benchPD(t, url, tt.n, tt.input, tt.rate)
+			dir := benchPD(t, url, tt.n, tt.input, tt.rate, "")
 			rep, err := report.Load(context.Background(), []string{dir}, report.Options{})
 			if err != nil {
 				t.Fatal(err)

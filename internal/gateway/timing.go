@@ -180,14 +180,20 @@ func headerTiming(s stageDurations) string {
 // stages after the first byte, the upstream split when known, and the total.
 func (t *timeline) trailerTiming(s stageDurations) string {
 	var buf [timingBuf]byte
-	return string(t.appendTrailerTiming(buf[:0], s))
+	return string(t.appendTrailerTiming(buf[:0], s, ""))
 }
 
-// appendTrailerTiming appends trailerTiming's value to b.
-func (t *timeline) appendTrailerTiming(b []byte, s stageDurations) []byte {
+// appendTrailerTiming appends trailerTiming's value to b, with inner (a
+// hop's stages passed on, the prefill instance's) before the upstream
+// split, so that hop comes before the server in path order.
+func (t *timeline) appendTrailerTiming(b []byte, s stageDurations, inner string) []byte {
 	b = appendTiming(b, latency.TimingDecode, s.Decode)
 	b = appendTiming(b, latency.TimingPostProcess, s.Post)
 	b = appendTiming(b, latency.TimingBackpressure, s.Backpressure)
+	if inner != "" {
+		b = append(b, ", "...)
+		b = append(b, inner...)
+	}
 	if sp, ok := t.split(s.UpstreamTTFT); ok {
 		if !t.splitForwarded && sp.hasQueue {
 			b = appendTiming(b, latency.TimingServerQueue, sp.queue)
@@ -220,11 +226,7 @@ func (t *timeline) finalTiming(s stageDurations) string {
 
 // appendFinalTiming appends finalTiming's value to b.
 func (t *timeline) appendFinalTiming(b []byte, s stageDurations) []byte {
-	b = t.appendTrailerTiming(b, s)
-	if t.prefillForward != "" {
-		b = append(b, ", "...)
-		b = append(b, t.prefillForward...)
-	}
+	b = t.appendTrailerTiming(b, s, t.prefillForward)
 	if t.forward != "" {
 		b = append(b, ", "...)
 		b = append(b, t.forward...)
@@ -244,6 +246,12 @@ func (t *timeline) foldServerTiming(header, trailer []string) {
 	t.forward = latency.ForwardTiming(latency.HopGateway, latency.TimingValues{Header: header, Trailer: trailer})
 	if !t.prefilled.IsZero() {
 		t.pd.foldDecode(header, trailer)
+		if t.pd.hasDecode {
+			// The decode instance's stages, passed on, are its split: an
+			// engine's metrics object must not add a second one.
+			t.serverSplit, t.fromEvidence, t.splitForwarded = false, false, true
+			return
+		}
 	}
 	sp, _, ok := latency.SplitServerTiming(append(append([]string(nil), header...), trailer...))
 	if !ok {
