@@ -21,8 +21,8 @@ type modelEntry struct {
 }
 
 // models answers GET /v1/models with the union of every replica's models
-// (asked live, 3 s each, failures skipped), the models named in the
-// configuration, and the routes' public names.
+// (asked at most once per modelsTTL, 3 s each, failures skipped), the
+// models named in the configuration, and the routes' public names.
 func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
@@ -43,7 +43,44 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 		x.refuse(rj)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(g.modelList(r.Context(), rt))
+}
+
+// modelsTTL is how long /v1/models answers from the list it last built
+// (for the same configuration) before asking the replicas again.
+const modelsTTL = time.Second
+
+// modelsCache is /v1/models' last list, for the configuration it was
+// built from; its lock also makes concurrent callers wait for one build.
+type modelsCache struct {
+	mu   sync.Mutex
+	rt   *liveConfig
+	at   time.Time
+	body []byte
+}
+
+// modelList is /v1/models' JSON body: the cached one when built under rt
+// less than modelsTTL ago, else built anew (its requests bounded by 3 s,
+// whichever client asked first going away or not).
+func (g *Gateway) modelList(ctx context.Context, rt *liveConfig) []byte {
+	c := &g.modelsCache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := g.now()
+	if c.rt == rt && now.Sub(c.at) < modelsTTL && now.Sub(c.at) >= 0 {
+		return c.body
+	}
+	body, _ := json.Marshal(map[string]any{"object": "list", "data": g.listModels(ctx, rt)})
+	c.rt, c.at, c.body = rt, now, append(body, '\n')
+	return c.body
+}
+
+// listModels asks every replica of rt for its models (3 s each, failures
+// skipped) and adds the models the configuration names and the routes'
+// public names, sorted by id.
+func (g *Gateway) listModels(ctx context.Context, rt *liveConfig) []modelEntry {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
 	var mu sync.Mutex
 	byID := map[string]modelEntry{}
@@ -93,8 +130,7 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 		list = append(list, e)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": list})
+	return list
 }
 
 // upstreamModels asks one replica for its /v1/models list.

@@ -63,6 +63,8 @@ type Gateway struct {
 	// base is the clock's instant at init: sinceBase's origin.
 	base     time.Time
 	draining atomic.Bool // set by Drain: /health answers 503
+	// modelsCache holds /v1/models' last list.
+	modelsCache modelsCache
 	// endGraceTest replaces streamEndGrace when set (tests).
 	endGraceTest time.Duration
 	// bg runs the configurations' background goroutines (the pools'

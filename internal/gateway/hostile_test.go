@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,5 +205,52 @@ func TestForwardedForAppendsTheClient(t *testing.T) {
 		if got := strings.Join(hs[i].Values("Forwarded"), ", "); got != want.fwd {
 			t.Errorf("request %d: Forwarded %q, want %q", i, got, want.fwd)
 		}
+	}
+}
+
+// TestModelsListIsCached: /v1/models asks each replica at most once per
+// second (modelsTTL), whatever the number of calls; a reload asks again.
+func TestModelsListIsCached(t *testing.T) {
+	var asked atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m1","object":"model"}]}`)
+	}))
+	defer up.Close()
+	var now atomic.Int64 // Unix nanoseconds
+	now.Store(time.Unix(1000, 0).UnixNano())
+	cfg := "pools: [{name: p, replicas: [{url: " + up.URL + "}]}]\nroutes: [{model: \"*\", pool: p}]\n"
+	g := mustGateway(t, cfg)
+	g.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	srv := startGateway(t, g)
+	list := func() string {
+		resp, err := http.Get(srv.URL + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for range 20 {
+		if b := list(); !strings.Contains(b, `"m1"`) {
+			t.Fatalf("/v1/models: %s", b)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("20 calls within the TTL asked the replica %d times, want 1", n)
+	}
+	now.Add(int64(modelsTTL + time.Millisecond))
+	list()
+	if n := asked.Load(); n != 2 {
+		t.Errorf("a call past the TTL: the replica asked %d times in all, want 2", n)
+	}
+	c, _ := ParseConfig([]byte(cfg))
+	if err := g.SetConfig(c); err != nil {
+		t.Fatal(err)
+	}
+	list()
+	if n := asked.Load(); n != 3 {
+		t.Errorf("a call after a reload: the replica asked %d times in all, want 3", n)
 	}
 }
