@@ -153,3 +153,38 @@ func TestServerSplitOverClientTTFT(t *testing.T) {
 		t.Errorf("network_ms %q, want 0.000", v)
 	}
 }
+
+// The server's clock says decode took 30.01 ms where the client saw
+// 30 ms between its first token (56 ms) and its end (86 ms): the stream
+// tail is 0, not −0.01 ms, decode is the client's 30 ms, and the stages
+// still sum to E2E; the text prints no negative stream tail.
+func TestStreamTailNeverNegative(t *testing.T) {
+	r := &latency.Record{Schema: 1, ID: "h", Stream: true, IntendedNS: 0, SentNS: 2e6, ConnectNS: 3e6,
+		WroteNS: 6e6, FirstTokenNS: 56e6, EndNS: 86e6, ChunkNS: []int64{56e6, 66e6, 76e6, 86e6},
+		OutputTokens: 4, InputTokens: 100,
+		Server: &latency.ServerSplit{QueueNS: 10e6, PrefillNS: 30e6, DecodeNS: 30.01e6}}
+	c := NewCollector(Options{})
+	c.Add(r)
+	got := c.rows[0].stages()
+	want := [nStages]int64{stCQ: 2e6, stConnect: 3e6, stSend: 1e6, stNetwork: 10e6, stSQ: 10e6,
+		stPrefill: 30e6, stDecode: 30e6, stTail: 0}
+	if got != want {
+		t.Errorf("stages\n got %v\nwant %v", got, want)
+	}
+	var sum int64
+	for _, v := range got {
+		sum += v
+	}
+	if sum != 86e6 {
+		t.Errorf("stages sum to %d, want E2E from intended 86e6", sum)
+	}
+	var b strings.Builder
+	if err := c.Report().WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, "stream_tail") && strings.Contains(line, "-0") {
+			t.Errorf("a negative stream tail printed: %q", line)
+		}
+	}
+}

@@ -54,7 +54,8 @@ func (r *row) stages() (s [nStages]int64) {
 		if r.firstTok == 0 {
 			s[stUnattr] -= r.decode // a whole answer: decode came before its end
 		} else {
-			s[stTail] = r.end - first - r.decode
+			s[stDecode] = min(r.decode, max(r.end-first, 0))
+			s[stTail] = r.end - first - s[stDecode]
 		}
 	case r.hasServer():
 		// A server split over the client's own time (clocks that disagree)
@@ -63,8 +64,10 @@ func (r *row) stages() (s [nStages]int64) {
 		cut := min(over, r.sq)
 		s[stSQ], s[stPrefill] = r.sq-cut, r.prefill-(over-cut)
 		s[stNetwork] = pre - s[stSQ] - s[stPrefill]
-		s[stDecode] = r.decode
-		s[stTail] = r.end - first - r.decode
+		// The stream tail is never negative: a server decode longer than
+		// the client's end − first (its own clock) is taken as end − first.
+		s[stDecode] = min(r.decode, max(r.end-first, 0))
+		s[stTail] = r.end - first - s[stDecode]
 	default:
 		s[stUnattr] = pre
 		s[stDecode] = r.end - first
