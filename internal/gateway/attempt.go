@@ -244,10 +244,12 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 	out.Header[headerRequestID] = x.vals[valID : valID+1 : valID+1]
 	out.Header["Content-Type"] = x.vals[valContentType : valContentType+1 : valContentType+1]
 	x.span.inject(out.Header)
+	if x.key != nil { // the gateway's key is not the upstream's
+		out.Header.Del("Authorization")
+		out.Header.Del("X-Api-Key")
+	}
 	if auth := a.rep.cfg.authorization(); auth != "" {
 		out.Header.Set("Authorization", auth)
-	} else if x.key != nil {
-		out.Header.Del("Authorization") // the gateway's key is not the upstream's
 	}
 	resp, err := g.transport.RoundTrip(out)
 	if a.conns.Load() > 1 {

@@ -239,6 +239,7 @@ keys: [{name: team, sha256: %s}]
 		{"oversize body", chatBody("known", false, strings.Repeat("x", 3000), ""), auth, 413, "body_too_large"},
 		{"bad deadline", chatBody("known", false, "x", ""), map[string]string{"Authorization": "Bearer sk-good", "X-SLO-TTFT-Ms": "soon"}, 400, "invalid_deadline"},
 		{"ok", chatBody("known", false, "x", ""), auth, 200, ""},
+		{"ok as X-Api-Key", chatBody("known", false, "x", ""), map[string]string{"X-Api-Key": "sk-good"}, 200, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -265,8 +266,8 @@ keys: [{name: team, sha256: %s}]
 	}
 	// The gateway's key is never forwarded upstream.
 	for _, h := range up.Headers() {
-		if h.Get("Authorization") != "" {
-			t.Errorf("upstream received Authorization %q", h.Get("Authorization"))
+		if h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
+			t.Errorf("upstream received Authorization %q, X-Api-Key %q", h.Get("Authorization"), h.Get("X-Api-Key"))
 		}
 	}
 }
