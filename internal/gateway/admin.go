@@ -72,7 +72,8 @@ func (g *Gateway) modelList(ctx context.Context, rt *liveConfig) []byte {
 		return c.body
 	}
 	body, _ := json.Marshal(map[string]any{"object": "list", "data": g.listModels(ctx, rt)})
-	c.rt, c.at, c.body = rt, now, append(body, '\n')
+	body = append(body, '\n')
+	c.rt, c.at, c.body = rt, now, body
 	return c.body
 }
 
