@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -47,6 +48,8 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+var decimalMemory = regexp.MustCompile(`[0-9] [GMk]B\b(?:[^/]|$)`)
+
 func TestEstimateGolden(t *testing.T) {
 	tests := []struct {
 		file string
@@ -66,6 +69,11 @@ func TestEstimateGolden(t *testing.T) {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			golden(t, tt.file, out)
+			// Memory in GiB throughout (the catalog's unit); GB only as
+			// bandwidth's GB/s.
+			if m := decimalMemory.FindString(out); m != "" && !strings.HasSuffix(tt.file, "json.golden") {
+				t.Errorf("memory in decimal units: %q", m)
+			}
 		})
 	}
 }
@@ -106,7 +114,7 @@ func TestEstimateBadInput(t *testing.T) {
 	}{
 		{[]string{"--model", "llama-3.1-7b"}, []string{`unknown model "llama-3.1-7b"`, `did you mean "Llama-3.1-8B"`, "Mixtral-8x7B"}},
 		{[]string{"--gpu", "H100-SMX"}, []string{`unknown GPU "H100-SMX"`, `did you mean "H100-SXM"`, "MI300X"}},
-		{[]string{"--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--dtype", "fp16", "--tp", "1"}, []string{"does not fit", "weights 138.0 GB > usable", "smallest TP that fits: 2"}},
+		{[]string{"--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--dtype", "fp16", "--tp", "1"}, []string{"does not fit", "weights 128.5 GiB > usable", "smallest TP that fits: 2"}},
 		{[]string{"--model", "testdata/missing-config.json"}, []string{"model config", "missing-config.json"}},
 		{[]string{"--input-tokens", "0"}, []string{"--input-tokens 0: input length must be > 0"}},
 		{[]string{"--output-tokens", "-3"}, []string{"--output-tokens -3: output length must be > 0"}},

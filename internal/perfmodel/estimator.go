@@ -67,8 +67,8 @@ type NoFitError struct {
 }
 
 func (e *NoFitError) Error() string {
-	s := fmt.Sprintf("%s does not fit on %d × %s: weights %.1f GB > usable %.1f GB per GPU",
-		e.Model, e.TP, e.GPU, float64(e.WeightBytes)/1e9, float64(e.UsableBytes)/1e9)
+	s := fmt.Sprintf("%s does not fit on %d × %s: weights %.1f GiB > usable %.1f GiB per GPU",
+		e.Model, e.TP, e.GPU, float64(e.WeightBytes)/(1<<30), float64(e.UsableBytes)/(1<<30))
 	if e.MinTP > 0 {
 		return s + fmt.Sprintf("; smallest TP that fits: %d (--tp %d)", e.MinTP, e.MinTP)
 	}

@@ -120,7 +120,8 @@ func TestWorkedExampleLlama2_70B(t *testing.T) {
 	if nf.MinTP != 2 || nf.WeightBytes < 137e9 || nf.UsableBytes > 80e9 {
 		t.Errorf("NoFitError = %+v", nf)
 	}
-	for _, want := range []string{"weights 138.0 GB > usable", "smallest TP that fits: 2"} {
+	// 138.0e9 B = 128.5 GiB: memory in GiB, as the GPU catalog gives it.
+	for _, want := range []string{"weights 128.5 GiB > usable 69.6 GiB", "smallest TP that fits: 2"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

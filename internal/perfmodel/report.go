@@ -318,7 +318,9 @@ func count(n float64) string {
 	return fmt.Sprintf("%.0f", n)
 }
 
-func gb(n float64) string { return fmt.Sprintf("%.1f GB", n/1e9) }
+// Memory is in binary units throughout (GiB, MiB, KiB), as the GPU
+// catalog's memory_gib; bandwidths stay in GB/s, as vendors state them.
+func gb(n float64) string { return fmt.Sprintf("%.1f GiB", n/(1<<30)) }
 func mib(n float64) string {
 	if n >= 1<<30 {
 		return fmt.Sprintf("%.2f GiB", n/(1<<30))
@@ -329,12 +331,12 @@ func kib(n float64) string { return fmt.Sprintf("%.1f KiB", n/1024) }
 
 func bytesN(n float64) string {
 	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", n/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.2f MB", n/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1f kB", n/1e3)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", n/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", n/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", n/(1<<10))
 	}
 	return fmt.Sprintf("%.0f B", n)
 }
