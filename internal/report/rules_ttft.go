@@ -49,13 +49,14 @@ func ruleServerQueueing(a *analysis, rep *Report) (Finding, bool) {
 		}
 	} else {
 		// No server split: infer queueing from TTFT growing while arrivals
-		// outpace completions, else from the server's gauges, else from
+		// outpace completions (an open loop's: a closed loop sends only
+		// as its answers come), else from the server's gauges, else from
 		// the run's own shape.
 		t0, t1 := w0, w1
 		nums["ttft_first_quarter_ms"], nums["ttft_last_quarter_ms"] = t0, t1
 		var ok bool
 		switch {
-		case overloaded && t1 > 2*t0:
+		case overloaded && t1 > 2*t0 && !a.closedLoop():
 			ev = fmt.Sprintf("%sThe server gave no stage split, but TTFT grows from a mean of %s in the first "+
 				"quarter of the run to %s in the last while requests arrive faster than they complete: "+
 				"requests are waiting in a queue.", prefix(why), fmtMS(t0), fmtMS(t1))
