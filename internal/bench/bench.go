@@ -46,7 +46,11 @@ type Config struct {
 	Load          workload.Load
 	// Sweep, when set, runs several phases instead of Load alone.
 	Sweep *Sweep
-	SLOs  []latency.SLO
+	// BetweenCells is what a sweep does to the server before each cell
+	// (BetweenCellsReset, the default, or BetweenCellsNone);
+	// BetweenCellsCmd a shell command run there too.
+	BetweenCells, BetweenCellsCmd string
+	SLOs                          []latency.SLO
 	// OutDir is the results folder (created; must not hold a run).
 	OutDir string
 	// Command is the exact command line; Echo the configuration as given,
@@ -475,7 +479,7 @@ func (r *run) send(ctx context.Context, runner *Runner) error {
 		r.sum.Phases = append(r.sum.Phases, res)
 		return err
 	}
-	oc, err := runSweep(ctx, runner, r.cfg, r.log, &r.sum.Phases)
+	oc, err := runSweep(ctx, runner, r.cfg, r.cellPrep(), r.log, &r.sum.Phases)
 	r.sum.Sweep = oc
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -900,6 +904,9 @@ func writeBenchText(w io.Writer, s *Summary, dir string) {
 	report.WriteCompat(w, "compat", s.Compat)
 	if s.Sweep != nil && s.Sweep.Line != "" {
 		fmt.Fprintln(w, s.Sweep.Line)
+	}
+	if s.Sweep != nil {
+		writeBeforeCells(w, s.Sweep.Points)
 	}
 	if s.Interrupted {
 		fmt.Fprintln(w, "interrupted: the summary covers the requests that finished")

@@ -42,7 +42,10 @@ type Options struct {
 
 	Sweep        string        // sweep: rates, concurrencies or auto
 	SweepMinSpan time.Duration // sweep_min_span
-	SLO          string        // slo: latency.ParseSLOs
+	// between_cells: reset (the server's prefix cache) or none;
+	// between_cells_cmd: a shell command run before each sweep cell.
+	BetweenCells, BetweenCellsCmd string
+	SLO                           string // slo: latency.ParseSLOs
 
 	Shard        string // shard: INDEX/COUNT, this generator's share of the workload
 	ShardStartAt string // shard_start_at: RFC 3339 instant all shards start at
@@ -60,6 +63,7 @@ func DefaultOptions() Options {
 		PromptTokenizer: PromptTokenizerAuto,
 		ToolTimeout:     agent.DefaultTimeout,
 		Grace:           5 * time.Second, SweepMinSpan: 10 * time.Second, ScrapeInterval: DefaultScrapeInterval,
+		BetweenCells: BetweenCellsReset,
 	}
 }
 
@@ -89,6 +93,12 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 		return cfg, field.Wrap("slo", err)
 	}
 	cfg.SLOs = slos
+	switch o.BetweenCells {
+	case "", BetweenCellsReset, BetweenCellsNone:
+		cfg.BetweenCells, cfg.BetweenCellsCmd = o.BetweenCells, o.BetweenCellsCmd
+	default:
+		return cfg, field.Invalid("between_cells", o.BetweenCells, "must be reset or none")
+	}
 	if o.Sweep != "" {
 		kind := "rate"
 		if !given("rate") && given("concurrency") {

@@ -120,6 +120,10 @@ type SweepPoint struct {
 	ThroughputRPS float64 `json:"throughput_rps"`
 	KeepsUp       bool    `json:"keeps_up"`
 	SLOsHold      *bool   `json:"slos_hold,omitempty"`
+	// BeforeCell says what was done to the server before the point
+	// (--between-cells); BeforeCellWarning what of it failed.
+	BeforeCell        string `json:"before_cell,omitempty"`
+	BeforeCellWarning string `json:"before_cell_warning,omitempty"`
 }
 
 // SweepOutcome is what a sweep found.
@@ -139,7 +143,8 @@ type SweepOutcome struct {
 func (o *SweepOutcome) points() []results.SweepPoint {
 	var out []results.SweepPoint
 	for _, p := range o.Points {
-		out = append(out, results.SweepPoint{Phase: p.Phase, OfferedRate: p.Rate, Concurrency: p.Concurrency})
+		out = append(out, results.SweepPoint{Phase: p.Phase, OfferedRate: p.Rate, Concurrency: p.Concurrency,
+			BeforeCell: p.BeforeCell, BeforeCellWarning: p.BeforeCellWarning})
 	}
 	return out
 }
@@ -159,6 +164,7 @@ type sweeper struct {
 	phases *[]PhaseResult
 	out    *SweepOutcome
 	seen   map[string]int
+	prep   *cellPrep // nil: nothing between cells
 }
 
 // probe runs one point and judges it: a rate point keeps up when answers
@@ -175,6 +181,12 @@ func (sw *sweeper) probe(ctx context.Context, v float64) (SweepPoint, error) {
 		orig := sw.runner.Emit
 		sw.runner.Emit = func(r *latency.Record) { orig(r); pc.Add(r) }
 		defer func() { sw.runner.Emit = orig }()
+	}
+	if sw.prep != nil {
+		pt.BeforeCell, pt.BeforeCellWarning = sw.prep.before(ctx)
+		if pt.BeforeCellWarning != "" {
+			fmt.Fprintf(sw.log, "bench: warning: before %s: %s\n", name, pt.BeforeCellWarning)
+		}
 	}
 	res, err := sw.runner.Run(ctx, name, load)
 	*sw.phases = append(*sw.phases, res)
@@ -239,10 +251,10 @@ func (sw *sweeper) point(v float64) (workload.Load, SweepPoint) {
 
 // runSweep runs cfg.Sweep's points through r, appending each phase's
 // result to phases.
-func runSweep(ctx context.Context, r *Runner, cfg Config, log io.Writer, phases *[]PhaseResult) (*SweepOutcome, error) {
+func runSweep(ctx context.Context, r *Runner, cfg Config, prep *cellPrep, log io.Writer, phases *[]PhaseResult) (*SweepOutcome, error) {
 	s := *cfg.Sweep
 	s.defaults()
-	sw := &sweeper{runner: r, cfg: cfg, log: log, phases: phases, out: &SweepOutcome{Kind: s.Kind}, seen: map[string]int{}}
+	sw := &sweeper{runner: r, cfg: cfg, log: log, phases: phases, out: &SweepOutcome{Kind: s.Kind}, seen: map[string]int{}, prep: prep}
 	switch {
 	case !s.Auto:
 		for _, v := range s.Values {

@@ -53,7 +53,7 @@ func sweepRun(t *testing.T, d *rateDoer, clock *fakeClock, sw *Sweep, slos strin
 	cfg := Config{Load: workload.Load{Rate: 1, Arrival: workload.Constant, Requests: 20}, Sweep: sw, SLOs: mustSLOs(t, slos)}
 	r := &Runner{Doer: d, Source: synth(1, 0), Clock: clock, RunID: "s", Emit: func(*latency.Record) {}}
 	var phases []PhaseResult
-	out, err := runSweep(context.Background(), r, cfg, io.Discard, &phases)
+	out, err := runSweep(context.Background(), r, cfg, nil, io.Discard, &phases)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestSweepMinSpan(t *testing.T) {
 		Sweep: &Sweep{Kind: "rate", Values: []float64{2, 8}, MinSpan: 5 * time.Second}}
 	r := &Runner{Doer: d, Source: synth(1, 0), Clock: clock, RunID: "s", Emit: func(*latency.Record) {}}
 	var phases []PhaseResult
-	if _, err := runSweep(context.Background(), r, cfg, io.Discard, &phases); err != nil {
+	if _, err := runSweep(context.Background(), r, cfg, nil, io.Discard, &phases); err != nil {
 		t.Fatal(err)
 	}
 	var got []int

@@ -33,6 +33,7 @@ func (a *analysis) phaseSummaries(rep *Report) {
 				ph.OfferedRPS = pt.OfferedRate
 			}
 			ph.Concurrency = pt.Concurrency
+			ph.BeforeCell, ph.BeforeCellWarning = pt.BeforeCell, pt.BeforeCellWarning
 		}
 		rep.Phases = append(rep.Phases, ph)
 	}

@@ -256,6 +256,11 @@ type Phase struct {
 	E2EP50     float64 `json:"e2e_p50_ms"`
 	E2EP99     float64 `json:"e2e_p99_ms"`
 	SLOsMet    bool    `json:"slos_met"`
+	// BeforeCell says what bench did to the server before the phase (a
+	// prefix-cache reset, a hook: run.json's points); BeforeCellWarning
+	// what of it failed.
+	BeforeCell        string `json:"before_cell,omitempty"`
+	BeforeCellWarning string `json:"before_cell_warning,omitempty"`
 }
 
 // Capacity is the measured capacity of the system under test.

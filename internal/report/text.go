@@ -211,6 +211,14 @@ func (t textWriter) phases(r *Report) {
 			num(ph.OfferedRPS), num(ph.ThroughputRPS), num(ph.GoodputRPS), 100*ph.Attainment,
 			fmtMS(ph.TTFTP50), fmtMS(ph.TTFTP99), fmtMS(ph.TPOTP99), fmtMS(ph.E2EP99), met)
 	}
+	for _, ph := range r.Phases {
+		if ph.BeforeCell != "" {
+			t.wrapped(fmt.Sprintf("before %s: %s", ph.Name, ph.BeforeCell), 98, "", "  ")
+		}
+		if ph.BeforeCellWarning != "" {
+			t.wrapped(fmt.Sprintf("warning: before %s: %s", ph.Name, ph.BeforeCellWarning), 98, "", "  ")
+		}
+	}
 	if r.Capacity != nil {
 		t.wrapped(fmt.Sprintf("capacity: %s req/s (%s)", num(r.Capacity.RPS), r.Capacity.Basis), 98, "", "")
 	}

@@ -117,6 +117,11 @@ type SweepPoint struct {
 	OfferedRate float64       `json:"offered_rps,omitempty"`
 	Concurrency int           `json:"concurrency,omitempty"`
 	Duration    time.Duration `json:"duration_ns,omitempty"`
+	// BeforeCell says what was done to the server before the step
+	// (bench --between-cells: a prefix-cache reset, a hook);
+	// BeforeCellWarning what of it failed.
+	BeforeCell        string `json:"before_cell,omitempty"`
+	BeforeCellWarning string `json:"before_cell_warning,omitempty"`
 }
 
 // ServerSample is one scrape of the server's metrics at an instant
