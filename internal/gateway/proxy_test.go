@@ -289,3 +289,39 @@ func TestUpstreamDownGives502AndGatewayStaysUp(t *testing.T) {
 	}
 	h.Body.Close()
 }
+
+// A request passed through on a path the gateway does not read carries the
+// gateway's key upstream in neither header, as a read one does not.
+func TestPassThroughForwardsNoGatewayKey(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
+	g := mustGateway(t, fmt.Sprintf(`
+pools: [{name: p, replicas: [{url: %q}]}]
+routes: [{model: known, pool: p}]
+keys: [{name: team, sha256: %s}]
+`, up.URL(), HashKey("sk-good")))
+	gw := startGateway(t, g)
+	for _, hdr := range []map[string]string{{"Authorization": "Bearer sk-good"}, {"X-Api-Key": "sk-good"}} {
+		req, err := http.NewRequest(http.MethodPost, gw.URL+"/v1/embeddings", strings.NewReader(`{"model":"known","input":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	hs := up.Headers()
+	if len(hs) != 2 {
+		t.Fatalf("upstream saw %d requests, want 2", len(hs))
+	}
+	for _, h := range hs {
+		if h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
+			t.Errorf("upstream received Authorization %q, X-Api-Key %q", h.Get("Authorization"), h.Get("X-Api-Key"))
+		}
+	}
+}
