@@ -112,126 +112,151 @@ func (e *keyError) Error() string { return e.msg }
 func ScanRequest(body []byte, api openai.API, prefixBytes int) (Request, error) {
 	r := Request{body: body, input: -1, Stream: api == openai.APIOllama}
 	s := newScanner(body)
-	var model string
-	var haveModel, sawMessages, sawPrompt bool
-	var maxTokens, maxCompletion *int
-	chat := api != openai.APICompletions
-	keys := apiKeys[api]
-	err := s.exactObject(keys, func(key []byte) error {
-		switch string(key) {
-		case "model":
-			v, err := s.stringValue()
-			if err != nil {
-				return fmt.Errorf("model: %w", err)
-			}
-			model, haveModel = v, true
-		case "stream":
-			v, err := s.boolValue()
-			if err != nil {
-				return fmt.Errorf("stream: %w", err)
-			}
-			r.Stream = v
-		case "max_output_tokens", "options":
-			if string(key) == "options" {
-				return s.options(&maxTokens)
-			}
-			v, err := s.intValue()
-			if err != nil {
-				return fmt.Errorf("%s: %w", key, err)
-			}
-			maxTokens = v
-		case "input":
-			sawMessages = true
-			return s.input(&r)
-		case "instructions", "system":
-			return s.content(&r)
-		case "max_tokens", "max_completion_tokens":
-			if api != openai.APIChat && string(key) == "max_completion_tokens" {
-				return s.skip() // not a completions parameter: the upstream ignores it
-			}
-			v, err := s.intValue()
-			if err != nil {
-				return fmt.Errorf("%s: %w", key, err)
-			}
-			if string(key) == "max_tokens" {
-				maxTokens = v
-			} else {
-				maxCompletion = v
-			}
-		case "stream_options":
-			if s.Peek() != '{' {
-				return s.skip()
-			}
-			return s.exactObject(streamOptionsKeys, func(k []byte) error {
-				if string(k) != "include_usage" {
-					return s.skip()
-				}
-				v, err := s.boolValue()
-				r.IncludeUsage = v
-				return err
-			})
-		case "messages":
-			if !chat {
-				return s.skip()
-			}
-			sawMessages = true
-			return s.messages(&r)
-		case "prompt":
-			if chat {
-				return s.skip()
-			}
-			sawPrompt = true
-			return s.prompt(&r, 0)
-		default:
-			return s.skip()
-		}
-		return nil
-	})
+	var f scannedFields
+	err := s.exactObject(apiKeys[api], func(key []byte) error { return s.requestField(key, api, &r, &f) })
 	if err == nil {
 		if s.SkipSpace(); s.Pos() != len(body) {
 			err = s.Errorf("unexpected data after the request object")
 		}
 	}
 	if err != nil {
-		if ke := (*keyError)(nil); errors.As(err, &ke) { // declared here: no allocation without an error
-			return Request{}, fmt.Errorf("%w: %s", errScan, ke.msg)
+		return Request{}, scanError(err)
+	}
+	if err := f.apply(&r, api); err != nil {
+		return Request{}, err
+	}
+	r.PrefixHash = prefixHash(body, r.texts, prefixBytes)
+	return r, nil
+}
+
+// scannedFields holds what ScanRequest's pass saw before it checks it.
+type scannedFields struct {
+	model                             string
+	haveModel, sawMessages, sawPrompt bool
+	maxTokens, maxCompletion          *int
+}
+
+// requestField decodes the request's top-level key into r and f.
+func (s *scanner) requestField(key []byte, api openai.API, r *Request, f *scannedFields) error {
+	chat := api != openai.APICompletions
+	switch string(key) {
+	case "model":
+		v, err := s.stringValue()
+		if err != nil {
+			return fmt.Errorf("model: %w", err)
 		}
-		return Request{}, fmt.Errorf("%w: body is not valid JSON: %v", errScan, err)
+		f.model, f.haveModel = v, true
+	case "stream":
+		v, err := s.boolValue()
+		if err != nil {
+			return fmt.Errorf("stream: %w", err)
+		}
+		r.Stream = v
+	case "max_output_tokens", "options":
+		if string(key) == "options" {
+			return s.options(&f.maxTokens)
+		}
+		v, err := s.intValue()
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		f.maxTokens = v
+	case "input":
+		f.sawMessages = true
+		return s.input(r)
+	case "instructions", "system":
+		return s.content(r)
+	case "max_tokens", "max_completion_tokens":
+		return s.maxTokensField(key, api, f)
+	case "stream_options":
+		return s.streamOptions(r)
+	case "messages":
+		if !chat {
+			return s.skip()
+		}
+		f.sawMessages = true
+		return s.messages(r)
+	case "prompt":
+		if chat {
+			return s.skip()
+		}
+		f.sawPrompt = true
+		return s.prompt(r, 0)
+	default:
+		return s.skip()
 	}
-	if !haveModel || model == "" {
-		return Request{}, fmt.Errorf("%w: missing required parameter 'model'", errScan)
+	return nil
+}
+
+// maxTokensField decodes max_tokens or chat's max_completion_tokens.
+func (s *scanner) maxTokensField(key []byte, api openai.API, f *scannedFields) error {
+	if api != openai.APIChat && string(key) == "max_completion_tokens" {
+		return s.skip() // not a completions parameter: the upstream ignores it
 	}
-	r.Model = model
+	v, err := s.intValue()
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	if string(key) == "max_tokens" {
+		f.maxTokens = v
+	} else {
+		f.maxCompletion = v
+	}
+	return nil
+}
+
+// streamOptions decodes stream_options.include_usage.
+func (s *scanner) streamOptions(r *Request) error {
+	if s.Peek() != '{' {
+		return s.skip()
+	}
+	return s.exactObject(streamOptionsKeys, func(k []byte) error {
+		if string(k) != "include_usage" {
+			return s.skip()
+		}
+		v, err := s.boolValue()
+		r.IncludeUsage = v
+		return err
+	})
+}
+
+// scanError words a failed pass as the gateway's scan error.
+func scanError(err error) error {
+	if ke := (*keyError)(nil); errors.As(err, &ke) { // declared here: no allocation without an error
+		return fmt.Errorf("%w: %s", errScan, ke.msg)
+	}
+	return fmt.Errorf("%w: body is not valid JSON: %v", errScan, err)
+}
+
+// apply checks the fields f saw and sets r's model and output cap.
+func (f *scannedFields) apply(r *Request, api openai.API) error {
+	if !f.haveModel || f.model == "" {
+		return fmt.Errorf("%w: missing required parameter 'model'", errScan)
+	}
+	r.Model = f.model
 	switch {
-	case maxCompletion != nil:
-		r.MaxTokens, r.MaxTokensField = *maxCompletion, "max_completion_tokens"
-	case maxTokens != nil:
-		r.MaxTokens, r.MaxTokensField = *maxTokens, maxTokensField[api]
+	case f.maxCompletion != nil:
+		r.MaxTokens, r.MaxTokensField = *f.maxCompletion, "max_completion_tokens"
+	case f.maxTokens != nil:
+		r.MaxTokens, r.MaxTokensField = *f.maxTokens, maxTokensField[api]
 	}
 	if api == openai.APIOllama && r.MaxTokens < 0 {
 		r.MaxTokens = 0 // num_predict -1 or -2: no cap
 	}
 	if r.MaxTokens < 0 {
-		return Request{}, fmt.Errorf("%w: %s must be positive, got %d", errScan, r.MaxTokensField, r.MaxTokens)
+		return fmt.Errorf("%w: %s must be positive, got %d", errScan, r.MaxTokensField, r.MaxTokens)
 	}
-	if chat && (!sawMessages || r.messages == 0) {
+	chat := api != openai.APICompletions
+	if chat && (!f.sawMessages || r.messages == 0) {
 		if api == openai.APIResponses {
-			return Request{}, fmt.Errorf("%w: 'input' must be a non-empty string or array", errScan)
+			return fmt.Errorf("%w: 'input' must be a non-empty string or array", errScan)
 		}
-		return Request{}, fmt.Errorf("%w: 'messages' must be a non-empty array", errScan)
+		return fmt.Errorf("%w: 'messages' must be a non-empty array", errScan)
 	}
-	if !chat && !sawPrompt {
-		return Request{}, fmt.Errorf("%w: missing required parameter 'prompt'", errScan)
+	if !chat && !f.sawPrompt {
+		return fmt.Errorf("%w: missing required parameter 'prompt'", errScan)
 	}
-	key := route.NewPrefixKey(prefixBytes)
-	for _, t := range r.texts {
-		if key.Full() {
-			break
-		}
-		key.Add(body[t.start:t.end])
-	}
-	r.PrefixHash = key.Sum()
-	return r, nil
+	return nil
 }
 
 // apiKeys are the keys ScanRequest reads of each API's body.
@@ -563,4 +588,17 @@ func withOption(body []byte, key string, v any) (json.RawMessage, error) {
 	top.Options[key] = b
 	out, err := json.Marshal(top.Options)
 	return out, err
+}
+
+// prefixHash hashes the first prefixBytes of the prompt's texts in body for
+// prefix affinity.
+func prefixHash(body []byte, texts []textSpan, prefixBytes int) uint64 {
+	key := route.NewPrefixKey(prefixBytes)
+	for _, t := range texts {
+		if key.Full() {
+			break
+		}
+		key.Add(body[t.start:t.end])
+	}
+	return key.Sum()
 }
