@@ -157,39 +157,16 @@ func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatComple
 	// and the writes after it.
 	uctx, cancel := context.WithTimeout(ctx, s.cfg.UpstreamTimeout)
 	defer cancel()
-	ureq, err := http.NewRequestWithContext(uctx, http.MethodPost, s.chatURL, bytes.NewReader(body))
+	ureq, err := x.upstreamRequest(uctx, body)
 	if err != nil {
 		x.fail(http.StatusInternalServerError, openai.NewError(openai.TypeServer, redact.Text(err.Error()), "", ""))
 		return
-	}
-	h := ureq.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "text/event-stream")
-	h.Set("X-Request-Id", x.id)
-	if s.cfg.APIKey != "" {
-		h.Set("Authorization", "Bearer "+s.cfg.APIKey)
-	}
-	if x.span != nil {
-		tracing.Inject(trace.ContextWithSpan(context.Background(), x.span), h)
-	} else if tp := x.r.Header.Get("Traceparent"); tp != "" {
-		h.Set("Traceparent", tp)
-		if ts := x.r.Header.Get("Tracestate"); ts != "" {
-			h.Set("Tracestate", ts)
-		}
 	}
 	t0 := s.clock.Now()
 	resp, err := s.hc.Do(ureq)
 	x.tl.upstream += s.clock.Now().Sub(t0)
 	if err != nil {
-		if x.r.Context().Err() != nil {
-			x.errKind = "client_closed"
-			return
-		}
-		x.errKind = "upstream_unreachable"
-		x.status = http.StatusBadGateway
-		x.w.Header().Set("Server-Timing", x.stages().headerTiming())
-		s.upstreamUnreachable(x.w, err)
-		x.trailer()
+		x.unreachable(err)
 		return
 	}
 	defer resp.Body.Close()
@@ -219,13 +196,55 @@ func (x *exchange) call(ctx context.Context, body []byte, req *openai.ChatComple
 	if x.final == nil || x.errKind != "" {
 		return
 	}
-	// The answer has ended for the client, and the timeline with it: only
-	// now is the rest of the upstream's body read, for its Server-Timing
-	// trailer, streamEndGrace at most (past it the upstream's connection
-	// is closed). What the trailer says goes into the app's own trailer,
-	// which supersedes the final comment; the stages stay those of the
-	// answer's end.
-	stop := time.AfterFunc(s.endGrace(), cancel)
+	x.trailerTiming(resp, timing, cancel)
+}
+
+// upstreamRequest is the chat request to the model's server: the body as
+// the client sent it, with the request's id, key and trace context.
+func (x *exchange) upstreamRequest(uctx context.Context, body []byte) (*http.Request, error) {
+	s := x.s
+	ureq, err := http.NewRequestWithContext(uctx, http.MethodPost, s.chatURL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := ureq.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	h.Set("X-Request-Id", x.id)
+	if s.cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+	if x.span != nil {
+		tracing.Inject(trace.ContextWithSpan(context.Background(), x.span), h)
+	} else if tp := x.r.Header.Get("Traceparent"); tp != "" {
+		h.Set("Traceparent", tp)
+		if ts := x.r.Header.Get("Tracestate"); ts != "" {
+			h.Set("Tracestate", ts)
+		}
+	}
+	return ureq, nil
+}
+
+// unreachable answers a call that reached no answer: nothing when the
+// client left, else 502 upstream_unreachable.
+func (x *exchange) unreachable(err error) {
+	if x.r.Context().Err() != nil {
+		x.errKind = "client_closed"
+		return
+	}
+	x.errKind = "upstream_unreachable"
+	x.status = http.StatusBadGateway
+	x.w.Header().Set("Server-Timing", x.stages().headerTiming())
+	x.s.upstreamUnreachable(x.w, err)
+	x.trailer()
+}
+
+// trailerTiming reads the rest of the upstream's body after the answer's
+// end, endGrace at most (then cancel closes its connection), and puts its
+// Server-Timing trailer into the app's trailer, which supersedes the final
+// comment; the stages stay those of the answer's end.
+func (x *exchange) trailerTiming(resp *http.Response, timing latency.TimingValues, cancel context.CancelFunc) {
+	stop := time.AfterFunc(x.s.endGrace(), cancel)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	stop.Stop()
 	if tr := resp.Trailer.Values("Server-Timing"); len(tr) > 0 {
