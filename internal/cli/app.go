@@ -73,6 +73,13 @@ Exit status: 0 after a clean stop, 2 for bad flags, 1 when it cannot listen
 	f := cmd.Flags()
 	g = newFlagGroup(f, "", "")
 	bindListenFlags(g, &listen)
+	bindAppFlags(g, &cfg)
+	bindTracingFlag(g, &otlpEndpoint)
+	return cmd
+}
+
+// bindAppFlags binds the application's settings.
+func bindAppFlags(g *flagGroup, cfg *app.Config) {
 	g.stringVar(&cfg.Upstream, "upstream", "base URL of the model's OpenAI-compatible server or of a gateway in front of it, e.g. http://127.0.0.1:8000")
 	g.stringVar(&cfg.Model, "model", "model name sent upstream (default: the client's)")
 	g.stringVar(&cfg.APIKey, "api-key", "bearer token sent upstream (default: $OPENAI_API_KEY)")
@@ -92,6 +99,4 @@ Exit status: 0 after a clean stop, 2 for bad flags, 1 when it cannot listen
 	g.durationVar(&cfg.Limits.IdleTimeout, "idle-timeout", "how long a keep-alive connection may wait for its next request")
 	g.intVar(&cfg.Limits.MaxConns, "max-connections", "most client connections open at once (0: from the descriptor limit)")
 	g.durationVar(&cfg.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")
-	bindTracingFlag(g, &otlpEndpoint)
-	return cmd
 }

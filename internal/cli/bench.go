@@ -73,59 +73,14 @@ docs/cli.md).`,
 			if err != nil {
 				return err
 			}
-			tracer, stopTracing, err := startTracing(ctx, otlpEndpoint, "tokentrace-bench", cmd.ErrOrStderr())
-			if err != nil {
-				return usageError(fmt.Errorf("bench: %w", err), g)
-			}
-			defer stopTracing()
-			cfg.Tracer = tracer
-			genai, stopMetrics, err := startGenAIMetrics(ctx, otlpEndpoint, "tokentrace-bench", true, cmd.ErrOrStderr())
-			if err != nil {
-				return usageError(fmt.Errorf("bench: %w", err), g)
-			}
-			defer stopMetrics()
-			cfg.GenAI = genai
-			if cfg.StartEmbedded != nil {
-				st, stopServe, err := startTracing(ctx, otlpEndpoint, "tokentrace-serve", cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				defer stopServe()
-				serveTracer = st
-			}
-			if rp, ok := cfg.Workload.(*workload.Replay); ok && rp.Span() > workload.LongSpan {
-				fmt.Fprintf(cmd.ErrOrStderr(), "bench: warning: the trace's schedule spans %s (%.0f days) at --time-scale %g: the run sleeps that long between its first and last request; narrow it with --trace-window or speed it up with --time-scale\n",
-					rp.Span().Round(time.Second), rp.Span().Hours()/24, opts.Workload.TimeScale)
-			}
-			cfg.Command = commandLine(os.Args)
-			cfg.Echo = flagValues(cmd.Flags())
-			cfg.Log = cmd.ErrOrStderr()
-			if isTerminal(os.Stderr) && cmd.ErrOrStderr() == os.Stderr {
-				cfg.Progress = os.Stderr
-			}
-			res, err := bench.Run(ctx, cfg, cmd.OutOrStdout())
-			if mns := (*bench.ModelNotServedError)(nil); errors.As(err, &mns) {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("bench: %w", err)}
-			}
+			stop, err := instrumentBench(ctx, cmd, &cfg, g, otlpEndpoint, &serveTracer)
+			defer stop()
 			if err != nil {
 				return err
 			}
-			if cfg.StartEmbedded != nil && sim.Engine.Profile != "" {
-				if err := warnOutsideProfile(cmd.ErrOrStderr(), sim.Engine.Profile, cfg.OutDir, 1); err != nil {
-					return fmt.Errorf("bench: %w", err)
-				}
-			}
-			if res.Interrupted() {
-				return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("bench: interrupted; the results of the requests that finished are in %s", res.OutDir)}
-			}
-			if why, all := res.AllFailed(); all {
-				return &ExitError{Code: ExitFailed, Err: fmt.Errorf("bench: every request failed (%d), most often with %s; records in %s",
-					res.Report.Summary.Failed, why, res.OutDir)}
-			}
-			if res.SLOsFailed() {
-				return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("bench: an SLO failed (%s)", opts.SLO)}
-			}
-			return nil
+			describeBenchRun(cmd, &cfg, opts.Workload.TimeScale)
+			res, err := bench.Run(ctx, cfg, cmd.OutOrStdout())
+			return benchExit(cmd, cfg, sim.Engine.Profile, opts.SLO, res, err)
 		},
 	}
 	f := cmd.Flags()
@@ -140,6 +95,81 @@ docs/cli.md).`,
 	bindEngineFlags(simG, &sim.Engine)
 	bindServerFlags(simG, &sim)
 	return cmd
+}
+
+// instrumentBench starts the run's trace and GenAI metrics exporters, and
+// the embedded engine's tracer into serveTracer; stop ends what started,
+// last first, and is never nil.
+func instrumentBench(ctx context.Context, cmd *cobra.Command, cfg *bench.Config, g *flagGroup, endpoint string,
+	serveTracer *trace.Tracer) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	tracer, stopTracing, err := startTracing(ctx, endpoint, "tokentrace-bench", cmd.ErrOrStderr())
+	if err != nil {
+		return stop, usageError(fmt.Errorf("bench: %w", err), g)
+	}
+	stops = append(stops, stopTracing)
+	cfg.Tracer = tracer
+	genai, stopMetrics, err := startGenAIMetrics(ctx, endpoint, "tokentrace-bench", true, cmd.ErrOrStderr())
+	if err != nil {
+		return stop, usageError(fmt.Errorf("bench: %w", err), g)
+	}
+	stops = append(stops, stopMetrics)
+	cfg.GenAI = genai
+	if cfg.StartEmbedded != nil {
+		st, stopServe, err := startTracing(ctx, endpoint, "tokentrace-serve", cmd.ErrOrStderr())
+		if err != nil {
+			return stop, err
+		}
+		stops = append(stops, stopServe)
+		*serveTracer = st
+	}
+	return stop, nil
+}
+
+// describeBenchRun warns of a trace spanning days and sets what the run
+// records of its command line and where it logs and shows progress.
+func describeBenchRun(cmd *cobra.Command, cfg *bench.Config, timeScale float64) {
+	if rp, ok := cfg.Workload.(*workload.Replay); ok && rp.Span() > workload.LongSpan {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench: warning: the trace's schedule spans %s (%.0f days) at --time-scale %g: the run sleeps that long between its first and last request; narrow it with --trace-window or speed it up with --time-scale\n",
+			rp.Span().Round(time.Second), rp.Span().Hours()/24, timeScale)
+	}
+	cfg.Command = commandLine(os.Args)
+	cfg.Echo = flagValues(cmd.Flags())
+	cfg.Log = cmd.ErrOrStderr()
+	if isTerminal(os.Stderr) && cmd.ErrOrStderr() == os.Stderr {
+		cfg.Progress = os.Stderr
+	}
+}
+
+// benchExit maps a finished run to bench's exit status (docs/cli.md).
+func benchExit(cmd *cobra.Command, cfg bench.Config, profile, slo string, res *bench.Result, err error) error {
+	if mns := (*bench.ModelNotServedError)(nil); errors.As(err, &mns) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("bench: %w", err)}
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.StartEmbedded != nil && profile != "" {
+		if err := warnOutsideProfile(cmd.ErrOrStderr(), profile, cfg.OutDir, 1); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	if res.Interrupted() {
+		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("bench: interrupted; the results of the requests that finished are in %s", res.OutDir)}
+	}
+	if why, all := res.AllFailed(); all {
+		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("bench: every request failed (%d), most often with %s; records in %s",
+			res.Report.Summary.Failed, why, res.OutDir)}
+	}
+	if res.SLOsFailed() {
+		return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("bench: an SLO failed (%s)", slo)}
+	}
+	return nil
 }
 
 // drawSeed sets --seed to seed when it was not given, so that each run
