@@ -177,23 +177,7 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Notes = append(res.Notes, wnotes...)
 	res.Lever = leverName(changes)
-	if res.Lever == "" {
-		res.Notes = append(res.Notes, "no change the twin models was found between the runs (give --applied LEVER=VALUE when the evidence cannot tell): the prediction is the first run's twin again")
-	}
-	for _, c := range changes {
-		if !c.Modeled {
-			res.Notes = append(res.Notes, "not modelled: "+c.String())
-		}
-	}
-	res.Notes = append(res.Notes, cfg.Twin.Notes...)
-	for _, r := range []struct {
-		name string
-		run  Run
-	}{{"the first run", cfg.Before}, {"the second run", cfg.After}} {
-		for _, w := range r.run.Info.Warnings {
-			res.Notes = append(res.Notes, r.name+"'s own warning: "+w)
-		}
-	}
+	res.Notes = append(res.Notes, changeNotes(cfg, res.Lever, changes)...)
 	res.Deployment = describe(d)
 	var prof *perfmodel.Profile
 	if p := d.Engine.Profile; p != "" {
@@ -209,24 +193,65 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	twinBefore, err := twinDraw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed)
+	twinBefore, draws, err := drawTwins(ctx, cfg, d, w)
 	if err != nil {
-		return nil, fmt.Errorf("the first run's twin: %w", err)
-	}
-	draws := make([]*report.Report, cfg.Draws)
-	for i := range draws {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if draws[i], err = twinDraw(d, w, cfg.SLOs, cfg.Twin.Seed+uint64(i)); err != nil {
-			return nil, fmt.Errorf("the twin with the change: %w", err)
-		}
+		return nil, err
 	}
 	res.Rows = rows(before, after, twinBefore, draws, prof, len(cfg.SLOs) > 0)
 	if n := unreproduced(res.Rows); n != "" {
 		res.Notes = append([]string{"the twin does not reproduce the first run within its stated error, or states one over 25 %, at " + n +
 			": its intervals there are widened by that miss, and a prediction is only as good as the twin of the first run (calibrate it on BEFORE: tokentrace calibrate BEFORE … -o before.yaml; verify --profile before.yaml)"}, res.Notes...)
 	}
+	res.tally()
+	res.ElapsedS = time.Since(start).Seconds()
+	return res, nil
+}
+
+// changeNotes says what the twin cannot model of the changes, the twin's
+// own notes and each run's warnings.
+func changeNotes(cfg Config, lever string, changes []Change) []string {
+	var notes []string
+	if lever == "" {
+		notes = append(notes, "no change the twin models was found between the runs (give --applied LEVER=VALUE when the evidence cannot tell): the prediction is the first run's twin again")
+	}
+	for _, c := range changes {
+		if !c.Modeled {
+			notes = append(notes, "not modelled: "+c.String())
+		}
+	}
+	notes = append(notes, cfg.Twin.Notes...)
+	for _, r := range []struct {
+		name string
+		run  Run
+	}{{"the first run", cfg.Before}, {"the second run", cfg.After}} {
+		for _, w := range r.run.Info.Warnings {
+			notes = append(notes, r.name+"'s own warning: "+w)
+		}
+	}
+	return notes
+}
+
+// drawTwins runs the first run's twin once, and the twin with the change
+// (deployment d, workload w) cfg.Draws times, each on its own seed.
+func drawTwins(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload) (*report.Report, []*report.Report, error) {
+	twinBefore, err := twinDraw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the first run's twin: %w", err)
+	}
+	draws := make([]*report.Report, cfg.Draws)
+	for i := range draws {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		if draws[i], err = twinDraw(d, w, cfg.SLOs, cfg.Twin.Seed+uint64(i)); err != nil {
+			return nil, nil, fmt.Errorf("the twin with the change: %w", err)
+		}
+	}
+	return twinBefore, draws, nil
+}
+
+// tally counts the rows judged and those that held as predicted.
+func (res *Result) tally() {
 	for _, r := range res.Rows {
 		if r.Verdict != NoData {
 			res.Judged++
@@ -235,8 +260,6 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}
-	res.ElapsedS = time.Since(start).Seconds()
-	return res, nil
 }
 
 // maxUseful is the twin's stated error above which a row's interval says
