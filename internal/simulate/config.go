@@ -229,6 +229,15 @@ func (c Config) validate() error {
 			return field.Wrap("prefill_engine", err)
 		}
 	}
+	if err := c.validatePools(); err != nil {
+		return err
+	}
+	return c.validateAdmission()
+}
+
+// validatePools checks the length pools: increasing bounds, the last may be
+// unbounded, and as many replicas as the deployment.
+func (c Config) validatePools() error {
 	if len(c.Pools) > 0 {
 		sum := 0
 		for i, p := range c.Pools {
@@ -247,6 +256,11 @@ func (c Config) validate() error {
 			return field.Errorf("replicas", "%d, but the {length_pools} hold %d replicas", c.Replicas, sum)
 		}
 	}
+	return nil
+}
+
+// validateAdmission checks the admission controller's settings.
+func (c Config) validateAdmission() error {
 	if a := c.Admission; a != nil {
 		if err := a.Limits.Validate(); err != nil {
 			return field.Wrap("admission", err)

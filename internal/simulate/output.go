@@ -122,25 +122,13 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	}
 	sum.Sent, sum.Succeeded, sum.Rejected, sum.EndNS = res.Sent, res.Succeeded, res.Rejected, int64(res.End)
 	if o.Envelope != nil {
-		sum.OutsideEnvelope = o.Envelope.Flags(envelopeCase(*res, lens, cfg.Replicas))
-		for _, f := range sum.OutsideEnvelope {
-			res.Warnings = append(res.Warnings, results.EnvelopeWarning+f)
-		}
-		if iv := o.Envelope.Range.Interval80; iv.TTFT > 0 {
-			sum.Interval80 = &iv
-		}
+		sum.checkEnvelope(o.Envelope, res, lens, cfg.Replicas)
 	}
 	sum.Warnings = res.Warnings
 	for _, r := range res.Replicas {
 		sum.Replicas = append(sum.Replicas, summarizeReplica(r))
 	}
-	info := results.RunInfo{Target: sum.Target, Model: cfg.Model, Mode: cfg.Load.Mode(), Simulated: true,
-		Duration: cfg.Load.Duration, OfferedRate: cfg.Load.Rate, Concurrency: cfg.Load.Concurrency, RampUp: cfg.Load.RampName(),
-		Warnings: res.Warnings}
-	for _, sm := range res.Samples {
-		info.Samples = append(info.Samples, results.ServerSample{AtNS: int64(sm.At), Running: float64(sm.Running),
-			Waiting: float64(sm.Waiting), KVCacheUsage: sm.KVUsage})
-	}
+	info := runInfo(cfg, sum.Target, res)
 	coll.SetRun(info)
 	if err := results.WriteRunInfo(o.Dir, info); err != nil {
 		return nil, err
@@ -161,6 +149,31 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	}
 	writeText(w, sum, o.Dir)
 	return sum, nil
+}
+
+// checkEnvelope flags where the run left the profile's measured envelope,
+// each flag also a warning of res, and keeps the profile's 80 % interval.
+func (sum *Summary) checkEnvelope(env *engine.Envelope, res *Result, lens lengthSpan, replicas int) {
+	sum.OutsideEnvelope = env.Flags(envelopeCase(*res, lens, replicas))
+	for _, f := range sum.OutsideEnvelope {
+		res.Warnings = append(res.Warnings, results.EnvelopeWarning+f)
+	}
+	if iv := env.Range.Interval80; iv.TTFT > 0 {
+		sum.Interval80 = &iv
+	}
+}
+
+// runInfo is run.json of a simulated run: its load, warnings and the
+// engine's sampled gauges.
+func runInfo(cfg Config, target string, res *Result) results.RunInfo {
+	info := results.RunInfo{Target: target, Model: cfg.Model, Mode: cfg.Load.Mode(), Simulated: true,
+		Duration: cfg.Load.Duration, OfferedRate: cfg.Load.Rate, Concurrency: cfg.Load.Concurrency, RampUp: cfg.Load.RampName(),
+		Warnings: res.Warnings}
+	for _, sm := range res.Samples {
+		info.Samples = append(info.Samples, results.ServerSample{AtNS: int64(sm.At), Running: float64(sm.Running),
+			Waiting: float64(sm.Waiting), KVCacheUsage: sm.KVUsage})
+	}
+	return info
 }
 
 func summarizeReplica(r ReplicaResult) ReplicaSummary {
