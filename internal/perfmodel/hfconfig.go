@@ -39,28 +39,9 @@ func LoadModelConfig(path string) (ModelSpec, error) {
 // ParseModelConfig reads config.json bytes; fallbackName names the model when
 // the file has no _name_or_path.
 func ParseModelConfig(data []byte, fallbackName string) (ModelSpec, error) {
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return ModelSpec{}, fmt.Errorf("config.json is not a JSON object: %w", err)
-	}
-	if raw == nil {
-		return ModelSpec{}, errors.New("config.json is not a JSON object")
-	}
-	if tc, ok := raw["text_config"]; ok {
-		if _, has := raw["num_hidden_layers"]; !has {
-			var inner map[string]json.RawMessage
-			if err := json.Unmarshal(tc, &inner); err != nil || inner == nil {
-				return ModelSpec{}, fmt.Errorf("config.json: field \"text_config\" is not an object")
-			}
-			for k, v := range raw { // keep top-level names (e.g. _name_or_path) the text config lacks
-				if _, dup := inner[k]; !dup && k != "text_config" {
-					inner[k] = v
-				}
-			}
-			raw = inner
-		}
+	raw, err := configObject(data)
+	if err != nil {
+		return ModelSpec{}, err
 	}
 	c := cfgReader{raw: raw}
 	m := ModelSpec{Name: c.str("_name_or_path")}
@@ -84,34 +65,8 @@ func ParseModelConfig(data []byte, fallbackName string) (ModelSpec, error) {
 	mt := strings.ToLower(c.str("model_type"))
 	m.QKVBias = c.boolean("attention_bias") || c.boolean("qkv_bias") || mt == "qwen2" || mt == "qwen2_moe"
 
-	m.Experts = c.optional("num_local_experts", "n_routed_experts", "num_experts")
-	if m.Experts > 0 {
-		m.ExpertsPerToken = c.required("num_experts_per_tok")
-		m.MoEIntermediate = c.optional("moe_intermediate_size")
-		m.SharedExperts = c.optional("n_shared_experts")
-		m.DenseLayers = c.optional("first_k_dense_replace")
-		if s := c.optional("shared_expert_intermediate_size"); s > 0 && m.SharedExperts == 0 && m.MoEIntermediate > 0 {
-			m.SharedExperts = max(1, s/m.MoEIntermediate)
-		}
-		if m.MoEIntermediate == 0 || m.DenseLayers > 0 {
-			m.Intermediate = c.required("intermediate_size", "ffn_dim", "n_inner")
-		} else {
-			m.Intermediate = c.optional("intermediate_size", "ffn_dim", "n_inner")
-		}
-	} else {
-		m.Intermediate = c.required("intermediate_size", "ffn_dim", "n_inner")
-	}
-	if _, ok := raw["kv_lora_rank"]; ok && !c.isNull("kv_lora_rank") {
-		m.Attention = AttnMLA
-		m.KVLoraRank = c.required("kv_lora_rank")
-		m.QLoraRank = c.optional("q_lora_rank")
-		m.QKNopeHeadDim = c.required("qk_nope_head_dim")
-		m.QKRopeHeadDim = c.required("qk_rope_head_dim")
-		m.VHeadDim = c.required("v_head_dim")
-		if m.HeadDim == 0 {
-			m.HeadDim = m.QKNopeHeadDim + m.QKRopeHeadDim
-		}
-	}
+	c.experts(&m)
+	c.latentAttention(&m)
 	if c.err != nil {
 		return ModelSpec{}, c.err
 	}
@@ -121,6 +76,77 @@ func ParseModelConfig(data []byte, fallbackName string) (ModelSpec, error) {
 		return ModelSpec{}, fmt.Errorf("config.json: %w", err)
 	}
 	return m, nil
+}
+
+// configObject decodes config.json's object, numbers kept as written; a
+// multimodal config's text_config, when the top level has no layers, with
+// the top-level names it lacks.
+func configObject(data []byte) (map[string]json.RawMessage, error) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("config.json is not a JSON object: %w", err)
+	}
+	if raw == nil {
+		return nil, errors.New("config.json is not a JSON object")
+	}
+	tc, ok := raw["text_config"]
+	if !ok {
+		return raw, nil
+	}
+	if _, has := raw["num_hidden_layers"]; has {
+		return raw, nil
+	}
+	var inner map[string]json.RawMessage
+	if err := json.Unmarshal(tc, &inner); err != nil || inner == nil {
+		return nil, fmt.Errorf("config.json: field \"text_config\" is not an object")
+	}
+	for k, v := range raw { // keep top-level names (e.g. _name_or_path) the text config lacks
+		if _, dup := inner[k]; !dup && k != "text_config" {
+			inner[k] = v
+		}
+	}
+	return inner, nil
+}
+
+// experts reads the mixture-of-experts sizes and the MLP's intermediate
+// size, which a MoE with its own expert size may leave out.
+func (c *cfgReader) experts(m *ModelSpec) {
+	m.Experts = c.optional("num_local_experts", "n_routed_experts", "num_experts")
+	if m.Experts == 0 {
+		m.Intermediate = c.required("intermediate_size", "ffn_dim", "n_inner")
+		return
+	}
+	m.ExpertsPerToken = c.required("num_experts_per_tok")
+	m.MoEIntermediate = c.optional("moe_intermediate_size")
+	m.SharedExperts = c.optional("n_shared_experts")
+	m.DenseLayers = c.optional("first_k_dense_replace")
+	if s := c.optional("shared_expert_intermediate_size"); s > 0 && m.SharedExperts == 0 && m.MoEIntermediate > 0 {
+		m.SharedExperts = max(1, s/m.MoEIntermediate)
+	}
+	if m.MoEIntermediate == 0 || m.DenseLayers > 0 {
+		m.Intermediate = c.required("intermediate_size", "ffn_dim", "n_inner")
+	} else {
+		m.Intermediate = c.optional("intermediate_size", "ffn_dim", "n_inner")
+	}
+}
+
+// latentAttention reads multi-head latent attention's ranks and head
+// sizes, when kv_lora_rank is set.
+func (c *cfgReader) latentAttention(m *ModelSpec) {
+	if _, ok := c.raw["kv_lora_rank"]; !ok || c.isNull("kv_lora_rank") {
+		return
+	}
+	m.Attention = AttnMLA
+	m.KVLoraRank = c.required("kv_lora_rank")
+	m.QLoraRank = c.optional("q_lora_rank")
+	m.QKNopeHeadDim = c.required("qk_nope_head_dim")
+	m.QKRopeHeadDim = c.required("qk_rope_head_dim")
+	m.VHeadDim = c.required("v_head_dim")
+	if m.HeadDim == 0 {
+		m.HeadDim = m.QKNopeHeadDim + m.QKRopeHeadDim
+	}
 }
 
 // cfgReader extracts fields, keeping the first error.
