@@ -74,20 +74,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			s.fail(w, x, &openai.APIError{Status: http.StatusRequestEntityTooLarge, Err: openai.NewError(openai.TypeInvalidRequest,
-				fmt.Sprintf("request body is larger than the limit of %d bytes", tooBig.Limit), "", "request_too_large")}, 0)
-			return
-		}
-		if httplimit.IsBodyTimeout(err) {
-			h.Set("Connection", "close")
-			s.fail(w, x, &openai.APIError{Status: http.StatusRequestTimeout, Err: openai.NewError(openai.TypeInvalidRequest,
-				fmt.Sprintf("the request body was not received within %v", s.cfg.Limits.BodyTimeout), "", "request_timeout")}, 0)
-			return
-		}
-		// The client went away while sending: nobody reads an answer.
-		s.fail(w, x, openai.BadRequest("", "reading the request body: %v", err), 0)
+		e := s.bodyError(h, err)
+		s.fail(w, x, &e, 0)
 		return
 	}
 	if apiErr := s.parse(x, body, r.Header.Get(MetricsHeader)); apiErr != nil {
@@ -98,17 +86,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API
 		s.fail(w, x, apiErr, 0)
 		return
 	}
-	x.faults, err = s.cfg.Faults.plan(x.rid, x.p.MaxTokens, r.Header.Get(FaultHeader))
-	if err != nil {
-		s.fail(w, x, openai.BadRequest("", "%v", err), 0)
-		return
-	}
-	if x.faults.status != 0 {
-		retryAfter := 0
-		if x.faults.status == http.StatusTooManyRequests || x.faults.status == http.StatusServiceUnavailable {
-			retryAfter = 1
-		}
-		s.fail(w, x, s.injectedError(x), retryAfter)
+	if apiErr, retryAfter := s.planFaults(x, r.Header.Get(FaultHeader)); apiErr != nil {
+		s.fail(w, x, apiErr, retryAfter)
 		return
 	}
 
@@ -132,6 +111,41 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API
 	} else {
 		s.complete(ctx, w, r, st, x)
 	}
+}
+
+// bodyError is the answer to a body that could not be read: too large (413), too
+// slow (408, closing the connection: h is the response's header), or cut
+// off by the client, who reads no answer.
+func (s *Server) bodyError(h http.Header, err error) openai.APIError {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return openai.APIError{Status: http.StatusRequestEntityTooLarge, Err: openai.NewError(openai.TypeInvalidRequest,
+			fmt.Sprintf("request body is larger than the limit of %d bytes", tooBig.Limit), "", "request_too_large")}
+	}
+	if httplimit.IsBodyTimeout(err) {
+		h.Set("Connection", "close")
+		return openai.APIError{Status: http.StatusRequestTimeout, Err: openai.NewError(openai.TypeInvalidRequest,
+			fmt.Sprintf("the request body was not received within %v", s.cfg.Limits.BodyTimeout), "", "request_timeout")}
+	}
+	return *openai.BadRequest("", "reading the request body: %v", err)
+}
+
+// planFaults plans the faults injected into x (header is its FaultHeader)
+// and returns the error to answer at once, with its Retry-After, if any.
+func (s *Server) planFaults(x *exchange, header string) (*openai.APIError, int) {
+	var err error
+	x.faults, err = s.cfg.Faults.plan(x.rid, x.p.MaxTokens, header)
+	if err != nil {
+		return openai.BadRequest("", "%v", err), 0
+	}
+	if x.faults.status == 0 {
+		return nil, 0
+	}
+	retryAfter := 0
+	if x.faults.status == http.StatusTooManyRequests || x.faults.status == http.StatusServiceUnavailable {
+		retryAfter = 1
+	}
+	return s.injectedError(x), retryAfter
 }
 
 // parse decodes and validates the body, checks the model, tokenizes the
