@@ -84,6 +84,13 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 			rec.FinishReason = string(ch.Finish)
 		}
 	}
+	s.place(rec, content, reasoning, s.usageDelta(ch), at)
+	return nil
+}
+
+// usageDelta is the tokens a chunk with a choice adds: one, or the growth
+// of continuous usage; usage first seen on a later chunk is the final one.
+func (s *streamState) usageDelta(ch *openai.ChunkInfo) int32 {
 	delta := int32(1)
 	if ch.HasUsage && ch.HasCompletion {
 		if !s.contUsage && s.choices > 1 {
@@ -100,6 +107,12 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 			}
 		}
 	}
+	return delta
+}
+
+// place records a chunk received at at as content (delta tokens),
+// reasoning, or neither.
+func (s *streamState) place(rec *latency.Record, content, reasoning []byte, delta int32, at int64) {
 	switch {
 	case len(content) > 0:
 		if rec.FirstTokenNS == 0 {
@@ -129,7 +142,6 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 			s.allOnes = false
 		}
 	}
-	return nil
 }
 
 // whole folds a non-streaming response body, read with the same
