@@ -244,9 +244,8 @@ func (x *exchange) send(ctx context.Context, a *attempt, body []byte) (*http.Res
 	out.Header[headerRequestID] = x.vals[valID : valID+1 : valID+1]
 	out.Header["Content-Type"] = x.vals[valContentType : valContentType+1 : valContentType+1]
 	x.span.inject(out.Header)
-	if x.key != nil { // the gateway's key is not the upstream's
-		out.Header.Del("Authorization")
-		out.Header.Del("X-Api-Key")
+	if x.key != nil {
+		stripKeyed(out.Header)
 	}
 	if auth := a.rep.cfg.authorization(); auth != "" {
 		out.Header.Set("Authorization", auth)

@@ -107,9 +107,20 @@ func appendClient(dst http.Header, remoteAddr string) {
 // upstream besides the hop-by-hop ones: Accept-Encoding (the stream is
 // kept uncompressed, readable event by event), Content-Length (the
 // upstream request's own body sets it), the trace context (set by the
-// span, or copied back by inject), the gateway's priority header, and
-// tokentrace serve's fault-injection header (a test's, never a client's).
-var requestOnlyHeaders = []string{"Accept-Encoding", "Content-Length", "Traceparent", "Tracestate", headerPriority, headerFault}
+// span, or copied back by inject) and the gateway's priority header.
+// tokentrace serve's fault-injection header goes with the gateway's key
+// where clients have keys (stripKeyed).
+var requestOnlyHeaders = []string{"Accept-Encoding", "Content-Length", "Traceparent", "Tracestate", headerPriority}
+
+// stripKeyed removes from an upstream request what a keyed gateway's
+// client must not pass on: the gateway's key (not the upstream's) and
+// tokentrace serve's fault-injection header (on a gateway clients share,
+// no client fails requests at will; an open one, as in tests, passes it).
+func stripKeyed(h http.Header) {
+	h.Del("Authorization")
+	h.Del("X-Api-Key")
+	h.Del(headerFault)
+}
 
 // headerFault is tokentrace serve's fault-injection header
 // (serve.FaultHeader, canonical form).

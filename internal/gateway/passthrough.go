@@ -71,9 +71,8 @@ func (g *Gateway) relayThrough(x *exchange, rep *Replica, body []byte) int {
 		return x.status
 	}
 	copyRequestHeaders(out.Header, r.Header, r.RemoteAddr)
-	if x.key != nil { // the gateway's key is not the upstream's
-		out.Header.Del("Authorization")
-		out.Header.Del("X-Api-Key")
+	if x.key != nil {
+		stripKeyed(out.Header)
 	}
 	if auth := rep.cfg.authorization(); auth != "" {
 		out.Header.Set("Authorization", auth)
