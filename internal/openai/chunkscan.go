@@ -131,6 +131,13 @@ func (cs *chunkScan) name(raw []byte, escaped bool) []byte {
 	return raw
 }
 
+// member reads the next member's key of an object whose '{' is read
+// (Scanner.Member), as name gives it; more is false after the last.
+func (cs *chunkScan) member(first bool) (key []byte, more bool, err error) {
+	k, esc, more, err := cs.s.Member(first)
+	return cs.name(k, esc), more, err
+}
+
 func (cs *chunkScan) unescape(raw []byte) []byte {
 	b, err := jsonscan.AppendUnquote(cs.key[:0], raw)
 	if err != nil {

@@ -266,6 +266,9 @@ func BenchmarkScanChunk(b *testing.B) {
 	for _, tt := range []struct{ name, data string }{
 		{"content", `{"id":"chatcmpl-123","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}]}`},
 		{"usage", `{"id":"chatcmpl-123","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":512,"completion_tokens":17,"total_tokens":529}}`},
+		{"responses", `{"type":"response.output_text.delta","sequence_number":10,"item_id":"msg_1","output_index":1,"content_index":0,"delta":" word","logprobs":[]}`},
+		{"messages", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" word"}}`},
+		{"ollama", `{"model":"m","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":" word"},"done":false}`},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			data := []byte(tt.data)

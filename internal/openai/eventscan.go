@@ -3,24 +3,6 @@ package openai
 // ScanChunk's readers of the Responses, Messages and Ollama objects
 // (apiFields), and their resolution into ChunkInfo.
 
-// members reads an object at depth, calling member with each key (which
-// must read its value); a value that is no object is a shape error
-// (null is none).
-func (cs *chunkScan) members(depth int, member func(key string) error) error {
-	if ok, err := cs.object(depth); !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		k, esc, more, err := cs.s.Member(first)
-		if !more || err != nil {
-			return err
-		}
-		if err := member(string(cs.name(k, esc))); err != nil {
-			return err
-		}
-	}
-}
-
 // elements reads an array at depth, calling elem for each element (which
 // must read it); a value that is no array is a shape error (null is
 // none).
@@ -73,8 +55,15 @@ func (cs *chunkScan) apiDelta() error {
 		a.delta, err = cs.str(1)
 		return err
 	}
-	return cs.members(1, func(k string) (err error) {
-		switch k {
+	if ok, err := cs.object(1); !ok {
+		return err
+	}
+	for first := true; ; first = false {
+		k, more, err := cs.member(first)
+		if !more || err != nil {
+			return err
+		}
+		switch string(k) {
 		case "type":
 			a.dType, err = cs.str(2)
 		case "text":
@@ -90,8 +79,10 @@ func (cs *chunkScan) apiDelta() error {
 		default:
 			err = cs.skip(2)
 		}
-		return err
-	})
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // apiMessage reads a top-level "message": Ollama's message (content and
@@ -104,14 +95,21 @@ func (cs *chunkScan) apiMessage() error {
 		a.errMessage, err = cs.str(1)
 		return err
 	}
-	return cs.members(1, func(k string) (err error) {
-		switch k {
+	if ok, err := cs.object(1); !ok {
+		return err
+	}
+	for first := true; ; first = false {
+		k, more, err := cs.member(first)
+		if !more || err != nil {
+			return err
+		}
+		switch string(k) {
 		case "content":
 			if cs.s.Peek() == '"' {
 				a.text, err = cs.str(2)
-				return err
+			} else {
+				err = cs.skip(2)
 			}
-			return cs.skip(2)
 		case "thinking":
 			a.reasoning, err = cs.str(2)
 		case "usage":
@@ -123,8 +121,10 @@ func (cs *chunkScan) apiMessage() error {
 		default:
 			err = cs.skip(2)
 		}
-		return err
-	})
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // apiResponse reads the "response" of a Responses stream event: its
@@ -132,8 +132,15 @@ func (cs *chunkScan) apiMessage() error {
 // deltas' text again: not read).
 func (cs *chunkScan) apiResponse() error {
 	a := &cs.api
-	return cs.members(1, func(k string) (err error) {
-		switch k {
+	if ok, err := cs.object(1); !ok {
+		return err
+	}
+	for first := true; ; first = false {
+		k, more, err := cs.member(first)
+		if !more || err != nil {
+			return err
+		}
+		switch string(k) {
 		case "usage":
 			err = cs.usageAt(2)
 		case "status":
@@ -147,19 +154,31 @@ func (cs *chunkScan) apiResponse() error {
 		default:
 			err = cs.skip(2)
 		}
-		return err
-	})
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // incomplete reads incomplete_details' reason.
 func (cs *chunkScan) incomplete(depth int) error {
-	return cs.members(depth, func(k string) (err error) {
-		if k == "reason" {
-			cs.api.incomplete, err = cs.str(depth + 1)
+	if ok, err := cs.object(depth); !ok {
+		return err
+	}
+	for first := true; ; first = false {
+		k, more, err := cs.member(first)
+		if !more || err != nil {
 			return err
 		}
-		return cs.skip(depth + 1)
-	})
+		if string(k) == "reason" {
+			cs.api.incomplete, err = cs.str(depth + 1)
+		} else {
+			err = cs.skip(depth + 1)
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // blocks reads an array of content blocks or parts at depth: "text"
@@ -168,73 +187,108 @@ func (cs *chunkScan) incomplete(depth int) error {
 // text into a.reasoning, a tool_use or function_call as tools; the first
 // non-empty of each is kept (only emptiness matters to a classifier).
 func (cs *chunkScan) blocks(depth int, a *apiFields) error {
-	return cs.elements(depth, func() error {
-		var typ, text, thinking []byte
-		err := cs.members(depth+1, func(k string) (err error) {
-			switch k {
-			case "type":
-				typ, err = cs.str(depth + 2)
-			case "text":
-				text, err = cs.str(depth + 2)
-			case "thinking":
-				thinking, err = cs.str(depth + 2)
-			default:
-				err = cs.skip(depth + 2)
-			}
-			return err
-		})
-		switch string(typ) {
-		case "reasoning_text", "summary_text":
-			thinking, text = text, nil
-		case "tool_use":
-			a.tools = true
-		}
-		if len(a.text) == 0 {
-			a.text = text
-		}
-		if len(a.reasoning) == 0 {
-			a.reasoning = thinking
-		}
+	return cs.elements(depth, func() error { return cs.block(depth+1, a) })
+}
+
+// block reads one element of blocks.
+func (cs *chunkScan) block(depth int, a *apiFields) error {
+	var typ, text, thinking []byte
+	err := cs.blockMembers(depth, &typ, &text, &thinking)
+	switch string(typ) {
+	case "reasoning_text", "summary_text":
+		thinking, text = text, nil
+	case "tool_use":
+		a.tools = true
+	}
+	if len(a.text) == 0 {
+		a.text = text
+	}
+	if len(a.reasoning) == 0 {
+		a.reasoning = thinking
+	}
+	return err
+}
+
+// blockMembers reads a block's type, text and thinking.
+func (cs *chunkScan) blockMembers(depth int, typ, text, thinking *[]byte) error {
+	if ok, err := cs.object(depth); !ok {
 		return err
-	})
+	}
+	for first := true; ; first = false {
+		k, more, err := cs.member(first)
+		if !more || err != nil {
+			return err
+		}
+		switch string(k) {
+		case "type":
+			*typ, err = cs.str(depth + 1)
+		case "text":
+			*text, err = cs.str(depth + 1)
+		case "thinking":
+			*thinking, err = cs.str(depth + 1)
+		default:
+			err = cs.skip(depth + 1)
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // outputItems reads a whole Response's "output": message items' content
 // parts as text, reasoning items' content (and summary) as reasoning,
 // function calls as tools.
 func (cs *chunkScan) outputItems() error {
+	return cs.elements(1, cs.outputItem)
+}
+
+// outputItem reads one element of outputItems.
+func (cs *chunkScan) outputItem() error {
 	a := &cs.api
-	return cs.elements(1, func() error {
-		var typ []byte
-		var item apiFields
-		err := cs.members(2, func(k string) (err error) {
-			switch k {
-			case "type":
-				typ, err = cs.str(3)
-			case "content", "summary":
-				err = cs.blocks(3, &item)
-			default:
-				err = cs.skip(3)
-			}
-			return err
-		})
-		switch string(typ) {
-		case "message":
-			if len(a.text) == 0 {
-				a.text = item.text
-			}
-		case "reasoning":
-			if len(a.reasoning) == 0 {
-				a.reasoning = item.reasoning
-			}
-			if len(a.reasoning) == 0 {
-				a.reasoning = item.text
-			}
-		case "function_call":
-			a.tools = true
+	var typ []byte
+	var item apiFields
+	err := cs.itemMembers(&typ, &item)
+	switch string(typ) {
+	case "message":
+		if len(a.text) == 0 {
+			a.text = item.text
 		}
+	case "reasoning":
+		if len(a.reasoning) == 0 {
+			a.reasoning = item.reasoning
+		}
+		if len(a.reasoning) == 0 {
+			a.reasoning = item.text
+		}
+	case "function_call":
+		a.tools = true
+	}
+	return err
+}
+
+// itemMembers reads an output item's type and its content and summary
+// blocks into item.
+func (cs *chunkScan) itemMembers(typ *[]byte, item *apiFields) error {
+	if ok, err := cs.object(2); !ok {
 		return err
-	})
+	}
+	for first := true; ; first = false {
+		k, more, err := cs.member(first)
+		if !more || err != nil {
+			return err
+		}
+		switch string(k) {
+		case "type":
+			*typ, err = cs.str(3)
+		case "content", "summary":
+			err = cs.blocks(3, item)
+		default:
+			err = cs.skip(3)
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // Finish reasons the typed APIs' own reasons map to.
