@@ -249,26 +249,10 @@ func (cs *chunkScan) value(depth int) ([]byte, error) {
 }
 
 func (cs *chunkScan) choices() error {
-	s := &cs.s
-	switch s.Peek() {
-	case 'n':
-		if s.Null() {
-			return nil
-		}
-	case '[':
-		_ = s.Expect('[') // Peek saw it
-		for first := true; ; first = false {
-			more, err := s.Element(first)
-			if !more || err != nil {
-				return err
-			}
-			cs.c.Choices++
-			if err := cs.choice(first); err != nil {
-				return err
-			}
-		}
-	}
-	return cs.mismatch(1)
+	return cs.elements(1, func() error {
+		cs.c.Choices++
+		return cs.choice(cs.c.Choices == 1)
+	})
 }
 
 func (cs *chunkScan) usage() error { return cs.usageAt(1) }
@@ -438,27 +422,12 @@ func (cs *chunkScan) delta(o *choiceOut) error {
 
 // toolCalls reads a delta's tool_calls: whether it is a non-empty array.
 func (cs *chunkScan) toolCalls() (bool, error) {
-	s := &cs.s
-	switch s.Peek() {
-	case 'n':
-		if s.Null() {
-			return false, nil
-		}
-	case '[':
-		_ = s.Expect('[') // Peek saw it
-		n := 0
-		for first := true; ; first = false {
-			more, err := s.Element(first)
-			if !more || err != nil {
-				return n > 0, err
-			}
-			n++
-			if err := cs.skip(5); err != nil {
-				return false, err
-			}
-		}
-	}
-	return false, cs.mismatch(4)
+	n := 0
+	err := cs.elements(4, func() error {
+		n++
+		return cs.skip(5)
+	})
+	return n > 0, err
 }
 
 // str reads a string (raw: a non-nil slice of the input, also for "") or
