@@ -21,6 +21,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
@@ -753,11 +754,7 @@ func listModels(ctx context.Context, t Target) ([]string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("listing models at %s: %s: %s (give --model to skip this)", redact.URL(u), resp.Status, truncate(strings.TrimSpace(string(b))))
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
+	var list openai.ModelList
 	if err := json.Unmarshal(b, &list); err != nil {
 		return nil, fmt.Errorf("%s lists no models (give --model)", redact.URL(u))
 	}

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/process"
+	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
 // What a sweep does to the server before each cell (--between-cells).
@@ -42,7 +44,7 @@ func (r *run) cellPrep() *cellPrep {
 	if mode == BetweenCellsNone && r.cfg.BetweenCellsCmd == "" {
 		return nil
 	}
-	c := &cellPrep{target: r.target, mode: mode, cmd: r.cfg.BetweenCellsCmd, hc: &http.Client{Timeout: cellPrepTimeout}}
+	c := &cellPrep{target: r.target, mode: mode, cmd: r.cfg.BetweenCellsCmd, hc: &http.Client{Timeout: cellPrepTimeout, CheckRedirect: httplimit.NoRedirects}}
 	if r.sum.Evidence != nil {
 		c.engine = r.sum.Evidence.Engine
 	}
@@ -91,7 +93,7 @@ func (c *cellPrep) reset(ctx context.Context) (string, error) {
 }
 
 func (c *cellPrep) post(ctx context.Context, path, query string) error {
-	u, err := c.target.rootURL(path)
+	u, err := scrape.RootURL(c.target.BaseURL, path)
 	if err != nil {
 		return err
 	}
@@ -119,7 +121,7 @@ func (c *cellPrep) post(ctx context.Context, path, query string) error {
 
 // eraseSlots erases each slot GET /slots lists; the number erased.
 func (c *cellPrep) eraseSlots(ctx context.Context) (int, error) {
-	u, err := c.target.rootURL("/slots")
+	u, err := scrape.RootURL(c.target.BaseURL, "/slots")
 	if err != nil {
 		return 0, err
 	}

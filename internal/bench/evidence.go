@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/scrape"
 )
 
@@ -111,7 +112,7 @@ func detectEngine(ctx context.Context, t Target) (engine, by string) {
 func probeEngine(ctx context.Context, t Target) (engine, by string, gateway bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	hc := &http.Client{Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second, CheckRedirect: httplimit.NoRedirects}
 	header := http.Header{}
 	t.authorize(header)
 	if u, err := scrape.MetricsURL(t.BaseURL); err == nil {
@@ -134,8 +135,8 @@ func probeEngine(ctx context.Context, t Target) (engine, by string, gateway bool
 			}
 		}
 	}
-	if u, err := t.rootURL("/props"); err == nil {
-		if b, _ := probe(ctx, hc, u, header); hasKeys(b, "default_generation_settings", "total_slots") {
+	if u, err := scrape.MetricsURL(t.BaseURL); err == nil {
+		if p, err := scrape.Props(ctx, hc, u, header); err == nil && p["max_num_seqs"] != "" {
 			return latency.EngineLlamaCpp, "GET /props (llama.cpp's total_slots)", gateway
 		}
 	}
@@ -176,11 +177,7 @@ func serverHeaderEngine(v string) string {
 // "vllm", SGLang's "sglang", llama-server's "llamacpp", tokentrace
 // serve's "tokentrace", Ollama's "library" (its models' namespace).
 func ownedByEngine(b []byte) (engine, owner string) {
-	var list struct {
-		Data []struct {
-			OwnedBy string `json:"owned_by"`
-		} `json:"data"`
-	}
+	var list openai.ModelList
 	if json.Unmarshal(b, &list) != nil || len(list.Data) == 0 {
 		return "", ""
 	}
@@ -198,31 +195,6 @@ func ownedByEngine(b []byte) (engine, owner string) {
 		return latency.EngineOllama, owner
 	}
 	return "", owner
-}
-
-// hasKeys says whether b is a JSON object holding every key.
-func hasKeys(b []byte, keys ...string) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		return false
-	}
-	for _, k := range keys {
-		if _, ok := m[k]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// rootURL joins the server's root (the base URL without /v1) and path.
-func (t Target) rootURL(path string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(t.BaseURL))
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", fmt.Errorf("url: not http(s)://host[:port][/v1]")
-	}
-	p := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1")
-	u.Path, u.RawQuery, u.Fragment = p+path, "", ""
-	return u.String(), nil
 }
 
 // askEvidence detects the engine and chooses how to ask it for its

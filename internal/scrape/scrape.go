@@ -93,13 +93,24 @@ func (f Families) Labels(name string) map[string]string {
 // MetricsURL is the /metrics address of a server whose API base URL is
 // base (with or without the trailing /v1).
 func MetricsURL(base string) (string, error) {
+	u, err := RootURL(base, "/metrics")
+	if err != nil {
+		return "", fmt.Errorf("metrics: %w", err)
+	}
+	return u, nil
+}
+
+// RootURL is path at the root of a server whose API base URL is base
+// (with or without the trailing /v1): its /metrics, llama-server's /props,
+// an engine's admin endpoints.
+func RootURL(base, path string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(base))
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", fmt.Errorf("metrics: base URL is not http(s)://host[:port][/path]")
+		return "", errors.New("base URL is not http(s)://host[:port][/path]")
 	}
 	p := strings.TrimSuffix(u.Path, "/")
 	p = strings.TrimSuffix(p, "/v1")
-	u.Path, u.RawQuery, u.Fragment = p+"/metrics", "", ""
+	u.Path, u.RawQuery, u.Fragment = p+path, "", ""
 	return u.String(), nil
 }
 
