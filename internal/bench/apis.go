@@ -76,18 +76,7 @@ func (c *Client) appendAPIBody(b []byte, api openai.API, req *workload.Request) 
 		b = append(b, '}')
 	}
 	if api != openai.APIOllama {
-		if t.MinTokens {
-			b = append(b, `,"min_tokens":`...)
-			b = strconv.AppendInt(b, maxTokens, 10)
-		}
-		if t.IgnoreEOS {
-			b = append(b, `,"ignore_eos":true`...)
-		}
-		if t.MetricsField != "" {
-			b = append(b, `,"`...)
-			b = append(b, t.MetricsField...)
-			b = append(b, `":true`...)
-		}
+		b = t.appendExtensions(b, maxTokens)
 	}
 	if t.Stream {
 		b = append(b, `,"stream":true`...)

@@ -481,11 +481,27 @@ func (c *Client) appendBody(b []byte, req *workload.Request) []byte {
 		}
 		b = append(b, ']')
 	}
+	maxTokens := int64(max(req.MaxTokens, 1))
 	b = append(b, `,"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(max(req.MaxTokens, 1)), 10)
+	b = strconv.AppendInt(b, maxTokens, 10)
+	b = t.appendExtensions(b, maxTokens)
+	if t.Stream {
+		b = append(b, `,"stream":true,"stream_options":{"include_usage":true`...)
+		if t.ContinuousUsage {
+			b = append(b, `,"continuous_usage_stats":true`...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// appendExtensions appends the fields beyond the API's own that the
+// target asks for: min_tokens, ignore_eos (vLLM, SGLang) and the metrics
+// field (MetricsField).
+func (t *Target) appendExtensions(b []byte, maxTokens int64) []byte {
 	if t.MinTokens {
 		b = append(b, `,"min_tokens":`...)
-		b = strconv.AppendInt(b, int64(max(req.MaxTokens, 1)), 10)
+		b = strconv.AppendInt(b, maxTokens, 10)
 	}
 	if t.IgnoreEOS {
 		b = append(b, `,"ignore_eos":true`...)
@@ -495,14 +511,7 @@ func (c *Client) appendBody(b []byte, req *workload.Request) []byte {
 		b = append(b, t.MetricsField...)
 		b = append(b, `":true`...)
 	}
-	if t.Stream {
-		b = append(b, `,"stream":true,"stream_options":{"include_usage":true`...)
-		if t.ContinuousUsage {
-			b = append(b, `,"continuous_usage_stats":true`...)
-		}
-		b = append(b, '}')
-	}
-	return append(b, '}')
+	return b
 }
 
 // traceparent makes a W3C trace context header with fresh random ids.

@@ -509,3 +509,17 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		t.Errorf("the redirect target got %d requests, want none", n)
 	}
 }
+
+func BenchmarkAppendBody(b *testing.B) {
+	c, err := NewClient(Target{BaseURL: "http://unused", Endpoint: EndpointChat, Model: "m", Stream: true,
+		ContinuousUsage: true, IgnoreEOS: true, MinTokens: true, MetricsField: fieldIncludeMetrics}, func() int64 { return 1 }, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &workload.Request{Prompt: strings.Repeat("word ", 512), MaxTokens: 64}
+	buf := make([]byte, 0, 8<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = c.appendBody(buf[:0], req)
+	}
+}
