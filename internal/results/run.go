@@ -156,11 +156,7 @@ type ServerSample struct {
 
 // WriteRunInfo writes info to dir/run.json.
 func WriteRunInfo(dir string, info RunInfo) error {
-	b, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
-		return fmt.Errorf("run info: %w", err)
-	}
-	return writeText(filepath.Join(dir, RunInfoFile), string(append(b, '\n')))
+	return writeJSON(filepath.Join(dir, RunInfoFile), info)
 }
 
 // ReadRunInfo reads dir/run.json; ok is false when there is none.
