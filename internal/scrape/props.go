@@ -19,25 +19,12 @@ const maxPropsBytes = 1 << 20
 // name, the setting it is) and each slot's context as n_ctx. A key the
 // server does not give is left out. As Get, errors never quote the URL.
 func Props(ctx context.Context, client *http.Client, metricsURL string, header http.Header) (map[string]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(metricsURL, "/metrics")+"/props", nil)
+	body, err := get(ctx, client, strings.TrimSuffix(metricsURL, "/metrics")+"/props", "/props", "", header)
 	if err != nil {
-		return nil, fmt.Errorf("props request: %w", reason(err))
+		return nil, err
 	}
-	for k, vs := range header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET /props: %w", reason(err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, fmt.Errorf("GET /props: status %d", resp.StatusCode)
-	}
-	return ParseProps(io.LimitReader(resp.Body, maxPropsBytes))
+	defer body.Close()
+	return ParseProps(io.LimitReader(body, maxPropsBytes))
 }
 
 // ParseProps reads a /props document (llama-server's keys: total_slots,

@@ -122,26 +122,40 @@ const MaxBytes = 8 << 20
 // that names it. The URL is never part of an error (it may carry
 // credentials); the caller names the target.
 func Get(ctx context.Context, client *http.Client, metricsURL string, header http.Header) (Families, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	body, err := get(ctx, client, metricsURL, "/metrics", "text/plain;version=0.0.4", header)
 	if err != nil {
-		return nil, fmt.Errorf("metrics request: %w", reason(err))
+		return nil, err
+	}
+	defer body.Close()
+	return Parse(io.LimitReader(body, MaxBytes))
+}
+
+// get GETs u (the server's path) with header, and Accept when not "",
+// and returns the body of a 200 answer for the caller to close. Errors
+// name path, never the URL.
+func get(ctx context.Context, client *http.Client, u, path, accept string, header http.Header) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s request: %w", strings.TrimPrefix(path, "/"), reason(err))
 	}
 	for k, vs := range header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
 		}
 	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET /metrics: %w", reason(err))
+		return nil, fmt.Errorf("GET %s: %w", path, reason(err))
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, fmt.Errorf("GET /metrics: status %d", resp.StatusCode)
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: status %d", path, resp.StatusCode)
 	}
-	return Parse(io.LimitReader(resp.Body, MaxBytes))
+	return resp.Body, nil
 }
 
 // reason drops the *url.Error wrapper, whose message quotes the URL,
