@@ -449,9 +449,8 @@ func (x *exchange) relayError(resp *http.Response) {
 			"", "upstream_request_too_large"))
 		return
 	}
-	if isRedirect(resp.StatusCode) {
-		x.fail(http.StatusBadGateway, openai.NewError(openai.TypeServer,
-			fmt.Sprintf("the model's server answered %d, a redirect (not followed)", resp.StatusCode), "", "upstream_redirect"))
+	if e, ok := redirectError(resp.StatusCode); ok {
+		x.fail(http.StatusBadGateway, e)
 		return
 	}
 	h := x.w.Header()
@@ -508,6 +507,12 @@ func (x *exchange) endSpan(ctx context.Context) {
 	x.span.End(trace.WithTimestamp(x.tl.end))
 }
 
-// isRedirect reports a 3xx status: an answer the app neither follows nor
-// passes on.
-func isRedirect(status int) bool { return status >= 300 && status < 400 }
+// redirectError is the 502's error for an upstream's 3xx status, an
+// answer the app neither follows nor passes on; ok is false for another.
+func redirectError(status int) (e openai.Error, ok bool) {
+	if status < 300 || status >= 400 {
+		return e, false
+	}
+	return openai.NewError(openai.TypeServer,
+		fmt.Sprintf("the model's server answered %d, a redirect (not followed)", status), "", "upstream_redirect"), true
+}

@@ -149,9 +149,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	if isRedirect(resp.StatusCode) {
-		openai.WriteError(w, http.StatusBadGateway, openai.NewError(openai.TypeServer,
-			fmt.Sprintf("the model's server answered %d, a redirect (not followed)", resp.StatusCode), "", "upstream_redirect"), 0)
+	if e, ok := redirectError(resp.StatusCode); ok {
+		openai.WriteError(w, http.StatusBadGateway, e, 0)
 		return
 	}
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
