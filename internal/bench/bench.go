@@ -65,6 +65,11 @@ type Config struct {
 	// StartAt, when set, is the instant the run's clock starts at (and
 	// sending with it): the shards of a workload are given the same.
 	StartAt time.Time
+	// RunID, when set, prefixes the run's request ids ("<RunID>-<n>")
+	// instead of one drawn from the start time: a server that draws per
+	// request id (serve's fault injection) then draws the same for every
+	// run.
+	RunID string
 	// SkipCalibration skips the loopback calibration before the run.
 	SkipCalibration bool
 	// Grace bounds the wait for in-flight requests after a stop.
@@ -581,7 +586,10 @@ func (r *run) startClock() Clock {
 
 // runID prefixes the run's request ids; a shard's name their shard.
 func (r *run) runID() string {
-	id := runID(r.started)
+	id := r.cfg.RunID
+	if id == "" {
+		id = runID(r.started)
+	}
 	if sh := r.cfg.Shard; sh.Sharded() {
 		id += fmt.Sprintf("s%d", sh.Index)
 	}

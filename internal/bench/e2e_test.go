@@ -141,7 +141,9 @@ func mustSLOs(t *testing.T, s string) []latency.SLO {
 }
 
 // Faulty requests are counted by kind and leave the successful requests'
-// numbers alone.
+// numbers alone. serve draws each request's faults from its seed and the
+// request's id, so the run's ids are fixed (RunID): the same requests fail
+// in every run.
 func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded engine")
@@ -155,7 +157,7 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 		Target:   Target{BaseURL: srv.URL(), Endpoint: EndpointChat, Stream: true, IgnoreEOS: true, ContinuousUsage: true, Timeout: time.Minute},
 		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(32), Output: workload.Fixed(6), Turns: 1, Seed: 1},
 		Load:     workload.Load{Concurrency: 4, Requests: 40},
-		OutDir:   dir, SkipCalibration: true,
+		OutDir:   dir, SkipCalibration: true, RunID: "faults",
 	}
 	res, err := Run(context.Background(), cfg, &bytes.Buffer{})
 	if err != nil {
@@ -165,6 +167,7 @@ func TestFaultsDoNotSkewSuccesses(t *testing.T) {
 	if sum.Requests != 40 || sum.Failed == 0 || sum.Succeeded == 0 || sum.Failed+sum.Succeeded != 40 {
 		t.Fatalf("summary %+v", sum)
 	}
+	t.Logf("failed %d: %v", sum.Failed, sum.Errors)
 	if sum.Errors[string(latency.FailHTTP5xx)] == 0 || sum.Errors[string(latency.FailReset)]+sum.Errors[string(latency.FailStreamCut)] == 0 {
 		t.Errorf("errors by kind %v: want 5xx and resets", sum.Errors)
 	}
