@@ -134,6 +134,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/perfmodel":               {only: []string{"field", "gguf"}},
 	"internal/workload":                {only: []string{"field", "tokenizer"}},
 	"internal/results":                 {only: []string{"field", "jsonscan", "latency"}},
+	"internal/window":                  {only: []string{"latency", "stats"}},
 	"internal/engine":                  {only: []string{"field", "perfmodel", "workload"}},
 	"internal/report":                  {never: []string{"bench", "serve", "gateway", "app"}},
 	"internal/serve":                   {never: []string{"bench", "gateway", "app", "report", "simulate", "calibrate", "capacity"}},
