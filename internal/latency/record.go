@@ -193,7 +193,7 @@ type ServerSplit struct {
 	LoadNS int64 `json:"load_ns,omitempty"`
 	// Source is the evidence the split was read from (Source* constants:
 	// "server-timing", "vllm-metrics", "llamacpp-timings", "tgi-headers",
-	// "ollama-durations").
+	// "ollama-durations", "sglang-meta-info", "trtllm-perf-metrics").
 	Source string `json:"source"`
 	// Engine is the server the evidence names (Engine* constants), "" when
 	// it does not say (Server-Timing is any hop's).
