@@ -55,8 +55,9 @@ func node(t *testing.T) string {
 	return path
 }
 
-// run runs one check of clients.mjs against base (a base URL without /v1).
-func run(t *testing.T, nodePath, check, base string, maxTokens int) result {
+// run runs one check of clients.mjs against base (a base URL without /v1)
+// for model.
+func run(t *testing.T, nodePath, check, base, model string, maxTokens int) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -141,7 +142,7 @@ func TestClients(t *testing.T) {
 	for _, hop := range hops {
 		for _, c := range checks {
 			t.Run(hop.name+"/"+c.check, func(t *testing.T) {
-				r := run(t, nodePath, c.check, hop.base, c.maxTokens)
+				r := run(t, nodePath, c.check, hop.base, model, c.maxTokens)
 				if r.Streamed != r.Text || r.StreamedReasoning != r.Reasoning {
 					t.Errorf("deltas %q and reasoning deltas %q; final text %q and reasoning %q", r.Streamed, r.StreamedReasoning, r.Text, r.Reasoning)
 				}

@@ -5,6 +5,8 @@
 //
 // The clients are installed by .ci/run (npm ci in testdata); the tests
 // never reach the network and skip when node or the installed clients are
-// absent. Its code imports nothing of this module; its tests import serve
-// and the gateway they run.
+// absent. The same clients run against a real engine, Ollama
+// (internal/ollamatest starts it; skipped where it is not installed),
+// directly and with the gateway in front. Its code imports nothing of
+// this module; its tests import serve, the gateway and Ollama's starter.
 package npmtest

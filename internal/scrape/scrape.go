@@ -66,6 +66,23 @@ func (f Families) Sum(name string) (sum float64, ok bool) {
 	return 0, false
 }
 
+// Histogram is the sample count and sum of the named histogram over its
+// label sets; ok is false when the exposition has no such histogram.
+func (f Families) Histogram(name string) (count uint64, sum float64, ok bool) {
+	fam := f[name]
+	if fam == nil {
+		return 0, 0, false
+	}
+	for _, m := range fam.Metric {
+		if h := m.GetHistogram(); h != nil {
+			count += h.GetSampleCount()
+			sum += h.GetSampleSum()
+			ok = true
+		}
+	}
+	return count, sum, ok
+}
+
 // First is the sum of the first of names the exposition has.
 func (f Families) First(names []string) (v float64, ok bool) {
 	for _, n := range names {

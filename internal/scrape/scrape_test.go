@@ -120,6 +120,35 @@ h_bucket{le="1"} 1
 	}
 }
 
+// TestHistogram: counts and sums add over label sets (2 + 3 samples,
+// 0.5 + 1.25 s); a gauge or a missing name is no histogram.
+func TestHistogram(t *testing.T) {
+	text := `# TYPE h histogram
+h_bucket{p="a",le="1"} 2
+h_bucket{p="a",le="+Inf"} 2
+h_sum{p="a"} 0.5
+h_count{p="a"} 2
+h_bucket{p="b",le="1"} 1
+h_bucket{p="b",le="+Inf"} 3
+h_sum{p="b"} 1.25
+h_count{p="b"} 3
+# TYPE g gauge
+g 1
+`
+	fams, err := Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, sum, ok := fams.Histogram("h"); n != 5 || sum != 1.75 || !ok {
+		t.Errorf("Histogram(h) = %d, %v, %v; want 5, 1.75, true", n, sum, ok)
+	}
+	for _, name := range []string{"g", "missing"} {
+		if n, sum, ok := fams.Histogram(name); n != 0 || sum != 0 || ok {
+			t.Errorf("Histogram(%s) = %d, %v, %v; want none", name, n, sum, ok)
+		}
+	}
+}
+
 func TestParseRejectsBadValues(t *testing.T) {
 	for _, text := range []string{"vllm:num_requests_waiting{a=\"b\"} x\n", "a{x=\"1\" 3\n", "# TYPE a gauge\n# TYPE a counter\n"} {
 		if _, err := Parse(strings.NewReader(text)); err == nil {
