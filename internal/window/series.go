@@ -52,12 +52,15 @@ func (s *Series) Add(r *latency.Record) {
 	s.at(time.Duration(r.IntendedNS)).offered++
 	s.addBusy(time.Duration(r.SentNS), done)
 	a := s.at(done)
-	if !r.OK() {
+	if kind := r.ErrorKind; kind != "" || r.EndNS == 0 {
+		if kind == "" {
+			kind = NoEnd
+		}
 		a.failed++
 		if a.failures == nil {
 			a.failures = map[latency.ErrorKind]int{}
 		}
-		a.failures[r.ErrorKind]++
+		a.failures[kind]++
 		return
 	}
 	a.completed++
@@ -74,6 +77,29 @@ func (s *Series) Add(r *latency.Record) {
 	for _, g := range s.itl {
 		a.itl.Add(g)
 	}
+}
+
+// Merge adds o's counts to s's, as if o's records and scrapes had been
+// added to s; both must come from New with the same width. o may be left
+// with its windows merged to s's width.
+func (s *Series) Merge(o *Series) {
+	for len(o.wins) > 0 {
+		for s.width < o.width {
+			s.coarsen()
+		}
+		for o.width < s.width {
+			o.coarsen()
+		}
+		w := s.width
+		s.grow(time.Duration(len(o.wins)-1) * s.width)
+		if s.width == w {
+			break
+		}
+	}
+	for k := range o.wins {
+		s.wins[k].merge(&o.wins[k])
+	}
+	s.last = max(s.last, o.last)
 }
 
 // AddGauge counts one scrape of the server's gauges.

@@ -127,3 +127,44 @@ func TestEmpty(t *testing.T) {
 		t.Error("width ≤ 0 should count as 1 s")
 	}
 }
+
+// TestMergeIsTheUnion: records split between two series and merged give
+// the windows of one series that took them all, whatever the widths the
+// parts had reached.
+func TestMergeIsTheUnion(t *testing.T) {
+	recs := handRecords()
+	recs = append(recs, latency.Record{ID: "late", IntendedNS: 3500 * ms, SentNS: 3500 * ms, FirstTokenNS: 3600 * ms,
+		EndNS: 3700 * ms, ChunkNS: []int64{3600 * ms}, OutputTokens: 1},
+		latency.Record{ID: "noend", IntendedNS: 100 * ms, SentNS: 100 * ms, FirstTokenNS: 200 * ms})
+	for _, max := range []int{0, 2, 3} {
+		all := New(time.Second, max)
+		for i := range recs {
+			all.Add(&recs[i])
+		}
+		for cut := 0; cut <= len(recs); cut++ {
+			a, b := New(time.Second, max), New(time.Second, max)
+			for i := range recs {
+				if i < cut {
+					a.Add(&recs[i])
+				} else {
+					b.Add(&recs[i])
+				}
+			}
+			a.Merge(b)
+			if got, want := a.Windows(0), all.Windows(0); !reflect.DeepEqual(got, want) {
+				t.Errorf("max %d, cut %d:\n got %+v\nwant %+v", max, cut, got, want)
+			}
+		}
+	}
+}
+
+// TestNoEnd: a success without an end instant counts as failed, as the
+// report counts it, in the window of its last instant.
+func TestNoEnd(t *testing.T) {
+	s := New(time.Second, 0)
+	s.Add(&latency.Record{SentNS: 100 * ms, FirstTokenNS: 1200 * ms})
+	w := s.Windows(0)
+	if len(w) != 2 || w[1].Failed != 1 || w[1].Failures[NoEnd] != 1 || w[1].Completed != 0 {
+		t.Errorf("windows %+v", w)
+	}
+}

@@ -7,6 +7,10 @@ import (
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
+// NoEnd is the failure kind of a record that claims success but has no
+// end instant: it cannot be measured, and the report counts it failed.
+const NoEnd latency.ErrorKind = "no_end"
+
 // Window is one window's figures. Start and End are on the records'
 // clock; End − Start is W except for the last window, which ends at the
 // run's end.
