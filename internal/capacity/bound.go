@@ -25,6 +25,22 @@ type Bound struct {
 	// UnloadedE2E is the mean of the requests' unloaded E2E, the scale of
 	// how long a run must last to show a steady state (Options.MinSpan).
 	UnloadedE2E time.Duration
+	// perReplica is MaxRate of one aggregated replica; prefillRate and
+	// decodeRate those of one replica that only prefills or only decodes
+	// (a disaggregated pool's).
+	perReplica, prefillRate, decodeRate float64
+}
+
+// at is b, computed for one replica, scaled to d's replicas: an
+// aggregated deployment's rate is its replicas' sum; a disaggregated one
+// completes no more than its slower pool, P × the prefill rate or D × the
+// decode rate.
+func (b Bound) at(d Deployment) Bound {
+	b.MaxRate = b.perReplica * float64(d.Replicas)
+	if d.Disaggregated() {
+		b.MaxRate = min(b.prefillRate*float64(d.PrefillReplicas), b.decodeRate*float64(d.Replicas))
+	}
+	return b
 }
 
 // bound computes the roofline bounds of r on the workload's lengths l.
@@ -70,18 +86,23 @@ func (r *resolved) bound(l lengths, slos []latency.SLO) Bound {
 	chunk := max(1, min(c.MaxNumBatchedTokens, int(uncached)))
 	pre := e.PrefillStep(chunk)
 	preCompute := pre.Compute.Seconds() / float64(chunk)
-	var comp, mem, fixed float64
+	var preComp, decComp, mem, fixed float64
 	for i := range l.in {
-		comp += float64(l.in[i]-cached(i))*preCompute + float64(l.out[i])*decCompute
+		preComp += float64(l.in[i]-cached(i)) * preCompute
+		decComp += float64(l.out[i]) * decCompute
 		mem += float64(l.out[i]) * decMemory
 		fixed += float64(l.out[i]) * decFixed
 	}
 	n := float64(max(len(l.in), 1))
-	perRequest := (max(comp, mem) + fixed) / n
-	bd := Bound{MaxRate: math.Inf(1)}
-	if perRequest > 0 {
-		bd.MaxRate = float64(r.Replicas) / perRequest
+	rate := func(seconds float64) float64 {
+		if seconds > 0 {
+			return n / seconds
+		}
+		return math.Inf(1)
 	}
+	bd := Bound{perReplica: rate(max(preComp+decComp, mem) + fixed), prefillRate: rate(preComp),
+		decodeRate: rate(max(decComp, mem) + fixed)}
+	bd = bd.at(r.Deployment)
 	bd.MinValues, bd.UnloadedE2E = r.minValues(l, slos, cached, k)
 	return bd
 }

@@ -29,6 +29,43 @@ type Deployment struct {
 	// (prompt + max_tokens), so that under Engine.SchedulingPolicy
 	// priority the engine serves the shortest waiting request first.
 	ShortestFirst bool
+	// PrefillReplicas, when positive, disaggregates the deployment: that
+	// many prefill replicas of the same engine in front of Replicas decode
+	// replicas, each request's KV cache pulled over KVLink
+	// (perfmodel.LookupLink; empty: perfmodel.DefaultLink), as simulate's
+	// --prefill-replicas (docs/simulate.md, "Disaggregated prefill and
+	// decode"). 0: aggregated, every replica prefills and decodes.
+	PrefillReplicas int
+	KVLink          string
+}
+
+// Disaggregated reports whether d runs prefill and decode on separate
+// pools.
+func (d Deployment) Disaggregated() bool { return d.PrefillReplicas > 0 }
+
+// gpusAt is every GPU d runs on at tp: tp × (replicas + prefill replicas).
+func (d Deployment) gpusAt(tp int) int { return tp * (d.Replicas + d.PrefillReplicas) }
+
+// link is d's KV link preset: KVLink, or perfmodel.DefaultLink.
+func (d Deployment) link() (perfmodel.Link, error) {
+	name := d.KVLink
+	if name == "" {
+		name = perfmodel.DefaultLink
+	}
+	l, err := perfmodel.LookupLink(name)
+	if err != nil {
+		return l, field.Invalid("kv_link", d.KVLink, "%w", err)
+	}
+	return l, nil
+}
+
+// Ratio is a disaggregated deployment's pools as "P:D" ("1:3"), ""
+// when aggregated.
+func (d Deployment) Ratio() string {
+	if !d.Disaggregated() {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", d.PrefillReplicas, d.Replicas)
 }
 
 // shortestFirst is the priority of a request under ShortestFirst.
@@ -41,7 +78,7 @@ type resolved struct {
 	ec   engine.Config
 	est  *perfmodel.Estimator
 	tp   int
-	gpus int // TP × replicas
+	gpus int // TP × (replicas + prefill replicas)
 	gpu  string
 	e2e  time.Duration // mean unloaded E2E on the workload (unloadedE2E)
 }
@@ -56,6 +93,14 @@ func (d Deployment) resolve() (*resolved, error) {
 	if d.MaxMaxTokens < 0 {
 		return nil, field.Invalid("max_max_tokens", d.MaxMaxTokens, "must not be negative")
 	}
+	if d.PrefillReplicas < 0 {
+		return nil, field.Invalid("prefill_replicas", d.PrefillReplicas, "must not be negative")
+	}
+	if d.Disaggregated() {
+		if _, err := d.link(); err != nil {
+			return nil, err
+		}
+	}
 	if d.Balancer == "" {
 		d.Balancer = route.NameLeastOutstanding
 	}
@@ -64,7 +109,7 @@ func (d Deployment) resolve() (*resolved, error) {
 		return nil, err
 	}
 	tp := est.Config().TP
-	return &resolved{Deployment: d, ec: ec, est: est, tp: tp, gpus: tp * d.Replicas, gpu: est.Config().GPU.Name}, nil
+	return &resolved{Deployment: d, ec: ec, est: est, tp: tp, gpus: d.gpusAt(tp), gpu: est.Config().GPU.Name}, nil
 }
 
 // key identifies what a simulation of the deployment depends on, so that
@@ -76,8 +121,13 @@ func (r *resolved) key(maxOut int, cacheable bool) string {
 	c := r.ec.WithDefaults()
 	pc := r.est.Config()
 	bal := r.Balancer
-	if r.Replicas == 1 {
+	if r.Replicas == 1 && r.PrefillReplicas <= 1 {
 		bal = "-"
+	}
+	pd := "agg"
+	if r.Disaggregated() {
+		l, _ := r.link()
+		pd = fmt.Sprintf("pd%d:%s", r.PrefillReplicas, l.Name)
 	}
 	capTokens := r.MaxMaxTokens
 	if capTokens >= maxOut {
@@ -88,10 +138,10 @@ func (r *resolved) key(maxOut int, cacheable bool) string {
 	if pc.DraftModel != nil {
 		draft = pc.DraftModel.Name
 	}
-	return fmt.Sprintf("%s|%s|tp%d|%s/%s|blk%d×%d|len%d|seqs%d|tok%d|chunk%v|pc%v|spec%d:%g:%s|%s|sf%v|wait%d|r%d|%s|cap%d|%v",
+	return fmt.Sprintf("%s|%s|tp%d|%s/%s|blk%d×%d|len%d|seqs%d|tok%d|chunk%v|pc%v|spec%d:%g:%s|%s|sf%v|wait%d|r%d|%s|cap%d|%v|%s",
 		c.Model, r.gpu, r.tp, pc.WeightDType, pc.KVDType, c.NumBlocks, c.BlockSize, c.MaxModelLen, c.MaxNumSeqs,
 		c.MaxNumBatchedTokens, !c.DisableChunkedPrefill, prefixCaching, c.Speculative.K, c.Speculative.Alpha,
-		draft, c.Policy, r.ShortestFirst, c.MaxWaiting, r.Replicas, bal, capTokens, pc.Eff)
+		draft, c.Policy, r.ShortestFirst, c.MaxWaiting, r.Replicas, bal, capTokens, pc.Eff, pd)
 }
 
 // Name describes the deployment in one line, e.g. "2 × H100-SXM TP1 fp8,
@@ -100,8 +150,15 @@ func (r *resolved) Name() string {
 	c := r.ec.WithDefaults()
 	pc := r.est.Config()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d × %s TP%d %s, kv %s, seqs %d, budget %d", r.Replicas, r.gpu, r.tp, pc.WeightDType, pc.KVDType,
-		c.MaxNumSeqs, c.MaxNumBatchedTokens)
+	if r.Disaggregated() {
+		l, _ := r.link()
+		fmt.Fprintf(&b, "%dP:%dD over %s, each", r.PrefillReplicas, r.Replicas, l.Name)
+		fmt.Fprintf(&b, " %s TP%d %s, kv %s, seqs %d, budget %d", r.gpu, r.tp, pc.WeightDType, pc.KVDType,
+			c.MaxNumSeqs, c.MaxNumBatchedTokens)
+	} else {
+		fmt.Fprintf(&b, "%d × %s TP%d %s, kv %s, seqs %d, budget %d", r.Replicas, r.gpu, r.tp, pc.WeightDType, pc.KVDType,
+			c.MaxNumSeqs, c.MaxNumBatchedTokens)
+	}
 	if c.DisableChunkedPrefill {
 		b.WriteString(", no chunked prefill")
 	}
@@ -111,7 +168,7 @@ func (r *resolved) Name() string {
 	if k := c.Speculative.K; k > 0 {
 		fmt.Fprintf(&b, ", spec k=%d α=%g", k, c.Speculative.Alpha)
 	}
-	if r.Replicas > 1 {
+	if r.Replicas > 1 || r.PrefillReplicas > 1 {
 		b.WriteString(", " + r.Balancer)
 	}
 	if r.MaxMaxTokens > 0 {

@@ -121,6 +121,7 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	src, load := r.runLoad(w, slos, rate, o)
 	ec := r.ec
 	ec.Seed = o.Seed
+	var err error
 	j := newJudge(slos, load.Requests, cooldownCutoff(load))
 	cfg := simulate.Config{
 		Engine: ec, Replicas: r.Replicas, Balancer: r.Balancer,
@@ -129,6 +130,12 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	}
 	if r.ShortestFirst {
 		cfg.Priority = shortestFirst
+	}
+	if r.Disaggregated() {
+		cfg.PrefillReplicas = r.PrefillReplicas
+		if cfg.Engine.KVLink, err = r.link(); err != nil {
+			return Point{}, err
+		}
 	}
 	if o.StopEarly {
 		cfg.Stop = j.stop
@@ -144,7 +151,7 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 	p := j.point(rate)
 	p.Stopped = res.Stopped
 	for _, s := range res.Samples {
-		p.PeakBatch = max(p.PeakBatch, int(math.Ceil(float64(s.Running)/float64(r.Replicas))))
+		p.PeakBatch = max(p.PeakBatch, int(math.Ceil(float64(s.Running)/float64(r.Replicas+r.PrefillReplicas))))
 	}
 	for _, rr := range res.Replicas {
 		p.Preemptions += rr.Stats.Preemptions

@@ -94,6 +94,7 @@ func (pl *Plan) WriteText(w io.Writer) error {
 			p("         %s", pl.closestLine(c))
 		}
 	}
+	pl.writePD(&b)
 	if len(pl.Front) > 0 {
 		p("")
 		p("Pareto front of cost, %s and goodput (%d candidates):", pl.latencyName(), len(pl.Front))
@@ -217,7 +218,28 @@ type jsonPlan struct {
 	Best        *int            `json:"best,omitempty"`
 	Closest     *int            `json:"closest,omitempty"`
 	Front       []int           `json:"front"`
+	PD          *jsonPD         `json:"pd,omitempty"`
 	Candidates  []jsonCandidate `json:"candidates"`
+}
+
+// jsonPD is the P/D answer: the best candidate of each kind (IDs), each
+// split's best with its latency interval.
+type jsonPD struct {
+	Verdict       string        `json:"verdict"`
+	Close         bool          `json:"close"`
+	Aggregated    *int          `json:"aggregated,omitempty"`
+	Disaggregated *int          `json:"disaggregated,omitempty"`
+	Ratios        []jsonPDRatio `json:"ratios"`
+}
+
+type jsonPDRatio struct {
+	Ratio     string  `json:"ratio"`
+	ID        int     `json:"id"`
+	Meets     bool    `json:"meets"`
+	LatencyMS float64 `json:"latency_ms,omitempty"`
+	LowMS     float64 `json:"low_ms,omitempty"`
+	HighMS    float64 `json:"high_ms,omitempty"`
+	Error     float64 `json:"stated_error"`
 }
 
 type jsonCandidate struct {
@@ -226,6 +248,8 @@ type jsonCandidate struct {
 	GPU           string     `json:"gpu"`
 	TP            int        `json:"tensor_parallel_size"`
 	Replicas      int        `json:"replicas"`
+	Prefill       int        `json:"prefill_replicas,omitempty"`
+	KVLink        string     `json:"kv_link,omitempty"`
 	GPUs          int        `json:"gpus"`
 	Balancer      string     `json:"balancer"`
 	DType         string     `json:"dtype"`
@@ -295,13 +319,18 @@ func (pl *Plan) WriteJSON(w io.Writer) error {
 	for _, c := range pl.Front {
 		out.Front = append(out.Front, c.ID)
 	}
+	out.PD = pl.jsonPD()
 	for _, c := range pl.Candidates {
 		e := c.Engine
-		jc := jsonCandidate{ID: c.ID, Name: c.Name, GPU: c.GPU, TP: c.TP, Replicas: c.Replicas, GPUs: c.GPUs,
+		jc := jsonCandidate{ID: c.ID, Name: c.Name, GPU: c.GPU, TP: c.TP, Replicas: c.Replicas, Prefill: c.PrefillReplicas, GPUs: c.GPUs,
 			Balancer: c.Balancer, DType: e.DType, KVCacheDType: e.KVCacheDType, Chunked: e.EnableChunkedPrefill,
 			PrefixCaching: e.EnablePrefixCaching, SpeculativeK: e.SpeculativeK, MaxMaxTokens: c.MaxMaxTokens,
 			USDPerHour: c.USDPerHour, Status: c.Status, Reason: c.Reason, Check: toJSONPoint(c.Check),
 			GoodputRate: c.GoodputRate(), Outside: c.Outside}
+		if c.Disaggregated() {
+			l, _ := c.link()
+			jc.KVLink = l.Name
+		}
 		if c.r != nil {
 			ec := c.r.ec.WithDefaults()
 			jc.MaxNumSeqs, jc.MaxBatched = ec.MaxNumSeqs, ec.MaxNumBatchedTokens

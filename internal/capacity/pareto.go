@@ -48,6 +48,7 @@ func (pl *Plan) finish() {
 		pl.Best = slices.MinFunc(pick, func(a, b *Candidate) int { return better(a, b, target) })
 	}
 	pl.Front = front(ok, target)
+	pl.PD = pl.pdAnswer(ok, target)
 	if pl.Best == nil {
 		pl.Closest = pl.closest()
 	}

@@ -52,7 +52,7 @@ func (pl *Plan) preflight(w Workload, o SearchOptions, autoReplicas bool) error 
 			continue
 		}
 		_, load := c.r.runLoad(w, obj.SLOs, rate, o.Options)
-		if err := simulate.Preflight(c.r.Replicas, load); err != nil {
+		if err := simulate.Preflight(c.r.Replicas+c.r.PrefillReplicas, load); err != nil {
 			var fe *field.Error
 			if errors.As(err, &fe) && fe.Field == "replicas" && autoReplicas {
 				// Replicas the plan chose for the target rate (the roofline's

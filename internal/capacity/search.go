@@ -151,6 +151,9 @@ type Plan struct {
 	Closest *Candidate
 	// Simulations counts every simulation the plan ran.
 	Simulations int
+	// PD answers "aggregated or disaggregated, and which ratio" when the
+	// space held more than one pool split; nil otherwise.
+	PD *PDAnswer
 }
 
 // Count counts the candidates of a status.
@@ -191,6 +194,11 @@ func Search(ctx context.Context, base Deployment, space Space, w Workload, obj O
 	}
 	if err := base.Engine.Validate(); err != nil {
 		return nil, err
+	}
+	if base.Disaggregated() || slices.ContainsFunc(space.PrefillReplicas, func(n int) bool { return n > 0 }) {
+		if _, err := base.link(); err != nil {
+			return nil, err
+		}
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
@@ -280,17 +288,17 @@ func (pl *Plan) enumerate(base Deployment, space Space, lens lengths, prices *pe
 			if r.Balancer == "" {
 				r.Balancer = r1.Deployment.Balancer
 			}
-			r.Replicas, r.gpus = d.Replicas, r1.tp*d.Replicas
+			r.Replicas, r.PrefillReplicas, r.gpus = d.Replicas, d.PrefillReplicas, d.gpusAt(r1.tp)
 			c := &Candidate{Deployment: r.Deployment, Name: r.Name(), GPU: r.gpu, TP: r.tp, GPUs: r.gpus,
 				USDPerHour: price.PerHour(r.gpus), r: &r, key: r.key(maxOut, cacheable), USDPer1MOut: math.Inf(1)}
 			b, ok := bounds[d.MaxMaxTokens]
 			if !ok {
 				one := r
-				one.Replicas = 1
+				one.Replicas, one.PrefillReplicas = 1, 0
 				b = one.bound(lens, obj.SLOs)
 				bounds[d.MaxMaxTokens] = b
 			}
-			c.Bound = Bound{MaxRate: b.MaxRate * float64(d.Replicas), MinValues: b.MinValues, UnloadedE2E: b.UnloadedE2E}
+			c.Bound = b.at(d)
 			r.e2e = max(1, b.UnloadedE2E)
 			pl.add(c)
 			if first, dup := seen[c.key]; dup {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/field"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
 
 // Space is the configurations a plan weighs: each dimension lists the
@@ -27,6 +28,12 @@ type Space struct {
 	SpeculativeK        []int
 	Balancers           []string
 	MaxMaxTokens        []int // 0: no cap
+	// PrefillReplicas lists prefill pools to try, 0 for aggregated
+	// serving (Deployment.PrefillReplicas): with Replicas, the P:D
+	// ratios. KVLinks are the links a disaggregated candidate pulls its
+	// KV cache over (perfmodel.LinkNames).
+	PrefillReplicas []int
+	KVLinks         []string
 }
 
 // AutoReplicas is how many replica counts above the roofline's minimum a
@@ -36,7 +43,8 @@ const AutoReplicas = 3
 // VaryKeys are the dimensions ParseVary reads, named as the flags of
 // serve, simulate and the gateway's max_max_tokens.
 var VaryKeys = []string{"gpu", "tensor-parallel-size", "replicas", "dtype", "kv-cache-dtype", "max-num-seqs",
-	"max-num-batched-tokens", "enable-chunked-prefill", "enable-prefix-caching", "speculative-k", "balancer", "max-max-tokens"}
+	"max-num-batched-tokens", "enable-chunked-prefill", "enable-prefix-caching", "speculative-k", "balancer", "max-max-tokens",
+	"prefill-replicas", "kv-link"}
 
 // ParseVary reads dimensions "KEY=V1,V2,…" (one per string; a key given
 // twice is an error). Whole numbers may be ranges ("replicas=1-8"),
@@ -93,6 +101,15 @@ func (s *Space) set(key string, vals []string) error {
 		s.MaxNumBatchedTokens, err = parseInts(vals, 1)
 	case "speculative-k":
 		s.SpeculativeK, err = parseInts(vals, 0)
+	case "prefill-replicas":
+		s.PrefillReplicas, err = parseInts(vals, 0)
+	case "kv-link":
+		for _, v := range vals {
+			if _, err := perfmodel.LookupLink(v); err != nil {
+				return err
+			}
+		}
+		s.KVLinks = vals
 	case "max-max-tokens":
 		for i, v := range vals {
 			if strings.EqualFold(v, "none") {
@@ -182,7 +199,8 @@ func (s Space) engines(base Deployment) []Deployment {
 }
 
 // around lists the deployments of one engine: its replica counts times the
-// balancers and caps of the space.
+// prefill pools (each disaggregated one over each link), balancers and
+// caps of the space.
 func (s Space) around(d Deployment, replicas []int) []Deployment {
 	bals := s.Balancers
 	if len(bals) == 0 {
@@ -192,13 +210,31 @@ func (s Space) around(d Deployment, replicas []int) []Deployment {
 	if len(caps) == 0 {
 		caps = []int{d.MaxMaxTokens}
 	}
+	pools := s.PrefillReplicas
+	if len(pools) == 0 {
+		pools = []int{d.PrefillReplicas}
+	}
+	links := s.KVLinks
+	if len(links) == 0 {
+		links = []string{d.KVLink}
+	}
 	var out []Deployment
 	for _, n := range replicas {
-		for _, b := range bals {
-			for _, c := range caps {
-				x := d
-				x.Replicas, x.Balancer, x.MaxMaxTokens = n, b, c
-				out = append(out, x)
+		for _, p := range pools {
+			for i, l := range links {
+				if p == 0 && i > 0 {
+					break // aggregated: no link
+				}
+				for _, b := range bals {
+					for _, c := range caps {
+						x := d
+						x.Replicas, x.PrefillReplicas, x.KVLink, x.Balancer, x.MaxMaxTokens = n, p, l, b, c
+						if p == 0 {
+							x.KVLink = ""
+						}
+						out = append(out, x)
+					}
+				}
 			}
 		}
 	}

@@ -211,6 +211,15 @@ var levers = []lever{
 		}
 		return out
 	}},
+	{"disaggregate", []string{report.RulePrefillInterference, report.RuleStalls, report.RulePDTransfer}, ttftish, func(c *state) []variant {
+		return disaggregate(c)
+	}},
+	{"pd-ratio", []string{report.RulePDPrefillQueue, report.RulePDDecodeQueue}, ttftish, func(c *state) []variant {
+		return pdRatios(c)
+	}},
+	{"kv-link", []string{report.RulePDTransfer}, ttftish, func(c *state) []variant {
+		return kvLinks(c)
+	}},
 	{"priority-scheduling", []string{report.RuleServerQueueing}, ttftish, func(c *state) []variant {
 		if c.ec.Policy == engine.PolicyPriority {
 			return nil

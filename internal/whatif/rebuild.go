@@ -72,7 +72,8 @@ func TwinOf(dir string, parse ParseRunFlags, profile, gpuFile string) (Twin, str
 		return Twin{}, "", fmt.Errorf("what-if: %s: %w", results.ConfigPath(dir), err)
 	}
 	t := Twin{Seed: p.Options.Workload.Seed}
-	t.Deployment = capacity.Deployment{Engine: p.Options.Engine, Replicas: p.Options.Replicas, Balancer: p.Options.Balancer}
+	t.Deployment = capacity.Deployment{Engine: p.Options.Engine, Replicas: p.Options.Replicas, Balancer: p.Options.Balancer,
+		PrefillReplicas: p.Options.PrefillReplicas, KVLink: p.Options.KVLink}
 	switch {
 	case sim:
 		t.Basis = "the run's engine"

@@ -60,6 +60,9 @@ type Options struct {
 	Seed uint64
 	// Parallel bounds simulations at once (0: one per CPU).
 	Parallel int
+	// KVLink is the link "disaggregate" pulls the KV cache over
+	// (perfmodel.LinkNames; empty: perfmodel.DefaultLink).
+	KVLink string
 }
 
 func (o Options) all() bool { return slices.Contains(o.Levers, "all") }
@@ -78,6 +81,11 @@ func (o Options) Check() error {
 		return field.Invalid("speculative_k", o.SpeculativeK, "what-if needs at least one drafted token")
 	case !(o.SpeculativeAlpha > 0 && o.SpeculativeAlpha < 1):
 		return field.Invalid("speculative_alpha", o.SpeculativeAlpha, "must be in (0, 1)")
+	}
+	if o.KVLink != "" {
+		if _, err := perfmodel.LookupLink(o.KVLink); err != nil {
+			return field.Invalid("kv_link", o.KVLink, "%w", err)
+		}
 	}
 	return nil
 }
@@ -581,6 +589,7 @@ func describe(d capacity.Deployment, c *state) string {
 	if d.Replicas > 1 {
 		b.WriteString(", " + balancer(d))
 	}
+	b.WriteString(pdName(d))
 	return fmt.Sprintf("%s (%s)", b.String(), c.pc.Model.Name)
 }
 

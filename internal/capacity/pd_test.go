@@ -1,0 +1,132 @@
+package capacity
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// A disaggregated deployment's rate bound is its slower pool's: P × one
+// prefill-only replica's rate, or D × one decode-only replica's.
+func TestBoundOfPools(t *testing.T) {
+	b := Bound{perReplica: 3, prefillRate: 10, decodeRate: 2}
+	for _, tt := range []struct {
+		p, d int
+		want float64
+	}{
+		{0, 1, 3}, {0, 4, 12}, // aggregated: replicas × one replica's rate
+		{1, 1, 2},  // min(10, 2)
+		{1, 3, 6},  // min(10, 6)
+		{1, 8, 10}, // min(10, 16): the prefill pool binds
+		{2, 8, 16}, // min(20, 16)
+	} {
+		got := b.at(Deployment{PrefillReplicas: tt.p, Replicas: tt.d}).MaxRate
+		if got != tt.want {
+			t.Errorf("%dP:%dD: rate bound %v, want %v", tt.p, tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestParseVaryPools(t *testing.T) {
+	s := vary(t, "prefill-replicas=0-2", "kv-link=tcp,nvlink")
+	if len(s.PrefillReplicas) != 3 || len(s.KVLinks) != 2 {
+		t.Fatalf("%+v", s)
+	}
+	// Aggregated candidates take no link: 1 + 2 × 2 per replica count.
+	if got := len(s.around(h100(), []int{1, 2})); got != 10 {
+		t.Errorf("%d deployments, want 10", got)
+	}
+	for _, bad := range []string{"prefill-replicas=-1", "kv-link=pigeon"} {
+		if _, err := ParseVary([]string{bad}); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+	d := h100()
+	d.PrefillReplicas, d.KVLink = 1, "pigeon"
+	if _, err := d.resolve(); err == nil || !strings.Contains(err.Error(), "kv_link") {
+		t.Errorf("an unknown link: %v", err)
+	}
+}
+
+// A plan over aggregated and disaggregated deployments of long prompts
+// answers which way serves the target and with which ratio, each split's
+// best with the twin's interval on its latency.
+func TestPlanAggregatedOrDisaggregated(t *testing.T) {
+	w := synthetic(t, workload.Fixed(3000), workload.Fixed(100), 0, 6, 60)
+	obj := Objective{SLOs: slos(t, "tpot:p99<=30ms,ttft:p99<=2s"), TargetRate: 6}
+	pl := search(t, h100(), vary(t, "prefill-replicas=0,1", "replicas=1-2"), w, obj)
+	a := pl.PD
+	if a == nil {
+		t.Fatalf("no P/D answer\n%s", planText(pl))
+	}
+	var ratios []string
+	for _, r := range a.Ratios {
+		ratios = append(ratios, r.Ratio)
+		if r.Candidate == nil {
+			t.Fatalf("%s: no candidate", r.Ratio)
+		}
+		if l := r.Candidate.Latency(true); l != Unbounded {
+			// The interval is the twin's stated error at the first SLO
+			// (tpot p99: 10 %) either side.
+			if r.Err != 0.10 || math.Abs(float64(r.Low)-0.9*float64(l)) > 1 || math.Abs(float64(r.High)-1.1*float64(l)) > 1 {
+				t.Errorf("%s: %v ±%v → %v–%v", r.Ratio, l, r.Err, r.Low, r.High)
+			}
+		}
+	}
+	if strings.Join(ratios, " ") != "agg 1:1 1:2" {
+		t.Errorf("ratios %v", ratios)
+	}
+	if a.Verdict == "" || (a.Aggregated == nil) == (a.Disaggregated == nil) && a.Aggregated == nil {
+		t.Errorf("verdict %q, aggregated %v, disaggregated %v", a.Verdict, a.Aggregated, a.Disaggregated)
+	}
+	if pl.Best != a.Aggregated && pl.Best != a.Disaggregated {
+		t.Errorf("the plan's answer #%d is neither side's best", pl.Best.ID)
+	}
+	var text bytes.Buffer
+	if err := pl.WriteText(&text); err != nil || !strings.Contains(text.String(), "aggregated or disaggregated: ") {
+		t.Errorf("text: %v\n%s", err, text.String())
+	}
+	var js bytes.Buffer
+	if err := pl.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		PD struct {
+			Verdict string `json:"verdict"`
+			Ratios  []struct {
+				Ratio string `json:"ratio"`
+			} `json:"ratios"`
+		} `json:"pd"`
+		Candidates []struct {
+			Prefill int    `json:"prefill_replicas"`
+			Link    string `json:"kv_link"`
+			GPUs    int    `json:"gpus"`
+			Repl    int    `json:"replicas"`
+		} `json:"candidates"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.PD.Verdict != a.Verdict || len(got.PD.Ratios) != 3 {
+		t.Errorf("json pd %+v", got.PD)
+	}
+	for _, c := range got.Candidates {
+		if c.GPUs != c.Prefill+c.Repl || (c.Prefill > 0) != (c.Link == "rdma-400g") {
+			t.Errorf("json candidate %+v", c)
+		}
+	}
+}
+
+// Without a prefill dimension a plan has no P/D answer.
+func TestPlanWithoutPoolsHasNoPDAnswer(t *testing.T) {
+	w := synthetic(t, workload.Fixed(500), workload.Fixed(50), 0, 2, 40)
+	pl := search(t, h100(), vary(t, "replicas=1-2"), w, Objective{SLOs: []latency.SLO{{Metric: latency.TTFT, Percentile: 99, Max: 1e9}}, TargetRate: 2})
+	if pl.PD != nil {
+		t.Errorf("P/D answer %+v", pl.PD)
+	}
+}
