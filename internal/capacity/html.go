@@ -161,6 +161,9 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 	}
 	if c := pl.Best; c != nil {
 		data.Answer = fmt.Sprintf("#%d %s — %s", c.ID, c.Name, pl.figures(c))
+		if q := pl.QualityNote(c); q != "" {
+			data.Answer += " — " + q
+		}
 	} else if c := pl.Closest; c != nil {
 		data.Closest = fmt.Sprintf("no configuration meets the SLOs; closest: #%d %s — %s", c.ID, c.Name, pl.closestLine(c))
 	}

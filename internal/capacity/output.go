@@ -18,14 +18,40 @@ func (pl *Plan) Title() string {
 		slos[i] = s.String()
 	}
 	all := strings.Join(slos, ", ")
-	if t := pl.Objective.TargetRate; t > 0 {
-		return fmt.Sprintf("the cheapest deployment that meets %s at %.3g req/s", all, t)
+	of := ""
+	if pl.Model != "" {
+		of = " of " + pl.Model
 	}
-	s := "the deployment of highest goodput under " + all
+	if t := pl.Objective.TargetRate; t > 0 {
+		return fmt.Sprintf("the cheapest deployment%s that meets %s at %.3g req/s", of, all, t)
+	}
+	s := "the deployment" + of + " of highest goodput under " + all
 	if b := pl.Objective.Budget; b > 0 {
 		s += fmt.Sprintf(" within $%.2f per hour", b)
 	}
 	return s
+}
+
+// QualityNote is what a candidate that quantizes the model below 16 bits
+// (weights or KV cache) leaves unchecked: the simulation prices its speed,
+// not its answers. "" for a bf16/fp16 deployment.
+func (pl *Plan) QualityNote(c *Candidate) string {
+	var q []string
+	if d := c.Engine.DType; d != "" && d != "auto" && d != "bf16" && d != "fp16" {
+		q = append(q, d+" weights")
+	}
+	if d := c.Engine.KVCacheDType; d != "" && d != "auto" && d != "bf16" && d != "fp16" {
+		q = append(q, d+" KV cache")
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	model := "the model"
+	if pl.Model != "" {
+		model = pl.Model
+	}
+	return fmt.Sprintf("quality: %s are priced for speed only; the simulation does not judge answers — check %s "+
+		"quantized this way on your own prompts (accuracy, format) before deploying it", strings.Join(q, " and "), model)
 }
 
 // latencyName names the plan's latency: the first SLO's statistic, where
@@ -81,6 +107,9 @@ func (pl *Plan) WriteText(w io.Writer) error {
 	if c := pl.Best; c != nil {
 		p("answer   #%d %s", c.ID, c.Name)
 		p("         %s", pl.figures(c))
+		if q := pl.QualityNote(c); q != "" {
+			p("         %s", q)
+		}
 		for _, f := range c.Outside {
 			p("         outside the twin's envelope: %s", f)
 		}
@@ -208,6 +237,8 @@ func usd(v float64) string {
 // JSON shapes: durations in milliseconds, rates in requests per second.
 type jsonPlan struct {
 	Title       string          `json:"title"`
+	Model       string          `json:"model,omitempty"`
+	QualityNote string          `json:"quality_note,omitempty"`
 	Workload    string          `json:"workload"`
 	SLOs        []string        `json:"slos"`
 	TargetRate  float64         `json:"target_rate,omitempty"`
@@ -304,7 +335,7 @@ func toJSONPoint(p *Point) *jsonPoint {
 
 // WriteJSON prints the plan as one indented JSON object.
 func (pl *Plan) WriteJSON(w io.Writer) error {
-	out := jsonPlan{Title: pl.Title(), Workload: pl.Workload.Describe, TargetRate: pl.Objective.TargetRate,
+	out := jsonPlan{Title: pl.Title(), Model: pl.Model, Workload: pl.Workload.Describe, TargetRate: pl.Objective.TargetRate,
 		Budget: pl.Objective.Budget, PricesDate: pl.PricesDate, PricesFiles: pl.PricesFiles,
 		Simulations: pl.Simulations, Front: []int{}}
 	for _, s := range pl.Objective.SLOs {
@@ -312,6 +343,7 @@ func (pl *Plan) WriteJSON(w io.Writer) error {
 	}
 	if pl.Best != nil {
 		out.Best = &pl.Best.ID
+		out.QualityNote = pl.QualityNote(pl.Best)
 	}
 	if pl.Closest != nil {
 		out.Closest = &pl.Closest.ID

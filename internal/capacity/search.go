@@ -133,6 +133,9 @@ func (c *Candidate) GoodputRate() float64 {
 
 // Plan is a search's outcome.
 type Plan struct {
+	// Model is the model planned for: its catalog name, or the
+	// config.json's path as given.
+	Model     string
 	Workload  Workload
 	Objective Objective
 	// Prices is the price table's date and files.
@@ -217,7 +220,10 @@ func Search(ctx context.Context, base Deployment, space Space, w Workload, obj O
 			return nil, field.Wrap("profile", err)
 		}
 	}
-	pl := &Plan{Workload: w, Objective: obj, PricesDate: prices.Date, PricesFiles: prices.Files}
+	pl := &Plan{Model: base.Engine.Model, Workload: w, Objective: obj, PricesDate: prices.Date, PricesFiles: prices.Files}
+	if m, err := perfmodel.ResolveModel(base.Engine.Model); err == nil && (pl.Model == "" || m.Name == pl.Model) {
+		pl.Model = m.Name
+	}
 	lens := w.sampleLengths(min(o.SampleRequests, max(w.Load.Requests+w.Load.WarmupRequests, 1)))
 	if err := pl.enumerate(base, space, lens, prices, o); err != nil {
 		return nil, err

@@ -144,8 +144,9 @@ func newVersionCmd() *cobra.Command {
 
 // versionLine is the version with what the build recorded of its source:
 // the commit (12 digits), "modified" when the tree had uncommitted
-// changes, and the commit's time; the Go version; the module version when
-// no -ldflags version was set and go install gave one.
+// changes, and the commit's time, or why a development build has none; the
+// Go version; the module version when no -ldflags version was set and go
+// install gave one.
 func versionLine(version string, bi *debug.BuildInfo) string {
 	if bi == nil {
 		return version
@@ -179,8 +180,12 @@ func versionLine(version string, bi *debug.BuildInfo) string {
 	if bi.GoVersion != "" {
 		parts = append(parts, bi.GoVersion)
 	}
-	if len(parts) == 0 {
-		return version
+	s := version
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
 	}
-	return version + " (" + strings.Join(parts, ", ") + ")"
+	if rev == "" && version == "dev" {
+		s += "; no commit recorded: go run (or -buildvcs=false) records none, go build or go install in a git clone does"
+	}
+	return s
 }

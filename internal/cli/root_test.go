@@ -29,6 +29,11 @@ func TestVersion(t *testing.T) {
 	if got, want := versionLine("dev", bi), "dev (commit d137f21a9b3c (modified) 2026-12-07T04:40:00Z, go1.26.0)"; got != want {
 		t.Errorf("versionLine %q, want %q", got, want)
 	}
+	// go run ./cmd/tokentrace version (issue #37): go run stamps no commit, and says so.
+	bi = &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}
+	if got := versionLine("dev", bi); !strings.Contains(got, "no commit recorded") || !strings.Contains(got, "go build or go install") {
+		t.Errorf("go run: versionLine %q does not say why no commit is shown", got)
+	}
 	bi = &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.3"}}
 	if got, want := versionLine("dev", bi), "v1.2.3 (go1.26.0)"; got != want {
 		t.Errorf("go install'ed: versionLine %q, want %q", got, want)
