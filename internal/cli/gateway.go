@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,6 +77,58 @@ does not load, 1 when it cannot listen (docs/cli.md).`,
 			return err
 		},
 	})
+	cmd.AddCommand(newGatewayApplyCmd())
+	return cmd
+}
+
+// newGatewayApplyCmd is `gateway apply`: a remedy the gateway owns,
+// written into its configuration file, which the running gateway reloads.
+func newGatewayApplyCmd() *cobra.Command {
+	var a gateway.Apply
+	var path string
+	var g *flagGroup
+	cmd := &cobra.Command{
+		Use:   "apply --config FILE LEVER=VALUE...",
+		Short: "Apply a remedy the gateway owns to its configuration file; the running gateway reloads it",
+		Long: `apply writes levers the gateway owns into its configuration file (comments
+and order kept, the result checked as the gateway loads it, the file
+replaced in one rename), so that a gateway started with --config FILE
+reloads with the remedy applied within its --reload-interval: bench,
+report, apply, bench again, then tokentrace verify BEFORE AFTER, which
+finds the change in the gateway's configuration evidence
+(docs/report.md, "Verify").
+
+Levers:
+  ` + strings.Join(gateway.ApplyLevers(), "\n  ") + `
+
+Exit status: 0 when written, 2 for a bad lever or a file that does not
+load with it (the file is then unchanged), 1 when it cannot be written.`,
+		Example: `  tokentrace gateway apply --config gateway.yaml concurrency=4 max-queue=8
+  tokentrace gateway apply --config gateway.yaml --route "*" max-max-tokens=256`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if path == "" {
+				return usageError(fmt.Errorf("gateway apply: --config FILE is required"), g)
+			}
+			a.Levers = args
+			notes, err := gateway.ApplyFile(path, a)
+			if err != nil {
+				if errors.Is(err, gateway.ErrWrite) {
+					return fmt.Errorf("gateway apply: %w", err)
+				}
+				return usageError(fmt.Errorf("gateway apply: %w", err), g)
+			}
+			for _, n := range notes {
+				fmt.Fprintln(cmd.OutOrStdout(), n)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "written to %s: a gateway running with --config %s reloads it\n", path, path)
+			return err
+		},
+	}
+	g = newFlagGroup(cmd.Flags(), "", "")
+	g.stringVar(&path, "config", "the gateway's YAML configuration file to change")
+	g.stringVar(&a.Pool, "pool", "the pool a pool lever applies to (needed when the file has several)")
+	g.stringVar(&a.Route, "route", "the route (its model) a route lever applies to (needed when the file has several)")
 	return cmd
 }
 

@@ -60,6 +60,11 @@ type Metrics struct {
 	QueueDepth  *prometheus.GaugeVec // waiting requests by pool
 	InFlight    *prometheus.GaugeVec // admitted requests by pool
 	Concurrency *prometheus.GaugeVec // concurrency limit by pool
+	// Config is tokentrace_gateway_config_info: one series per configured
+	// route, its labels the settings of the levers the gateway owns (the
+	// route's and its pool's), reset at each reload; bench records them as
+	// the run's evidence and verify reads a change in them.
+	Config *prometheus.GaugeVec
 
 	// The Redis that gateway replicas share (RedisConfig): whether the
 	// last call reached it, calls that failed by use (limits, admission),
@@ -144,6 +149,8 @@ func NewMetrics() *Metrics {
 		QueueDepth:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_queue_depth", Help: "Requests waiting for admission."}, []string{"pool"}),
 		InFlight:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_in_flight", Help: "Requests admitted and not finished."}, []string{"pool"}),
 		Concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_concurrency_limit", Help: "Current concurrency limit (0 = unlimited)."}, []string{"pool"}),
+		Config: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ConfigInfo,
+			Help: "The configured levers of each route and its pool (admission limit, max-tokens cap, shedding, deadline, routing policy, replica set); the value is 1."}, configLabels),
 
 		RedisUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tokentrace_gateway_redis_up", Help: "1 while the last call to the shared Redis succeeded, 0 while it is treated as unreachable."}, nil),
 		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tokentrace_gateway_redis_errors_total",
@@ -193,7 +200,7 @@ func promStage(s latency.TimingName) string {
 
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.Usage, m.ChunkGap, m.ITL, m.FirstAnswer, m.Reasoning, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency,
+	cs := []prometheus.Collector{m.TTFT, m.TPOT, m.Duration, m.Usage, m.ChunkGap, m.ITL, m.FirstAnswer, m.Reasoning, m.Requests, m.Rejected, m.Attempts, m.UpstreamErrors, m.QueueDepth, m.InFlight, m.Concurrency, m.Config,
 		m.RedisUp, m.RedisErrors, m.RedisFallback, m.SharedInUse}
 	for _, s := range stageSeries {
 		cs = append(cs, m.Stage[s])
@@ -342,6 +349,7 @@ func (m *Metrics) initSeries(rt *liveConfig) {
 	if m == nil {
 		return
 	}
+	m.setConfigInfo(rt)
 	for _, r := range rt.routes {
 		pools := []string{r.Pool}
 		for _, lp := range r.LengthPools {
@@ -381,5 +389,30 @@ func (m *Metrics) initSeries(rt *liveConfig) {
 				m.SharedInUse.WithLabelValues(name)
 			}
 		}
+	}
+}
+
+// ConfigInfo is the name of the gateway's configuration info metric.
+const ConfigInfo = "tokentrace_gateway_config_info"
+
+// configLabels are ConfigInfo's labels: the route and pool, then the
+// settings by the names verify reads (replicas, balancer and
+// max_max_tokens as the twin's deployment names them).
+var configLabels = []string{"model", "pool", "replicas", "balancer", "gateway_concurrency", "gateway_max_queue", "gateway_adaptive",
+	"max_max_tokens", "on_exceed", "early_reject", "deadline_ttft"}
+
+// setConfigInfo sets ConfigInfo's series to the live configuration's.
+func (m *Metrics) setConfigInfo(rt *liveConfig) {
+	m.Config.Reset()
+	for _, r := range rt.cfg.Routes {
+		p := rt.pools[r.Pool]
+		if p == nil {
+			continue
+		}
+		q := p.cfg.Queue
+		m.Config.WithLabelValues(r.Model, r.Pool, strconv.Itoa(len(p.cfg.Replicas)), p.cfg.Balancer,
+			strconv.Itoa(q.Concurrency), strconv.Itoa(q.MaxSize), q.adaptive(),
+			strconv.Itoa(r.Length.MaxMaxTokens), r.Length.OnExceed, strconv.FormatBool(r.EarlyReject),
+			r.DeadlineTTFT.D().String()).Set(1)
 	}
 }
