@@ -77,6 +77,11 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 		return // a later failure loses one sample
 	case first:
 		e, ok := scrape.Detect(fams)
+		if gw := scrape.GatewayConfig(fams); !ok && gw != nil {
+			w.off, w.info.Config = true, gw
+			w.info.Error = "the target is a tokentrace gateway: its configuration is recorded, the engine behind it is not scraped"
+			return
+		}
 		if !ok {
 			w.off = true
 			w.info.Error = "the target's /metrics holds none of the metric names tokentrace knows (vLLM, SGLang, TGI, llama.cpp)"

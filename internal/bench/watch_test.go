@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -118,5 +119,22 @@ func TestServerWatchWithoutMetrics(t *testing.T) {
 	samples, info = w.result()
 	if len(samples) != 0 || !strings.Contains(info.Error, "status 404") || calls.Load() != 4 {
 		t.Errorf("samples %+v, info %+v, %d calls (want 4: the second watch stops after its first)", samples, info, calls.Load())
+	}
+}
+
+// A tokentrace gateway's /metrics: its configuration info is the run's
+// server configuration, and the watch stops (no engine figures).
+func TestServerWatchRecordsGatewayConfig(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("# TYPE tokentrace_gateway_config_info gauge\n" +
+			`tokentrace_gateway_config_info{model="*",pool="main",replicas="1",gateway_concurrency="4",gateway_max_queue="8"} 1` + "\n"))
+	}))
+	defer srv.Close()
+	w := newServerWatch(Target{BaseURL: srv.URL + "/v1"}, func() int64 { return 0 })
+	w.scrapeOnce(context.Background())
+	samples, info := w.result()
+	want := map[string]string{"replicas": "1", "gateway_concurrency": "4", "gateway_max_queue": "8"}
+	if len(samples) != 0 || info.Engine != "" || !strings.Contains(info.Error, "gateway") || !maps.Equal(info.Config, want) {
+		t.Errorf("samples %+v, info %+v", samples, info)
 	}
 }

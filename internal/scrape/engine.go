@@ -106,6 +106,23 @@ func Detect(f Families) (e Engine, ok bool) {
 	return Engine{}, false
 }
 
+// GatewayConfigInfo is a tokentrace gateway's configuration info metric:
+// the levers the gateway owns, one series per route.
+const GatewayConfigInfo = "tokentrace_gateway_config_info"
+
+// GatewayConfig is a tokentrace gateway's configuration as its /metrics
+// expose it (GatewayConfigInfo's first series, the route and pool names
+// left out), or nil when f is not a gateway's.
+func GatewayConfig(f Families) map[string]string {
+	out := f.Labels(GatewayConfigInfo)
+	delete(out, "model")
+	delete(out, "pool")
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // Figure names the figures a Sample holds, for Sample.Has.
 const (
 	FigRunning       = "running"
