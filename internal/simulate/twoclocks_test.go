@@ -59,6 +59,11 @@ type clockCase struct {
 	noChunk     bool   // chunked prefill off
 	replicas    int    // > 1: that many serves behind a gateway
 	balancer    string // the gateway's pool balancer (route.Names); empty: least_outstanding, the quick start's
+	// prefill > 0 disaggregates: that many prefill-role serves and
+	// replicas (at least 1) decode-role ones behind the gateway as the P/D
+	// router, the KV cache pulled over the default link; the twin runs
+	// simulate's prefill and decode pools.
+	prefill int
 }
 
 // ciGrid is the grid the test runs (about 60 s of wall-clock runs): in
@@ -85,6 +90,21 @@ var ciGrid = []clockCase{
 	{name: "closed-8-prefix", concurrency: 8, requests: 32, in: "768", out: "8", prefix: true},
 	{name: "closed-8-nochunk", concurrency: 8, requests: 32, in: "1024", out: "8", noChunk: true},
 	{name: "closed-8-2-replicas-fixed", concurrency: 8, requests: 32, in: "512", out: "8", replicas: 2},
+	// Disaggregated under load (#41): a 1P1D pair behind the gateway as
+	// the P/D router, queueing in both pools at 4 and 16 workers.
+	pdRows[0], pdRows[3],
+}
+
+// pdRows are the grid's P/D rows: the gateway as the P/D router in front
+// of prefill-role and decode-role serves, against simulate's pools. A
+// pool of two races its resends at the gateway (as the balancer rows'
+// replicas do) and is judged against the twin's draws: at 48 requests
+// they spread 7–36 % at TTFT′ P50, so those rows run 480.
+var pdRows = []clockCase{
+	{name: "pd-1p1d-closed-4-fixed", concurrency: 4, requests: 32, in: "1024", out: "16", replicas: 1, prefill: 1},
+	{name: "pd-1p2d-closed-8-fixed", concurrency: 8, requests: 480, in: "512", out: "16", replicas: 2, prefill: 1},
+	{name: "pd-2p1d-closed-8-fixed", concurrency: 8, requests: 480, in: "1024", out: "8", replicas: 1, prefill: 2},
+	{name: "pd-1p1d-closed-16-fixed", concurrency: 16, requests: 96, in: "1024", out: "16", replicas: 1, prefill: 1},
 }
 
 // fullGrid is the whole grid of docs/performance.md's table.
@@ -126,6 +146,7 @@ var fullGrid = func() []clockCase {
 				requests: 64, in: "uniform:256-1536", out: "16", prefix: p, noChunk: nc})
 		}
 	}
+	g = append(g, pdRows...)
 	return g
 }()
 
@@ -250,7 +271,9 @@ func simulateClocks(tb testing.TB, c clockCase, served map[string][]float64, gw 
 		tb.Fatal(err)
 	}
 	r := clocks{served: served, simulated: readMetrics(tb, out.Dir)}
-	if c.rate == 0 && c.balancer == "" {
+	// A P/D pool of several replicas races its resends at the gateway as
+	// a balancer row does (closedDraw).
+	if c.rate == 0 && c.balancer == "" && max(c.prefill, c.replicas) <= 1 {
 		return r
 	}
 	base := cfg.Load
@@ -308,15 +331,21 @@ func twinConfig(tb testing.TB, c clockCase, served map[string][]float64, gw gate
 	// they did on the wall clock, and meet the same step boundaries.
 	mo.NetworkLatency = time.Duration(stats.Percentile(served["transport"], 50)/2*1e6) * time.Nanosecond
 	mo.Engine.Seed = 0 // the embedded engine's
-	if c.replicas > 1 {
-		mo.Replicas, mo.Balancer = c.replicas, cmp.Or(c.balancer, route.NameLeastOutstanding) // empty: the gateway's quick start
+	if c.replicas > 1 || c.prefill > 0 {
+		mo.Replicas, mo.Balancer = max(c.replicas, 1), cmp.Or(c.balancer, route.NameLeastOutstanding) // empty: the gateway's quick start
 	}
+	mo.PrefillReplicas = c.prefill
 	cfg, out, err := mo.Config(given, time.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cfg.Engine.StepTimer = slowed{cfg.Engine.StepTimer, slowdown}
-	cfg.ReplicaNames = gw.urls
+	if cfg.PrefillEngine != nil {
+		cfg.PrefillEngine.StepTimer = slowed{cfg.PrefillEngine.StepTimer, slowdown}
+	}
+	if c.prefill == 0 {
+		cfg.ReplicaNames = gw.urls
+	}
 	if iv := cfg.ScrapeInterval; iv > 0 && !gw.loaded.IsZero() {
 		// The gateway scrapes from the moment it loaded its configuration,
 		// every interval; the run's clock started later.
@@ -427,7 +456,7 @@ type gatewayRun struct {
 // else a configuration file in dir with one pool of c's balancer. It
 // returns the gateway's URLs and start (zero for one serve).
 func startServed(ctx context.Context, scfg serve.Config, c clockCase, dir string) (*bench.Embedded, gatewayRun, error) {
-	if c.replicas <= 1 {
+	if c.replicas <= 1 && c.prefill == 0 {
 		srv, err := serve.Start(ctx, scfg, "127.0.0.1:0")
 		if err != nil {
 			return nil, gatewayRun{}, err
@@ -445,9 +474,16 @@ func startServed(ctx context.Context, scfg serve.Config, c clockCase, dir string
 		}
 		return errors.Join(errs...)
 	}
-	for i := range c.replicas {
+	decoders := max(c.replicas, 1)
+	for i := range decoders + c.prefill {
 		rc := scfg
-		rc.Engine.Seed += uint64(i) // simulate's replica i draws with seed + i
+		rc.Engine.Seed += uint64(i) // simulate's replica i draws with seed + i (its prefill replicas after the decode ones)
+		if c.prefill > 0 {
+			rc.Role = serve.RoleDecode
+			if i >= decoders {
+				rc.Role = serve.RolePrefill
+			}
+		}
 		srv, err := serve.Start(ctx, rc, "127.0.0.1:0")
 		if err != nil {
 			return nil, gatewayRun{}, errors.Join(err, closeAll())
@@ -456,6 +492,13 @@ func startServed(ctx context.Context, scfg serve.Config, c clockCase, dir string
 		urls = append(urls, strings.TrimSuffix(srv.URL(), "/v1")) // the gateway adds the path
 	}
 	run := gateway.RunConfig{Upstreams: urls, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if c.prefill > 0 {
+		path, err := pdGatewayConfig(dir, urls[:decoders], urls[decoders:])
+		if err != nil {
+			return nil, gatewayRun{}, errors.Join(err, closeAll())
+		}
+		run.Upstreams, run.ConfigPath = nil, path
+	}
 	if c.balancer != "" {
 		path, err := gatewayConfig(dir, c.balancer, urls)
 		if err != nil {
@@ -491,6 +534,31 @@ func gatewayConfig(dir, balancer string, urls []string) (string, error) {
 		fmt.Fprintf(&sb, "      - {url: %q}\n", u)
 	}
 	sb.WriteString("routes:\n  - {model: \"*\", pool: default}\n")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "gateway.yaml")
+	return path, os.WriteFile(path, []byte(sb.String()), 0o600)
+}
+
+// pdGatewayConfig writes the gateway's configuration as the P/D router
+// (docs/gateway.md): a decode pool and a prefill pool, least outstanding
+// requests in each, and a catch-all route through both.
+func pdGatewayConfig(dir string, decode, prefill []string) (string, error) {
+	var sb strings.Builder
+	for _, p := range []struct {
+		name string
+		urls []string
+	}{{"decode", decode}, {"prefill", prefill}} {
+		if sb.Len() == 0 {
+			sb.WriteString("pools:\n")
+		}
+		fmt.Fprintf(&sb, "  - name: %s\n    replicas:\n", p.name)
+		for _, u := range p.urls {
+			fmt.Fprintf(&sb, "      - {url: %q}\n", u)
+		}
+	}
+	sb.WriteString("routes:\n  - {model: \"*\", pool: decode, prefill_pool: prefill}\n")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -536,6 +604,10 @@ func measure(m map[string][]float64, r *latency.Record) {
 			m[k] = append(m[k], float64(d)/1e6)
 		}
 	}
+	if sp, ok := pdSplit(r); ok {
+		// A disaggregated record: the servers' part is both instances'.
+		r.Server = &sp
+	}
 	if r.OK() && r.Server != nil {
 		// time outside the server before the first token and at the
 		// end, warm-up included: the machine's delays (see late)
@@ -562,6 +634,30 @@ func measure(m map[string][]float64, r *latency.Record) {
 	add("ttft′", time.Duration(sp.QueueNS+sp.PrefillNS), true)
 	add("e2e′", time.Duration(sp.QueueNS+sp.PrefillNS+sp.DecodeNS), true)
 	add("tpot′", time.Duration(sp.DecodeNS/int64(max(r.OutputTokens-1, 1))), r.OutputTokens > 1)
+}
+
+// pdSplit is a disaggregated record's stages (the prefill instance's and
+// the decode instance's, as the gateway passes them on) as one server
+// split: its queue the prefill pool's, its prefill everything else before
+// the first token (prefill, the KV transfer, the decode pool's wait, the
+// first decode step), its decode the decode instance's. The gateway's own
+// exchange between the halves stays outside, in the transport.
+func pdSplit(r *latency.Record) (latency.ServerSplit, bool) {
+	var sp latency.ServerSplit
+	pd := false
+	for _, s := range r.Timing {
+		switch {
+		case s.Hop == latency.HopPrefill && s.Name == latency.PrefillQueue:
+			sp.QueueNS, pd = sp.QueueNS+s.NS, true
+		case s.Hop == latency.HopPrefill && s.Name == string(latency.TimingPrefill),
+			s.Hop == latency.HopServer && (s.Name == string(latency.TimingKVTransfer) || s.Name == string(latency.TimingDecodeQueue) ||
+				s.Name == string(latency.TimingFirstDecode)):
+			sp.PrefillNS += s.NS
+		case s.Hop == latency.HopServer && s.Name == string(latency.TimingServerDecode):
+			sp.DecodeNS += s.NS
+		}
+	}
+	return sp, pd
 }
 
 // gap is one metric's disagreement at one percentile.
