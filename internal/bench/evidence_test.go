@@ -16,6 +16,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/scrape"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -245,5 +246,77 @@ func TestDetectEngine(t *testing.T) {
 				t.Errorf("detected %q from %q, want %q from %q", e, by, c.engine, c.by)
 			}
 		})
+	}
+}
+
+// askingGateway is a gateway whose one pool asks its vLLM replica for its
+// per-request metrics (evidence: ask).
+func askingGateway(t *testing.T, url string) string {
+	t.Helper()
+	gw, _ := gatewaytest.Start(t, "pools:\n  - name: default\n    evidence: ask\n    replicas: [{url: \""+url+
+		"\", kind: vllm}]\nroutes:\n  - {model: \"*\", pool: default}\n")
+	return gw
+}
+
+// TestGatewayAsksTheEngine: a gateway configured to ask (evidence: ask)
+// in front of a stand-in answering as vLLM's merged per-request metrics
+// do, its client asking nothing (--server-metrics off): every request
+// reaches the engine with include_metrics, each record's queue wait is
+// the server's within 2 ms (the gateway's Server-Timing), the gateway's
+// server_queue histogram sums the server's waits, and the client's
+// answers carry neither the metrics object nor the usage chunk it did not
+// ask for.
+func TestGatewayAsksTheEngine(t *testing.T) {
+	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectVLLM, Slots: 2,
+		Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true, Metrics: true})
+	gw := askingGateway(t, e.URL())
+	res, _ := runURL(t, gw, 6, 48, ServerMetricsOff)
+	if ask := res.Summary.Evidence; ask.Field != "" || ask.Returned["server-timing (vllm)"] != 48 {
+		t.Errorf("evidence %+v: want nothing asked by bench and the gateway's split of vLLM's metrics on every request", ask)
+	}
+	server := map[string]openaitest.SlotRequest{}
+	var sum time.Duration
+	for _, rq := range e.Log() {
+		if !rq.Asked {
+			t.Errorf("request %s reached the engine without include_metrics", rq.ID)
+		}
+		server[rq.ID] = rq
+		sum += rq.Queue
+	}
+	for _, rec := range readRecords(t, filepath.Join(res.OutDir, "requests.jsonl")) {
+		rq, ok := server[rec.ID]
+		if !ok || rec.Server == nil || rec.Server.Engine != latency.EngineVLLM {
+			t.Fatalf("record %s: split %+v, logged %v", rec.ID, rec.Server, ok)
+		}
+		if d := rec.Server.QueueNS - int64(rq.Queue); d > 2e6 || d < -2e6 {
+			t.Errorf("record %s: queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
+		}
+	}
+	u, _ := scrape.MetricsURL(gw)
+	fams, err := scrape.Get(context.Background(), http.DefaultClient, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	if f := fams["tokentrace_gateway_stage_server_queue_seconds"]; f != nil {
+		for _, m := range f.GetMetric() {
+			got += m.GetHistogram().GetSampleSum()
+		}
+	}
+	if d := got - sum.Seconds(); d > 48*2e-3 || d < -48*2e-3 {
+		t.Errorf("the gateway's server_queue histogram sums %.4f s, the server's waits %.4f s", got, sum.Seconds())
+	}
+	for _, stream := range []bool{true, false} {
+		body := fmt.Sprintf(`{"model":"stand-in","stream":%v,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`, stream)
+		resp, err := http.Post(gw+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		timing := strings.Join(resp.Trailer.Values("Server-Timing"), ",")
+		if bytes.Contains(b, []byte(`"metrics"`)) || bytes.Contains(b, []byte(`"prompt_tokens"`)) && stream || !strings.Contains(timing, "server_queue") {
+			t.Errorf("stream %v: the client got what it did not ask for, or no split:\n%s\ntrailer %q", stream, b, timing)
+		}
 	}
 }

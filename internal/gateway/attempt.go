@@ -54,6 +54,10 @@ type attempt struct {
 	buf     *attemptBuf
 	pending []byte // stream bytes read up to and including the first content event
 	body    []byte // non-streaming body
+	// askedMetrics: the gateway, not the client, asked the replica for
+	// its metrics object (askEngine); askedUsage: for a stream's final
+	// usage chunk too. What they bring is read and not passed on.
+	askedMetrics, askedUsage bool
 	// wholeTokens is the non-streaming body's usage.completion_tokens;
 	// scanned, the time reading it took.
 	wholeTokens int

@@ -156,7 +156,21 @@ type PoolConfig struct {
 	// read each replica's /metrics; 0 disables scraping. Default 1s for
 	// queue_aware pools.
 	ScrapeInterval Duration `yaml:"scrape_interval"`
+	// Evidence is "ask" to ask each replica for its engine's per-request
+	// evidence in that engine's dialect (its kind: vLLM's
+	// "include_metrics", with the final usage chunk it rides on), read it
+	// into the gateway's split and take out of the client's answer what
+	// the client did not ask for; "" or "pass" (the default) passes the
+	// client's body and the answer as they are, reading whatever evidence
+	// comes.
+	Evidence string `yaml:"evidence"`
 }
+
+// PoolConfig.Evidence's values.
+const (
+	EvidencePass = "pass"
+	EvidenceAsk  = "ask"
+)
 
 // ReplicaConfig is one upstream server.
 type ReplicaConfig struct {
@@ -587,6 +601,9 @@ func (p *PoolConfig) validate(i int, names map[string]bool, redis bool, ps *prob
 		ps.add("pools[%d]: duplicate name %q", i, p.Name)
 	}
 	names[p.Name] = true
+	if p.Evidence != "" && p.Evidence != EvidencePass && p.Evidence != EvidenceAsk {
+		ps.add("pool %q: unknown evidence %q (pass, ask)", p.Name, p.Evidence)
+	}
 	balancer := p.Balancer
 	if balancer == "" {
 		balancer = route.NameLeastOutstanding

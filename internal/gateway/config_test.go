@@ -32,6 +32,7 @@ routes: [{model: "*", pool: p}]`
 		{"unknown pool", `pools: [{name: p, replicas: [{url: "http://h"}]}]
 routes: [{model: a, pool: q}]`, `unknown pool "q"`},
 		{"bad balancer", `pools: [{name: p, balancer: random, replicas: [{url: "http://h"}]}]`, "unknown balancer"},
+		{"bad evidence", `pools: [{name: p, evidence: always, replicas: [{url: "http://h"}]}]`, "unknown evidence \"always\" (pass, ask)"},
 		{"shared without redis", `pools: [{name: p, replicas: [{url: "http://h"}], queue: {concurrency: 4, shared: true}}]`, "queue.shared needs redis"},
 		{"shared without a limit", `pools: [{name: p, replicas: [{url: "http://h"}], queue: {shared: true}}]
 redis: {url: "redis://h:6379"}`, "queue.shared needs queue.concurrency"},

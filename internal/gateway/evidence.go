@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"slices"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/jsonscan"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 )
@@ -16,6 +18,83 @@ import (
 // them (foldServerTiming); among them the order is bench's: metrics, then
 // llama.cpp's timings, then TGI's headers. Ollama's durations come only
 // with its native /api endpoints, which the gateway does not proxy.
+
+// askEngine is the body an attempt sends to its replica: the client's,
+// unless the pool asks for evidence (evidence: ask), the replica's kind
+// is an engine that returns a per-request metrics object when asked
+// (vLLM), the API is chat or completions and the client did not ask
+// itself. Then it carries "include_metrics": true and, on a stream whose
+// client did not ask for usage, stream_options.include_usage (vLLM puts
+// the object on the final usage chunk); a marks what it added, which the
+// relay keeps from the client (stripEvidence). The client's own
+// stream_options are replaced only when they did not ask for usage.
+func (x *exchange) askEngine(p *pool, a *attempt, body []byte) []byte {
+	if p.cfg.Evidence != EvidenceAsk || a.rep.cfg.Kind != latency.EngineVLLM || x.req.AskedMetrics ||
+		(x.api != openai.APIChat && x.api != openai.APICompletions) {
+		return body
+	}
+	set := map[string]any{"include_metrics": true}
+	if x.req.Stream && !x.req.IncludeUsage {
+		set["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	b, err := rewriteFields(body, set)
+	if err != nil {
+		return body // scanned already: not reached
+	}
+	a.askedMetrics, a.askedUsage = true, len(set) > 1
+	return b
+}
+
+// stripEvidence is an event's data (or a whole answer) less what the
+// gateway asked for and the client did not: nil to drop the event (the
+// final usage chunk a stream's client did not ask for), the "metrics"
+// member taken out, else data itself.
+func (a *attempt) stripEvidence(data []byte, c *openai.ChunkInfo) []byte {
+	switch {
+	case a.askedUsage && c.HasUsage && c.Choices == 0 && !c.Typed && !c.Native:
+		return nil
+	case a.askedMetrics && c.Metrics != nil:
+		return withoutMember(data, "metrics")
+	}
+	return data
+}
+
+// withoutMember is the JSON object obj without its top-level members
+// named key (exactly), every other byte kept; obj itself when it has none
+// or is no object.
+func withoutMember(obj []byte, key string) []byte {
+	for {
+		s := newScanner(obj)
+		keyAt, valEnd, prevEnd, lastEnd := -1, -1, -1, -1
+		err := s.Object(func(k jsonscan.Str) error {
+			at := k.Start - 1 // its opening quote
+			if err := s.skip(); err != nil {
+				return err
+			}
+			if keyAt < 0 && !k.Escaped && string(k.Raw) == key {
+				keyAt, valEnd, prevEnd = at, s.Pos(), lastEnd
+			}
+			lastEnd = s.Pos()
+			return nil
+		})
+		if err != nil || keyAt < 0 {
+			return obj
+		}
+		out := make([]byte, 0, len(obj))
+		if prevEnd >= 0 {
+			// After an earlier member: from its end (the comma) on.
+			out = append(append(out, obj[:prevEnd]...), obj[valEnd:]...)
+		} else {
+			// The first member: through the comma that follows it.
+			rest := bytes.TrimLeft(obj[valEnd:], " \t\r\n")
+			if len(rest) > 0 && rest[0] == ',' {
+				rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+			}
+			out = append(append(out, obj[:keyAt]...), rest...)
+		}
+		obj = out
+	}
+}
 
 // noteEvidence keeps the engine split one event (or a whole answer's
 // body, read as a chunk) carries, when no earlier evidence of higher
@@ -51,7 +130,7 @@ func (x *exchange) useEngineSplit(h interface{ Get(string) string }) {
 	x.engineSplit = sp
 	x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS)
 	x.tl.unreported = sp.Unreported
-	x.tl.serverSplit, x.tl.fromEvidence = true, true
+	x.tl.serverSplit, x.tl.fromEvidence, x.tl.engine = true, true, sp.Engine
 }
 
 // upstreamSplit is upstream_ttft divided by the upstream's own evidence:

@@ -137,7 +137,7 @@ func (f *attempts) launch() {
 	a.cancel = cancel
 	f.running = append(f.running, a)
 	f.tries--
-	body := f.body
+	body := x.askEngine(f.pool, a, f.body)
 	if !f.route.Timeouts.Hedge {
 		// Attempts never overlap: run this one here (no goroutine
 		// hand-off on the path to the first byte, no channel).

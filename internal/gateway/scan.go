@@ -31,6 +31,10 @@ type Request struct {
 	PrefixHash uint64
 	// IncludeUsage is stream_options.include_usage.
 	IncludeUsage bool
+	// AskedMetrics is "include_metrics" (vLLM's) or "return_metrics"
+	// (tokentrace's) given as true: the client asked the engine for its
+	// per-request metrics object.
+	AskedMetrics bool
 
 	body     []byte
 	texts    []textSpan // prompt text, as raw JSON string contents
@@ -84,8 +88,8 @@ var errScan = errors.New("invalid request")
 // servers, serve among them, would also take), is refused with 400, the
 // rule internal/openai applies. Other keys are not looked at.
 var (
-	chatKeys          = []string{"model", "stream", "max_tokens", "max_completion_tokens", "stream_options", "messages"}
-	completionKeys    = []string{"model", "stream", "max_tokens", "stream_options", "prompt"}
+	chatKeys          = []string{"model", "stream", "max_tokens", "max_completion_tokens", "stream_options", "messages", "include_metrics", "return_metrics"}
+	completionKeys    = []string{"model", "stream", "max_tokens", "stream_options", "prompt", "include_metrics", "return_metrics"}
 	responsesKeys     = []string{"model", "stream", "max_output_tokens", "input", "instructions"}
 	messagesKeys      = []string{"model", "stream", "max_tokens", "messages", "system"}
 	ollamaKeys        = []string{"model", "stream", "options", "messages"}
@@ -170,6 +174,15 @@ func (s *scanner) requestField(key []byte, api openai.API, r *Request, f *scanne
 		return s.maxTokensField(key, api, f)
 	case "stream_options":
 		return s.streamOptions(r)
+	case "include_metrics", "return_metrics":
+		if api != openai.APIChat && api != openai.APICompletions {
+			return s.skip()
+		}
+		v, err := s.boolValue()
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		r.AskedMetrics = r.AskedMetrics || v
 	case "messages":
 		if !chat {
 			return s.skip()

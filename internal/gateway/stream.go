@@ -273,6 +273,9 @@ func (r *relay) whole() {
 	tl.whole = true
 	tl.foldServerTiming(r.timing, a.resp.Trailer.Values("Server-Timing"))
 	x.noteEvidence(&a.wholeInfo)
+	if a.askedMetrics {
+		a.body = a.stripEvidence(a.body, &a.wholeInfo)
+	}
 	x.useEngineSplit(a.resp.Header)
 	tl.post += a.scanned // reading the answer's usage and evidence
 	x.tokens = a.wholeTokens
@@ -452,6 +455,13 @@ func (r *relay) next() bool {
 	}
 	if kind == eventContent || kind == eventOther {
 		x.noteEvidence(&probe.ChunkInfo)
+		if r.a.askedMetrics {
+			var keep bool
+			if raw, keep = r.stripped(ev, raw); !keep {
+				tl.post += g.sinceBase() - t0
+				return true
+			}
+		}
 	}
 	t1 := g.sinceBase() // post-processing ends, the write begins
 	tl.post += t1 - t0
@@ -460,6 +470,21 @@ func (r *relay) next() bool {
 		return false
 	}
 	return true
+}
+
+// stripped is the event to pass on in raw's place once the evidence the
+// gateway asked for is taken out (attempt.stripEvidence); keep is false
+// when the whole event is the gateway's (the usage chunk it asked for).
+func (r *relay) stripped(ev sse.Event, raw []byte) (out []byte, keep bool) {
+	d := r.a.stripEvidence(ev.Data, &r.x.rs.probe.ChunkInfo)
+	switch {
+	case d == nil:
+		return nil, false
+	case len(d) == len(ev.Data):
+		return raw, true
+	}
+	r.masked = append(append(append(r.masked[:0], "data: "...), d...), "\n\n"...)
+	return r.masked, true
 }
 
 // content counts a content event arriving at t0 (x.g.sinceBase's

@@ -44,6 +44,9 @@ type timeline struct {
 	// fromEvidence: the split came from the engine's own per-request
 	// evidence (useEngineSplit), not from a Server-Timing.
 	fromEvidence bool
+	// engine names the engine whose evidence gave the split
+	// (server_engine;desc=…), "" when it does not say.
+	engine string
 	// splitForwarded: the split came from the upstream's Server-Timing,
 	// whose stages are passed on (forward), so the trailer does not repeat
 	// them.
@@ -210,6 +213,9 @@ func (t *timeline) appendTrailerTiming(b []byte, s stageDurations, inner string)
 		// client's path gives it to the server, not to the link.
 		if !t.splitForwarded && t.reports(latency.SplitDecode) && (t.whole || t.fromEvidence) {
 			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
+		}
+		if t.fromEvidence && t.engine != "" {
+			b = append(append(append(append(b, ", "...), latency.TimingServerEngine...), ";desc="...), t.engine...)
 		}
 	}
 	return appendTiming(b, latency.TimingTotal, s.sum())

@@ -29,6 +29,11 @@ const (
 	// token) to its first answer token. It lies inside server_decode, so it
 	// is a figure beside the server's stages, not one of them (RoleInfo).
 	TimingServerReasoning TimingName = "server_reasoning"
+	// TimingServerEngine carries no duration: its desc names the engine
+	// whose own per-request evidence a gateway read into the split
+	// (server_engine;desc=vllm), so that a client behind it knows whose
+	// split it is (SplitServerTiming's Engine).
+	TimingServerEngine TimingName = "server_engine"
 )
 
 // A decode instance's stages of a decode request in disaggregated prefill
@@ -113,6 +118,20 @@ func ParseServerTiming(values []string) map[TimingName]time.Duration {
 	return out
 }
 
+// timingEngine is the desc of the values' server_engine metric (a token
+// of at most 32 bytes), "" without one.
+func timingEngine(values []string) string {
+	var engine string
+	for _, v := range values {
+		scanTiming(v, func(e timingEntry) {
+			if TimingName(e.name) == TimingServerEngine && e.desc != "" && len(e.desc) <= 32 && scanToken(e.desc, 0) == len(e.desc) {
+				engine = e.desc
+			}
+		}, func(string, string) {})
+	}
+	return engine
+}
+
 // SplitServerTiming reads a server's own split from its Server-Timing
 // values: server_queue, prefill and server_decode. A tokentrace gateway on
 // the path adds its own stages, whose sum is returned as gateway; its
@@ -149,7 +168,8 @@ func SplitServerTiming(values []string) (s ServerSplit, gateway time.Duration, o
 	if !okq && !okp {
 		return ServerSplit{}, gateway, false
 	}
-	sp := ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(decode), Source: SourceServerTiming}
+	sp := ServerSplit{QueueNS: int64(q), PrefillNS: int64(p), DecodeNS: int64(decode), Source: SourceServerTiming,
+		Engine: timingEngine(values)}
 	if !okq {
 		sp.Unreported = append(sp.Unreported, SplitQueue)
 	}

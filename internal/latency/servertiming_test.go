@@ -51,6 +51,11 @@ func TestSplitServerTiming(t *testing.T) {
 		{"behind a gateway, TGI's split (no prefill apart from decode)", []string{"gateway_in;dur=0.2, gateway_queue;dur=0, connect;dur=0.3",
 			"decode;dur=0, post_process;dur=0.1, backpressure;dur=0.4, server_queue;dur=3, network;dur=1, server_decode;dur=50"},
 			ServerSplit{QueueNS: 3e6, DecodeNS: 50e6, Source: "server-timing", Unreported: []string{SplitPrefill}}, time.Millisecond, true},
+		{"behind a gateway that read vLLM's metrics (server_engine names the engine)", []string{"gateway_in;dur=0.2, gateway_queue;dur=0, connect;dur=0.3",
+			"decode;dur=90, server_queue;dur=3, prefill;dur=7, server_decode;dur=88, server_engine;desc=vllm"},
+			ServerSplit{QueueNS: 3e6, PrefillNS: 7e6, DecodeNS: 88e6, Source: "server-timing", Engine: "vllm"}, 500 * time.Microsecond, true},
+		{"server_engine's desc must be a token", []string{`server_queue;dur=3, prefill;dur=7, server_engine;desc="a b"`},
+			ServerSplit{QueueNS: 3e6, PrefillNS: 7e6, Source: "server-timing"}, 0, true},
 		{"no split", []string{"frontend;dur=1"}, ServerSplit{}, 0, false},
 	}
 	for _, tt := range tests {

@@ -98,6 +98,7 @@ type timingEntry struct {
 	name   string // lower-cased
 	dur    string // the dur parameter's value, unquoted
 	hasDur bool
+	desc   string // the desc parameter's value, unquoted
 }
 
 // scanTiming walks one Server-Timing field value (W3C Server Timing:
@@ -162,8 +163,11 @@ func scanMetric(v string, i int) (e timingEntry, why string, end int) {
 			}
 			i = skipOWS(v, i)
 		}
-		if strings.EqualFold(pname, "dur") && !e.hasDur { // the first dur counts, as the spec says
+		switch {
+		case strings.EqualFold(pname, "dur") && !e.hasDur: // the first dur counts, as the spec says
 			e.dur, e.hasDur = val, true
+		case strings.EqualFold(pname, "desc") && e.desc == "":
+			e.desc = val
 		}
 	}
 	if i < len(v) && v[i] != ',' {
