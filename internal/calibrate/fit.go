@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -386,7 +387,7 @@ func (p *problem) result(w *results.Observations, cfg Config, best []float64, sa
 		GPUFile: profileFile(cfg.Engine.GPUFile), TP: max(p.base.TP, 1),
 		DType: string(p.base.WeightDType), KVDType: string(p.base.KVDType), Engine: familyName(cfg.Engine.Engine), EngineVersion: cfg.EngineVersion,
 		Source: w.Dir, Requests: len(w.Requests), Constants: consts, Residuals: residuals(w.Requests, after.timelines),
-		Range: fitRange(w.Requests, after.maxBatch),
+		Range: fitRange(w.Requests, after.maxBatch), Scheduler: schedulerOf(p.eng),
 	}
 	res := &Result{Profile: pr, Before: residuals(w.Requests, before.timelines), Evaluations: evals}
 	res.Warnings = fitWarnings(eff, samples, res.Before, pr.Residuals)
@@ -557,4 +558,11 @@ func profileFile(path string) string {
 		return abs
 	}
 	return path
+}
+
+// schedulerOf is the scheduler the fit replayed with, for the profile.
+func schedulerOf(ec engine.Config) map[string]string {
+	c := ec.WithDefaults()
+	return map[string]string{"max_num_seqs": strconv.Itoa(c.MaxNumSeqs), "max_num_batched_tokens": strconv.Itoa(c.MaxNumBatchedTokens),
+		"enable_prefix_caching": strconv.FormatBool(c.EnablePrefixCaching), "enable_chunked_prefill": strconv.FormatBool(!c.DisableChunkedPrefill)}
 }

@@ -38,6 +38,11 @@ type Profile struct {
 	// Source names what the constants were fitted on (a results folder).
 	Source   string `yaml:"source,omitempty"`
 	Requests int    `yaml:"requests,omitempty"`
+	// Scheduler is the scheduler the records were replayed with
+	// (max_num_seqs, max_num_batched_tokens, enable_prefix_caching,
+	// enable_chunked_prefill, by vLLM's names): a twin takes them where
+	// the server's evidence does not say. Absent from older profiles.
+	Scheduler map[string]string `yaml:"scheduler,omitempty"`
 
 	Constants ProfileConstants `yaml:"constants"`
 	Range     FitRange         `yaml:"range"`

@@ -10,6 +10,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/route"
 )
 
 // Change is one thing that differs between the runs.
@@ -106,6 +107,17 @@ var settings = []setting{
 		return nil
 	}},
 	{"replicas", "replicas", "replicas", intSetting(func(d *capacity.Deployment) *int { return &d.Replicas })},
+	{"balancer", "balancer", "routing-policy", func(d *capacity.Deployment, v string) error {
+		if !slices.Contains(route.Names, v) {
+			return fmt.Errorf("%q is not one of %s", v, strings.Join(route.Names, ", "))
+		}
+		d.Balancer = v
+		return nil
+	}},
+	// The gateway's admission limit: checked here, folded into the
+	// engines by foldGateway once every change is applied.
+	{keyGatewayConcurrency, "gateway-concurrency", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) })},
+	{keyGatewayMaxQueue, "gateway-max-queue", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) })},
 	{"max_max_tokens", "max-max-tokens", "max-tokens-cap", intSetting(func(d *capacity.Deployment) *int { return &d.MaxMaxTokens })},
 }
 

@@ -171,6 +171,11 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if err := apply(&d, changes); err != nil {
 		return nil, err
 	}
+	gnotes, err := foldGateways(&cfg.Twin.Deployment, &d, cfg.Before.server(), changes)
+	if err != nil {
+		return nil, err
+	}
+	res.Notes = append(res.Notes, gnotes...)
 	w, wnotes, err := workloadAfter(cfg, changes)
 	if err != nil {
 		return nil, err

@@ -67,9 +67,14 @@ func EngineOfProfile(path string, info results.RunInfo) (engine.Options, []strin
 			notes = append(notes, fmt.Sprintf("%s's scheduler defaults are not applied (%v)", fam.Title, err))
 		}
 	}
+	// What the server did not expose: the scheduler the profile was
+	// fitted with (calibrate's engine flags), else the defaults.
 	setInt := func(key string, p *int) {
 		if n, err := strconv.Atoi(cfg[key]); err == nil && n > 0 {
 			*p = n
+		} else if n, err := strconv.Atoi(prof.Scheduler[key]); err == nil && n > 0 {
+			*p = n
+			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes the profile's %d (the scheduler it was fitted with)", key, n))
 		} else {
 			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes %s", key, defaults))
 		}
@@ -77,6 +82,9 @@ func EngineOfProfile(path string, info results.RunInfo) (engine.Options, []strin
 	setBool := func(key string, p *bool) {
 		if b, err := strconv.ParseBool(cfg[key]); err == nil {
 			*p = b
+		} else if b, err := strconv.ParseBool(prof.Scheduler[key]); err == nil {
+			*p = b
+			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes the profile's %v (the scheduler it was fitted with)", key, b))
 		} else {
 			notes = append(notes, fmt.Sprintf("the server did not expose %s: the twin takes %v", key, *p))
 		}
