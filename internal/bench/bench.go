@@ -397,13 +397,24 @@ func (r *run) measure(ctx context.Context) (err error) {
 		Tools: tools, Prepare: r.lengths.prepare,
 		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
 		Epoch: !r.cfg.StartAt.IsZero(),
-		Emit: func(rec *latency.Record) {
-			w.Write(rec)
-			r.coll.Add(rec)
-			r.lengths.add(rec)
-			r.genAI(rec)
-			r.sum.Records++
-		},
+	}
+	emit := func(rec *latency.Record) {
+		w.Write(rec)
+		r.coll.Add(rec)
+		r.genAI(rec)
+		r.sum.Records++
+	}
+	// TensorRT-LLM's records are joined after the run (joinHeld): until
+	// then the run's records are held, and written at its end.
+	var held []*latency.Record
+	runner.Emit = func(rec *latency.Record) {
+		r.lengths.add(rec)
+		if !r.target.AnswerID {
+			emit(rec)
+			return
+		}
+		c := *rec
+		held = append(held, &c)
 	}
 	if r.cfg.Tracer != nil && tools != nil {
 		runner.Agents = &AgentSpans{Tracer: r.cfg.Tracer, Epoch: r.zero, RunID: runner.RunID, Model: r.target.Model}
@@ -425,6 +436,13 @@ func (r *run) measure(ctx context.Context) (err error) {
 	stopLive()
 	stopWatch()
 	r.samples, r.server = watch.result()
+	var perfWarnings []string
+	if r.target.AnswerID {
+		perfWarnings = r.joinHeld(ctx, held)
+		for _, rec := range held {
+			emit(rec)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -432,6 +450,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 	r.sum.Client = health(CPUTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
 	r.sum.Client.Timekeeping = late.result()
 	r.sum.Client.Warnings = append(r.sum.Client.Warnings, r.sum.Client.Timekeeping.warnings()...)
+	r.sum.Client.Warnings = append(r.sum.Client.Warnings, perfWarnings...)
 	r.sum.Prompts = r.lengths.result()
 	r.sum.Client.Warnings = append(r.sum.Client.Warnings, r.sum.Prompts.warnings(r.lengths.firstErr)...)
 	return nil

@@ -92,6 +92,10 @@ type Target struct {
 	// ("include_metrics" for vLLM, "return_metrics" for tokentrace), ""
 	// for none.
 	ServerMetrics, MetricsField string
+	// AnswerID records each answer's id as its ServerID (where no
+	// X-Request-Id differs): Run sets it for TensorRT-LLM, whose
+	// /perf_metrics records are joined to the run's by it.
+	AnswerID bool
 	// Timeout fails a request that receives nothing for this long (from
 	// the send, or since its last byte). 0 means 10 minutes.
 	Timeout time.Duration
@@ -683,7 +687,7 @@ func (c *Client) readStream(ctx context.Context, rec *latency.Record, req *workl
 			rec.ChunkTokens = make([]int32, 0, n)
 		}
 	}
-	st := streamState{api: c.target.api()}
+	st := streamState{api: c.target.api(), answerID: c.target.AnswerID}
 	onFirst := firstTokenHook(ctx)
 	for {
 		ev, err := rd.Next()
@@ -743,7 +747,7 @@ func (c *Client) readBody(ctx context.Context, rec *latency.Record, req *workloa
 		rec.EndNS = c.now()
 	}
 	rec.LastEventNS = rec.EndNS
-	st := streamState{api: c.target.api()}
+	st := streamState{api: c.target.api(), answerID: c.target.AnswerID}
 	if err := st.whole(rec, b); err != nil {
 		fail(rec, err.kind, err.msg)
 		return

@@ -60,6 +60,11 @@ type EvidenceAsk struct {
 	// came from (the report's server_evidence); Succeeded is their number.
 	Returned  map[string]int `json:"returned,omitempty"`
 	Succeeded int            `json:"succeeded"`
+	// PerfRecords is how many records TensorRT-LLM's /perf_metrics gave
+	// after the run, Joined how many of the run's requests they were
+	// joined to (by the answer's id).
+	PerfRecords int `json:"perf_records,omitempty"`
+	Joined      int `json:"joined,omitempty"`
 }
 
 // unasked is what each engine sends about a request without being asked.
@@ -85,6 +90,10 @@ func chooseField(mode, engine string) (field, asked string) {
 	if engine == latency.EngineVLLM {
 		return fieldIncludeMetrics, `vLLM's per-request metrics ("include_metrics": true on every request; ` +
 			`the server returns them when started with --enable-per-request-metrics)`
+	}
+	if engine == latency.EngineTRTLLM {
+		return "", "TensorRT-LLM's per-request perf metrics: GET /perf_metrics after the run, joined by each streamed " +
+			"answer's id (trtllm-serve keeps them when started with return_perf_metrics and perf_metrics_max_requests)"
 	}
 	if w, ok := unasked[engine]; ok {
 		return "", "nothing: the engine sends " + w
@@ -140,8 +149,27 @@ func probeEngine(ctx context.Context, t Target) (engine, by string, gateway bool
 			return latency.EngineLlamaCpp, "GET /props (llama.cpp's total_slots)", gateway
 		}
 	}
+	if perfMetrics(ctx, hc, t, header) {
+		return latency.EngineTRTLLM, "GET /perf_metrics (trtllm-serve's)", gateway
+	}
 	// No /version: vLLM's and TensorRT-LLM's both answer {"version": …}.
 	return "", "", gateway
+}
+
+// perfMetrics says whether the target answers GET /perf_metrics with a
+// JSON array of TensorRT-LLM's records (trtllm-serve; reading them
+// empties its store, which before a run holds only earlier requests').
+func perfMetrics(ctx context.Context, hc *http.Client, t Target, header http.Header) bool {
+	u, err := scrape.RootURL(t.BaseURL, "/perf_metrics")
+	if err != nil {
+		return false
+	}
+	b, _ := probe(ctx, hc, u, header)
+	if b == nil {
+		return false
+	}
+	_, err = latency.ParseTRTLLMPerfMetrics(b)
+	return err == nil
 }
 
 // probe GETs u and returns its body (at most 1 MiB) when the status is
@@ -212,6 +240,7 @@ func (r *run) askEvidence(ctx context.Context) {
 	}
 	ask.Field, ask.Asked = chooseField(mode, ask.Engine)
 	r.target.MetricsField = ask.Field
+	r.target.AnswerID = mode != ServerMetricsOff && ask.Engine == latency.EngineTRTLLM
 	r.sum.Evidence = ask
 	eng := "not detected"
 	switch {

@@ -320,3 +320,38 @@ func TestGatewayAsksTheEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestTRTLLMPerfMetricsJoined: against a stand-in in trtllm-serve's shape
+// (answers without evidence, ids "chatcmpl-<engine id>", GET
+// /perf_metrics), bench detects TensorRT-LLM from /perf_metrics, reads it
+// after the run and joins every streamed request to its record by id:
+// each record's queue wait is the server's within 2 ms, and 6 workers on
+// 2 slots are named as queueing from that split.
+func TestTRTLLMPerfMetricsJoined(t *testing.T) {
+	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectTRTLLM, Slots: 2,
+		Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true})
+	res, text := runSlots(t, e, 6, 48, "")
+	ask := res.Summary.Evidence
+	if ask.Engine != latency.EngineTRTLLM || ask.Joined != 48 || ask.PerfRecords != 48 {
+		t.Fatalf("evidence %+v", ask)
+	}
+	if !strings.Contains(text, "trtllm-perf-metrics on 48") {
+		t.Errorf("the summary does not say what came back:\n%s", text)
+	}
+	server := map[string]openaitest.SlotRequest{}
+	for _, rq := range e.Log() {
+		server[rq.ID] = rq
+	}
+	for _, rec := range readRecords(t, filepath.Join(res.OutDir, "requests.jsonl")) {
+		rq, ok := server[rec.ID]
+		if !ok || rec.ServerID != "chatcmpl-"+rq.EngineID || rec.Server == nil || rec.Server.Source != latency.SourceTRTLLMPerfMetrics {
+			t.Fatalf("record %s (answer %s): split %+v, logged %v %+v", rec.ID, rec.ServerID, rec.Server, ok, rq)
+		}
+		if d := rec.Server.QueueNS - int64(rq.Queue); d > 2e6 || d < -2e6 {
+			t.Errorf("record %s: queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
+		}
+	}
+	if f := finding(res.Report, "server-queueing"); f == nil || !strings.Contains(f.Evidence, "Server queueing is the largest TTFT term") {
+		t.Errorf("queueing not named from the joined split: %+v", f)
+	}
+}

@@ -46,6 +46,23 @@ type streamState struct {
 	// native API's end event was read (apiEvent).
 	api           openai.API
 	native, ended bool
+	// answerID: keep the answer's id as the record's ServerID
+	// (Target.AnswerID).
+	answerID bool
+}
+
+// noteID keeps the id of the answer (or of its first event) as rec's
+// ServerID when asked and none is set.
+func (s *streamState) noteID(rec *latency.Record, data []byte) {
+	if !s.answerID || rec.ServerID != "" {
+		return
+	}
+	var a struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(data, &a) == nil && len(a.ID) <= 128 {
+		rec.ServerID = a.ID
+	}
 }
 
 // event folds one SSE data payload that arrived at instant at.
@@ -58,6 +75,7 @@ func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventEr
 		return &eventError{latency.FailServer, "error in stream: " + truncate(openai.ErrorText(ch.Error))}
 	}
 	rec.LastEventNS = at
+	s.noteID(rec, data)
 	if len(ch.Metrics) > 0 {
 		s.metrics = append(s.metrics[:0], ch.Metrics...)
 	}
@@ -160,6 +178,7 @@ func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
 		return &eventError{latency.FailInvalidEvent, "response has no choices"}
 	}
 	s.choices = 1
+	s.noteID(rec, b)
 	if ch.HasFinish {
 		rec.FinishReason = string(ch.Finish)
 	}

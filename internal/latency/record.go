@@ -52,7 +52,7 @@ type Record struct {
 	// and simulate number their requests as they send them; the ID ends
 	// with it); 0 in records written before it was kept.
 	Seq      int64  `json:"seq,omitempty"`
-	ServerID string `json:"server_id,omitempty"` // id the server answered with, if different
+	ServerID string `json:"server_id,omitempty"` // id the server answered with, if different (its X-Request-Id; for TensorRT-LLM the answer's id, joined to /perf_metrics)
 	Model    string `json:"model,omitempty"`
 	Stream   bool   `json:"stream"`
 	Warmup   bool   `json:"warmup,omitempty"` // excluded from results
@@ -191,6 +191,11 @@ type ServerSplit struct {
 	// not in memory is loaded first), when the evidence says; inside the
 	// time before prefill, never part of QueueNS.
 	LoadNS int64 `json:"load_ns,omitempty"`
+	// KVTransferNS is a disaggregated decode instance's transfer of the
+	// prompt's KV cache from the prefill instance, when its evidence says
+	// (TensorRT-LLM's kv_cache_transfer_start → end): a stage of its own,
+	// in none of QueueNS, PrefillNS, DecodeNS.
+	KVTransferNS int64 `json:"kv_transfer_ns,omitempty"`
 	// Source is the evidence the split was read from (Source* constants:
 	// "server-timing", "vllm-metrics", "llamacpp-timings", "tgi-headers",
 	// "ollama-durations", "sglang-meta-info", "trtllm-perf-metrics").

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // SourceTRTLLMPerfMetrics is a record of TensorRT-LLM's /perf_metrics
@@ -90,6 +91,7 @@ func trtllmRecord(timing []byte) (TRTLLMPerf, bool) {
 	e, ok2 := m["kv_cache_transfer_end"]
 	if ok1 && ok2 && instant(s, e) && seconds(e-s) {
 		p.KVTransferNS = secNS(e - s)
+		sp.KVTransferNS = p.KVTransferNS
 		if b, ok := m["kv_cache_size"]; ok && b >= 0 && b < 1e18 {
 			p.KVCacheBytes = int64(b)
 		}
@@ -108,6 +110,20 @@ func requestIDText(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &n) == nil {
 		if _, err := strconv.ParseFloat(n.String(), 64); err == nil {
 			return n.String()
+		}
+	}
+	return ""
+}
+
+// TRTLLMRequestID is the engine's request id an answer of trtllm-serve
+// carries in its id ("chatcmpl-7", "cmpl-7": the prefix and the engine's
+// id, postprocess_handlers.py's stream_response_id), the key of its
+// /perf_metrics record; "" for an id of another shape (a whole answer's
+// id is random).
+func TRTLLMRequestID(answerID string) string {
+	for _, p := range []string{"chatcmpl-", "cmpl-"} {
+		if rest, ok := strings.CutPrefix(answerID, p); ok && rest != "" && len(rest) <= 20 && strings.Trim(rest, "0123456789") == "" {
+			return rest
 		}
 	}
 	return ""

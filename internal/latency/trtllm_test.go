@@ -28,6 +28,7 @@ func TestTRTLLMPerfMetricsFixture(t *testing.T) {
 		{RequestID: "7", Split: sp(48_000_000, 40_000_000, 190_000_000)},
 		{RequestID: "8", Split: sp(4_000_000, 6_000_000, 180_000_000), KVTransferNS: 4_000_000, KVCacheBytes: 2097152},
 	}
+	want[1].Split.KVTransferNS = 4_000_000 // the split keeps it as its own stage too
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
@@ -64,4 +65,13 @@ func FuzzParseTRTLLMPerfMetrics(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTRTLLMRequestID(t *testing.T) {
+	for in, want := range map[string]string{"chatcmpl-7": "7", "cmpl-123": "123", "chatcmpl-": "", "chatcmpl-abc": "",
+		"chatcmpl-5f1e2d": "", "7": "", "cmpl-1-2": "", "chatcmpl-123456789012345678901": ""} {
+		if got := TRTLLMRequestID(in); got != want {
+			t.Errorf("TRTLLMRequestID(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

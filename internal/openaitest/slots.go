@@ -35,6 +35,14 @@ const (
 	// DialectOllama: Ollama's OpenAI endpoint: no evidence, no /metrics;
 	// owned_by "library".
 	DialectOllama = "ollama"
+	// DialectTRTLLM: trtllm-serve's shape: an answer's id is
+	// "chatcmpl-<the engine's request id>", no evidence on the answer;
+	// GET /perf_metrics (when Evidence is set) returns, and forgets, the
+	// finished requests' records {request_id, perf_metrics:
+	// {timing_metrics: {arrival_time, first_scheduled_time,
+	// first_token_time, last_token_time}}} in seconds of a steady clock
+	// (internal/latency/testdata/engines cites the source).
+	DialectTRTLLM = "trtllm"
 )
 
 // SlotEngine is a stand-in engine for tests: Slots requests run at once,
@@ -62,6 +70,9 @@ type SlotEngine struct {
 	waiting int
 	running int
 	log     []SlotRequest
+	start   time.Time // the steady clock's zero (DialectTRTLLM)
+	seq     int       // the engine's last request id
+	perf    []string  // /perf_metrics records not yet read
 }
 
 // SlotRequest is what a SlotEngine knew of one request.
@@ -74,12 +85,15 @@ type SlotRequest struct {
 	// Queue is the wait for a slot; Prefill and Decode the slot's time to
 	// the first token and from it to the last.
 	Queue, Prefill, Decode time.Duration
+	// EngineID is the engine's own id of the request (its answer's id).
+	EngineID string
 }
 
 // StartSlots serves e on a loopback test server until the test ends.
 func StartSlots(t testing.TB, e *SlotEngine) *SlotEngine {
 	t.Helper()
 	e.slots = make(chan struct{}, max(e.Slots, 1))
+	e.start = time.Now()
 	e.srv = httptest.NewServer(e)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -104,8 +118,14 @@ func (e *SlotEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			owner = e.Dialect
 		}
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":"stand-in","object":"model","created":1,"owned_by":%q}]}`, owner)
-	case r.URL.Path == "/metrics" && e.Metrics && e.Dialect != DialectOllama:
+	case r.URL.Path == "/metrics" && e.Metrics && e.Dialect != DialectOllama && e.Dialect != DialectTRTLLM:
 		e.gauges(w)
+	case r.URL.Path == "/perf_metrics" && e.Dialect == DialectTRTLLM:
+		e.mu.Lock()
+		recs := e.perf
+		e.perf = nil
+		e.mu.Unlock()
+		fmt.Fprintf(w, "[%s]", strings.Join(recs, ","))
 	case strings.HasSuffix(r.URL.Path, "/completions"):
 		e.complete(w, r)
 	default:
@@ -153,6 +173,14 @@ func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	rq := SlotRequest{ID: r.Header.Get("X-Request-Id"), Asked: body.IncludeMetrics, ReturnMetrics: body.ReturnMetrics}
 	queued := time.Now()
+	e.mu.Lock()
+	e.seq++
+	rq.EngineID = fmt.Sprint(e.seq)
+	e.mu.Unlock()
+	id := "x"
+	if e.Dialect == DialectTRTLLM {
+		id = "chatcmpl-" + rq.EngineID
+	}
 	e.count(1, 0)
 	select {
 	case e.slots <- struct{}{}:
@@ -175,27 +203,33 @@ func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
 	if body.Stream {
 		w.Header().Set("Content-Type", "text/event-stream")
 		sw = sse.NewWriter(w)
-		_ = sw.Data([]byte(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"t0 "},"finish_reason":null}],"usage":null}`))
+		_ = sw.Data([]byte(`{"id":"` + id + `","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"t0 "},"finish_reason":null}],"usage":null}`))
 	}
 	for i := 1; i < n; i++ {
 		time.Sleep(e.PerToken)
 		if sw != nil {
-			_ = sw.Data(fmt.Appendf(nil, `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t%d "},"finish_reason":null}],"usage":null}`, i))
+			_ = sw.Data(fmt.Appendf(nil, `{"id":%q,"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t%d "},"finish_reason":null}],"usage":null}`, id, i))
 		}
 	}
 	rq.Decode = time.Since(first)
 	extra := e.evidence(rq, n)
 	e.mu.Lock()
 	e.log = append(e.log, rq)
+	if e.Dialect == DialectTRTLLM && e.Evidence {
+		at := func(t time.Time) float64 { return 1000 + t.Sub(e.start).Seconds() }
+		e.perf = append(e.perf, fmt.Sprintf(`{"request_id":%s,"perf_metrics":{"first_iter":1,"last_iter":%d,"timing_metrics":`+
+			`{"arrival_time":%.6f,"first_scheduled_time":%.6f,"first_token_time":%.6f,"last_token_time":%.6f}}}`,
+			rq.EngineID, n, at(queued), at(scheduled), at(first), at(first.Add(rq.Decode))))
+	}
 	e.mu.Unlock()
 	usage := fmt.Sprintf(`"usage":{"prompt_tokens":8,"completion_tokens":%d,"total_tokens":%d}`, n, 8+n)
 	if sw == nil {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":"stand-in","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"length"}],%s%s}`, usage, extra)
+		fmt.Fprintf(w, `{"id":"chatcmpl-random","object":"chat.completion","model":"stand-in","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"length"}],%s%s}`, usage, extra)
 		return
 	}
-	sw.Queue([]byte(`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":null}`))
-	sw.Queue([]byte(`{"id":"x","object":"chat.completion.chunk","choices":[],` + usage + extra + `}`))
+	sw.Queue([]byte(`{"id":"` + id + `","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":null}`))
+	sw.Queue([]byte(`{"id":"` + id + `","object":"chat.completion.chunk","choices":[],` + usage + extra + `}`))
 	_ = sw.Final(nil)
 }
 

@@ -36,6 +36,10 @@ var evidenceWords = map[string]string{
 		"prefill and decode together, counted as decode)",
 	latency.SourceOllamaDurations: "Ollama's prompt_eval_duration and eval_duration (prefill and decode); " +
 		"Ollama reports no queue wait",
+	latency.SourceTRTLLMPerfMetrics: "TensorRT-LLM's /perf_metrics records, joined by request id after the run " +
+		"(queue, prefill and decode from its steady-clock instants; a KV-cache transfer as its own stage)",
+	latency.SourceSGLangMetaInfo: "SGLang's meta_info (queue_time: queue, exact; prefill and decode from the " +
+		"front end's instants, derived)",
 	latency.SourceServerTiming + " (" + latency.EngineLlamaCpp + ")": "a tokentrace gateway's Server-Timing holding " +
 		"llama.cpp's per-request timings (prefill: prompt_ms); llama.cpp reports no queue wait",
 	latency.SourceServerTiming + " (" + latency.EngineTGI + ")": "a tokentrace gateway's Server-Timing holding " +

@@ -425,6 +425,8 @@ func (d *fastDecoder) server(s *latency.ServerSplit) error {
 			s.DecodeNS, err = d.int64()
 		case "load_ns":
 			s.LoadNS, err = d.int64()
+		case "kv_transfer_ns":
+			s.KVTransferNS, err = d.int64()
 		case "source":
 			s.Source, err = d.strc(scServerSource)
 		case "engine":
