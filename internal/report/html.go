@@ -104,6 +104,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
   {{if .Chart}}<figure class="remedy-chart">{{.Chart}}</figure>{{end}}
   {{if or .Assumes .Extrapolates}}<ul>{{range .Assumes}}<li>assumes: {{.}}</li>{{end}}{{range .Extrapolates}}<li class="extrapolates">extrapolates: {{.}}</li>{{end}}</ul>{{end}}
   {{if .Verify}}<p class="muted">verify once applied: <code>{{.Verify}}</code></p>{{end}}
+  {{if .Gateway}}<p class="muted">or through the gateway: <code>{{.Gateway}}</code></p>{{end}}
 </div>
 {{end}}{{end}}
 {{with .WhatIf}}{{with .NoGain}}<p class="muted" id="what-if-no-gain">{{.}}</p>{{end}}{{if .Assumptions}}<ul class="muted">{{range .Assumptions}}<li>{{.}}</li>{{end}}</ul>{{end}}

@@ -104,6 +104,10 @@ type Remedy struct {
 	// Applied is the change as `tokentrace verify --applied` reads it
 	// (max_num_seqs=8): VerifyCommand checks the remedy once applied.
 	Applied string `json:"applied,omitempty"`
+	// GatewayApply is the remedy as `tokentrace gateway apply` writes it
+	// (concurrency=8 max-queue=4), for a lever a gateway can apply in
+	// front of the server: GatewayCommand.
+	GatewayApply string `json:"gateway_apply,omitempty"`
 }
 
 // noGain is the relative change of the first objective within which a
@@ -153,6 +157,21 @@ func (w *Predictions) VerifyCommand(r Remedy) string {
 		run = "BEFORE"
 	}
 	return fmt.Sprintf("tokentrace verify %s AFTER --applied %s", run, r.Applied)
+}
+
+// GatewayCommand applies a remedy through a tokentrace gateway's
+// configuration (reloaded live) and checks it: after it, verify finds the
+// change in the gateway's evidence without --applied; "" for a lever the
+// gateway does not own.
+func (w *Predictions) GatewayCommand(r Remedy) string {
+	if r.GatewayApply == "" || r.Error != "" {
+		return ""
+	}
+	run := w.Run
+	if run == "" {
+		run = "BEFORE"
+	}
+	return fmt.Sprintf("tokentrace gateway apply --config GATEWAY.yaml %s; then tokentrace verify %s AFTER", r.GatewayApply, run)
 }
 
 // value formats an objective's value: "∞" for a failed request.
@@ -247,6 +266,9 @@ func (t textWriter) whatIf(w *Predictions) {
 		if c := w.VerifyCommand(r); c != "" {
 			t.p("     verify once applied: %s\n", c)
 		}
+		if c := w.GatewayCommand(r); c != "" {
+			t.p("     or through the gateway: %s\n", c)
+		}
 	}
 	if line := w.NoGainLine(none); line != "" {
 		t.wrapped(line, 94, "  ", "    ")
@@ -296,6 +318,9 @@ func (m mdWriter) whatIf(w *Predictions) {
 		if c := w.VerifyCommand(r); c != "" {
 			notes = append(notes, "verify once applied: `"+c+"`")
 		}
+		if c := w.GatewayCommand(r); c != "" {
+			notes = append(notes, "or through the gateway: `"+c+"`")
+		}
 		m.p(" %s |\n", mdEscape(strings.Join(notes, "; ")))
 	}
 	for _, a := range w.Assumptions {
@@ -314,6 +339,8 @@ type whatIfView struct {
 	Line   string
 	Chart  template.HTML
 	Verify string
+	// Gateway is GatewayCommand's line.
+	Gateway string
 }
 
 // whatIfViews draws one small chart per remedy: the first objective as
@@ -327,7 +354,7 @@ func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 	out := make([]whatIfView, 0, len(helpful))
 	var errs []error
 	for _, r := range helpful {
-		v := whatIfView{Remedy: r, Line: w.Line(r), Verify: w.VerifyCommand(r)}
+		v := whatIfView{Remedy: r, Line: w.Line(r), Verify: w.VerifyCommand(r), Gateway: w.GatewayCommand(r)}
 		if r.Error == "" && len(w.Objectives) > 0 {
 			svg, err := w.remedyChart(r)
 			if err != nil {

@@ -39,3 +39,24 @@ func applied(lever string, d capacity.Deployment) string {
 	}
 	return ""
 }
+
+// gatewayApplied is a remedy as `tokentrace gateway apply` writes it
+// into a gateway's configuration, for the levers a gateway can apply in
+// front of d's replicas; "" for the others. Admission control at most n
+// waiting is the gateway's limit of every slot of every replica running
+// (max_num_seqs × replicas) and n per replica waiting, which verify folds
+// back into the same engines.
+func gatewayApplied(lever string, d capacity.Deployment) string {
+	switch lever {
+	case "admission-control":
+		ec, _, err := d.Engine.Config()
+		if err != nil {
+			return ""
+		}
+		r := max(d.Replicas, 1)
+		return fmt.Sprintf("concurrency=%d max-queue=%d", ec.WithDefaults().MaxNumSeqs*r, d.Engine.MaxWaiting*r)
+	case "max-tokens-cap":
+		return fmt.Sprintf("max-max-tokens=%d", d.MaxMaxTokens)
+	}
+	return ""
+}

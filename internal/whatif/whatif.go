@@ -389,7 +389,7 @@ func (r *runner) remedy(v variant, base evaluated) report.Remedy {
 		rem.Title = fmt.Sprintf("%d replicas", n)
 		rem.Setting = fmt.Sprintf("replicas: %d → %d", r.b.Deployment.Replicas, n)
 	}
-	rem.Applied = applied(rem.Lever, d)
+	rem.Applied, rem.GatewayApply = applied(rem.Lever, d), gatewayApplied(rem.Lever, d)
 	e, err := r.point(d, base.view.GoodputRPS)
 	if err != nil {
 		var fe *field.Error
