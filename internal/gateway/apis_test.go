@@ -41,7 +41,9 @@ func apiOf(chat bool) openai.API {
 // TestScanRequestAPIs reads each API's own fields: the model, the stream
 // flag (Ollama's true when absent), the output cap (max_output_tokens,
 // max_tokens, options.num_predict) and the prompt's size, and refuses a
-// case variant of a key it reads.
+// case variant of a key it reads. The prompt's size is the tokenizer's
+// chat rule, as serve counts it: instructions and system are a system
+// message ("be brief" and "a b": 1 + 2 and 1 + 2 tokens, 6).
 func TestScanRequestAPIs(t *testing.T) {
 	cases := []struct {
 		api       openai.API
@@ -52,11 +54,15 @@ func TestScanRequestAPIs(t *testing.T) {
 		input     int
 		wantErr   string
 	}{
+		// Another API's fields are not this one's: read as such, options.num_predict 1 in a chat body passed a
+		// route's max_max_tokens while serve generated to its default.
+		{api: openai.APIChat, body: `{"model":"m","messages":[{"role":"user","content":"a"}],"options":{"num_predict":1},"max_output_tokens":2,"input":"b c d"}`, input: 2},
+		{api: openai.APIResponses, body: `{"model":"m","input":"a","max_tokens":3,"messages":[{"role":"user","content":"b c"}],"stream_options":{"include_usage":true}}`, input: 2},
 		{api: openai.APIResponses, body: `{"model":"m","input":"a b c","max_output_tokens":9,"stream":true}`, stream: true, maxTokens: 9, field: "max_output_tokens", input: 4},
-		{api: openai.APIResponses, body: `{"model":"m","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"a b"}]}]}`, input: 5},
+		{api: openai.APIResponses, body: `{"model":"m","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"a b"}]}]}`, input: 6},
 		{api: openai.APIResponses, body: `{"model":"m","input":[]}`, wantErr: "'input'"},
 		{api: openai.APIResponses, body: `{"model":"m","input":"x","MAX_OUTPUT_TOKENS":3}`, wantErr: "Unrecognized request argument"},
-		{api: openai.APIMessages, body: `{"model":"m","max_tokens":5,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"a b"}]}],"stream":true}`, stream: true, maxTokens: 5, field: "max_tokens", input: 5},
+		{api: openai.APIMessages, body: `{"model":"m","max_tokens":5,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"a b"}]}],"stream":true}`, stream: true, maxTokens: 5, field: "max_tokens", input: 6},
 		{api: openai.APIMessages, body: `{"model":"m","max_tokens":5,"max_tokens":6,"messages":[{"role":"user","content":"x"}]}`, wantErr: "duplicate key"},
 		{api: openai.APIOllama, body: `{"model":"m","messages":[{"role":"user","content":"a b"}],"options":{"num_predict":7,"temperature":0}}`, stream: true, maxTokens: 7, field: "options.num_predict", input: 3},
 		{api: openai.APIOllama, body: `{"model":"m","stream":false,"messages":[{"role":"user","content":"a"}],"options":{"num_predict":-1}}`, field: "options.num_predict", input: 2},

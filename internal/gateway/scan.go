@@ -169,7 +169,7 @@ func (s *scanner) requestField(key []byte, api openai.API, r *Request, f *scanne
 		f.sawMessages = true
 		return s.input(r)
 	case "instructions", "system":
-		return s.content(r)
+		return s.systemPrompt(key, r)
 	case "max_tokens", "max_completion_tokens":
 		return s.maxTokensField(key, api, f)
 	case "stream_options":
@@ -392,8 +392,11 @@ func (s *scanner) object(field func(key []byte) error) error {
 }
 
 // exactObject is object for an object whose keys among known the gateway
-// reads: a known key given twice, or a key equal to a known one under
-// case folding but not exactly, is a keyError.
+// reads: field is called for the known keys only (any other member is
+// skipped, so a key of another API's body — Ollama's options in a chat
+// request — is never read as this one's); a known key given twice, or a
+// key equal to a known one under case folding but not exactly, is a
+// keyError.
 func (s *scanner) exactObject(known []string, field func(key []byte) error) error {
 	var seen uint64 // bit i: known[i] was seen
 	return s.object(func(key []byte) error {
@@ -409,7 +412,7 @@ func (s *scanner) exactObject(known []string, field func(key []byte) error) erro
 				return &keyError{msg: "Unrecognized request argument supplied: " + string(key)}
 			}
 		}
-		return field(key)
+		return s.skip()
 	})
 }
 
@@ -450,6 +453,24 @@ func (s *scanner) messages(r *Request) error {
 			return s.skip()
 		})
 	})
+}
+
+// systemPrompt scans Responses' instructions or Messages' system: a
+// system message before the others (one role token, as the tokenizer's
+// chat rule counts it and serve reads it) unless null, or for
+// instructions, empty.
+func (s *scanner) systemPrompt(key []byte, r *Request) error {
+	if s.Peek() == 'n' && s.Null() {
+		return nil
+	}
+	n := len(r.texts)
+	if err := s.content(r); err != nil {
+		return err
+	}
+	if string(key) == "system" || len(r.texts) != n+1 || r.texts[n].end > r.texts[n].start {
+		r.messages++
+	}
+	return nil
 }
 
 // content scans a message's content: a string, an array of parts (text

@@ -90,97 +90,159 @@ routes: [{model: %s, pool: sim, length: {max_max_tokens: 10}}]
 	}
 }
 
-// FuzzGatewayAndServeAgree: on every body, when both accept it, the
-// gateway's scan and serve's decoder read the same model, stream flag,
-// output limit, include_usage and input length, so no policy can be
-// judged on one value and acted on with another.
+// FuzzGatewayAndServeAgree: on every body of every API (chat,
+// completions, Responses, Messages, Ollama's chat), when both accept it,
+// the gateway's scan and serve's decoder read the same model, stream
+// flag, output limit, include_usage and input length, so no policy can
+// be judged on one value and acted on with another; and the gateway
+// refuses nothing serve accepts.
 func FuzzGatewayAndServeAgree(f *testing.F) {
 	const msgs = `"messages":[{"role":"user","content":"hi there"}]`
 	for _, seed := range []struct {
 		body string
-		chat bool
+		api  openai.API
 	}{
-		{`{"model":"m",` + msgs + `,"max_tokens":5}`, true},
-		{`{"model":"m",` + msgs + `,"max_tokens":5,"MAX_TOKENS":5000}`, true},
-		{`{"model":"m",` + msgs + `,"max_tokens":5,"max_tokens":5000}`, true},
-		{`{"model":"m",` + msgs + `,"max_completion_tokens":5,"max_tokens":9}`, true},
-		{`{"model":"m",` + msgs + `,"Max_Completion_Tokens":5000,"max_tokens":9}`, true},
-		{`{"model":"m",` + msgs + `,"\u017ftream":true,"stream":false}`, true},
-		{`{"model":"m","MODEL":"n",` + msgs + `}`, true},
-		{`{"model":"m\ud800",` + msgs + `}`, true},
-		{"{\"model\":\"m\xff\"," + msgs + "}", true},
-		{`{"model":"m",` + msgs + `,"stream":true,"stream_options":{"include_usage":true,"INCLUDE_USAGE":false}}`, true},
-		{`{"model":"m","messages":[{"role":"user","content":"a","CONTENT":"b c d e f"}]}`, true},
-		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b c"}]}]}`, true},
-		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","TEXT":"b c d"}]}]}`, true},
-		{`{"model":"m","prompt":"x y","max_tokens":1000,"max_completion_tokens":5}`, false},
-		{`{"model":"m","prompt":[1,2,3],"max_tokens":4}`, false},
-		{`{"model":"m","prompt":[[1,2]],"PROMPT":"a b c d"}`, false},
-		{`{"model":"m","prompt":["x"],"stream":true,"stream_options":{"include_usage":true}}`, false},
+		{`{"model":"m",` + msgs + `,"max_tokens":5}`, openai.APIChat},
+		{`{"model":"m",` + msgs + `,"max_tokens":5,"MAX_TOKENS":5000}`, openai.APIChat},
+		{`{"model":"m",` + msgs + `,"max_tokens":5,"max_tokens":5000}`, openai.APIChat},
+		{`{"model":"m",` + msgs + `,"max_completion_tokens":5,"max_tokens":9}`, openai.APIChat},
+		{`{"model":"m",` + msgs + `,"Max_Completion_Tokens":5000,"max_tokens":9}`, openai.APIChat},
+		{`{"model":"m",` + msgs + `,"\u017ftream":true,"stream":false}`, openai.APIChat},
+		{`{"model":"m","MODEL":"n",` + msgs + `}`, openai.APIChat},
+		{`{"model":"m\ud800",` + msgs + `}`, openai.APIChat},
+		{"{\"model\":\"m\xff\"," + msgs + "}", openai.APIChat},
+		{`{"model":"m",` + msgs + `,"stream":true,"stream_options":{"include_usage":true,"INCLUDE_USAGE":false}}`, openai.APIChat},
+		{`{"model":"m","messages":[{"role":"user","content":"a","CONTENT":"b c d e f"}]}`, openai.APIChat},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b c"}]}]}`, openai.APIChat},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","TEXT":"b c d"}]}]}`, openai.APIChat},
+		{`{"model":"m","prompt":"x y","max_tokens":1000,"max_completion_tokens":5}`, openai.APICompletions},
+		{`{"model":"m","prompt":[1,2,3],"max_tokens":4}`, openai.APICompletions},
+		{`{"model":"m","prompt":[[1,2]],"PROMPT":"a b c d"}`, openai.APICompletions},
+		{`{"model":"m","prompt":["x"],"stream":true,"stream_options":{"include_usage":true}}`, openai.APICompletions},
+		{`{"model":"m","input":"a b c","max_output_tokens":9,"stream":true}`, openai.APIResponses},
+		{`{"model":"m","instructions":"be brief","input":[{"role":"user","content":[{"type":"input_text","text":"a b"}]}]}`, openai.APIResponses},
+		{`{"model":"m","input":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"output_text","text":"y z"}]}],"max_output_tokens":3}`, openai.APIResponses},
+		{`{"model":"m","input":"x","MAX_OUTPUT_TOKENS":3,"max_output_tokens":4}`, openai.APIResponses},
+		{`{"model":"m","max_tokens":5,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"a b"}]}],"stream":true}`, openai.APIMessages},
+		{`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s t"}],"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]}`, openai.APIMessages},
+		{`{"model":"m","max_tokens":5,"Max_Tokens":500,"messages":[{"role":"user","content":"x"}]}`, openai.APIMessages},
+		{`{"model":"m","messages":[{"role":"user","content":"a b"}],"options":{"num_predict":7,"temperature":0}}`, openai.APIOllama},
+		{`{"model":"m","stream":false,"messages":[{"role":"system","content":"s"},{"role":"user","content":"a"}],"options":{"num_predict":-1}}`, openai.APIOllama},
+		{`{"model":"m","messages":[{"role":"user","content":"a"}],"options":{"num_predict":5,"Num_Predict":500}}`, openai.APIOllama},
 	} {
-		f.Add([]byte(seed.body), seed.chat)
+		f.Add([]byte(seed.body), uint8(seed.api))
 	}
-	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
-		g, gerr := ScanRequest(body, apiOf(chat), 64)
-		var p openai.Params
-		var input int
-		var serr *openai.APIError
-		if chat {
-			var r *openai.ChatCompletionRequest
-			if r, serr = openai.DecodeChat(body); serr == nil {
-				p = r.Params()
-				msgs := make([]tokenizer.Message, len(r.Messages))
-				for i, m := range r.Messages {
-					msgs[i] = tokenizer.Message{Role: m.Role, Content: string(m.Content)}
-				}
-				input = tokenizer.CountChat(msgs)
-			}
-		} else {
-			var r *openai.CompletionRequest
-			if r, serr = openai.DecodeCompletion(body); serr == nil {
-				p = r.Params()
-				input = len(r.Prompt.Tokens)
-				if r.Prompt.Tokens == nil {
-					input = tokenizer.Count(r.Prompt.Text)
-				}
-			}
+	f.Fuzz(func(t *testing.T, body []byte, which uint8) {
+		api := openai.APIs[int(which)%len(openai.APIs)]
+		g, gerr := ScanRequest(body, api, 64)
+		p, input, serr := serveReads(body, api)
+		if gerr != nil && serr == nil {
+			t.Fatalf("body %q (%s): the gateway refuses it (%v), serve accepts it", body, api, gerr)
 		}
 		if gerr != nil || serr != nil {
 			return
 		}
 		maxTokens := g.MaxTokens
-		if maxTokens == 0 { // absent: serve's default
-			maxTokens = map[bool]int{true: 0, false: 16}[chat]
+		if maxTokens == 0 && api == openai.APICompletions { // absent: serve's default
+			maxTokens = 16
 		}
 		got := fmt.Sprintf("%q %v %d %v %d", g.Model, g.Stream, maxTokens, g.IncludeUsage && g.Stream, g.InputTokens())
 		want := fmt.Sprintf("%q %v %d %v %d", p.Model, p.Stream, p.MaxTokens, p.IncludeUsage, input)
 		if got != want {
-			t.Fatalf("body %q (chat %v): gateway reads %s, serve %s (model stream max_tokens include_usage input)", body, chat, got, want)
+			t.Fatalf("body %q (%s): gateway reads %s, serve %s (model stream max_tokens include_usage input)", body, api, got, want)
 		}
 	})
 }
 
+// serveReads is what serve's decoder for api reads of body: its
+// parameters and its prompt's length in tokens (the tokenizer's chat rule
+// over the messages, or a completion prompt's tokens).
+func serveReads(body []byte, api openai.API) (openai.Params, int, *openai.APIError) {
+	var msgs []openai.ChatMessage
+	var p openai.Params
+	switch api {
+	case openai.APICompletions:
+		r, err := openai.DecodeCompletion(body)
+		if err != nil {
+			return p, 0, err
+		}
+		if r.Prompt.Tokens == nil {
+			return r.Params(), tokenizer.Count(r.Prompt.Text), nil
+		}
+		return r.Params(), len(r.Prompt.Tokens), nil
+	case openai.APIChat:
+		r, err := openai.DecodeChat(body)
+		if err != nil {
+			return p, 0, err
+		}
+		p, msgs = r.Params(), r.Messages
+	case openai.APIResponses:
+		r, err := openai.DecodeResponses(body)
+		if err != nil {
+			return p, 0, err
+		}
+		p, msgs = r.Params(), r.Messages()
+	case openai.APIMessages:
+		r, err := openai.DecodeMessages(body)
+		if err != nil {
+			return p, 0, err
+		}
+		p, msgs = r.Params(), r.ChatMessages()
+	default:
+		r, err := openai.DecodeOllamaChat(body)
+		if err != nil {
+			return p, 0, err
+		}
+		p, msgs = r.Params(), r.ChatMessages()
+	}
+	tm := make([]tokenizer.Message, len(msgs))
+	for i, m := range msgs {
+		tm[i] = tokenizer.Message{Role: m.Role, Content: string(m.Content)}
+	}
+	return p, tokenizer.CountChat(tm), nil
+}
+
+// FuzzScanRequest: on every body of every API, an accepted request has a
+// model and no negative length, and rewriting its output cap (the API's
+// own field, nested for Ollama) changes nothing else the gateway reads.
 func FuzzScanRequest(f *testing.F) {
-	f.Add([]byte(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`), true)
-	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"image_url"}]}]}`), true)
-	f.Add([]byte(`{"model":"m","prompt":["a b",[1,2,3]],"max_completion_tokens":3}`), false)
-	f.Add([]byte(`{"model":"m","prompt":[[1,2],[3]]}`), false)
-	f.Add([]byte(`{"model":`), true)
-	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
-		r, err := ScanRequest(body, apiOf(chat), 64)
+	for _, seed := range []struct {
+		body string
+		api  openai.API
+	}{
+		{`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, openai.APIChat},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"image_url"}]}]}`, openai.APIChat},
+		{`{"model":"m","prompt":["a b",[1,2,3]],"max_completion_tokens":3}`, openai.APICompletions},
+		{`{"model":"m","prompt":[[1,2],[3]]}`, openai.APICompletions},
+		{`{"model":`, openai.APIChat},
+		{`{"model":"m","input":"a b","instructions":"c","max_output_tokens":5,"stream":true}`, openai.APIResponses},
+		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]}]}`, openai.APIResponses},
+		{`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"x"}]}`, openai.APIMessages},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"options":{"num_predict":4,"top_k":3}}`, openai.APIOllama},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}]}`, openai.APIOllama},
+	} {
+		f.Add([]byte(seed.body), uint8(seed.api))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, which uint8) {
+		api := openai.APIs[int(which)%len(openai.APIs)]
+		r, err := ScanRequest(body, api, 64)
 		if err != nil {
 			return
 		}
 		if r.Model == "" || r.InputTokens() < 0 || r.MaxTokens < 0 {
-			t.Fatalf("accepted %q as %+v", body, r)
+			t.Fatalf("accepted %q (%s) as %+v", body, api, r)
 		}
-		out, err := rewriteFields(body, map[string]any{"max_tokens": 7})
+		field := maxTokensField[api]
+		out, err := rewriteFields(body, map[string]any{field: 7})
 		if err != nil {
-			t.Fatalf("rewrite of an accepted body failed: %v", err)
+			t.Fatalf("rewrite of an accepted %s body failed: %v", api, err)
 		}
-		r2, err := ScanRequest(out, apiOf(chat), 64)
-		if err != nil || r2.Model != r.Model || r2.InputTokens() != r.InputTokens() {
-			t.Fatalf("rewrite changed the request: %+v → %+v (%v)", r, r2, err)
+		r2, err := ScanRequest(out, api, 64)
+		if err != nil || r2.Model != r.Model || r2.Stream != r.Stream || r2.InputTokens() != r.InputTokens() || r2.PrefixHash != r.PrefixHash {
+			t.Fatalf("rewrite of %s changed the %s request: %+v → %+v (%v)\n%s", field, api, r, r2, err, out)
+		}
+		if r.MaxTokensField != "max_completion_tokens" && (r2.MaxTokens != 7 || r2.MaxTokensField != field) {
+			t.Fatalf("rewrite of %s: %s %d read back from %s", field, r2.MaxTokensField, r2.MaxTokens, out)
 		}
 	})
 }
