@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -21,6 +23,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
@@ -78,8 +81,15 @@ type Config struct {
 	// run, besides at its start and end: 0 means DefaultScrapeInterval,
 	// a negative value only the start and the end.
 	ScrapeInterval time.Duration
-	// Progress, when set (a terminal), shows the live progress line.
-	Progress io.Writer
+	// Progress, when set (a terminal), shows ProgressView on it while the
+	// run goes: live.ProgressTable (the default) or live.ProgressPlain.
+	Progress     io.Writer
+	ProgressView string
+	// Live, when set, serves the live page on it during the run (bench
+	// --live); LiveWindow is the sliding window of the page and the table
+	// (live.DefaultWindow when 0).
+	Live       net.Listener
+	LiveWindow time.Duration
 	// Log receives status lines (stderr).
 	Log io.Writer
 	// Tools, when set, is where agent steps' tool calls go (the workload's
@@ -200,6 +210,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 		return nil, err
 	}
 	r := newRun(cfg)
+	defer func() { r.closePage() }() // the one servePage sets, when it did
 	closeTarget, err := r.reachTarget(ctx)
 	if err != nil {
 		return nil, err
@@ -254,6 +265,12 @@ type run struct {
 	zero      time.Time
 	offset    *ClockOffset
 	offsetErr error
+	// board follows the run for the live page and the table (nil without
+	// either); clock is the run's.
+	board *live.Board
+	clock Clock
+	// closePage stops the live page's server (set by servePage).
+	closePage func()
 }
 
 func newRun(cfg Config) *run {
@@ -263,7 +280,7 @@ func newRun(cfg Config) *run {
 	}
 	started := time.Now()
 	// Summary.Started is set when the run's clock starts: the records' zero.
-	return &run{cfg: cfg, log: logw, started: started, target: cfg.Target,
+	return &run{cfg: cfg, log: logw, started: started, target: cfg.Target, closePage: closeListener(cfg.Live),
 		sum:  &Summary{Schema: 1, Command: strings.Join(cfg.Command, " ")},
 		coll: report.NewCollector(report.Options{SLOs: cfg.SLOs})}
 }
@@ -378,6 +395,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 		}
 	}()
 	clock := r.startClock()
+	r.clock = clock
 	client, err := NewClient(r.target, func() int64 { return int64(clock.Now()) }, 0)
 	if err != nil {
 		return err
@@ -391,16 +409,21 @@ func (r *run) measure(ctx context.Context) (err error) {
 		return err
 	}
 	defer closeTools()
-	live := &Live{}
 	late := newLateness(clock)
+	watch := newServerWatch(r.target, func() int64 { return int64(clock.Now()) })
+	r.board = r.newBoard(watch, late)
+	r.servePage()
 	runner := &Runner{late: late,
 		Tools: tools, Prepare: r.lengths.prepare,
-		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Live: live,
+		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Board: r.board,
 		Epoch: !r.cfg.StartAt.IsZero(),
 	}
 	emit := func(rec *latency.Record) {
 		w.Write(rec)
 		r.coll.Add(rec)
+		if r.board != nil {
+			r.board.Done(rec) // in the collector's order: the page's since-start numbers are the report's
+		}
 		r.genAI(rec)
 		r.sum.Records++
 	}
@@ -420,8 +443,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 		runner.Agents = &AgentSpans{Tracer: r.cfg.Tracer, Epoch: r.zero, RunID: runner.RunID, Model: r.target.Model}
 	}
 	fmt.Fprintf(r.log, "bench: %s, model %q, %s\n", client.URL(), r.target.Model, describeLoad(r.cfg))
-	stopLive := r.showLive(live)
-	watch := newServerWatch(r.target, func() int64 { return int64(clock.Now()) })
+	stopLive := r.showLive()
 	stopWatch := watch.start(ctx, r.cfg.ScrapeInterval)
 	if late := clock.Now(); !r.cfg.StartAt.IsZero() && late > 0 {
 		stopLive()
@@ -481,19 +503,71 @@ func (r *run) toolCaller(now func() int64) (ToolCaller, func(), error) {
 	return c, func() { c.Close(); stop() }, nil
 }
 
-// showLive draws the progress line while the run goes, when there is a
-// terminal to draw it on; the returned function ends it.
-func (r *run) showLive(live *Live) func() {
-	if r.cfg.Progress == nil {
-		return func() {}
+// newBoard makes the board the live page and the terminal view show,
+// fed the server's gauges and bench's timekeeping warnings; nil when
+// neither is asked for.
+func (r *run) newBoard(watch *serverWatch, late *lateness) *live.Board {
+	if r.cfg.Live == nil && (r.cfg.Progress == nil || r.cfg.ProgressView == live.ProgressOff) {
+		return nil
 	}
-	lctx, cancel := context.WithCancel(context.Background())
+	return live.New(live.Config{Window: r.cfg.LiveWindow, Report: report.Options{SLOs: r.cfg.SLOs},
+		Gauges: watch.latest, Warnings: func() []string { return late.result().warnings() }})
+}
+
+// closeListener closes the live page's listener of a run that did not
+// get to serve it.
+func closeListener(ln net.Listener) func() {
+	return func() {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
+// servePage serves the live page on cfg.Live until closePage, which the
+// run calls once the board's last snapshot is out (or the run failed).
+func (r *run) servePage() {
+	ln := r.cfg.Live
+	if ln == nil || r.board == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		live.Show(lctx, r.cfg.Progress, 500*time.Millisecond, func() string { return "bench:" })
+		if err := r.board.Serve(ctx, ln); err != nil {
+			fmt.Fprintf(r.log, "bench: live page: %v\n", err)
+		}
 	}()
-	return func() { cancel(); <-done }
+	fmt.Fprintf(r.log, "bench: live page at http://%s/\n", ln.Addr())
+	r.closePage = func() { cancel(); <-done }
+}
+
+// showLive runs the board and draws the terminal view while the run
+// goes, when there is a terminal to draw it on; the returned function
+// ends both (the board's last snapshot is Finish's, in conclude).
+func (r *run) showLive() func() {
+	if r.board == nil {
+		return func() {}
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.board.Run(lctx, func() int64 { return int64(r.clock.Now()) })
+	}()
+	if view := r.cfg.ProgressView; r.cfg.Progress != nil && view != live.ProgressOff {
+		if view == "" {
+			view = live.ProgressTable
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.board.Show(lctx, r.cfg.Progress, view, "bench:")
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // send runs the load as one phase, or the sweep's points as phases; a
@@ -519,6 +593,9 @@ func (r *run) conclude(out io.Writer) (*Result, error) {
 	r.coll.SetRun(info)
 	if err := results.WriteRunInfo(r.cfg.OutDir, info); err != nil {
 		return nil, err
+	}
+	if r.board != nil {
+		r.board.Finish(int64(r.clock.Now()), info)
 	}
 	rep := r.coll.Report()
 	sum := r.sum

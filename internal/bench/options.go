@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/agent"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -54,6 +56,14 @@ type Options struct {
 	NoCalibration  bool          // no_calibration
 	Grace          time.Duration // grace: after a stop
 	ScrapeInterval time.Duration // scrape_interval: the target's /metrics during the run; negative: start and end only
+
+	// live: where to serve the live page ("" none; a host:port);
+	// live_window: the sliding window of the page and the table;
+	// progress: the terminal view, table, plain or off ("" the caller's
+	// default).
+	Live       string
+	LiveWindow time.Duration
+	Progress   string
 }
 
 // DefaultOptions are bench's defaults.
@@ -136,12 +146,36 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 		return cfg, field.Errorf("prompt_tokenizer", "server needs a {url}: the embedded engine's tokenizer is tokentrace's own")
 	}
 	cfg.ScrapeInterval = o.ScrapeInterval
+	if err := o.liveView(&cfg); err != nil {
+		return cfg, err
+	}
 	cfg.SkipCalibration = o.NoCalibration
 	cfg.OutDir = o.OutputDir
 	if cfg.OutDir == "" {
 		cfg.OutDir = DefaultOutDir(now)
 	}
 	return cfg, nil
+}
+
+// liveView checks the live page's address, its window and the terminal
+// view (the page's listener is the caller's to open).
+func (o Options) liveView(cfg *Config) error {
+	switch o.Progress {
+	case "", live.ProgressTable, live.ProgressPlain, live.ProgressOff:
+		cfg.ProgressView = o.Progress
+	default:
+		return field.Invalid("progress", o.Progress, "want table, plain or off")
+	}
+	if o.LiveWindow != 0 && (o.LiveWindow < time.Second || o.LiveWindow > 10*time.Minute) {
+		return field.Invalid("live_window", o.LiveWindow, "must lie between 1s and 10m")
+	}
+	cfg.LiveWindow = o.LiveWindow
+	if o.Live != "" {
+		if _, _, err := net.SplitHostPort(o.Live); err != nil {
+			return field.Invalid("live", o.Live, "want host:port, e.g. "+live.DefaultAddr)
+		}
+	}
+	return nil
 }
 
 // target checks where requests go and how they are sent.

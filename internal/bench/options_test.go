@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tokentrace/tokentrace/internal/field"
-	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -97,25 +96,6 @@ func TestOptionsTraceAndPrompts(t *testing.T) {
 	r, _ := c.Workload.Session(0).Next(0)
 	if r.MaxTokens != 7 || r.InputTokens != 4 {
 		t.Errorf("prompt request %+v", r)
-	}
-}
-
-func TestLiveRunningPercentiles(t *testing.T) {
-	l := &Live{}
-	for i := 1; i <= 100; i++ {
-		l.done(&latency.Record{SentNS: 0, FirstTokenNS: int64(i) * 1e6})
-	}
-	l.done(&latency.Record{ErrorKind: latency.FailTimeout})
-	p50, p99 := l.ttft()
-	// 1 % buckets.
-	if d := float64(p50) / 50e6; d < 0.98 || d > 1.02 {
-		t.Errorf("p50 %s, want 50ms ± 2%%", p50)
-	}
-	if d := float64(p99) / 99e6; d < 0.98 || d > 1.02 {
-		t.Errorf("p99 %s, want 99ms ± 2%%", p99)
-	}
-	if l.nErr.Load() != 1 || l.nDone.Load() != 101 {
-		t.Errorf("done %d errors %d", l.nDone.Load(), l.nErr.Load())
 	}
 }
 

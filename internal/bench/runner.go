@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -76,8 +77,9 @@ type Runner struct {
 	// Grace is how long in-flight requests may finish after the run is
 	// stopped (ctx done) before they are canceled; default 5 s.
 	Grace time.Duration
-	// Live, when set, is told of every send and finish (progress display).
-	Live *Live
+	// Board, when set, is told of every send (the live view; Emit hands
+	// it the records).
+	Board *live.Board
 	// late, when set, is the self-lateness watch, told of every send and
 	// finish: it ticks only while a request is in flight.
 	late *lateness
@@ -476,8 +478,8 @@ func (p *phaseRun) one(ctx context.Context, req *workload.Request, t int64, at t
 		}
 		defer func() { <-p.sem }()
 	}
-	if live := p.r.Live; live != nil {
-		live.sent()
+	if b := p.r.Board; b != nil {
+		b.Sent()
 	}
 	if l := p.r.late; l != nil {
 		l.begin()
@@ -498,9 +500,6 @@ func (p *phaseRun) one(ctx context.Context, req *workload.Request, t int64, at t
 	p.r.mu.Lock()
 	p.r.Emit(rec)
 	p.r.mu.Unlock()
-	if live := p.r.Live; live != nil {
-		live.done(rec)
-	}
 	return rec, results
 }
 

@@ -161,6 +161,16 @@ func (w *serverWatch) start(ctx context.Context, interval time.Duration) (stop f
 	}
 }
 
+// latest is the last sample read, if any (the live view's gauges).
+func (w *serverWatch) latest() (results.ServerSample, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.samples) == 0 {
+		return results.ServerSample{}, false
+	}
+	return w.samples[len(w.samples)-1], true
+}
+
 // result is what was read: the samples and what they hold.
 func (w *serverWatch) result() ([]results.ServerSample, *results.ServerInfo) {
 	w.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/bench"
+	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -78,7 +80,10 @@ docs/cli.md).`,
 			if err != nil {
 				return err
 			}
-			describeBenchRun(cmd, &cfg, opts.Workload.TimeScale)
+			describeBenchRun(cmd, &cfg, opts.Workload.TimeScale, opts.Progress)
+			if cfg.Live, err = listenLive(cmd, opts.Live); err != nil {
+				return err
+			}
 			res, err := bench.Run(ctx, cfg, cmd.OutOrStdout())
 			return benchExit(cmd, cfg, sim.Engine.Profile, opts.SLO, res, err)
 		},
@@ -133,7 +138,7 @@ func instrumentBench(ctx context.Context, cmd *cobra.Command, cfg *bench.Config,
 
 // describeBenchRun warns of a trace spanning days and sets what the run
 // records of its command line and where it logs and shows progress.
-func describeBenchRun(cmd *cobra.Command, cfg *bench.Config, timeScale float64) {
+func describeBenchRun(cmd *cobra.Command, cfg *bench.Config, timeScale float64, progress string) {
 	if rp, ok := cfg.Workload.(*workload.Replay); ok && rp.Span() > workload.LongSpan {
 		fmt.Fprintf(cmd.ErrOrStderr(), "bench: warning: the trace's schedule spans %s (%.0f days) at --time-scale %g: the run sleeps that long between its first and last request; narrow it with --trace-window or speed it up with --time-scale\n",
 			rp.Span().Round(time.Second), rp.Span().Hours()/24, timeScale)
@@ -144,6 +149,25 @@ func describeBenchRun(cmd *cobra.Command, cfg *bench.Config, timeScale float64) 
 	if isTerminal(os.Stderr) && cmd.ErrOrStderr() == os.Stderr {
 		cfg.Progress = os.Stderr
 	}
+	if progress == "" && !isTerminal(os.Stdout) {
+		cfg.ProgressView = live.ProgressOff // the table by default only on a terminal
+	}
+}
+
+// listenLive opens the live page's listener (bench --live), warning when
+// it is not on loopback: the page has no authentication.
+func listenLive(cmd *cobra.Command, addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --live: %w", err)
+	}
+	if !live.IsLoopback(addr) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench: warning: --live %s listens beyond loopback: anyone who can reach it sees the run (the page has no authentication)\n", addr)
+	}
+	return ln, nil
 }
 
 // benchExit maps a finished run to bench's exit status (docs/cli.md).
@@ -248,6 +272,12 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.boolVar(&o.NoCalibration, "no-calibration", "skip the loopback calibration of the client's overhead")
 	g.durationVar(&o.Grace, "grace", "after a stop (Ctrl-C), how long in-flight requests may finish")
 	g.durationVar(&o.ScrapeInterval, "scrape-interval", "how often to read the target's /metrics during the run (also read at its start and end; negative: only then)")
+	g.stringVar(&o.Live, "live", "serve a live page of the run at this address while it goes (--live alone: "+live.DefaultAddr+"; give --live=HOST:PORT): rates, in flight, percentiles with SLO lines, stages, failures, server gauges, provisional findings (docs/bench.md)")
+	if f := g.fs.Lookup(g.prefix + "live"); f != nil {
+		f.NoOptDefVal = live.DefaultAddr
+	}
+	g.durationVar(&o.LiveWindow, "live-window", "the sliding window of the live page and the terminal table (default 10s)")
+	g.stringVar(&o.Progress, "progress", "the terminal view while the run goes: table (the default on a terminal), plain (one line) or off")
 }
 
 // bindAgentFlags binds agent sessions' settings and their tool endpoint

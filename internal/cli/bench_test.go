@@ -34,6 +34,9 @@ func TestBenchBadFlagsFailAtStart(t *testing.T) {
 		{[]string{"--agent-steps", "3", "--tool-url", "tools:9000"}, "--tool-url"},
 		{[]string{"--tool-url", "http://localhost:9000"}, "--tool-url"},
 		{[]string{"--agent-tools", "2"}, "--agent-steps"},
+		{[]string{"--progress", "fancy"}, "--progress"},
+		{[]string{"--live=8765"}, "--live"},
+		{[]string{"--live-window", "100ms"}, "--live-window"},
 	} {
 		_, err := run(t, append([]string{"bench", "--out", filepath.Join(dir, "x")}, tt.args...)...)
 		var ee *ExitError

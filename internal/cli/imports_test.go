@@ -147,6 +147,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/agent":                   {never: []string{"serve", "gateway", "app", "bench", "engine", "report", "simulate"}},
 	"internal/whatif":                  {never: []string{"serve", "gateway", "bench", "app", "agent"}},
 	"internal/verify":                  {never: []string{"serve", "gateway", "bench", "app", "agent", "whatif"}},
+	"internal/live":                    {never: []string{"bench", "serve", "gateway", "app", "engine", "simulate"}},
 	"internal/cli":                     {},
 	// test-helper subpackages (each may import its parent besides)
 	"internal/gateway/gatewaytest":     {only: []string{}},

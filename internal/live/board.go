@@ -1,0 +1,218 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/stats"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultWindow = 10 * time.Second
+	DefaultTick   = time.Second
+	// minReportEvery bounds how often the since-start numbers and the
+	// findings are recomputed, whatever their cost.
+	minReportEvery = 2 * time.Second
+	// reportBudget is the share of the time the since-start computation
+	// may take: after one that took d, the next waits reportBudget × d.
+	reportBudget = 100
+	maxHistory   = 600 // points kept (10 minutes at the default tick)
+	maxWarnings  = 5
+)
+
+// Config is a Board's configuration.
+type Config struct {
+	// Window is the sliding window's width (DefaultWindow when 0), rounded
+	// up to whole seconds; Tick how often a snapshot is computed
+	// (DefaultTick when 0).
+	Window, Tick time.Duration
+	// Report is the run's report options (its SLOs): the since-start
+	// numbers and findings are the report's, computed with them.
+	Report report.Options
+	// Gauges, when set, returns the server's last scraped sample.
+	Gauges func() (results.ServerSample, bool)
+	// Warnings, when set, returns the run's warnings so far (bench's
+	// timekeeping).
+	Warnings func() []string
+}
+
+// Board follows a run as it goes; see the package's doc. Sent and Done may
+// be called from any goroutine; Run and Finish from one.
+type Board struct {
+	cfg        Config
+	sent, done atomic.Int64
+	failed     atomic.Int64
+
+	mu    sync.Mutex // guards batch: held for an append or a swap
+	batch []*latency.Record
+
+	agg  aggregator
+	cur  atomic.Pointer[published]
+	subs subscribers
+}
+
+// published is one snapshot and its encoding without history (the events
+// after a client's first).
+type published struct {
+	snap  *Snapshot
+	delta []byte
+	full  struct {
+		once sync.Once
+		b    []byte
+	}
+}
+
+// New returns a board; its first snapshot is empty.
+func New(cfg Config) *Board {
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = DefaultTick
+	}
+	b := &Board{cfg: cfg}
+	b.agg.init(cfg)
+	b.publish(b.agg.snapshot(0, b.counts(), false))
+	return b
+}
+
+// Sent counts a request sent.
+func (b *Board) Sent() { b.sent.Add(1) }
+
+// Done hands over a finished record, which must not change afterwards.
+// Call it in the order the report's collector is fed (bench calls it
+// beside Collector.Add), so that the since-start numbers are the report's.
+func (b *Board) Done(rec *latency.Record) {
+	b.mu.Lock()
+	b.batch = append(b.batch, rec)
+	b.mu.Unlock()
+	b.done.Add(1)
+	if !rec.OK() {
+		b.failed.Add(1)
+	}
+}
+
+// counts reads the counters.
+func (b *Board) counts() counts {
+	return counts{sent: b.sent.Load(), done: b.done.Load(), failed: b.failed.Load()}
+}
+
+// Run computes a snapshot every tick, on the run's clock now (nanoseconds
+// since its start), until ctx ends.
+func (b *Board) Run(ctx context.Context, now func() int64) {
+	t := time.NewTicker(b.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.step(now(), false)
+		}
+	}
+}
+
+// Finish computes the last snapshot from every record handed over and the
+// run's run.json (the report's): its since-start numbers are the final
+// report's. Call it once Run has returned.
+func (b *Board) Finish(at int64, info results.RunInfo) {
+	b.agg.coll.SetRun(info)
+	b.step(at, true)
+	b.subs.end()
+}
+
+// step drains the batch and publishes a snapshot at instant now.
+func (b *Board) step(now int64, final bool) {
+	b.mu.Lock()
+	recs := b.batch
+	b.batch = b.agg.spare[:0]
+	b.mu.Unlock()
+	c := b.counts()
+	for _, rec := range recs {
+		b.agg.add(rec, now)
+	}
+	clear(recs) // let the records go
+	b.agg.spare = recs
+	b.publish(b.agg.snapshot(now, c, final))
+}
+
+// publish makes s the current snapshot and tells the streams.
+func (b *Board) publish(s *Snapshot) {
+	p := &published{snap: s}
+	d := *s
+	if n := len(d.History); n > 1 {
+		d.History = d.History[n-1:]
+	}
+	p.delta, _ = json.Marshal(&d) // a Snapshot always encodes
+	b.cur.Store(p)
+	b.subs.notify()
+}
+
+// Latest returns the current snapshot; it must not be changed.
+func (b *Board) Latest() *Snapshot { return b.cur.Load().snap }
+
+// fullJSON is the current snapshot's encoding with its whole history.
+func (p *published) fullJSON() []byte {
+	p.full.once.Do(func() { p.full.b, _ = json.Marshal(p.snap) })
+	return p.full.b
+}
+
+// counts are the record path's counters at one instant.
+type counts struct{ sent, done, failed int64 }
+
+// aggregator is the board's state that only its own goroutine touches.
+type aggregator struct {
+	cfg      Config
+	win      *window
+	ws       windowStats
+	coll     *report.Collector
+	spare    []*latency.Record
+	failures map[string]int64
+	ok       int64
+	ttft     stats.Histogram // every record's TTFT (the plain line)
+	phase    string
+	seq      int64
+	ticks    []tick // the counters at each tick within the window
+	history  []Point
+	// The since-start part, recomputed on its own cadence.
+	since      Figures
+	sinceAt    int64
+	findings   []Finding
+	phases     []PhaseRow
+	nextReport int64
+}
+
+// tick is the counters at one snapshot.
+type tick struct{ at, sent, ok int64 }
+
+func (a *aggregator) init(cfg Config) {
+	a.cfg, a.win = cfg, newWindow(cfg.Window)
+	a.coll = report.NewCollector(cfg.Report)
+	a.failures = map[string]int64{}
+	a.findings = []Finding{}
+	a.ticks = []tick{{}}
+}
+
+// add takes one record in.
+func (a *aggregator) add(rec *latency.Record, now int64) {
+	a.coll.Add(rec)
+	a.win.add(rec, now)
+	if rec.Phase != "" {
+		a.phase = rec.Phase
+	}
+	if !rec.OK() {
+		a.failures[string(rec.ErrorKind)]++
+		return
+	}
+	a.ok++
+	if d, ok := rec.TTFT(); ok {
+		a.ttft.Add(int64(d))
+	}
+}
