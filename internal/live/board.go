@@ -136,7 +136,7 @@ func (b *Board) step(now int64, final bool) {
 	b.mu.Unlock()
 	c := b.counts()
 	for _, rec := range recs {
-		b.agg.add(rec, now)
+		b.agg.add(rec)
 	}
 	clear(recs) // let the records go
 	b.agg.spare = recs
@@ -170,7 +170,7 @@ type counts struct{ sent, done, failed int64 }
 // aggregator is the board's state that only its own goroutine touches.
 type aggregator struct {
 	cfg      Config
-	win      *window
+	win      *slots
 	ws       windowStats
 	coll     *report.Collector
 	spare    []*latency.Record
@@ -193,7 +193,7 @@ type aggregator struct {
 type tick struct{ at, sent, ok int64 }
 
 func (a *aggregator) init(cfg Config) {
-	a.cfg, a.win = cfg, newWindow(cfg.Window)
+	a.cfg, a.win = cfg, newSlots(cfg.Window)
 	a.coll = report.NewCollector(cfg.Report)
 	a.failures = map[string]int64{}
 	a.findings = []Finding{}
@@ -201,14 +201,16 @@ func (a *aggregator) init(cfg Config) {
 }
 
 // add takes one record in.
-func (a *aggregator) add(rec *latency.Record, now int64) {
+func (a *aggregator) add(rec *latency.Record) {
 	a.coll.Add(rec)
-	a.win.add(rec, now)
+	a.win.add(rec)
 	if rec.Phase != "" {
 		a.phase = rec.Phase
 	}
-	if !rec.OK() {
-		a.failures[string(rec.ErrorKind)]++
+	if kind := failKind(rec); kind != "" {
+		if !rec.Warmup {
+			a.failures[string(kind)]++
+		}
 		return
 	}
 	a.ok++

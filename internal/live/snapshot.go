@@ -22,8 +22,8 @@ type Snapshot struct {
 	// Stages is the split of the window's successful requests along their
 	// path: each part's mean and share.
 	Stages []Stage `json:"stages"`
-	// Failures counts failed requests by kind (since start: all records
-	// received, warm-up included).
+	// Failures counts failed requests by kind since start (warm-up
+	// excluded; a success without an end as window.NoEnd).
 	Failures map[string]int64 `json:"failures"`
 	Gauges   *Gauges          `json:"gauges,omitempty"`
 	Warnings []string         `json:"warnings"`

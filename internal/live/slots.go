@@ -6,17 +6,20 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/stats"
+	"github.com/tokentrace/tokentrace/internal/window"
 )
 
-// slotNS is the width of one slot of the sliding window.
-const slotNS = int64(time.Second)
+// slotWidth is the width of one slot of the sliding window: a slot is one
+// of internal/window's windows of width 1 s (aligned at the run's start, a
+// request in the one its completion falls in).
+const slotWidth = time.Second
 
 // metricNames are the latency metrics the board follows, in display order.
 var metricNames = [...]latency.Metric{latency.TTFT, latency.TPOT, latency.ITL, latency.E2E}
 
-// slot is what finished in one second of the run (by the record's end).
+// slot is what completed in one second of the run.
 type slot struct {
-	sec      int64 // the second it holds; -1: empty
+	sec      int // the window it holds (window.Index); -1: empty
 	hist     [len(metricNames)]stats.Histogram
 	ok, fail int64
 	kinds    map[string]int64
@@ -24,7 +27,7 @@ type slot struct {
 	split    int64            // requests whose path was split
 }
 
-func (s *slot) reset(sec int64) {
+func (s *slot) reset(sec int) {
 	s.sec, s.ok, s.fail, s.split = sec, 0, 0, 0
 	for i := range s.hist {
 		s.hist[i].Reset()
@@ -33,16 +36,16 @@ func (s *slot) reset(sec int64) {
 	clear(s.parts)
 }
 
-// window is a ring of one-second slots: the records that ended in the last
-// n seconds (the current one included).
-type window struct {
+// slots is a ring of one-second windows: the requests that completed in
+// the last n of them (the current one included).
+type slots struct {
 	slots []slot
 	itl   []int64 // scratch for a record's gaps
 }
 
-func newWindow(width time.Duration) *window {
-	n := max(int((width+time.Second-1)/time.Second), 1)
-	w := &window{slots: make([]slot, n)}
+func newSlots(width time.Duration) *slots {
+	n := max(int((width+slotWidth-1)/slotWidth), 1)
+	w := &slots{slots: make([]slot, n)}
 	for i := range w.slots {
 		w.slots[i].sec = -1
 		w.slots[i].kinds = map[string]int64{}
@@ -51,23 +54,24 @@ func newWindow(width time.Duration) *window {
 	return w
 }
 
-// add counts rec in the slot of the second it ended in (at when it has no
-// end); a record older than the window is left out.
-func (w *window) add(rec *latency.Record, at int64) {
-	if rec.EndNS > 0 {
-		at = rec.EndNS
+// add counts rec in the slot of its completion (window.Completion); a
+// warm-up record, or one older than the ring, is left out, as
+// window.Series leaves warm-up out.
+func (w *slots) add(rec *latency.Record) {
+	if rec.Warmup {
+		return
 	}
-	sec := max(at, 0) / slotNS
-	s := &w.slots[sec%int64(len(w.slots))]
+	sec := window.Index(window.Completion(rec), slotWidth)
+	s := &w.slots[sec%len(w.slots)]
 	switch {
 	case s.sec > sec:
 		return
 	case s.sec < sec:
 		s.reset(sec)
 	}
-	if !rec.OK() {
+	if kind := failKind(rec); kind != "" {
 		s.fail++
-		s.kinds[string(rec.ErrorKind)]++
+		s.kinds[string(kind)]++
 		return
 	}
 	s.ok++
@@ -91,6 +95,18 @@ func (w *window) add(rec *latency.Record, at int64) {
 	}
 }
 
+// failKind is why rec failed, "" for a success: a success without an end
+// fails as window.NoEnd, as the report counts it.
+func failKind(rec *latency.Record) latency.ErrorKind {
+	switch {
+	case rec.ErrorKind != "":
+		return rec.ErrorKind
+	case rec.EndNS == 0:
+		return window.NoEnd
+	}
+	return ""
+}
+
 // partName labels a part of a path: its hop and its stage ("server
 // decode" for the server's server_decode).
 func partName(p latency.PathPart) string {
@@ -110,7 +126,7 @@ type windowStats struct {
 }
 
 // merge sums the slots of the n seconds up to now into dst (reset first).
-func (w *window) merge(now int64, dst *windowStats) {
+func (w *slots) merge(now int64, dst *windowStats) {
 	for i := range dst.hist {
 		dst.hist[i].Reset()
 	}
@@ -120,10 +136,10 @@ func (w *window) merge(now int64, dst *windowStats) {
 	}
 	clear(dst.kinds)
 	clear(dst.parts)
-	sec := max(now, 0) / slotNS
+	sec := window.Index(time.Duration(now), slotWidth)
 	for k := range w.slots {
 		s := &w.slots[k]
-		if s.sec < 0 || s.sec > sec || s.sec <= sec-int64(len(w.slots)) {
+		if s.sec < 0 || s.sec > sec || s.sec <= sec-len(w.slots) {
 			continue
 		}
 		for i := range s.hist {
