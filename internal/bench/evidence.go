@@ -133,6 +133,15 @@ func probeEngine(ctx context.Context, t Target) (engine, by string, gateway bool
 				gateway = gateway || strings.HasPrefix(name, "tokentrace_gateway_")
 			}
 		}
+		if gateway {
+			if u, err := scrape.RootURL(t.BaseURL, scrape.UpstreamMetricsPath); err == nil {
+				if fams, err := scrape.Get(ctx, hc, u, header); err == nil {
+					if e, ok := scrape.Detect(fams); ok {
+						return e.Name, "its engine's /metrics names through the gateway (" + e.Prefix + "…)", true
+					}
+				}
+			}
+		}
 	}
 	if u, err := t.apiURL("/models"); err == nil {
 		if b, resp := probe(ctx, hc, u, header); resp != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/scrape"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -353,5 +354,56 @@ func TestTRTLLMPerfMetricsJoined(t *testing.T) {
 	}
 	if f := finding(res.Report, "server-queueing"); f == nil || !strings.Contains(f.Evidence, "Server queueing is the largest TTFT term") {
 		t.Errorf("queueing not named from the joined split: %+v", f)
+	}
+}
+
+// TestGatewayComparesWithDirect: bench through a gateway in front of a
+// stand-in answering as vLLM (its merged per-request metrics, its gauges)
+// reads the engine's /metrics through the gateway's /upstream/metrics
+// (run.json's server: engine vllm, via that URL, waiting above zero with 6
+// workers on 2 slots), and the comparison with a direct run has every
+// server stage (server.*) in both runs: only the links and the gateway's
+// own hop differ (client→server directly; client→gateway and
+// gateway→server through it).
+func TestGatewayComparesWithDirect(t *testing.T) {
+	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectVLLM, Slots: 2,
+		Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true, Metrics: true})
+	direct, _ := runSlots(t, e, 6, 48, "")
+	gw := askingGateway(t, e.URL())
+	through, _ := runURL(t, gw, 6, 48, ServerMetricsOff)
+	info, ok, err := results.ReadRunInfo(through.OutDir)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if s := info.Server; s == nil || s.Engine != latency.EngineVLLM || !strings.HasSuffix(s.Via, "/upstream/metrics") {
+		t.Fatalf("server behind the gateway: %+v", s)
+	}
+	var peak float64
+	for _, s := range info.Samples {
+		peak = max(peak, s.Waiting)
+	}
+	if peak < 1 {
+		t.Errorf("vllm:num_requests_waiting through the gateway peaked at %v", peak)
+	}
+	opts := report.Options{Resamples: 200}
+	ca, err := report.Collect(context.Background(), []string{direct.OutDir}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := report.Collect(context.Background(), []string{through.OutDir}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := 0
+	for _, row := range report.Compare(ca, cb).Rows {
+		if strings.HasPrefix(row.Metric, "server.") {
+			server++
+			if row.Only != "" {
+				t.Errorf("%s %s only in %s", row.Metric, row.Stat, row.Only)
+			}
+		}
+	}
+	if server == 0 {
+		t.Error("no server stage compared")
 	}
 }

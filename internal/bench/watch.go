@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ const firstScrapeTimeout = 2 * time.Second
 // A target without a readable /metrics is said once and not asked again.
 type serverWatch struct {
 	url    string
+	root   string // the target's /metrics (url until a gateway's engines replace it)
 	header http.Header
 	client *http.Client
 	now    func() int64 // the run's clock, as the records'
@@ -45,7 +47,7 @@ func newServerWatch(t Target, now func() int64) *serverWatch {
 		w.off, w.info.Error = true, err.Error()
 		return w
 	}
-	w.url = u
+	w.url, w.root = u, u
 	for k, vs := range t.Headers {
 		w.header[k] = append([]string(nil), vs...)
 	}
@@ -78,9 +80,18 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 	case first:
 		e, ok := scrape.Detect(fams)
 		if gw := scrape.GatewayConfig(fams); !ok && gw != nil {
-			w.off, w.info.Config = true, gw
-			w.info.Error = "the target is a tokentrace gateway: its configuration is recorded, the engine behind it is not scraped"
-			return
+			// Behind a tokentrace gateway: the engines' own /metrics
+			// through it (its /upstream/metrics), from here on.
+			if f, u := w.upstream(ctx); f != nil {
+				fams, w.url, w.info.Via = f, u, u
+				e, ok = scrape.Detect(fams)
+			}
+			if !ok {
+				w.off, w.info.Config = true, gw
+				w.info.Error = "the target is a tokentrace gateway: its configuration is recorded, the engine behind it is not scraped (its " +
+					scrape.UpstreamMetricsPath + " holds no engine's names)"
+				return
+			}
 		}
 		if !ok {
 			w.off = true
@@ -103,12 +114,23 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 		GenerationTokens: s.GenerationTokens, PromptSeconds: s.PromptSeconds, GenerationSeconds: s.GenerationSeconds})
 }
 
+// upstream reads a tokentrace gateway's /upstream/metrics (its engines'
+// own, labelled by replica); nil when that fails.
+func (w *serverWatch) upstream(ctx context.Context) (scrape.Families, string) {
+	u := strings.TrimSuffix(w.root, "/metrics") + scrape.UpstreamMetricsPath
+	fams, err := scrape.Get(ctx, w.client, u, w.header)
+	if err != nil {
+		return nil, ""
+	}
+	return fams, u
+}
+
 // addProps adds llama-server's /props (its slots and context, which its
 // /metrics does not expose) to the configuration; a server without it
 // leaves the configuration as it was. Called with mu held, on the first
 // scrape only.
 func (w *serverWatch) addProps(ctx context.Context) {
-	p, err := scrape.Props(ctx, w.client, w.url, w.header)
+	p, err := scrape.Props(ctx, w.client, w.root, w.header)
 	if err != nil {
 		return
 	}

@@ -40,7 +40,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case modelsPath:
 		g.models(w, r)
-	case "/health", "/metrics":
+	case "/health", "/metrics", UpstreamMetricsPath:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use GET or HEAD", "", "method_not_allowed"), 0)
@@ -48,6 +48,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.URL.Path == "/health" {
 			g.health(w)
+			return
+		}
+		if r.URL.Path == UpstreamMetricsPath {
+			g.upstreamMetrics(w, r)
 			return
 		}
 		if g.MetricsHandler == nil {
@@ -68,7 +72,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // /v1/ (llama.cpp's /tokenize, /detokenize and /apply-template; vLLM's
 // /tokenize, /detokenize), passed through as paths under /v1/ are, so that
 // a client sizes its prompts behind the gateway as it does directly.
-var engineTokenizerPaths = map[string]bool{"/tokenize": true, "/detokenize": true, "/apply-template": true}
+// llama.cpp's /props (its slots, which its /metrics does not give) passes
+// the same way.
+var engineTokenizerPaths = map[string]bool{"/tokenize": true, "/detokenize": true, "/apply-template": true, "/props": true}
 
 // visibleASCII reports whether s is printable ASCII without spaces (a
 // client's request id is passed on, logged and echoed only then).

@@ -81,6 +81,10 @@ type ServerInfo struct {
 	TokenCounters []string `json:"token_counters,omitempty"`
 	// Error says why there are no samples (no /metrics, not readable).
 	Error string `json:"error,omitempty"`
+	// Via is the URL the samples were read from when it is not the
+	// target's /metrics: a tokentrace gateway's /upstream/metrics (its
+	// engines' own, summed over its replicas).
+	Via string `json:"via,omitempty"`
 }
 
 // ShardInfo is one share of a workload that several load generators split

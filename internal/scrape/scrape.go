@@ -107,6 +107,10 @@ func (f Families) Labels(name string) map[string]string {
 	return out
 }
 
+// UpstreamMetricsPath is where a tokentrace gateway answers its engines'
+// own /metrics (each series labelled by replica).
+const UpstreamMetricsPath = "/upstream/metrics"
+
 // MetricsURL is the /metrics address of a server whose API base URL is
 // base (with or without the trailing /v1).
 func MetricsURL(base string) (string, error) {
