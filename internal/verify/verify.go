@@ -34,6 +34,10 @@ type Config struct {
 	// load itself changed.
 	Twin          Twin
 	AfterWorkload *capacity.Workload
+	// AfterSeed is the second run's seed: the prediction's first draw
+	// when the twin replays the second run's workload, so that it runs
+	// the very requests and arrivals the second run sent (0: unknown).
+	AfterSeed uint64
 	// Applied are --applied's changes, beside those the evidence shows.
 	Applied []Change
 	// SLOs judge goodput (none: no goodput row).
@@ -176,7 +180,7 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Notes = append(res.Notes, gnotes...)
-	w, wnotes, err := workloadAfter(cfg, changes)
+	w, seed, wnotes, err := workloadAfter(cfg, changes)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +202,7 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	twinBefore, draws, err := drawTwins(ctx, cfg, d, w)
+	twinBefore, draws, err := drawTwins(ctx, cfg, d, w, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -237,8 +241,9 @@ func changeNotes(cfg Config, lever string, changes []Change) []string {
 }
 
 // drawTwins runs the first run's twin once, and the twin with the change
-// (deployment d, workload w) cfg.Draws times, each on its own seed.
-func drawTwins(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload) (*report.Report, []*report.Report, error) {
+// (deployment d, workload w) cfg.Draws times, each on its own seed from
+// seed (the run's whose workload w is).
+func drawTwins(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload, seed uint64) (*report.Report, []*report.Report, error) {
 	twinBefore, err := twinDraw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the first run's twin: %w", err)
@@ -248,7 +253,7 @@ func drawTwins(ctx context.Context, cfg Config, d capacity.Deployment, w capacit
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		if draws[i], err = twinDraw(d, w, cfg.SLOs, cfg.Twin.Seed+uint64(i)); err != nil {
+		if draws[i], err = twinDraw(d, w, cfg.SLOs, seed+uint64(i)); err != nil {
 			return nil, nil, fmt.Errorf("the twin with the change: %w", err)
 		}
 	}
@@ -288,9 +293,10 @@ func unreproduced(rs []Row) string {
 	return strings.Join(out, ", ")
 }
 
-// workloadAfter is the workload the twin runs after the change: the first
-// run's, or the second's when the load itself changed.
-func workloadAfter(cfg Config, cs []Change) (capacity.Workload, []string, error) {
+// workloadAfter is the workload the twin runs after the change, and the
+// seed of its first draw: the first run's, or the second's when the load
+// itself changed (another seed included).
+func workloadAfter(cfg Config, cs []Change) (capacity.Workload, uint64, []string, error) {
 	var load []string
 	for _, c := range cs {
 		if c.Lever == "load" || c.Lever == "" && c.Modeled { // the load, or another sample of it
@@ -298,14 +304,18 @@ func workloadAfter(cfg Config, cs []Change) (capacity.Workload, []string, error)
 		}
 	}
 	if len(load) == 0 {
-		return cfg.Twin.Workload, nil, nil
+		return cfg.Twin.Workload, cfg.Twin.Seed, nil, nil
 	}
 	if cfg.AfterWorkload == nil {
-		return capacity.Workload{}, nil, fmt.Errorf("the load changed (%s) but the second run's workload cannot be rebuilt", strings.Join(load, ", "))
+		return capacity.Workload{}, 0, nil, fmt.Errorf("the load changed (%s) but the second run's workload cannot be rebuilt", strings.Join(load, ", "))
 	}
 	w := *cfg.AfterWorkload
 	w.DefaultWarmup = false
-	return w, []string{"the load changed (" + strings.Join(load, ", ") + "): the twin replays the second run's workload (" + w.Describe + ")"}, nil
+	seed, at := cfg.AfterSeed, "at the second run's seed"
+	if seed == 0 {
+		seed, at = cfg.Twin.Seed, "at the first run's seed (the second's is not known)"
+	}
+	return w, seed, []string{"the load changed (" + strings.Join(load, ", ") + "): the twin replays the second run's workload " + at + " (" + w.Describe + ")"}, nil
 }
 
 // leverName joins the modelled levers.

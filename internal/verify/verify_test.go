@@ -210,3 +210,30 @@ func FuzzReadLedger(f *testing.F) {
 		}
 	})
 }
+
+// When the load changed (another seed included), the prediction's first
+// draw runs the second run's workload at the second run's seed: the very
+// arrivals it sent.
+func TestWorkloadAfterTakesTheSecondRunsSeed(t *testing.T) {
+	after := capacity.Workload{Describe: "after"}
+	cfg := Config{Twin: Twin{Seed: 7, Workload: capacity.Workload{Describe: "before"}}, AfterWorkload: &after, AfterSeed: 11}
+	seedChange := []Change{{Setting: "seed", Before: "7", After: "11", Source: "bench", Modeled: true}}
+	for _, tt := range []struct {
+		name      string
+		cs        []Change
+		afterSeed uint64
+		want      uint64
+		workload  string
+	}{
+		{"no change of load", nil, 11, 7, "before"},
+		{"another seed", seedChange, 11, 11, "after"},
+		{"another seed, the second's unknown", seedChange, 0, 7, "after"},
+	} {
+		c := cfg
+		c.AfterSeed = tt.afterSeed
+		w, seed, _, err := workloadAfter(c, tt.cs)
+		if err != nil || seed != tt.want || w.Describe != tt.workload {
+			t.Errorf("%s: workload %q, seed %d, %v; want %q at %d", tt.name, w.Describe, seed, err, tt.workload, tt.want)
+		}
+	}
+}
