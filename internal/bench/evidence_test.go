@@ -407,3 +407,20 @@ func TestGatewayComparesWithDirect(t *testing.T) {
 		t.Error("no server stage compared")
 	}
 }
+
+// TestLlamaCppQueueingStandIn is llama.cpp's scenario of the per-engine
+// known-answer suite: against a stand-in answering with llama.cpp's
+// timings and gauges (2 slots, 6 closed-loop workers), the slot wait is
+// inferred from the timings and named as queueing, with the gauges.
+func TestLlamaCppQueueingStandIn(t *testing.T) {
+	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectLlamaCpp, Slots: 2,
+		Prefill: 20 * time.Millisecond, PerToken: 3 * time.Millisecond, Tokens: 8, Evidence: true, Metrics: true})
+	res, _ := runSlots(t, e, 6, 48, "")
+	if ask := res.Summary.Evidence; ask.Engine != latency.EngineLlamaCpp || ask.Returned["llamacpp-timings"] != 48 {
+		t.Errorf("evidence %+v", ask)
+	}
+	f := finding(res.Report, "server-queueing")
+	if f == nil || !strings.Contains(f.Evidence, "llamacpp:requests_deferred") {
+		t.Errorf("queueing not named from llama.cpp's timings and gauges: %+v", f)
+	}
+}
