@@ -1,10 +1,13 @@
 package whatif
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path/filepath"
+	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
@@ -109,6 +112,11 @@ func TwinOf(dir string, parse ParseRunFlags, profile, gpuFile string) (Twin, str
 			return Twin{}, "", &InputError{field.Wrap("profile", unwrapField(err))}
 		}
 	}
+	if !sim && !embedded {
+		if err := t.disaggregatedOf(dir); err != nil {
+			return Twin{}, "", err
+		}
+	}
 	w, skip, notes, err := workloadOf(dir, p, sim || embedded || p.Options.IgnoreEOS)
 	if err != nil || skip != "" {
 		return Twin{}, skip, err
@@ -196,4 +204,28 @@ func workloadOfRecords(dir string, chat bool, seed uint64) (capacity.Workload, s
 		return w, "", nil, fmt.Errorf("what-if: the run's workload: %w", err)
 	}
 	return w, "", lk.Notes, nil
+}
+
+// disaggregatedOf makes a measured run's twin disaggregated when its
+// records show a prefill hop (pdOfRecords).
+func (t *Twin) disaggregatedOf(dir string) error {
+	ec, _, err := t.Deployment.Engine.Config()
+	if err != nil {
+		return &InputError{field.Wrap("profile", err)}
+	}
+	pd, err := pdOfRecords(dir, ec)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no records to read: an aggregated twin
+	}
+	if err != nil || pd.requests == 0 {
+		return err
+	}
+	t.Deployment.PrefillReplicas, t.Deployment.KVLink = 1, cmp.Or(pd.link, perfmodel.DefaultLink)
+	for i, n := range t.Notes {
+		if _, rest, ok := strings.Cut(n, oneReplica); ok {
+			t.Notes[i] = strings.TrimPrefix(rest, "; ") // one replica per pool, said by pd.note
+		}
+	}
+	t.Notes = append(t.Notes, pd.note())
+	return nil
 }

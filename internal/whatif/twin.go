@@ -28,6 +28,9 @@ func SimulateLeftOut(o simulate.Options) []string {
 	return out
 }
 
+// oneReplica begins the note of a measured run's twin of one replica.
+const oneReplica = "the twin runs one replica of the profiled engine"
+
 // EngineOfProfile is a measured server's engine: the profile's model, GPU,
 // TP and precisions, with the batch settings the server exposed (else
 // vLLM's defaults). A run whose recorded model is a catalog model other
@@ -94,6 +97,6 @@ func EngineOfProfile(path string, info results.RunInfo) (engine.Options, []strin
 	setBool("enable_prefix_caching", &e.EnablePrefixCaching)
 	setBool("enable_chunked_prefill", &e.EnableChunkedPrefill)
 	e.NaturalOutputTokens = "max"
-	notes = append(notes, "the twin runs one replica of the profiled engine; each answer runs to its measured output length")
+	notes = append(notes, oneReplica+"; each answer runs to its measured output length")
 	return e, notes, nil
 }
