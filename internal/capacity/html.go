@@ -154,8 +154,9 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 		Title, Workload, Summary, Prices, LatencyName, Answer, Closest string
 		Charts                                                         []figure
 		Front, All                                                     []row
+		PD                                                             *pdHTML
 	}{Title: "tokentrace plan: " + pl.Title(), Workload: pl.Workload.Describe, Summary: pl.Summary(),
-		Prices: "built-in table of " + pl.PricesDate, LatencyName: pl.latencyName(), Charts: charts}
+		Prices: "built-in table of " + pl.PricesDate, LatencyName: pl.latencyName(), Charts: charts, PD: pl.pdHTML()}
 	if len(pl.PricesFiles) > 0 {
 		data.Prices += fmt.Sprint(", with ", pl.PricesFiles)
 	}
@@ -186,6 +187,11 @@ tr.best td { font-weight:700; }
 <div class="muted">workload: {{.Workload}} · prices: {{.Prices}} · {{.Summary}}</div>
 {{if .Answer}}<div class="answer"><b>Answer</b>: {{.Answer}}</div>{{end}}
 {{if .Closest}}<div class="answer none">{{.Closest}}</div>{{end}}
+{{with .PD}}<h2>Aggregated or disaggregated</h2>
+<div class="answer{{if .Close}} none{{end}}">{{.Verdict}}{{if .Close}} — close: the twin's stated error could reverse this; measure both (tokentrace verify){{end}}</div>
+<div class="scroll"><table><tr><th>split</th><th>deployment</th><th>$/hour</th><th>{{$.LatencyName}} (interval)</th><th>goodput (req/s)</th><th>meets</th></tr>
+{{range .Rows}}<tr><td>{{.Ratio}}</td><td>#{{.ID}} {{.Name}}</td><td>{{.Cost}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.Meets}}</td></tr>
+{{end}}</table></div>{{end}}
 {{if .Charts}}<h2>Cost, latency and goodput</h2>
 <div class="charts">{{range .Charts}}<figure><div>{{.SVG}}</div><figcaption>{{.Caption}}</figcaption></figure>{{end}}</div>{{end}}
 {{if .Front}}<h2>Pareto front</h2>

@@ -232,3 +232,42 @@ func (pl *Plan) jsonPD() *jsonPD {
 	}
 	return out
 }
+
+// pdHTML is the P/D answer as the plan's page shows it (nil without one).
+type pdHTML struct {
+	Verdict string
+	Close   bool
+	Rows    []pdHTMLRow
+}
+
+type pdHTMLRow struct {
+	Ratio, Name, Cost, Latency, Goodput, Meets string
+	ID                                         int
+}
+
+func (pl *Plan) pdHTML() *pdHTML {
+	a := pl.PD
+	if a == nil {
+		return nil
+	}
+	target := pl.Objective.TargetRate > 0
+	out := &pdHTML{Verdict: a.Verdict, Close: a.Close}
+	for _, r := range a.Ratios {
+		c := r.Candidate
+		if c == nil {
+			continue
+		}
+		row := pdHTMLRow{Ratio: r.Ratio, ID: c.ID, Name: c.Name, Cost: fmt.Sprintf("%.2f", c.USDPerHour), Meets: "yes"}
+		if l := c.Latency(target); l != Unbounded {
+			row.Latency = fmt.Sprintf("%s (±%.0f%%: %s–%s)", fmtDur(l), 100*r.Err, fmtDur(r.Low), fmtDur(r.High))
+		}
+		if g := c.GoodputRate(); g > 0 {
+			row.Goodput = fmt.Sprintf("%.3g", g)
+		}
+		if !r.Meets {
+			row.Meets = "no: " + c.Reason
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	return out
+}

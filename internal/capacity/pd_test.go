@@ -91,6 +91,11 @@ func TestPlanAggregatedOrDisaggregated(t *testing.T) {
 	if err := pl.WriteText(&text); err != nil || !strings.Contains(text.String(), "aggregated or disaggregated: ") {
 		t.Errorf("text: %v\n%s", err, text.String())
 	}
+	var page bytes.Buffer
+	if err := pl.WriteHTML(&page); err != nil || !strings.Contains(page.String(), "<h2>Aggregated or disaggregated</h2>") ||
+		!strings.Contains(page.String(), "1P:2D over rdma-400g") {
+		t.Errorf("html: %v, no P/D section", err)
+	}
 	var js bytes.Buffer
 	if err := pl.WriteJSON(&js); err != nil {
 		t.Fatal(err)
