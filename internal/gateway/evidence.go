@@ -19,6 +19,11 @@ import (
 // llama.cpp's timings, then TGI's headers. Ollama's durations come only
 // with its native /api endpoints, which the gateway does not proxy.
 
+// evidenceEngines are the engines an engine split may name (timeline's
+// engine indexes it; 0 is none).
+var evidenceEngines = []string{"", latency.EngineVLLM, latency.EngineLlamaCpp, latency.EngineTGI, latency.EngineTokentrace,
+	latency.EngineOllama, latency.EngineSGLang, latency.EngineTRTLLM}
+
 // askEngine is the body an attempt sends to its replica: the client's,
 // unless the pool asks for evidence (evidence: ask), the replica's kind
 // is an engine that returns a per-request metrics object when asked
@@ -130,7 +135,8 @@ func (x *exchange) useEngineSplit(h interface{ Get(string) string }) {
 	x.engineSplit = sp
 	x.tl.serverQueue, x.tl.serverPrefill, x.tl.serverDecode = time.Duration(sp.QueueNS), time.Duration(sp.PrefillNS), time.Duration(sp.DecodeNS)
 	x.tl.unreported = sp.Unreported
-	x.tl.serverSplit, x.tl.fromEvidence, x.tl.engine = true, true, sp.Engine
+	x.tl.serverSplit, x.tl.fromEvidence = true, true
+	x.tl.engine = uint8(max(slices.Index(evidenceEngines, sp.Engine), 0))
 }
 
 // upstreamSplit is upstream_ttft divided by the upstream's own evidence:

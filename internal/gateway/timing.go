@@ -44,13 +44,14 @@ type timeline struct {
 	// fromEvidence: the split came from the engine's own per-request
 	// evidence (useEngineSplit), not from a Server-Timing.
 	fromEvidence bool
-	// engine names the engine whose evidence gave the split
-	// (server_engine;desc=…), "" when it does not say.
-	engine string
 	// splitForwarded: the split came from the upstream's Server-Timing,
 	// whose stages are passed on (forward), so the trailer does not repeat
 	// them.
 	splitForwarded bool
+	// engine names the engine whose evidence gave the split
+	// (server_engine;desc=…): an index into evidenceEngines, 0 when it does
+	// not say (a byte, in the bools' padding: the exchange's layout holds).
+	engine uint8
 	// forward is the upstream's stages (latency.ForwardTiming), passed on
 	// after the gateway's own in the trailer; prefillForward, on a
 	// disaggregated route, the prefill instance's (under
@@ -214,8 +215,8 @@ func (t *timeline) appendTrailerTiming(b []byte, s stageDurations, inner string)
 		if !t.splitForwarded && t.reports(latency.SplitDecode) && (t.whole || t.fromEvidence) {
 			b = appendTiming(b, latency.TimingServerDecode, t.serverDecode)
 		}
-		if t.fromEvidence && t.engine != "" {
-			b = append(append(append(append(b, ", "...), latency.TimingServerEngine...), ";desc="...), t.engine...)
+		if t.fromEvidence && t.engine != 0 {
+			b = append(append(append(append(b, ", "...), latency.TimingServerEngine...), ";desc="...), evidenceEngines[t.engine]...)
 		}
 	}
 	return appendTiming(b, latency.TimingTotal, s.sum())
