@@ -283,21 +283,40 @@ func TestHostileBodiesPerAPI(t *testing.T) {
 		resp := postJSON(t, gw.URL+c.api.Path(), c.body)
 		b, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		var shape map[string]any
-		_ = json.Unmarshal(b, &shape)
-		ok := false
-		switch c.api {
-		case openai.APIMessages:
-			e, _ := shape["error"].(map[string]any)
-			ok = shape["type"] == "error" && e["message"] != nil
-		case openai.APIOllama:
-			_, ok = shape["error"].(string)
-		default:
-			e, _ := shape["error"].(map[string]any)
-			ok = e["message"] != nil
-		}
-		if resp.StatusCode != c.status || !ok {
+		if resp.StatusCode != c.status || apiErrorMessage(c.api, b) == "" {
 			t.Errorf("%s %.50s: %d %s, want %d in the API's error shape", c.api, c.body, resp.StatusCode, b, c.status)
 		}
 	}
+}
+
+// apiErrorMessage is the message of an error body in api's shape (the
+// Messages API's {"type":"error","error":{…}}, Ollama's {"error":"…"},
+// OpenAI's {"error":{…}}); "" when b is not one.
+func apiErrorMessage(api openai.API, b []byte) string {
+	switch api {
+	case openai.APIOllama:
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		return e.Error
+	case openai.APIMessages:
+		var e struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type, Message string
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Type != "error" || e.Error.Type == "" {
+			return ""
+		}
+		return e.Error.Message
+	}
+	var e struct {
+		Error struct {
+			Type, Message string
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &e)
+	return e.Error.Message
 }

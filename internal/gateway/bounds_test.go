@@ -11,51 +11,71 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
 // TestEndlessWholeAnswerIsBounded: a non-streamed answer that does not
-// end is read up to server.max_response_bytes, no further: the client gets
-// 502 upstream_response_too_large (OpenAI-shaped), the upstream's
-// connection is closed, and what the gateway allocated stays near the
-// bound (the upstream sends 512 MiB).
+// end is read up to server.max_response_bytes, no further, whatever the
+// API: the client gets 502 upstream_response_too_large in the API's own
+// error shape, the upstream's connection is closed, and what the gateway
+// allocated stays near the bound (the upstream sends 512 MiB).
 func TestEndlessWholeAnswerIsBounded(t *testing.T) {
-	up := openaitest.Start(t, &openaitest.Upstream{Endless: 512 << 20})
-	cfg, err := QuickConfig([]string{up.URL()})
-	if err != nil {
-		t.Fatal(err)
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
+	for _, c := range []struct {
+		api  openai.API
+		body string
+	}{
+		{openai.APIChat, chatBody("m", false, "x", "")},
+		{openai.APIResponses, `{"model":"m","input":"x"}`},
+		{openai.APIMessages, `{"model":"m","max_tokens":5,` + msgs + `}`},
+		{openai.APIOllama, `{"model":"m","stream":false,` + msgs + `}`},
+	} {
+		t.Run(c.api.String(), func(t *testing.T) {
+			up := openaitest.Start(t, &openaitest.Upstream{Endless: 512 << 20})
+			cfg, err := QuickConfig([]string{up.URL()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Server.MaxResponseBytes = 1 << 20
+			g, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw := startGateway(t, g)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			resp := postJSON(t, gw.URL+c.api.Path(), c.body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			runtime.ReadMemStats(&after)
+			if msg := apiErrorMessage(c.api, b); resp.StatusCode != http.StatusBadGateway || !strings.Contains(msg, "1048576 bytes") {
+				t.Fatalf("status %d body %.200s, want 502 naming the bound in the API's error shape", resp.StatusCode, b)
+			}
+			if code := apiErrorCode(b); !c.api.Typed() && !c.api.NDJSON() && code != "upstream_response_too_large" {
+				t.Errorf("code %q, want upstream_response_too_large", code)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+				t.Errorf("allocated %d MiB for a 1 MiB bound", got>>20)
+			}
+			waitFor(t, "the upstream's connection closed", func() bool { return up.Closed.Load() == 1 })
+			if n := upstreamErrors(g, "default", "response_too_large"); n != 1 {
+				t.Errorf("response_too_large counted %v times, want 1", n)
+			}
+		})
 	}
-	cfg.Server.MaxResponseBytes = 1 << 20
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := startGateway(t, g)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	resp := post(t, context.Background(), gw.URL, chatBody("m", false, "x", ""), nil)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	runtime.ReadMemStats(&after)
+}
+
+// apiErrorCode is an OpenAI-shaped error body's code.
+func apiErrorCode(b []byte) string {
 	var e struct {
 		Error struct {
-			Code, Type, Message string
-		}
+			Code string `json:"code"`
+		} `json:"error"`
 	}
-	if resp.StatusCode != http.StatusBadGateway || json.Unmarshal(b, &e) != nil || e.Error.Code != "upstream_response_too_large" {
-		t.Fatalf("status %d body %.200s, want 502 upstream_response_too_large", resp.StatusCode, b)
-	}
-	if !strings.Contains(e.Error.Message, "1048576 bytes") {
-		t.Errorf("message %q does not name the bound", e.Error.Message)
-	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
-		t.Errorf("allocated %d MiB for a 1 MiB bound", got>>20)
-	}
-	waitFor(t, "the upstream's connection closed", func() bool { return up.Closed.Load() == 1 })
-	if n := upstreamErrors(g, "default", "response_too_large"); n != 1 {
-		t.Errorf("response_too_large counted %v times, want 1", n)
-	}
+	_ = json.Unmarshal(b, &e)
+	return e.Error.Code
 }
 
 // TestStreamEndsForTheClientAtItsEnd: an upstream that keeps its

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
@@ -117,7 +118,7 @@ func TestTokenLimitWarnsWithoutADefault(t *testing.T) {
 // a client's X-Request-Id with bytes outside printable ASCII is replaced
 // by the gateway's own; tokentrace serve's fault header never reaches an
 // upstream; a body declared over max_body_bytes is refused with 413
-// before any of it is asked for (no 100 Continue).
+// before any of it is asked for (no 100 Continue), on every API's path.
 func TestSmallerHostileInputs(t *testing.T) {
 	up := openaitest.Start(t, &openaitest.Upstream{})
 	g := mustGateway(t, "server: {max_body_bytes: 1000}\npools: [{name: p, replicas: [{url: "+up.URL()+"}]}]\nroutes: [{model: \"*\", pool: p}]\nkeys: [{name: k, sha256: "+HashKey("sk-1")+"}]\n")
@@ -133,16 +134,18 @@ func TestSmallerHostileInputs(t *testing.T) {
 	if hs := up.Headers(); len(hs) != 1 || hs[0].Get("X-TokenTrace-Fault") != "" {
 		t.Errorf("the fault header reached the upstream: %v", hs)
 	}
-	c, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer sk-1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 10485760\r\n\r\n")
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	status, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 413") {
-		t.Errorf("a body declared over the limit: %q %v, want 413 at once", status, err)
+	for _, api := range openai.APIs {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer sk-1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 10485760\r\n\r\n", api.Path())
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		status, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || !strings.HasPrefix(status, "HTTP/1.1 413") {
+			t.Errorf("%s: a body declared over the limit: %q %v, want 413 at once", api, status, err)
+		}
 	}
 }
 

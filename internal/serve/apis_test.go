@@ -231,14 +231,18 @@ func TestOllamaChat(t *testing.T) {
 	}
 }
 
-// TestAPIsRefuseBadInput sends each API bad and hostile bodies: every one
-// is a 4xx in the API's own error shape, naming what is wrong.
+// TestAPIsRefuseBadInput sends each API bad and hostile bodies — case
+// variants and duplicates of its keys, 10,000-deep nesting, a body over
+// max_body_bytes, a body that is no object — and every one is a 4xx in
+// the API's own error shape, naming what is wrong.
 func TestAPIsRefuseBadInput(t *testing.T) {
 	cfg := testConfig(time.Millisecond)
-	cfg.MaxBodyBytes = 4096
+	cfg.MaxBodyBytes = 32 << 10
 	s := startServer(t, cfg)
 	root := strings.TrimSuffix(s.URL(), "/v1")
-	huge := `{"model":"` + testModel + `","input":"` + strings.Repeat("a", 8192) + `"}`
+	huge := `{"model":"` + testModel + `","input":"` + strings.Repeat("a", 40<<10) + `"}`
+	hugeMessage := `[{"role":"user","content":"` + strings.Repeat("a", 40<<10) + `"}]`
+	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000) // within the body limit: nesting, not size
 	cases := []struct {
 		api    openai.API
 		body   string
@@ -252,16 +256,23 @@ func TestAPIsRefuseBadInput(t *testing.T) {
 		{openai.APIResponses, `{"model":"sim-model","input":"x","previous_response_id":"resp_1"}`, 400, "not stored"},
 		{openai.APIResponses, huge, 413, "larger than the limit"},
 		{openai.APIResponses, `[1,2]`, 400, "JSON object"},
+		{openai.APIResponses, `{"model":"sim-model","input":` + deep + `}`, 400, "exceeded max depth"},
 		{openai.APIMessages, `{"model":"sim-model","messages":[{"role":"user","content":"x"}]}`, 400, "max_tokens: Field required"},
 		{openai.APIMessages, `{"model":"sim-model","max_tokens":4,"messages":[{"role":"system","content":"x"}]}`, 400, "must be user or assistant"},
 		{openai.APIMessages, `{"model":"sim-model","max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}`, 400, "only text parts"},
 		{openai.APIMessages, `{"model":"sim-model","max_tokens":4,"MAX_TOKENS":9,"messages":[{"role":"user","content":"x"}]}`, 400, "Unrecognized request argument"},
 		{openai.APIMessages, `{"model":"sim-model","max_tokens":4,"temperature":1.5,"messages":[{"role":"user","content":"x"}]}`, 400, "temperature"},
 		{openai.APIMessages, `{"model":"nope","max_tokens":4,"messages":[{"role":"user","content":"x"}]}`, 404, "does not exist"},
+		{openai.APIMessages, `{"model":"sim-model","max_tokens":4,"messages":` + hugeMessage + `}`, 413, "larger than the limit"},
+		{openai.APIMessages, `{"model":"sim-model","max_tokens":4,"messages":` + deep + `}`, 400, "exceeded max depth"},
+		{openai.APIMessages, `"x"`, 400, "JSON object"},
 		{openai.APIOllama, `{"model":"sim-model","messages":[{"role":"user","content":"x"}],"options":{"num_predict":"many"}}`, 400, "num_predict"},
 		{openai.APIOllama, `{"model":"sim-model","messages":[]}`, 400, "non-empty"},
 		{openai.APIOllama, `{"model":"sim-model","messages":[{"role":"user","content":"x","content":"y"}]}`, 400, "duplicate key"},
 		{openai.APIOllama, `{"model":"sim-model","messages":[{"role":"user","content":"x"}],"options":{"num_predict":1e12}}`, 400, "num_predict"},
+		{openai.APIOllama, `{"model":"sim-model","messages":` + hugeMessage + `}`, 413, "larger than the limit"},
+		{openai.APIOllama, `{"model":"sim-model","messages":` + deep + `}`, 400, "exceeded max depth"},
+		{openai.APIOllama, `{"model":"sim-model","messages":[{"role":"user","content":"x"}],"options":{"num_predict":1,"num_predict":2}}`, 400, "duplicate key"},
 	}
 	for _, c := range cases {
 		resp := post(t, context.Background(), root+c.api.Path(), c.body)
