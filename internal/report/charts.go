@@ -278,6 +278,17 @@ func (r *Report) scatterCharts(add addFunc) error {
 		sc.GlyphStyle.Shape = draw.CircleGlyph{}
 		p.Add(sc)
 		caption := "each dot a request"
+		if lo, hi, one := degenerate(s.Points); one {
+			// Every request had the same length: a sensible axis around
+			// it, not one token either side, and no trend to fit.
+			p.X.Min, p.X.Max = lo, hi
+			caption = fmt.Sprintf("every request had %s %s, so this shows only the spread of %s at that length",
+				num0(s.Points[0].X), strings.ToLower(s.XLabel), strings.TrimSuffix(s.YLabel, " (ms)"))
+			if err := add(s.ID, s.Title, caption, p, narrowW, narrowH); err != nil {
+				return err
+			}
+			continue
+		}
 		if f := s.Fit; f != nil {
 			name := fmt.Sprintf("fit: %.3g + %.3g·x (R² %.2f)", f.Intercept, f.Slope, f.R2)
 			if err := line(p, name, plotter.XYs{{X: f.X0, Y: f.Intercept + f.Slope*f.X0}, {X: f.X1, Y: f.Intercept + f.Slope*f.X1}}, 1, false); err != nil {
@@ -290,6 +301,27 @@ func (r *Report) scatterCharts(add addFunc) error {
 		}
 	}
 	return nil
+}
+
+// degenerate says whether the points share (about) one x, and the axis
+// to draw them on: from 0 to twice it, so the one value sits mid-axis
+// with round ticks.
+func degenerate(pts []XY) (lo, hi float64, one bool) {
+	if len(pts) == 0 {
+		return 0, 0, false
+	}
+	mn, mx := pts[0].X, pts[0].X
+	for _, p := range pts {
+		mn, mx = min(mn, p.X), max(mx, p.X)
+	}
+	if mx-mn > max(2, 0.02*math.Abs(mx)) {
+		return 0, 0, false
+	}
+	c := (mn + mx) / 2
+	if c <= 0 {
+		return c - 1, c + 1, true
+	}
+	return 0, 2 * c, true
 }
 
 // stageBars: the E2E and TTFT decompositions of each group as stacked
@@ -354,13 +386,15 @@ func (r *Report) stageBars(add addFunc) error {
 			top = max(top, h)
 		}
 		p.Y.Min, p.Y.Max = 0, 1.05*top
-		// The bars take the left part, the legend the right.
-		p.X.Min, p.X.Max = -0.6, float64(len(d.Groups))+1.6
+		// The bars take the left part, the legend the right: across the
+		// page's width, so its text is read at the size it was drawn.
+		p.X.Min, p.X.Max = -0.6, float64(len(d.Groups))+1.4
 		p.Legend.Left = false
-		p.Legend.Top = true
-		h := max(narrowH, vg.Length(len(legend))*vg.Points(13)+vg.Inch)
+		p.Legend.Top = false // beside the bars, not above: no headroom taken from them (chart.SVG)
+		p.Legend.TextStyle.Font.Size = vg.Points(11)
+		h := max(wideH, vg.Length(len(legend))*vg.Points(15)+vg.Inch)
 		if err := add(id, title, "mean time in each stage for the median band and the tails, a hop's stages in shades "+
-			"of its colour; the tail bars show what the slowest requests spent their time on", p, narrowW*1.4, h); err != nil {
+			"of its colour; the tail bars show what the slowest requests spent their time on", p, wideW, h); err != nil {
 			return err
 		}
 	}

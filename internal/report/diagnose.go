@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 )
@@ -20,6 +21,7 @@ func diagnose(a *analysis, rep *Report) []Finding {
 			out = append(out, f)
 		}
 	}
+	rep.Quieted = quieted(a, rep, out)
 	out = append(out, breachFindings(rep, out)...)
 	sev := map[Severity]int{SeverityCritical: 0, SeverityWarning: 1, SeverityInfo: 2}
 	rank := func(f Finding) int {
@@ -32,6 +34,54 @@ func diagnose(a *analysis, rep *Report) []Finding {
 	slices.SortStableFunc(out, func(x, y Finding) int { return rank(x) - rank(y) })
 	mergeRemedies(out)
 	return out
+}
+
+// Quieted is what SLOs that held kept the rules from raising: a rule
+// judges a metric whose SLO passed as needing no explaining, so a pattern
+// it would name without the SLO is left out, and said to be.
+type Quieted struct {
+	// SLOs are the SLOs that held.
+	SLOs []string `json:"slos"`
+	// Findings are the titles (and rules) of the findings the rules raise
+	// when the run is judged without them.
+	Findings []string `json:"findings"`
+}
+
+// Line is the quieted findings in one sentence.
+func (q *Quieted) Line() string {
+	return fmt.Sprintf("%s held, so the diagnosis leaves out what the rules would otherwise raise: %s; "+
+		"report without --slo shows them", strings.Join(q.SLOs, ", "), strings.Join(q.Findings, "; "))
+}
+
+// quieted runs the rules that did not fire again with the SLOs that held
+// taken away (those that failed kept); the findings they then raise are
+// the ones a passing SLO silenced. Nil when none.
+func quieted(a *analysis, rep *Report, fired []Finding) *Quieted {
+	var q Quieted
+	without := *rep
+	without.SLOs = nil
+	for _, v := range rep.SLOs {
+		if v.Status == StatusPass {
+			q.SLOs = append(q.SLOs, v.SLO)
+		} else {
+			without.SLOs = append(without.SLOs, v)
+		}
+	}
+	if len(q.SLOs) == 0 {
+		return nil
+	}
+	for _, r := range Rules {
+		if slices.ContainsFunc(fired, func(f Finding) bool { return f.Rule == r.Name }) {
+			continue
+		}
+		if f, ok := r.check(a, &without); ok {
+			q.Findings = append(q.Findings, fmt.Sprintf("%s (%s)", f.Title, r.Name))
+		}
+	}
+	if len(q.Findings) == 0 {
+		return nil
+	}
+	return &q
 }
 
 // mergeRemedies says a remedy once: a finding whose remedy an earlier one
@@ -94,6 +144,7 @@ const (
 	RuleModelLoad           = "model-load"
 	RuleServerQueueing      = "server-queueing"
 	RulePrefillBound        = "prefill-bound"
+	RulePrefixCacheUnused   = "prefix-cache-unused"
 	RuleDecodeBandwidth     = "decode-bandwidth"
 	RulePrefillInterference = "prefill-interference"
 	RuleKVCache             = "kv-cache"
@@ -126,6 +177,7 @@ var Rules = []Rule{
 	{RuleModelLoad, concat([]latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, e2eish), latency.TTFT, ruleModelLoad},
 	{RuleServerQueueing, concat([]latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, e2eish, []latency.Metric{latency.ClientQueue}), latency.TTFT, ruleServerQueueing},
 	{RulePrefillBound, []latency.Metric{latency.TTFT, latency.TTFTAnswer, latency.TTFTIntended}, latency.TTFT, rulePrefillBound},
+	{RulePrefixCacheUnused, []latency.Metric{latency.TTFT, latency.TTFTIntended}, latency.TTFT, rulePrefixCacheUnused},
 	{RuleDecodeBandwidth, decoded, latency.TPOT, ruleDecodeBandwidth},
 	{RulePrefillInterference, decoded, latency.ITL, rulePrefillInterference},
 	{RuleKVCache, concat(decoded, e2eish, ttftish), latency.TPOT, ruleKVCache},

@@ -144,6 +144,23 @@ func evidenceNotes(s Summary) []string {
 	return notes
 }
 
+// family is the engine whose vocabulary the advice speaks: the engine the
+// evidence names, or, for tokentrace's simulated engine, the family it
+// simulates (its tokentrace:scheduler_config_info engine_family, as
+// bench --sim-engine llamacpp): a llama.cpp twin is advised in -b and
+// -np, never in vLLM's names.
+func (a *analysis) family() string {
+	e := a.engine()
+	if e != latency.EngineTokentrace || a.ev == nil {
+		return e
+	}
+	if f, ok := a.ev.setting("engine_family"); ok {
+		f, _, _ = strings.Cut(f, "@")
+		return f
+	}
+	return e
+}
+
 // engine is the engine the run's evidence names: its /metrics' (run.json),
 // else its per-request evidence's when all of it names one engine; "" when
 // unknown.

@@ -81,6 +81,18 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 {{end}}
 {{range .HeadWarnings}}<div class="finding warning"><span class="sev">twin</span> {{.}}</div>{{end}}
 
+{{if .Verdicts}}
+<h2 id="slos">SLOs</h2>
+<div class="scroll"><table>
+<tr><th>SLO</th><th>value</th><th>95% CI</th><th>status</th><th>attainment</th><th>goodput</th></tr>
+{{range .Verdicts}}<tr><td><code>{{.SLO}}</code></td>
+<td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms .ValueMS}}{{end}}</td>
+<td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms (index .CI 0)}} – {{ms (index .CI 1)}}{{end}}</td>
+<td class="{{.Status}}">{{upper (print .Status)}}{{if .Uncertain}} (threshold inside CI){{end}}</td>
+<td>{{pct .Attainment}}</td><td>{{num .GoodputRPS}} req/s</td></tr>
+{{end}}</table></div>
+{{end}}
+
 <h2 id="diagnosis">Diagnosis</h2>
 {{if not .Findings}}<p>No problem found by the rules.</p>{{end}}
 {{range .Findings}}
@@ -91,6 +103,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
   {{if .Remedies}}<ul>{{range .Remedies}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </div>
 {{end}}
+{{with .Quieted}}<p class="quieted">Note: {{.Line}}.</p>{{end}}
 
 {{with .WhatIf}}
 <h2 id="what-if">What-if remedies</h2>
@@ -110,17 +123,6 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 {{with .WhatIf}}{{with .NoGain}}<p class="muted" id="what-if-no-gain">{{.}}</p>{{end}}{{if .Assumptions}}<ul class="muted">{{range .Assumptions}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <p class="muted">{{.Simulations}} simulations in {{printf "%.1f" .ElapsedS}} s.</p>{{end}}
 
-{{if .Verdicts}}
-<h2 id="slos">SLOs</h2>
-<div class="scroll"><table>
-<tr><th>SLO</th><th>value</th><th>95% CI</th><th>status</th><th>attainment</th><th>goodput</th></tr>
-{{range .Verdicts}}<tr><td><code>{{.SLO}}</code></td>
-<td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms .ValueMS}}{{end}}</td>
-<td>{{if and (ne .SLO "all") (ne .Status "no data")}}{{ms (index .CI 0)}} – {{ms (index .CI 1)}}{{end}}</td>
-<td class="{{.Status}}">{{upper (print .Status)}}{{if .Uncertain}} (threshold inside CI){{end}}</td>
-<td>{{pct .Attainment}}</td><td>{{num .GoodputRPS}} req/s</td></tr>
-{{end}}</table></div>
-{{end}}
 
 {{if .Charts}}
 <h2 id="charts">Charts</h2>

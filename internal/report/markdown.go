@@ -20,7 +20,7 @@ func (m mdWriter) p(format string, args ...any) { fmt.Fprintf(m.b, format, args.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	m := mdWriter{bufio.NewWriter(w)}
 	m.summary(r)
-	m.findings(r.Findings)
+	m.findings(r.Findings, r.Quieted)
 	m.whatIf(r.WhatIf)
 	m.slos(r)
 	m.metrics(r.Metrics)
@@ -69,7 +69,7 @@ func (m mdWriter) summary(r *Report) {
 	}
 }
 
-func (m mdWriter) findings(fs []Finding) {
+func (m mdWriter) findings(fs []Finding, q *Quieted) {
 	m.p("### Diagnosis\n\n")
 	if len(fs) == 0 {
 		m.p("No problem found by the rules.\n\n")
@@ -82,6 +82,9 @@ func (m mdWriter) findings(fs []Finding) {
 	}
 	if len(fs) > 0 {
 		m.p("\n")
+	}
+	if q != nil {
+		m.p("_Note: %s._\n\n", q.Line())
 	}
 }
 

@@ -29,6 +29,9 @@ type Report struct {
 	// AllSLOs is the verdict on every SLO together (goodput's definition).
 	AllSLOs  *Verdict  `json:"all_slos,omitempty"`
 	Findings []Finding `json:"findings"`
+	// Quieted names what SLOs that held kept out of the diagnosis: the
+	// findings the rules would raise were the run judged without them.
+	Quieted *Quieted `json:"quieted,omitempty"`
 	// WhatIf is the twin's prediction of each remedy (report --what-if);
 	// nil when not asked for or not possible.
 	WhatIf *Predictions `json:"what_if,omitempty"`

@@ -221,6 +221,11 @@ func (a *analysis) prefixCachingLever(u prefixUse, caching, known bool) string {
 		save = fmt.Sprintf(", about %s less prefill per request at the measured %.1f ms per 1k tokens", fmtMS(perReq), 1000*c)
 	}
 	switch {
+	case a.family() == latency.EngineLlamaCpp:
+		return fmt.Sprintf("reuse the shared prompt prefix: llama-server keeps a slot's last prompt when the request "+
+			"sends cache_prompt (its default) and reuses shifted chunks with --cache-reuse N; send requests that share "+
+			"a prefix to the same slot (id_slot) or replica: %.0f%% of input tokens would be reused instead of "+
+			"computed%s", 100*reuse, save)
 	case known && caching:
 		hint := ""
 		if a.ev.has("kv_cache_usage") {

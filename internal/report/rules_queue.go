@@ -44,7 +44,9 @@ func (a *analysis) batchLimit() (v float64, name string, ok bool) {
 
 // limitName is the engine's name for its limit on requests run at once.
 func (a *analysis) limitName() string {
-	switch a.engine() {
+	switch a.family() {
+	case latency.EngineLlamaCpp:
+		return "-np/--parallel, its slots"
 	case "sglang":
 		return "max_running_requests"
 	case "tgi":

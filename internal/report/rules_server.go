@@ -39,6 +39,11 @@ func ruleKVCache(a *analysis, rep *Report) (Finding, bool) {
 // kvRemedies are the levers on a full KV cache, with the server's
 // settings where it gives them.
 func (a *analysis) kvRemedies() []string {
+	if a.family() == latency.EngineLlamaCpp {
+		return []string{"leave KV-cache headroom: fewer slots (-np/--parallel), each holding its share of the context (-c)",
+			"a larger KV cache: a larger context (-c), a quantized one (--cache-type-k and --cache-type-v q8_0), or more memory",
+			"cap max_tokens (n_predict) where answers run long (a long answer holds its cells longest)"}
+	}
 	seqs := "max_num_seqs"
 	if v, ok := a.ev.setting("max_num_seqs"); ok {
 		seqs += ", now " + v

@@ -53,7 +53,7 @@ func rulePrefillInterference(a *analysis, rep *Report) (Finding, bool) {
 // beside it) — and the budget that would keep a step within 4× the median
 // ITL; and disaggregation.
 func (a *analysis) budgetRemedies(nums map[string]float64, ov overlap, itlP50 float64) (evidence string, remedies []string) {
-	if a.engine() == latency.EngineLlamaCpp {
+	if a.family() == latency.EngineLlamaCpp {
 		return " llama.cpp computes a prompt of up to a batch (-b) in one step with the others' decode tokens; it has no " +
 			"other prefill budget.", llamaBatchRemedies
 	}
@@ -70,11 +70,21 @@ func (a *analysis) budgetRemedies(nums map[string]float64, ov overlap, itlP50 fl
 			"disaggregated prefill and decode on separate replicas for strict ITL targets")
 	}
 	c := ov.msPerToken
-	target := math.Max(256, math.Exp2(math.Floor(math.Log2(4*itlP50/c))))
+	target := math.Max(minBudget, math.Exp2(math.Floor(math.Log2(4*itlP50/c))))
 	nums["stall_median_ms"], nums["prefill_tokens_per_stall"], nums["ms_per_1k_prefill_step"] = ms(ov.stall), ov.tokens, 1000*c
-	nums["suggested_max_num_batched_tokens"] = target
 	evidence = fmt.Sprintf(" The stalls (median %s) are steps that computed about %s prompt tokens of other "+
 		"requests: %.1f ms per 1k tokens.", fmtMS(ms(ov.stall)), num0(ov.tokens), 1000*c)
+	if ov.tokens <= target || c*target >= 0.8*ms(ov.stall) {
+		// A smaller budget would not shorten these steps: say so, not a
+		// budget whose step is as long as (or longer than) the one measured.
+		evidence += fmt.Sprintf(" A smaller token budget would not shorten them: they computed %s prompt tokens, "+
+			"no more than the least budget worth setting (%s tokens); at this cost per token the stall is the "+
+			"hardware's time for even a short chunk.", num0(ov.tokens), num0(target))
+		return evidence, append(remedies, "more compute per replica, or a smaller or quantized model (the prompt "+
+			"tokens of a step cost more than the decode target allows)",
+			"disaggregated prefill and decode on separate replicas for strict ITL targets")
+	}
+	nums["suggested_max_num_batched_tokens"] = target
 	now := "vLLM's max_num_batched_tokens"
 	if knownBudget {
 		nums["max_num_batched_tokens"] = budget
@@ -84,12 +94,20 @@ func (a *analysis) budgetRemedies(nums map[string]float64, ov overlap, itlP50 fl
 				"budget is the lever.", num0(budget))
 		}
 	}
+	gain := fmt.Sprintf("within 4× the median ITL (%s), instead of the %s measured", fmtMS(itlP50), fmtMS(ms(ov.stall)))
+	if c*target > 4*itlP50 {
+		gain = fmt.Sprintf("shorter than the %s measured, though still above 4× the median ITL (%s)",
+			fmtMS(ms(ov.stall)), fmtMS(itlP50))
+	}
 	remedies = append(remedies, fmt.Sprintf("lower the per-step token budget (%s): at %s tokens a step "+
-		"carrying a prefill chunk would take about %s, within 4× the median ITL (%s), instead of the %s "+
-		"measured; the cost is long prompts' TTFT, their prefill spread over more steps", now, num0(target),
-		fmtMS(c*target), fmtMS(itlP50), fmtMS(ms(ov.stall))))
+		"carrying a prefill chunk would take about %s, %s; the cost is long prompts' TTFT, their prefill "+
+		"spread over more steps", now, num0(target), fmtMS(c*target), gain))
 	return evidence, append(remedies, "disaggregated prefill and decode on separate replicas for strict ITL targets")
 }
+
+// minBudget is the least per-step token budget the advice suggests: below
+// it a step's fixed costs outweigh the prompt tokens it saves.
+const minBudget = 256
 
 // overlap counts the token stalls that overlap another request's prefill.
 type overlap struct {
@@ -273,15 +291,19 @@ func ruleStalls(a *analysis, rep *Report) (Finding, bool) {
 	ov, overlaps := a.stallOverlap(thr, thr/2)
 	overlaps = overlaps && ov.share() >= 0.5
 	switch {
-	case a.engine() == latency.EngineLlamaCpp:
+	case a.family() == latency.EngineLlamaCpp:
 		// llama.cpp never preempts: a slot keeps its KV cache until it ends.
 		f.Title, f.Remedies = "Token streams stalled: llama.cpp computes other requests' prompts in its decode steps", llamaBatchRemedies
 		f.Evidence += " llama.cpp does not preempt (a slot keeps its KV cache); each of its steps computes the " +
 			"decoding slots' next tokens together with up to a batch (-b, 2048 tokens by default) of a new " +
 			"request's prompt, so a stream waits while another prompt is processed."
 		if overlaps {
-			f.Evidence += fmt.Sprintf(" %d of the stalls overlap another request's prompt processing (timings.prompt_ms; "+
-				"%.0f%% by chance).", ov.overlapping, 100*ov.chance)
+			src := "timings.prompt_ms"
+			if a.engine() != latency.EngineLlamaCpp {
+				src = "its prefill as the server timed it" // a twin of llama.cpp: no timings object
+			}
+			f.Evidence += fmt.Sprintf(" %d of the stalls overlap another request's prompt processing (%s; "+
+				"%.0f%% by chance).", ov.overlapping, src, 100*ov.chance)
 		} else if rep.Summary.ServerSplit == 0 {
 			f.Evidence += " The run has no per-request timings to line the stalls up with prompts."
 		}

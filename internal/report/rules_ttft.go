@@ -216,7 +216,7 @@ func judgeLoad(rep *Report, growing bool, configured float64) load {
 		arrived = fmt.Sprintf("were sent at a mean of %s req/s (configured; %s realized)", num(configured), num(s.OfferedRPS))
 	}
 	ld := load{overloaded: isOver(offered, s.CompletionRPS), capacity: s.CompletionRPS,
-		basis: "the steady rate requests completed at while overloaded", offered: offered}
+		basis: "requests completed per second from the first answer's end to the last, with the server busy throughout: what it can serve", offered: offered}
 	if !ld.overloaded {
 		ld.basis = "the rate requests completed at; the run did not saturate the server, so capacity is at least this"
 	}
@@ -235,7 +235,7 @@ func judgeLoad(rep *Report, growing bool, configured float64) load {
 					num(ph.OfferedRPS), num(ph.CompletionRPS)))
 			}
 		}
-		ld.capacity, ld.basis = peak, "the highest steady completion rate of any sweep step"
+		ld.capacity, ld.basis = peak, "the highest completion rate of any sweep step (requests completed per second, first answer's end to the last)"
 		ld.evidence = " Steps offered more than the server completed: " + strings.Join(over, ", ") + "."
 	}
 	if rep.Capacity != nil {

@@ -18,7 +18,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	var buf bytes.Buffer
 	t := textWriter{bufio.NewWriter(&buf)}
 	t.summary(r)
-	t.findings(r.Findings)
+	t.findings(r.Findings, r.Quieted)
 	t.whatIf(r.WhatIf)
 	t.metrics(r.Metrics)
 	t.slos(r)
@@ -91,7 +91,7 @@ func (t textWriter) summary(r *Report) {
 	}
 }
 
-func (t textWriter) findings(fs []Finding) {
+func (t textWriter) findings(fs []Finding, q *Quieted) {
 	t.p("\nDIAGNOSIS\n")
 	if len(fs) == 0 {
 		t.p("  no problem found by the rules (docs/report.md lists them)\n")
@@ -102,6 +102,9 @@ func (t textWriter) findings(fs []Finding) {
 		if len(f.Remedies) > 0 {
 			t.wrapped("do: "+strings.Join(f.Remedies, "; "), 94, "    ", "  ")
 		}
+	}
+	if q != nil {
+		t.wrapped("note: "+q.Line(), 94, "  ", "    ")
 	}
 }
 

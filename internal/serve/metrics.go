@@ -50,6 +50,24 @@ type SchedulerInfo struct {
 	MaxNumBatchedTokens  int
 	MaxNumSeqs           int
 	Policy               string
+	// Family is the engine family simulated (engine_family; "" for vLLM's
+	// settings).
+	Family string
+}
+
+// labels are the gauge's: engine_family only where one is simulated.
+func (sched SchedulerInfo) labels() prometheus.Labels {
+	l := prometheus.Labels{
+		"enable_chunked_prefill": strconv.FormatBool(sched.EnableChunkedPrefill),
+		"max_num_batched_tokens": strconv.Itoa(sched.MaxNumBatchedTokens),
+		"max_num_seqs":           strconv.Itoa(sched.MaxNumSeqs),
+		"scheduling_policy":      sched.Policy,
+		"engine":                 "0",
+	}
+	if sched.Family != "" {
+		l["engine_family"] = sched.Family
+	}
+	return l
 }
 
 // Metrics is the /metrics exposition: vLLM's metric names, labels
@@ -117,13 +135,7 @@ func NewMetrics(model string, stats StatsFunc, cache CacheInfo, sched SchedulerI
 			}}),
 		schedulerInfo: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokentrace:scheduler_config_info", Help: "The scheduler's settings (vLLM's names); the value is 1.",
-			ConstLabels: prometheus.Labels{
-				"enable_chunked_prefill": strconv.FormatBool(sched.EnableChunkedPrefill),
-				"max_num_batched_tokens": strconv.Itoa(sched.MaxNumBatchedTokens),
-				"max_num_seqs":           strconv.Itoa(sched.MaxNumSeqs),
-				"scheduling_policy":      sched.Policy,
-				"engine":                 "0",
-			}}),
+			ConstLabels: sched.labels()}),
 		ttft:             hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
 		itl:              hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
 		e2e:              hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),

@@ -39,7 +39,7 @@ func TestMetricsGolden(t *testing.T) {
 	stats := engine.Stats{Running: 3, Waiting: 2, KVUsage: 0.25, PrefixQueries: 640, PrefixHits: 320, Preemptions: 4}
 	m := NewMetrics("sim-model", func() engine.Stats { return stats }, CacheInfo{
 		BlockSize: 16, NumGPUBlocks: 1000, EnablePrefixCaching: true, CacheDType: "auto", GPUMemoryUtilization: 0.9,
-	}, SchedulerInfo{EnableChunkedPrefill: true, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, Policy: "fcfs"})
+	}, SchedulerInfo{EnableChunkedPrefill: true, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, Policy: "fcfs", Family: "llamacpp"})
 	reg := prometheus.NewRegistry()
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func (o Options) Config() (Config, error) {
 	cfg := Config{
 		Engine: ec, ServedModelName: o.ServedModelName, MaxBodyBytes: o.MaxBodyBytes,
 		QueueFullStatus: o.QueueFullStatus, Faults: o.Faults, CacheDType: kv, ReasoningField: o.ReasoningField,
-		GPUMemoryUtilization: o.Engine.GPUMemoryUtilization,
+		GPUMemoryUtilization: o.Engine.GPUMemoryUtilization, EngineFamily: o.Engine.Engine,
 		Limits: httplimit.Limits{ReadHeaderTimeout: o.ReadHeaderTimeout, BodyTimeout: o.BodyTimeout,
 			IdleTimeout: o.IdleTimeout, MaxConns: o.MaxConnections},
 		Grace: o.Grace, Role: o.Role,

@@ -46,6 +46,11 @@ type Config struct {
 	// openai.ReasoningField (default) or openai.ReasoningContentField. A
 	// completions answer has no such field: its reasoning is text.
 	ReasoningField string
+	// EngineFamily is the serving engine the engine simulates
+	// (engine.Options.Engine: vllm, sglang, trtllm, llamacpp[@version]),
+	// shown as engine_family in tokentrace:scheduler_config_info so that a
+	// report speaks that engine's settings; empty: vLLM's.
+	EngineFamily string
 	// CacheDType and GPUMemoryUtilization are shown in
 	// vllm:cache_config_info.
 	CacheDType           string
@@ -182,7 +187,7 @@ func New(cfg Config) (*Server, error) {
 		CacheDType: cfg.CacheDType, GPUMemoryUtilization: cfg.GPUMemoryUtilization,
 	}, SchedulerInfo{
 		EnableChunkedPrefill: !ec.DisableChunkedPrefill, MaxNumBatchedTokens: ec.MaxNumBatchedTokens,
-		MaxNumSeqs: ec.MaxNumSeqs, Policy: ec.Policy,
+		MaxNumSeqs: ec.MaxNumSeqs, Policy: ec.Policy, Family: cfg.EngineFamily,
 	})
 	if err := s.metrics.Register(s.registry); err != nil {
 		return nil, fmt.Errorf("serve: metrics: %w", err)

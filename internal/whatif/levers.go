@@ -3,6 +3,7 @@ package whatif
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
@@ -71,7 +72,7 @@ var (
 
 // levers is the catalog, in the order docs/report.md lists it.
 var levers = []lever{
-	{"prefix-caching", []string{report.RulePrefillBound, report.RuleServerQueueing}, ttftish, func(c *state) []variant {
+	{"prefix-caching", []string{report.RulePrefillBound, report.RulePrefixCacheUnused, report.RuleServerQueueing}, ttftish, func(c *state) []variant {
 		if c.ec.EnablePrefixCaching {
 			return nil
 		}
@@ -152,8 +153,8 @@ var levers = []lever{
 	{"weights", []string{report.RuleDecodeBandwidth, report.RuleKVCache, report.RulePrefillBound, report.RuleServerQueueing}, all, func(c *state) []variant {
 		var out []variant
 		for _, dt := range []perfmodel.DType{perfmodel.FP8, perfmodel.INT8, perfmodel.INT4} {
-			if dt.Bytes() >= c.pc.WeightDType.Bytes() {
-				continue
+			if dt.Bytes() >= c.pc.WeightDType.Bytes() || dt == perfmodel.FP8 && (c.pc.GPU.Family == "cpu" || llamaCpp(c.base)) {
+				continue // a CPU, and llama.cpp's GGUF files, have no fp8
 			}
 			d := c.base
 			d.Engine.DType = string(dt)
@@ -168,8 +169,8 @@ var levers = []lever{
 	{"kv-cache-dtype", []string{report.RuleDecodeBandwidth, report.RuleKVCache}, decode, func(c *state) []variant {
 		var out []variant
 		for _, dt := range []perfmodel.DType{perfmodel.FP8, perfmodel.INT8} {
-			if dt.Bytes() >= c.pc.KVDType.Bytes() {
-				continue
+			if dt.Bytes() >= c.pc.KVDType.Bytes() || dt == perfmodel.FP8 && (c.pc.GPU.Family == "cpu" || llamaCpp(c.base)) {
+				continue // no fp8 on a CPU, nor in llama.cpp's cache types
 			}
 			d := c.base
 			d.Engine.KVCacheDType = string(dt)
@@ -268,4 +269,59 @@ func LeverNames() []string {
 		out[i] = l.name
 	}
 	return out
+}
+
+// notInLlamaCpp are the levers llama-server has no setting for: it serves
+// prefill and decode in one process, always computes prompts a batch at a
+// time, and gives slots first come, first served.
+var notInLlamaCpp = []string{"disaggregate", "pd-ratio", "kv-link", "chunked-prefill", "priority-scheduling"}
+
+// ggufQuant is the GGUF quantization llama.cpp serves for a precision.
+var ggufQuant = map[string]string{"int8": "Q8_0", "int4": "Q4_K_M"}
+
+// ggufKVType is llama.cpp's KV cache type for a precision.
+var ggufKVType = map[string]string{"int8": "q8_0"}
+
+// llamaCpp says whether the twin simulates llama.cpp's server (a profile's
+// or the embedded run's --engine llamacpp).
+func llamaCpp(d capacity.Deployment) bool {
+	f, ok := engine.FamilyOf(d.Engine.Engine)
+	return ok && f.Name == "llamacpp"
+}
+
+// inLlamaCppTerms words a variant in llama-server's settings when the twin
+// is llama.cpp's: the per-step token budget is its batch (-b), the running
+// requests its slots (-np). Other variants are left as they are.
+func inLlamaCppTerms(c *state, v variant) variant {
+	if !llamaCpp(c.base) {
+		return v
+	}
+	switch v.lever {
+	case "token-budget":
+		n := v.d.Engine.MaxNumBatchedTokens
+		v.title = fmt.Sprintf("batch %d (-b)", n)
+		v.setting = fmt.Sprintf("-b/--batch-size: %d → %d", c.ec.MaxNumBatchedTokens, n)
+		for i, a := range v.assumes {
+			v.assumes[i] = strings.ReplaceAll(a, "prefill chunk is cut to the budget", "prompt is computed a batch at a time")
+		}
+	case "max-num-seqs":
+		n := v.d.Engine.MaxNumSeqs
+		v.title = fmt.Sprintf("%d slots (-np)", n)
+		v.setting = fmt.Sprintf("-np/--parallel: %d → %d", c.ec.MaxNumSeqs, n)
+	case "weights":
+		if q, ok := ggufQuant[v.d.Engine.DType]; ok {
+			v.title = q + " weights"
+			v.setting = fmt.Sprintf("model file: %s → %s, made by llama-quantize", c.pc.WeightDType, q)
+		}
+	case "kv-cache-dtype":
+		if q, ok := ggufKVType[v.d.Engine.KVCacheDType]; ok {
+			v.title = q + " KV cache"
+			v.setting = fmt.Sprintf("--cache-type-k and --cache-type-v: f16 → %s", q)
+		}
+	case "speculative-decoding":
+		v.setting = fmt.Sprintf("--draft-max %d (llama-server's speculative decoding)", v.d.Engine.SpeculativeK)
+	case "admission-control":
+		v.assumes = append(v.assumes, "llama-server has no such bound: a gateway in front of it sheds the excess (tokentrace gateway's admission queue)")
+	}
+	return v
 }

@@ -162,6 +162,9 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 		rank(w.Remedies)
 	}
 	w.Assumptions = r.assumptions()
+	if !w.Baseline.KeepsUp || slices.ContainsFunc(w.Remedies, func(x report.Remedy) bool { return x.Error == "" && !x.After.KeepsUp }) {
+		w.Assumptions = append(w.Assumptions, FallsBehind)
+	}
 	for _, f := range r.baseFlags {
 		w.Assumptions = append(w.Assumptions, "the run itself lies outside the twin's envelope: "+f)
 	}
@@ -313,12 +316,15 @@ func (r *runner) variants(rep *report.Report) []variant {
 		if len(r.o.Levers) > 0 && !asked || len(r.o.Levers) == 0 && len(why) == 0 {
 			continue
 		}
+		if llamaCpp(r.c.base) && slices.Contains(notInLlamaCpp, l.name) {
+			continue // a lever llama-server does not have
+		}
 		for _, v := range l.variants(r.c) {
 			if v.lever == "" {
 				v.lever = l.name
 			}
 			v.forRules = why
-			out = append(out, v)
+			out = append(out, inLlamaCppTerms(r.c, v))
 		}
 	}
 	return out
@@ -362,6 +368,11 @@ func (r *runner) point(d capacity.Deployment, guess float64) (evaluated, error) 
 			return evaluated{}, err
 		}
 		e.view.GoodputRPS = g.Rate
+		if g.Rate >= w.Rate {
+			// It kept up over a minute of arrivals at its goodput, at or
+			// above the run's rate: the short replay's backlog was chance.
+			e.view.KeepsUp = true
+		}
 	}
 	return e, nil
 }
@@ -525,6 +536,11 @@ func (r *runner) outOfRange(batch, capTokens int) []string {
 	return slices.Compact(notes)
 }
 
+// FallsBehind defines the words a prediction carries when its deployment
+// did not keep up with the run's arrivals (capacity.MaxGrowth).
+const FallsBehind = "falls behind: at the run's rate the twin completed under 95% of what it was offered — requests " +
+	"pile up in flight faster than they end, so its percentiles would only grow with a longer run (docs/plan.md)"
+
 // assumptions hold for every prediction.
 func (r *runner) assumptions() []string {
 	out := []string{
@@ -569,8 +585,12 @@ func (r *runner) measured(rep *report.Report) []float64 {
 // describe names the deployment in one line.
 func describe(d capacity.Deployment, c *state) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d × %s TP%d %s, kv %s, max_num_seqs %d, max_num_batched_tokens %d", d.Replicas, c.pc.GPU.Name, c.pc.TP,
-		c.pc.WeightDType, c.pc.KVDType, c.ec.MaxNumSeqs, c.ec.MaxNumBatchedTokens)
+	seqs, budget := "max_num_seqs", "max_num_batched_tokens"
+	if llamaCpp(d) {
+		seqs, budget = "slots (-np)", "batch (-b)"
+	}
+	fmt.Fprintf(&b, "%d × %s TP%d %s, kv %s, %s %d, %s %d", d.Replicas, c.pc.GPU.Name, c.pc.TP,
+		c.pc.WeightDType, c.pc.KVDType, seqs, c.ec.MaxNumSeqs, budget, c.ec.MaxNumBatchedTokens)
 	if c.ec.DisableChunkedPrefill {
 		b.WriteString(", no chunked prefill")
 	}
