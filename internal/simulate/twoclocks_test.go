@@ -105,6 +105,8 @@ var pdRows = []clockCase{
 	{name: "pd-1p2d-closed-8-fixed", concurrency: 8, requests: 480, in: "512", out: "16", replicas: 2, prefill: 1},
 	{name: "pd-2p1d-closed-8-fixed", concurrency: 8, requests: 480, in: "1024", out: "8", replicas: 1, prefill: 2},
 	{name: "pd-1p1d-closed-16-fixed", concurrency: 16, requests: 96, in: "1024", out: "16", replicas: 1, prefill: 1},
+	{name: "pd-1p2d-closed-8-uniform", concurrency: 8, requests: 480, in: "uniform:256-1024", out: "uniform:8-24", replicas: 2, prefill: 1},
+	{name: "pd-2p1d-closed-8-uniform", concurrency: 8, requests: 480, in: "uniform:512-1536", out: "uniform:4-12", replicas: 1, prefill: 2},
 }
 
 // fullGrid is the whole grid of docs/performance.md's table.
