@@ -79,7 +79,8 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 		return // a later failure loses one sample
 	case first:
 		e, ok := scrape.Detect(fams)
-		if gw := scrape.GatewayConfig(fams); !ok && gw != nil {
+		gw := scrape.GatewayConfig(fams)
+		if !ok && gw != nil {
 			// Behind a tokentrace gateway: the engines' own /metrics
 			// through it (its /upstream/metrics), from here on.
 			if f, u := w.upstream(ctx); f != nil {
@@ -99,6 +100,12 @@ func (w *serverWatch) scrapeOnce(ctx context.Context) {
 			return
 		}
 		w.engine, w.info.Engine, w.info.Config = e, e.Name, e.Config(fams)
+		if len(gw) > 0 && w.info.Config == nil {
+			w.info.Config = map[string]string{}
+		}
+		for k, v := range gw { // the gateway's levers beside its engines' settings
+			w.info.Config[k] = v
+		}
 		w.info.TokenCounters = e.TokenCounters(fams)
 		if e.Name == "llamacpp" {
 			w.addProps(ctx)

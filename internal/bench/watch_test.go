@@ -122,19 +122,36 @@ func TestServerWatchWithoutMetrics(t *testing.T) {
 	}
 }
 
-// A tokentrace gateway's /metrics: its configuration info is the run's
-// server configuration, and the watch stops (no engine figures).
+// A tokentrace gateway's /metrics: its configuration info is in the
+// run's server configuration, beside the engine's read through its
+// /upstream/metrics where that answers, else alone (the watch stops).
 func TestServerWatchRecordsGatewayConfig(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("# TYPE tokentrace_gateway_config_info gauge\n" +
-			`tokentrace_gateway_config_info{model="*",pool="main",replicas="1",gateway_concurrency="4",gateway_max_queue="8"} 1` + "\n"))
-	}))
-	defer srv.Close()
-	w := newServerWatch(Target{BaseURL: srv.URL + "/v1"}, func() int64 { return 0 })
-	w.scrapeOnce(context.Background())
-	samples, info := w.result()
-	want := map[string]string{"replicas": "1", "gateway_concurrency": "4", "gateway_max_queue": "8"}
-	if len(samples) != 0 || info.Engine != "" || !strings.Contains(info.Error, "gateway") || !maps.Equal(info.Config, want) {
-		t.Errorf("samples %+v, info %+v", samples, info)
+	for _, upstream := range []bool{false, true} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/metrics" {
+				if !upstream {
+					http.NotFound(w, r)
+					return
+				}
+				w.Write([]byte("# TYPE tokentrace:scheduler_config_info gauge\n" + `tokentrace:scheduler_config_info{replica="0",max_num_seqs="4"} 1` + "\n" +
+					"# TYPE vllm:num_requests_running gauge\n" + `vllm:num_requests_running{replica="0"} 1` + "\n"))
+				return
+			}
+			w.Write([]byte("# TYPE tokentrace_gateway_config_info gauge\n" +
+				`tokentrace_gateway_config_info{model="*",pool="main",replicas="1",gateway_concurrency="4",gateway_max_queue="8"} 1` + "\n"))
+		}))
+		w := newServerWatch(Target{BaseURL: srv.URL + "/v1"}, func() int64 { return 0 })
+		w.scrapeOnce(context.Background())
+		srv.Close()
+		samples, info := w.result()
+		want := map[string]string{"replicas": "1", "gateway_concurrency": "4", "gateway_max_queue": "8"}
+		if upstream {
+			want["max_num_seqs"] = "4"
+		}
+		got := maps.Clone(info.Config)
+		delete(got, "replica") // the engine's series label, not a setting
+		if !maps.Equal(got, want) || upstream != (len(samples) == 1) || upstream != (info.Engine == "tokentrace") {
+			t.Errorf("upstream %v: samples %+v, info %+v", upstream, samples, info)
+		}
 	}
 }
