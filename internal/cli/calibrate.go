@@ -13,11 +13,13 @@ import (
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/verify"
 )
 
 func newCalibrateCmd() *cobra.Command {
 	cfg := calibrate.Config{Engine: engine.DefaultOptions(), Bootstrap: 16, Seed: 1}
 	out := "profile.yaml"
+	var ledger string
 	var g *flagGroup
 	cmd := &cobra.Command{
 		Use:   "calibrate RESULTS...",
@@ -45,7 +47,12 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
   tokentrace bench --url http://gpu-box:8000 --server-metrics tokentrace --rate 16 --requests 300 --output-dir results/high
   tokentrace calibrate results/low results/high --model Llama-3.1-8B --gpu H100-SXM -o h100.yaml
   tokentrace serve --profile h100.yaml`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && ledger == "" {
+				return fmt.Errorf("calibrate takes at least one results folder (or --ledger FILE)")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.finish(); err != nil {
 				return usageError(fmt.Errorf("calibrate: %w", err), g)
@@ -55,6 +62,23 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 			}
 			if _, _, err := cfg.Engine.Config(); err != nil {
 				return usageError(fmt.Errorf("calibrate: %w", err), g)
+			}
+			var entries []verify.Entry
+			if ledger != "" {
+				var notes []string
+				var err error
+				if entries, err = readLedger(ledger); err != nil {
+					return usageError(fmt.Errorf("calibrate: %w", err), g)
+				}
+				if args, notes, err = ledgerRuns(args, entries, cfg.Engine); err != nil {
+					return usageError(fmt.Errorf("calibrate: %w", err), g)
+				}
+				for _, n := range notes {
+					fmt.Fprintf(cmd.ErrOrStderr(), "calibrate: ledger: %s\n", n)
+				}
+				if len(args) == 0 {
+					return usageError(fmt.Errorf("calibrate: the ledger %s holds no run the fit can take", ledger), g)
+				}
 			}
 			var ws []*results.Observations
 			for _, dir := range args {
@@ -80,8 +104,10 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 			if err := res.WriteText(cmd.OutOrStdout()); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "profile written to %s (load it with --profile %s)\n", out, out)
-			return err
+			if _, err = fmt.Fprintf(cmd.OutOrStdout(), "profile written to %s (load it with --profile %s)\n", out, out); err != nil || ledger == "" {
+				return err
+			}
+			return reverify(cmd.Context(), cmd.OutOrStdout(), entries, out)
 		},
 	}
 	f := cmd.Flags()
@@ -90,6 +116,7 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 	f.StringVar(&cfg.EngineVersion, "engine-version", "", "the server's engine version, recorded in the profile")
 	g.intVar(&cfg.Bootstrap, "bootstrap", "bootstrap resamples for the confidence intervals (0: 16)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the bootstrap resamples")
+	f.StringVar(&ledger, "ledger", "", "a verify ledger (verify --ledger FILE): its runs (each verify's BEFORE and AFTER, where the server ran the scheduler fitted) are fitted too, and its verifies re-run with the new profile, saying how much the error fell")
 	bindOutputFile(newFlagGroup(f, "", ""), &out, "profile file to write")
 	return cmd
 }

@@ -37,3 +37,22 @@ func TestGatewayApplyWritesAndRefuses(t *testing.T) {
 		t.Errorf("a refused lever changed the file")
 	}
 }
+
+// calibrate --ledger leaves out the ledger's runs the fit cannot take
+// (simulated, another scheduler) and says why; with none left it refuses.
+func TestCalibrateLedgerRunsFiltered(t *testing.T) {
+	load := []string{"--concurrency", "2", "--requests", "8", "--input-tokens", "64", "--output-tokens", "8"}
+	a := benched(t, "a", append(load, "--sim-max-num-seqs", "2")...)
+	b := benched(t, "b", append(load, "--sim-max-num-seqs", "4")...)
+	ledger := filepath.Join(t.TempDir(), "twin.jsonl")
+	if out, err := run(t, "verify", a, b, "--ledger", ledger); err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	out, err := run(t, "calibrate", "--ledger", ledger, "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "-o", filepath.Join(t.TempDir(), "p.yaml"))
+	if exitCode(err) != ExitUsage || !strings.Contains(out, "left out "+a) || !strings.Contains(err.Error(), "holds no run the fit can take") {
+		t.Errorf("a ledger of runs the fit cannot take: %v (exit %d)\n%s", err, exitCode(err), out)
+	}
+	if _, err := run(t, "calibrate"); err == nil {
+		t.Error("calibrate with neither folders nor --ledger: no error")
+	}
+}

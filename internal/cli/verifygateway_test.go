@@ -91,7 +91,8 @@ func TestVerifyGatewayAdmissionByReload(t *testing.T) {
 	if out, err := run(t, "calibrate", before, "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--max-num-seqs", "4", "--bootstrap", "2", "-o", profile); err != nil {
 		t.Fatalf("calibrate: %v\n%s", err, out)
 	}
-	r := verifyJSON(t, before, after, "--profile", profile)
+	ledger := filepath.Join(dir, "twin.jsonl")
+	r := verifyJSON(t, before, after, "--profile", profile, "--ledger", ledger)
 	oneChange(t, r, "gateway_concurrency", "0", "4", "server", "gateway-admission")
 	oneChange(t, r, "gateway_max_queue", "1024", "4", "server", "gateway-admission")
 	if r.Lever != "gateway-admission" {
@@ -112,6 +113,17 @@ func TestVerifyGatewayAdmissionByReload(t *testing.T) {
 		}
 	}
 	t.Logf("gateway admission: %s; %s", r.Summary(), rowErrors(r))
+	// The ledger as more data: calibrate fits BEFORE and AFTER (the same
+	// server behind the gateway) and re-runs the verify with the new
+	// profile, saying how much the error fell.
+	out, err := run(t, "calibrate", "--ledger", ledger, "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--max-num-seqs", "4", "--bootstrap", "2",
+		"-o", filepath.Join(dir, "both.yaml"))
+	if err != nil || !strings.Contains(out, "THE LEDGER'S VERIFIES") || !strings.Contains(out, "all 1: ") {
+		t.Errorf("calibrate --ledger: %v\n%s", err, out)
+	}
+	if _, table, ok := strings.Cut(out, "profile written to"); ok {
+		t.Logf("calibrate --ledger: %s", table)
+	}
 	t.Logf("TTFT P95 before %.0f ms, predicted %.0f [%.0f, %.0f], measured %.0f; throughput %.2f → %.2f req/s; notes: %s",
 		m.Before, m.Predicted, m.Low, m.High, m.Measured, rowOf(t, r, "throughput", "rate").Before, rowOf(t, r, "throughput", "rate").Measured, strings.Join(r.Notes, " | "))
 }

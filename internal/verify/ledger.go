@@ -22,7 +22,10 @@ type Entry struct {
 	Lever   string    `json:"lever"`
 	Changes []string  `json:"changes"`
 	Basis   string    `json:"basis"`
-	Rows    []Row     `json:"rows"`
+	// Applied are the --applied changes as verify reads them again
+	// (LEVER=VALUE, LEVER=FROM:TO), so the verify can be re-run.
+	Applied []string `json:"applied,omitempty"`
+	Rows    []Row    `json:"rows"`
 }
 
 // maxLedgerLine bounds one ledger line.
@@ -33,6 +36,13 @@ func AppendLedger(path string, r *Result, at time.Time) error {
 	e := Entry{At: at.UTC(), Before: r.Before, After: r.After, Lever: r.Lever, Basis: r.Basis}
 	for _, c := range r.Changes {
 		e.Changes = append(e.Changes, c.String())
+		switch {
+		case c.Source != "applied":
+		case c.BeforeApplied:
+			e.Applied = append(e.Applied, c.Setting+"="+c.Before+":"+c.After)
+		default:
+			e.Applied = append(e.Applied, c.Setting+"="+c.After)
+		}
 	}
 	for _, x := range r.Rows {
 		if x.Verdict != NoData {
@@ -165,4 +175,23 @@ func WriteTrackRecord(w io.Writer, recs []Record, format string) error {
 	b.WriteString("  (mean and worst |error| over P50, P95 and the rates; the interval's coverage over every row)\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// MeanAbsError is the mean |error| over rows at P50 and P95 and the
+// rates (the track record's measure), counting only the rows keep admits;
+// NaN when none.
+func MeanAbsError(rows []Row, keep func(Row) bool) float64 {
+	var sum float64
+	var n int
+	for _, x := range rows {
+		if x.Verdict == NoData || x.Stat == "p99" || keep != nil && !keep(x) {
+			continue
+		}
+		sum += math.Abs(x.Error)
+		n++
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
 }

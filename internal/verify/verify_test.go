@@ -237,3 +237,28 @@ func TestWorkloadAfterTakesTheSecondRunsSeed(t *testing.T) {
 		}
 	}
 }
+
+// The ledger keeps --applied as verify reads it again; MeanAbsError by
+// hand over P50, P95 and the rates: (0.10 + 0.30) ÷ 2 = 0.20.
+func TestLedgerAppliedAndMeanAbsError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	from, _ := ParseApplied("max-num-seqs=2:4")
+	to, _ := ParseApplied("token-budget=512")
+	r := &Result{Lever: "x", Changes: []Change{from, to, {Setting: "rate", Source: "bench", Before: "1", After: "2"}}}
+	if err := AppendLedger(path, r, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	es, err := ReadLedger(bytes.NewReader(b))
+	if err != nil || len(es) != 1 || strings.Join(es[0].Applied, " ") != "max_num_seqs=2:4 max_num_batched_tokens=512" {
+		t.Fatalf("applied %+v, %v", es, err)
+	}
+	rows := []Row{{Metric: "ttft", Stat: "p50", Error: 0.10, Verdict: AsPredicted}, {Metric: "ttft", Stat: "p99", Error: 0.9, Verdict: Worse},
+		{Metric: "throughput", Stat: "rate", Error: -0.30, Verdict: Better}, {Metric: "goodput", Stat: "rate", Verdict: NoData}}
+	if got := MeanAbsError(rows, nil); math.Abs(got-0.20) > 1e-12 {
+		t.Errorf("MeanAbsError = %v, want 0.20", got)
+	}
+	if got := MeanAbsError(rows, func(x Row) bool { return x.Metric == "e2e" }); !math.IsNaN(got) {
+		t.Errorf("no row admitted: %v, want NaN", got)
+	}
+}
