@@ -420,9 +420,10 @@ func (r *run) measure(ctx context.Context) (err error) {
 	}
 	emit := func(rec *latency.Record) {
 		w.Write(rec)
-		r.coll.Add(rec)
 		if r.board != nil {
-			r.board.Done(rec) // in the collector's order: the page's since-start numbers are the report's
+			r.board.Done(rec) // the board feeds r.coll, off the record path
+		} else {
+			r.coll.Add(rec)
 		}
 		r.genAI(rec)
 		r.sum.Records++
@@ -510,7 +511,7 @@ func (r *run) newBoard(watch *serverWatch, late *lateness) *live.Board {
 	if r.cfg.Live == nil && (r.cfg.Progress == nil || r.cfg.ProgressView == live.ProgressOff) {
 		return nil
 	}
-	return live.New(live.Config{Window: r.cfg.LiveWindow, Report: report.Options{SLOs: r.cfg.SLOs},
+	return live.New(live.Config{Window: r.cfg.LiveWindow, Collector: r.coll,
 		Gauges: watch.latest, Warnings: func() []string { return late.result().warnings() }})
 }
 
@@ -590,14 +591,16 @@ func (r *run) send(ctx context.Context, runner *Runner) error {
 // summary.json and prints the text summary.
 func (r *run) conclude(out io.Writer) (*Result, error) {
 	info := r.runInfo()
-	r.coll.SetRun(info)
 	if err := results.WriteRunInfo(r.cfg.OutDir, info); err != nil {
 		return nil, err
 	}
+	var rep *report.Report
 	if r.board != nil {
-		r.board.Finish(int64(r.clock.Now()), info)
+		rep = r.board.Finish(int64(r.clock.Now()), info) // the page's last numbers are this report's
+	} else {
+		r.coll.SetRun(info)
+		rep = r.coll.Report()
 	}
-	rep := r.coll.Report()
 	sum := r.sum
 	sum.Report = rep
 	sum.Compat = rep.Compat

@@ -19,10 +19,11 @@ const (
 	DefaultTick   = time.Second
 	// minReportEvery bounds how often the since-start numbers and the
 	// findings are recomputed, whatever their cost.
-	minReportEvery = 2 * time.Second
-	// reportBudget is the share of the time the since-start computation
-	// may take: after one that took d, the next waits reportBudget × d.
-	reportBudget = 100
+	minReportEvery = 10 * time.Second
+	// reportBudget bounds the share of the time the since-start
+	// computation may take: after one that took d, the next waits
+	// reportBudget × d (0.1 % of the time).
+	reportBudget = 1000
 	maxHistory   = 600 // points kept (10 minutes at the default tick)
 	maxWarnings  = 5
 )
@@ -33,9 +34,12 @@ type Config struct {
 	// up to whole seconds; Tick how often a snapshot is computed
 	// (DefaultTick when 0).
 	Window, Tick time.Duration
-	// Report is the run's report options (its SLOs): the since-start
-	// numbers and findings are the report's, computed with them.
-	Report report.Options
+	// Collector, when set, is the run's report collector: the board feeds
+	// it (on its own goroutine, off the record path) and Finish returns
+	// the run's report from it. Nil: the board makes one with Report (the
+	// run's report options, its SLOs).
+	Collector *report.Collector
+	Report    report.Options
 	// Gauges, when set, returns the server's last scraped sample.
 	Gauges func() (results.ServerSample, bool)
 	// Warnings, when set, returns the run's warnings so far (bench's
@@ -79,7 +83,8 @@ func New(cfg Config) *Board {
 	}
 	b := &Board{cfg: cfg}
 	b.agg.init(cfg)
-	b.publish(b.agg.snapshot(0, b.counts(), false))
+	s, _ := b.agg.snapshot(0, b.counts(), false)
+	b.publish(s)
 	return b
 }
 
@@ -119,17 +124,20 @@ func (b *Board) Run(ctx context.Context, now func() int64) {
 	}
 }
 
-// Finish computes the last snapshot from every record handed over and the
-// run's run.json (the report's): its since-start numbers are the final
+// Finish takes in every record handed over and the run's run.json, and
+// returns the run's report (from the collector: Config.Collector's when
+// given); the last snapshot's since-start numbers and findings are that
 // report's. Call it once Run has returned.
-func (b *Board) Finish(at int64, info results.RunInfo) {
+func (b *Board) Finish(at int64, info results.RunInfo) *report.Report {
 	b.agg.coll.SetRun(info)
-	b.step(at, true)
+	rep := b.step(at, true)
 	b.subs.end()
+	return rep
 }
 
-// step drains the batch and publishes a snapshot at instant now.
-func (b *Board) step(now int64, final bool) {
+// step drains the batch and publishes a snapshot at instant now; it
+// returns the report when it computed one.
+func (b *Board) step(now int64, final bool) *report.Report {
 	b.mu.Lock()
 	recs := b.batch
 	b.batch = b.agg.spare[:0]
@@ -140,7 +148,9 @@ func (b *Board) step(now int64, final bool) {
 	}
 	clear(recs) // let the records go
 	b.agg.spare = recs
-	b.publish(b.agg.snapshot(now, c, final))
+	s, rep := b.agg.snapshot(now, c, final)
+	b.publish(s)
+	return rep
 }
 
 // publish makes s the current snapshot and tells the streams.
@@ -194,7 +204,10 @@ type tick struct{ at, sent, ok int64 }
 
 func (a *aggregator) init(cfg Config) {
 	a.cfg, a.win = cfg, newSlots(cfg.Window)
-	a.coll = report.NewCollector(cfg.Report)
+	a.coll = cfg.Collector
+	if a.coll == nil {
+		a.coll = report.NewCollector(cfg.Report)
+	}
 	a.failures = map[string]int64{}
 	a.findings = []Finding{}
 	a.ticks = []tick{{}}

@@ -160,8 +160,11 @@ func TestFinishIsTheReport(t *testing.T) {
 	}
 	info := results.RunInfo{Mode: "open", OfferedRate: 50, Duration: 14 * time.Second}
 	coll.SetRun(info)
-	b.Finish(recs[len(recs)-1].EndNS+msNS, info)
+	own := b.Finish(recs[len(recs)-1].EndNS+msNS, info)
 	rep := coll.Report()
+	if own.Summary.Requests != rep.Summary.Requests || len(own.Metrics) != len(rep.Metrics) {
+		t.Errorf("Finish's report: %+v, the collector's: %+v", own.Summary, rep.Summary)
+	}
 	got := b.Latest()
 	if !got.Final {
 		t.Fatal("the last snapshot is not final")

@@ -11,8 +11,9 @@ import (
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
-// snapshot computes the snapshot at instant now from what was taken in.
-func (a *aggregator) snapshot(now int64, c counts, final bool) *Snapshot {
+// snapshot computes the snapshot at instant now from what was taken in,
+// and returns the report when it computed one.
+func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *report.Report) {
 	a.seq++
 	s := &Snapshot{Seq: a.seq, Final: final, ElapsedS: sec(now), WindowS: a.cfg.Window.Seconds(),
 		Phase: a.phase, Sent: c.sent, Done: c.done, InFlight: max(c.sent-c.done, 0),
@@ -30,8 +31,9 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) *Snapshot {
 		w := a.cfg.Warnings()
 		s.Warnings = append(s.Warnings, w[:min(len(w), maxWarnings)]...)
 	}
+	var rep *report.Report
 	if final || now >= a.nextReport {
-		a.fromReport(now)
+		rep = a.fromReport(now)
 	}
 	s.Since, s.SinceAtS, s.Findings, s.Phases = a.since, sec(a.sinceAt), a.findings, a.phases
 	if now > 0 {
@@ -44,7 +46,7 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) *Snapshot {
 	if a.ttft.Count() > 0 {
 		s.ttftP50, s.ttftP99 = ms(a.ttft.Percentile(50)), ms(a.ttft.Percentile(99))
 	}
-	return s
+	return s, rep
 }
 
 // rates are the sends and successes per second over the window, from the
@@ -68,7 +70,7 @@ func (a *aggregator) rates(now, sent int64) (offered, achieved float64) {
 
 // fromReport recomputes the since-start numbers, the findings and the
 // sweep's phases with the report's own code, and when to do it next.
-func (a *aggregator) fromReport(now int64) {
+func (a *aggregator) fromReport(now int64) *report.Report {
 	t0 := time.Now()
 	rep := a.coll.Report()
 	cost := time.Since(t0)
@@ -86,6 +88,7 @@ func (a *aggregator) fromReport(now int64) {
 				GoodputRPS: p.GoodputRPS, TTFTP99: p.TTFTP99, TPOTP99: p.TPOTP99, SLOsMet: p.SLOsMet})
 		}
 	}
+	return rep
 }
 
 // sinceFigures are the report's summary and distributions, as they are.

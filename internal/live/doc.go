@@ -5,15 +5,17 @@
 // record (Done, an append to a batch under a lock held for that append
 // only); its own goroutine (Run) drains the batch on each tick and
 // computes a Snapshot: the rates and percentiles of the last sliding
-// window (one-second slots, stats.Histogram, within 0.05 %), the stage
+// window (the last n of internal/window's one-second windows, a
+// stats.Histogram per metric, within 0.05 %), the stage
 // split of that window, failures by kind, the server's scraped gauges,
-// bench's timekeeping warnings, and — from a report.Collector fed the
-// same records in the same order as bench's — the "since start" numbers
-// and the report's findings on the records so far (provisional), at a
-// cadence that keeps their cost under 1 % of the time (they are
-// recomputed no more often than 100 × what the last computation took).
-// Finish computes the last snapshot from every record and the run's
-// run.json: its "since start" numbers are the final report's.
+// bench's timekeeping warnings, and — from the run's report.Collector,
+// which the board feeds on its goroutine (bench hands it every record
+// through Done instead of adding it on the record path) — the "since
+// start" numbers and the report's findings on the records so far
+// (provisional), recomputed every 10 s, or no more often than 1,000 ×
+// what the last computation took. Finish takes in the last records and
+// run.json and returns the run's report: the last snapshot's "since
+// start" numbers are that report's.
 //
 // Nothing the page or the table does reaches back to the record path: a
 // snapshot is published as encoded JSON behind an atomic pointer, and

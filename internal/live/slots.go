@@ -40,12 +40,19 @@ func (s *slot) reset(sec int) {
 // the last n of them (the current one included).
 type slots struct {
 	slots []slot
-	itl   []int64 // scratch for a record's gaps
+	itl   []int64            // scratch for a record's gaps
+	names map[partKey]string // the parts' labels, made once each
+}
+
+// partKey is a part of a path by its hop and stage.
+type partKey struct {
+	hop  latency.Hop
+	name string
 }
 
 func newSlots(width time.Duration) *slots {
 	n := max(int((width+slotWidth-1)/slotWidth), 1)
-	w := &slots{slots: make([]slot, n)}
+	w := &slots{slots: make([]slot, n), names: map[partKey]string{}}
 	for i := range w.slots {
 		w.slots[i].sec = -1
 		w.slots[i].kinds = map[string]int64{}
@@ -90,7 +97,13 @@ func (w *slots) add(rec *latency.Record) {
 	if p, ok := rec.Path(); ok {
 		s.split++
 		for _, part := range p.Parts {
-			s.parts[partName(part)] += part.NS
+			k := partKey{part.Hop, part.Name}
+			name, seen := w.names[k]
+			if !seen {
+				name = partName(part)
+				w.names[k] = name
+			}
+			s.parts[name] += part.NS
 		}
 	}
 }
