@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // The per-step token budget is offered only where it shortens the stalls,
@@ -199,4 +201,18 @@ func TestFirstScreenAndChartsInBrowser(t *testing.T) {
 	}
 	shot("first-screen-1280", "")
 	shot("charts-1280", `main > *:has(~ * #fig-ttft-input), .charts > *:has(~ #fig-ttft-input){display:none!important}`)
+}
+
+// A simulated run is named once: "simulated: 1 replica", not "simulated
+// simulated: 1 replica" (simulate --like's report, issue #37).
+func TestTestedNamesASimulationOnce(t *testing.T) {
+	for target, want := range map[string]string{
+		"simulated: 1 replica": "simulated: 1 replica · model tiny",
+		"":                     "simulated — · model tiny",
+	} {
+		rep := &Report{Runs: []results.RunInfo{{Simulated: true, Target: target, Model: "tiny"}}}
+		if got := rep.Tested(); !strings.HasPrefix(got, want) {
+			t.Errorf("target %q: tested %q, want it to start %q", target, got, want)
+		}
+	}
 }

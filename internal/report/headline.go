@@ -17,6 +17,8 @@ func (r *Report) Tested() string {
 	i := r.Runs[0]
 	var parts []string
 	switch {
+	case i.Simulated && strings.HasPrefix(i.Target, "simulated"):
+		parts = append(parts, i.Target) // simulate's own "simulated: 4 replicas …"
 	case i.Simulated:
 		parts = append(parts, "simulated "+orDash(i.Target))
 	case i.Target == "embedded":
