@@ -30,8 +30,9 @@ verdicts with goodput and attainment, and a diagnosis naming the cause of each
 breach with the numbers that show it and what to do.
 
 Formats: text (default), md, json (schema in docs/report.md), csv (one line per
-request) and html (one self-contained file; --output/-o, default report.html
-in the results folder). --compare A B sets two runs side by side and marks
+request), series-csv (one line per time window: latency percentiles, rates, in
+flight, failures and the server's gauges) and html (one self-contained file;
+--output/-o, default report.html in the results folder). --compare A B sets two runs side by side and marks
 each difference larger than its confidence interval.
 
 What-if: for a simulated or embedded-engine run, or a measured one with

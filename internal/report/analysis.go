@@ -42,6 +42,8 @@ type analysis struct {
 	queue    *QueueInference
 	// topErrors is the most frequent messages of failed requests.
 	topErrors []ErrorMessage
+	// series is the run's time windows (Report.TimeSeries).
+	series *TimeSeries
 }
 
 // analyse snapshots what was added so far, ready to report on.
@@ -61,6 +63,7 @@ func (c *Collector) analyse() *analysis {
 	}
 	a.evidence = c.evidence
 	a.queue = a.inferQueue()
+	a.series = c.timeSeries()
 	return a
 }
 
@@ -77,7 +80,7 @@ func (c *Collector) Report() *Report {
 // report computes the Report: summary, distributions, decomposition,
 // verdicts, sweep phases, the diagnosis, and the charts' data.
 func (a *analysis) report(warmup int) *Report {
-	rep := &Report{Schema: Schema, Sources: nonEmpty(a.sources), Runs: a.runs}
+	rep := &Report{Schema: Schema, Sources: nonEmpty(a.sources), Runs: a.runs, TimeSeries: a.series}
 	a.summary(rep, warmup)
 	rep.Summary.ServerEvidence, rep.Summary.QueueInferred = a.evidence, a.queue
 	rep.Summary.ServerTokens = a.serverTokens(&rep.Summary)

@@ -7,6 +7,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/stats"
+	"github.com/tokentrace/tokentrace/internal/window"
 )
 
 // Options configures a report.
@@ -113,6 +114,8 @@ type Collector struct {
 	compat   compatAgg // the compatibility views (Report.Compat)
 	errs     errTally  // failed requests by message (Summary.TopErrors)
 	one      *digest   // scratch for Add
+	// series is the run's time windows (Report.TimeSeries).
+	series *window.Series
 	// shift is added to the instants of the rows absorbed (a shard's, to
 	// put them on the merged run's clock).
 	shift int64
@@ -129,11 +132,16 @@ func NewCollector(opts Options) *Collector {
 		sources:  []string{""},
 		itl:      stats.Sample{ExactCap: itlExactCap},
 		icl:      stats.Sample{ExactCap: itlExactCap},
+		series:   newSeries(),
 	}
 }
 
 // SetRun attaches the load generator's metadata for the current source.
-func (c *Collector) SetRun(info results.RunInfo) { c.runs = append(c.runs, info) }
+// The server's scrapes it carries join the time series.
+func (c *Collector) SetRun(info results.RunInfo) {
+	c.runs = append(c.runs, info)
+	c.addGauges(info)
+}
 
 // Note adds a line to the report's notes (what was dropped, what is missing).
 func (c *Collector) Note(s string) { c.notes = append(c.notes, s) }
@@ -156,8 +164,11 @@ func (c *Collector) Add(r *latency.Record) {
 	}
 	d := c.one
 	d.reset()
+	d.shift = c.shift
+	d.series = c.series // one record: counted in place, not merged
 	d.add(r, c.opts.IncludeWarmup)
 	c.absorb(d)
+	d.series = nil // not to be reset with the digest
 }
 
 // reserve makes room for a digest's rows and parts and, when the storage
@@ -246,6 +257,9 @@ func (c *Collector) absorb(d *digest) {
 	c.icl.AddBatch(d.icl, &d.iclHist)
 	c.compat.merge(&d.compat)
 	c.errs.merge(&d.errs)
+	if d.series != nil && d.series != c.series {
+		c.series.Merge(d.series)
+	}
 }
 
 // idBase appends a digest's IDs to the collector's and returns the offset

@@ -159,6 +159,7 @@ const (
 	RulePDTransfer          = "pd-transfer"
 	RulePDPrefillQueue      = "pd-prefill-queue"
 	RulePDDecodeQueue       = "pd-decode-queue"
+	RuleTailPhase           = "tail-phase"
 	// RuleSLOBreach names a failed SLO that no other finding accounts for
 	// (breachFindings): the largest stage in that metric's tail.
 	RuleSLOBreach = "slo-breach"
@@ -192,6 +193,7 @@ var Rules = []Rule{
 	{RulePDTransfer, ttftish, latency.TTFT, rulePDTransfer},
 	{RulePDPrefillQueue, ttftish, latency.TTFT, rulePDPrefillQueue},
 	{RulePDDecodeQueue, ttftish, latency.TTFT, rulePDDecodeQueue},
+	{RuleTailPhase, concat(ttftish, e2eish, decoded), latency.TTFT, ruleTailPhase},
 }
 
 func concat(ms ...[]latency.Metric) []latency.Metric { return slices.Concat(ms...) }

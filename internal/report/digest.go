@@ -5,6 +5,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/stats"
+	"github.com/tokentrace/tokentrace/internal/window"
 )
 
 // digest is a batch of records reduced to rows and gaps without touching
@@ -36,6 +37,12 @@ type digest struct {
 	evidence map[string]int
 	compat   compatBatch // the compatibility views' values
 	errs     errTally    // the failed records' messages
+	// series is the batch's time windows; shift moves its records onto
+	// the collector's clock (a shard's), through shifted and chunks.
+	series  *window.Series
+	shift   int64
+	shifted latency.Record
+	chunks  []int64
 
 	// Reading state, for Load.
 	lines     int    // lines in the batch
@@ -50,7 +57,7 @@ type digest struct {
 func (d *digest) reset() {
 	*d = digest{rows: d.rows[:0], ids: d.ids[:0], steps: d.steps[:0], kinds: append(d.kinds[:0], ""), phases: append(d.phases[:0], ""),
 		itl: d.itl[:0], icl: d.icl[:0], scratch: d.scratch, itlHist: d.itlHist, iclHist: d.iclHist, bothHist: d.bothHist, bad: d.bad[:0], paths: d.paths,
-		evidence: d.evidence, compat: d.compat, errs: d.errs}
+		evidence: d.evidence, compat: d.compat, errs: d.errs, chunks: d.chunks, series: d.series}
 	d.compat.reset()
 	d.errs.reset()
 	d.paths.reset()
@@ -73,6 +80,7 @@ func (d *digest) index(tab *[]string, s string) int {
 // add reduces one record.
 func (d *digest) add(r *latency.Record, includeWarmup bool) {
 	d.compat.add(r) // it leaves warm-up requests out, whatever includeWarmup says
+	d.addWindow(r)  // so does the series
 	if r.Warmup && !includeWarmup {
 		d.warmup++
 		return

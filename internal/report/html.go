@@ -29,7 +29,11 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Verdicts []Verdict
 		Title    string
 		Remedies []whatIfView
+		Series   []Chart
 	}{Report: r, Charts: charts, Title: r.Title(), Remedies: whatIf}
+	if data.Series, err = r.SeriesCharts(); err != nil {
+		data.Report = data.Report.withNote("time-series charts not drawn: " + err.Error())
+	}
 	if len(r.SLOs) > 0 {
 		data.Verdicts = append(slices.Clone(r.SLOs), *r.AllSLOs)
 	}
@@ -132,6 +136,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 </div>
 {{end}}
 
+{{template "series" .}}
 {{if .Metrics}}
 <h2 id="latency">Latency</h2>
 <div class="scroll"><table>
@@ -185,7 +190,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 <tr><td>largest</td><td></td>{{range .Groups}}<td>{{.LargestHop}} {{.Largest}}</td>{{end}}</tr>
 </table></div>
 {{end}}
-`)
+`+seriesSection)
 
 // withNote is a shallow copy of r with one more note, r unchanged.
 func (r *Report) withNote(note string) *Report {

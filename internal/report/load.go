@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
@@ -197,7 +198,9 @@ func readRecords(ctx context.Context, c *Collector, rd io.Reader, name string, s
 		free:   make(chan *digest, 3*workers),
 		blocks: make(chan []byte, 4*workers),
 		block:  readBlock,
+		shift:  c.shift,
 	}
+	p.width.Store(int64(c.series.Width()))
 	var wg sync.WaitGroup
 	wg.Go(func() { p.read(ctx, rd) })
 	for range workers {
@@ -236,9 +239,11 @@ type pipeline struct {
 	free        chan *digest
 	blocks      chan []byte
 	block       int
-	readErr     error       // set by read before it closes order
-	exactDone   atomic.Bool // the collector's gap samples are histograms: skip exact lists
-	compatDone  atomic.Bool // the same for the compatibility views' gaps
+	readErr     error        // set by read before it closes order
+	exactDone   atomic.Bool  // the collector's gap samples are histograms: skip exact lists
+	compatDone  atomic.Bool  // the same for the compatibility views' gaps
+	shift       int64        // the collector's shift when the input began (digest.shift)
+	width       atomic.Int64 // the collector's window width now (digest.useWidth)
 }
 
 // read cuts rd into blocks of whole lines and hands them on, in order. A
@@ -342,6 +347,8 @@ func (p *pipeline) reduce(includeWarmup bool) {
 			d = &digest{}
 		}
 		d.reset()
+		d.shift = p.shift
+		d.useWidth(time.Duration(p.width.Load()))
 		d.hists = true
 		d.noExact = p.exactDone.Load()
 		d.compat.countInHists(p.compatDone.Load())
@@ -391,6 +398,7 @@ func (m *merger) merge(ctx context.Context, p *pipeline) error {
 		m.absorb(d, len(j.data))
 		p.exactDone.Store(m.c.itl.Hist() != nil && m.c.icl.Hist() != nil)
 		p.compatDone.Store(m.c.compat.gapsCounted())
+		p.width.Store(int64(m.c.series.Width()))
 		select {
 		case p.free <- d:
 		default:

@@ -13,7 +13,7 @@ import (
 )
 
 // Formats lists the output formats of `tokentrace report`.
-var Formats = []string{"text", "md", "json", "csv", "html"}
+var Formats = []string{"text", "md", "json", "csv", "series-csv", "html"}
 
 // compareFormats are the formats a comparison is written in.
 var compareFormats = []string{"text", "md", "json", "html"}
@@ -110,7 +110,7 @@ func Render(ctx context.Context, cfg Config) (*Rendered, error) {
 	rep := c.Report()
 	return &Rendered{Report: rep, write: map[string]func(io.Writer) error{
 		"text": withCompat(rep.WriteText, func(w io.Writer) { WriteCompat(w, "compat", rep.Compat) }), "md": rep.WriteMarkdown, "json": rep.WriteJSON,
-		"csv": c.WriteCSV, "html": rep.WriteHTML,
+		"csv": c.WriteCSV, "series-csv": rep.WriteSeriesCSV, "html": rep.WriteHTML,
 	}[format]}, nil
 }
 

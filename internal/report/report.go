@@ -44,6 +44,10 @@ type Report struct {
 	// Pareto is a sweep's trade-off between each user's token speed and
 	// the server's token throughput, with its front and SLO knee.
 	Pareto *Pareto `json:"pareto,omitempty"`
+	// TimeSeries is the run in fixed time windows: per window the latency
+	// percentiles, rates, requests in flight, failures and the server's
+	// gauges; nil when several runs are reported together.
+	TimeSeries *TimeSeries `json:"time_series,omitempty"`
 	// Notes says what the report lacks or what input was dropped.
 	Notes []string `json:"notes,omitempty"`
 

@@ -13,6 +13,7 @@ type Sample struct {
 
 	values []int64
 	hist   *Histogram
+	spare  *Histogram // a histogram emptied by Reset, for the next toHist
 	n, sum int64
 }
 
@@ -71,15 +72,22 @@ func (s *Sample) AddBatch(vs []int64, h *Histogram) {
 	}
 }
 
-// Reset empties s, keeping the storage of the values it kept one by one:
-// it counts exactly again, up to ExactCap values.
+// Reset empties s, keeping the storage of the values it kept one by one
+// and of its histogram: it counts exactly again, up to ExactCap values.
 func (s *Sample) Reset() {
+	if s.hist != nil {
+		s.hist.Reset()
+		s.spare = s.hist
+	}
 	s.values, s.hist, s.n, s.sum = s.values[:0], nil, 0, 0
 }
 
 // toHist moves the values kept one by one into the histogram.
 func (s *Sample) toHist() {
-	s.hist = &Histogram{}
+	s.hist, s.spare = s.spare, nil
+	if s.hist == nil {
+		s.hist = &Histogram{}
+	}
 	for _, v := range s.values {
 		s.hist.Add(v)
 	}
@@ -127,6 +135,7 @@ func (s *Sample) Percentiles(ps ...float64) (vals []int64, approx bool) {
 // Snapshot returns a copy of s that later additions to s do not change.
 func (s *Sample) Snapshot() Sample {
 	c := *s
+	c.spare = nil // s's own
 	if s.hist != nil {
 		c.hist = s.hist.Clone()
 	}

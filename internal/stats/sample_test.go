@@ -73,3 +73,28 @@ func TestSampleAddBatch(t *testing.T) {
 		t.Error("the zero sample kept more than DefaultExactCap values")
 	}
 }
+
+// TestSampleResetReusesHistogram: a sample reset after it moved to a
+// histogram counts exactly again, then in an emptied histogram: the same
+// percentiles as a new sample, and a snapshot taken before is unchanged.
+func TestSampleResetReusesHistogram(t *testing.T) {
+	s := Sample{ExactCap: 4}
+	for v := int64(1); v <= 10; v++ {
+		s.Add(v * 1000)
+	}
+	snap := s.Snapshot()
+	s.Reset()
+	fresh := Sample{ExactCap: 4}
+	for v := int64(1); v <= 6; v++ {
+		s.Add(v * 7)
+		fresh.Add(v * 7)
+	}
+	got, _ := s.Percentiles(50, 99)
+	want, _ := fresh.Percentiles(50, 99)
+	if s.Count() != 6 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("after Reset: n %d, P50/P99 %v, want 6, %v", s.Count(), got, want)
+	}
+	if p, _ := snap.Percentiles(100); snap.Count() != 10 || p[0] != 10000 {
+		t.Errorf("snapshot changed: n %d, max %v", snap.Count(), p)
+	}
+}

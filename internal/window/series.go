@@ -10,9 +10,11 @@ import (
 // Series accumulates a run's windows. The zero value is not usable: make
 // one with [New]. It is not safe for concurrent use.
 type Series struct {
+	width0  time.Duration // New's
 	width   time.Duration
 	maxWins int
-	wins    []acc
+	wins    []*acc        // nil: nothing in the window yet
+	free    []*acc        // emptied by Reset or coarsen, storage kept, for the next windows
 	last    time.Duration // the latest completion or scrape added
 	itl     []int64       // scratch for a record's gaps
 }
@@ -27,6 +29,11 @@ type acc struct {
 	waiting, running, kv       float64
 }
 
+// exactCap is how many values of a metric a window keeps one by one before
+// it counts them in a histogram (within stats.RelativeError): windows are
+// many, so each keeps fewer than a run's sample does.
+const exactCap = 1 << 12
+
 // New returns an empty series of windows of width w. With maxWindows > 0
 // the width doubles (adjacent windows merged, so windows stay aligned at
 // the start) whenever the run would need more than maxWindows windows: a
@@ -36,7 +43,38 @@ func New(w time.Duration, maxWindows int) *Series {
 	if w <= 0 {
 		w = time.Second
 	}
-	return &Series{width: w, maxWins: maxWindows}
+	return &Series{width0: w, width: w, maxWins: maxWindows}
+}
+
+// Reset empties s, keeping its storage for the next records, with
+// windows of width w (≤ 0: New's width).
+func (s *Series) Reset(w time.Duration) {
+	for _, a := range s.wins {
+		s.release(a)
+	}
+	clear(s.wins)
+	if w <= 0 {
+		w = s.width0
+	}
+	s.wins, s.width, s.last = s.wins[:0], w, 0
+}
+
+// release empties a window's sums into the free list.
+func (s *Series) release(a *acc) {
+	if a != nil {
+		a.reset()
+		s.free = append(s.free, a)
+	}
+}
+
+// reset empties a window's sums, keeping the samples' storage.
+func (a *acc) reset() {
+	a.offered, a.completed, a.failed, a.busy = 0, 0, 0, 0
+	clear(a.failures)
+	for _, x := range []*stats.Sample{&a.ttft, &a.tpot, &a.itl, &a.e2e} {
+		x.Reset()
+	}
+	a.gauges, a.waiting, a.running, a.kv = 0, 0, 0, 0
 }
 
 // Width is the windows' width now (it may have doubled since New).
@@ -96,8 +134,10 @@ func (s *Series) Merge(o *Series) {
 			break
 		}
 	}
-	for k := range o.wins {
-		s.wins[k].merge(&o.wins[k])
+	for k, b := range o.wins {
+		if b != nil {
+			s.acc(k).merge(b)
+		}
 	}
 	s.last = max(s.last, o.last)
 }
@@ -128,7 +168,7 @@ func (s *Series) Windows(end time.Duration) []Window {
 		w := &out[k]
 		w.Start = time.Duration(k) * s.width
 		w.End = min(w.Start+s.width, end)
-		if k < len(s.wins) {
+		if k < len(s.wins) && s.wins[k] != nil {
 			s.wins[k].fill(w)
 		}
 	}
@@ -155,7 +195,24 @@ func (a *acc) fill(w *Window) {
 }
 
 // at returns the sums of t's window (grow has made room).
-func (s *Series) at(t time.Duration) *acc { return &s.wins[Index(t, s.width)] }
+func (s *Series) at(t time.Duration) *acc { return s.acc(Index(t, s.width)) }
+
+// acc returns window k's sums, taking them from the free list (or making
+// them) the first time.
+func (s *Series) acc(k int) *acc {
+	if a := s.wins[k]; a != nil {
+		return a
+	}
+	var a *acc
+	if n := len(s.free); n > 0 {
+		a, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		a = &acc{ttft: stats.Sample{ExactCap: exactCap}, tpot: stats.Sample{ExactCap: exactCap},
+			itl: stats.Sample{ExactCap: exactCap}, e2e: stats.Sample{ExactCap: exactCap}}
+	}
+	s.wins[k] = a
+	return a
+}
 
 // grow makes room for instant t: it doubles the width while t lies past
 // maxWindows windows, then extends the windows to t's.
@@ -165,7 +222,7 @@ func (s *Series) grow(t time.Duration) {
 		s.coarsen()
 	}
 	if k := Index(t, s.width); k >= len(s.wins) {
-		s.wins = append(s.wins, make([]acc, k+1-len(s.wins))...)
+		s.wins = append(s.wins, make([]*acc, k+1-len(s.wins))...)
 	}
 }
 
@@ -174,11 +231,18 @@ func (s *Series) coarsen() {
 	s.width *= 2
 	n := (len(s.wins) + 1) / 2
 	for k := 0; k < n; k++ {
-		m := s.wins[2*k]
+		a := s.wins[2*k]
 		if 2*k+1 < len(s.wins) {
-			m.merge(&s.wins[2*k+1])
+			if b := s.wins[2*k+1]; b != nil {
+				if a == nil {
+					a, b = b, nil
+				} else {
+					a.merge(b)
+				}
+				s.release(b)
+			}
 		}
-		s.wins[k] = m
+		s.wins[k] = a
 	}
 	clear(s.wins[n:])
 	s.wins = s.wins[:n]
@@ -210,7 +274,7 @@ func (s *Series) addBusy(from, to time.Duration) {
 	from = max(from, 0)
 	for k := Index(from, s.width); from < to; k++ {
 		end := min(time.Duration(k+1)*s.width, to)
-		s.wins[k].busy += end - from
+		s.acc(k).busy += end - from
 		from = end
 	}
 }

@@ -168,3 +168,26 @@ func TestNoEnd(t *testing.T) {
 		t.Errorf("windows %+v", w)
 	}
 }
+
+// TestReset: a series reset and fed again gives what a new one does,
+// whatever width it had reached.
+func TestReset(t *testing.T) {
+	recs := handRecords()
+	fresh := New(time.Second, 0)
+	for i := range recs {
+		fresh.Add(&recs[i])
+	}
+	s := New(time.Second, 0)
+	s.Merge(func() *Series { // a coarser past
+		o := New(4*time.Second, 0)
+		o.Add(&latency.Record{SentNS: 0, EndNS: 9000 * ms, ErrorKind: latency.FailTimeout})
+		return o
+	}())
+	s.Reset(0)
+	for i := range recs {
+		s.Add(&recs[i])
+	}
+	if got, want := s.Windows(0), fresh.Windows(0); !reflect.DeepEqual(got, want) {
+		t.Errorf("after Reset:\n got %+v\nwant %+v", got, want)
+	}
+}
