@@ -121,8 +121,8 @@ func TestVerifyGatewayAdmissionByReload(t *testing.T) {
 	if err != nil || !strings.Contains(out, "THE LEDGER'S VERIFIES") || !strings.Contains(out, "all 1: ") {
 		t.Errorf("calibrate --ledger: %v\n%s", err, out)
 	}
-	if _, table, ok := strings.Cut(out, "profile written to"); ok {
-		t.Logf("calibrate --ledger: %s", table)
+	if _, table, ok := strings.Cut(out, "THE LEDGER'S VERIFIES"); ok {
+		t.Logf("calibrate --ledger: the ledger's verifies%s", table)
 	}
 	t.Logf("TTFT P95 before %.0f ms, predicted %.0f [%.0f, %.0f], measured %.0f; throughput %.2f → %.2f req/s; notes: %s",
 		m.Before, m.Predicted, m.Low, m.High, m.Measured, rowOf(t, r, "throughput", "rate").Before, rowOf(t, r, "throughput", "rate").Measured, strings.Join(r.Notes, " | "))
