@@ -324,14 +324,29 @@ func TestGatewayAsksTheEngine(t *testing.T) {
 
 // TestTRTLLMPerfMetricsJoined: against a stand-in in trtllm-serve's shape
 // (answers without evidence, ids "chatcmpl-<engine id>", GET
-// /perf_metrics), bench detects TensorRT-LLM from /perf_metrics, reads it
-// after the run and joins every streamed request to its record by id:
-// each record's queue wait is the server's within 2 ms, and 6 workers on
-// 2 slots are named as queueing from that split.
+// /perf_metrics), directly and behind a gateway (which passes
+// /perf_metrics and the ids through), bench detects TensorRT-LLM from
+// /perf_metrics, reads it after the run and joins every streamed request
+// to its record by id: each record's queue wait is the server's within 2
+// ms, 6 workers on 2 slots are named as queueing from that split, and
+// behind the gateway its upstream_ttft is the server's, not "outside the
+// model".
 func TestTRTLLMPerfMetricsJoined(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "behind the gateway"}[behind], func(t *testing.T) { trtllmJoined(t, behind) })
+	}
+}
+
+// trtllmJoined is TestTRTLLMPerfMetricsJoined directly or behind a
+// gateway, which passes /perf_metrics and the answers' ids through.
+func trtllmJoined(t *testing.T, behind bool) {
 	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectTRTLLM, Slots: 2,
 		Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true})
-	res, text := runSlots(t, e, 6, 48, "")
+	url := e.URL()
+	if behind {
+		url, _ = gatewaytest.Start(t, gatewaytest.OnePool(e.URL(), "trtllm"))
+	}
+	res, text := runURL(t, url, 6, 48, "")
 	ask := res.Summary.Evidence
 	if ask.Engine != latency.EngineTRTLLM || ask.Joined != 48 || ask.PerfRecords != 48 {
 		t.Fatalf("evidence %+v", ask)
@@ -352,8 +367,11 @@ func TestTRTLLMPerfMetricsJoined(t *testing.T) {
 			t.Errorf("record %s: queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
 		}
 	}
+	if f := finding(res.Report, "outside-model"); f != nil {
+		t.Errorf("a finding blames the outside of the model: %s", f.Evidence)
+	}
 	if f := finding(res.Report, "server-queueing"); f == nil || !strings.Contains(f.Evidence, "Server queueing is the largest TTFT term") {
-		t.Errorf("queueing not named from the joined split: %+v", f)
+		t.Errorf("queueing not named from the joined split: %+v\n%s", f, text)
 	}
 }
 

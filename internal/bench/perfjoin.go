@@ -69,10 +69,31 @@ func joinPerfMetrics(recs []*latency.Record, perf []latency.TRTLLMPerf) int {
 		if sp := byID[latency.TRTLLMRequestID(rec.ServerID)]; sp != nil {
 			c := *sp
 			rec.Server = &c
+			serverHop(rec)
 			joined++
 		}
 	}
 	return joined
+}
+
+// serverHop adds the joined split to the path of a record whose hops came
+// from a gateway's Server-Timing without the server's own (the gateway
+// had no evidence of it), as the gateway would have sent them, so the
+// gateway's upstream_ttft and decode split into the server's stages.
+func serverHop(rec *latency.Record) {
+	if len(rec.Timing) == 0 {
+		return
+	}
+	for _, st := range rec.Timing {
+		if st.Hop == latency.HopServer {
+			return
+		}
+	}
+	sp := rec.Server
+	rec.Timing = append(rec.Timing,
+		latency.HopStage{Hop: latency.HopServer, Name: string(latency.TimingServerQueue), NS: sp.QueueNS},
+		latency.HopStage{Hop: latency.HopServer, Name: string(latency.TimingPrefill), NS: sp.PrefillNS},
+		latency.HopStage{Hop: latency.HopServer, Name: string(latency.TimingServerDecode), NS: sp.DecodeNS})
 }
 
 // joinHeld reads /perf_metrics after the run and joins them to the held

@@ -188,7 +188,7 @@ type ReplicaConfig struct {
 	// Models are the model names the replica serves: listed in
 	// /v1/models, and routed to this pool when no route names them.
 	Models []string `yaml:"models"`
-	// Kind is vllm, sglang, tgi, llamacpp, ollama, openai or tokentrace;
+	// Kind is vllm, sglang, tgi, llamacpp, ollama, openai, trtllm or tokentrace;
 	// it selects the metric names queue-aware routing scrapes.
 	Kind string `yaml:"kind"`
 }
@@ -461,7 +461,7 @@ func QuickConfig(upstreams []string) (*Config, error) {
 	return c, nil
 }
 
-var kinds = map[string]bool{"": true, "vllm": true, "sglang": true, "tgi": true, "llamacpp": true, "ollama": true, "openai": true, "tokentrace": true}
+var kinds = map[string]bool{"": true, "vllm": true, "sglang": true, "tgi": true, "llamacpp": true, "ollama": true, "openai": true, "tokentrace": true, "trtllm": true}
 
 // SetDefaults fills what c leaves unset with its default and puts
 // values in their canonical form: credentials taken out of replica URLs

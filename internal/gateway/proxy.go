@@ -72,9 +72,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // /v1/ (llama.cpp's /tokenize, /detokenize and /apply-template; vLLM's
 // /tokenize, /detokenize), passed through as paths under /v1/ are, so that
 // a client sizes its prompts behind the gateway as it does directly.
-// llama.cpp's /props (its slots, which its /metrics does not give) passes
-// the same way.
-var engineTokenizerPaths = map[string]bool{"/tokenize": true, "/detokenize": true, "/apply-template": true, "/props": true}
+// llama.cpp's /props (its slots, which its /metrics does not give) and
+// TensorRT-LLM's /perf_metrics (its per-request records, joined by bench
+// after a run) pass the same way.
+var engineTokenizerPaths = map[string]bool{"/tokenize": true, "/detokenize": true, "/apply-template": true, "/props": true,
+	"/perf_metrics": true}
 
 // visibleASCII reports whether s is printable ASCII without spaces (a
 // client's request id is passed on, logged and echoed only then).
