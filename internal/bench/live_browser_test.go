@@ -100,6 +100,9 @@ func TestLivePageInBrowser(t *testing.T) {
 			t.Errorf("%s: the page shows %v (%v), the report %v", id, got, err, v)
 		}
 	}
+	if slo := b.eval(t, "document.querySelector('#lat tbody tr:first-child td:last-child').textContent"); slo != "p99 ≤ 250.0" {
+		t.Errorf("TTFT's SLO cell reads %q, want p99 ≤ 250.0", slo)
+	}
 	if n := b.eval(t, "String(document.querySelectorAll('#findings li').length)"); n == "0" {
 		t.Error("the page lists no findings, not even 'none so far'")
 	}

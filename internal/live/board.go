@@ -19,7 +19,7 @@ const (
 	DefaultTick   = time.Second
 	// minReportEvery bounds how often the since-start numbers and the
 	// findings are recomputed, whatever their cost.
-	minReportEvery = 10 * time.Second
+	minReportEvery = 2 * time.Second
 	// reportBudget bounds the share of the time the since-start
 	// computation may take: after one that took d, the next waits
 	// reportBudget × d (0.1 % of the time).
@@ -36,10 +36,11 @@ type Config struct {
 	Window, Tick time.Duration
 	// Collector, when set, is the run's report collector: the board feeds
 	// it (on its own goroutine, off the record path) and Finish returns
-	// the run's report from it. Nil: the board makes one with Report (the
-	// run's report options, its SLOs).
+	// the run's report from it. Nil: the board makes one with Report.
 	Collector *report.Collector
-	Report    report.Options
+	// Report is the run's report options: its SLOs are drawn (and are the
+	// collector's).
+	Report report.Options
 	// Gauges, when set, returns the server's last scraped sample.
 	Gauges func() (results.ServerSample, bool)
 	// Warnings, when set, returns the run's warnings so far (bench's
@@ -189,6 +190,8 @@ type aggregator struct {
 	ttft     stats.Histogram // every record's TTFT (the plain line)
 	phase    string
 	seq      int64
+	added    int64  // records taken in
+	reported int64  // records the last since-start computation covered
 	ticks    []tick // the counters at each tick within the window
 	history  []Point
 	// The since-start part, recomputed on its own cadence.
@@ -215,6 +218,7 @@ func (a *aggregator) init(cfg Config) {
 
 // add takes one record in.
 func (a *aggregator) add(rec *latency.Record) {
+	a.added++
 	a.coll.Add(rec)
 	a.win.add(rec)
 	if rec.Phase != "" {

@@ -32,7 +32,7 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *repo
 		s.Warnings = append(s.Warnings, w[:min(len(w), maxWarnings)]...)
 	}
 	var rep *report.Report
-	if final || now >= a.nextReport {
+	if final || now >= a.nextReport && a.added > a.reported {
 		rep = a.fromReport(now)
 	}
 	s.Since, s.SinceAtS, s.Findings, s.Phases = a.since, sec(a.sinceAt), a.findings, a.phases
@@ -75,7 +75,7 @@ func (a *aggregator) fromReport(now int64) *report.Report {
 	rep := a.coll.Report()
 	cost := time.Since(t0)
 	a.nextReport = now + int64(max(minReportEvery, reportBudget*cost))
-	a.sinceAt = now
+	a.sinceAt, a.reported = now, a.added
 	a.since = sinceFigures(rep)
 	a.findings = make([]Finding, 0, len(rep.Findings))
 	for _, f := range rep.Findings {

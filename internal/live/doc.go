@@ -12,7 +12,7 @@
 // which the board feeds on its goroutine (bench hands it every record
 // through Done instead of adding it on the record path) — the "since
 // start" numbers and the report's findings on the records so far
-// (provisional), recomputed every 10 s, or no more often than 1,000 ×
+// (provisional), recomputed every 2 s, or no more often than 1,000 ×
 // what the last computation took. Finish takes in the last records and
 // run.json and returns the run's report: the last snapshot's "since
 // start" numbers are that report's.
