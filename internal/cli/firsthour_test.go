@@ -334,3 +334,44 @@ func TestCalibrateRefusesAnotherServedModel(t *testing.T) {
 		t.Error("sameModel does not tell a Hugging Face id of the model from another model")
 	}
 }
+
+// A llama.cpp twin on one CPU thread, as a new user tries it (simulate
+// --engine llamacpp, then report with an SLO): the what-if speaks
+// llama-server's settings and offers only its levers, defines "falls
+// behind" where it says it, and no advice contradicts itself (#37).
+func TestLlamaCppTwinReportSpeaksLlamaCpp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a run and its what-if")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfg, []byte(`{"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":640,`+
+		`"intermediate_size":1728,"num_hidden_layers":10,"num_attention_heads":10,"num_key_value_heads":2,`+
+		`"vocab_size":32000,"max_position_embeddings":4096,"torch_dtype":"bfloat16"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run")
+	if o, err := run(t, "simulate", "--engine", "llamacpp", "--gpu", "cpu-zen5-1t", "--model", cfg, "--prefix-tokens", "192",
+		"--input-tokens", "256", "--output-tokens", "32", "--rate", "4", "--requests", "60", "--seed", "5", "--output-dir", out); err != nil {
+		t.Fatalf("simulate: %v\n%s", err, o)
+	}
+	text, err := run(t, "report", out, "--slo", "ttft:p99<=200ms")
+	if exitCode(err) != ExitSLOFailed {
+		t.Fatalf("report: %v\n%s", err, text)
+	}
+	whatIf, _, _ := strings.Cut(text[strings.Index(text, "WHAT-IF"):], "\nLATENCY")
+	for _, vllm := range []string{"max_num_batched_tokens", "max_num_seqs 8", "tensor parallelism", "disaggregated", "fp8",
+		"priority scheduling", "dtype:"} {
+		if strings.Contains(whatIf, vllm) {
+			t.Errorf("the llama.cpp twin's what-if says %q:\n%s", vllm, whatIf)
+		}
+	}
+	for _, want := range []string{"slots (-np) 4, batch (-b) 2048", "note: falls behind: "} {
+		if !strings.Contains(strings.Join(strings.Fields(whatIf), " "), want) {
+			t.Errorf("the what-if lacks %q:\n%s", want, whatIf)
+		}
+	}
+	if strings.Contains(text, "instead of the") && strings.Contains(text, "would not shorten") {
+		t.Errorf("the advice contradicts itself:\n%s", text)
+	}
+}
