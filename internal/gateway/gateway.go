@@ -67,6 +67,9 @@ type Gateway struct {
 	modelsCache modelsCache
 	// endGraceTest replaces streamEndGrace when set (tests).
 	endGraceTest time.Duration
+	// sentTest, when set, runs after each write of a send queue to its
+	// client was timed (tests on a clock of their own).
+	sentTest func()
 	// bg runs the configurations' background goroutines (the pools'
 	// scrapers); Close waits for them.
 	bg errgroup.Group

@@ -28,6 +28,7 @@ const headerRequestID = "X-Request-Id"
 // ServeHTTP routes the OpenAI-compatible endpoints, /health and /metrics.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.init()
+	clearWriteDeadline(w)
 	if api, ok := openai.APIOfPath(r.URL.Path); ok {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
@@ -151,8 +152,10 @@ type exchange struct {
 	// chunks holds chunkNS and chunkTokens for the usual answer, pooled
 	// (chunkStore); nil until the first content event.
 	chunks *chunkBuf
-	// sendG bounds the answer's writes to the client (stream on).
+	// sendG bounds the answer's writes to the client (stream on); sendQ
+	// carries a streamed answer's writes to it (queueSends).
 	sendG sendGuard
+	sendQ sendQueue
 	// dequeued: the request's pool slots were given back (dequeue).
 	dequeued atomic.Bool
 	// firstAnswer is when the first answer token (content, not

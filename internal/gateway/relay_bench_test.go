@@ -54,6 +54,7 @@ func BenchmarkRelayEvents(b *testing.B) {
 		x.eventState = eventState{fed: true}
 		a.first, a.tokens, a.lastUse, a.pending = x.tl.start, 0, 0, nil
 		x.rel = relay{}
+		x.dequeued.Store(true) // no pool: no slot to give back
 		x.newRelay(ctx, a).events()
 		if x.tokens < 64 || x.errKind != "" {
 			b.Fatalf("relayed %d tokens, error %q", x.tokens, x.errKind)

@@ -99,6 +99,7 @@ type stepHarness struct {
 	body  *stepBody
 	w     *stepWriter
 	done  chan struct{}
+	sent  chan struct{} // a write to the client was timed (Gateway.sentTest)
 }
 
 func newStepHarness(t *testing.T) *stepHarness {
@@ -106,8 +107,8 @@ func newStepHarness(t *testing.T) *stepHarness {
 	h := &stepHarness{t: t, clock: &testClock{t: time.Unix(1000, 0)},
 		body: &stepBody{reads: make(chan struct{}), pieces: make(chan []byte)},
 		w:    &stepWriter{h: http.Header{}, writes: make(chan struct{}), release: make(chan struct{})},
-		done: make(chan struct{})}
-	h.g = &Gateway{Now: h.clock.Now, Metrics: NewMetrics(), Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		done: make(chan struct{}), sent: make(chan struct{})}
+	h.g = &Gateway{Now: h.clock.Now, sentTest: func() { h.sent <- struct{}{} }, Metrics: NewMetrics(), Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: h.body, Request: r}, nil
 	})}
 	cfg, err := QuickConfig([]string{"http://upstream.invalid"})
@@ -152,12 +153,14 @@ func (h *stepHarness) upstreamEnd(d time.Duration) {
 	close(h.body.pieces)
 }
 
-// client lets the client take d to accept one write.
+// client lets the client take d to accept one write, and waits for the
+// gateway to have timed it.
 func (h *stepHarness) client(d time.Duration) {
 	h.t.Helper()
 	h.waitOn(h.w.writes, "wrote to the client")
 	h.clock.Advance(d)
 	h.w.release <- struct{}{}
+	h.waitOn(h.sent, "timed its write to the client")
 }
 
 // finish waits for the handler and returns the stages of its

@@ -250,11 +250,22 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 	return r
 }
 
-// write sends the events b, counting the time from t0 (now, read by the
-// caller with x.g.sinceBase) as backpressure.
+// queueSends sends the answer's writes through the exchange's send queue
+// from here on (sendQueue: the relay reads the upstream on while the
+// client takes what came before), flushed as newRelay set up.
+func (x *exchange) queueSends(a *attempt) {
+	x.sendQ.start(x.w, &x.sendG, x.g.now, x.g.sentTest)
+	x.swv.Reset(&x.sendQ)
+	if a.rd != nil {
+		x.swv.CoalesceWith(a.rd)
+	}
+}
+
+// write sends the events b (queued for the client: sendQueue), counting
+// the time from t0 (now, read by the caller with x.g.sinceBase) as
+// backpressure: a client that does not take them fills the queue.
 func (r *relay) write(b []byte, t0 time.Duration) error {
 	x := r.x
-	x.sendG.renew()
 	err := x.swv.Event(b)
 	x.lastWrite = x.g.sinceBase()
 	x.tl.backpressure += x.lastWrite - t0
@@ -301,6 +312,8 @@ func (r *relay) whole() {
 func (r *relay) empty() {
 	x, a := r.x, r.a
 	x.w.WriteHeader(http.StatusOK)
+	x.queueSends(a)
+	defer x.sendQ.stop()
 	x.tokens, x.noContent = 0, true
 	if a.doneAt > 0 {
 		if err := r.write(a.pending[:a.doneAt], x.g.sinceBase()); err != nil {
@@ -316,6 +329,8 @@ func (r *relay) empty() {
 func (r *relay) events() {
 	x, a := r.x, r.a
 	x.w.WriteHeader(http.StatusOK)
+	x.queueSends(a)
+	defer x.sendQ.stop()
 	x.tokens = a.tokens
 	x.chunkNS = append(x.chunkStore().ns[:0], a.first.Sub(x.tl.start).Nanoseconds())
 	r.lastUse, x.continuous = a.lastUse, a.lastUse > 0
@@ -391,13 +406,20 @@ func (r *relay) idleCheck() {
 func (r *relay) next() bool {
 	x, tl := r.x, &r.x.tl
 	g, rs := x.g, x.rs
-	waited := rs.up.waited
+	waited, busy := rs.up.waited, x.sendQ.busyFor()
 	ev, err := rs.rd.Next()
 	t0 := g.sinceBase()
 	// Reading the event took t0 − lastWrite; what was not spent waiting
 	// for the upstream's bytes was the gateway's own work.
-	if work := t0 - x.lastWrite - (rs.up.waited - waited); work > 0 {
+	upWait := rs.up.waited - waited
+	if work := t0 - x.lastWrite - upWait; work > 0 {
 		tl.post += work
+	}
+	// Of that wait, the time the client was still taking earlier events
+	// is the client's (backpressure), as when the relay waited on its
+	// writes itself: the upstream's time only shows past it.
+	if over := min(x.sendQ.busyFor()-busy, upWait); over > 0 {
+		tl.backpressure += over
 	}
 	if err != nil {
 		if x.ending {
@@ -572,7 +594,6 @@ func (r *relay) end(done []byte) {
 	t1 := g.now()
 	x.tl.post += t1.Sub(x.tl.end) // the final event's making: after its stages were read
 	// sse.Writer's final form: the comment shares the [DONE] event.
-	x.sendG.renew()
 	// The typed APIs' end event is their [DONE]; an NDJSON stream has no
 	// comments.
 	var err error
@@ -580,6 +601,9 @@ func (r *relay) end(done []byte) {
 		err = x.swv.Event(done)
 	} else {
 		err = x.swv.FinalComment(done, latency.FinalTimingComment, final)
+	}
+	if err == nil {
+		err = x.sendQ.wait() // the client has the answer: the timeline ends
 	}
 	x.tl.end = g.now()
 	x.tl.backpressure += x.tl.end.Sub(t1)
@@ -605,8 +629,10 @@ func (x *exchange) foldUpstreamTiming(header, trailer []string) {
 	x.useEngineSplit(nil)
 }
 
-// setTrailer ends the timeline and sets the Server-Timing trailer.
+// setTrailer ends the timeline, once what was queued for the client was
+// sent, and sets the Server-Timing trailer.
 func (x *exchange) setTrailer() {
+	_ = x.sendQ.wait()
 	x.tl.end = x.g.now()
 	x.w.Header()[trailerTimingKey] = x.headerValue(valTrailer, x.tl.finalTiming(x.tl.stages()))
 }
@@ -621,7 +647,6 @@ func (x *exchange) streamError(msg, code string) {
 		x.status = http.StatusGatewayTimeout
 	}
 	name, b := openai.ErrorPayload(x.api, x.status, openai.NewError(openai.TypeServer, msg, "", code))
-	x.sendG.renew()
 	switch {
 	case x.api.NDJSON():
 		_ = x.swv.EndLine(append(x.swv.BeginLine(), b...))
