@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -33,6 +34,8 @@ type cellPrep struct {
 	mode   string
 	cmd    string
 	hc     *http.Client
+	n      int    // cells readied so far
+	prev   string // the previous cell's phase ("" before the first)
 }
 
 // cellPrep is what the sweep does between cells; nil when nothing.
@@ -51,9 +54,11 @@ func (r *run) cellPrep() *cellPrep {
 	return c
 }
 
-// before readies the server for the next cell and says what it did; warn
-// is what failed ("" when nothing did). The cell runs either way.
-func (c *cellPrep) before(ctx context.Context) (did, warn string) {
+// before readies the server for the next cell (phase) and says what it
+// did; warn is what failed ("" when nothing did). The cell runs either way.
+func (c *cellPrep) before(ctx context.Context, phase string) (did, warn string) {
+	c.n++
+	defer func() { c.prev = phase }()
 	var dids, warns []string
 	if c.mode != BetweenCellsNone {
 		d, err := c.reset(ctx)
@@ -65,7 +70,7 @@ func (c *cellPrep) before(ctx context.Context) (did, warn string) {
 		}
 	}
 	if c.cmd != "" {
-		if err := c.hook(ctx); err != nil {
+		if err := c.hook(ctx, phase); err != nil {
 			warns = append(warns, err.Error())
 		} else {
 			dids = append(dids, "ran --between-cells-cmd")
@@ -144,11 +149,18 @@ func (c *cellPrep) eraseSlots(ctx context.Context) (int, error) {
 	return len(slots), nil
 }
 
-// hook runs --between-cells-cmd through sh, bounded by cellPrepTimeout.
-func (c *cellPrep) hook(ctx context.Context) error {
+// hook runs --between-cells-cmd through sh, bounded by cellPrepTimeout,
+// with the cells in its environment: TOKENTRACE_CELL (the next cell's
+// phase), TOKENTRACE_CELL_INDEX (from 1) and TOKENTRACE_PREV_CELL (the
+// cell just ended, empty before the first), so that a hook can stop a
+// profiler for one cell and start it for the next.
+func (c *cellPrep) hook(ctx context.Context, phase string) error {
 	ctx, cancel := context.WithTimeout(ctx, cellPrepTimeout)
 	defer cancel()
-	out, err := process.CombinedOutput(process.CommandGroup(ctx, "sh", "-c", c.cmd))
+	cmd := process.CommandGroup(ctx, "sh", "-c", c.cmd)
+	cmd.Env = append(os.Environ(), "TOKENTRACE_CELL="+phase, fmt.Sprintf("TOKENTRACE_CELL_INDEX=%d", c.n),
+		"TOKENTRACE_PREV_CELL="+c.prev)
+	out, err := process.CombinedOutput(cmd)
 	if err != nil {
 		tail := strings.TrimSpace(string(out))
 		if len(tail) > 200 {

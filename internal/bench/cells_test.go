@@ -93,3 +93,23 @@ func TestSweepResetsPrefixCacheBetweenCells(t *testing.T) {
 		})
 	}
 }
+
+// TestBetweenCellsHookEnv: --between-cells-cmd sees the next cell, its
+// index and the cell just ended in its environment.
+func TestBetweenCellsHookEnv(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "cells.log")
+	c := &cellPrep{mode: BetweenCellsNone, cmd: `echo "$TOKENTRACE_CELL_INDEX [$TOKENTRACE_PREV_CELL] $TOKENTRACE_CELL" >> ` + log}
+	for _, phase := range []string{"rate=1", "rate=2"} {
+		did, warn := c.before(context.Background(), phase)
+		if did != "ran --between-cells-cmd" || warn != "" {
+			t.Fatalf("before %s: %q, %q", phase, did, warn)
+		}
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "1 [] rate=1\n2 [rate=1] rate=2\n"; got != want {
+		t.Errorf("the hook saw %q, want %q", got, want)
+	}
+}

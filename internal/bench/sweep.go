@@ -183,7 +183,7 @@ func (sw *sweeper) probe(ctx context.Context, v float64) (SweepPoint, error) {
 		defer func() { sw.runner.Emit = orig }()
 	}
 	if sw.prep != nil {
-		pt.BeforeCell, pt.BeforeCellWarning = sw.prep.before(ctx)
+		pt.BeforeCell, pt.BeforeCellWarning = sw.prep.before(ctx, name)
 		if pt.BeforeCellWarning != "" {
 			fmt.Fprintf(sw.log, "bench: warning: before %s: %s\n", name, pt.BeforeCellWarning)
 		}

@@ -264,7 +264,7 @@ func bindBenchFlags(g *flagGroup, o *bench.Options) {
 	g.stringVar(&o.Sweep, "sweep", "run several points: a list of rates (or of concurrencies without --rate), or auto")
 	g.durationVar(&o.SweepMinSpan, "sweep-min-span", "sweep: each rate point sends for at least this long (more requests than --requests if needed), so a short burst that the server absorbs is not taken for sustained capacity")
 	g.stringVar(&o.BetweenCells, "between-cells", "sweep: before each cell, reset (empty the server's prefix cache: vLLM and serve /reset_prefix_cache, SGLang /flush_cache, llama.cpp slot erase) or none")
-	g.stringVar(&o.BetweenCellsCmd, "between-cells-cmd", "sweep: a shell command run before each cell (bounded by 60 s; a failure is a warning)")
+	g.stringVar(&o.BetweenCellsCmd, "between-cells-cmd", "sweep: a shell command run before each cell (bounded by 60 s; a failure is a warning), with TOKENTRACE_CELL, TOKENTRACE_CELL_INDEX and TOKENTRACE_PREV_CELL set")
 	bindSLOFlag(g, &o.SLO, `objectives, e.g. "ttft:p99<=1.5s,tpot:p99<=50ms"; with --sweep auto: capacity search`)
 	g.stringVar(&o.Shard, "shard", "send this share of the workload, INDEX/COUNT (0/4 … 3/4): COUNT generators together send exactly the workload (docs/scale.md)")
 	g.stringVar(&o.ShardStartAt, "shard-start-at", "start sending at this RFC 3339 instant (give every shard the same, a minute or more ahead)")

@@ -156,6 +156,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 <tr><th>point</th><th>offered</th><th>throughput</th><th>goodput</th><th>output tok/s</th><th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p99</th><th>E2E p99</th><th>SLOs</th></tr>
 {{range .Phases}}<tr><td>{{.Name}}</td><td>{{num .OfferedRPS}}</td><td>{{num .ThroughputRPS}}</td><td>{{num .GoodputRPS}}</td><td>{{num .OutputTPS}}</td><td>{{pct .Attainment}}</td><td>{{ms .TTFTP50}}</td><td>{{ms .TTFTP99}}</td><td>{{ms .TPOTP99}}</td><td>{{ms .E2EP99}}</td><td class="{{if .SLOsMet}}pass">met{{else}}fail">fail{{end}}</td></tr>
 {{end}}</table></div>
+{{template "beforecells" .}}
 {{with .Capacity}}<p>Capacity: <b>{{num .RPS}} req/s</b> ({{.Basis}}).</p>{{end}}
 {{with .Pareto}}<ul>{{range .Lines}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{end}}
@@ -190,7 +191,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 <tr><td>largest</td><td></td>{{range .Groups}}<td>{{.LargestHop}} {{.Largest}}</td>{{end}}</tr>
 </table></div>
 {{end}}
-`+seriesSection)
+`+seriesSection+beforeCellsSection)
 
 // withNote is a shallow copy of r with one more note, r unchanged.
 func (r *Report) withNote(note string) *Report {

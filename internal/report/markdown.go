@@ -172,6 +172,12 @@ func (m mdWriter) phases(r *Report) {
 			num(ph.ThroughputRPS), num(ph.GoodputRPS), 100*ph.Attainment, fmtMS(ph.TTFTP50),
 			fmtMS(ph.TTFTP99), fmtMS(ph.TPOTP99), fmtMS(ph.E2EP99), map[bool]string{true: "met", false: "fail"}[ph.SLOsMet])
 	}
+	if lines := r.BeforeCellLines(); len(lines) > 0 {
+		m.p("\n")
+		for _, l := range lines {
+			m.p("- %s\n", mdCell(l))
+		}
+	}
 	if r.Capacity != nil {
 		m.p("\nCapacity: **%s req/s** (%s).\n", num(r.Capacity.RPS), r.Capacity.Basis)
 	}

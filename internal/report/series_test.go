@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/csv"
@@ -172,5 +173,33 @@ func TestSeriesGaugesAndCSV(t *testing.T) {
 	}
 	if got := rows[2][24:]; !reflect.DeepEqual(got, []string{"4.000", "2.000", "", ""}) {
 		t.Errorf("gauge columns %v", got)
+	}
+}
+
+// TestBeforeCellLines: what bench did between a sweep's cells, said once
+// per action with its count, and each cell's failure, in the Markdown and
+// HTML forms.
+func TestBeforeCellLines(t *testing.T) {
+	rep := &Report{Phases: []Phase{{Name: "rate=1", BeforeCell: "prefix cache reset (POST /reset_prefix_cache)"},
+		{Name: "rate=2", BeforeCell: "prefix cache reset (POST /reset_prefix_cache)"},
+		{Name: "rate=4", BeforeCellWarning: "POST /reset_prefix_cache: status 503"}}}
+	want := []string{"before 2 of 3 cells: prefix cache reset (POST /reset_prefix_cache)",
+		"warning: before rate=4: POST /reset_prefix_cache: status 503"}
+	if got := rep.BeforeCellLines(); !reflect.DeepEqual(got, want) {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+	var md, html bytes.Buffer
+	bw := bufio.NewWriter(&md)
+	mdWriter{bw}.phases(rep)
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteHTML(&html); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(md.String(), "- "+w) || !strings.Contains(html.String(), "<li>"+w+"</li>") {
+			t.Errorf("%q missing:\n%s", w, md.String())
+		}
 	}
 }
