@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/serve"
@@ -451,4 +453,34 @@ func checkReasoningRecord(t *testing.T, field string, r *latency.Record) (float6
 		t.Errorf("%s: %s: a non-content event at %d, after the first answer token at %d", field, r.ID, last, r.FirstTokenNS)
 	}
 	return float64(r.FirstTokenNS-r.FirstReasonNS-reasoning) / float64(step), time.Duration(step)
+}
+
+// The same stop with the live page served and the table drawn: the
+// results folder is as complete, the table was drawn and erased, and the
+// report is the one the board computed.
+func TestStopWithLiveViewWritesSummary(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	res, dir := runStopped(t, 8, 20*time.Millisecond, 20*time.Millisecond, 1500*time.Millisecond, Config{
+		Load:  workload.Load{Rate: 50, Arrival: workload.Constant, Duration: time.Minute},
+		Grace: 5 * time.Second, Live: ln, Progress: &table, ProgressView: live.ProgressTable,
+	})
+	recs := readRecords(t, filepath.Join(dir, results.RequestsFile))
+	if !res.Summary.Interrupted || len(recs) == 0 || res.Report.Summary.Requests != len(recs) {
+		t.Fatalf("interrupted %v with %d records, the report counts %d", res.Summary.Interrupted, len(recs), res.Report.Summary.Requests)
+	}
+	for _, f := range []string{results.SummaryFile, "run.json", results.CommandFile, results.ConfigFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("results folder lacks %s", f)
+		}
+	}
+	if s := table.String(); !strings.Contains(s, "TTFT") || !strings.HasSuffix(s, "\033[J") {
+		t.Errorf("the table was not drawn, or not erased at the end: %q", s[max(0, len(s)-200):])
+	}
+	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		t.Error("the live page is still served after the run")
+	}
 }
