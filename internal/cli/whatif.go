@@ -14,6 +14,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/simulate"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/whatif"
 )
 
@@ -26,6 +27,7 @@ type whatIfFlags struct {
 	specK    int
 	specA    float64
 	parallel int
+	kvLink   string
 }
 
 func bindWhatIfFlags(g *flagGroup, w *whatIfFlags) {
@@ -36,6 +38,7 @@ func bindWhatIfFlags(g *flagGroup, w *whatIfFlags) {
 	g.intVar(&w.specK, "speculative-k", "what-if: draft tokens per step of the speculative decoding tried")
 	g.float64Var(&w.specA, "speculative-alpha", "what-if: per-token acceptance rate of the speculative decoding tried")
 	g.intVar(&w.parallel, "parallel", "what-if: simulations at once (0: one per CPU)")
+	g.stringVar(&w.kvLink, "kv-link", "what-if: the link the disaggregate remedy pulls the KV cache over: "+strings.Join(perfmodel.LinkNames(), ", ")+" (default "+perfmodel.DefaultLink+")")
 }
 
 // levers reads --what-if: nil for auto, the names otherwise; off is ok=false.
@@ -83,7 +86,7 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 		return err
 	}
 	opts := whatif.Options{SLOs: slos, Levers: names, MaxTokensCap: w.capToks, SpeculativeK: w.specK,
-		SpeculativeAlpha: w.specA, Seed: 1, Parallel: w.parallel}
+		SpeculativeAlpha: w.specA, Seed: 1, Parallel: w.parallel, KVLink: w.kvLink}
 	if err := opts.Check(); err != nil {
 		return badWhatIfFlag{err}
 	}
