@@ -152,6 +152,7 @@ func TestFinishIsTheReport(t *testing.T) {
 	b := New(Config{Report: opts})
 	recs := records(700)
 	for i, r := range recs {
+		r.Phase = []string{"rate=40", "rate=60"}[i*2/len(recs)] // a sweep of two points
 		coll.Add(r)
 		b.Done(r)
 		if i%100 == 99 {
@@ -191,6 +192,9 @@ func TestFinishIsTheReport(t *testing.T) {
 	}
 	if len(got.Findings) != len(rep.Findings) {
 		t.Errorf("%d findings, the report has %d", len(got.Findings), len(rep.Findings))
+	}
+	if len(got.Phases) != 2 || got.Phases[1].Name != rep.Phases[1].Name || got.Phases[1].ThroughputRPS != rep.Phases[1].ThroughputRPS {
+		t.Errorf("phases %+v, the report's %+v", got.Phases, rep.Phases)
 	}
 	if got.SLOs[0].Text != "ttft:p99<=150ms" || got.SLOs[1].MaxMS != 1000 {
 		t.Errorf("SLO lines %+v", got.SLOs)
