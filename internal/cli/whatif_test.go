@@ -220,7 +220,7 @@ func TestWhatIfBadInput(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), "--profile") || !strings.Contains(err.Error(), "model Llama-3.1-70B, not Llama-3.1-8B") {
 		t.Errorf("profile for another model: %v", err)
 	}
-	for _, args := range [][]string{{"--what-if", "turbo"}, {"--speculative-alpha", "1.5"}, {"--max-tokens-cap", "-1"}} {
+	for _, args := range [][]string{{"--what-if", "turbo"}, {"--speculative-alpha", "1.5"}, {"--max-tokens-cap", "-1"}, {"--kv-link", "pigeon"}} {
 		_, err := run(t, append([]string{"report", dir}, args...)...)
 		if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: %v, want exit 2 naming the flag", args, err)
