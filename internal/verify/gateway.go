@@ -98,3 +98,26 @@ func foldGateways(before, after *capacity.Deployment, server map[string]string, 
 	}
 	return notes, nil
 }
+
+// gatewayBasis sets on the first run's twin the replica set and routing
+// policy its gateway evidence shows (a twin rebuilt from one engine's
+// evidence runs one replica), and says so; nothing for a run without a
+// gateway.
+func gatewayBasis(d *capacity.Deployment, server map[string]string) ([]string, error) {
+	if _, ok := server[keyGatewayConcurrency]; !ok {
+		return nil, nil
+	}
+	var notes []string
+	for _, k := range []string{"replicas", "balancer"} {
+		v, ok := server[k]
+		if !ok || v == "" {
+			continue
+		}
+		s, _ := settingByKey(k)
+		if err := s.apply(d, v); err != nil {
+			return nil, field.Invalid(k, v, "%v", err)
+		}
+		notes = append(notes, fmt.Sprintf("the first run's twin takes the gateway's %s: %s", k, v))
+	}
+	return notes, nil
+}

@@ -67,3 +67,20 @@ func TestDiffFindsTheGatewaysLevers(t *testing.T) {
 		t.Errorf("applied FROM: %+v", g)
 	}
 }
+
+// The first run's gateway sets the twin's replica set and balancer; a run
+// without one leaves the twin as rebuilt.
+func TestGatewayBasis(t *testing.T) {
+	d := capacity.Deployment{Replicas: 1}
+	notes, err := gatewayBasis(&d, map[string]string{keyGatewayConcurrency: "0", "replicas": "3", "balancer": "round_robin"})
+	if err != nil || d.Replicas != 3 || d.Balancer != "round_robin" || len(notes) != 2 {
+		t.Fatalf("gatewayBasis: %+v, %v, %q", d, err, notes)
+	}
+	d = capacity.Deployment{Replicas: 1}
+	if notes, err := gatewayBasis(&d, map[string]string{"replicas": "3"}); err != nil || d.Replicas != 1 || notes != nil {
+		t.Errorf("without a gateway: %+v, %v, %q", d, err, notes)
+	}
+	if _, err := gatewayBasis(&d, map[string]string{keyGatewayConcurrency: "0", "balancer": "random"}); err == nil {
+		t.Error("an unknown balancer: no error")
+	}
+}

@@ -171,6 +171,11 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if err := applyBefore(&cfg.Twin.Deployment, changes); err != nil {
 		return nil, err
 	}
+	bnotes, err := gatewayBasis(&cfg.Twin.Deployment, cfg.Before.server())
+	if err != nil {
+		return nil, err
+	}
+	res.Notes = append(res.Notes, bnotes...)
 	d := cfg.Twin.Deployment
 	if err := apply(&d, changes); err != nil {
 		return nil, err
