@@ -33,6 +33,9 @@ minimising the error between simulated and measured TTFT, TPOT and E2E
 (Nelder–Mead; bootstrap intervals over requests). It writes a profile that
 serve, simulate, estimate and bench --sim-* load with --profile, and prints
 each constant with its interval, the residuals and the range fitted on.
+--ledger FILE (verify's ledger) fits the ledger's runs too — a run after
+a remedy is more data from the same server — and re-runs its verifies with
+the new profile, saying how much their error fell.
 
 The engine flags say what the server ran (its --engine family, model, GPU,
 tensor parallel size, precisions, batch limits), with the names serve takes;

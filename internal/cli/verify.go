@@ -29,7 +29,9 @@ func newVerifyCmd() *cobra.Command {
 		Short: "Check a remedy: the twin's prediction for the change beside what the run after it measured",
 		Long: `verify reads two results folders, a run before a remedy and one after it,
 finds what changed — the server's configuration evidence (run.json: vLLM's
-cache_config_info, serve's scheduler_config_info), the embedded engine's
+cache_config_info, serve's scheduler_config_info, a tokentrace gateway's
+config info: its admission limit, balancer and replicas, as gateway apply
+sets them), the embedded engine's
 settings, bench's own load — or takes --applied LEVER=VALUE where the
 evidence cannot tell, re-simulates the first run's twin with exactly that
 change, and sets the prediction beside the measurement: TTFT, TPOT, ITL and
