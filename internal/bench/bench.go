@@ -511,7 +511,7 @@ func (r *run) newBoard(watch *serverWatch, late *lateness) *live.Board {
 	if r.cfg.Live == nil && (r.cfg.Progress == nil || r.cfg.ProgressView == live.ProgressOff) {
 		return nil
 	}
-	return live.New(live.Config{Window: r.cfg.LiveWindow, Collector: r.coll, Report: report.Options{SLOs: r.cfg.SLOs},
+	return live.New(live.Config{Window: r.cfg.LiveWindow, Collector: r.coll, Report: report.Options{SLOs: r.cfg.SLOs}, CPU: CPUTime,
 		Gauges: watch.latest, Warnings: func() []string { return late.result().warnings() }})
 }
 

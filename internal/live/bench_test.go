@@ -18,7 +18,7 @@ import (
 func BenchmarkBoardRecord(b *testing.B) {
 	slos, _ := latency.ParseSLOs("ttft:p99<=500ms,tpot:p99<=50ms")
 	recs := benchRecords()
-	board := New(Config{Report: report.Options{SLOs: slos}})
+	board := New(Config{Report: report.Options{SLOs: slos}, CPU: cpuTime})
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()

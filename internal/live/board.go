@@ -24,8 +24,12 @@ const (
 	// computation may take: after one that took d, the next waits
 	// reportBudget × d (0.1 % of the time).
 	reportBudget = 1000
-	maxHistory   = 600 // points kept (10 minutes at the default tick)
-	maxWarnings  = 5
+	// cpuBudget bounds its share of the process's CPU time, with
+	// Config.CPU: after one that cost c of CPU, the next waits until the
+	// process has spent cpuBudget × c more (0.33 %).
+	cpuBudget   = 300
+	maxHistory  = 600 // points kept (10 minutes at the default tick)
+	maxWarnings = 5
 )
 
 // Config is a Board's configuration.
@@ -46,6 +50,10 @@ type Config struct {
 	// Warnings, when set, returns the run's warnings so far (bench's
 	// timekeeping).
 	Warnings func() []string
+	// CPU, when set, returns the process's CPU time so far: the
+	// since-start computation is then budgeted against it too (0 where
+	// the platform cannot tell: the wall-time budget alone).
+	CPU func() time.Duration
 }
 
 // Board follows a run as it goes; see the package's doc. Sent and Done may
@@ -200,6 +208,7 @@ type aggregator struct {
 	findings   []Finding
 	phases     []PhaseRow
 	nextReport int64
+	nextCPU    time.Duration // the process's CPU time the next one waits for
 }
 
 // tick is the counters at one snapshot.

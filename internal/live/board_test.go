@@ -347,3 +347,26 @@ func TestSlowClientBlocksNothing(t *testing.T) {
 		t.Logf("serve: %v (the unread stream was cut at the grace)", err)
 	}
 }
+
+// With the process's CPU time known, the since-start numbers wait until
+// the process has spent 300 × what the last computation cost.
+func TestSinceStartWaitsForCPU(t *testing.T) {
+	var cpu time.Duration
+	b := New(Config{CPU: func() time.Duration { cpu += time.Millisecond; return cpu }}) // a computation "costs" 1 ms
+	s := int64(time.Second)
+	b.Done(streamed(0, 10*msNS, 20*msNS))
+	b.step(s, false)
+	if got := b.Latest().SinceAtS; got != 1 {
+		t.Fatalf("since start computed at %v s, want 1", got)
+	}
+	b.Done(streamed(s, s+10*msNS, s+20*msNS))
+	b.step(10*s, false) // the wall-time floor allows it, the CPU budget not yet
+	if got := b.Latest().SinceAtS; got != 1 {
+		t.Errorf("since start recomputed at %v s after 2 ms of CPU, want it kept from 1 s", got)
+	}
+	cpu += time.Second
+	b.step(20*s, false)
+	if got := b.Latest().SinceAtS; got != 20 || b.Latest().Since.Requests != 2 {
+		t.Errorf("since start at %v s with %d requests, want 20 s and 2", got, b.Latest().Since.Requests)
+	}
+}

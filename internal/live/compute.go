@@ -32,7 +32,7 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *repo
 		s.Warnings = append(s.Warnings, w[:min(len(w), maxWarnings)]...)
 	}
 	var rep *report.Report
-	if final || now >= a.nextReport && a.added > a.reported {
+	if final || now >= a.nextReport && a.added > a.reported && a.cpuAllows() {
 		rep = a.fromReport(now)
 	}
 	s.Since, s.SinceAtS, s.Findings, s.Phases = a.since, sec(a.sinceAt), a.findings, a.phases
@@ -71,10 +71,13 @@ func (a *aggregator) rates(now, sent int64) (offered, achieved float64) {
 // fromReport recomputes the since-start numbers, the findings and the
 // sweep's phases with the report's own code, and when to do it next.
 func (a *aggregator) fromReport(now int64) *report.Report {
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), a.cpu()
 	rep := a.coll.Report()
 	cost := time.Since(t0)
 	a.nextReport = now + int64(max(minReportEvery, reportBudget*cost))
+	if cpu1 := a.cpu(); cpu1 > 0 {
+		a.nextCPU = cpu1 + cpuBudget*(cpu1-cpu0)
+	}
 	a.sinceAt, a.reported = now, a.added
 	a.since = sinceFigures(rep)
 	a.findings = make([]Finding, 0, len(rep.Findings))
@@ -89,6 +92,20 @@ func (a *aggregator) fromReport(now int64) *report.Report {
 		}
 	}
 	return rep
+}
+
+// cpu is the process's CPU time, 0 when unknown.
+func (a *aggregator) cpu() time.Duration {
+	if a.cfg.CPU == nil {
+		return 0
+	}
+	return a.cfg.CPU()
+}
+
+// cpuAllows reports whether the process has spent the CPU time the next
+// since-start computation waits for.
+func (a *aggregator) cpuAllows() bool {
+	return a.nextCPU == 0 || a.cpu() >= a.nextCPU
 }
 
 // sinceFigures are the report's summary and distributions, as they are.

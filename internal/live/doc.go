@@ -13,7 +13,8 @@
 // through Done instead of adding it on the record path) — the "since
 // start" numbers and the report's findings on the records so far
 // (provisional), recomputed every 2 s, or no more often than 1,000 ×
-// what the last computation took. Finish takes in the last records and
+// what the last computation took, and (Config.CPU) only once the process
+// has spent 300 × its CPU cost since. Finish takes in the last records and
 // run.json and returns the run's report: the last snapshot's "since
 // start" numbers are that report's.
 //
