@@ -106,6 +106,9 @@ func TestLivePageInBrowser(t *testing.T) {
 	if n := b.eval(t, "String(document.querySelectorAll('#findings li').length)"); n == "0" {
 		t.Error("the page lists no findings, not even 'none so far'")
 	}
+	for _, e := range b.errs {
+		t.Errorf("the page's console: %.300s", e)
+	}
 	shot := filepath.Join(t.ArtifactDir(), "live.png")
 	var png struct {
 		Data string `json:"data"`
@@ -163,6 +166,9 @@ type devtools struct {
 	r    *bufio.Reader
 	id   int
 	sess string
+	// errs are the page's uncaught exceptions and console errors seen so
+	// far (Runtime.exceptionThrown, Runtime.consoleAPICalled "error").
+	errs []string
 }
 
 func startBrowser(t *testing.T, browser string) *devtools {
@@ -206,6 +212,7 @@ func startBrowser(t *testing.T, browser string) *devtools {
 		t.Fatal(err)
 	}
 	d.sess = attached.SessionID
+	d.call(t, "Runtime.enable", map[string]any{})
 	return d
 }
 
@@ -228,6 +235,8 @@ func (d *devtools) call(t *testing.T, method string, params any) json.RawMessage
 		}
 		var r struct {
 			ID     int             `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 			Result json.RawMessage `json:"result"`
 			Error  *struct {
 				Message string `json:"message"`
@@ -235,6 +244,9 @@ func (d *devtools) call(t *testing.T, method string, params any) json.RawMessage
 		}
 		if err := json.Unmarshal(bytes.TrimSuffix(line, []byte{0}), &r); err != nil {
 			t.Fatalf("%s: %v", method, err)
+		}
+		if r.Method == "Runtime.exceptionThrown" || r.Method == "Runtime.consoleAPICalled" && bytes.Contains(r.Params, []byte(`"type":"error"`)) {
+			d.errs = append(d.errs, string(r.Params))
 		}
 		if r.ID != d.id {
 			continue
