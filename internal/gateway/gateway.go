@@ -310,7 +310,8 @@ func (g *Gateway) checkAuthOff(old *liveConfig, cfg *Config) error {
 }
 
 // warnUnboundedCharge warns of routes whose requests without max_tokens a
-// key's tokens_per_minute charges their input only: the route has neither
+// key's tokens_per_minute charges their input only at admission (their
+// output when settled, afterwards): the route has neither
 // default_max_tokens nor max_max_tokens to charge instead.
 func (g *Gateway) warnUnboundedCharge(cfg *Config) {
 	if !slices.ContainsFunc(cfg.Keys, func(k KeyConfig) bool { return k.TokensPerMinute > 0 }) {
@@ -318,7 +319,7 @@ func (g *Gateway) warnUnboundedCharge(cfg *Config) {
 	}
 	for _, r := range cfg.Routes {
 		if r.Length.DefaultMaxTokens == 0 && r.Length.MaxMaxTokens == 0 {
-			g.log().Warn("config: a key has tokens_per_minute but this route has no length.default_max_tokens or max_max_tokens: its requests without max_tokens are charged their input only", "route", r.Model)
+			g.log().Warn("config: a key has tokens_per_minute but this route has no length.default_max_tokens or max_max_tokens: its requests without max_tokens are charged their input at admission and their output only once answered, so many at once pass the limit", "route", r.Model)
 		}
 	}
 }

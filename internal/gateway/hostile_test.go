@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -255,5 +256,79 @@ func TestModelsListIsCached(t *testing.T) {
 	list()
 	if n := asked.Load(); n != 3 {
 		t.Errorf("a call after a reload: the replica asked %d times in all, want 3", n)
+	}
+}
+
+// TestTokenLimitCountsNAndSettles: tokens_per_minute charges input + n ×
+// max_tokens at admission, and settles with the answer's usage after it:
+// what was not used is given back, and a request without max_tokens (on
+// a route with no default) is charged what it used. The clock stands
+// still: the bucket does not refill between the steps.
+func TestTokenLimitCountsNAndSettles(t *testing.T) {
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"}) // every answer: 3 completion tokens
+	g := mustGateway(t, fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\nkeys: [{name: k, sha256: %s, tokens_per_minute: 1000}]\n", up.URL(), HashKey("k-tok")))
+	now := time.Unix(1000, 0)
+	g.Now = func() time.Time { return now }
+	gw := startGateway(t, g)
+	auth := map[string]string{"Authorization": "Bearer k-tok"}
+	remaining := func(extra string) int {
+		t.Helper()
+		body := chatBody("m", false, "hi", extra)
+		s, hdr, b := do(t, gw.URL, body, auth)
+		if s != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", extra, s, b)
+		}
+		n, err := strconv.Atoi(hdr.Get("X-Ratelimit-Remaining-Tokens"))
+		if err != nil {
+			t.Fatalf("%s: X-Ratelimit-Remaining-Tokens %q", extra, hdr.Get("X-Ratelimit-Remaining-Tokens"))
+		}
+		return n
+	}
+	req, err := ScanRequest([]byte(chatBody("m", false, "hi", "")), openai.APIChat, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := req.InputTokens()
+	const used = 3
+	r1 := remaining(`,"n":2,"max_tokens":30`) // charged in + 2 × 30
+	if want := 1000 - in - 60; r1 != want {
+		t.Fatalf("after n=2, max_tokens=30: %d tokens left, want %d (n × max_tokens charged)", r1, want)
+	}
+	r2 := remaining(`,"max_tokens":10`) // the first gave back 60 − 3
+	if want := r1 + (60 - used) - in - 10; r2 != want {
+		t.Fatalf("after max_tokens=10: %d left, want %d (the unused output given back)", r2, want)
+	}
+	r3 := remaining(``) // no max_tokens, no route default: input only at admission
+	if want := r2 + (10 - used) - in; r3 != want {
+		t.Fatalf("without max_tokens: %d left, want %d", r3, want)
+	}
+	r4 := remaining(`,"max_tokens":1`) // the third was charged the 3 it used
+	if want := r3 - used - in - 1; r4 != want {
+		t.Errorf("after an answer without max_tokens: %d left, want %d (its output charged afterwards)", r4, want)
+	}
+}
+
+// TestScanRequestReadsChoices: n and best_of (the larger) are the
+// answers a request asks for; below 1 is refused.
+func TestScanRequestReadsChoices(t *testing.T) {
+	for _, c := range []struct {
+		api   openai.API
+		extra string
+		want  int32
+	}{
+		{openai.APIChat, ``, 1}, {openai.APIChat, `,"n":4`, 4}, {openai.APIChat, `,"n":null`, 1},
+		{openai.APICompletions, `,"n":2,"best_of":5`, 5}, {openai.APIChat, `,"n":0`, -1}, {openai.APIChat, `,"n":-3`, -1},
+	} {
+		body := chatBody("m", false, "x", c.extra)
+		if c.api == openai.APICompletions {
+			body = `{"model":"m","prompt":"x"` + c.extra + `}`
+		}
+		r, err := ScanRequest([]byte(body), c.api, 512)
+		switch {
+		case c.want < 0 && err == nil:
+			t.Errorf("%s: accepted, want a 400", c.extra)
+		case c.want > 0 && (err != nil || r.Choices != c.want):
+			t.Errorf("%s: Choices %d (%v), want %d", c.extra, r.Choices, err, c.want)
+		}
 	}
 }

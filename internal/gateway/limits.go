@@ -114,6 +114,27 @@ func (l *localLimiter) Allow(_ context.Context, now time.Time, tokens int) Limit
 	return d
 }
 
+// Settle implements TokenSettler: tokens more are taken from the token
+// bucket even below empty (later requests wait them out), or given back
+// up to a full bucket when negative.
+func (l *localLimiter) Settle(now time.Time, tokens int) {
+	if l.tokens == nil || tokens == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if tokens > 0 {
+		l.tokens.ReserveN(now, min(tokens, l.tokens.Burst())) // granted at once: the level goes below 0
+		return
+	}
+	room := float64(l.tokens.Burst()) - l.tokens.TokensAt(now)
+	if back := min(-tokens, int(room)); back > 0 {
+		// A reservation of −back raises the level by back (rate.Limiter
+		// subtracts what is reserved); never past the burst, as room holds.
+		l.tokens.ReserveN(now, -back)
+	}
+}
+
 // shortfall is how long until b holds n tokens (0: it does now, or b is
 // nil).
 func shortfall(b *rate.Limiter, now time.Time, n int) time.Duration {

@@ -448,7 +448,7 @@ routes:
 }
 
 func TestPerKeyRateAndTokenLimits(t *testing.T) {
-	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 60}) // each answer uses its 60 tokens: nothing given back
 	g := mustGateway(t, fmt.Sprintf(`
 pools: [{name: p, replicas: [{url: %q}]}]
 routes: [{model: "*", pool: p}]

@@ -136,6 +136,7 @@ type exchange struct {
 	fields    map[string]any // body fields the policies change (setField)
 	noContent bool           // the stream ended without content (no first token: no TTFT)
 	wrote     bool
+	charged   bool // the key's limiter charged chargedOut output tokens (keyLimits, settleTokens)
 	// firstSeen is when the first token was taken (firstToken); fed
 	// (eventState), that the pool and the span were told
 	// (feedFirstToken).
@@ -157,7 +158,8 @@ type exchange struct {
 	sendG sendGuard
 	sendQ sendQueue
 	// dequeued: the request's pool slots were given back (dequeue).
-	dequeued atomic.Bool
+	dequeued   atomic.Bool
+	chargedOut int32 // in the padding after dequeued
 	// firstAnswer is when the first answer token (content, not
 	// reasoning) was read from upstream: after the first token when the
 	// output began with reasoning; zero when none came or the answer was
@@ -376,5 +378,6 @@ func (x *exchange) finish() {
 	x.g.Metrics.observe(&observation{pool: pool, model: model, status: x.status, stream: x.req.Stream, stages: st, tl: &x.tl,
 		ttft: ttft, firstAnswer: x.firstAnswer, noContent: x.noContent, outTokens: x.tokens, inTokens: x.req.InputTokens(), chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
 	x.span.end(x, st)
+	x.settleTokens()
 	x.releaseChunks()
 }

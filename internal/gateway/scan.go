@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -21,11 +22,16 @@ import (
 type Request struct {
 	Model  string
 	Stream bool
+	// Choices is how many answers the request asks for (chat's and
+	// completions' n, or completions' best_of when larger): each may run
+	// to MaxTokens. 1 when absent. (int32: it shares Stream's word.)
+	Choices int32
 	// MaxTokens is the requested output limit (max_tokens, or
 	// max_completion_tokens when that is the one set); 0 when absent.
 	MaxTokens int
 	// MaxTokensField names the field MaxTokens came from.
 	MaxTokensField string
+
 	// PrefixHash hashes the first prefixBytes bytes of the prompt text, the
 	// key of prefix-affinity routing.
 	PrefixHash uint64
@@ -88,8 +94,8 @@ var errScan = errors.New("invalid request")
 // servers, serve among them, would also take), is refused with 400, the
 // rule internal/openai applies. Other keys are not looked at.
 var (
-	chatKeys          = []string{"model", "stream", "max_tokens", "max_completion_tokens", "stream_options", "messages", "include_metrics", "return_metrics"}
-	completionKeys    = []string{"model", "stream", "max_tokens", "stream_options", "prompt", "include_metrics", "return_metrics"}
+	chatKeys          = []string{"model", "stream", "max_tokens", "max_completion_tokens", "stream_options", "messages", "include_metrics", "return_metrics", "n"}
+	completionKeys    = []string{"model", "stream", "max_tokens", "stream_options", "prompt", "include_metrics", "return_metrics", "n", "best_of"}
 	responsesKeys     = []string{"model", "stream", "max_output_tokens", "input", "instructions"}
 	messagesKeys      = []string{"model", "stream", "max_tokens", "messages", "system"}
 	ollamaKeys        = []string{"model", "stream", "options", "messages"}
@@ -108,7 +114,8 @@ func (e *keyError) Error() string { return e.msg }
 // api in one pass without building the body's values: it validates the
 // JSON's structure, decodes model, stream, the output cap (max_tokens,
 // chat's max_completion_tokens, Responses' max_output_tokens, Ollama's
-// options.num_predict) and stream_options.include_usage, and notes where
+// options.num_predict), the answers asked for (n, best_of) and
+// stream_options.include_usage, and notes where
 // the prompt's text is (messages[].content as a string or text parts,
 // prompt, Responses' input and instructions, Messages' system) for
 // InputTokens and prefix affinity. Those keys must be exact and unique
@@ -138,6 +145,7 @@ type scannedFields struct {
 	model                             string
 	haveModel, sawMessages, sawPrompt bool
 	maxTokens, maxCompletion          *int
+	choices                           *int // n or best_of, the larger
 }
 
 // requestField decodes the request's top-level key into r and f.
@@ -172,6 +180,17 @@ func (s *scanner) requestField(key []byte, api openai.API, r *Request, f *scanne
 		return s.systemPrompt(key, r)
 	case "max_tokens", "max_completion_tokens":
 		return s.maxTokensField(key, api, f)
+	case "n", "best_of":
+		if api != openai.APIChat && api != openai.APICompletions {
+			return s.skip()
+		}
+		v, err := s.intValue()
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if v != nil && (f.choices == nil || *v > *f.choices) {
+			f.choices = v
+		}
 	case "stream_options":
 		return s.streamOptions(r)
 	case "include_metrics", "return_metrics":
@@ -258,6 +277,13 @@ func (f *scannedFields) apply(r *Request, api openai.API) error {
 	}
 	if r.MaxTokens < 0 {
 		return fmt.Errorf("%w: %s must be positive, got %d", errScan, r.MaxTokensField, r.MaxTokens)
+	}
+	r.Choices = 1
+	if f.choices != nil {
+		if *f.choices < 1 {
+			return fmt.Errorf("%w: n must be at least 1, got %d", errScan, *f.choices)
+		}
+		r.Choices = int32(min(*f.choices, math.MaxInt32))
 	}
 	chat := api != openai.APICompletions
 	if chat && (!f.sawMessages || r.messages == 0) {

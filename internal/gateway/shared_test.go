@@ -85,7 +85,7 @@ func TestRedisLimiterMatchesLocal(t *testing.T) {
 // each replica's own buckets each lets its own burst through.
 func TestTwoReplicasShareOneLimit(t *testing.T) {
 	srv := redistest.Start(t)
-	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"})
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 248}) // each answer uses its max_tokens: nothing given back
 	keys := fmt.Sprintf("keys: [{name: req, sha256: %s, requests_per_second: 0.001, burst: 5}, {name: tok, sha256: %s, tokens_per_minute: 1000}]\n",
 		HashKey("key-req"), HashKey("key-tok"))
 	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL()) + keys
