@@ -291,12 +291,12 @@ func TestWhatIfMeasuredRunWithProfile(t *testing.T) {
 		t.Errorf("the setting the server did not expose is not said: %v", w.Assumptions)
 	}
 	// A llama.cpp server exposes none of its settings: the twin takes the
-	// llama.cpp family's (4 slots), not vLLM's.
+	// llama.cpp family's (4 slots), not vLLM's, and says so in its words.
 	if err := os.WriteFile(filepath.Join(dir, "run.json"), []byte(`{"target":"http://cpu:8080","model":"Llama-3.1-8B","mode":"open","offered_rps":4,"server":{"engine":"llamacpp"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rep = whatIfJSON(t, dir, "--slo", "ttft:p99<=1s", "--what-if", "replicas", "--profile", writeProfile(t, t.TempDir(), "Llama-3.1-8B"))
-	if w := rep.WhatIf; w == nil || !strings.Contains(w.Deployment, "max_num_seqs 4,") ||
+	if w := rep.WhatIf; w == nil || !strings.Contains(w.Deployment, "slots (-np) 4,") ||
 		!slices.ContainsFunc(w.Assumptions, func(s string) bool { return strings.Contains(s, "the twin takes llama.cpp's default") }) {
 		t.Errorf("llama.cpp run: what-if %+v; notes %v", w, rep.Notes)
 	}

@@ -147,18 +147,25 @@ func evidenceNotes(s Summary) []string {
 // family is the engine whose vocabulary the advice speaks: the engine the
 // evidence names, or, for tokentrace's simulated engine, the family it
 // simulates (its tokentrace:scheduler_config_info engine_family, as
-// bench --sim-engine llamacpp): a llama.cpp twin is advised in -b and
-// -np, never in vLLM's names.
+// bench --sim-engine llamacpp; a simulated run's run.json engine_family):
+// a llama.cpp twin is advised in -b and -np, never in vLLM's names.
 func (a *analysis) family() string {
 	e := a.engine()
-	if e != latency.EngineTokentrace || a.ev == nil {
+	if e != latency.EngineTokentrace && e != "" {
 		return e
 	}
-	if f, ok := a.ev.setting("engine_family"); ok {
-		f, _, _ = strings.Cut(f, "@")
-		return f
+	f, ok := "", false
+	if a.ev != nil {
+		f, ok = a.ev.setting("engine_family")
 	}
-	return e
+	if !ok && len(a.runs) > 0 && a.runs[0].Simulated { // simulate --engine: run.json says which
+		f, ok = a.runs[0].EngineFamily, a.runs[0].EngineFamily != ""
+	}
+	if !ok {
+		return e
+	}
+	f, _, _ = strings.Cut(f, "@")
+	return f
 }
 
 // engine is the engine the run's evidence names: its /metrics' (run.json),

@@ -75,6 +75,10 @@ func TestLlamaCppTwinVocabulary(t *testing.T) {
 			t.Errorf("lacks llama-server's %s:\n%s", s, got)
 		}
 	}
+	sim := &analysis{ev: &evidence{config: map[string]string{}}, runs: []results.RunInfo{{Simulated: true, EngineFamily: "llamacpp"}}}
+	if f := sim.family(); f != "llamacpp" {
+		t.Errorf("simulate --engine llamacpp's run: family %q, want llamacpp", f)
+	}
 	if f := (&analysis{ev: &evidence{engine: "tokentrace"}}).family(); f != "tokentrace" {
 		t.Errorf("the embedded engine with vLLM's settings: family %q", f)
 	}

@@ -20,8 +20,12 @@ type RunInfo struct {
 	Target string `json:"target,omitempty"` // base URL, "embedded", or the simulated deployment
 	// Simulated marks a run of tokentrace simulate: its records come from
 	// the engine on a virtual clock, not from a server.
-	Simulated bool   `json:"simulated,omitempty"`
-	Model     string `json:"model,omitempty"`
+	Simulated bool `json:"simulated,omitempty"`
+	// EngineFamily is the serving engine a simulated run's engine
+	// simulates (simulate --engine: vllm, sglang, trtllm, llamacpp), so
+	// that its report speaks that engine's settings; empty: vLLM's.
+	EngineFamily string `json:"engine_family,omitempty"`
+	Model        string `json:"model,omitempty"`
 	// Mode is how requests were scheduled: "open" (arrival rate) or "closed" (concurrency).
 	Mode string `json:"mode,omitempty"`
 	// Duration is the configured run length (the measured span is in the summary).

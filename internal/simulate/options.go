@@ -156,7 +156,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 	if err != nil {
 		return cfg, out, err
 	}
-	out = Output{Dir: o.OutputDir, SLOs: slos, Describe: ec.Describe(), Envelope: &env}
+	out = Output{Dir: o.OutputDir, SLOs: slos, Describe: ec.Describe(), Envelope: &env, EngineFamily: o.Engine.Engine}
 	if out.Dir == "" {
 		out.Dir = results.DefaultDir(now)
 	}

@@ -30,6 +30,10 @@ type Output struct {
 	// Envelope is what the engine's constants were fitted on; the run's
 	// case outside it is flagged in its warnings (nil: not checked).
 	Envelope *engine.Envelope
+	// EngineFamily is the serving engine simulated (--engine: vllm,
+	// sglang, trtllm, llamacpp[@version]); run.json keeps it so that the
+	// report speaks that engine's settings. Empty: vLLM's.
+	EngineFamily string
 }
 
 // Summary is a simulation's summary.json: the report plus what only the
@@ -129,6 +133,7 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 		sum.Replicas = append(sum.Replicas, summarizeReplica(r))
 	}
 	info := runInfo(cfg, sum.Target, res)
+	info.EngineFamily = o.EngineFamily
 	coll.SetRun(info)
 	if err := results.WriteRunInfo(o.Dir, info); err != nil {
 		return nil, err
