@@ -10,10 +10,12 @@ import (
 )
 
 // The report's windows (docs/metrics.md, "Windows"): 1 s, doubled until
-// the run fits in seriesMax windows.
+// the run fits in seriesMax windows. Each window's samples cost up to about
+// 1.5 MB (four histograms) on a long run: 30 keep report's 1,000,000
+// records under 1 GiB (docs/performance.md).
 const (
 	seriesWidth = time.Second
-	seriesMax   = 60
+	seriesMax   = 30
 )
 
 // newSeries is an empty series of the report's windows.

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/window"
@@ -31,28 +30,29 @@ func phaseRun(slowFrom, slowTo float64) []synthReq {
 }
 
 // TestTailPhaseKnownAnswer: a run whose second half is slower names the
-// phase with its time. The windows are 4 s (120 s does not fit in 60 of 1
-// s or 2 s); the request sent at 59.9 s ends at 60.09 s, inside the window
-// [60 s, 64 s) whose P99 is the slow requests', so the phase starts at
-// 1:00; the last request ends at 120.39 s, the run's end (2:00). A slow
-// middle third, [40 s, 80 s), ends in the window [80 s, 84 s), which holds
-// the last slow request (sent at 79.9 s, ended at 80.39 s): 0:40 to 1:24.
+// phase with its time. The windows are 8 s (120.39 s does not fit in 30 of
+// 1, 2 or 4 s); the window [56 s, 64 s) holds the first slow requests
+// (sent from 60 s, ended from 60.49 s) beside fast ones, and its P99 is
+// theirs, so the phase starts at 0:56; the last request ends at 120.39 s,
+// the run's end (2:00). A slow middle third, [40 s, 80 s), ends in the
+// window [80 s, 88 s), which holds the last slow request (sent at 79.9 s,
+// ended at 80.39 s): 0:40 to 1:28; a slow first third, 0:00 to 0:48.
 func TestTailPhaseKnownAnswer(t *testing.T) {
 	for _, tt := range []struct {
 		name, from, to   string
 		slowFrom, slowTo float64
 		evidence, title  string
 	}{
-		{"second half", "1:00", "2:00", 60, 1e9,
-			"TTFT P99 rose from 100ms to 400ms from 1:00 to the end of the run (2:00)", "TTFT's tail appears only between 1:00 and 2:00"},
-		{"middle third", "0:40", "1:24", 40, 80,
-			"TTFT P99 rose from 100ms to 400ms between 0:40 and 1:24", "TTFT's tail appears only between 0:40 and 1:24"},
-		{"first third", "0:00", "0:44", 0, 40,
-			"TTFT P99 was 400ms between 0:00 and 0:44 and fell to 100ms after", "TTFT's tail appears only between 0:00 and 0:44"},
+		{"second half", "0:56", "2:00", 60, 1e9,
+			"TTFT P99 rose from 100ms to 400ms from 0:56 to the end of the run (2:00)", "TTFT's tail appears only between 0:56 and 2:00"},
+		{"middle third", "0:40", "1:28", 40, 80,
+			"TTFT P99 rose from 100ms to 400ms between 0:40 and 1:28", "TTFT's tail appears only between 0:40 and 1:28"},
+		{"first third", "0:00", "0:48", 0, 40,
+			"TTFT P99 was 400ms between 0:00 and 0:48 and fell to 100ms after", "TTFT's tail appears only between 0:00 and 0:48"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := collect(Options{}, phaseRun(tt.slowFrom, tt.slowTo))
-			if rep.TimeSeries == nil || rep.TimeSeries.WidthS != 4 || len(rep.TimeSeries.Windows) != 31 {
+			if rep.TimeSeries == nil || rep.TimeSeries.WidthS != 8 || len(rep.TimeSeries.Windows) != 16 {
 				t.Fatalf("time series: %+v", rep.TimeSeries)
 			}
 			i := findingIndex(rep, RuleTailPhase)
@@ -63,7 +63,7 @@ func TestTailPhaseKnownAnswer(t *testing.T) {
 			if !strings.Contains(f.Evidence, tt.evidence) || f.Title != tt.title {
 				t.Errorf("finding:\n%s\n%s\nwant %q, %q", f.Title, f.Evidence, tt.title, tt.evidence)
 			}
-			if f.Numbers["before_p99_ms"] != 100 || f.Numbers["during_p99_ms"] != 400 || f.Numbers["window_s"] != 4 {
+			if f.Numbers["before_p99_ms"] != 100 || f.Numbers["during_p99_ms"] != 400 || f.Numbers["window_s"] != 8 {
 				t.Errorf("numbers %v", f.Numbers)
 			}
 		})
@@ -77,7 +77,7 @@ func TestTailPhaseNotFound(t *testing.T) {
 	for i := range steady {
 		steady[i].net += float64(i%7) * 3 // a spread, the same all run long
 	}
-	spike := phaseRun(60, 62) // slow for 2 s: one 4 s window
+	spike := phaseRun(60, 62) // slow for 2 s: one 8 s window
 	sweep := phaseRun(60, 1e9)
 	for i := range sweep {
 		sweep[i].phase = map[bool]string{true: "rate=10", false: "rate=20"}[i < 600]
@@ -95,7 +95,7 @@ func TestTailPhaseNotFound(t *testing.T) {
 func TestTimeSeriesIsTheWindows(t *testing.T) {
 	reqs := phaseRun(60, 1e9)
 	reqs[5].err, reqs[700].err = "http_5xx", "timeout"
-	s := window.New(time.Second, 60)
+	s := window.New(seriesWidth, seriesMax)
 	for i, r := range reqs {
 		s.Add(r.record(i))
 	}

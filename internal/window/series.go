@@ -235,11 +235,10 @@ func (s *Series) coarsen() {
 		if 2*k+1 < len(s.wins) {
 			if b := s.wins[2*k+1]; b != nil {
 				if a == nil {
-					a, b = b, nil
+					a = b
 				} else {
-					a.merge(b)
+					a.merge(b) // b is dropped: a coarser series needs fewer windows
 				}
-				s.release(b)
 			}
 		}
 		s.wins[k] = a
