@@ -188,3 +188,39 @@ func (g *Gateway) health(w http.ResponseWriter) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(out)
 }
+
+// AdminHandler serves /health, /metrics and the upstreams' metrics
+// (UpstreamMetricsPath), GET and HEAD only, on a listener of their own
+// (RunConfig.AdminAddr); once it is asked for, the data port answers 404
+// for them.
+func (g *Gateway) AdminHandler() http.Handler {
+	g.adminApart.Store(true)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health", "/metrics", UpstreamMetricsPath:
+			g.admin(w, r)
+		default:
+			openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown path "+r.URL.Path, "", "not_found"), 0)
+		}
+	})
+}
+
+// admin answers /health, /metrics or UpstreamMetricsPath: GET and HEAD
+// only.
+func (g *Gateway) admin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use GET or HEAD", "", "method_not_allowed"), 0)
+		return
+	}
+	switch {
+	case r.URL.Path == "/health":
+		g.health(w)
+	case r.URL.Path == UpstreamMetricsPath:
+		g.upstreamMetrics(w, r)
+	case g.MetricsHandler == nil:
+		openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "metrics are not enabled", "", "not_found"), 0)
+	default:
+		g.MetricsHandler.ServeHTTP(w, r)
+	}
+}

@@ -65,6 +65,8 @@ type Gateway struct {
 	draining atomic.Bool // set by Drain: /health answers 503
 	// modelsCache holds /v1/models' last list.
 	modelsCache modelsCache
+	// adminApart: /health and /metrics are served by AdminHandler only.
+	adminApart atomic.Bool
 	// endGraceTest replaces streamEndGrace when set (tests).
 	endGraceTest time.Duration
 	// sentTest, when set, runs after each write of a send queue to its

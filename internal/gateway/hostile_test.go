@@ -332,3 +332,42 @@ func TestScanRequestReadsChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminListenerApart: with the admin listener (AdminHandler), /health
+// and /metrics answer there, GET and HEAD only, and no longer on the data
+// port; other paths are not served there.
+func TestAdminListenerApart(t *testing.T) {
+	g := quickGateway(t, "http://127.0.0.1:1")
+	defer g.Close()
+	data := httptest.NewServer(g)
+	defer data.Close()
+	admin := httptest.NewServer(g.AdminHandler())
+	defer admin.Close()
+	for _, c := range []struct {
+		base, method, path string
+		want               int
+	}{
+		{admin.URL, http.MethodGet, "/health", http.StatusOK},
+		{admin.URL, http.MethodHead, "/health", http.StatusOK},
+		{admin.URL, http.MethodGet, "/metrics", http.StatusOK},
+		{admin.URL, http.MethodPost, "/metrics", http.StatusMethodNotAllowed},
+		{admin.URL, http.MethodDelete, "/health", http.StatusMethodNotAllowed},
+		{admin.URL, http.MethodGet, "/v1/models", http.StatusNotFound},
+		{data.URL, http.MethodGet, "/health", http.StatusNotFound},
+		{data.URL, http.MethodGet, "/metrics", http.StatusNotFound},
+	} {
+		req, _ := http.NewRequest(c.method, c.base+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			where := "admin"
+			if c.base == data.URL {
+				where = "data"
+			}
+			t.Errorf("%s %s on the %s port: %d, want %d", c.method, c.path, where, resp.StatusCode, c.want)
+		}
+	}
+}

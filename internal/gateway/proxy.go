@@ -42,24 +42,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case modelsPath:
 		g.models(w, r)
 	case "/health", "/metrics", UpstreamMetricsPath:
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			openai.WriteError(w, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "use GET or HEAD", "", "method_not_allowed"), 0)
+		if g.adminApart.Load() { // served on the admin listener only
+			openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown path "+r.URL.Path, "", "not_found"), 0)
 			return
 		}
-		if r.URL.Path == "/health" {
-			g.health(w)
-			return
-		}
-		if r.URL.Path == UpstreamMetricsPath {
-			g.upstreamMetrics(w, r)
-			return
-		}
-		if g.MetricsHandler == nil {
-			openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "metrics are not enabled", "", "not_found"), 0)
-			return
-		}
-		g.MetricsHandler.ServeHTTP(w, r)
+		g.admin(w, r)
 	default:
 		if (strings.HasPrefix(r.URL.Path, "/v1/") || engineTokenizerPaths[r.URL.Path]) && g.passesUnknown() {
 			g.passThrough(w, r)

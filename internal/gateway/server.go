@@ -32,6 +32,10 @@ type RunConfig struct {
 	// Grace (grace) is how long requests in flight may then finish before
 	// their connections are closed (default DefaultGrace).
 	Grace time.Duration
+	// AdminAddr (admin_addr), when set, is the host:port /health and
+	// /metrics are served on instead of the data port (GET and HEAD only;
+	// the data port then answers 404 for them).
+	AdminAddr string
 }
 
 // Validate reports a RunConfig duration that cannot work.
@@ -135,6 +139,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// ends the group (its context) and so the watcher; the end of ctx
 	// drains and stops the server (httplimit.Serve), and the watcher.
 	grp, gctx := errgroup.WithContext(ctx)
+	if s.rc.AdminAddr != "" {
+		aln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.rc.AdminAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("gateway: admin listener: %w", err)
+		}
+		log.Info("gateway admin listening (/health, /metrics)", "addr", aln.Addr().String())
+		admin := g.AdminHandler()
+		grp.Go(func() error {
+			if err := limits.Serve(ctx, aln, admin, httplimit.Stop{Grace: grace}); err != nil {
+				return fmt.Errorf("gateway: admin: %w", err)
+			}
+			return nil
+		})
+	}
 	grp.Go(func() error {
 		err := limits.Serve(ctx, ln, g, httplimit.Stop{Grace: grace, Stopping: func() { g.drain(s.rc.DrainDelay, grace, log) }})
 		if err != nil {
