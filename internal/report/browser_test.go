@@ -1,8 +1,10 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,28 +68,14 @@ func TestHTMLInBrowser(t *testing.T) {
 	}
 	rep := collectRun(Options{SLOs: mustSLOs(t, "ttft:p99<=500ms,tpot:p99<=50ms,e2e:p95<=3s")}, info, sweepReqs())
 	rep.WhatIf = testWhatIf()
-	dir := t.ArtifactDir()
-	page := filepath.Join(dir, "report.html")
-	f, err := os.Create(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteHTML(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	html, _ := os.ReadFile(page)
+	html := htmlOf(t, rep.WriteHTML)
 
 	// Self-contained: no fetched resource, no script.
 	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?https?:|<script|<link|@import`).Find(html); m != nil {
 		t.Errorf("the page refers to an outside resource or script: %q", m)
 	}
 
-	run := func(args ...string) (string, string) { return chromium(t, browser, args...) }
-	dom, logs := run("--dump-dom", "file://"+page)
-	for _, line := range consoleErrors(logs) {
-		t.Errorf("browser console: %s", line)
-	}
+	page, dom := openPage(t, browser, "report.html", html)
 	if !strings.Contains(dom, "<h1>tokentrace report") {
 		t.Fatalf("the DOM does not hold the report:\n%.2000s", dom)
 	}
@@ -122,13 +110,7 @@ func TestHTMLInBrowser(t *testing.T) {
 	if d < 0 || wi < d || c < wi {
 		t.Errorf("the diagnosis (at %d) must come before the what-if (at %d), and that before the charts (at %d)", d, wi, c)
 	}
-	shot := filepath.Join(dir, "report.png")
-	run("--hide-scrollbars", "--window-size=1366,4200", "--screenshot="+shot, "file://"+page)
-	st, err := os.Stat(shot)
-	if err != nil || st.Size() < 10000 {
-		t.Fatalf("screenshot %s: %v (size %v)", shot, err, st)
-	}
-	t.Logf("screenshot: %s (%d bytes)", shot, st.Size())
+	screenshot(t, browser, page, "report.png", 1366, 4200)
 }
 
 // chromium runs the headless browser with args, failing the test if it
@@ -147,6 +129,46 @@ func chromium(t *testing.T, browser string, args ...string) (stdout, stderr stri
 		t.Fatalf("%s: %v\n%s", browser, err, errb.String())
 	}
 	return out.String(), errb.String()
+}
+
+// openPage writes page into the test's artifact folder (go test -artifacts
+// -outputdir DIR keeps it) as name, opens it in Chromium, fails the test on
+// a console error, and returns the file's path and the rendered DOM.
+func openPage(t *testing.T, browser, name string, page []byte) (path, dom string) {
+	t.Helper()
+	path = filepath.Join(t.ArtifactDir(), name)
+	if err := os.WriteFile(path, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, logs := chromium(t, browser, "--dump-dom", "file://"+path)
+	for _, line := range consoleErrors(logs) {
+		t.Errorf("browser console: %s", line)
+	}
+	return path, dom
+}
+
+// screenshot saves the page at path, seen in a width×height window, as name
+// in the test's artifact folder, failing the test if the image is missing or
+// nearly empty.
+func screenshot(t *testing.T, browser, path, name string, width, height int) {
+	t.Helper()
+	shot := filepath.Join(t.ArtifactDir(), name)
+	chromium(t, browser, "--hide-scrollbars", fmt.Sprintf("--window-size=%d,%d", width, height), "--screenshot="+shot, "file://"+path)
+	st, err := os.Stat(shot)
+	if err != nil || st.Size() < 10000 {
+		t.Fatalf("screenshot %s: %v", shot, err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, st.Size())
+}
+
+// htmlOf is what write writes.
+func htmlOf(t *testing.T, write func(io.Writer) error) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // TestCompareSweepsInBrowser opens report --compare of two sweeps in
@@ -170,20 +192,7 @@ func TestCompareSweepsInBrowser(t *testing.T) {
 	if got := c.Sweeps.ParetoB.Knee; got != "p3" {
 		t.Errorf("B's knee is %q, want p3 (its TPOT p99 at p3 is 14 ms)", got)
 	}
-	dir := t.ArtifactDir()
-	page := filepath.Join(dir, "compare.html")
-	f, err := os.Create(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WriteHTML(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	dom, logs := chromium(t, browser, "--dump-dom", "file://"+page)
-	for _, line := range consoleErrors(logs) {
-		t.Errorf("browser console: %s", line)
-	}
+	page, dom := openPage(t, browser, "compare.html", htmlOf(t, c.WriteHTML))
 	for _, id := range []string{"sweep-curve", "sweep-pareto"} {
 		i := strings.Index(dom, `id="fig-`+id+`"`)
 		if i < 0 || !strings.Contains(dom[i:min(len(dom), i+400)], "<svg") {
@@ -200,13 +209,7 @@ func TestCompareSweepsInBrowser(t *testing.T) {
 	if !strings.Contains(dom, "A front") || !strings.Contains(dom, "B: SLO knee: p3") {
 		t.Error("the page lacks B's front or its knee in words")
 	}
-	shot := filepath.Join(dir, "compare.png")
-	chromium(t, browser, "--hide-scrollbars", "--window-size=1366,2400", "--screenshot="+shot, "file://"+page)
-	st, err := os.Stat(shot)
-	if err != nil || st.Size() < 10000 {
-		t.Fatalf("screenshot %s: %v (size %v)", shot, err, st)
-	}
-	t.Logf("screenshot: %s (%d bytes)", shot, st.Size())
+	screenshot(t, browser, page, "compare.png", 1366, 2400)
 }
 
 // collectorOf is a collector fed the requests.

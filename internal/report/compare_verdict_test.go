@@ -2,8 +2,6 @@ package report
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,25 +73,9 @@ func checkComparePage(t *testing.T, c *Comparison) {
 		t.Log("no Chromium installed: the comparison page is not opened in a browser")
 		return
 	}
-	dir := t.ArtifactDir()
-	page := filepath.Join(dir, "compare.html")
-	var b bytes.Buffer
-	if err := c.WriteHTML(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(page, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dom, logs := chromium(t, browser, "--dump-dom", "file://"+page)
-	for _, line := range consoleErrors(logs) {
-		t.Errorf("browser console: %s", line)
-	}
+	page, dom := openPage(t, browser, "compare.html", htmlOf(t, c.WriteHTML))
 	if !strings.Contains(dom, "Verdict:</b> B is better") || !strings.Contains(dom, `<td>closed 4 concurrent</td>`) {
 		t.Errorf("the rendered page lacks the verdict or the settings:\n%.3000s", dom)
 	}
-	shot := filepath.Join(dir, "compare-1280.png")
-	chromium(t, browser, "--hide-scrollbars", "--window-size=1280,800", "--screenshot="+shot, "file://"+page)
-	if st, err := os.Stat(shot); err != nil || st.Size() < 10000 {
-		t.Fatalf("screenshot %s: %v", shot, err)
-	}
+	screenshot(t, browser, page, "compare-1280.png", 1280, 800)
 }

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -161,15 +159,7 @@ func TestFirstScreenAndChartsInBrowser(t *testing.T) {
 	if browser == "" {
 		t.Skip("no Chromium installed (apt-get install chromium); the page's order was checked, not its rendering")
 	}
-	dir := t.ArtifactDir()
-	page := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(page, []byte(h), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dom, logs := chromium(t, browser, "--dump-dom", "file://"+page)
-	for _, line := range consoleErrors(logs) {
-		t.Errorf("browser console: %s", line)
-	}
+	page, dom := openPage(t, browser, "report.html", []byte(h))
 	fig := func(id string) string {
 		i := strings.Index(dom, `id="fig-`+id+`"`)
 		if i < 0 {
@@ -189,22 +179,10 @@ func TestFirstScreenAndChartsInBrowser(t *testing.T) {
 			t.Errorf("stage bars %s are not drawn across the page: %.80s", id, f)
 		}
 	}
-	shot := func(name, css string) {
-		path := page
-		if css != "" {
-			path = filepath.Join(dir, name+".html")
-			if err := os.WriteFile(path, []byte(strings.Replace(h, "</head>", "<style>"+css+"</style></head>", 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		png := filepath.Join(dir, name+".png")
-		chromium(t, browser, "--hide-scrollbars", "--window-size=1280,800", "--screenshot="+png, "file://"+path)
-		if st, err := os.Stat(png); err != nil || st.Size() < 10000 {
-			t.Fatalf("screenshot %s: %v", png, err)
-		}
-	}
-	shot("first-screen-1280", "")
-	shot("charts-1280", `main > *:has(~ * #fig-ttft-input), .charts > *:has(~ #fig-ttft-input){display:none!important}`)
+	screenshot(t, browser, page, "first-screen-1280.png", 1280, 800)
+	charts, _ := openPage(t, browser, "charts-1280.html", []byte(strings.Replace(h, "</head>",
+		`<style>main > *:has(~ * #fig-ttft-input), .charts > *:has(~ #fig-ttft-input){display:none!important}</style></head>`, 1)))
+	screenshot(t, browser, charts, "charts-1280.png", 1280, 800)
 }
 
 // A simulated run is named once: "simulated: 1 replica", not "simulated

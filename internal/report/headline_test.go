@@ -2,8 +2,6 @@ package report
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,23 +55,11 @@ func checkReportPage(t *testing.T, page string) {
 		t.Log("no Chromium installed: the page is not opened in a browser")
 		return
 	}
-	dir := t.ArtifactDir()
-	path := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dom, logs := chromium(t, browser, "--dump-dom", "file://"+path)
-	for _, line := range consoleErrors(logs) {
-		t.Errorf("browser console: %s", line)
-	}
+	path, dom := openPage(t, browser, "report.html", []byte(page))
 	if !strings.Contains(dom, `<span class="muted">verdict</span> TTFT P99`) {
 		t.Errorf("the rendered page lacks the verdict:\n%.2000s", dom)
 	}
-	shot := filepath.Join(dir, "report-1280.png")
-	chromium(t, browser, "--hide-scrollbars", "--window-size=1280,800", "--screenshot="+shot, "file://"+path)
-	if st, err := os.Stat(shot); err != nil || st.Size() < 10000 {
-		t.Fatalf("screenshot %s: %v", shot, err)
-	}
+	screenshot(t, browser, path, "report-1280.png", 1280, 800)
 }
 
 // What-ifs that change nothing or make it worse are folded into one line,

@@ -1,8 +1,6 @@
 package report
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,20 +29,8 @@ func TestSeriesInBrowser(t *testing.T) {
 	if findingIndex(rep, RuleTailPhase) < 0 {
 		t.Fatalf("no tail-phase finding: %+v", rep.Findings)
 	}
-	dir := t.ArtifactDir()
-	page := filepath.Join(dir, "report.html")
-	f, err := os.Create(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteHTML(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	dom, logs := chromium(t, browser, "--dump-dom", "file://"+page)
-	for _, line := range consoleErrors(logs) {
-		t.Errorf("browser console: %s", line)
-	}
+	html := htmlOf(t, rep.WriteHTML)
+	_, dom := openPage(t, browser, "report.html", html)
 	at := strings.Index(dom, `id="time-series"`)
 	if at < 0 {
 		t.Fatalf("no time-series section:\n%.2000s", dom)
@@ -59,19 +45,10 @@ func TestSeriesInBrowser(t *testing.T) {
 		t.Errorf("the tail phase is marked on %d charts, want every one", n)
 	}
 	// The section alone, as a reader sees it on a laptop.
-	html, _ := os.ReadFile(page)
 	s := string(html)
 	head, _, _ := strings.Cut(s, "<body>")
 	_, section, _ := strings.Cut(s, `<h2 id="time-series"`)
 	section, _, _ = strings.Cut(`<h2 id="time-series"`+section, `<h2 id="latency"`)
-	alone := filepath.Join(dir, "series.html")
-	if err := os.WriteFile(alone, []byte(head+"<body>"+section+"</body></html>"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	shot := filepath.Join(dir, "series.png")
-	chromium(t, browser, "--hide-scrollbars", "--window-size=1280,800", "--screenshot="+shot, "file://"+alone)
-	if st, err := os.Stat(shot); err != nil || st.Size() < 10000 {
-		t.Fatalf("screenshot %s: %v", shot, err)
-	}
-	t.Logf("screenshot: %s", shot)
+	alone, _ := openPage(t, browser, "series.html", []byte(head+"<body>"+section+"</body></html>"))
+	screenshot(t, browser, alone, "series.png", 1280, 800)
 }
