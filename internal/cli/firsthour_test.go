@@ -359,7 +359,11 @@ func TestLlamaCppTwinReportSpeaksLlamaCpp(t *testing.T) {
 	if exitCode(err) != ExitSLOFailed {
 		t.Fatalf("report: %v\n%s", err, text)
 	}
-	whatIf, _, _ := strings.Cut(text[strings.Index(text, "WHAT-IF"):], "\nLATENCY")
+	_, whatIf, ok := strings.Cut(text, "WHAT-IF")
+	if !ok {
+		t.Fatalf("the report has no WHAT-IF section:\n%s", text)
+	}
+	whatIf, _, _ = strings.Cut("WHAT-IF"+whatIf, "\nLATENCY")
 	for _, vllm := range []string{"max_num_batched_tokens", "max_num_seqs 8", "tensor parallelism", "disaggregated", "fp8",
 		"priority scheduling", "dtype:"} {
 		if strings.Contains(whatIf, vllm) {
