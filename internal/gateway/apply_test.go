@@ -94,7 +94,7 @@ func TestConfigInfoFollowsReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := func(conc, queue string) []string {
-		return []string{"*", "main", "1", "least_outstanding", conc, queue, "", "0", "reject", "false", "0s"}
+		return []string{"*", "main", "1", "least_outstanding", conc, queue, "", "0", "reject", "false", "0s", "0"}
 	}
 	if v := testutil.ToFloat64(g.Metrics.Config.WithLabelValues(labels("0", "1024")...)); v != 1 {
 		t.Fatalf("config info before: %v", v)
@@ -126,4 +126,31 @@ func FuzzApplyConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A disaggregated route's configuration info names its prefill pool's
+// count beside its decode pool's (verify and what-if read the ratio).
+func TestConfigInfoNamesPrefillPool(t *testing.T) {
+	c, err := ParseConfig([]byte(`pools:
+  - name: prefill
+    replicas: [{url: "http://127.0.0.1:1"}]
+  - name: decode
+    replicas: [{url: "http://127.0.0.1:2"}, {url: "http://127.0.0.1:3"}]
+routes:
+  - {model: "*", pool: decode, prefill_pool: prefill}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := []string{"*", "decode", "2", "least_outstanding", "0", "1024", "", "0", "reject", "false", "0s", "1"}
+	if v := testutil.ToFloat64(g.Metrics.Config.WithLabelValues(labels...)); v != 1 {
+		t.Errorf("config info %v: %v", labels, v)
+	}
+	if n := testutil.CollectAndCount(g.Metrics.Config); n != 1 {
+		t.Errorf("%d series, want 1", n)
+	}
 }

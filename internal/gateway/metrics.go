@@ -397,9 +397,10 @@ const ConfigInfo = "tokentrace_gateway_config_info"
 
 // configLabels are ConfigInfo's labels: the route and pool, then the
 // settings by the names verify reads (replicas, balancer and
-// max_max_tokens as the twin's deployment names them).
+// max_max_tokens as the twin's deployment names them; prefill_replicas
+// the route's prefill pool's count, 0 when it is not disaggregated).
 var configLabels = []string{"model", "pool", "replicas", "balancer", "gateway_concurrency", "gateway_max_queue", "gateway_adaptive",
-	"max_max_tokens", "on_exceed", "early_reject", "deadline_ttft"}
+	"max_max_tokens", "on_exceed", "early_reject", "deadline_ttft", "prefill_replicas"}
 
 // setConfigInfo sets ConfigInfo's series to the live configuration's.
 func (m *Metrics) setConfigInfo(rt *liveConfig) {
@@ -410,9 +411,13 @@ func (m *Metrics) setConfigInfo(rt *liveConfig) {
 			continue
 		}
 		q := p.cfg.Queue
+		prefill := 0
+		if pp := rt.pools[r.PrefillPool]; r.PrefillPool != "" && pp != nil {
+			prefill = len(pp.cfg.Replicas)
+		}
 		m.Config.WithLabelValues(r.Model, r.Pool, strconv.Itoa(len(p.cfg.Replicas)), p.cfg.Balancer,
 			strconv.Itoa(q.Concurrency), strconv.Itoa(q.MaxSize), q.adaptive(),
 			strconv.Itoa(r.Length.MaxMaxTokens), r.Length.OnExceed, strconv.FormatBool(r.EarlyReject),
-			r.DeadlineTTFT.D().String()).Set(1)
+			r.DeadlineTTFT.D().String(), strconv.Itoa(prefill)).Set(1)
 	}
 }
