@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
@@ -21,6 +22,24 @@ type pdRun struct {
 	link     string // the nearest preset ("" when no transfer was timed)
 	medianMS float64
 	tokens   int // the median transfer's full-block prompt tokens
+	// prefill and decode are the pools' sizes the gateway's evidence
+	// shows (poolsOf); 0 when it shows none.
+	prefill, decode int
+}
+
+// poolsOf is the P:D split a tokentrace gateway's configuration evidence
+// shows (tokentrace_gateway_config_info's prefill_replicas and replicas
+// in run.json's server config): 0, 0 when it shows no prefill pool.
+func poolsOf(server map[string]string) (prefill, decode int) {
+	p, err := strconv.Atoi(server["prefill_replicas"])
+	if err != nil || p <= 0 {
+		return 0, 0
+	}
+	d, err := strconv.Atoi(server["replicas"])
+	if err != nil || d <= 0 {
+		return 0, 0
+	}
+	return p, d
 }
 
 // pdOfRecords reads the run's records for a prefill hop and its KV
@@ -73,6 +92,9 @@ func pdOfRecords(dir string, ec engine.Config) (pdRun, error) {
 // note says what the twin takes of a disaggregated run.
 func (p pdRun) note() string {
 	s := fmt.Sprintf("the run's records show disaggregated serving (a prefill hop on %d requests): the twin runs 1 prefill and 1 decode instance (the pools' sizes are not in the records)", p.requests)
+	if p.prefill > 0 {
+		s = fmt.Sprintf("the run's records show disaggregated serving (a prefill hop on %d requests): the twin runs %d prefill and %d decode instance(s), the pools the gateway's configuration evidence shows", p.requests, p.prefill, p.decode)
+	}
 	if p.link != "" {
 		s += fmt.Sprintf(", the KV cache over %s, the preset nearest the records' transfers (median %.3g ms for %d tokens)", linkOf(p.link), p.medianMS, p.tokens)
 	} else {

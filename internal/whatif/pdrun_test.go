@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
@@ -66,5 +67,41 @@ func TestPDOfRecords(t *testing.T) {
 	agg, err := pdOfRecords(writeRecords(t, recs[len(recs)-1:]), ec)
 	if err != nil || agg.requests != 0 {
 		t.Errorf("an aggregated run: %+v, %v", agg, err)
+	}
+}
+
+// A measured P/D run benched through the gateway takes its pools' sizes
+// from the gateway's configuration evidence in run.json (1P:3D here);
+// without it, or with no prefill pool named, the twin is 1P:1D.
+func TestDisaggregatedOfGatewayPools(t *testing.T) {
+	rec := latency.Record{ID: "r", InputTokens: 512, Timing: []latency.HopStage{
+		{Hop: latency.HopPrefill, Name: string(latency.TimingPrefill), NS: 5e7}}}
+	dir := writeRecords(t, []latency.Record{rec})
+	for _, c := range []struct {
+		name       string
+		server     *results.ServerInfo
+		wantP      int
+		wantD      int
+		wantInNote string
+	}{
+		{"gateway 1P3D", &results.ServerInfo{Config: map[string]string{"gateway_concurrency": "0", "replicas": "3", "prefill_replicas": "1"}}, 1, 3, "1 prefill and 3 decode instance(s), the pools the gateway's configuration evidence shows"},
+		{"gateway 2P1D", &results.ServerInfo{Config: map[string]string{"replicas": "1", "prefill_replicas": "2"}}, 2, 1, "2 prefill and 1 decode"},
+		{"gateway aggregated route", &results.ServerInfo{Config: map[string]string{"replicas": "4", "prefill_replicas": "0"}}, 1, 1, "the pools' sizes are not in the records"},
+		{"no evidence", nil, 1, 1, "1 prefill and 1 decode instance"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tw := Twin{}
+			tw.Deployment = capacity.Deployment{Engine: engine.DefaultOptions(), Replicas: 1}
+			if err := tw.disaggregatedOf(dir, results.RunInfo{Server: c.server}); err != nil {
+				t.Fatal(err)
+			}
+			d := tw.Deployment
+			if d.PrefillReplicas != c.wantP || d.Replicas != c.wantD {
+				t.Errorf("%dP:%dD, want %dP:%dD", d.PrefillReplicas, d.Replicas, c.wantP, c.wantD)
+			}
+			if n := strings.Join(tw.Notes, "\n"); !strings.Contains(n, c.wantInNote) {
+				t.Errorf("notes %q lack %q", n, c.wantInNote)
+			}
+		})
 	}
 }

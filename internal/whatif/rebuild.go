@@ -113,7 +113,7 @@ func TwinOf(dir string, parse ParseRunFlags, profile, gpuFile string) (Twin, str
 		}
 	}
 	if !sim && !embedded {
-		if err := t.disaggregatedOf(dir); err != nil {
+		if err := t.disaggregatedOf(dir, info); err != nil {
 			return Twin{}, "", err
 		}
 	}
@@ -207,8 +207,10 @@ func workloadOfRecords(dir string, chat bool, seed uint64) (capacity.Workload, s
 }
 
 // disaggregatedOf makes a measured run's twin disaggregated when its
-// records show a prefill hop (pdOfRecords).
-func (t *Twin) disaggregatedOf(dir string) error {
+// records show a prefill hop (pdOfRecords): its pools' sizes from the
+// gateway's configuration evidence in run.json when bench ran through the
+// P/D router (poolsOf), else 1P:1D.
+func (t *Twin) disaggregatedOf(dir string, info results.RunInfo) error {
 	ec, _, err := t.Deployment.Engine.Config()
 	if err != nil {
 		return &InputError{field.Wrap("profile", err)}
@@ -221,6 +223,12 @@ func (t *Twin) disaggregatedOf(dir string) error {
 		return err
 	}
 	t.Deployment.PrefillReplicas, t.Deployment.KVLink = 1, cmp.Or(pd.link, perfmodel.DefaultLink)
+	if info.Server != nil {
+		pd.prefill, pd.decode = poolsOf(info.Server.Config)
+	}
+	if pd.prefill > 0 {
+		t.Deployment.PrefillReplicas, t.Deployment.Replicas = pd.prefill, pd.decode
+	}
 	for i, n := range t.Notes {
 		if _, rest, ok := strings.Cut(n, oneReplica); ok {
 			t.Notes[i] = strings.TrimPrefix(rest, "; ") // one replica per pool, said by pd.note
