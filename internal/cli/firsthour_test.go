@@ -379,3 +379,31 @@ func TestLlamaCppTwinReportSpeaksLlamaCpp(t *testing.T) {
 		t.Errorf("the advice contradicts itself:\n%s", text)
 	}
 }
+
+// report DIR of a bench run judges the SLOs the run was benched with: the
+// run that failed its own --slo fails its report too (exit 3, the verdict
+// names it); --slo on report overrides, "" judges none (#37).
+func TestReportJudgesTheRunsOwnSLO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the embedded engine")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	if out, err := run(t, "bench", "--out", dir, "--requests", "6", "--rate", "50", "--output-tokens", "4",
+		"--no-calibration", "--slo", "ttft:p99<=1us"); exitCode(err) != ExitSLOFailed {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, ExitSLOFailed, "SLOs FAIL (1 of 1): ttft:p99<=1µs"},
+		{[]string{"--slo", "ttft:p99<=1h"}, ExitOK, "SLOs met (1 of 1)"},
+		{[]string{"--slo", ""}, ExitOK, "no SLO given"},
+	} {
+		out, err := run(t, append([]string{"report", dir}, tt.args...)...)
+		if exitCode(err) != tt.code || !strings.Contains(out, tt.want) || strings.Contains(out, "no SLO given") != (tt.want == "no SLO given") {
+			t.Errorf("report %v: exit %d (%v), want %d and %q:\n%s", tt.args, exitCode(err), err, tt.code, tt.want, out)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 func newReportCmd() *cobra.Command {
@@ -41,8 +42,11 @@ re-simulated on the run's own workload with that lever changed, and its
 predicted effect on the breached SLO and on goodput is shown, ranked
 (--what-if auto|off|all|LEVER,…; docs/report.md, "What-if remedies").
 
-Exit status: 0 when the report is written (and every --slo holds), 3 when an
-SLO failed, 2 for bad flags or results that cannot be read, 1 when the
+SLOs: without --slo, those the run was benched with (its config.json's slo)
+are judged; --slo overrides them (--slo "" judges none).
+
+Exit status: 0 when the report is written (and every SLO holds), 3 when an
+SLO failed (given or the run's own), 2 for bad flags or results that cannot be read, 1 when the
 output cannot be written (docs/cli.md).`,
 		Example: `  tokentrace report results/run1
   tokentrace report results/run1 --slo "ttft:p99<=1.5s,tpot:p99<=50ms" --format html
@@ -50,6 +54,15 @@ output cannot be written (docs/cli.md).`,
   tokentrace report results/run1 --slo "ttft:p99<=1s" --profile h100.yaml --what-if prefix-caching,replicas`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("slo") && !cfg.Compare {
+				var err error
+				if slo, err = runSLO(args); err != nil {
+					return usageError(fmt.Errorf("report: %w", err), g)
+				}
+				if slo != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "report: judging the run's own --slo %q (its config.json; --slo overrides)\n", slo)
+				}
+			}
 			slos, err := latency.ParseSLOs(slo)
 			if err != nil {
 				return usageError(fmt.Errorf("report: %w", field.Wrap("slo", err)), g)
@@ -88,6 +101,31 @@ output cannot be written (docs/cli.md).`,
 	g.intVar(&cfg.GPUs, "gpus", "GPUs that served the run: a sweep's Pareto front gives output tokens/s per GPU (default: per replica)")
 	bindWhatIfFlags(g, &wi)
 	return cmd
+}
+
+// runSLO is the --slo the runs in paths were benched or simulated with, read
+// from their config.json: "" when none recorded one, or when they disagree
+// (pooled runs with different objectives have no one SLO to judge).
+func runSLO(paths []string) (string, error) {
+	var slo string
+	for i, p := range paths {
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			return "", nil // a records file, or a path Render will name
+		}
+		c, err := results.ReadConfig(p)
+		if err != nil {
+			return "", fmt.Errorf("reading %s: %w", results.ConfigPath(p), err)
+		}
+		s := strings.TrimSpace(c["slo"])
+		if s == "" || (i > 0 && s != slo) {
+			return "", nil
+		}
+		if _, err := latency.ParseSLOs(s); err != nil {
+			return "", fmt.Errorf("%s's slo %q: %w", results.ConfigPath(p), s, err)
+		}
+		slo = s
+	}
+	return slo, nil
 }
 
 // renderer is output a command writes to a file or stdout (a report, a
