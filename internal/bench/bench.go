@@ -37,7 +37,11 @@ import (
 type Embedded struct {
 	URL      string
 	Describe string
-	Close    func() error
+	// EngineFamily is the serving engine it simulates (--sim-engine:
+	// vllm, sglang, trtllm, llamacpp[@version]; empty: vLLM's), recorded
+	// in run.json as simulate records its own.
+	EngineFamily string
+	Close        func() error
 }
 
 // Config is one bench invocation.
@@ -254,6 +258,8 @@ type run struct {
 	target  Target
 	sum     *Summary
 	coll    *report.Collector
+	// engineFamily is the embedded engine's simulated family (run.json).
+	engineFamily string
 	// The server's evidence read from its /metrics over the run.
 	samples []results.ServerSample
 	server  *results.ServerInfo
@@ -300,7 +306,7 @@ func (r *run) reachTarget(ctx context.Context) (func(), error) {
 		}
 		stop = func() { _ = emb.Close() }
 		r.target.BaseURL = emb.URL
-		r.sum.Embedded = emb.Describe
+		r.sum.Embedded, r.engineFamily = emb.Describe, emb.EngineFamily
 		fmt.Fprintf(r.log, "bench: no --url: started the embedded engine at %s\n%s\n", emb.URL, indent(emb.Describe))
 	}
 	if r.target.Model == "" {
@@ -629,7 +635,7 @@ func (r *run) runInfo() results.RunInfo {
 	sum, l := r.sum, r.cfg.Load
 	info := results.RunInfo{Target: sum.Target, Model: r.target.Model, Mode: l.Mode(),
 		Duration: l.Duration, OfferedRate: l.Rate, Concurrency: l.Concurrency, RampUp: l.RampName(), Interrupted: sum.Interrupted,
-		Warnings: sum.Client.Warnings, Samples: r.samples, Server: r.server}
+		Warnings: sum.Client.Warnings, Samples: r.samples, Server: r.server, EngineFamily: r.engineFamily}
 	if sum.Sweep == nil && l.Duration == 0 {
 		info.Planned = l.Requests
 	}

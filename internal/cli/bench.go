@@ -235,7 +235,7 @@ func benchConfig(opts bench.Options, sim *serve.Options, g, simG *flagGroup, tra
 		if err != nil {
 			return nil, err
 		}
-		return &bench.Embedded{URL: srv.URL(), Describe: srv.Describe(), Close: srv.Close}, nil
+		return &bench.Embedded{URL: srv.URL(), Describe: srv.Describe(), EngineFamily: sim.Engine.Engine, Close: srv.Close}, nil
 	}
 	return cfg, nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 func TestBenchBadFlagsFailAtStart(t *testing.T) {
@@ -110,13 +112,19 @@ func TestBenchRecordsNoCredentials(t *testing.T) {
 
 // --sim-engine reaches the embedded engine bench starts (its finish hook
 // once completed a copy the engine never saw).
+// run.json records the family simulated, as simulate's does (#37).
 func TestBenchSimEngineReachesTheEmbeddedEngine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
 	out, err := run(t, "bench", "--sim-engine", "trtllm", "--requests", "4", "--concurrency", "2", "--input-tokens", "64", "--output-tokens", "4",
-		"--output-dir", filepath.Join(t.TempDir(), "run"))
+		"--output-dir", dir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if want := "max_num_batched_tokens=8192 max_num_seqs=2048 chunked_prefill=off prefix_caching=on"; !strings.Contains(out, want) {
 		t.Errorf("the embedded engine did not run with --sim-engine trtllm's settings (%q) in:\n%s", want, out)
+	}
+	info, ok, err := results.ReadRunInfo(dir)
+	if err != nil || !ok || info.EngineFamily != "trtllm" {
+		t.Errorf("run.json: %+v, %v, %v; want engine_family trtllm", info, ok, err)
 	}
 }

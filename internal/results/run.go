@@ -22,8 +22,9 @@ type RunInfo struct {
 	// the engine on a virtual clock, not from a server.
 	Simulated bool `json:"simulated,omitempty"`
 	// EngineFamily is the serving engine a simulated run's engine
-	// simulates (simulate --engine: vllm, sglang, trtllm, llamacpp), so
-	// that its report speaks that engine's settings; empty: vLLM's.
+	// simulates (simulate --engine, or bench --sim-engine for the embedded
+	// engine: vllm, sglang, trtllm, llamacpp), so that its report speaks
+	// that engine's settings; empty: vLLM's.
 	EngineFamily string `json:"engine_family,omitempty"`
 	Model        string `json:"model,omitempty"`
 	// Mode is how requests were scheduled: "open" (arrival rate) or "closed" (concurrency).
