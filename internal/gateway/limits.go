@@ -114,24 +114,32 @@ func (l *localLimiter) Allow(_ context.Context, now time.Time, tokens int) Limit
 	return d
 }
 
-// Settle implements TokenSettler: tokens more are taken from the token
-// bucket even below empty (later requests wait them out), or given back
-// up to a full bucket when negative.
-func (l *localLimiter) Settle(now time.Time, tokens int) {
-	if l.tokens == nil || tokens == 0 {
+// Settle implements TokenSettler: of a request charged charged tokens
+// (Allow took at most the bucket's capacity of them) that used used,
+// what it used beyond the charge is taken from the token bucket even
+// below empty, down to −capacity (later requests wait it out), or what
+// it did not use is given back, up to a full bucket.
+func (l *localLimiter) Settle(_ context.Context, now time.Time, charged, used int) {
+	if l.tokens == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if tokens > 0 {
-		l.tokens.ReserveN(now, min(tokens, l.tokens.Burst())) // granted at once: the level goes below 0
-		return
-	}
-	room := float64(l.tokens.Burst()) - l.tokens.TokensAt(now)
-	if back := min(-tokens, int(room)); back > 0 {
-		// A reservation of −back raises the level by back (rate.Limiter
-		// subtracts what is reserved); never past the burst, as room holds.
-		l.tokens.ReserveN(now, -back)
+	burst := l.tokens.Burst()
+	level := l.tokens.TokensAt(now)
+	delta := used - min(max(charged, 0), burst)
+	switch {
+	case delta > 0:
+		// Granted at once: the level goes below 0, never below −burst.
+		if owe := min(delta, int(level+float64(burst))); owe > 0 {
+			l.tokens.ReserveN(now, owe)
+		}
+	case delta < 0:
+		if back := min(-delta, int(float64(burst)-level)); back > 0 {
+			// A reservation of −back raises the level by back (rate.Limiter
+			// subtracts what is reserved); never past the burst.
+			l.tokens.ReserveN(now, -back)
+		}
 	}
 }
 

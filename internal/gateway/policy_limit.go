@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -25,9 +26,10 @@ func (keyLimits) apply(x *exchange) *rejection {
 	if c := int(x.req.Choices); c > 1 { // n × max_tokens, bounded (n and max_tokens are the client's)
 		out = int(min(int64(min(out, math.MaxInt32))*int64(c), math.MaxInt32))
 	}
-	d := x.key.lim.Allow(x.r.Context(), x.g.now(), x.req.InputTokens()+out)
+	charge := x.req.InputTokens() + out
+	d := x.key.lim.Allow(x.r.Context(), x.g.now(), charge)
 	if d.Allowed && !d.Unchecked {
-		x.chargedOut, x.charged = int32(min(out, math.MaxInt32)), true
+		x.chargedTokens, x.charged = int32(min(charge, math.MaxInt32)), true
 	}
 	setLimitHeaders(x.w.Header(), d)
 	if !d.Allowed && d.Unchecked {
@@ -42,24 +44,32 @@ func (keyLimits) apply(x *exchange) *rejection {
 }
 
 // TokenSettler is a Limiter that can settle a request's token charge
-// afterwards: Settle charges tokens more (the answer used more than was
-// charged at admission) or, when negative, gives them back, refusing
-// nothing. The in-process limiter is one.
+// afterwards: of the charged tokens Allow was given, the request used
+// used; Settle takes what it used beyond the charge or, when it used
+// less, gives the rest back, refusing nothing. The in-process limiter and
+// the Redis one are TokenSettlers. ctx bounds a settler that calls out.
 type TokenSettler interface {
-	Settle(now time.Time, tokens int)
+	Settle(ctx context.Context, now time.Time, charged, used int)
 }
 
-// settleTokens settles the key's token charge with the answer's output:
-// its usage's completion_tokens (else its content events counted)
-// against the n × max_tokens charged at admission — a request refused
-// or cut after admission gives back what it did not use, one without
-// max_tokens is charged what it used.
+// settleTokens settles the key's token charge with what the answer
+// used: its input estimate and its usage's completion_tokens (else its
+// content events counted), against the input + n × max_tokens charged at
+// admission — a request refused or cut after admission gives back what
+// it did not use, one without max_tokens is charged what it used. It runs
+// after the answer, even when the client has gone (bounded by the
+// limiter, Redis's timeout for the Redis one).
 func (x *exchange) settleTokens() {
 	if !x.charged || x.key == nil {
 		return
 	}
 	x.charged = false
-	if s, ok := x.key.lim.(TokenSettler); ok && x.tokens != int(x.chargedOut) {
-		s.Settle(x.g.now(), x.tokens-int(x.chargedOut))
+	s, ok := x.key.lim.(TokenSettler)
+	if !ok {
+		return
+	}
+	used := x.req.InputTokens() + x.tokens
+	if used != int(x.chargedTokens) {
+		s.Settle(context.WithoutCancel(x.r.Context()), x.g.now(), int(x.chargedTokens), used)
 	}
 }

@@ -123,7 +123,7 @@ type exchange struct {
 	fields    map[string]any // body fields the policies change (setField)
 	noContent bool           // the stream ended without content (no first token: no TTFT)
 	wrote     bool
-	charged   bool // the key's limiter charged chargedOut output tokens (keyLimits, settleTokens)
+	charged   bool // the key's limiter charged chargedTokens (keyLimits, settleTokens)
 	// firstSeen is when the first token was taken (firstToken); fed
 	// (eventState), that the pool and the span were told
 	// (feedFirstToken).
@@ -145,8 +145,8 @@ type exchange struct {
 	sendG sendGuard
 	sendQ sendQueue
 	// dequeued: the request's pool slots were given back (dequeue).
-	dequeued   atomic.Bool
-	chargedOut int32 // in the padding after dequeued
+	dequeued      atomic.Bool
+	chargedTokens int32 // in the padding after dequeued
 	// firstAnswer is when the first answer token (content, not
 	// reasoning) was read from upstream: after the first token when the
 	// output began with reasoning; zero when none came or the answer was

@@ -148,6 +148,31 @@ func (l *redisLimiter) Allow(ctx context.Context, now time.Time, tokens int) Lim
 	return d
 }
 
+// Settle implements TokenSettler: the settlement is one script on the
+// Redis server (redisstate.Client.Settle), atomic with every replica's
+// charges. When Redis cannot be reached the settlement is dropped (the
+// admission charge stands) and counted among the errors.
+func (l *redisLimiter) Settle(ctx context.Context, now time.Time, charged, used int) {
+	delta := used - min(max(charged, 0), l.tok.Burst)
+	if l.tok.Rate <= 0 || delta == 0 {
+		return
+	}
+	var at time.Time
+	if l.atNow {
+		at = now
+	}
+	_, repaired, err := l.rr.client.Settle(ctx, l.key, l.tok, delta, at)
+	switch {
+	case err != nil:
+		if m := l.g.Metrics; m != nil && !errors.Is(err, redisstate.ErrUnavailable) {
+			m.RedisErrors.WithLabelValues(useLimits).Inc()
+		}
+	case repaired:
+		l.g.log().Warn("redis: this key's limits held corrupt state (a value of another type or not a number); reset to full buckets",
+			"redis_key", l.key)
+	}
+}
+
 // sharedSlots is a shared pool's part of its limit (queue.shared): the
 // admission queue admits no more requests than the slots this replica
 // holds, which Redis grants out of the pool's limit across replicas.

@@ -48,7 +48,8 @@ func gatewayReplicas(t *testing.T, n int, yamlText string) ([]*Gateway, []*httpt
 }
 
 // TestRedisLimiterMatchesLocal runs the Redis buckets and the in-process
-// ones side by side on one random sequence of instants and sizes: every
+// ones side by side on one random sequence of instants, sizes and
+// settlements (each allowed request settled with a random use): every
 // decision, wait and quota agrees (to the microsecond Redis counts in).
 func TestRedisLimiterMatchesLocal(t *testing.T) {
 	srv := redistest.Start(t)
@@ -72,6 +73,11 @@ func TestRedisLimiterMatchesLocal(t *testing.T) {
 		}
 		if got.Allowed {
 			allowed++
+			// Settled with what it used: less (given back) or more (owed,
+			// down to −capacity) than it was charged.
+			used := rng.IntN(2*tokens + 2)
+			local.(TokenSettler).Settle(context.Background(), now, tokens, used)
+			remote.Settle(context.Background(), now, tokens, used)
 		}
 	}
 	if allowed < 50 || allowed > 350 {
@@ -140,6 +146,36 @@ func TestTwoReplicasShareOneLimit(t *testing.T) {
 					gotReq, gotTok, perReq, tc.wantReq, tc.wantTok)
 			}
 		})
+	}
+}
+
+// TestRedisTokenLimitSettles: with redis a key's token charge is
+// settled with the answer's usage as with the in-process buckets (#44):
+// the unused part of max_tokens given back, and what an answer used
+// beyond its charge owed. Each answer uses 600 tokens; the key has 1,000
+// a minute (16.7 a second: each step's margin is ~300 tokens, 18 s of
+// refill).
+func TestRedisTokenLimitSettles(t *testing.T) {
+	srv := redistest.Start(t)
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 600})
+	g := mustGateway(t, fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\nredis: {url: %q, timeout: 5s}\nkeys: [{name: k, sha256: %s, tokens_per_minute: 1000}]\n",
+		up.URL(), srv.URL(), HashKey("k-tok")))
+	defer g.Close()
+	gw := startGateway(t, g)
+	auth := map[string]string{"Authorization": "Bearer k-tok"}
+	for i, s := range []struct {
+		extra string
+		want  int
+		why   string
+	}{
+		{`,"max_tokens":990`, 200, "a full bucket"},
+		{`,"max_tokens":300`, 200, "the first gave back the 390 it did not use"},
+		{``, 429, "the second owes the 300 it used beyond its max_tokens"},
+	} {
+		st, _, b := do(t, gw.URL, chatBody("m", false, "hi", s.extra), auth)
+		if st != s.want {
+			t.Fatalf("step %d (%s): status %d, want %d (%s): %s", i, s.extra, st, s.want, s.why, b)
+		}
 	}
 }
 

@@ -52,8 +52,8 @@ type Taken struct {
 // request reset µs, token remaining, token reset µs}. The key expires once
 // both buckets would be full again (an absent bucket is full).
 //
-// A key that is not a hash, or a level that is not a number, negative or
-// NaN, is corrupt: the key (or that bucket) is taken as absent, i.e. full,
+// A key that is not a hash, or a level that is not a number, below
+// −burst (the most a settlement leaves owed, Settle) or NaN, is corrupt: the key (or that bucket) is taken as absent, i.e. full,
 // and repaired is 1. A last instant in the future counts as now, so a wait
 // is never longer than the bucket takes to fill from empty.
 const takeScript = `
@@ -75,7 +75,7 @@ local st = redis.call('HMGET', KEYS[1], 'rl', 'rt', 'tl', 'tt')
 local function level(l, t, rate, burst)
   if l == false and t == false then return burst end
   l, t = tonumber(l), tonumber(t)
-  if l == nil or t == nil or l ~= l or t ~= t or l < 0 then
+  if l == nil or t == nil or l ~= l or t ~= t or l < -burst then
     repaired = 1
     return burst
   end
@@ -133,6 +133,64 @@ return out
 
 var take = redis.NewScript(takeScript)
 
+// settleScript settles a request's token charge in the token bucket of
+// takeScript: the level (refilled to now, as takeScript reads it) is
+// lowered by the tokens the request used beyond its charge, or raised by
+// those it did not use, in whole tokens within [−burst, burst] (as the
+// in-process limiter's Settle): what it owes is waited out by later
+// requests, up to one bucket. The request bucket is left as
+// it is.
+//
+// KEYS[1]: takeScript's hash. ARGV: now in µs ("" = the server's TIME),
+// token rate per second, token burst, tokens (used − charged). An absent
+// bucket is full; a corrupt one (as takeScript judges) is taken as full
+// and repaired. The key's expiry is extended to when the token bucket is
+// full again, never shortened. Returns {remaining, repaired}.
+const settleScript = `
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local rate, burst, delta = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local repaired = 0
+local ty = redis.call('TYPE', KEYS[1])['ok']
+if ty ~= 'none' and ty ~= 'hash' then
+  redis.call('DEL', KEYS[1])
+  repaired = 1
+end
+local st = redis.call('HMGET', KEYS[1], 'tl', 'tt')
+local l = burst
+if st[1] ~= false or st[2] ~= false then
+  local sl, t = tonumber(st[1]), tonumber(st[2])
+  if sl == nil or t == nil or sl ~= sl or t ~= t or sl < -burst then
+    repaired = 1
+  else
+    if t > now then t = now end
+    l = sl + (now - t) / 1000000 * rate
+    if l > burst then l = burst end
+  end
+end
+if delta > 0 then
+  local owe = math.min(delta, math.floor(l + burst))
+  if owe > 0 then l = l - owe end
+elseif delta < 0 then
+  local back = math.min(-delta, math.floor(burst - l))
+  if back > 0 then l = l + back end
+end
+local f = function(x) return string.format('%.17g', x) end
+redis.call('HSET', KEYS[1], 'tl', f(l), 'tt', f(now))
+local full = math.ceil((burst - l) / rate * 1000) + 1000
+if redis.call('PTTL', KEYS[1]) < full then redis.call('PEXPIRE', KEYS[1], full) end
+local left = l
+if left < 0 then left = 0 end
+return {math.floor(left), repaired}
+`
+
+var settle = redis.NewScript(settleScript)
+
 // BucketKey is the key of an API key's buckets: the prefix, "limit:" and
 // the key's hex SHA-256 (the form the gateway's configuration holds; the
 // key itself never reaches Redis).
@@ -163,18 +221,51 @@ func (c *Client) Take(ctx context.Context, key string, requests, tok Bucket, tok
 		return Taken{}, err
 	}
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-	window := max(requests.window(), tok.window())
+	// A settled debt (Settle) can leave the token bucket at −burst: two
+	// windows to full.
+	window := max(requests.window(), 2*tok.window())
 	return Taken{
 		Allowed:  res[0] == 1,
 		Wait:     min(us(res[1]), window),
 		Repaired: res[2] == 1,
 		Requests: Level{Remaining: res[3], Reset: min(us(res[4]), requests.window())},
-		Tokens:   Level{Remaining: res[5], Reset: min(us(res[6]), tok.window())},
+		Tokens:   Level{Remaining: res[5], Reset: min(us(res[6]), 2*tok.window())},
 	}, nil
 }
 
-// window is the longest a bucket can make a request wait: the time it
-// takes to fill from empty (0 for no limit).
+// Settle settles a request's token charge in the token bucket at key
+// (BucketKey) atomically on the server: tokens (what the request used
+// minus what Take charged) are taken from the bucket when positive, down
+// to −Burst at most, or given back when negative, up to a full bucket.
+// It refuses nothing. at is as Take's. It returns the whole tokens left
+// and whether corrupt state was repaired (taken as a full bucket). A
+// bucket with no limit (zero Rate) or zero tokens calls nothing.
+func (c *Client) Settle(ctx context.Context, key string, tok Bucket, tokens int, at time.Time) (remaining int64, repaired bool, err error) {
+	if num(tok.Rate) == "0" || tokens == 0 {
+		return 0, false, nil
+	}
+	now := ""
+	if !at.IsZero() {
+		now = strconv.FormatInt(at.UnixMicro(), 10)
+	}
+	var res []int64
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = settle.Run(ctx, c.rdb, []string{key}, now, num(tok.Rate), tok.Burst, tokens).Int64Slice()
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("%w: token settlement script answered %d values, want 2", errShape, len(res))
+		}
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return res[0], res[1] == 1, nil
+}
+
+// window is the time a bucket takes to fill from empty (0 for no
+// limit): the longest a request bucket makes a request wait (a token
+// bucket owing a settlement, twice that).
 func (b Bucket) window() time.Duration {
 	if !(b.Rate > 0) || math.IsInf(b.Rate, 0) {
 		return 0

@@ -71,6 +71,50 @@ func TestTakeHandComputed(t *testing.T) {
 	}
 }
 
+// TestSettleHandComputed settles charges in a token bucket of 10
+// tokens a second, capacity 600, at given instants: given back up to a
+// full bucket, owed down to −600, and Take waits out the debt.
+func TestSettleHandComputed(t *testing.T) {
+	srv := redistest.Start(t)
+	c := open(t, Config{URL: srv.URL(), Timeout: 5 * time.Second})
+	ctx := context.Background()
+	tok := Bucket{Rate: 10, Burst: 600}
+	t0 := time.Unix(1_700_000_000, 0)
+	key := c.BucketKey("settle")
+	if got, err := c.Take(ctx, key, Bucket{}, tok, 500, t0); err != nil || !got.Allowed || got.Tokens.Remaining != 100 {
+		t.Fatalf("take 500: %+v, %v", got, err)
+	}
+	for i, s := range []struct {
+		at     time.Duration
+		tokens int
+		want   int64
+	}{
+		{0, -300, 400},              // 300 of the 500 not used: given back
+		{0, -1000, 600},             // never past a full bucket
+		{0, 900, 0},                 // 900 owed: −300, reported as 0
+		{10 * time.Second, 0, 0},    // nothing to settle, nothing called
+		{10 * time.Second, 2000, 0}, // −300 + 100 refilled − 2000, held at −600
+		{70 * time.Second, -50, 50}, // −600 + 600 refilled + 50
+	} {
+		got, repaired, err := c.Settle(ctx, key, tok, s.tokens, t0.Add(s.at))
+		if err != nil || repaired || got != s.want {
+			t.Errorf("step %d (+%s, %d tokens): remaining %d (repaired %v, %v), want %d", i, s.at, s.tokens, got, repaired, err, s.want)
+		}
+	}
+	// At −600, one token waits (1 + 600) / 10 = 60.1 s.
+	if _, _, err := c.Settle(ctx, key, tok, 10_000, t0.Add(70*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Take(ctx, key, Bucket{}, tok, 1, t0.Add(70*time.Second))
+	if err != nil || got.Allowed || got.Wait != 60100*time.Millisecond {
+		t.Errorf("a token at −600: %+v, %v; want refused, wait 60.1 s", got, err)
+	}
+	// A debt survives the key's expiry only as long as it takes to refill.
+	if ttl, err := srv.Command("PTTL " + key); err != nil || ttl == "-1" || ttl == "-2" {
+		t.Errorf("PTTL %s: %q, %v; want an expiry", key, ttl, err)
+	}
+}
+
 // TestTakeIsAtomicAcrossClients charges one bucket from several clients
 // at once (as several gateway replicas would) on the server's clock: a
 // burst of 5 with a refill of one request per 1,000 s lets exactly 5 of 40
