@@ -139,6 +139,7 @@ func verifyConfig(before, after string, v verifyFlags, profile, gpuFile string, 
 	cfg.Twin = verify.Twin{Deployment: t.Deployment, Workload: t.Workload, Basis: t.Basis, Notes: t.Notes, Seed: max(t.Seed, 1)}
 	if ta, skip, err := whatif.TwinOf(after, parseRunFlags, profile, gpuFile); err == nil && skip == "" {
 		cfg.AfterWorkload, cfg.AfterSeed = &ta.Workload, max(ta.Seed, 1)
+		cfg.AfterPD = verify.PDOf(ta.Deployment)
 	}
 	if net := measuredTransport(cfg.Before); net > 0 && cfg.Twin.Workload.Network == 0 {
 		cfg.Twin.Workload.Network = net

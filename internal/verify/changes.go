@@ -119,6 +119,11 @@ var settings = []setting{
 	{keyGatewayConcurrency, "gateway-concurrency", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) })},
 	{keyGatewayMaxQueue, "gateway-max-queue", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) })},
 	{"max_max_tokens", "max-max-tokens", "max-tokens-cap", intSetting(func(d *capacity.Deployment) *int { return &d.MaxMaxTokens })},
+	// Disaggregated serving: the pools (folded from the gateway's
+	// prefill_replicas and replicas by foldPD) and the KV link.
+	{keyPDSplit, "pd-split", "disaggregate", applySplit},
+	{keyPrefillReplicas, "prefill-replicas", "disaggregate", intSetting(func(d *capacity.Deployment) *int { return &d.PrefillReplicas })},
+	{keyKVLink, "kv-link", "kv-link", applyLink},
 }
 
 // derived are settings a server exposes that follow from others (the KV
@@ -296,10 +301,15 @@ func sortedUnion(a, b map[string]string) []string {
 // ParseApplied reads --applied LEVER=VALUE (a lever's name, or the
 // setting's: max-num-seqs=4, max_num_seqs=4), or LEVER=FROM:TO when the
 // first run's value is not in its evidence either (max-num-seqs=2:4):
-// FROM is then the first run's twin's.
+// FROM is then the first run's twin's. The P/D levers take the pools
+// after the change: disaggregate=1P:1D (or =2, aggregated), pd-ratio=1:2,
+// kv-link=PRESET.
 func ParseApplied(s string) (Change, error) {
 	k, v, ok := strings.Cut(strings.TrimSpace(s), "=")
 	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+	if c, pd, err := parsePDApplied(s, k, v); pd { // its value holds a colon of its own
+		return c, err
+	}
 	from, to, both := strings.Cut(v, ":")
 	if both {
 		from, v = strings.TrimSpace(from), strings.TrimSpace(to)

@@ -99,8 +99,9 @@ func foldGateways(before, after *capacity.Deployment, server map[string]string, 
 	return notes, nil
 }
 
-// gatewayBasis sets on the first run's twin the replica set and routing
-// policy its gateway evidence shows (a twin rebuilt from one engine's
+// gatewayBasis sets on the first run's twin the replica set, routing
+// policy and prefill pool (where its records did not already make it
+// disaggregated) its gateway evidence shows (a twin rebuilt from one engine's
 // evidence runs one replica), and says so; nothing for a run without a
 // gateway.
 func gatewayBasis(d *capacity.Deployment, server map[string]string) ([]string, error) {
@@ -108,9 +109,9 @@ func gatewayBasis(d *capacity.Deployment, server map[string]string) ([]string, e
 		return nil, nil
 	}
 	var notes []string
-	for _, k := range []string{"replicas", "balancer"} {
+	for _, k := range []string{"replicas", "balancer", keyPrefillReplicas} {
 		v, ok := server[k]
-		if !ok || v == "" {
+		if !ok || v == "" || k == keyPrefillReplicas && (v == "0" || d.Disaggregated()) {
 			continue
 		}
 		s, _ := settingByKey(k)

@@ -38,6 +38,11 @@ type Config struct {
 	// when the twin replays the second run's workload, so that it runs
 	// the very requests and arrivals the second run sent (0: unknown).
 	AfterSeed uint64
+	// AfterPD is the second run's disaggregated serving as its twin was
+	// rebuilt (its records' prefill hop, the gateway's pools, the link
+	// nearest its transfers; PDOf): a P/D change its server evidence does
+	// not show. Zero for an aggregated run or none known.
+	AfterPD PD
 	// Applied are --applied's changes, beside those the evidence shows.
 	Applied []Change
 	// SLOs judge goodput (none: no goodput row).
@@ -160,9 +165,16 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Draws < 2 {
 		return nil, field.Invalid("draws", cfg.Draws, "must be at least 2 (the interval needs a spread)")
 	}
-	changes, notes := merge(Diff(cfg.Before, cfg.After), cfg.Applied)
+	beforePD := pdOf(cfg.Twin.Deployment)
+	changes, notes := merge(foldPD(Diff(cfg.Before, cfg.After), cfg.Before.server(), cfg.After.server(), beforePD, cfg.AfterPD), cfg.Applied)
 	for i, c := range changes {
-		if c.Source == "applied" && c.Before == "" {
+		switch {
+		case c.Source != "applied" || c.Before != "":
+		case c.Setting == keyPDSplit:
+			changes[i].Before = beforeSplit(cfg.Before.server(), beforePD)
+		case c.Setting == keyKVLink:
+			changes[i].Before = beforePD.Link
+		default:
 			changes[i].Before = cfg.Before.value(c.Setting)
 		}
 	}
@@ -367,6 +379,9 @@ func describe(d capacity.Deployment) string {
 	}
 	if d.MaxMaxTokens > 0 {
 		s += fmt.Sprintf(", max_tokens ≤ %d", d.MaxMaxTokens)
+	}
+	if d.Disaggregated() {
+		s += fmt.Sprintf(", disaggregated %dP:%dD (the %d × are the decode pool) over %s", d.PrefillReplicas, max(d.Replicas, 1), max(d.Replicas, 1), d.KVLink)
 	}
 	return s
 }
