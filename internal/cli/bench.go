@@ -85,6 +85,9 @@ docs/cli.md).`,
 				return err
 			}
 			res, err := bench.Run(ctx, cfg, cmd.OutOrStdout())
+			if err == nil {
+				benchWhatIf(ctx, cmd.OutOrStdout(), res, cfg.SLOs)
+			}
 			return benchExit(cmd, cfg, sim.Engine.Profile, opts.SLO, res, err)
 		},
 	}

@@ -407,3 +407,64 @@ func TestReportJudgesTheRunsOwnSLO(t *testing.T) {
 		}
 	}
 }
+
+// bench's own summary ends with the what-if when the run fails its SLO:
+// the top remedy (or why none is ranked) in one line for the embedded
+// engine, computed as report computes it; for a real server, why the
+// twin cannot be built and the report command that prices the remedies
+// (#37, item 7).
+func TestBenchSummaryNamesTheWhatIf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the embedded engine and its what-if")
+	}
+	srv, err := serve.Start(t.Context(), mustServeConfig(t), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		url  []string
+		want []string
+	}{
+		{"embedded", nil, []string{"tokentrace report " + filepath.Join(dir, "embedded")}},
+		{"server", []string{"--url", srv.URL()}, []string{"what-if   the run came from a real server",
+			"tokentrace report " + filepath.Join(dir, "server") + " --profile FILE (tokentrace calibrate) prices the remedies"}},
+	} {
+		args := append([]string{"bench", "--output-dir", filepath.Join(dir, tt.name), "--requests", "8", "--rate", "50",
+			"--output-tokens", "4", "--no-calibration", "--slo", "ttft:p99<=1us"}, tt.url...)
+		out, err := run(t, args...)
+		if exitCode(err) != ExitSLOFailed {
+			t.Fatalf("%s: %v\n%s", tt.name, err, out)
+		}
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "what-if   ") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 {
+			t.Fatalf("%s: %d what-if lines, want 1:\n%s", tt.name, len(lines), out)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(lines[0], w) {
+				t.Errorf("%s: the what-if line lacks %q:\n%s", tt.name, w, lines[0])
+			}
+		}
+		if tt.url == nil && !strings.Contains(lines[0], "top of ") && !strings.Contains(lines[0], "no remedy ranked") &&
+			!strings.Contains(lines[0], "none of ") {
+			t.Errorf("%s: the what-if line names no remedy nor why:\n%s", tt.name, lines[0])
+		}
+	}
+}
+
+// mustServeConfig is the default embedded server's configuration.
+func mustServeConfig(t *testing.T) serve.Config {
+	t.Helper()
+	cfg, err := serve.DefaultOptions().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
