@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tokentrace/tokentrace/internal/h1"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
@@ -180,15 +181,16 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 		return nil, err
 	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &stampConn{Conn: c, now: now}, nil
+	}
 	tr := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &stampConn{Conn: c, now: now}, nil
-		},
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dial,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: 100000,
 		MaxConnsPerHost:     maxConns,
@@ -209,7 +211,26 @@ func NewClient(t Target, now func() int64, maxConns int) (*Client, error) {
 	// A request that meets a pooled connection its server already closed
 	// (llama-server closes after each answer) is resent once on a fresh
 	// one; requestTrace counts it into the record.
-	return &Client{target: t, url: u, hc: &http.Client{Transport: staleconn.New(tr), CheckRedirect: httplimit.NoRedirects}, now: now, timeout: to}, nil
+	st := staleconn.New(tr)
+	if maxConns <= 0 && directHTTP(u) {
+		st.Pooled = h1.New(dial, tr, h1.Config{MaxIdlePerHost: 100000, IdleConnTimeout: 90 * time.Second,
+			ReadBufferSize: 1 << 10, WriteBufferSize: 1 << 10})
+	}
+	return &Client{target: t, url: u, hc: &http.Client{Transport: st, CheckRedirect: httplimit.NoRedirects}, now: now, timeout: to}, nil
+}
+
+// directHTTP says whether requests to the endpoint u go over plain
+// HTTP/1.1 with no proxy: those go through internal/h1, one goroutine per
+// stream (net/http's Transport keeps two more per connection, most of an
+// in-flight stream's memory; docs/performance.md), the rest through
+// net/http's Transport.
+func directHTTP(u string) bool {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Scheme != "http" {
+		return false
+	}
+	p, err := http.ProxyFromEnvironment(&http.Request{URL: pu})
+	return err == nil && p == nil
 }
 
 // Close releases idle connections.

@@ -114,6 +114,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/jsonscan":                {only: []string{}},
 	"internal/sse":                     {only: []string{}},
 	"internal/httplimit":               {only: []string{"field"}},
+	"internal/h1":                      {only: []string{}},
 	"internal/staleconn":               {only: []string{}},
 	"internal/staleconn/staleconntest": {only: []string{}},
 	"internal/redact":                  {only: []string{}},

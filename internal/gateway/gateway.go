@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tokentrace/tokentrace/internal/h1"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/route"
@@ -153,7 +154,7 @@ func (g *Gateway) init() {
 }
 
 // defaultTransport is the upstream transport of a Gateway without one:
-// plain-HTTP/1.1 upstreams through h1Transport (request and answer on the
+// plain-HTTP/1.1 upstreams through internal/h1 (request and answer on the
 // handler's goroutine), anything else through net/http's Transport, tuned
 // for many concurrent streams (no compression, large idle pools); a
 // request that meets a pooled connection its upstream already closed is
@@ -174,7 +175,8 @@ func defaultTransport() http.RoundTripper {
 	if upstreamNetHTTP {
 		return st
 	}
-	st.Pooled = newH1Transport(dial, t)
+	st.Pooled = h1.New(dial, t, h1.Config{MaxIdlePerHost: maxIdlePerHost, IdleConnTimeout: idleConnTimeout,
+		ReadBufferSize: 4 << 10, WriteBufferSize: 8 << 10})
 	return st
 }
 

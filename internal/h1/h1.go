@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bufio"
@@ -15,27 +15,29 @@ import (
 	"time"
 )
 
-// h1Transport carries plain-HTTP/1.1 upstream requests on the caller's
-// goroutine: the request is written and the answer read by the goroutine
-// that asked, over pooled keep-alive connections. net/http's Transport
-// hands each request to a writer goroutine and each answer's headers back
-// from a reader goroutine of the connection — two wake-ups of another
-// goroutine per request, one of them on the path to the first token;
-// here there are none. The answer is parsed by net/http's own
-// http.ReadResponse (status line, headers, chunked bodies, trailers), so
-// only the connection's life is this transport's: a connection goes back
-// to the pool when its answer was read to its end and neither side asked
-// to close it; an answer closed before its end closes its connection.
+// Transport carries plain-HTTP/1.1 requests on the caller's goroutine:
+// the request is written and the answer read by the goroutine that asked,
+// over pooled keep-alive connections. net/http's Transport hands each
+// request to a writer goroutine and each answer's headers back from a
+// reader goroutine of the connection — two wake-ups of another goroutine
+// per request, one of them on the path to the first token, and two
+// goroutines' stacks per connection; here there are none. The answer is
+// parsed by net/http's own http.ReadResponse (status line, headers,
+// chunked bodies, trailers), so only the connection's life is this
+// transport's: a connection goes back to the pool when its answer was read
+// to its end and neither side asked to close it; an answer closed before
+// its end closes its connection.
 //
 // A request whose context ends has its connection's deadline set in the
 // past (context.AfterFunc: no goroutine unless it ends), so a blocked
 // write or read returns at once, with the context's error. A pooled
-// connection its upstream had closed fails the request (end of file, a
+// connection its server had closed fails the request (end of file, a
 // reset): staleconn.Transport, which wraps this one, resends it (the
 // GotConn hook says the connection was reused, GotFirstResponseByte that
-// no answer had begun). Anything but plain http:// (TLS, HTTP/2, a
-// proxy) goes through other, net/http's Transport.
-type h1Transport struct {
+// no answer had begun). Anything but plain http:// (TLS, HTTP/2) goes
+// through other; proxies are not this transport's (a caller with one
+// sends through other).
+type Transport struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	other       http.RoundTripper // everything but plain http://
 	maxIdle     int               // idle connections kept per host
@@ -47,12 +49,26 @@ type h1Transport struct {
 	idle map[string][]*h1Conn // by host:port, most recently used last
 }
 
-// newH1Transport is the gateway's h1Transport: it dials with dial, sends
-// what is not plain http:// through other, and pools connections as the
-// gateway's net/http Transport does (maxIdlePerHost, idleConnTimeout).
-func newH1Transport(dial func(ctx context.Context, network, addr string) (net.Conn, error), other http.RoundTripper) *h1Transport {
-	return &h1Transport{dial: dial, other: other, maxIdle: maxIdlePerHost, idleTimeout: idleConnTimeout,
-		readSize: 4 << 10, writeSize: 8 << 10}
+// Config is a Transport's pool and buffers.
+type Config struct {
+	MaxIdlePerHost  int           // idle connections kept per host
+	IdleConnTimeout time.Duration // an idle connection older than this is closed (0: never)
+	ReadBufferSize  int           // each connection's read buffer (0: 4 KiB)
+	WriteBufferSize int           // each connection's write buffer (0: 4 KiB)
+}
+
+// New returns a Transport that dials with dial and sends what is not
+// plain http:// through other.
+func New(dial func(ctx context.Context, network, addr string) (net.Conn, error), other http.RoundTripper, c Config) *Transport {
+	t := &Transport{dial: dial, other: other, maxIdle: c.MaxIdlePerHost, idleTimeout: c.IdleConnTimeout,
+		readSize: c.ReadBufferSize, writeSize: c.WriteBufferSize}
+	if t.readSize <= 0 {
+		t.readSize = 4 << 10
+	}
+	if t.writeSize <= 0 {
+		t.writeSize = 4 << 10
+	}
+	return t
 }
 
 // h1Conn is one upstream connection with its buffers.
@@ -71,7 +87,7 @@ var errH1Closed = fmt.Errorf("upstream closed the connection before answering: %
 
 // RoundTrip sends req and reads its answer's head on the calling
 // goroutine; the answer's body is read by the caller's Reads.
-func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
 		return t.other.RoundTrip(req)
 	}
@@ -109,7 +125,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // exchange writes req on pc and reads the head of its answer (1xx
 // interim answers skipped).
-func (t *h1Transport) exchange(req *http.Request, pc *h1Conn, trace *httptrace.ClientTrace) (*http.Response, error) {
+func (t *Transport) exchange(req *http.Request, pc *h1Conn, trace *httptrace.ClientTrace) (*http.Response, error) {
 	if err := req.Write(pc.bw); err != nil {
 		return nil, err
 	}
@@ -141,7 +157,7 @@ func (t *h1Transport) exchange(req *http.Request, pc *h1Conn, trace *httptrace.C
 }
 
 // get takes an idle connection to key, or dials one.
-func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
+func (t *Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 	now := time.Now()
 	t.mu.Lock()
 	for l := t.idle[key]; len(l) > 0; l = t.idle[key] {
@@ -167,7 +183,7 @@ func (t *h1Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 }
 
 // put gives a connection whose answer was read whole back to the pool.
-func (t *h1Transport) put(pc *h1Conn) {
+func (t *Transport) put(pc *h1Conn) {
 	if pc.br.Buffered() > 0 {
 		_ = pc.c.Close() // bytes after the answer: not a connection to trust
 		return
@@ -188,7 +204,7 @@ func (t *h1Transport) put(pc *h1Conn) {
 
 // CloseIdleConnections closes the idle connections, this transport's and
 // other's.
-func (t *h1Transport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
@@ -206,7 +222,7 @@ func (t *h1Transport) CloseIdleConnections() {
 // h1Body is an answer's body: its end gives the connection back (when it
 // may be kept), closing it before the end closes the connection.
 type h1Body struct {
-	t    *h1Transport
+	t    *Transport
 	pc   *h1Conn
 	body io.ReadCloser // http.ReadResponse's
 	stop func() bool   // the context's AfterFunc

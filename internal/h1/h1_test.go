@@ -1,17 +1,15 @@
-package gateway
+package h1
 
 import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,21 +20,20 @@ import (
 	"github.com/tokentrace/tokentrace/internal/staleconn/staleconntest"
 )
 
-var netHTTPFlag = flag.Bool("upstream.nethttp", false,
-	"send the gateway's upstream requests through net/http's Transport instead of h1Transport (the suite passes through both)")
+// testIdleTimeout is the tests' idle connection timeout.
+const testIdleTimeout = 90 * time.Second
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	upstreamNetHTTP = *netHTTPFlag
-	os.Exit(m.Run())
+// newTest is a Transport as the gateway configures it.
+func newTest(dial func(ctx context.Context, network, addr string) (net.Conn, error), other http.RoundTripper) *Transport {
+	return New(dial, other, Config{MaxIdlePerHost: 4096, IdleConnTimeout: testIdleTimeout, ReadBufferSize: 4 << 10, WriteBufferSize: 8 << 10})
 }
 
-// testH1 is the gateway's h1Transport with net/http's Transport for what
+// testH1 is a Transport with net/http's Transport for what
 // is not plain http://.
-func testH1(t *testing.T) *h1Transport {
+func testH1(t *testing.T) *Transport {
 	t.Helper()
 	other := &http.Transport{DisableCompression: true}
-	h := newH1Transport((&net.Dialer{}).DialContext, other)
+	h := newTest((&net.Dialer{}).DialContext, other)
 	t.Cleanup(h.CloseIdleConnections)
 	return h
 }
@@ -225,7 +222,7 @@ func (r *recordingRT) RoundTrip(*http.Request) (*http.Response, error) {
 // transport.
 func TestH1OtherSchemes(t *testing.T) {
 	other := &recordingRT{}
-	h := newH1Transport((&net.Dialer{}).DialContext, other)
+	h := newTest((&net.Dialer{}).DialContext, other)
 	req, _ := http.NewRequest(http.MethodGet, "https://127.0.0.1:1/x", nil)
 	if _, err := h.RoundTrip(req); err == nil || other.asked.Load() != 1 {
 		t.Errorf("err %v, other asked %d times: want the other transport's error, asked once", err, other.asked.Load())
@@ -245,7 +242,7 @@ func TestH1IdleTimeout(t *testing.T) {
 	h.mu.Lock()
 	for _, l := range h.idle {
 		for _, pc := range l {
-			pc.idleAt = pc.idleAt.Add(-2 * idleConnTimeout)
+			pc.idleAt = pc.idleAt.Add(-2 * testIdleTimeout)
 		}
 	}
 	h.mu.Unlock()
@@ -254,10 +251,10 @@ func TestH1IdleTimeout(t *testing.T) {
 	}
 }
 
-// The answer h1Transport reads from any bytes an upstream sends is the one
+// The answer Transport reads from any bytes an upstream sends is the one
 // net/http's Transport reads from them: both fail, or both give the same
 // status, body and trailer (the parser is net/http's, http.ReadResponse;
-// what is h1Transport's own is the connection's life around it). Answers
+// what is Transport's own is the connection's life around it). Answers
 // net/http's Transport treats apart (101, more than 5 interim answers) are
 // skipped.
 func FuzzH1Answer(f *testing.F) {
@@ -282,12 +279,12 @@ func FuzzH1Answer(f *testing.F) {
 		dial := func(context.Context, string, string) (net.Conn, error) { return pipeUpstream(answer), nil }
 		other := &http.Transport{DisableCompression: true, DisableKeepAlives: true, DialContext: dial}
 		defer other.CloseIdleConnections()
-		h := newH1Transport(dial, &recordingRT{})
+		h := newTest(dial, &recordingRT{})
 		const url = "http://upstream.test/v1/chat/completions"
 		got := fuzzAnswer(t, h, url)
 		want := fuzzAnswer(t, other, url)
 		if d := cmp.Diff(want, got); d != "" {
-			t.Errorf("h1Transport's answer differs from net/http's (-nethttp +h1):\n%s", d)
+			t.Errorf("Transport's answer differs from net/http's (-nethttp +h1):\n%s", d)
 		}
 	})
 }
