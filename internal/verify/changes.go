@@ -126,6 +126,11 @@ var settings = []setting{
 	{keyKVLink, "kv-link", "kv-link", applyLink},
 }
 
+// upstreamReplica is the label a gateway's /upstream/metrics adds to an
+// engine's series (which replica answered): evidence of where the
+// settings were read, not a setting.
+const upstreamReplica = "replica"
+
 // derived are settings a server exposes that follow from others (the KV
 // blocks from memory, precision and block size): a change in them alone
 // is named, not modelled.
@@ -208,7 +213,7 @@ func Diff(a, b Run) []Change {
 	}
 	for _, k := range sortedUnion(sa, sb) {
 		va, vb := sa[k], sb[k]
-		if va == vb {
+		if va == vb || k == upstreamReplica {
 			continue
 		}
 		out = append(out, classify(k, va, vb, "server"))

@@ -75,3 +75,13 @@ func TestFoldPD(t *testing.T) {
 		})
 	}
 }
+
+// The replica a gateway's /upstream/metrics read the engine's settings
+// from is no change.
+func TestDiffIgnoresUpstreamReplica(t *testing.T) {
+	a := run(map[string]string{"replica": "http://127.0.0.1:1", "max_num_seqs": "4"}, nil)
+	b := run(map[string]string{"replica": "http://127.0.0.1:2", "max_num_seqs": "4"}, nil)
+	if cs := Diff(a, b); len(cs) != 0 {
+		t.Errorf("changes %+v, want none", cs)
+	}
+}
