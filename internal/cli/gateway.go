@@ -67,6 +67,8 @@ does not load, 1 when it cannot listen (docs/cli.md).`,
 	g.durationVar(&rc.ReloadInterval, "reload-interval", "how often the config file is checked for changes")
 	g.durationVar(&rc.DrainDelay, "drain-delay", "after SIGTERM/Ctrl-C, how long to keep accepting requests while /health answers 503 (load balancers take the replica out)")
 	g.stringVar(&rc.AdminAddr, "admin-listen", "host:port to serve /health and /metrics on instead of the data port (GET and HEAD only; the data port then answers 404 for them)")
+	g.boolVar(&rc.Live, "live", "serve the live view (stages per pool and upstream, admission and shedding) at /live/ on the --admin-listen listener")
+	g.durationVar(&rc.LiveWindow, "live-window", "the live view's sliding window (0: 10s)")
 	g.durationVar(&rc.Grace, "grace", "after a stop (SIGTERM/Ctrl-C, then --drain-delay), how long in-flight requests may finish before their connections are closed (0: the default)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	cmd.AddCommand(&cobra.Command{

@@ -199,10 +199,26 @@ func (g *Gateway) AdminHandler() http.Handler {
 		switch r.URL.Path {
 		case "/health", "/metrics", UpstreamMetricsPath:
 			g.admin(w, r)
+		case LivePath, LivePath + "/", LivePath + "/events", LivePath + "/snapshot.json":
+			g.serveLive(w, r)
 		default:
 			openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown path "+r.URL.Path, "", "not_found"), 0)
 		}
 	})
+}
+
+// serveLive serves the live view (g.Live) under LivePath: LivePath
+// itself redirects to LivePath+"/", so that the page's relative event
+// stream is LivePath+"/events"; 404 when there is none.
+func (g *Gateway) serveLive(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case g.Live == nil:
+		openai.WriteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "the live view is not enabled", "", "not_found"), 0)
+	case r.URL.Path == LivePath:
+		http.Redirect(w, r, LivePath+"/", http.StatusMovedPermanently)
+	default:
+		http.StripPrefix(LivePath, g.Live.Handler()).ServeHTTP(w, r)
+	}
 }
 
 // admin answers /health, /metrics or UpstreamMetricsPath: GET and HEAD

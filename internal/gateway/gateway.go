@@ -19,6 +19,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/h1"
 	"github.com/tokentrace/tokentrace/internal/httplimit"
+	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/staleconn"
@@ -41,6 +42,9 @@ type Gateway struct {
 	Log *slog.Logger
 	// Metrics receives every finished request; nil records nothing.
 	Metrics *Metrics
+	// Live, when set (NewLiveBoard), is offered every finished request
+	// and served at LivePath by AdminHandler (or beside /metrics).
+	Live *live.Board
 	// MetricsHandler serves GET /metrics; nil answers 404.
 	MetricsHandler http.Handler
 	// Tracer starts one span per request; nil traces nothing (a client's

@@ -364,6 +364,9 @@ func (x *exchange) finish() {
 	}
 	x.g.Metrics.observe(&observation{pool: pool, model: model, status: x.status, stream: x.req.Stream, stages: st, tl: &x.tl,
 		ttft: ttft, firstAnswer: x.firstAnswer, noContent: x.noContent, outTokens: x.tokens, inTokens: x.req.InputTokens(), chunkNS: x.chunkNS, chunkTokens: x.chunkTokens})
+	if x.g.Live != nil {
+		x.offerLive(st, ttft, pool)
+	}
 	x.span.end(x, st)
 	x.settleTokens()
 	x.releaseChunks()

@@ -36,6 +36,11 @@ type RunConfig struct {
 	// /metrics are served on instead of the data port (GET and HEAD only;
 	// the data port then answers 404 for them).
 	AdminAddr string
+	// Live (live) serves the live view at LivePath on the admin listener
+	// (it needs AdminAddr); LiveWindow is its sliding window
+	// (live.DefaultWindow when 0).
+	Live       bool
+	LiveWindow time.Duration
 }
 
 // Validate reports a RunConfig duration that cannot work.
@@ -47,6 +52,12 @@ func (rc RunConfig) Validate() error {
 		if d.v < 0 {
 			return field.Invalid(d.name, d.v, "must not be negative")
 		}
+	}
+	if rc.Live && rc.AdminAddr == "" {
+		return field.Errorf("live", "{live} is served on the admin listener: give admin_addr too")
+	}
+	if rc.LiveWindow < 0 {
+		return field.Invalid("live_window", rc.LiveWindow, "must not be negative")
 	}
 	return nil
 }
@@ -147,6 +158,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		log.Info("gateway admin listening (/health, /metrics)", "addr", aln.Addr().String())
 		admin := g.AdminHandler()
+		if s.rc.Live {
+			g.NewLiveBoard(s.rc.LiveWindow)
+			grp.Go(func() error {
+				g.RunLive(ctx) // ends the page's streams when ctx ends
+				return nil
+			})
+			log.Info("gateway live view", "url", "http://"+aln.Addr().String()+LivePath+"/")
+		}
 		grp.Go(func() error {
 			if err := limits.Serve(ctx, aln, admin, httplimit.Stop{Grace: grace}); err != nil {
 				return fmt.Errorf("gateway: admin: %w", err)

@@ -54,6 +54,16 @@ type Config struct {
 	// since-start computation is then budgeted against it too (0 where
 	// the platform cannot tell: the wall-time budget alone).
 	CPU func() time.Duration
+
+	// Gateway makes the board the gateway's view (gateway /live): records
+	// come through Offer, bounded by Queue (DefaultQueue when 0), their
+	// Timing is the split; there is no report (no since-start numbers nor
+	// findings: a gateway runs without end); the snapshot has each pool's
+	// and upstream's figures, a pool's admission read from Pools at each
+	// tick.
+	Gateway bool
+	Queue   int
+	Pools   func() []PoolState
 }
 
 // Board follows a run as it goes; see the package's doc. Sent and Done may
@@ -62,9 +72,10 @@ type Board struct {
 	cfg        Config
 	sent, done atomic.Int64
 	failed     atomic.Int64
+	dropped    atomic.Int64 // records Offer dropped
 
 	mu    sync.Mutex // guards batch: held for an append or a swap
-	batch []*latency.Record
+	batch []entry
 
 	agg  aggregator
 	cur  atomic.Pointer[published]
@@ -90,6 +101,9 @@ func New(cfg Config) *Board {
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
 	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
 	b := &Board{cfg: cfg}
 	b.agg.init(cfg)
 	s, _ := b.agg.snapshot(0, b.counts(), false)
@@ -105,7 +119,7 @@ func (b *Board) Sent() { b.sent.Add(1) }
 // beside Collector.Add), so that the since-start numbers are the report's.
 func (b *Board) Done(rec *latency.Record) {
 	b.mu.Lock()
-	b.batch = append(b.batch, rec)
+	b.batch = append(b.batch, entry{rec: rec})
 	b.mu.Unlock()
 	b.done.Add(1)
 	if !rec.OK() {
@@ -115,7 +129,7 @@ func (b *Board) Done(rec *latency.Record) {
 
 // counts reads the counters.
 func (b *Board) counts() counts {
-	return counts{sent: b.sent.Load(), done: b.done.Load(), failed: b.failed.Load()}
+	return counts{sent: b.sent.Load(), done: b.done.Load(), failed: b.failed.Load(), dropped: b.dropped.Load()}
 }
 
 // Run computes a snapshot every tick, on the run's clock now (nanoseconds
@@ -123,6 +137,9 @@ func (b *Board) counts() counts {
 func (b *Board) Run(ctx context.Context, now func() int64) {
 	t := time.NewTicker(b.cfg.Tick)
 	defer t.Stop()
+	if b.cfg.Gateway {
+		defer b.subs.end() // the gateway's view ends with it
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -138,11 +155,21 @@ func (b *Board) Run(ctx context.Context, now func() int64) {
 // given); the last snapshot's since-start numbers and findings are that
 // report's. Call it once Run has returned.
 func (b *Board) Finish(at int64, info results.RunInfo) *report.Report {
+	if b.agg.coll == nil { // the gateway's view
+		b.step(at, true)
+		b.subs.end()
+		return nil
+	}
 	b.agg.coll.SetRun(info)
 	rep := b.step(at, true)
 	b.subs.end()
 	return rep
 }
+
+// Step publishes a snapshot at instant now of what was handed over so
+// far, as Run does on each tick: call it where Run is not running (a
+// test's clock).
+func (b *Board) Step(now int64) { b.step(now, false) }
 
 // step drains the batch and publishes a snapshot at instant now; it
 // returns the report when it computed one.
@@ -152,8 +179,11 @@ func (b *Board) step(now int64, final bool) *report.Report {
 	b.batch = b.agg.spare[:0]
 	b.mu.Unlock()
 	c := b.counts()
-	for _, rec := range recs {
-		b.agg.add(rec)
+	for _, e := range recs {
+		b.agg.add(e.rec)
+		if b.cfg.Gateway {
+			b.agg.addGroups(e)
+		}
 	}
 	clear(recs) // let the records go
 	b.agg.spare = recs
@@ -184,15 +214,17 @@ func (p *published) fullJSON() []byte {
 }
 
 // counts are the record path's counters at one instant.
-type counts struct{ sent, done, failed int64 }
+type counts struct{ sent, done, failed, dropped int64 }
 
 // aggregator is the board's state that only its own goroutine touches.
 type aggregator struct {
 	cfg      Config
 	win      *slots
 	ws       windowStats
-	coll     *report.Collector
-	spare    []*latency.Record
+	coll     *report.Collector // nil in the gateway's view
+	spare    []entry
+	groups   map[string]*group // the gateway's pools and upstreams
+	gws      windowStats       // scratch for a group's window
 	failures map[string]int64
 	ok       int64
 	ttft     stats.Histogram // every record's TTFT (the plain line)
@@ -217,7 +249,9 @@ type tick struct{ at, sent, ok int64 }
 func (a *aggregator) init(cfg Config) {
 	a.cfg, a.win = cfg, newSlots(cfg.Window)
 	a.coll = cfg.Collector
-	if a.coll == nil {
+	if cfg.Gateway {
+		a.win.own, a.coll, a.groups = true, nil, map[string]*group{}
+	} else if a.coll == nil {
 		a.coll = report.NewCollector(cfg.Report)
 	}
 	a.failures = map[string]int64{}
@@ -228,7 +262,9 @@ func (a *aggregator) init(cfg Config) {
 // add takes one record in.
 func (a *aggregator) add(rec *latency.Record) {
 	a.added++
-	a.coll.Add(rec)
+	if a.coll != nil {
+		a.coll.Add(rec)
+	}
 	a.win.add(rec)
 	if rec.Phase != "" {
 		a.phase = rec.Phase

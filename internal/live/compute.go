@@ -32,7 +32,9 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *repo
 		s.Warnings = append(s.Warnings, w[:min(len(w), maxWarnings)]...)
 	}
 	var rep *report.Report
-	if final || now >= a.nextReport && a.added > a.reported && a.cpuAllows() {
+	if a.cfg.Gateway {
+		s.View, s.Dropped, s.Groups = "gateway", c.dropped, a.groupRows(now)
+	} else if final || now >= a.nextReport && a.added > a.reported && a.cpuAllows() {
 		rep = a.fromReport(now)
 	}
 	s.Since, s.SinceAtS, s.Findings, s.Phases = a.since, sec(a.sinceAt), a.findings, a.phases

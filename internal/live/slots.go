@@ -42,6 +42,9 @@ type slots struct {
 	slots []slot
 	itl   []int64            // scratch for a record's gaps
 	names map[partKey]string // the parts' labels, made once each
+	// own: a record's split is its Timing (the gateway's own stages),
+	// not its Path.
+	own bool
 }
 
 // partKey is a part of a path by its hop and stage.
@@ -94,7 +97,9 @@ func (w *slots) add(rec *latency.Record) {
 			s.hist[i].Add(int64(d))
 		}
 	}
-	if p, ok := rec.Path(); ok {
+	if w.own {
+		w.ownStages(s, rec)
+	} else if p, ok := rec.Path(); ok {
 		s.split++
 		for _, part := range p.Parts {
 			k := partKey{part.Hop, part.Name}

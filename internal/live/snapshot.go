@@ -4,8 +4,11 @@ package live
 // of /snapshot.json and of each /events event. Durations are
 // milliseconds, rates per second.
 type Snapshot struct {
-	Seq   int64 `json:"seq"`   // 1, 2, … in publication order
-	Final bool  `json:"final"` // the run is over: Since is the report's
+	Seq int64 `json:"seq"` // 1, 2, … in publication order
+	// View is "gateway" for the gateway's view (Config.Gateway), else
+	// empty (a bench run).
+	View  string `json:"view,omitempty"`
+	Final bool   `json:"final"` // the run is over: Since is the report's
 	// ElapsedS is the run's clock; WindowS the sliding window's width.
 	ElapsedS float64 `json:"elapsed_s"`
 	WindowS  float64 `json:"window_s"`
@@ -32,6 +35,10 @@ type Snapshot struct {
 	Findings []Finding  `json:"findings"`
 	SLOs     []SLOLine  `json:"slos"`
 	Phases   []PhaseRow `json:"phases,omitempty"`
+	// Groups are the gateway's pools and upstreams; Dropped counts the
+	// records its hand-off was too full to take (the gateway's view).
+	Groups  []Group `json:"groups,omitempty"`
+	Dropped int64   `json:"dropped,omitempty"`
 	// History is one point per tick, the oldest first (bounded).
 	History []Point `json:"history"`
 
