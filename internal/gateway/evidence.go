@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"time"
 
@@ -103,8 +104,12 @@ func withoutMember(obj []byte, key string) []byte {
 
 // noteEvidence keeps the engine split one event (or a whole answer's
 // body, read as a chunk) carries, when no earlier evidence of higher
-// precedence was kept.
+// precedence was kept, and its usage's prompt_tokens (the key's token
+// settlement, settleTokens).
 func (x *exchange) noteEvidence(c *openai.ChunkInfo) {
+	if c.HasUsage && c.HasPrompt && c.PromptTokens > 0 {
+		x.promptTokens = int32(min(c.PromptTokens, math.MaxInt32))
+	}
 	if c.Metrics != nil {
 		if sp := latency.SplitFromMetrics(c.Metrics); sp != nil {
 			x.engineSplit = sp

@@ -265,7 +265,13 @@ func TestModelsListIsCached(t *testing.T) {
 // a route with no default) is charged what it used. The clock stands
 // still: the bucket does not refill between the steps.
 func TestTokenLimitCountsNAndSettles(t *testing.T) {
-	up := openaitest.Start(t, &openaitest.Upstream{Name: "a"}) // every answer: 3 completion tokens
+	req, err := ScanRequest([]byte(chatBody("m", false, "hi", "")), openai.APIChat, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := req.InputTokens()
+	// Every answer: 3 completion tokens, and the estimate as prompt_tokens.
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", PromptTokens: in})
 	g := mustGateway(t, fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\nkeys: [{name: k, sha256: %s, tokens_per_minute: 1000}]\n", up.URL(), HashKey("k-tok")))
 	now := time.Unix(1000, 0)
 	g.Now = func() time.Time { return now }
@@ -284,11 +290,6 @@ func TestTokenLimitCountsNAndSettles(t *testing.T) {
 		}
 		return n
 	}
-	req, err := ScanRequest([]byte(chatBody("m", false, "hi", "")), openai.APIChat, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := req.InputTokens()
 	const used = 3
 	r1 := remaining(`,"n":2,"max_tokens":30`) // charged in + 2 × 30
 	if want := 1000 - in - 60; r1 != want {
@@ -305,6 +306,54 @@ func TestTokenLimitCountsNAndSettles(t *testing.T) {
 	r4 := remaining(`,"max_tokens":1`) // the third was charged the 3 it used
 	if want := r3 - used - in - 1; r4 != want {
 		t.Errorf("after an answer without max_tokens: %d left, want %d (its output charged afterwards)", r4, want)
+	}
+}
+
+// TestTokenSettlementCountsPromptTokens: the settlement takes the
+// engine's count of the input (usage.prompt_tokens) in place of the
+// gateway's estimate charged at admission, whole answers and streams
+// alike (the stream's final usage chunk). The engine counts 500 (a chat
+// template the estimate does not see); the clock stands still.
+func TestTokenSettlementCountsPromptTokens(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			up := openaitest.Start(t, &openaitest.Upstream{Name: "a", PromptTokens: 500, UsageChunk: true}) // 3 completion tokens
+			g := mustGateway(t, fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\nkeys: [{name: k, sha256: %s, tokens_per_minute: 10000}]\n", up.URL(), HashKey("k-tok")))
+			now := time.Unix(1000, 0)
+			g.Now = func() time.Time { return now }
+			gw := startGateway(t, g)
+			auth := map[string]string{"Authorization": "Bearer k-tok"}
+			body := chatBody("m", stream, "hi", `,"max_tokens":10,"stream_options":{"include_usage":true}`)
+			if !stream {
+				body = chatBody("m", false, "hi", `,"max_tokens":10`)
+			}
+			req, err := ScanRequest([]byte(body), openai.APIChat, 512)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := req.InputTokens()
+			left := func() int {
+				t.Helper()
+				s, hdr, b := do(t, gw.URL, body, auth)
+				if s != http.StatusOK {
+					t.Fatalf("status %d: %s", s, b)
+				}
+				n, err := strconv.Atoi(hdr.Get("X-Ratelimit-Remaining-Tokens"))
+				if err != nil {
+					t.Fatalf("X-Ratelimit-Remaining-Tokens %q", hdr.Get("X-Ratelimit-Remaining-Tokens"))
+				}
+				return n
+			}
+			r1 := left()
+			if want := 10000 - in - 10; r1 != want {
+				t.Fatalf("first: %d left, want %d (the estimate %d + max_tokens charged)", r1, want, in)
+			}
+			// Settled: used 500 + 3 against in + 10 charged.
+			r2 := left()
+			if want := r1 - (500 + 3 - in - 10) - in - 10; r2 != want {
+				t.Errorf("second: %d left, want %d (the first settled with prompt_tokens 500, not the estimate %d)", r2, want, in)
+			}
+		})
 	}
 }
 

@@ -53,9 +53,9 @@ type TokenSettler interface {
 }
 
 // settleTokens settles the key's token charge with what the answer
-// used: its input estimate and its usage's completion_tokens (else its
-// content events counted), against the input + n × max_tokens charged at
-// admission — a request refused or cut after admission gives back what
+// used: its usage's prompt_tokens (else the input estimate) and
+// completion_tokens (else its content events counted), against the input
+// estimate + n × max_tokens charged at admission — a request refused or cut after admission gives back what
 // it did not use, one without max_tokens is charged what it used. It runs
 // after the answer, even when the client has gone (bounded by the
 // limiter, Redis's timeout for the Redis one).
@@ -68,7 +68,11 @@ func (x *exchange) settleTokens() {
 	if !ok {
 		return
 	}
-	used := x.req.InputTokens() + x.tokens
+	in := x.req.InputTokens()
+	if x.promptTokens > 0 { // the engine's count replaces the estimate
+		in = int(x.promptTokens)
+	}
+	used := in + x.tokens
 	if used != int(x.chargedTokens) {
 		s.Settle(context.WithoutCancel(x.r.Context()), x.g.now(), int(x.chargedTokens), used)
 	}

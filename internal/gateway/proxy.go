@@ -147,6 +147,9 @@ type exchange struct {
 	// dequeued: the request's pool slots were given back (dequeue).
 	dequeued      atomic.Bool
 	chargedTokens int32 // in the padding after dequeued
+	// promptTokens is the upstream's usage.prompt_tokens, the engine's
+	// count of the input (noteEvidence); 0 when it reported none.
+	promptTokens int32
 	// firstAnswer is when the first answer token (content, not
 	// reasoning) was read from upstream: after the first token when the
 	// output began with reasoning; zero when none came or the answer was
