@@ -34,12 +34,15 @@ type Point struct {
 	// certain to fail (Options.StopEarly): only the verdict is known.
 	Stopped bool
 	// Growth is the fraction of the arrivals the deployment did not keep
-	// up with, by Little's law: the requests in flight (sent, not ended),
-	// time-averaged over the last third of the judged span, minus the
-	// middle third's, over the arrivals between the two. A deployment that
-	// keeps up holds a steady number in flight (≈ 0); one offered more than
-	// it completes accumulates the difference, whether in its queue or in
-	// ever larger batches (→ 1 − completed ÷ offered). KeepsUp is Growth ≤
+	// up with, by Little's law from the time requests spend in the system
+	// (E2E from the intended send): the mean of the requests sent in the
+	// last third of the judged span minus that of the middle third's, over
+	// a third's length, is s, and Growth s ÷ (1 + s) (judge.growth). A
+	// deployment that keeps up holds its time in the system steady
+	// whatever number of arrivals chance brings into either third (≈ 0);
+	// one offered more than it completes accumulates the difference,
+	// whether in its queue or in ever larger batches, and its requests
+	// wait ever longer (→ 1 − completed ÷ offered). KeepsUp is Growth ≤
 	// MaxGrowth. A run that falls behind fails whatever its percentiles:
 	// over a finite run the backlog may not yet have reached the requests
 	// the SLOs judge.
@@ -181,13 +184,18 @@ func (r *resolved) runLoad(w Workload, slos []latency.SLO, rate float64, o Optio
 	return src, load
 }
 
-// growth measures, by Little's law, whether the deployment keeps up: the
-// time-averaged number of judged requests in the system (sent, not yet
-// ended) over the last third of the judged span, minus the middle third's,
-// divided by what arrived between the two thirds' centres. A deployment
-// that keeps up holds a steady number in flight (≈ 0); one offered more
-// than it completes accumulates the difference (→ 1 − completed/offered).
-// The first third is the deployment settling after the warm-up.
+// growth measures, by Little's law, whether the deployment keeps up from
+// the time requests spend in the system (W = L ÷ λ, measured per request
+// as E2E from the intended send, so that it is normalised by the arrivals
+// each third was actually offered): the mean of the requests sent in the
+// last third of the judged span against those sent in the middle third,
+// their difference over a third's length being the slope s of the time in
+// the system. A deployment that keeps up holds it steady, however many
+// requests chance brought into either third (s ≈ 0); one completing μ of
+// the λ offered per second adds λ − μ to its backlog each second, so each
+// request waits longer than one sent a second before by (λ − μ) ÷ μ = s,
+// and the fraction not kept up with, 1 − μ/λ, is s ÷ (1 + s). The first
+// third is the deployment settling after the warm-up.
 func (j *judge) growth() (float64, bool) {
 	n := len(j.sends)
 	if n < 6 {
@@ -198,20 +206,27 @@ func (j *judge) growth() (float64, bool) {
 		return 0, false
 	}
 	third := (t1 - t0) / 3
-	inFlight := func(a, b float64) float64 { // time-averaged over [a, b)
+	meanE2E := func(a, b float64) (float64, bool) { // of the requests sent in [a, b), t1 in the last
 		var sum float64
+		k := 0
 		for i, s := range j.sends {
-			e := s + j.e2es[i]
-			if lo, hi := max(s, a), min(e, b); hi > lo {
-				sum += hi - lo
+			if s >= a && (s < b || s == t1) {
+				sum += j.e2es[i]
+				k++
 			}
 		}
-		return sum / (b - a)
+		return sum / float64(max(k, 1)), k > 0
 	}
-	rate := float64(n) / (t1 - t0)
-	l2 := inFlight(t0+third, t0+2*third)
-	l3 := inFlight(t0+2*third, t1)
-	return (l3 - l2) / (rate * third), true
+	w2, ok2 := meanE2E(t0+third, t0+2*third)
+	w3, ok3 := meanE2E(t0+2*third, t1)
+	if !ok2 || !ok3 {
+		return 0, false
+	}
+	if s := (w3 - w2) / third; s > 0 {
+		return s / (1 + s), true
+	} else {
+		return s, true // shortening: keeps up (the fraction has no meaning here)
+	}
 }
 
 // unloadedE2E is the deployment's mean unloaded E2E on the workload,
