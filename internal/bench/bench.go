@@ -61,10 +61,12 @@ type Config struct {
 	SLOs                          []latency.SLO
 	// OutDir is the results folder (created; must not hold a run).
 	OutDir string
-	// Command is the exact command line; Echo the configuration as given,
-	// written to config.json.
+	// Command is the exact command line; Echo the configuration as given
+	// and Run the run's configuration typed (simulate.RunConfig), both
+	// written to config.json (results.Config).
 	Command []string
 	Echo    any
+	Run     any
 	// Shard is this generator's share of the workload (Load is already
 	// split); WorkloadID names the workload the shards split.
 	Shard      workload.Shard
@@ -368,7 +370,7 @@ func (r *run) openFolder() error {
 	if err := results.WriteCommand(dir, r.sum.Command); err != nil {
 		return err
 	}
-	return results.WriteConfig(dir, results.Config{Target: redacted(r.target), Config: r.cfg.Echo})
+	return results.WriteConfig(dir, results.Config{Target: redacted(r.target), Config: r.cfg.Echo, Run: r.cfg.Run})
 }
 
 // calibrate measures the client's overhead floor on this host, unless told

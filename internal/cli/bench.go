@@ -147,7 +147,11 @@ func describeBenchRun(cmd *cobra.Command, cfg *bench.Config, timeScale float64, 
 			rp.Span().Round(time.Second), rp.Span().Hours()/24, timeScale)
 	}
 	cfg.Command = commandLine(os.Args)
-	cfg.Echo = flagValues(cmd.Flags())
+	echo := flagValues(cmd.Flags())
+	cfg.Echo = echo
+	if rc, ok := typedRun(echo, false, strings.Join(cfg.Command, " ")); ok {
+		cfg.Run = rc
+	}
 	cfg.Log = cmd.ErrOrStderr()
 	if isTerminal(os.Stderr) && cmd.ErrOrStderr() == os.Stderr {
 		cfg.Progress = os.Stderr

@@ -56,7 +56,11 @@ cannot be written (docs/cli.md).`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s%s\n", prefix, d)
 			}
 			out.Command = os.Args
-			out.Echo = flagValues(cmd.Flags())
+			echo := flagValues(cmd.Flags())
+			out.Echo = echo
+			if rc, ok := typedRun(echo, true, ""); ok {
+				out.Run = &rc
+			}
 			sum, err := simulate.WriteRun(cfg, out, cmd.OutOrStdout())
 			if err != nil {
 				return usageErrorIfField(fmt.Errorf("simulate: %w", err), g)

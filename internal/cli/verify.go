@@ -129,7 +129,11 @@ func verifyConfig(before, after string, v verifyFlags, profile, gpuFile string, 
 		}
 		cfg.Applied = append(cfg.Applied, c)
 	}
-	t, skip, err := whatif.TwinOf(before, parseRunFlags, profile, gpuFile)
+	rb, err := recordedRun(before)
+	if err != nil {
+		return cfg, err
+	}
+	t, skip, err := whatif.TwinOf(before, rb, profile, gpuFile)
 	if err != nil {
 		return cfg, err
 	}
@@ -137,9 +141,11 @@ func verifyConfig(before, after string, v verifyFlags, profile, gpuFile string, 
 		return cfg, errors.New("no twin of " + before + ": " + skip)
 	}
 	cfg.Twin = verify.Twin{Deployment: t.Deployment, Workload: t.Workload, Basis: t.Basis, Notes: t.Notes, Seed: max(t.Seed, 1)}
-	if ta, skip, err := whatif.TwinOf(after, parseRunFlags, profile, gpuFile); err == nil && skip == "" {
-		cfg.AfterWorkload, cfg.AfterSeed = &ta.Workload, max(ta.Seed, 1)
-		cfg.AfterPD = verify.PDOf(ta.Deployment)
+	if ra, err := recordedRun(after); err == nil {
+		if ta, skip, err := whatif.TwinOf(after, ra, profile, gpuFile); err == nil && skip == "" {
+			cfg.AfterWorkload, cfg.AfterSeed = &ta.Workload, max(ta.Seed, 1)
+			cfg.AfterPD = verify.PDOf(ta.Deployment)
+		}
 	}
 	if net := measuredTransport(cfg.Before); net > 0 && cfg.Twin.Workload.Network == 0 {
 		cfg.Twin.Workload.Network = net

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -14,6 +15,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/whatif"
 )
@@ -100,7 +102,11 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		dir = filepath.Dir(dir)
 	}
-	b, skip, err := whatif.TwinOf(dir, parseRunFlags, w.profile, w.gpuFile)
+	run, err := recordedRun(dir)
+	if err != nil {
+		return err
+	}
+	b, skip, err := whatif.TwinOf(dir, run, w.profile, w.gpuFile)
 	var bad *whatif.InputError
 	if errors.As(err, &bad) {
 		return badWhatIfFlag{err}
@@ -130,25 +136,53 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	return nil
 }
 
-// parseRunFlags sets the flags a run recorded (those that differ from
-// their defaults) on fresh flag groups: simulate's, or bench's workload
-// and its embedded engine's (--sim-*).
-func parseRunFlags(cfg map[string]string, sim bool, command string) (whatif.RunFlags, error) {
-	p := whatif.RunFlags{Options: simulate.DefaultOptions(), SimEngine: engine.DefaultOptions(), Recorded: cfg != nil}
-	if !sim {
-		p.Options.IgnoreEOS = false // bench's default
+// recordedRun is the run's configuration, typed, from dir/config.json:
+// its typed run (version 2), else its flags by name (version 1, an older
+// folder) adapted by runConfigOfFlags; no Run when the folder has none. A
+// configuration that does not parse is the Recorded's Err (TwinOf's to
+// report); the error returned is the file's, unread.
+func recordedRun(dir string) (whatif.Recorded, error) {
+	var rc simulate.RunConfig
+	if ok, err := results.ReadTypedConfig(dir, &rc); ok || err != nil {
+		return whatif.Recorded{Run: &rc, Err: err}, nil
 	}
+	flags, err := results.ReadConfig(dir)
+	if err != nil || flags == nil {
+		return whatif.Recorded{}, err
+	}
+	info, _, _ := results.ReadRunInfo(dir)
+	command, _ := results.ReadCommand(dir)
+	rc, err = runConfigOfFlags(flags, info.Simulated, command)
+	return whatif.Recorded{Run: &rc, Err: err}, nil
+}
+
+// runConfigOfFlags is the one adapter from a run's flags by name
+// (config.json's "config") to its typed configuration: it sets the flags
+// that differ from their defaults on fresh flag groups, simulate's or
+// bench's workload and its embedded engine's (--sim-*). bench and simulate
+// write its answer for their own flags as config.json's "run"; older
+// folders, which hold only the flags, are read through it.
+func runConfigOfFlags(cfg map[string]string, sim bool, command string) (simulate.RunConfig, error) {
+	rc := simulate.RunConfig{Options: simulate.DefaultOptions()}
+	simEngine := engine.DefaultOptions()
+	if !sim {
+		rc.Options.IgnoreEOS = false // bench's default
+	}
+	o := &rc.Options
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	g := newFlagGroup(fs, "", "", "seed")
-	fs.Uint64Var(&p.Options.Workload.Seed, "seed", p.Options.Workload.Seed, "")
-	bindEngineFlags(g, &p.Options.Engine)
-	bindRequestFlags(g, &p.Options.Endpoint, &p.Options.IgnoreEOS)
-	bindWorkloadFlags(g, &p.Options.Workload)
-	bindDeploymentFlags(g, &p.Options)
+	fs.Uint64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "")
+	bindEngineFlags(g, &o.Engine)
+	bindRequestFlags(g, &o.Endpoint, &o.IgnoreEOS)
+	bindWorkloadFlags(g, &o.Workload)
+	bindDeploymentFlags(g, o)
 	var sg *flagGroup
 	if !sim {
 		sg = newFlagGroup(fs, "sim-", "")
-		bindEngineFlags(sg, &p.SimEngine)
+		bindEngineFlags(sg, &simEngine)
+		if cfg["url"] == "" {
+			rc.SimEngine = &simEngine // the engine bench embedded
+		}
 	}
 	for k, v := range cfg {
 		fl := fs.Lookup(k)
@@ -156,22 +190,36 @@ func parseRunFlags(cfg map[string]string, sim bool, command string) (whatif.RunF
 			continue
 		}
 		if err := fs.Set(k, v); err != nil {
-			return p, fmt.Errorf("flag --%s=%q: %w", k, v, err)
+			return rc, fmt.Errorf("flag --%s=%q: %w", k, v, err)
 		}
 	}
 	if !sim && cfg["url"] == "" && !strings.Contains(command, "--ignore-eos") {
-		p.Options.IgnoreEOS = true // bench asks the embedded engine for it unless told
+		o.IgnoreEOS = true // bench asks the embedded engine for it unless told
 	}
 	for _, gr := range []*flagGroup{g, sg} {
 		if gr != nil {
 			if err := gr.finish(); err != nil {
-				return p, err
+				return rc, err
 			}
 		}
 	}
-	p.Given = g.given
-	if sim {
-		p.Options.Engine.Seed = p.Options.Workload.Seed
+	for f := range g.fields {
+		if g.given(f) {
+			rc.Given = append(rc.Given, f)
+		}
 	}
-	return p, nil
+	slices.Sort(rc.Given)
+	if sim {
+		o.Engine.Seed = o.Workload.Seed
+	}
+	return rc, nil
+}
+
+// typedRun is a run's configuration typed for its config.json: its own
+// flags as given (flagValues) through runConfigOfFlags, so that the twin
+// reads from it what it would read from the flags. ok is false (no typed
+// run written: a reader adapts the flags) when they do not parse back.
+func typedRun(flags map[string]string, sim bool, command string) (simulate.RunConfig, bool) {
+	rc, err := runConfigOfFlags(flags, sim, command)
+	return rc, err == nil
 }

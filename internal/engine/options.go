@@ -17,48 +17,49 @@ type Options struct {
 	// defaults, and Config times the steps with its constants for the GPU
 	// (unless a Profile gives others). Empty: vLLM's settings, the GPU
 	// family's constants.
-	Engine  string
-	Model   string // model: catalog name or a Hugging Face config.json (file or folder)
-	GPU     string // gpu: catalog name
-	GPUFile string // gpu_file: YAML catalog that adds to or overrides the built-in one
+	Engine  string `json:"engine"`
+	Model   string `json:"model"`    // model: catalog name or a Hugging Face config.json (file or folder)
+	GPU     string `json:"gpu"`      // gpu: catalog name
+	GPUFile string `json:"gpu_file"` // gpu_file: YAML catalog that adds to or overrides the built-in one
 	// TensorParallelSize is the number of GPUs per replica
 	// (tensor_parallel_size); 0 picks the smallest power of two at which
 	// the weights fit.
-	TensorParallelSize   int
-	DType                string  // dtype: weight precision; "auto" (or empty): bf16
-	KVCacheDType         string  // kv_cache_dtype: "auto" (or empty): perfmodel.KVDTypeFor
-	GPUMemoryUtilization float64 // gpu_memory_utilization, in (0, 1]
-	MaxNumSeqs           int     // max_num_seqs; 0: vLLM's default for the GPU
-	MaxNumBatchedTokens  int     // max_num_batched_tokens; 0: vLLM's default for the GPU
-	BlockSize            int     // block_size, tokens per KV block
-	NumGPUBlocksOverride int     // num_gpu_blocks_override; 0: what fits in memory
-	MaxModelLen          int     // max_model_len; 0: DefaultModelLen
-	MaxWaiting           int     // max_waiting: waiting-queue bound; 0: unbounded
-	EnablePrefixCaching  bool    // enable_prefix_caching
-	EnableChunkedPrefill bool    // enable_chunked_prefill
+	TensorParallelSize   int     `json:"tensor_parallel_size"`
+	DType                string  `json:"dtype"`                   // dtype: weight precision; "auto" (or empty): bf16
+	KVCacheDType         string  `json:"kv_cache_dtype"`          // kv_cache_dtype: "auto" (or empty): perfmodel.KVDTypeFor
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`  // gpu_memory_utilization, in (0, 1]
+	MaxNumSeqs           int     `json:"max_num_seqs"`            // max_num_seqs; 0: vLLM's default for the GPU
+	MaxNumBatchedTokens  int     `json:"max_num_batched_tokens"`  // max_num_batched_tokens; 0: vLLM's default for the GPU
+	BlockSize            int     `json:"block_size"`              // block_size, tokens per KV block
+	NumGPUBlocksOverride int     `json:"num_gpu_blocks_override"` // num_gpu_blocks_override; 0: what fits in memory
+	MaxModelLen          int     `json:"max_model_len"`           // max_model_len; 0: DefaultModelLen
+	MaxWaiting           int     `json:"max_waiting"`             // max_waiting: waiting-queue bound; 0: unbounded
+	EnablePrefixCaching  bool    `json:"enable_prefix_caching"`   // enable_prefix_caching
+	EnableChunkedPrefill bool    `json:"enable_chunked_prefill"`  // enable_chunked_prefill
 	// PromptFitsStep and GuaranteedNoEvict are the engine family's
 	// scheduler rules (Config's), and KVFreeFraction its KV cache's share
 	// of the memory the weights leave (perfmodel.Config's), set by
 	// WithEngine.
-	PromptFitsStep, GuaranteedNoEvict bool
-	KVFreeFraction                    float64
-	SpeculativeK                      int     // speculative_k: draft tokens per step; 0: off
-	SpeculativeAlpha                  float64 // speculative_alpha: per-token acceptance rate
-	DraftModel                        string  // draft_model: catalog name or config.json
+	PromptFitsStep    bool    `json:"prompt_fits_step"`
+	GuaranteedNoEvict bool    `json:"guaranteed_no_evict"`
+	KVFreeFraction    float64 `json:"kv_free_fraction"`
+	SpeculativeK      int     `json:"speculative_k"`     // speculative_k: draft tokens per step; 0: off
+	SpeculativeAlpha  float64 `json:"speculative_alpha"` // speculative_alpha: per-token acceptance rate
+	DraftModel        string  `json:"draft_model"`       // draft_model: catalog name or config.json
 	// Profile (profile) is a performance profile file (tokentrace
 	// calibrate) for this model, GPU, TP and precisions: its fitted
 	// constants time every step instead of the GPU family's defaults.
-	Profile          string
-	SchedulingPolicy string // scheduling_policy: fcfs or priority
+	Profile          string `json:"profile"`
+	SchedulingPolicy string `json:"scheduling_policy"` // scheduling_policy: fcfs or priority
 	// NaturalOutputTokens (natural_output_tokens) is where answers would
 	// end on their own, in workload.ParseDist's vocabulary, or "max"
 	// (ParseOutputLength); empty means DefaultOutputLength.
-	NaturalOutputTokens string
+	NaturalOutputTokens string `json:"natural_output_tokens"`
 	// ReasoningTokens (reasoning_tokens) is how many of an answer's first
 	// tokens a reasoning model spends thinking, in workload.ParseDist's
 	// vocabulary; empty: no reasoning.
-	ReasoningTokens string
-	Seed            uint64 // seed of output lengths and speculative acceptance
+	ReasoningTokens string `json:"reasoning_tokens"`
+	Seed            uint64 `json:"seed"` // seed of output lengths and speculative acceptance
 }
 
 // DefaultMaxModelLen is the context length used when MaxModelLen is 0

@@ -14,12 +14,21 @@ import (
 // the records files hold no record at all.
 var ErrNoRecords = errors.New("no request records")
 
-// Config is a run's config.json: the configuration as given (its flags by
-// name) and, for a run against a server, the target with its credentials
-// masked.
+// ConfigVersion is the config.json schema Config writes: 2 adds the typed
+// run (Run) to version 1's flags by name (a file without "version" is
+// version 1).
+const ConfigVersion = 2
+
+// Config is a run's config.json: its schema version, the configuration as
+// given (its flags by name, secrets masked: what a reader compares), the
+// run's configuration typed (what the twin is rebuilt from: the writer's
+// type, simulate.RunConfig) and, for a run against a server, the target
+// with its credentials masked.
 type Config struct {
-	Config any `json:"config"`
-	Target any `json:"target,omitempty"`
+	Version int `json:"version,omitempty"`
+	Config  any `json:"config"`
+	Run     any `json:"run,omitempty"`
+	Target  any `json:"target,omitempty"`
 }
 
 // WriteCommand writes the run's exact command line to dir/command.txt.
@@ -27,8 +36,12 @@ func WriteCommand(dir, command string) error {
 	return writeText(filepath.Join(dir, CommandFile), command+"\n")
 }
 
-// WriteConfig writes dir/config.json.
+// WriteConfig writes dir/config.json, at ConfigVersion when it holds a
+// typed run.
 func WriteConfig(dir string, c Config) error {
+	if c.Run != nil && c.Version == 0 {
+		c.Version = ConfigVersion
+	}
 	return writeJSON(filepath.Join(dir, ConfigFile), c)
 }
 
@@ -78,6 +91,37 @@ func ReadConfig(dir string) (map[string]string, error) {
 		return nil, nil
 	}
 	return c.Config, nil
+}
+
+// ReadTypedConfig decodes the typed run of dir/config.json into run:
+// false when the folder has no config.json, one of version 1 (flags only,
+// which the caller adapts) or one that is not JSON (ReadConfig's nil); an
+// error when a version 2 run does not parse, or the version is newer.
+func ReadTypedConfig(dir string, run any) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var c struct {
+		Version int             `json:"version"`
+		Run     json.RawMessage `json:"run"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return false, nil // not ours (ReadConfig's rule)
+	}
+	if c.Version < 2 || len(c.Run) == 0 {
+		return false, nil
+	}
+	if c.Version > ConfigVersion {
+		return false, fmt.Errorf("%s: version %d is newer than this build reads (%d)", ConfigPath(dir), c.Version, ConfigVersion)
+	}
+	if err := json.Unmarshal(c.Run, run); err != nil {
+		return false, fmt.Errorf("%s: run: %w", ConfigPath(dir), err)
+	}
+	return true, nil
 }
 
 // ConfigPath names dir's config.json (for messages about it).

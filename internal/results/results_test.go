@@ -99,3 +99,61 @@ func TestRunFilesAreCreatedExclusively(t *testing.T) {
 		}
 	}
 }
+
+// TestReadTypedConfig reads each config.json schema: version 1 (flags
+// only) and a file that is not JSON have no typed run; version 2 decodes
+// it; a run that does not parse, or a newer version, is an error.
+func TestReadTypedConfig(t *testing.T) {
+	type run struct {
+		Rate float64 `json:"rate"`
+	}
+	for _, tc := range []struct {
+		name, file string
+		ok, err    bool
+		want       float64
+	}{
+		{"none", "", false, false, 0},
+		{"version 1", `{"config": {"rate": "5"}}`, false, false, 0},
+		{"not JSON", `rate=5`, false, false, 0},
+		{"version 2", `{"version": 2, "config": {"rate": "5"}, "run": {"rate": 5}}`, true, false, 5},
+		{"version 2, bad run", `{"version": 2, "run": {"rate": "five"}}`, false, true, 0},
+		{"version 3", `{"version": 3, "run": {"rate": 5}}`, false, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.file != "" {
+				if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(tc.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var r run
+			ok, err := ReadTypedConfig(dir, &r)
+			if ok != tc.ok || (err != nil) != tc.err || r.Rate != tc.want {
+				t.Errorf("got %v, %v, rate %g; want %v, error %v, rate %g", ok, err, r.Rate, tc.ok, tc.err, tc.want)
+			}
+		})
+	}
+}
+
+// TestWriteConfigVersion: a config.json with a typed run is written at
+// ConfigVersion and reads back; one without stays version 1.
+func TestWriteConfigVersion(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteConfig(dir, Config{Config: map[string]string{"rate": "5"}, Run: map[string]float64{"rate": 5}}); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Rate float64 `json:"rate"`
+	}
+	if ok, err := ReadTypedConfig(dir, &r); !ok || err != nil || r.Rate != 5 {
+		t.Fatalf("got %v, %v, %+v", ok, err, r)
+	}
+	flags, err := ReadConfig(dir)
+	if err != nil || flags["rate"] != "5" {
+		t.Fatalf("flags %v, %v", flags, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil || !strings.Contains(string(b), `"version": 2`) {
+		t.Fatalf("%s, %v", b, err)
+	}
+}

@@ -21,51 +21,51 @@ import (
 // Output, or a *field.Error naming the setting that is wrong (the
 // snake_case names in the comments).
 type Options struct {
-	Engine   engine.Options
-	Workload workload.Options
+	Engine   engine.Options   `json:"engine"`
+	Workload workload.Options `json:"workload"`
 
 	// Like (like) is a results folder whose workload is replayed instead
 	// of Workload's: its requests' served lengths in its own shape, with
 	// its client's measured transport (LikeRun).
-	Like string
+	Like string `json:"like"`
 
-	Endpoint        string // endpoint: chat or completions (how prompts are built)
-	IgnoreEOS       bool   // ignore_eos: answers run to max_tokens
-	ServedModelName string // served_model_name: the model named in the records
-	QueueFullStatus int    // queue_full_status: 429 or 503 for --max-waiting
+	Endpoint        string `json:"endpoint"`          // endpoint: chat or completions (how prompts are built)
+	IgnoreEOS       bool   `json:"ignore_eos"`        // ignore_eos: answers run to max_tokens
+	ServedModelName string `json:"served_model_name"` // served_model_name: the model named in the records
+	QueueFullStatus int    `json:"queue_full_status"` // queue_full_status: 429 or 503 for --max-waiting
 
-	Replicas int // replicas (a disaggregated deployment's decode replicas)
+	Replicas int `json:"replicas"` // replicas (a disaggregated deployment's decode replicas)
 	// PrefillReplicas (prefill_replicas), when positive, disaggregates the
 	// deployment: that many prefill replicas in front of the Replicas,
 	// the KV cache pulled over KVLink (kv_link: perfmodel.LookupLink;
 	// empty: perfmodel.DefaultLink).
-	PrefillReplicas int
-	KVLink          string
-	Force           bool          // force: run over Preflight's bounds
-	Balancer        string        // balancer: route.Names
-	LengthPools     string        // length_pools: ParsePools
-	PrefixBytes     int           // prefix_bytes: text hashed by prefix_affinity
-	ScrapeInterval  time.Duration // scrape_interval
-	NetworkLatency  time.Duration // network_latency: one way, client–router
+	PrefillReplicas int           `json:"prefill_replicas"`
+	KVLink          string        `json:"kv_link"`
+	Force           bool          `json:"force"`           // force: run over Preflight's bounds
+	Balancer        string        `json:"balancer"`        // balancer: route.Names
+	LengthPools     string        `json:"length_pools"`    // length_pools: ParsePools
+	PrefixBytes     int           `json:"prefix_bytes"`    // prefix_bytes: text hashed by prefix_affinity
+	ScrapeInterval  time.Duration `json:"scrape_interval"` // scrape_interval
+	NetworkLatency  time.Duration `json:"network_latency"` // network_latency: one way, client–router
 
-	Queue        QueueOptions
-	DeadlineTTFT time.Duration // deadline_ttft
-	EarlyReject  bool          // early_reject
+	Queue        QueueOptions  `json:"queue"`
+	DeadlineTTFT time.Duration `json:"deadline_ttft"` // deadline_ttft
+	EarlyReject  bool          `json:"early_reject"`  // early_reject
 
-	SLO       string // slo: latency.ParseSLOs
-	OutputDir string // output_dir; empty: results.DefaultDir
-	Steps     bool   // steps: write steps.jsonl
+	SLO       string `json:"slo"`        // slo: latency.ParseSLOs
+	OutputDir string `json:"output_dir"` // output_dir; empty: results.DefaultDir
+	Steps     bool   `json:"steps"`      // steps: write steps.jsonl
 }
 
 // QueueOptions are the admission queue's settings, as the gateway's
 // queue: block names them; the queue is on when Concurrency is set.
 type QueueOptions struct {
-	MaxSize        int           // queue_max_size
-	Concurrency    int           // queue_concurrency
-	MinConcurrency int           // queue_min_concurrency
-	MaxConcurrency int           // queue_max_concurrency
-	Adaptive       string        // queue_adaptive: "" (a fixed limit) or gradient
-	TargetTTFT     time.Duration // queue_target_ttft: the adaptive limit's cap on upstream TTFT
+	MaxSize        int           `json:"max_size"`        // queue_max_size
+	Concurrency    int           `json:"concurrency"`     // queue_concurrency
+	MinConcurrency int           `json:"min_concurrency"` // queue_min_concurrency
+	MaxConcurrency int           `json:"max_concurrency"` // queue_max_concurrency
+	Adaptive       string        `json:"adaptive"`        // queue_adaptive: "" (a fixed limit) or gradient
+	TargetTTFT     time.Duration `json:"target_ttft"`     // queue_target_ttft: the adaptive limit's cap on upstream TTFT
 }
 
 // AdaptiveGradient is the adaptive limit's one controller, as the

@@ -20,9 +20,10 @@ type Output struct {
 	// Dir is the results folder (created; it must not hold a run).
 	Dir string
 	// Command is the command line (command.txt); Echo the configuration as
-	// given (config.json).
+	// given and Run the run's configuration typed (config.json).
 	Command []string
 	Echo    any
+	Run     *RunConfig
 	// SLOs are judged in the report and the summary.
 	SLOs []latency.SLO
 	// Describe is the engine's banner (engine.Config.Describe).
@@ -104,7 +105,7 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	if err := results.WriteCommand(o.Dir, sum.Command); err != nil {
 		return nil, err
 	}
-	if err := results.WriteConfig(o.Dir, results.Config{Config: o.Echo}); err != nil {
+	if err := results.WriteConfig(o.Dir, results.Config{Config: o.Echo, Run: o.runConfig()}); err != nil {
 		return nil, err
 	}
 	rw, err := results.CreateRecords(o.Dir)

@@ -24,21 +24,38 @@ type Twin struct {
 	Seed uint64
 }
 
-// RunFlags are a run's recorded flags parsed back (by the caller, which
-// owns the flags): simulate's options (its engine, workload and
-// deployment), and for bench's embedded engine its --sim-* settings.
-type RunFlags struct {
-	Options   simulate.Options
-	SimEngine engine.Options
-	// Given says whether the run set a flag itself.
-	Given func(flag string) bool
-	// Recorded says whether the folder held the run's config.json.
-	Recorded bool
+// Recorded is a run's configuration as its folder's config.json holds it:
+// Run, typed (nil when the folder has none), and Err, why it could not be
+// read (an older folder's flags that no longer parse), which TwinOf
+// reports only when the twin needs the run's configuration.
+type Recorded struct {
+	Run *simulate.RunConfig
+	Err error
 }
 
-// ParseRunFlags parses a run's recorded flags (config.json's map, whether
-// the run was simulated, its command line) into RunFlags.
-type ParseRunFlags func(config map[string]string, simulated bool, command string) (RunFlags, error)
+// runFlags is a recorded run as the twin reads it.
+type runFlags struct {
+	Options   simulate.Options
+	SimEngine engine.Options
+	Given     func(field string) bool
+	Recorded  bool
+}
+
+// flagsOf is rec with the defaults of a run that recorded nothing.
+func flagsOf(rec Recorded, sim bool) runFlags {
+	if rec.Run == nil {
+		p := runFlags{Options: simulate.DefaultOptions(), SimEngine: engine.DefaultOptions(), Given: func(string) bool { return false }}
+		if sim {
+			p.Options.Engine.Seed = p.Options.Workload.Seed
+		}
+		return p
+	}
+	p := runFlags{Options: rec.Run.Options, SimEngine: engine.DefaultOptions(), Given: rec.Run.GivenFunc(), Recorded: true}
+	if rec.Run.SimEngine != nil {
+		p.SimEngine = *rec.Run.SimEngine
+	}
+	return p
+}
 
 // InputError marks an error as the caller's input to fix (a profile for
 // another model or GPU, a GPU file that does not load), not the run's.
@@ -49,31 +66,27 @@ func (e *InputError) Error() string { return e.Err.Error() }
 // Unwrap returns the error marked.
 func (e *InputError) Unwrap() error { return e.Err }
 
-// TwinOf rebuilds the run's deployment and workload from its folder: a
-// simulated or embedded run from the flags config.json records; a measured
+// TwinOf rebuilds the run's deployment and workload from its folder and
+// its recorded configuration (rec, config.json's, typed): a simulated or
+// embedded run from that configuration; a measured
 // one from --profile (the engine) and the workload bench's flags describe,
 // or its records' arrivals and lengths. A GPU file given to report (for a
 // profile calibrated on a custom hardware entry) replaces the run's. skip
 // says why there is no twin.
-func TwinOf(dir string, parse ParseRunFlags, profile, gpuFile string) (Twin, string, error) {
+func TwinOf(dir string, rec Recorded, profile, gpuFile string) (Twin, string, error) {
 	info, _, _ := results.ReadRunInfo(dir)
-	config, err := results.ReadConfig(dir)
-	if err != nil {
-		return Twin{}, "", err
-	}
 	sim := info.Simulated
-	embedded := !sim && (info.Target == "embedded" || config != nil && config["url"] == "")
+	embedded := !sim && (info.Target == "embedded" || rec.Run != nil && rec.Run.SimEngine != nil)
 	if !sim && !embedded && profile == "" {
 		return Twin{}, "the run came from a real server: what-if needs its calibrated profile (--profile FILE, from tokentrace calibrate)", nil
 	}
-	if config == nil && (sim || embedded) && profile == "" {
+	if rec.Run == nil && rec.Err == nil && (sim || embedded) && profile == "" {
 		return Twin{}, "the folder has no config.json to rebuild the run's engine from (give --profile)", nil
 	}
-	command, _ := results.ReadCommand(dir)
-	p, err := parse(config, sim, command)
-	if err != nil {
-		return Twin{}, "", fmt.Errorf("what-if: %s: %w", results.ConfigPath(dir), err)
+	if rec.Err != nil {
+		return Twin{}, "", fmt.Errorf("what-if: %s: %w", results.ConfigPath(dir), rec.Err)
 	}
+	p := flagsOf(rec, sim)
 	t := Twin{Seed: p.Options.Workload.Seed}
 	t.Deployment = capacity.Deployment{Engine: p.Options.Engine, Replicas: p.Options.Replicas, Balancer: p.Options.Balancer,
 		PrefillReplicas: p.Options.PrefillReplicas, KVLink: p.Options.KVLink}
@@ -153,7 +166,7 @@ func unwrapField(err error) error {
 // A measured run's flags are used only when its answers ran to max_tokens
 // (--ignore-eos): otherwise their lengths are the server's, which the
 // records hold.
-func workloadOf(dir string, p RunFlags, lengthsKnown bool) (capacity.Workload, string, []string, error) {
+func workloadOf(dir string, p runFlags, lengthsKnown bool) (capacity.Workload, string, []string, error) {
 	o := p.Options.Workload
 	chat := p.Options.Endpoint != "completions"
 	closed := o.Concurrency > 0 && o.Rate == 0

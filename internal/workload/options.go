@@ -16,38 +16,38 @@ import (
 // Source and a Load, or returns a *field.Error naming the setting that is
 // wrong (the snake_case names in the comments).
 type Options struct {
-	Rate        float64       // rate: open-loop arrivals per second
-	Arrival     string        // arrival: poisson, gamma or constant
-	Burstiness  float64       // burstiness: the gamma shape (1 is Poisson)
-	Concurrency int           // concurrency: closed-loop workers, or with a rate the cap in flight
-	Requests    int           // requests: measured requests
-	Duration    time.Duration // duration: measured span
-	Warmup      string        // warmup: a number of requests or a duration
-	RampUp      string        // ramp_up: closed loop, a span over which the workers start, or first-token
-	Seed        uint64        // seed: arrivals and prompts
+	Rate        float64       `json:"rate"`        // rate: open-loop arrivals per second
+	Arrival     string        `json:"arrival"`     // arrival: poisson, gamma or constant
+	Burstiness  float64       `json:"burstiness"`  // burstiness: the gamma shape (1 is Poisson)
+	Concurrency int           `json:"concurrency"` // concurrency: closed-loop workers, or with a rate the cap in flight
+	Requests    int           `json:"requests"`    // requests: measured requests
+	Duration    time.Duration `json:"duration"`    // duration: measured span
+	Warmup      string        `json:"warmup"`      // warmup: a number of requests or a duration
+	RampUp      string        `json:"ramp_up"`     // ramp_up: closed loop, a span over which the workers start, or first-token
+	Seed        uint64        `json:"seed"`        // seed: arrivals and prompts
 
-	Trace          string  // trace: a trace to replay (Azure CSV, BurstGPT CSV or Mooncake JSONL; ReadTrace)
-	TimeScale      float64 // time_scale: multiplies trace times
-	TraceWindow    string  // trace_window: START-END or START+LENGTH
-	TraceModel     string  // trace_model: a BurstGPT trace's model to keep
-	TraceBlockSize int     // trace_block_size: tokens per Mooncake hash_ids block (0: DefaultTraceBlockSize)
+	Trace          string  `json:"trace"`            // trace: a trace to replay (Azure CSV, BurstGPT CSV or Mooncake JSONL; ReadTrace)
+	TimeScale      float64 `json:"time_scale"`       // time_scale: multiplies trace times
+	TraceWindow    string  `json:"trace_window"`     // trace_window: START-END or START+LENGTH
+	TraceModel     string  `json:"trace_model"`      // trace_model: a BurstGPT trace's model to keep
+	TraceBlockSize int     `json:"trace_block_size"` // trace_block_size: tokens per Mooncake hash_ids block (0: DefaultTraceBlockSize)
 
-	InputTokens  string        // input_tokens: prompt length (ParseDist)
-	OutputTokens string        // output_tokens: max_tokens (ParseDist)
-	PrefixTokens int           // prefix_tokens: shared by a prefix group
-	PrefixGroups int           // prefix_groups: distinct shared prefixes
-	Turns        int           // turns per session
-	ThinkTime    time.Duration // think_time between turns
-	Prompts      string        // prompts: a prompt file (JSONL or ShareGPT JSON)
+	InputTokens  string        `json:"input_tokens"`  // input_tokens: prompt length (ParseDist)
+	OutputTokens string        `json:"output_tokens"` // output_tokens: max_tokens (ParseDist)
+	PrefixTokens int           `json:"prefix_tokens"` // prefix_tokens: shared by a prefix group
+	PrefixGroups int           `json:"prefix_groups"` // prefix_groups: distinct shared prefixes
+	Turns        int           `json:"turns"`         // turns per session
+	ThinkTime    time.Duration `json:"think_time"`    // think_time between turns
+	Prompts      string        `json:"prompts"`       // prompts: a prompt file (JSONL or ShareGPT JSON)
 
 	// Agent sessions (docs/bench.md, "Agent sessions"): AgentSteps > 0 or
 	// a sessions file makes every session an agent's.
-	AgentSteps       int    // agent_steps: model calls per session
-	AgentTools       int    // agent_tools: tool calls per step (but the last)
-	ToolMode         string // tool_mode: parallel or sequential
-	ToolLatency      string // tool_latency: the built-in tool simulator's latency (ParseDelay)
-	ToolResultTokens string // tool_result_tokens: a tool result's length (ParseDist)
-	AgentSessions    string // agent_sessions: a JSONL file of sessions' steps (ReadAgentSessions)
+	AgentSteps       int    `json:"agent_steps"`        // agent_steps: model calls per session
+	AgentTools       int    `json:"agent_tools"`        // agent_tools: tool calls per step (but the last)
+	ToolMode         string `json:"tool_mode"`          // tool_mode: parallel or sequential
+	ToolLatency      string `json:"tool_latency"`       // tool_latency: the built-in tool simulator's latency (ParseDelay)
+	ToolResultTokens string `json:"tool_result_tokens"` // tool_result_tokens: a tool result's length (ParseDist)
+	AgentSessions    string `json:"agent_sessions"`     // agent_sessions: a JSONL file of sessions' steps (ReadAgentSessions)
 }
 
 // Agent reports whether the options describe agent sessions.
