@@ -43,6 +43,20 @@ func (b Bound) at(d Deployment) Bound {
 	return b
 }
 
+// withPrefill is b with its prefill pool on another GPU, whose one
+// replica's bounds are pre: that GPU's prefill rate, and each SLO's lower
+// bound the lower of the two (a bound either engine could reach).
+func (b Bound) withPrefill(pre Bound) Bound {
+	b.prefillRate = pre.prefillRate
+	b.MinValues = slices.Clone(b.MinValues)
+	for i := range b.MinValues {
+		if i < len(pre.MinValues) {
+			b.MinValues[i] = min(b.MinValues[i], pre.MinValues[i])
+		}
+	}
+	return b
+}
+
 // bound computes the roofline bounds of r on the workload's lengths l.
 func (r *resolved) bound(l lengths, slos []latency.SLO) Bound {
 	l = l.capped(r.MaxMaxTokens)

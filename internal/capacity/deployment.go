@@ -37,6 +37,11 @@ type Deployment struct {
 	// decode"). 0: aggregated, every replica prefills and decodes.
 	PrefillReplicas int
 	KVLink          string
+	// PrefillGPU, when set on a disaggregated deployment, runs the
+	// prefill pool on another GPU than Engine's (Splitwise's
+	// heterogeneous machines): the same engine settings and TP, its own
+	// performance model and price. "": Engine.GPU.
+	PrefillGPU string
 }
 
 // Disaggregated reports whether d runs prefill and decode on separate
@@ -80,7 +85,10 @@ type resolved struct {
 	tp   int
 	gpus int // TP × (replicas + prefill replicas)
 	gpu  string
-	e2e  time.Duration // mean unloaded E2E on the workload (unloadedE2E)
+	// pre is the prefill pool's engine where Deployment.PrefillGPU sets
+	// another GPU (withPrefill); nil: the decode pool's.
+	pre *resolved
+	e2e time.Duration // mean unloaded E2E on the workload (unloadedE2E)
 }
 
 // resolve checks the deployment and resolves its engine; the error names
@@ -109,7 +117,39 @@ func (d Deployment) resolve() (*resolved, error) {
 		return nil, err
 	}
 	tp := est.Config().TP
-	return &resolved{Deployment: d, ec: ec, est: est, tp: tp, gpus: d.gpusAt(tp), gpu: est.Config().GPU.Name}, nil
+	r := &resolved{Deployment: d, ec: ec, est: est, tp: tp, gpus: d.gpusAt(tp), gpu: est.Config().GPU.Name}
+	if err := r.withPrefill(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// withPrefill resolves the prefill pool's engine where PrefillGPU names
+// another GPU: the decode engine's settings at its TP on that GPU (a
+// profile, fitted on one GPU, is left out); the error names prefill_gpu.
+func (r *resolved) withPrefill() error {
+	r.pre = nil
+	if !r.Disaggregated() || r.PrefillGPU == "" {
+		return nil
+	}
+	o := r.Engine
+	o.GPU, o.TensorParallelSize, o.Profile = r.PrefillGPU, r.tp, ""
+	ec, est, err := o.Config()
+	if err != nil {
+		return field.Invalid("prefill_gpu", r.PrefillGPU, "%w", err)
+	}
+	if g := est.Config().GPU.Name; g != r.gpu {
+		r.pre = &resolved{Deployment: Deployment{Engine: o, Replicas: 1}, ec: ec, est: est, tp: r.tp, gpus: r.tp, gpu: g}
+	}
+	return nil
+}
+
+// prefillGPU is the prefill pool's GPU ("" when it is the decode pool's).
+func (r *resolved) prefillGPU() string {
+	if r.pre == nil {
+		return ""
+	}
+	return r.pre.gpu
 }
 
 // key identifies what a simulation of the deployment depends on, so that
@@ -127,7 +167,7 @@ func (r *resolved) key(maxOut int, cacheable bool) string {
 	pd := "agg"
 	if r.Disaggregated() {
 		l, _ := r.link()
-		pd = fmt.Sprintf("pd%d:%s", r.PrefillReplicas, l.Name)
+		pd = fmt.Sprintf("pd%d:%s@%s", r.PrefillReplicas, l.Name, r.prefillGPU())
 	}
 	capTokens := r.MaxMaxTokens
 	if capTokens >= maxOut {
@@ -153,6 +193,9 @@ func (r *resolved) Name() string {
 	if r.Disaggregated() {
 		l, _ := r.link()
 		fmt.Fprintf(&b, "%dP:%dD over %s, each", r.PrefillReplicas, r.Replicas, l.Name)
+		if g := r.prefillGPU(); g != "" {
+			fmt.Fprintf(&b, " prefill on %s, each decode on", g)
+		}
 		fmt.Fprintf(&b, " %s TP%d %s, kv %s, seqs %d, budget %d", r.gpu, r.tp, pc.WeightDType, pc.KVDType,
 			c.MaxNumSeqs, c.MaxNumBatchedTokens)
 	} else {

@@ -139,6 +139,11 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 		if cfg.Engine.KVLink, err = r.link(); err != nil {
 			return Point{}, err
 		}
+		if r.pre != nil {
+			pec := r.pre.ec
+			pec.Seed, pec.KVLink = o.Seed, cfg.Engine.KVLink
+			cfg.PrefillEngine = &pec
+		}
 	}
 	if o.StopEarly {
 		cfg.Stop = j.stop

@@ -281,6 +281,7 @@ type jsonCandidate struct {
 	Replicas      int        `json:"replicas"`
 	Prefill       int        `json:"prefill_replicas,omitempty"`
 	KVLink        string     `json:"kv_link,omitempty"`
+	PrefillGPU    string     `json:"prefill_gpu,omitempty"`
 	GPUs          int        `json:"gpus"`
 	Balancer      string     `json:"balancer"`
 	DType         string     `json:"dtype"`
@@ -364,6 +365,7 @@ func (pl *Plan) WriteJSON(w io.Writer) error {
 			jc.KVLink = l.Name
 		}
 		if c.r != nil {
+			jc.PrefillGPU = c.r.prefillGPU()
 			ec := c.r.ec.WithDefaults()
 			jc.MaxNumSeqs, jc.MaxBatched = ec.MaxNumSeqs, ec.MaxNumBatchedTokens
 		}

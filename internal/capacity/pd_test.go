@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -133,5 +134,56 @@ func TestPlanWithoutPoolsHasNoPDAnswer(t *testing.T) {
 	pl := search(t, h100(), vary(t, "replicas=1-2"), w, Objective{SLOs: []latency.SLO{{Metric: latency.TTFT, Percentile: 99, Max: 1e9}}, TargetRate: 2})
 	if pl.PD != nil {
 		t.Errorf("P/D answer %+v", pl.PD)
+	}
+}
+
+// Prefill and decode pools on different GPUs (Splitwise's heterogeneous
+// machines): each pool priced at its own GPU, the prefill pool simulated
+// on its GPU's performance model, the candidate named and written with it.
+func TestPlanPrefillOnAnotherGPU(t *testing.T) {
+	s := vary(t, "prefill-replicas=0,1", "prefill-gpu=same,A100-80GB-SXM")
+	// Aggregated candidates take no prefill GPU: 1 + 1 × 2.
+	if got := len(s.around(h100(), []int{1})); got != 3 {
+		t.Errorf("%d deployments, want 3", got)
+	}
+	w := synthetic(t, workload.Fixed(3000), workload.Fixed(100), 0, 3, 60)
+	obj := Objective{SLOs: slos(t, "tpot:p99<=30ms,ttft:p99<=2s"), TargetRate: 3}
+	s.Replicas = []int{1, 2}
+	pl := search(t, h100(), s, w, obj)
+	prices := perfmodel.BuiltinPrices()
+	h, _ := prices.Lookup("H100-SXM")
+	a, _ := prices.Lookup("A100-80GB-SXM")
+	var same, other *Candidate
+	for _, c := range pl.Candidates {
+		switch {
+		case c.PrefillReplicas != 1 || c.Replicas != 2:
+		case c.PrefillGPU == "":
+			same = c
+		default:
+			other = c
+		}
+	}
+	if same == nil || other == nil {
+		t.Fatalf("candidates 1P:1D on H100 %v, with an A100 prefill %v\n%s", same, other, planText(pl))
+	}
+	if want := h.PerHour(2) + a.PerHour(1); math.Abs(other.USDPerHour-want) > 1e-9 || same.USDPerHour != h.PerHour(3) {
+		t.Errorf("$/h: A100 prefill %v, want %v; H100 prefill %v, want %v", other.USDPerHour, want, same.USDPerHour, h.PerHour(3))
+	}
+	if !strings.Contains(other.Name, "prefill on A100-80GB-SXM") || other.key == same.key || other.Status == Duplicate {
+		t.Errorf("candidate %q (%s), key %q against %q", other.Name, other.Status, other.key, same.key)
+	}
+	// The A100 prefills more slowly: its TTFT is higher at the same load.
+	if other.Check != nil && same.Check != nil && len(other.Check.Values) > 1 && !(other.Check.Values[1] > same.Check.Values[1]) {
+		t.Errorf("TTFT P99 with an A100 prefill %v, with an H100 %v: want higher", other.Check.Values[1], same.Check.Values[1])
+	}
+	var js bytes.Buffer
+	if err := pl.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"prefill_gpu": "A100-80GB-SXM"`) {
+		t.Errorf("json: %v, no prefill_gpu", err)
+	}
+	t.Logf("1P:2D all H100 $%.2f/h %s %v; A100 prefill $%.2f/h %s %v", same.USDPerHour, same.Status, same.Check, other.USDPerHour, other.Status, other.Check)
+	d := h100()
+	d.PrefillReplicas, d.PrefillGPU = 1, "no-such-gpu"
+	if _, err := d.resolve(); err == nil || !strings.Contains(err.Error(), "prefill_gpu") {
+		t.Errorf("an unknown prefill GPU: %v", err)
 	}
 }

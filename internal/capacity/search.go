@@ -295,14 +295,28 @@ func (pl *Plan) enumerate(base Deployment, space Space, lens lengths, prices *pe
 				r.Balancer = r1.Deployment.Balancer
 			}
 			r.Replicas, r.PrefillReplicas, r.gpus = d.Replicas, d.PrefillReplicas, d.gpusAt(r1.tp)
+			if err := r.withPrefill(); err != nil {
+				if fatal(err) {
+					return err
+				}
+				pl.add(&Candidate{Deployment: d, Name: describeUnresolved(d), GPU: r.gpu, Status: NoFit, Reason: err.Error()})
+				continue
+			}
+			usd, err := poolsPrice(&r, price, prices)
+			if err != nil {
+				return err
+			}
 			c := &Candidate{Deployment: r.Deployment, Name: r.Name(), GPU: r.gpu, TP: r.tp, GPUs: r.gpus,
-				USDPerHour: price.PerHour(r.gpus), r: &r, key: r.key(maxOut, cacheable), USDPer1MOut: math.Inf(1)}
+				USDPerHour: usd, r: &r, key: r.key(maxOut, cacheable), USDPer1MOut: math.Inf(1)}
 			b, ok := bounds[d.MaxMaxTokens]
 			if !ok {
 				one := r
-				one.Replicas, one.PrefillReplicas = 1, 0
+				one.Replicas, one.PrefillReplicas, one.pre = 1, 0, nil
 				b = one.bound(lens, obj.SLOs)
 				bounds[d.MaxMaxTokens] = b
+			}
+			if r.pre != nil {
+				b = b.withPrefill(r.pre.bound(lens.capped(d.MaxMaxTokens), obj.SLOs))
 			}
 			c.Bound = b.at(d)
 			r.e2e = max(1, b.UnloadedE2E)
@@ -560,4 +574,18 @@ func dominatedBy(c *Candidate, done []*Candidate, target bool, margin float64) *
 		}
 	}
 	return nil
+}
+
+// poolsPrice is r's cost an hour, each pool at its GPU's price: the
+// decode pool (or every replica) at price, a prefill pool on another GPU
+// at that GPU's.
+func poolsPrice(r *resolved, price perfmodel.Price, prices *perfmodel.Prices) (float64, error) {
+	if r.pre == nil {
+		return price.PerHour(r.gpus), nil
+	}
+	pp, ok := prices.Lookup(r.pre.gpu)
+	if !ok {
+		return 0, field.Invalid("prefill_gpu", r.pre.gpu, "has no price: add one with --prices FILE (docs/plan.md)")
+	}
+	return price.PerHour(r.tp*r.Replicas) + pp.PerHour(r.tp*r.PrefillReplicas), nil
 }

@@ -34,6 +34,9 @@ type Space struct {
 	// KV cache over (perfmodel.LinkNames).
 	PrefillReplicas []int
 	KVLinks         []string
+	// PrefillGPUs are the GPUs a disaggregated candidate's prefill pool
+	// runs on (Deployment.PrefillGPU; "same" for the decode pool's).
+	PrefillGPUs []string
 }
 
 // AutoReplicas is how many replica counts above the roofline's minimum a
@@ -44,7 +47,7 @@ const AutoReplicas = 3
 // serve, simulate and the gateway's max_max_tokens.
 var VaryKeys = []string{"gpu", "tensor-parallel-size", "replicas", "dtype", "kv-cache-dtype", "max-num-seqs",
 	"max-num-batched-tokens", "enable-chunked-prefill", "enable-prefix-caching", "speculative-k", "balancer", "max-max-tokens",
-	"prefill-replicas", "kv-link"}
+	"prefill-replicas", "kv-link", "prefill-gpu"}
 
 // ParseVary reads dimensions "KEY=V1,V2,…" (one per string; a key given
 // twice is an error). Whole numbers may be ranges ("replicas=1-8"),
@@ -110,6 +113,13 @@ func (s *Space) set(key string, vals []string) error {
 			}
 		}
 		s.KVLinks = vals
+	case "prefill-gpu":
+		for i, v := range vals {
+			if strings.EqualFold(v, "same") {
+				vals[i] = ""
+			}
+		}
+		s.PrefillGPUs = vals
 	case "max-max-tokens":
 		for i, v := range vals {
 			if strings.EqualFold(v, "none") {
@@ -218,21 +228,27 @@ func (s Space) around(d Deployment, replicas []int) []Deployment {
 	if len(links) == 0 {
 		links = []string{d.KVLink}
 	}
+	pgpus := s.PrefillGPUs
+	if len(pgpus) == 0 {
+		pgpus = []string{d.PrefillGPU}
+	}
 	var out []Deployment
 	for _, n := range replicas {
 		for _, p := range pools {
 			for i, l := range links {
-				if p == 0 && i > 0 {
-					break // aggregated: no link
-				}
-				for _, b := range bals {
-					for _, c := range caps {
-						x := d
-						x.Replicas, x.PrefillReplicas, x.KVLink, x.Balancer, x.MaxMaxTokens = n, p, l, b, c
-						if p == 0 {
-							x.KVLink = ""
+				for j, g := range pgpus {
+					if p == 0 && (i > 0 || j > 0) {
+						break // aggregated: no link, no prefill GPU
+					}
+					for _, b := range bals {
+						for _, c := range caps {
+							x := d
+							x.Replicas, x.PrefillReplicas, x.KVLink, x.PrefillGPU, x.Balancer, x.MaxMaxTokens = n, p, l, g, b, c
+							if p == 0 {
+								x.KVLink, x.PrefillGPU = "", ""
+							}
+							out = append(out, x)
 						}
-						out = append(out, x)
 					}
 				}
 			}
