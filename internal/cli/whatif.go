@@ -92,9 +92,9 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 	if err := opts.Check(); err != nil {
 		return badWhatIfFlag{err}
 	}
-	if len(cfg.Paths) != 1 || len(rep.Runs) > 1 || len(rep.Runs) == 1 && len(rep.Runs[0].Points) > 0 {
+	if !whatif.OneRun(len(cfg.Paths), rep) {
 		if w.profile != "" || names != nil {
-			rep.Notes = append(rep.Notes, "what-if: needs one run at one load (not several inputs or a sweep); skipped")
+			rep.Notes = append(rep.Notes, whatif.OneRunNote)
 		}
 		return nil
 	}

@@ -157,3 +157,22 @@ func TestWriteConfigVersion(t *testing.T) {
 		t.Fatalf("%s, %v", b, err)
 	}
 }
+
+// FuzzReadTypedConfig: any config.json reads without panicking, a typed
+// run found without an error.
+func FuzzReadTypedConfig(f *testing.F) {
+	f.Add([]byte(`{"config": {"rate": "5"}}`))
+	f.Add([]byte(`{"version": 2, "run": {"rate": 5}}`))
+	f.Add([]byte(`{"version": 9, "run": []}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ConfigFile), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var run map[string]any
+		ok, err := ReadTypedConfig(dir, &run)
+		if ok && err != nil {
+			t.Fatalf("ok with %v from %q", err, b)
+		}
+	})
+}

@@ -90,6 +90,20 @@ func (o Options) Check() error {
 	return nil
 }
 
+// OneRunNote is the note of a report the what-if skips by the one-run rule
+// (OneRun), when a profile or levers were asked for.
+const OneRunNote = "what-if: needs one run at one load (not several inputs or a sweep); skipped"
+
+// OneRun is the what-if's one-run rule: it prices a report of one input
+// (inputs, the paths given) holding one run at one load — not several
+// runs, nor a sweep's points.
+func OneRun(inputs int, rep *report.Report) bool {
+	if inputs != 1 || len(rep.Runs) > 1 {
+		return false
+	}
+	return len(rep.Runs) == 0 || len(rep.Runs[0].Points) == 0
+}
+
 // Called says whether a finding of the run calls for a lever what-if
 // predicts: a rule a lever answers, or a failed SLO no rule accounts for.
 func Called(rep *report.Report) bool {
