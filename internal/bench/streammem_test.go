@@ -92,10 +92,18 @@ func streamMemory(t testing.TB, n int) (heap, stacks float64) {
 
 // maxStreamHeap bounds the live heap per in-flight stream, bench's client
 // and the loopback server together: the connection's buffers, the
-// request, the record, the event reader. Measured 27.5 KiB (30.9 KiB
-// before buffers were sized to need; docs/performance.md): a stream's
-// memory decides bench's size at thousands of streams.
+// request, the record, the event reader. Measured 22.1–23.8 KiB with
+// internal/h1 (27.5 KiB through net/http's Transport, 30.9 KiB before
+// buffers were sized to need; docs/performance.md); one run in eight on a
+// loaded machine read 39 KiB. A stream's memory decides bench's size at
+// thousands of streams.
 const maxStreamHeap = 29 << 10
+
+// maxStreamStacks bounds the goroutine stacks per in-flight stream, client
+// and loopback server together: measured 18.6–21.2 KiB with the client's
+// one goroutine per stream (internal/h1), 26.1 KiB with net/http's reader
+// and writer goroutines per connection beside it.
+const maxStreamStacks = 24 << 10
 
 func TestInFlightStreamMemory(t *testing.T) {
 	if testing.Short() {
@@ -105,6 +113,9 @@ func TestInFlightStreamMemory(t *testing.T) {
 	t.Logf("per in-flight stream (client and server together): heap %.0f B, stacks %.0f B", heap, stacks)
 	if heap > maxStreamHeap {
 		t.Errorf("live heap per in-flight stream %.0f B, more than %d", heap, maxStreamHeap)
+	}
+	if stacks > maxStreamStacks {
+		t.Errorf("goroutine stacks per in-flight stream %.0f B, more than %d", stacks, maxStreamStacks)
 	}
 }
 
