@@ -107,8 +107,8 @@ func TestVerifySimulatedRunsIsExact(t *testing.T) {
 	}
 }
 
-// A simulated deployment's replicas, and the load itself, are levers too:
-// found in the runs' flags and predicted exactly (the twin replays the
+// A simulated deployment's replicas, its P/D pools and link, and the load
+// itself, are levers too: found in the runs' flags and predicted exactly (the twin replays the
 // second run's workload when the load changed).
 func TestVerifySimulatedReplicasAndLoad(t *testing.T) {
 	for _, c := range []struct {
@@ -117,14 +117,18 @@ func TestVerifySimulatedReplicasAndLoad(t *testing.T) {
 	}{
 		{[]string{"--rate", "30"}, []string{"--rate", "30", "--replicas", "2"}, "replicas", "1", "2", "replicas"},
 		{[]string{"--rate", "10"}, []string{"--rate", "20"}, "rate", "10", "20", "load"},
+		{[]string{"--rate", "30", "--replicas", "2"}, []string{"--rate", "30", "--prefill-replicas", "1", "--kv-link", "tcp"}, "pd_split", "2", "1P:1D", "disaggregate"},
 	} {
 		load := []string{"--requests", "100", "--input-tokens", "1000", "--output-tokens", "32", "--max-num-seqs", "8"}
 		r := verifyJSON(t, simulated(t, append(load, c.before...)...), simulated(t, append(load, c.after...)...))
 		src := "simulate"
-		if c.lever == "replicas" {
+		if c.lever == "replicas" || c.lever == "disaggregate" {
 			src = "simulated deployment"
 		}
 		oneChange(t, r, c.setting, c.from, c.to, src, c.lever)
+		if c.lever == "disaggregate" {
+			oneChange(t, r, "kv_link", "", "tcp", src, "kv-link")
+		}
 		for _, x := range r.Rows {
 			if x.Verdict != verify.NoData && math.Abs(x.Error) > 1e-9 {
 				t.Errorf("%s: %s %s predicted %v, measured %v", c.lever, x.Metric, x.Stat, x.Predicted, x.Measured)

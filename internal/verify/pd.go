@@ -127,9 +127,9 @@ func parsePDApplied(s, k, v string) (Change, bool, error) {
 // prefill_replicas into one change of the pools (a and b are the two
 // runs' server evidence), and adds one from the second run's records
 // (after: the pools its twin was rebuilt with) where the evidence shows
-// none (before: the first run's). A link the records show other than the
-// first run's is a kv_link change.
-func foldPD(cs []Change, a, b map[string]string, before, after PD) []Change {
+// none (before: the first run's; src names where after came from). A
+// link the records show other than the first run's is a kv_link change.
+func foldPD(cs []Change, a, b map[string]string, before, after PD, src string) []Change {
 	pa, _ := strconv.Atoi(a[keyPrefillReplicas])
 	pb, _ := strconv.Atoi(b[keyPrefillReplicas])
 	ra, _ := strconv.Atoi(a["replicas"])
@@ -140,12 +140,12 @@ func foldPD(cs []Change, a, b map[string]string, before, after PD) []Change {
 		cs = slices.DeleteFunc(cs, func(c Change) bool { return c.Setting == "replicas" })
 		cs = append(cs, Change{Lever: pdLever(from, to), Setting: keyPDSplit, Before: from, After: to, Source: "server", Modeled: true})
 	} else if from := beforeSplit(a, before); !gateway && after.Prefill > 0 && split(after.Prefill, after.Decode) != from {
-		cs = slices.DeleteFunc(cs, func(c Change) bool { return c.Setting == "replicas" && c.Source == "server" })
+		cs = slices.DeleteFunc(cs, func(c Change) bool { return c.Setting == "replicas" }) // said as the pools
 		to := split(after.Prefill, after.Decode)
-		cs = append(cs, Change{Lever: pdLever(from, to), Setting: keyPDSplit, Before: from, After: to, Source: "records", Modeled: true})
+		cs = append(cs, Change{Lever: pdLever(from, to), Setting: keyPDSplit, Before: from, After: to, Source: src, Modeled: true})
 	}
 	if after.Link != "" && after.Link != before.Link && !slices.ContainsFunc(cs, func(c Change) bool { return c.Setting == keyKVLink }) {
-		cs = append(cs, Change{Lever: "kv-link", Setting: keyKVLink, Before: before.Link, After: after.Link, Source: "records", Modeled: true})
+		cs = append(cs, Change{Lever: "kv-link", Setting: keyKVLink, Before: before.Link, After: after.Link, Source: src, Modeled: true})
 	}
 	return cs
 }

@@ -61,7 +61,7 @@ func TestFoldPD(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := run(tt.a, nil), run(tt.b, nil)
-			got := foldPD(Diff(a, b), tt.a, tt.b, tt.before, tt.after)
+			got := foldPD(Diff(a, b), tt.a, tt.b, tt.before, tt.after, "records")
 			var s []string
 			for _, c := range got {
 				s = append(s, c.String())

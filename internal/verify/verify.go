@@ -165,8 +165,11 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Draws < 2 {
 		return nil, field.Invalid("draws", cfg.Draws, "must be at least 2 (the interval needs a spread)")
 	}
-	beforePD := pdOf(cfg.Twin.Deployment)
-	changes, notes := merge(foldPD(Diff(cfg.Before, cfg.After), cfg.Before.server(), cfg.After.server(), beforePD, cfg.AfterPD), cfg.Applied)
+	beforePD, pdSource := pdOf(cfg.Twin.Deployment), "records"
+	if cfg.After.Info.Simulated {
+		pdSource = "simulated deployment"
+	}
+	changes, notes := merge(foldPD(Diff(cfg.Before, cfg.After), cfg.Before.server(), cfg.After.server(), beforePD, cfg.AfterPD, pdSource), cfg.Applied)
 	for i, c := range changes {
 		switch {
 		case c.Source != "applied" || c.Before != "":
