@@ -45,8 +45,9 @@ func benchWhatIf(ctx context.Context, w io.Writer, res *bench.Result, slos []lat
 	case rep.WhatIf != nil:
 		fmt.Fprintf(w, "what-if   %s\n", topRemedy(rep.WhatIf, cmd))
 	case len(rep.Notes) > notes:
-		why := strings.TrimPrefix(rep.Notes[len(rep.Notes)-1], "what-if: ")
-		fmt.Fprintf(w, "what-if   %s; %s --profile FILE (tokentrace calibrate) prices the remedies\n", why, cmd)
+		why := strings.TrimSuffix(strings.TrimPrefix(rep.Notes[len(rep.Notes)-1], "what-if: "), "; skipped")
+		why = strings.TrimPrefix(why, "skipped: ")
+		fmt.Fprintf(w, "what-if   skipped: %s; price the remedies with: %s --profile FILE\n", why, cmd)
 	case res.Summary != nil && res.Summary.Sweep != nil:
 		fmt.Fprintf(w, "what-if   priced one load at a time: tokentrace report %s/POINT for a sweep point's remedies\n", res.OutDir)
 	default:

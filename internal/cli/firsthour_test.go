@@ -429,8 +429,8 @@ func TestBenchSummaryNamesTheWhatIf(t *testing.T) {
 		want []string
 	}{
 		{"embedded", nil, []string{"tokentrace report " + filepath.Join(dir, "embedded")}},
-		{"server", []string{"--url", srv.URL()}, []string{"what-if   the run came from a real server",
-			"tokentrace report " + filepath.Join(dir, "server") + " --profile FILE (tokentrace calibrate) prices the remedies"}},
+		{"server", []string{"--url", srv.URL()}, []string{"what-if   skipped: the run came from a real server",
+			"price the remedies with: tokentrace report " + filepath.Join(dir, "server") + " --profile FILE"}},
 	} {
 		args := append([]string{"bench", "--output-dir", filepath.Join(dir, tt.name), "--requests", "8", "--rate", "50",
 			"--output-tokens", "4", "--no-calibration", "--slo", "ttft:p99<=1us"}, tt.url...)
