@@ -164,6 +164,12 @@ type PoolConfig struct {
 	// client's body and the answer as they are, reading whatever evidence
 	// comes.
 	Evidence string `yaml:"evidence"`
+	// ContextTokens is the context of the model the pool's replicas
+	// serve (vLLM's max_model_len, llama.cpp's n_ctx per slot): a key's
+	// tokens_per_minute charges a request without max_tokens, on a route
+	// with no default, the context left (ContextTokens − its input
+	// estimate) per answer. 0: unknown.
+	ContextTokens int `yaml:"context_tokens"`
 }
 
 // PoolConfig.Evidence's values.
@@ -601,6 +607,9 @@ func (p *PoolConfig) validate(i int, names map[string]bool, redis bool, ps *prob
 		ps.add("pools[%d]: duplicate name %q", i, p.Name)
 	}
 	names[p.Name] = true
+	if p.ContextTokens < 0 {
+		ps.add("pool %q: context_tokens %d must not be negative", p.Name, p.ContextTokens)
+	}
 	if p.Evidence != "" && p.Evidence != EvidencePass && p.Evidence != EvidenceAsk {
 		ps.add("pool %q: unknown evidence %q (pass, ask)", p.Name, p.Evidence)
 	}

@@ -320,14 +320,24 @@ func (g *Gateway) checkAuthOff(old *liveConfig, cfg *Config) error {
 // warnUnboundedCharge warns of routes whose requests without max_tokens a
 // key's tokens_per_minute charges their input only at admission (their
 // output when settled, afterwards): the route has neither
-// default_max_tokens nor max_max_tokens to charge instead.
+// default_max_tokens nor max_max_tokens to charge instead, and one of its
+// pools no context_tokens.
 func (g *Gateway) warnUnboundedCharge(cfg *Config) {
 	if !slices.ContainsFunc(cfg.Keys, func(k KeyConfig) bool { return k.TokensPerMinute > 0 }) {
 		return
 	}
+	hasContext := map[string]bool{}
+	for _, p := range cfg.Pools {
+		hasContext[p.Name] = p.ContextTokens > 0
+	}
 	for _, r := range cfg.Routes {
-		if r.Length.DefaultMaxTokens == 0 && r.Length.MaxMaxTokens == 0 {
-			g.log().Warn("config: a key has tokens_per_minute but this route has no length.default_max_tokens or max_max_tokens: its requests without max_tokens are charged their input at admission and their output only once answered, so many at once pass the limit", "route", r.Model)
+		pools := []string{r.Pool}
+		for _, lp := range r.LengthPools {
+			pools = append(pools, lp.Pool)
+		}
+		known := !slices.ContainsFunc(pools, func(p string) bool { return p != "" && !hasContext[p] })
+		if r.Length.DefaultMaxTokens == 0 && r.Length.MaxMaxTokens == 0 && !known {
+			g.log().Warn("config: a key has tokens_per_minute but this route has no length.default_max_tokens or max_max_tokens and its pool no context_tokens: its requests without max_tokens are charged their input at admission and their output only once answered, so many at once pass the limit", "route", r.Model)
 		}
 	}
 }

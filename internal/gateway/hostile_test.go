@@ -98,9 +98,10 @@ func TestUpstreamRedirectIs502(t *testing.T) {
 
 // TestTokenLimitWarnsWithoutADefault: a key with tokens_per_minute and a
 // route with no length default or limit (its requests without max_tokens
-// would be charged their input only) is warned of at load.
+// would be charged their input only) is warned of at load, unless its pool
+// sets context_tokens (charged the context left).
 func TestTokenLimitWarnsWithoutADefault(t *testing.T) {
-	cfg, err := ParseConfig([]byte("pools: [{name: p, replicas: [{url: \"http://h:1\"}]}]\nroutes: [{model: open, pool: p}, {model: capped, pool: p, length: {max_max_tokens: 100}}]\nkeys: [{name: k, sha256: " + strings.Repeat("ab", 32) + ", tokens_per_minute: 1000}]\n"))
+	cfg, err := ParseConfig([]byte("pools: [{name: p, replicas: [{url: \"http://h:1\"}]}, {name: c, context_tokens: 8192, replicas: [{url: \"http://h:2\"}]}]\nroutes: [{model: open, pool: p}, {model: capped, pool: p, length: {max_max_tokens: 100}}, {model: known, pool: c}]\nkeys: [{name: k, sha256: " + strings.Repeat("ab", 32) + ", tokens_per_minute: 1000}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestTokenLimitWarnsWithoutADefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if s := logs.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "route=open") || strings.Contains(s, "route=capped") {
+	if s := logs.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "route=open") || strings.Contains(s, "route=capped") || strings.Contains(s, "route=known") {
 		t.Errorf("want one warning naming route open: %s", s)
 	}
 }
@@ -306,6 +307,49 @@ func TestTokenLimitCountsNAndSettles(t *testing.T) {
 	r4 := remaining(`,"max_tokens":1`) // the third was charged the 3 it used
 	if want := r3 - used - in - 1; r4 != want {
 		t.Errorf("after an answer without max_tokens: %d left, want %d (its output charged afterwards)", r4, want)
+	}
+}
+
+// TestTokenLimitChargesContextLeft: a request without max_tokens on a
+// route with no default is charged, per answer, the context left after
+// its input when its pool sets context_tokens — not its input only; a
+// route default still comes first. The clock stands still; the upstream
+// answers 3 tokens (one choice) and reports the estimate as
+// prompt_tokens.
+func TestTokenLimitChargesContextLeft(t *testing.T) {
+	req, err := ScanRequest([]byte(chatBody("m", false, "hi", "")), openai.APIChat, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := req.InputTokens()
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", PromptTokens: in})
+	g := mustGateway(t, fmt.Sprintf(`pools: [{name: p, context_tokens: 4096, replicas: [{url: %q}]}]
+routes: [{model: "d", pool: p, length: {default_max_tokens: 100}}, {model: "*", pool: p}]
+keys: [{name: k, sha256: %s, tokens_per_minute: 100000}]
+`, up.URL(), HashKey("k-tok")))
+	now := time.Unix(1000, 0)
+	g.Now = func() time.Time { return now }
+	gw := startGateway(t, g)
+	auth := map[string]string{"Authorization": "Bearer k-tok"}
+	left := 100000
+	for i, c := range []struct {
+		model, extra string
+		charged      int // at admission
+	}{
+		{"m", ``, in + 4096 - in},         // the context left
+		{"m", `,"n":2`, in + 2*(4096-in)}, // per answer
+		{"m", `,"max_tokens":7`, in + 7},  // the client's own
+		{"d", ``, in + 100},               // the route's default first
+	} {
+		s, hdr, b := do(t, gw.URL, chatBody(c.model, false, "hi", c.extra), auth)
+		if s != http.StatusOK {
+			t.Fatalf("step %d: status %d: %s", i, s, b)
+		}
+		got, err := strconv.Atoi(hdr.Get("X-Ratelimit-Remaining-Tokens"))
+		if want := left - c.charged; err != nil || got != want {
+			t.Fatalf("step %d (%s %s): %d tokens left (%v), want %d (%d charged)", i, c.model, c.extra, got, err, want, c.charged)
+		}
+		left = got + c.charged - (in + 3) // settled: the upstream answered 3 tokens (one choice)
 	}
 }
 

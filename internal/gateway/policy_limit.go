@@ -12,7 +12,9 @@ import (
 
 // keyLimits charges the request to its key's limits (Limiter): one
 // request, and its input estimate + n × max_tokens as tokens (each of
-// its n answers may run to max_tokens); once answered, the charge is
+// its n answers may run to max_tokens; without max_tokens, as length
+// control left it, to the pool's context_tokens less the input); once
+// answered, the charge is
 // settled with what the answer used (settleTokens). The x-ratelimit-*
 // headers report them on every answer to the key. Limits that cannot be
 // checked (their store unreachable, fail_closed) refuse with 503.
@@ -23,6 +25,11 @@ func (keyLimits) apply(x *exchange) *rejection {
 		return nil
 	}
 	out := x.req.MaxTokens
+	if out == 0 && x.pool != nil && x.pool.cfg.ContextTokens > 0 {
+		// No max_tokens and no route default: each answer may run to the
+		// context left after the input.
+		out = max(x.pool.cfg.ContextTokens-x.req.InputTokens(), 0)
+	}
 	if c := int(x.req.Choices); c > 1 { // n × max_tokens, bounded (n and max_tokens are the client's)
 		out = int(min(int64(min(out, math.MaxInt32))*int64(c), math.MaxInt32))
 	}
