@@ -398,6 +398,7 @@ func TestReportJudgesTheRunsOwnSLO(t *testing.T) {
 		want string
 	}{
 		{nil, ExitSLOFailed, "SLOs FAIL (1 of 1): ttft:p99<=1µs"},
+		{[]string{"--format", "md", "-o", "-"}, ExitSLOFailed, `SLOs judged: the run's own --slo "ttft:p99<=1us" (config.json)`},
 		{[]string{"--slo", "ttft:p99<=1h"}, ExitOK, "SLOs met (1 of 1)"},
 		{[]string{"--slo", ""}, ExitOK, "no SLO given"},
 	} {

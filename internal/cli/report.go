@@ -73,6 +73,9 @@ output cannot be written (docs/cli.md).`,
 			if err != nil {
 				return usageError(fmt.Errorf("report: %w", err), g)
 			}
+			if !cmd.Flags().Changed("slo") && slo != "" && r.Report != nil {
+				r.Report.Notes = append(r.Report.Notes, fmt.Sprintf("SLOs judged: the run's own --slo %q (config.json); report --slo overrides them", slo))
+			}
 			if !cfg.Compare && cfg.Format != "csv" {
 				if err := addWhatIf(cmd.Context(), r.Report, cfg, slos, wi); err != nil {
 					return usageError(fmt.Errorf("report: %w", err), g)
