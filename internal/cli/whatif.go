@@ -137,14 +137,13 @@ func runWhatIf(ctx context.Context, rep *report.Report, cfg report.Config, slos 
 }
 
 // recordedRun is the run's configuration, typed, from dir/config.json:
-// its typed run (version 2), else its flags by name (version 1, an older
+// its typed run (version 2, whatif.ReadRecorded), else its flags by name (version 1, an older
 // folder) adapted by runConfigOfFlags; no Run when the folder has none. A
 // configuration that does not parse is the Recorded's Err (TwinOf's to
 // report); the error returned is the file's, unread.
 func recordedRun(dir string) (whatif.Recorded, error) {
-	var rc simulate.RunConfig
-	if ok, err := results.ReadTypedConfig(dir, &rc); ok || err != nil {
-		return whatif.Recorded{Run: &rc, Err: err}, nil
+	if rec, ok := whatif.ReadRecorded(dir); ok {
+		return rec, nil
 	}
 	flags, err := results.ReadConfig(dir)
 	if err != nil || flags == nil {
@@ -152,7 +151,7 @@ func recordedRun(dir string) (whatif.Recorded, error) {
 	}
 	info, _, _ := results.ReadRunInfo(dir)
 	command, _ := results.ReadCommand(dir)
-	rc, err = runConfigOfFlags(flags, info.Simulated, command)
+	rc, err := runConfigOfFlags(flags, info.Simulated, command)
 	return whatif.Recorded{Run: &rc, Err: err}, nil
 }
 

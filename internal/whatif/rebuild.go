@@ -33,6 +33,19 @@ type Recorded struct {
 	Err error
 }
 
+// ReadRecorded decodes dir's config.json typed run (version 2) itself:
+// ok is false when the folder holds none (no config.json, or an older
+// one of flags only, which the caller, owner of the flags, adapts). A run
+// that does not parse is the Recorded's Err.
+func ReadRecorded(dir string) (rec Recorded, ok bool) {
+	var rc simulate.RunConfig
+	ok, err := results.ReadTypedConfig(dir, &rc)
+	if !ok && err == nil {
+		return Recorded{}, false
+	}
+	return Recorded{Run: &rc, Err: err}, true
+}
+
 // runFlags is a recorded run as the twin reads it.
 type runFlags struct {
 	Options   simulate.Options
