@@ -2,6 +2,9 @@
 // tokentrace serves (bench's and the gateway's live view): over its
 // DevTools pipe, one page, its uncaught exceptions and console errors
 // collected.
+//
+// It imports nothing of this module but internal/process (the browser's
+// process group).
 package browsertest
 
 import (

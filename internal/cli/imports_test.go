@@ -131,6 +131,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/process":                 {only: []string{}},
 	"internal/racedetect":              {only: []string{}},
 	"internal/openaitest":              {only: []string{"sse"}},
+	"internal/browsertest":             {only: []string{"process"}},
 	"internal/npmtest":                 {only: []string{}},
 	"internal/perfmodel":               {only: []string{"field", "gguf"}},
 	"internal/workload":                {only: []string{"field", "tokenizer"}},

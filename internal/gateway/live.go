@@ -48,8 +48,13 @@ func (g *Gateway) livePools() []live.PoolState {
 
 // offerLive hands the finished request to the live view as a record on
 // the gateway's clock (ns since Gateway.base), its Timing the gateway's
-// stages: a full hand-off drops it (live.Board.Offer).
+// stages: a full hand-off drops it, before the record is built when it
+// was full already (live.Board.Full).
 func (x *exchange) offerLive(st stageDurations, ttft time.Duration, pool string) {
+	if x.g.Live.Full() { // not worth a record
+		x.g.Live.Skip()
+		return
+	}
 	start := int64(x.tl.start.Sub(x.g.base))
 	rec := &latency.Record{Stream: x.req.Stream, IntendedNS: start, SentNS: start, WroteNS: start,
 		OutputTokens: x.tokens, InputTokens: x.req.InputTokens()}

@@ -73,6 +73,7 @@ type Board struct {
 	sent, done atomic.Int64
 	failed     atomic.Int64
 	dropped    atomic.Int64 // records Offer dropped
+	queued     atomic.Int64 // the batch's length as Offer last left it
 
 	mu    sync.Mutex // guards batch: held for an append or a swap
 	batch []entry
@@ -177,6 +178,7 @@ func (b *Board) step(now int64, final bool) *report.Report {
 	b.mu.Lock()
 	recs := b.batch
 	b.batch = b.agg.spare[:0]
+	b.queued.Store(0)
 	b.mu.Unlock()
 	c := b.counts()
 	for _, e := range recs {

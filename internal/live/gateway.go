@@ -88,6 +88,7 @@ func (b *Board) Offer(rec *latency.Record, lab Labels) bool {
 		return false
 	}
 	b.batch = append(b.batch, entry{rec, lab})
+	b.queued.Store(int64(len(b.batch)))
 	b.mu.Unlock()
 	b.sent.Add(1)
 	b.done.Add(1)
@@ -96,6 +97,13 @@ func (b *Board) Offer(rec *latency.Record, lab Labels) bool {
 	}
 	return true
 }
+
+// Full reports, without waiting, whether the hand-off is full, so that a
+// caller can skip building a record Offer would drop (Skip it instead).
+func (b *Board) Full() bool { return b.queued.Load() >= int64(b.cfg.Queue) }
+
+// Skip counts a record dropped because the hand-off was Full.
+func (b *Board) Skip() { b.dropped.Add(1) }
 
 // addGroups counts a gateway's record in its pool and its upstream.
 func (a *aggregator) addGroups(e entry) {
