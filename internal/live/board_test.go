@@ -370,3 +370,44 @@ func TestSinceStartWaitsForCPU(t *testing.T) {
 		t.Errorf("since start at %v s with %d requests, want 20 s and 2", got, b.Latest().Since.Requests)
 	}
 }
+
+// TestOfferDropsWhenFull: the gateway's hand-off takes Queue records
+// between two ticks, drops and counts the rest without waiting, and takes
+// again once a tick drained it; the pools' and upstreams' counts are by
+// hand: pool p 3 taken (2 answered, 1 refused 429), upstream u 2.
+func TestOfferDropsWhenFull(t *testing.T) {
+	b := New(Config{Gateway: true, Queue: 2, Pools: func() []PoolState {
+		return []PoolState{{Pool: "p", Queued: 4, InFlight: 3, Limit: 8}}
+	}})
+	ok := &latency.Record{SentNS: 1e8, FirstTokenNS: 2e8, EndNS: 3e8, OutputTokens: 1}
+	refused := &latency.Record{SentNS: 1e8, ErrorKind: "queue_full"}
+	if !b.Offer(ok, Labels{Pool: "p", Upstream: "u", Status: 200, Admitted: true}) ||
+		!b.Offer(refused, Labels{Pool: "p", Status: 429}) {
+		t.Fatal("the first two offers were dropped")
+	}
+	if b.Offer(ok, Labels{Pool: "p", Upstream: "u", Status: 200}) || !b.Full() {
+		t.Fatal("a third offer was taken by a hand-off of 2")
+	}
+	b.Step(int64(time.Second))
+	if !b.Offer(ok, Labels{Pool: "p", Upstream: "u", Status: 200, Admitted: true}) {
+		t.Fatal("dropped after a tick drained the hand-off")
+	}
+	b.Step(int64(2 * time.Second))
+	s := b.Latest()
+	if s.Dropped != 1 || s.Done != 3 || s.InFlight != 3 || s.View != "gateway" {
+		t.Fatalf("dropped %d done %d in flight %d view %q, want 1, 3, 3, gateway", s.Dropped, s.Done, s.InFlight, s.View)
+	}
+	want := []Group{
+		{Kind: "pool", Name: "p", Total: 3, Admitted: 2, Succeeded: 2, Refused429: 1, Queued: 4, InFlight: 3, Limit: 8},
+		{Kind: "upstream", Name: "u", Total: 2, Admitted: 2, Succeeded: 2},
+	}
+	for i, g := range s.Groups {
+		g.Requests, g.Failed, g.RPS, g.TTFTP50, g.TTFTP99, g.E2EP50, g.E2EP99 = 0, 0, 0, 0, 0, 0, 0
+		if i >= len(want) || g != want[i] {
+			t.Errorf("group %d: %+v, want %+v", i, g, want)
+		}
+	}
+	if len(s.Groups) != 2 || s.Groups[0].Requests != 3 || s.Groups[0].Failed != 1 || s.Groups[0].TTFTP50 != 100 {
+		t.Errorf("pool p's window: %+v, want 3 requests, 1 failed, TTFT p50 100 ms", s.Groups[0])
+	}
+}

@@ -34,6 +34,12 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *repo
 	var rep *report.Report
 	if a.cfg.Gateway {
 		s.View, s.Dropped, s.Groups = "gateway", c.dropped, a.groupRows(now)
+		s.InFlight = 0 // the pools' admitted requests now
+		for _, g := range s.Groups {
+			if g.Kind == "pool" {
+				s.InFlight += int64(g.InFlight)
+			}
+		}
 	} else if final || now >= a.nextReport && a.added > a.reported && a.cpuAllows() {
 		rep = a.fromReport(now)
 	}

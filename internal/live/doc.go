@@ -27,6 +27,12 @@
 // Handler serves it, /events (SSE) and /snapshot.json. Serve runs it with
 // httplimit's deadlines and lifecycle.
 //
+// The gateway's view (Config.Gateway, the gateway's /live) is the same
+// board and page over the gateway's own records: handed over by Offer,
+// which never waits (a full hand-off drops and counts), split by each
+// record's Timing (the gateway's stages), broken down per pool and per
+// upstream with each pool's admission, and without a report.
+//
 // It never imports bench, serve, gateway, app, engine or simulate: bench
 // feeds it; the report's rules and the results' schema it reads.
 package live
