@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,4 +131,21 @@ func poolRow(t *testing.T, s *live.Snapshot, name string) live.Group {
 	}
 	t.Fatalf("no pool %q in %+v", name, s.Groups)
 	return live.Group{}
+}
+
+// TestLiveNeedsTheAdminListener: the live view is never on the data port.
+func TestLiveNeedsTheAdminListener(t *testing.T) {
+	for _, c := range []struct {
+		rc   RunConfig
+		want string
+	}{
+		{RunConfig{Live: true}, "live"},
+		{RunConfig{Live: true, AdminAddr: "127.0.0.1:0", LiveWindow: -time.Second}, "live_window"},
+		{RunConfig{Live: true, AdminAddr: "127.0.0.1:0"}, ""},
+	} {
+		err := c.rc.Validate()
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error naming %q", c.rc, err, c.want)
+		}
+	}
 }

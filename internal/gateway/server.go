@@ -54,7 +54,7 @@ func (rc RunConfig) Validate() error {
 		}
 	}
 	if rc.Live && rc.AdminAddr == "" {
-		return field.Errorf("live", "{live} is served on the admin listener: give admin_addr too")
+		return field.Errorf("live", "{live} is served on the admin listener: give its address (admin_addr, --admin-listen) too")
 	}
 	if rc.LiveWindow < 0 {
 		return field.Invalid("live_window", rc.LiveWindow, "must not be negative")
