@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/racedetect"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -108,6 +109,9 @@ const maxStreamStacks = 24 << 10
 func TestInFlightStreamMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a loopback server")
+	}
+	if racedetect.Enabled {
+		t.Skip("the race detector's larger stacks and shadow memory are not the client's: measured without -race")
 	}
 	heap, stacks := streamMemory(t, 300)
 	t.Logf("per in-flight stream (client and server together): heap %.0f B, stacks %.0f B", heap, stacks)

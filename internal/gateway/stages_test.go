@@ -100,6 +100,9 @@ type stepHarness struct {
 	w     *stepWriter
 	done  chan struct{}
 	sent  chan struct{} // a write to the client was timed (Gateway.sentTest)
+	// reading: the relay's wait on the upstream was seen already
+	// (clientWhileReading).
+	reading bool
 }
 
 func newStepHarness(t *testing.T) *stepHarness {
@@ -140,7 +143,10 @@ func (h *stepHarness) waitOn(c chan struct{}, what string) {
 // upstream lets the upstream take d, then deliver piece.
 func (h *stepHarness) upstream(d time.Duration, piece string) {
 	h.t.Helper()
-	h.waitOn(h.body.reads, "read the upstream")
+	if !h.reading {
+		h.waitOn(h.body.reads, "read the upstream")
+	}
+	h.reading = false
 	h.clock.Advance(d)
 	h.body.pieces <- []byte(piece)
 }
@@ -163,6 +169,20 @@ func (h *stepHarness) client(d time.Duration) {
 	h.waitOn(h.sent, "timed its write to the client")
 }
 
+// clientWhileReading is client for a write the relay does not wait for:
+// the client's d passes once the relay waits on the upstream again, as
+// it does while its events are sent (the clock does not move before the
+// relay is there, however the goroutines are scheduled).
+func (h *stepHarness) clientWhileReading(d time.Duration) {
+	h.t.Helper()
+	h.waitOn(h.w.writes, "wrote to the client")
+	h.waitOn(h.body.reads, "read the upstream while its events were sent")
+	h.reading = true
+	h.clock.Advance(d)
+	h.w.release <- struct{}{}
+	h.waitOn(h.sent, "timed its write to the client")
+}
+
 // finish waits for the handler and returns the stages of its
 // Server-Timing header and trailer.
 func (h *stepHarness) finish() map[latency.TimingName]time.Duration {
@@ -180,10 +200,10 @@ func (h *stepHarness) finish() map[latency.TimingName]time.Duration {
 func TestSlowClientTimeIsBackpressure(t *testing.T) {
 	h := newStepHarness(t)
 	h.upstream(10*time.Millisecond, roleChunk+textChunk) // first token after 10 ms
-	h.client(7 * time.Millisecond)                       // the first events
+	h.clientWhileReading(7 * time.Millisecond)           // the first events
 	for range 3 {
 		h.upstream(20*time.Millisecond, textChunk)
-		h.client(300 * time.Millisecond) // a slow reader
+		h.clientWhileReading(300 * time.Millisecond) // a slow reader
 	}
 	h.upstream(0, doneEvent)
 	h.client(5 * time.Millisecond)      // the server-timing comment and [DONE], at once
