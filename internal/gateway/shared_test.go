@@ -91,10 +91,6 @@ func TestRedisLimiterMatchesLocal(t *testing.T) {
 // each replica's own buckets each lets its own burst through.
 func TestTwoReplicasShareOneLimit(t *testing.T) {
 	srv := redistest.Start(t)
-	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 248}) // each answer uses its max_tokens: nothing given back
-	keys := fmt.Sprintf("keys: [{name: req, sha256: %s, requests_per_second: 0.001, burst: 5}, {name: tok, sha256: %s, tokens_per_minute: 1000}]\n",
-		HashKey("key-req"), HashKey("key-tok"))
-	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL()) + keys
 	// A request's tokens: the gateway's estimate of "hi" with its role,
 	// plus max_tokens.
 	body := chatBody("m", false, "hi", `,"max_tokens":248`)
@@ -103,6 +99,13 @@ func TestTwoReplicasShareOneLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	perReq := req.InputTokens() + req.MaxTokens
+	// Each answer uses its max_tokens and reports the estimate as its
+	// prompt_tokens: the settlement gives back and takes nothing, whichever
+	// answers end before the last admissions.
+	up := openaitest.Start(t, &openaitest.Upstream{Name: "a", Chunks: 248, PromptTokens: req.InputTokens()})
+	keys := fmt.Sprintf("keys: [{name: req, sha256: %s, requests_per_second: 0.001, burst: 5}, {name: tok, sha256: %s, tokens_per_minute: 1000}]\n",
+		HashKey("key-req"), HashKey("key-tok"))
+	base := fmt.Sprintf("pools: [{name: p, replicas: [{url: %q}]}]\nroutes: [{model: \"*\", pool: p}]\n", up.URL()) + keys
 	for _, tc := range []struct {
 		name             string
 		redis            string
