@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/gateway"
+	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
 	"github.com/tokentrace/tokentrace/internal/verify"
 )
 
@@ -21,25 +18,8 @@ import (
 // path, reloaded every 20 ms, until the test ends; it returns its URL.
 func gatewayAt(t *testing.T, path string) string {
 	t.Helper()
-	srv, err := gateway.NewServer(gateway.RunConfig{ConfigPath: path, ReloadInterval: 20 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
+	url, _ := gatewaytest.StartFile(t, path, 20*time.Millisecond)
+	return url
 }
 
 // metricsHold polls url's /metrics until it holds want (10 s at most).

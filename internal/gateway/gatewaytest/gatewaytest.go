@@ -45,7 +45,16 @@ func Start(t testing.TB, yaml string) (url string, stop func()) {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.NewServer(gateway.RunConfig{ConfigPath: path, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second})
+	return StartFile(t, path, 0)
+}
+
+// StartFile is Start for the configuration file at path, which the
+// gateway reloads every reload (0: the gateway's default), as `tokentrace
+// gateway --config` does.
+func StartFile(t testing.TB, path string, reload time.Duration) (url string, stop func()) {
+	t.Helper()
+	gw, err := gateway.NewServer(gateway.RunConfig{ConfigPath: path, ReloadInterval: reload,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
