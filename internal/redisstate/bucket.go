@@ -38,6 +38,27 @@ type Taken struct {
 	Repaired bool
 }
 
+// scriptStart opens both scripts: now in µs, ARGV[1] or the server's TIME.
+const scriptStart = `
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+`
+
+// scriptRepairType deletes a key that is not a hash (repaired = 1), as
+// both scripts judge it.
+const scriptRepairType = `local repaired = 0
+local ty = redis.call('TYPE', KEYS[1])['ok']
+if ty ~= 'none' and ty ~= 'hash' then
+  redis.call('DEL', KEYS[1])
+  repaired = 1
+end
+`
+
 // takeScript is the token bucket of golang.org/x/time/rate (the
 // gateway's in-process limiter) on the Redis server, for two buckets
 // charged together: a request bucket charged 1 and a token bucket charged
@@ -56,22 +77,8 @@ type Taken struct {
 // −burst (the most a settlement leaves owed, Settle) or NaN, is corrupt: the key (or that bucket) is taken as absent, i.e. full,
 // and repaired is 1. A last instant in the future counts as now, so a wait
 // is never longer than the bucket takes to fill from empty.
-const takeScript = `
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-local tokens = tonumber(ARGV[6])
-local repaired = 0
-local ty = redis.call('TYPE', KEYS[1])['ok']
-if ty ~= 'none' and ty ~= 'hash' then
-  redis.call('DEL', KEYS[1])
-  repaired = 1
-end
-local st = redis.call('HMGET', KEYS[1], 'rl', 'rt', 'tl', 'tt')
+const takeScript = scriptStart + `local tokens = tonumber(ARGV[6])
+` + scriptRepairType + `local st = redis.call('HMGET', KEYS[1], 'rl', 'rt', 'tl', 'tt')
 local function level(l, t, rate, burst)
   if l == false and t == false then return burst end
   l, t = tonumber(l), tonumber(t)
@@ -146,22 +153,8 @@ var take = redis.NewScript(takeScript)
 // bucket is full; a corrupt one (as takeScript judges) is taken as full
 // and repaired. The key's expiry is extended to when the token bucket is
 // full again, never shortened. Returns {remaining, repaired}.
-const settleScript = `
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-local rate, burst, delta = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local repaired = 0
-local ty = redis.call('TYPE', KEYS[1])['ok']
-if ty ~= 'none' and ty ~= 'hash' then
-  redis.call('DEL', KEYS[1])
-  repaired = 1
-end
-local st = redis.call('HMGET', KEYS[1], 'tl', 'tt')
+const settleScript = scriptStart + `local rate, burst, delta = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+` + scriptRepairType + `local st = redis.call('HMGET', KEYS[1], 'tl', 'tt')
 local l = burst
 if st[1] ~= false or st[2] ~= false then
   local sl, t = tonumber(st[1]), tonumber(st[2])
