@@ -132,7 +132,7 @@ type Summary struct {
 	Target      string              `json:"target"`
 	Model       string              `json:"model"`
 	Started     time.Time           `json:"started"`
-	Calibration *Calibration        `json:"calibration,omitempty"`
+	Calibration *ClientFloor        `json:"calibration,omitempty"`
 	Client      ClientHealth        `json:"client"`
 	Phases      []PhaseResult       `json:"phases"`
 	Sweep       *SweepOutcome       `json:"sweep,omitempty"`
@@ -207,7 +207,7 @@ func (r *Result) AllFailed() (why string, all bool) {
 //
 // Its phases, in order: check the configuration, reach the target
 // (starting the embedded engine if there is none), open the results
-// folder, calibrate the client, measure (the run or the sweep), and
+// folder, measure the client's floor, measure (the run or the sweep), and
 // conclude (report, verdict, summary.json, the text summary). A shard also
 // measures its clock against the target's before it opens the folder, and
 // waits for the agreed start instant before it sends.
@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	if err := r.openFolder(); err != nil {
 		return nil, err
 	}
-	r.calibrate(ctx)
+	r.measureFloor(ctx)
 	if err := r.measure(ctx); err != nil {
 		return nil, err
 	}
@@ -373,13 +373,13 @@ func (r *run) openFolder() error {
 	return results.WriteConfig(dir, results.Config{Target: redacted(r.target), Config: r.cfg.Echo, Run: r.cfg.Run})
 }
 
-// calibrate measures the client's overhead floor on this host, unless told
+// measureFloor measures the client's overhead floor on this host, unless told
 // not to; a failed calibration is said and the run goes on.
-func (r *run) calibrate(ctx context.Context) {
+func (r *run) measureFloor(ctx context.Context) {
 	if r.cfg.SkipCalibration {
 		return
 	}
-	c, err := Calibrate(ctx)
+	c, err := MeasureClientFloor(ctx)
 	if err != nil {
 		fmt.Fprintf(r.log, "bench: %v (continuing without a floor)\n", err)
 		return
@@ -927,7 +927,7 @@ func gcPauses() *metrics.Float64Histogram {
 const keptRateShare = 0.99
 
 // health judges the client over the run and words its warnings.
-func health(cpu, wall time.Duration, gc0, gc1 *metrics.Float64Histogram, phases []PhaseResult, cal *Calibration) ClientHealth {
+func health(cpu, wall time.Duration, gc0, gc1 *metrics.Float64Histogram, phases []PhaseResult, cal *ClientFloor) ClientHealth {
 	h := ClientHealth{Cores: runtime.NumCPU()}
 	if wall > 0 {
 		h.CPUUtil = cpu.Seconds() / (wall.Seconds() * float64(h.Cores))

@@ -99,11 +99,11 @@ func TestOptionsTraceAndPrompts(t *testing.T) {
 	}
 }
 
-func TestCalibrate(t *testing.T) {
+func TestMeasureClientFloor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a loopback server")
 	}
-	c, err := Calibrate(context.Background())
+	c, err := MeasureClientFloor(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,13 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-// Calibration is this client's own added latency on this host, measured
+// ClientFloor is this client's own added latency on this host, measured
 // before a run against an in-process loopback server that streams on a
 // known schedule: for each request, the client's arrival instant of the
 // first content chunk minus the instant the server flushed it, both on the
 // same monotonic clock. It includes the loopback hop, the HTTP and SSE
 // parsing and the Go scheduler; a remote server adds the network on top.
-type Calibration struct {
+type ClientFloor struct {
 	Requests    int `json:"requests"`
 	Concurrency int `json:"concurrency"`
 	// TTFT error: client first-token instant − server flush instant.
@@ -35,7 +35,7 @@ type Calibration struct {
 	Errors  int     `json:"errors,omitempty"`
 }
 
-// fidelity is what calibrate and the self-test measure: how far this
+// fidelity is what MeasureClientFloor and the self-test measure: how far this
 // client's instants are from the loopback server's flushes.
 type fidelity struct {
 	mu      sync.Mutex
@@ -137,20 +137,20 @@ func abs64(x int64) int64 {
 	return x
 }
 
-// Calibrate measures the client's overhead floor: 200 requests of 8-chunk
+// MeasureClientFloor measures the client's overhead floor: 200 requests of 8-chunk
 // streams at concurrency 8 (about a quarter of a second).
-func Calibrate(ctx context.Context) (*Calibration, error) {
+func MeasureClientFloor(ctx context.Context) (*ClientFloor, error) {
 	const n, conc = 200, 8
 	f, err := measureFidelity(ctx, n, conc, 8, 2*time.Millisecond, time.Millisecond)
 	if err != nil {
-		return nil, fmt.Errorf("calibration: %w", err)
+		return nil, fmt.Errorf("client floor: %w", err)
 	}
 	if len(f.ttftErr) == 0 {
-		return nil, fmt.Errorf("calibration: every loopback request failed (%d)", f.errors)
+		return nil, fmt.Errorf("client floor: every loopback request failed (%d)", f.errors)
 	}
 	ttft := func(p float64) float64 { return ms(stats.Percentile(f.ttftErr, p)) }
 	itl := func(p float64) float64 { return ms(stats.Percentile(f.itlErr, p)) }
-	c := &Calibration{Requests: n, Concurrency: conc, Errors: f.errors,
+	c := &ClientFloor{Requests: n, Concurrency: conc, Errors: f.errors,
 		TTFTErrP50MS: ttft(50), TTFTErrP99MS: ttft(99), TTFTErrMaxMS: ttft(100),
 		ITLErrP50MS: itl(50), ITLErrP99MS: itl(99)}
 	c.FloorMS = c.TTFTErrP50MS
