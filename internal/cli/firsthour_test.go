@@ -36,17 +36,9 @@ func exitCode(err error) int {
 // A --model the server does not list is refused before any request, with
 // the name it serves as the suggestion.
 func TestBenchModelNotServedSuggests(t *testing.T) {
-	cfg, err := serve.DefaultOptions().Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := serve.Start(t.Context(), cfg, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	url := serveWith(t, nil) + "/v1"
 	dir := filepath.Join(t.TempDir(), "run")
-	out, err := run(t, "bench", "--url", srv.URL(), "--model", "llama-3.1-8b", "--requests", "5", "--no-calibration", "--output-dir", dir)
+	out, err := run(t, "bench", "--url", url, "--model", "llama-3.1-8b", "--requests", "5", "--no-calibration", "--output-dir", dir)
 	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), `did you mean --model "Llama-3.1-8B"?`) {
 		t.Fatalf("err %v (exit %d), want exit 2 suggesting the served name\n%s", err, exitCode(err), out)
 	}
@@ -203,20 +195,10 @@ func TestBenchWarmCacheWarned(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server")
 	}
-	o := serve.DefaultOptions()
-	o.Engine.EnablePrefixCaching = true
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := serve.Start(t.Context(), cfg, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	url := serveWith(t, func(o *serve.Options) { o.Engine.EnablePrefixCaching = true }) + "/v1"
 	dir := t.TempDir()
 	bench := func(name, seed string) string {
-		out, err := run(t, "bench", "--url", srv.URL(), "--seed", seed, "--requests", "20", "--rate", "50", "--output-tokens", "4",
+		out, err := run(t, "bench", "--url", url, "--seed", seed, "--requests", "20", "--rate", "50", "--output-tokens", "4",
 			"--no-calibration", "--output-dir", filepath.Join(dir, name))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out)
@@ -418,11 +400,7 @@ func TestBenchSummaryNamesTheWhatIf(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the embedded engine and its what-if")
 	}
-	srv, err := serve.Start(t.Context(), mustServeConfig(t), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	url := serveWith(t, nil) + "/v1"
 	dir := t.TempDir()
 	for _, tt := range []struct {
 		name string
@@ -430,7 +408,7 @@ func TestBenchSummaryNamesTheWhatIf(t *testing.T) {
 		want []string
 	}{
 		{"embedded", nil, []string{"tokentrace report " + filepath.Join(dir, "embedded")}},
-		{"server", []string{"--url", srv.URL()}, []string{"what-if   skipped: the run came from a real server",
+		{"server", []string{"--url", url}, []string{"what-if   skipped: the run came from a real server",
 			"price the remedies with: tokentrace report " + filepath.Join(dir, "server") + " --profile FILE"}},
 	} {
 		args := append([]string{"bench", "--output-dir", filepath.Join(dir, tt.name), "--requests", "8", "--rate", "50",
@@ -458,14 +436,4 @@ func TestBenchSummaryNamesTheWhatIf(t *testing.T) {
 			t.Errorf("%s: the what-if line names no remedy nor why:\n%s", tt.name, lines[0])
 		}
 	}
-}
-
-// mustServeConfig is the default embedded server's configuration.
-func mustServeConfig(t *testing.T) serve.Config {
-	t.Helper()
-	cfg, err := serve.DefaultOptions().Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }

@@ -243,12 +243,15 @@ func TestVerifyAgainstServe(t *testing.T) {
 	}
 }
 
-// servedAt runs serve in process with max_num_seqs slots until the test
-// ends, and returns its URL.
-func servedAt(t *testing.T, slots int) string {
+// serveWith runs serve in process until the test ends, its default
+// options changed by set (nil: the defaults), and returns its base URL
+// (no /v1: a gateway's replica; bench takes it with /v1).
+func serveWith(t *testing.T, set func(*serve.Options)) string {
 	t.Helper()
 	o := serve.DefaultOptions()
-	o.Engine.MaxNumSeqs = slots
+	if set != nil {
+		set(&o)
+	}
 	cfg, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +261,12 @@ func servedAt(t *testing.T, slots int) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	return srv.URL()
+	return strings.TrimSuffix(srv.URL(), "/v1")
+}
+
+// slots sets serve's max_num_seqs.
+func slots(n int) func(*serve.Options) {
+	return func(o *serve.Options) { o.Engine.MaxNumSeqs = n }
 }
 
 // A measured server (serve over HTTP, as bench --url sees any engine):
@@ -269,8 +277,8 @@ func TestVerifyMeasuredServerCalibratedOnBefore(t *testing.T) {
 		t.Skip("runs serve on the wall clock and calibrates")
 	}
 	load := []string{"--concurrency", "8", "--requests", "32", "--input-tokens", "256", "--output-tokens", "64", "--ignore-eos", "--seed", "3"}
-	before := benched(t, "before", append(load, "--url", servedAt(t, 2))...)
-	after := benched(t, "after", append(load, "--url", servedAt(t, 4))...)
+	before := benched(t, "before", append(load, "--url", serveWith(t, slots(2))+"/v1")...)
+	after := benched(t, "after", append(load, "--url", serveWith(t, slots(4))+"/v1")...)
 	profile := filepath.Join(t.TempDir(), "before.yaml")
 	if out, err := run(t, "calibrate", before, "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--max-num-seqs", "2", "-o", profile); err != nil {
 		t.Fatalf("calibrate: %v\n%s", err, out)

@@ -14,14 +14,6 @@ import (
 	"github.com/tokentrace/tokentrace/internal/verify"
 )
 
-// gatewayAt runs a gateway in process with the configuration file at
-// path, reloaded every 20 ms, until the test ends; it returns its URL.
-func gatewayAt(t *testing.T, path string) string {
-	t.Helper()
-	url, _ := gatewaytest.StartFile(t, path, 20*time.Millisecond)
-	return url
-}
-
 // metricsHold polls url's /metrics until it holds want (10 s at most).
 func metricsHold(t *testing.T, url, want string) {
 	t.Helper()
@@ -52,12 +44,12 @@ func TestVerifyGatewayAdmissionByReload(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway.yaml")
-	up := strings.TrimSuffix(servedAt(t, 4), "/v1")
+	up := serveWith(t, slots(4))
 	conf := fmt.Sprintf("# serve behind the gateway\npools:\n  - name: main\n    replicas:\n      - {url: %q, kind: tokentrace}\nroutes:\n  - {model: \"*\", pool: main}\n", up)
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gw := gatewayAt(t, path)
+	gw, _ := gatewaytest.StartFile(t, path, 20*time.Millisecond) // reloaded every 20 ms
 	// 4 slots × 64 output tokens: about 8 requests a second on the
 	// simulated H100; 16 a second is twice that.
 	load := []string{"--url", gw + "/v1", "--rate", "16", "--requests", "80", "--input-tokens", "256", "--output-tokens", "64", "--ignore-eos", "--seed", "3"}

@@ -2,42 +2,19 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
 	"github.com/tokentrace/tokentrace/internal/serve"
 	"github.com/tokentrace/tokentrace/internal/verify"
 )
 
-// servedAs runs serve in process in role (serve.RolePrefill, RoleDecode,
-// RoleBoth) pulling the KV cache over link until the test ends, and
-// returns its base URL (no /v1).
-func servedAs(t *testing.T, role, link string) string {
-	t.Helper()
-	o := serve.DefaultOptions()
-	o.Role, o.KVLink = role, link
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := serve.Start(t.Context(), cfg, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return strings.TrimSuffix(srv.URL(), "/v1")
-}
-
-// gatewayOf writes conf into a file and runs the gateway on it.
-func gatewayOf(t *testing.T, name, conf string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name+".yaml")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return gatewayAt(t, path)
+// role runs serve in role (serve.RolePrefill, RoleDecode, RoleBoth)
+// pulling the KV cache over link.
+func role(r, link string) func(*serve.Options) {
+	return func(o *serve.Options) { o.Role, o.KVLink = r, link }
 }
 
 // The P/D loop end to end: two aggregated serves behind the gateway, then
@@ -50,10 +27,10 @@ func TestVerifyDisaggregateBehindTheGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs serve and the gateway on the wall clock and calibrates")
 	}
-	agg := gatewayOf(t, "agg", fmt.Sprintf("pools:\n  - name: main\n    replicas:\n      - {url: %q, kind: tokentrace}\n      - {url: %q, kind: tokentrace}\nroutes:\n  - {model: \"*\", pool: main}\n",
-		servedAs(t, serve.RoleBoth, ""), servedAs(t, serve.RoleBoth, "")))
-	pd := gatewayOf(t, "pd", fmt.Sprintf("pools:\n  - name: prefill\n    replicas:\n      - {url: %q, kind: tokentrace}\n  - name: decode\n    replicas:\n      - {url: %q, kind: tokentrace}\nroutes:\n  - {model: \"*\", pool: decode, prefill_pool: prefill}\n",
-		servedAs(t, serve.RolePrefill, "tcp"), servedAs(t, serve.RoleDecode, "tcp")))
+	agg, _ := gatewaytest.Start(t, fmt.Sprintf("pools:\n  - name: main\n    replicas:\n      - {url: %q, kind: tokentrace}\n      - {url: %q, kind: tokentrace}\nroutes:\n  - {model: \"*\", pool: main}\n",
+		serveWith(t, role(serve.RoleBoth, "")), serveWith(t, role(serve.RoleBoth, ""))))
+	pd, _ := gatewaytest.Start(t, fmt.Sprintf("pools:\n  - name: prefill\n    replicas:\n      - {url: %q, kind: tokentrace}\n  - name: decode\n    replicas:\n      - {url: %q, kind: tokentrace}\nroutes:\n  - {model: \"*\", pool: decode, prefill_pool: prefill}\n",
+		serveWith(t, role(serve.RolePrefill, "tcp")), serveWith(t, role(serve.RoleDecode, "tcp"))))
 	load := []string{"--rate", "8", "--requests", "48", "--input-tokens", "1024", "--output-tokens", "32", "--ignore-eos", "--seed", "3"}
 	before := benched(t, "before", append([]string{"--url", agg + "/v1"}, load...)...)
 	after := benched(t, "after", append([]string{"--url", pd + "/v1"}, load...)...)
