@@ -36,10 +36,29 @@ func (s *Sample) Add(v int64) {
 		s.hist.Add(v)
 		return
 	}
-	s.values = append(s.values, v)
-	if len(s.values) > s.exactCap() {
+	if len(s.values) == s.exactCap() {
 		s.toHist()
+		s.hist.Add(v)
+		return
 	}
+	s.reserve(1)
+	s.values = append(s.values, v)
+}
+
+// reserve makes room for n more values kept one by one, doubling the
+// storage (never past the cap) where append would grow a large slice by a
+// quarter: what a growing sample allocates is at most twice the storage
+// it ends with, not five times.
+func (s *Sample) reserve(n int) {
+	need := len(s.values) + n
+	if need <= cap(s.values) {
+		return
+	}
+	c := max(need, 2*cap(s.values), 64)
+	c = min(c, max(need, s.exactCap()))
+	grown := make([]int64, len(s.values), c)
+	copy(grown, s.values)
+	s.values = grown
 }
 
 // AddBatch adds a batch of values given one by one (vs) and, when h is not
@@ -50,7 +69,11 @@ func (s *Sample) Add(v int64) {
 // needs; h, when given, must hold exactly the values of vs when vs is not
 // empty.
 func (s *Sample) AddBatch(vs []int64, h *Histogram) {
+	if h != nil && h.n == 0 && len(vs) > 0 {
+		h = nil // an empty histogram beside values: the values alone
+	}
 	if s.hist == nil && len(s.values)+len(vs) <= s.exactCap() && (h == nil || h.n == int64(len(vs))) {
+		s.reserve(len(vs))
 		s.values = append(s.values, vs...)
 		s.n += int64(len(vs))
 		for _, v := range vs {

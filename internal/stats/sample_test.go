@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -96,5 +97,25 @@ func TestSampleResetReusesHistogram(t *testing.T) {
 	}
 	if p, _ := snap.Percentiles(100); snap.Count() != 10 || p[0] != 10000 {
 		t.Errorf("snapshot changed: n %d, max %v", snap.Count(), p)
+	}
+}
+
+// TestSampleGrowthAllocates checks that a sample growing one value at a
+// time allocates at most about twice the storage it ends with.
+func TestSampleGrowthAllocates(t *testing.T) {
+	const n = 300_000
+	s := Sample{ExactCap: 1 << 21}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		s.Add(int64(i))
+	}
+	runtime.ReadMemStats(&after)
+	final := int64(cap(s.Values())) * 8
+	if got := int64(after.TotalAlloc - before.TotalAlloc); got > 2*final+64<<10 {
+		t.Errorf("growing to %d values allocated %d B, more than twice the %d B it ends with", n, got, final)
+	}
+	if s.Count() != n || len(s.Values()) != n {
+		t.Errorf("count %d, values %d", s.Count(), len(s.Values()))
 	}
 }
