@@ -1,6 +1,7 @@
 package results
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -60,7 +61,8 @@ func Prepare(dir string) error {
 type RecordWriter struct {
 	mu  sync.Mutex
 	f   *os.File // nil: encode only (Discard)
-	buf []byte
+	buf bytes.Buffer
+	enc *json.Encoder // writes into buf
 	err error
 }
 
@@ -71,30 +73,35 @@ func NewRecordWriter(path string) (*RecordWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("requests file: %w", err)
 	}
-	return &RecordWriter{f: f}, nil
+	w := &RecordWriter{f: f}
+	w.enc = json.NewEncoder(&w.buf)
+	return w, nil
 }
 
 // Discard returns a writer that serializes every record as Write would and
 // keeps none: the cost of writing without the disk (bench's self-test).
-func Discard() *RecordWriter { return &RecordWriter{} }
+func Discard() *RecordWriter {
+	w := &RecordWriter{}
+	w.enc = json.NewEncoder(&w.buf)
+	return w
+}
 
 // Write appends rec; the first error is kept and returned by Close.
 func (w *RecordWriter) Write(rec *latency.Record) {
-	b, err := json.Marshal(rec)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return
 	}
-	if err != nil {
+	w.buf.Reset()
+	if err := w.enc.Encode(rec); err != nil { // the line and its newline, as json.Marshal's bytes
 		w.err = fmt.Errorf("record %s: %w", rec.ID, err)
 		return
 	}
-	w.buf = append(append(w.buf[:0], b...), '\n')
 	if w.f == nil {
 		return
 	}
-	if _, err := w.f.Write(w.buf); err != nil {
+	if _, err := w.f.Write(w.buf.Bytes()); err != nil {
 		w.err = fmt.Errorf("requests file: %w", err)
 	}
 }

@@ -2,6 +2,7 @@ package results
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -175,4 +176,31 @@ func FuzzReadTypedConfig(f *testing.F) {
 			t.Fatalf("ok with %v from %q", err, b)
 		}
 	})
+}
+
+// TestRecordLineIsJSONMarshal checks that each line is json.Marshal's
+// bytes and a newline, HTML characters escaped as Marshal escapes them.
+func TestRecordLineIsJSONMarshal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), RequestsFile)
+	w, err := NewRecordWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []*latency.Record{{ID: "a<b>&c", Model: "m", ChunkNS: []int64{1, 2}}, {ID: "z", Error: "\u2028"}}
+	var want []byte
+	for _, r := range recs {
+		w.Write(r)
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(append(want, b...), '\n')
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if string(got) != string(want) {
+		t.Errorf("file\n%s\nwant\n%s", got, want)
+	}
 }
