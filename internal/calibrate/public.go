@@ -221,6 +221,11 @@ func FamilyEff(p PublicRow) (perfmodel.Efficiency, error) {
 // the rows' TTFT spread and their throughput say their clients measured
 // a steady state, not the first round (docs/perfmodel.md, "Under load").
 func Predict(p PublicRow, eff perfmodel.Efficiency) (Prediction, error) {
+	return predictWith(p, eff, intakeOf(p))
+}
+
+// predictWith is Predict with the server's intake given.
+func predictWith(p PublicRow, eff perfmodel.Efficiency, intake time.Duration) (Prediction, error) {
 	cfg, err := EngineFor(p, eff)
 	if err != nil {
 		return Prediction{}, err
@@ -229,7 +234,7 @@ func Predict(p PublicRow, eff perfmodel.Efficiency) (Prediction, error) {
 	if n <= 0 {
 		n, from = steadyRounds*p.Concurrency, steadyFrom*p.Concurrency
 	}
-	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output, Intake: intakeOf(p)})
+	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output, Intake: intake})
 	if err != nil {
 		return Prediction{}, err
 	}
@@ -270,11 +275,15 @@ const (
 const nimIntake = 2 * time.Millisecond
 
 // intakeOf is the server intake Predict gives a row's closed loop:
-// nimIntake for NIM's rows (its front end), none for others (no row
-// measured it).
+// nimIntake for NIM's rows (its front end); for a row naming its engine's
+// release, that release's front end (engine.FamilyScheduler.IntakeUS,
+// fitted on the older public sources: FitIntake); none for others.
 func intakeOf(p PublicRow) time.Duration {
 	if nimRow(p) {
 		return nimIntake
+	}
+	if fam, ok := engine.FamilyOf(p.Engine); ok && p.EngineVersion != "" {
+		return familyRelease(fam, p.EngineVersion).Scheduler.Intake()
 	}
 	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/goccy/go-yaml"
 
@@ -79,6 +80,18 @@ type FamilyScheduler struct {
 	// pass takes (llama.cpp's -ub): a step of more runs as several passes
 	// (perfmodel.Config.UBatch). 0: a step is one pass.
 	UBatch int `yaml:"ubatch,omitempty"`
+	// IntakeUS is the release's front end, in microseconds: what every
+	// request costs before the engine sees it (HTTP, chat template,
+	// tokenization, hand-off to the scheduler), paid one request at a time
+	// and counted in the client's TTFT and E2E. Fitted on public closed
+	// loops of the release (docs/perfmodel.md, "The front end"); 0: none
+	// measured.
+	IntakeUS float64 `yaml:"intake_us,omitempty"`
+}
+
+// Intake is s's front end per request (IntakeUS).
+func (s FamilyScheduler) Intake() time.Duration {
+	return time.Duration(s.IntakeUS * float64(time.Microsecond))
 }
 
 // ByMemory is one step of a setting that depends on the GPU's memory: the
