@@ -43,6 +43,7 @@ const (
 	EndpointResponses   = "responses" // OpenAI's Responses API
 	EndpointMessages    = "messages"  // Anthropic's Messages API
 	EndpointOllama      = "ollama"    // Ollama's native /api/chat (NDJSON)
+	EndpointSGLang      = "sglang"    // SGLang's native /generate (meta_info)
 )
 
 // streamReadBuffer is the initial size of a stream's event buffer: a few
@@ -64,7 +65,7 @@ func (t Target) api() openai.API {
 // checkEndpoint says why e is no endpoint bench speaks.
 func checkEndpoint(e string) error {
 	if _, ok := openai.ParseAPI(e); !ok {
-		return fmt.Errorf("want chat, completions, responses, messages or ollama")
+		return fmt.Errorf("want chat, completions, responses, messages, ollama or sglang")
 	}
 	return nil
 }
@@ -136,10 +137,11 @@ func (t Target) apiURL(path string) (string, error) {
 var apiEndpoints = []string{"/chat/completions", "/completions", "/responses", "/messages", "/models", "/embeddings"}
 
 // endpointURL is the URL the target's requests go to: the API's path
-// under the base URL's /v1, or for Ollama's native API beside it.
+// under the base URL's /v1, or for Ollama's and SGLang's native APIs beside
+// it.
 func (t Target) endpointURL() (string, error) {
 	api := t.api()
-	if api == openai.APIOllama {
+	if api == openai.APIOllama || api == openai.APISGLang {
 		u, err := t.apiURL("")
 		return strings.TrimSuffix(u, "/v1") + api.Path(), err
 	}
@@ -340,7 +342,7 @@ const genAIProvider = "tokentrace"
 
 // genAIOperation is gen_ai.operation.name of the target's requests.
 func (t Target) genAIOperation() string {
-	if t.api() == openai.APICompletions {
+	if a := t.api(); a == openai.APICompletions || a == openai.APISGLang {
 		return tracing.OpTextCompletion
 	}
 	return tracing.OpChat
@@ -470,6 +472,9 @@ func streamType(api openai.API, ct string) bool {
 // appendBody builds the request JSON without reflection.
 func (c *Client) appendBody(b []byte, req *workload.Request) []byte {
 	t := &c.target
+	if t.api() == openai.APISGLang {
+		return c.appendSGLangBody(b, req)
+	}
 	b = append(b, `{"model":`...)
 	b = openai.AppendString(b, t.Model)
 	if api := t.api(); api != openai.APIChat && api != openai.APICompletions {
@@ -477,15 +482,7 @@ func (c *Client) appendBody(b []byte, req *workload.Request) []byte {
 	}
 	if t.Endpoint == EndpointCompletions {
 		b = append(b, `,"prompt":`...)
-		p := req.Prompt
-		if req.Messages != nil {
-			parts := make([]string, len(req.Messages))
-			for i, m := range req.Messages {
-				parts[i] = m.Content
-			}
-			p = strings.Join(parts, "\n")
-		}
-		b = openai.AppendString(b, p)
+		b = openai.AppendString(b, promptText(req))
 	} else {
 		b = append(b, `,"messages":[`...)
 		msgs := req.Messages

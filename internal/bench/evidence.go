@@ -73,7 +73,7 @@ var unasked = map[string]string{
 	latency.EngineLlamaCpp:   "llama.cpp's timings on every answer",
 	latency.EngineTGI:        "TGI's x-queue-time and x-inference-time headers on whole answers",
 	latency.EngineOllama:     "nothing on its OpenAI API (durations only on its native /api)",
-	"sglang":                 "nothing per request on its OpenAI API",
+	latency.EngineSGLang:     "nothing per request on its OpenAI API (--endpoint sglang reads its native /generate meta_info)",
 }
 
 // chooseField is the body field that asks the engine for its metrics
@@ -248,6 +248,12 @@ func (r *run) askEvidence(ctx context.Context) {
 		ask.Engine, ask.DetectedBy = detectEngine(ctx, r.target)
 	}
 	ask.Field, ask.Asked = chooseField(mode, ask.Engine)
+	if r.target.api() == openai.APISGLang {
+		// /generate takes no metrics field: meta_info comes on every
+		// answer, its timing when the server runs with --enable-metrics.
+		ask.Field, ask.Asked = "", "nothing: SGLang's native /generate sends meta_info on every answer "+
+			"(queue_time and its instants when the server runs with --enable-metrics)"
+	}
 	r.target.MetricsField = ask.Field
 	r.target.AnswerID = mode != ServerMetricsOff && ask.Engine == latency.EngineTRTLLM
 	r.sum.Evidence = ask

@@ -30,9 +30,16 @@ func runSlots(t *testing.T, e *openaitest.SlotEngine, workers, requests int, mod
 // runURL runs a closed loop of workers against the server at url.
 func runURL(t *testing.T, url string, workers, requests int, mode string) (*Result, string) {
 	t.Helper()
+	return runEndpoint(t, url, EndpointChat, true, workers, requests, mode)
+}
+
+// runEndpoint runs a closed loop of workers against the server at url,
+// speaking its API endpoint, streamed or not.
+func runEndpoint(t *testing.T, url, endpoint string, stream bool, workers, requests int, mode string) (*Result, string) {
+	t.Helper()
 	var out bytes.Buffer
 	cfg := Config{
-		Target: Target{BaseURL: url, Endpoint: EndpointChat, Model: "stand-in", Stream: true, ServerMetrics: mode,
+		Target: Target{BaseURL: url, Endpoint: endpoint, Model: "stand-in", Stream: stream, ServerMetrics: mode,
 			Timeout: time.Minute},
 		Workload: &workload.Synthetic{Chat: true, Input: workload.Fixed(16), Output: workload.Fixed(8), Turns: 1, Seed: 1},
 		Load:     workload.Load{Concurrency: workers, Requests: requests},
@@ -450,5 +457,51 @@ func TestLlamaCppQueueingStandIn(t *testing.T) {
 	f := finding(res.Report, "server-queueing")
 	if f == nil || !strings.Contains(f.Evidence, "llamacpp:requests_deferred") {
 		t.Errorf("queueing not named from llama.cpp's timings and gauges: %+v", f)
+	}
+}
+
+// TestSGLangNativeMetaInfo: bench speaking SGLang's native /generate
+// (--endpoint sglang) to a stand-in that answers as SGLang with
+// --enable-metrics does (2 slots, 6 closed-loop workers), streamed and
+// whole: every request's meta_info becomes its split, the queue wait
+// within 2 ms of the one the stand-in measured, and the report names
+// slot queueing from that split with sglang:num_queue_reqs quoted.
+func TestSGLangNativeMetaInfo(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stream", false: "whole"}[stream], func(t *testing.T) {
+			e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectSGLang, Slots: 2,
+				Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true, Metrics: true})
+			res, text := runEndpoint(t, e.URL(), EndpointSGLang, stream, 6, 48, "")
+			if ask := res.Summary.Evidence; ask == nil || ask.Engine != latency.EngineSGLang || ask.Field != "" {
+				t.Fatalf("evidence %+v", ask)
+			}
+			if !strings.Contains(text, "sglang-meta-info on 48 of 48") {
+				t.Errorf("the summary does not say what came back:\n%s", text)
+			}
+			server := map[string]openaitest.SlotRequest{}
+			for _, rq := range e.Log() {
+				server[rq.ID] = rq
+			}
+			var waited int
+			for _, rec := range readRecords(t, filepath.Join(res.OutDir, "requests.jsonl")) {
+				rq, ok := server[rec.ID]
+				if !ok || rec.Server == nil || rec.Server.Source != latency.SourceSGLangMetaInfo || rec.OutputTokens != 8 || rec.InputTokens != 8 {
+					t.Fatalf("record %s: split %+v, tokens %d in %d out, logged %v", rec.ID, rec.Server, rec.InputTokens, rec.OutputTokens, ok)
+				}
+				if d := rec.Server.QueueNS - int64(rq.Queue); d > 2e6 || d < -2e6 {
+					t.Errorf("record %s: queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
+				}
+				if rq.Queue > 2*time.Millisecond {
+					waited++
+				}
+			}
+			if waited < 24 {
+				t.Errorf("only %d of 48 requests waited over 2 ms for a slot: the stand-in did not queue", waited)
+			}
+			f := finding(res.Report, "server-queueing")
+			if f == nil || !strings.Contains(f.Evidence, "Server queueing is the largest TTFT term") || f.Numbers["server_waiting_peak"] < 1 {
+				t.Errorf("queueing not named from the split with the waiting gauge: %+v\n%s", f, text)
+			}
+		})
 	}
 }

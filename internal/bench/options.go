@@ -24,7 +24,7 @@ import (
 // the comments).
 type Options struct {
 	URL             string        // url: base URL; empty: the embedded engine
-	Endpoint        string        // endpoint: chat, completions, responses, messages or ollama
+	Endpoint        string        // endpoint: chat, completions, responses, messages, ollama or sglang
 	Model           string        // model: the name sent; empty: the first of GET /v1/models
 	APIKey          string        // api_key; empty: $OPENAI_API_KEY
 	Headers         []string      // header: "Name: value"
@@ -90,7 +90,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, e
 	if o.Workload.Trace != "" && given("sweep") {
 		return cfg, field.Errorf("trace", "sets the arrival times; leave out {sweep} (use {time_scale})")
 	}
-	src, l, err := o.Workload.Build(t.Endpoint != EndpointCompletions, given)
+	src, l, err := o.Workload.Build(t.api().Chat(), given)
 	if err != nil {
 		return cfg, err
 	}

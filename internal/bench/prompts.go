@@ -95,7 +95,7 @@ func findServerTokenizer(ctx context.Context, t Target) (*serverTokenizer, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	s := &serverTokenizer{root: root, model: t.Model, chat: t.Endpoint != EndpointCompletions, auth: t.authorize,
+	s := &serverTokenizer{root: root, model: t.Model, chat: t.api().Chat(), auth: t.authorize,
 		hc: &http.Client{Timeout: tokenizeTimeout, CheckRedirect: httplimit.NoRedirects}}
 	var ll struct {
 		Tokens *[]json.RawMessage `json:"tokens"`
@@ -252,7 +252,8 @@ func chatMessages(req *workload.Request) []map[string]string {
 	return out
 }
 
-// promptText is the request's prompt as the completions endpoint sends it.
+// promptText is the request's prompt as the completions endpoint (and
+// SGLang's /generate) sends it.
 func promptText(req *workload.Request) string {
 	if req.Messages == nil {
 		return req.Prompt

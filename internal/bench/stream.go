@@ -49,6 +49,10 @@ type streamState struct {
 	// answerID: keep the answer's id as the record's ServerID
 	// (Target.AnswerID).
 	answerID bool
+	// sglang is the split of SGLang's meta_info, textLen the length of
+	// its answer's text so far (sglangEvent).
+	sglang  *latency.ServerSplit
+	textLen int
 }
 
 // noteID keeps the id of the answer (or of its first event) as rec's
@@ -67,6 +71,9 @@ func (s *streamState) noteID(rec *latency.Record, data []byte) {
 
 // event folds one SSE data payload that arrived at instant at.
 func (s *streamState) event(rec *latency.Record, data []byte, at int64) *eventError {
+	if s.api == openai.APISGLang {
+		return s.sglangEvent(rec, data, at, false)
+	}
 	ch := &s.scratch
 	if err := openai.ScanChunk(data, ch); err != nil {
 		return &eventError{latency.FailInvalidEvent, "event is not valid JSON of the expected shape: " + truncate(string(data))}
@@ -166,6 +173,9 @@ func (s *streamState) place(rec *latency.Record, content, reasoning []byte, delt
 // classifier (and the same exact keys) as a stream's chunks: the first
 // choice's message or text, its finish reason, usage, error and metrics.
 func (s *streamState) whole(rec *latency.Record, b []byte) *eventError {
+	if s.api == openai.APISGLang {
+		return s.sglangEvent(rec, b, rec.EndNS, true)
+	}
 	ch := &s.scratch
 	if err := openai.ScanChunk(b, ch); err != nil {
 		return &eventError{latency.FailInvalidEvent, "response is not valid JSON of the expected shape: " + truncate(err.Error())}
@@ -255,6 +265,8 @@ func (s *streamState) finish(rec *latency.Record, req *workload.Request) {
 // (serverTiming).
 func (s *streamState) engineSplit(rec *latency.Record) {
 	switch {
+	case s.sglang != nil:
+		rec.Server = s.sglang
 	case s.ollama:
 		rec.Server = latency.SplitFromOllama(s.metrics)
 	case len(s.metrics) > 0:

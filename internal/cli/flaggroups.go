@@ -201,7 +201,7 @@ func bindAnswerFlags(g *flagGroup, servedModelName *string, queueFullStatus *int
 // bindRequestFlags binds how each request is asked for: the API and
 // whether answers run to max_tokens (bench; simulate).
 func bindRequestFlags(g *flagGroup, endpoint *string, ignoreEOS *bool) {
-	g.stringVar(endpoint, "endpoint", "API: chat (/v1/chat/completions), completions (/v1/completions), responses (/v1/responses), messages (/v1/messages, Anthropic's) or ollama (/api/chat, Ollama's native NDJSON)")
+	g.stringVar(endpoint, "endpoint", "API: chat (/v1/chat/completions), completions (/v1/completions), responses (/v1/responses), messages (/v1/messages, Anthropic's) ollama (/api/chat, Ollama's native NDJSON) or sglang (/generate, SGLang's native API, whose meta_info gives each request's queue wait)")
 	g.boolVar(ignoreEOS, "ignore-eos", "send ignore_eos so answers run to max_tokens (vLLM, SGLang; on by default for the embedded engine)")
 }
 

@@ -2,6 +2,10 @@ package latency
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
 )
 
 // SourceSGLangMetaInfo is SGLang's per-request "meta_info" object on a
@@ -99,13 +103,11 @@ func (s SGLangMetaInfo) Split() *ServerSplit {
 // stream event) that carries a meta_info object with SGLang's timing
 // fields; nil otherwise.
 func SplitFromSGLangMetaInfo(answer []byte) *ServerSplit {
-	var a struct {
-		MetaInfo json.RawMessage `json:"meta_info"`
-	}
-	if json.Unmarshal(answer, &a) != nil || a.MetaInfo == nil {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(answer, &top) != nil || top["meta_info"] == nil {
 		return nil
 	}
-	mi, ok := ParseSGLangMetaInfo(a.MetaInfo)
+	mi, ok := ParseSGLangMetaInfo(top["meta_info"])
 	if !ok {
 		return nil
 	}
@@ -114,3 +116,79 @@ func SplitFromSGLangMetaInfo(answer []byte) *ServerSplit {
 
 // usNS is a Unix instant in seconds as nanoseconds, to the microsecond.
 func usNS(s float64) int64 { return (unixNS(s) + 500) / 1000 * 1000 }
+
+// SGLangOutput is one object of SGLang's native /generate answer: a whole
+// answer, or one event of its stream ({"text", "output_ids",
+// "meta_info"}, or {"error": {"message"}}).
+type SGLangOutput struct {
+	// Text is "text": the output so far (a stream's events carry it
+	// whole unless the server runs with --incremental-streaming-output).
+	Text string
+	// Finish is meta_info's finish_reason "type", "" while the request
+	// runs (finish_reason null).
+	Finish string
+	// PromptTokens, CompletionTokens and CachedTokens are meta_info's
+	// counts, -1 when absent.
+	PromptTokens, CompletionTokens, CachedTokens int
+	// Error is the message of an error object; nothing else is set then.
+	Error string
+	// Split is meta_info's timing split (SGLangMetaInfo.Split), nil when
+	// it carries none (a server without --enable-metrics, or an event
+	// before the last).
+	Split *ServerSplit
+}
+
+// maxSGLangOutput bounds one object ParseSGLangOutput reads.
+const maxSGLangOutput = 64 << 20
+
+// ParseSGLangOutput reads one object of SGLang's native /generate answer.
+// Keys are exact (a JSON object's members by their exact names); it is an
+// error when b is not an object, or holds neither an error object nor a
+// meta_info object, or when text, finish_reason or the error's message is
+// of another type.
+func ParseSGLangOutput(b []byte) (SGLangOutput, error) {
+	o := SGLangOutput{PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}
+	if len(b) > maxSGLangOutput {
+		return o, fmt.Errorf("SGLang answer over %d bytes", maxSGLangOutput)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil || top == nil {
+		return o, errors.New("SGLang answer is not a JSON object")
+	}
+	if raw, ok := top["error"]; ok {
+		var e map[string]json.RawMessage
+		if json.Unmarshal(raw, &e) != nil || e == nil || json.Unmarshal(e["message"], &o.Error) != nil || o.Error == "" {
+			return o, errors.New(`SGLang answer: "error" is not an object with a "message" string`)
+		}
+		return o, nil
+	}
+	raw, ok := top["meta_info"]
+	var mi map[string]json.RawMessage
+	if !ok || json.Unmarshal(raw, &mi) != nil || mi == nil {
+		return o, errors.New(`SGLang answer has no "meta_info" object`)
+	}
+	if t, ok := top["text"]; ok && json.Unmarshal(t, &o.Text) != nil {
+		return o, errors.New(`SGLang answer: "text" is not a string`)
+	}
+	if f, ok := mi["finish_reason"]; ok && string(f) != "null" {
+		var fr map[string]json.RawMessage
+		if json.Unmarshal(f, &fr) != nil || fr == nil || json.Unmarshal(fr["type"], &o.Finish) != nil {
+			return o, errors.New(`SGLang answer: meta_info "finish_reason" is neither null nor an object with a "type" string`)
+		}
+	}
+	if m, ok := ParseSGLangMetaInfo(raw); ok {
+		o.Split = m.Split()
+	}
+	o.PromptTokens, o.CompletionTokens, o.CachedTokens = jsonCount(mi["prompt_tokens"]), jsonCount(mi["completion_tokens"]), jsonCount(mi["cached_tokens"])
+	return o, nil
+}
+
+// jsonCount is a JSON count (a whole number from 0 to 2³¹ − 1), -1 for any
+// other value or none.
+func jsonCount(raw json.RawMessage) int {
+	v, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || v < 0 || v > 1<<31-1 || v != math.Trunc(v) {
+		return -1
+	}
+	return int(v)
+}

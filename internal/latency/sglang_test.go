@@ -85,3 +85,62 @@ func FuzzSplitFromSGLangMetaInfo(f *testing.F) {
 		}
 	})
 }
+
+func TestParseSGLangOutput(t *testing.T) {
+	whole, err := os.ReadFile(filepath.Join("testdata", "engines", "sglang-generate.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, raw string
+		want      SGLangOutput
+		err       bool
+	}{
+		{"whole answer", string(whole), SGLangOutput{Text: " a filler word and another", Finish: "length", PromptTokens: 24, CompletionTokens: 5, CachedTokens: 16,
+			Split: &ServerSplit{QueueNS: 37_500_000, PrefillNS: 12_000_000, DecodeNS: 53_200_000, Source: SourceSGLangMetaInfo, Engine: EngineSGLang,
+				Derived: []string{SplitPrefill, SplitDecode}}}, false},
+		{"running event", `{"text":" a b","output_ids":[1],"meta_info":{"id":"x","finish_reason":null,"prompt_tokens":3,"completion_tokens":2}}`,
+			SGLangOutput{Text: " a b", PromptTokens: 3, CompletionTokens: 2, CachedTokens: -1}, false},
+		{"error", `{"error":{"message":"too long"}}`, SGLangOutput{Error: "too long", PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}, false},
+		{"keys are exact", `{"Meta_info":{}}`, SGLangOutput{}, true},
+		{"no meta_info", `{"text":"a"}`, SGLangOutput{}, true},
+		{"text not a string", `{"text":1,"meta_info":{}}`, SGLangOutput{}, true},
+		{"finish_reason a string", `{"meta_info":{"finish_reason":"stop"}}`, SGLangOutput{}, true},
+		{"error without message", `{"error":{}}`, SGLangOutput{}, true},
+		{"not an object", `[]`, SGLangOutput{}, true},
+		{"count not whole", `{"meta_info":{"completion_tokens":1.5,"prompt_tokens":-2}}`, SGLangOutput{PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}, false},
+	} {
+		got, err := ParseSGLangOutput([]byte(c.raw))
+		if (err != nil) != c.err {
+			t.Errorf("%s: error %v, want error %v", c.name, err, c.err)
+			continue
+		}
+		if err == nil {
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", c.name, diff)
+			}
+		}
+	}
+}
+
+func FuzzParseSGLangOutput(f *testing.F) {
+	b, err := os.ReadFile(filepath.Join("testdata", "engines", "sglang-generate.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"error":{"message":"x"}}`))
+	f.Add([]byte(`{"text":"a","meta_info":{"finish_reason":{"type":"stop"},"completion_tokens":3}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := ParseSGLangOutput(b)
+		if err != nil {
+			return
+		}
+		if o.CompletionTokens < -1 || o.PromptTokens < -1 || o.CachedTokens < -1 {
+			t.Fatalf("counts %+v from %q", o, b)
+		}
+		if sp := o.Split; sp != nil && (sp.QueueNS < 0 || sp.PrefillNS < 0 || sp.DecodeNS < 0) {
+			t.Fatalf("split %+v from %q", sp, b)
+		}
+	})
+}

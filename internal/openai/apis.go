@@ -18,14 +18,20 @@ const (
 	APIResponses              // POST /v1/responses (OpenAI's Responses)
 	APIMessages               // POST /v1/messages (Anthropic's Messages)
 	APIOllama                 // POST /api/chat (Ollama's native chat, NDJSON)
+	// APISGLang is SGLang's native POST /generate (its answer's meta_info
+	// carries the request's timing), spoken by bench only: tokentrace
+	// serve does not serve it and the gateway passes it on as any other
+	// path (it is not in APIs, and APIOfPath does not name it).
+	APISGLang
 )
 
-// APIs lists every API, in the order of the constants.
+// APIs lists every API tokentrace serves and proxies, in the order of the
+// constants (all but APISGLang).
 var APIs = []API{APIChat, APICompletions, APIResponses, APIMessages, APIOllama}
 
-var apiNames = [...]string{"chat", "completions", "responses", "messages", "ollama"}
+var apiNames = [...]string{"chat", "completions", "responses", "messages", "ollama", "sglang"}
 
-var apiPaths = [...]string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/api/chat"}
+var apiPaths = [...]string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/api/chat", "/generate"}
 
 // String is the API's name as the command line spells it (--endpoint).
 func (a API) String() string {
@@ -49,11 +55,11 @@ func ParseAPI(name string) (API, bool) {
 	return 0, false
 }
 
-// APIOfPath returns the API whose request path is p.
+// APIOfPath returns the API of APIs whose request path is p.
 func APIOfPath(p string) (API, bool) {
-	for i, q := range apiPaths {
-		if q == p {
-			return API(i), true
+	for _, a := range APIs {
+		if apiPaths[a] == p {
+			return a, true
 		}
 	}
 	return 0, false
@@ -69,8 +75,8 @@ func (a API) Typed() bool { return a == APIResponses || a == APIMessages }
 func (a API) NDJSON() bool { return a == APIOllama }
 
 // Chat reports whether the API's prompt is a list of messages (every API
-// but completions).
-func (a API) Chat() bool { return a != APICompletions }
+// but completions and SGLang's /generate, whose prompt is text).
+func (a API) Chat() bool { return a != APICompletions && a != APISGLang }
 
 // WriteErrorAs sends e with the given status in api's own error shape:
 // OpenAI's {"error":{…}} for chat, completions and Responses;

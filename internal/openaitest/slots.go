@@ -26,8 +26,16 @@ const (
 	// llamacpp:requests_processing and requests_deferred; owned_by
 	// "llamacpp".
 	DialectLlamaCpp = "llamacpp"
-	// DialectSGLang: no per-request evidence; sglang:* gauges with
-	// max_running_requests; owned_by "sglang".
+	// DialectSGLang: no per-request evidence on its OpenAI API; sglang:*
+	// gauges with max_running_requests; owned_by "sglang". Its native
+	// POST /generate ({"text", "sampling_params": {"max_new_tokens"},
+	// "stream"}) answers {"text", "output_ids", "meta_info"} — streamed,
+	// one event per token with the text so far, then [DONE] — and, when
+	// Evidence is set, the finished request's meta_info carries
+	// queue_time, inference_time, e2e_latency and the request_received_ts,
+	// prefill_finished_ts and decode_finished_ts instants, as SGLang run
+	// with --enable-metrics does (a stand-in written from the source that
+	// docs/engines.md cites, not SGLang).
 	DialectSGLang = "sglang"
 	// DialectTGI: no evidence on a stream; tgi_queue_size and
 	// tgi_batch_current_size; owned_by "tgi".
@@ -128,6 +136,8 @@ func (e *SlotEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "[%s]", strings.Join(recs, ","))
 	case strings.HasSuffix(r.URL.Path, "/completions"):
 		e.complete(w, r)
+	case r.URL.Path == "/generate" && e.Dialect == DialectSGLang:
+		e.generate(w, r)
 	default:
 		http.NotFound(w, r)
 	}
@@ -172,26 +182,15 @@ func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq := SlotRequest{ID: r.Header.Get("X-Request-Id"), Asked: body.IncludeMetrics, ReturnMetrics: body.ReturnMetrics}
-	queued := time.Now()
-	e.mu.Lock()
-	e.seq++
-	rq.EngineID = fmt.Sprint(e.seq)
-	e.mu.Unlock()
+	queued, scheduled, ok := e.slot(r, &rq)
+	if !ok {
+		return
+	}
+	defer e.release()
 	id := "x"
 	if e.Dialect == DialectTRTLLM {
 		id = "chatcmpl-" + rq.EngineID
 	}
-	e.count(1, 0)
-	select {
-	case e.slots <- struct{}{}:
-	case <-r.Context().Done():
-		e.count(-1, 0)
-		return
-	}
-	scheduled := time.Now()
-	e.count(-1, 1)
-	defer func() { <-e.slots; e.count(0, -1) }()
-	rq.Queue = scheduled.Sub(queued)
 	time.Sleep(e.Prefill)
 	first := time.Now()
 	rq.Prefill = first.Sub(scheduled)
@@ -255,4 +254,94 @@ func (e *SlotEngine) evidence(rq SlotRequest, n int) string {
 		return fmt.Sprintf(`,"timings":{"cache_n":0,"prompt_n":8,"prompt_ms":%.3f,"predicted_n":%d,"predicted_ms":%.3f}`, ms(rq.Prefill), n, ms(rq.Decode))
 	}
 	return ""
+}
+
+// slot waits for a slot as a request of rq, counting it waiting then
+// running; ok is false when the request ended first. release gives the
+// slot back.
+func (e *SlotEngine) slot(r *http.Request, rq *SlotRequest) (queued, scheduled time.Time, ok bool) {
+	queued = time.Now()
+	e.mu.Lock()
+	e.seq++
+	rq.EngineID = fmt.Sprint(e.seq)
+	e.mu.Unlock()
+	e.count(1, 0)
+	select {
+	case e.slots <- struct{}{}:
+	case <-r.Context().Done():
+		e.count(-1, 0)
+		return queued, queued, false
+	}
+	scheduled = time.Now()
+	e.count(-1, 1)
+	rq.Queue = scheduled.Sub(queued)
+	return queued, scheduled, true
+}
+
+func (e *SlotEngine) release() { <-e.slots; e.count(0, -1) }
+
+// generate answers SGLang's native /generate (DialectSGLang).
+func (e *SlotEngine) generate(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Text           string `json:"text"`
+		Stream         bool   `json:"stream"`
+		SamplingParams struct {
+			MaxNewTokens int `json:"max_new_tokens"`
+		} `json:"sampling_params"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil || body.Text == "" {
+		http.Error(w, `{"object":"error","message":"bad body","type":"Bad Request","param":null,"code":400}`, http.StatusBadRequest)
+		return
+	}
+	rq := SlotRequest{ID: r.Header.Get("X-Request-Id")}
+	queued, scheduled, ok := e.slot(r, &rq)
+	if !ok {
+		return
+	}
+	defer e.release()
+	time.Sleep(e.Prefill)
+	first := time.Now()
+	rq.Prefill = first.Sub(scheduled)
+	n := e.Tokens
+	if n <= 0 {
+		n = 4
+	}
+	var sw *sse.Writer
+	if body.Stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sw = sse.NewWriter(w)
+	}
+	text := ""
+	meta := func(i int, finish string) string {
+		return fmt.Sprintf(`"meta_info":{"id":%q,"finish_reason":%s,"prompt_tokens":8,"weight_version":"default","total_retractions":0,"completion_tokens":%d,"cached_tokens":0`,
+			rq.EngineID, finish, i)
+	}
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			time.Sleep(e.PerToken)
+		}
+		text += fmt.Sprintf("t%d ", i-1)
+		if sw != nil && i < n {
+			_ = sw.Data(fmt.Appendf(nil, `{"text":%q,"output_ids":[%d],%s}}`, text, i, meta(i, "null")))
+		}
+	}
+	end := time.Now()
+	rq.Decode = end.Sub(first)
+	e.mu.Lock()
+	e.log = append(e.log, rq)
+	e.mu.Unlock()
+	last := fmt.Sprintf(`{"text":%q,"output_ids":[%d],%s`, text, n, meta(n, `{"type":"length","length":`+fmt.Sprint(n)+`}`))
+	if e.Evidence {
+		unix := func(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+		last += fmt.Sprintf(`,"queue_time":%.6f,"e2e_latency":%.6f,"request_received_ts":%.6f,"prefill_finished_ts":%.6f,"decode_finished_ts":%.6f,"inference_time":%.6f`,
+			rq.Queue.Seconds(), end.Sub(queued).Seconds(), unix(queued), unix(first), unix(end), end.Sub(scheduled).Seconds())
+	}
+	last += "}}"
+	if sw == nil {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, last)
+		return
+	}
+	_ = sw.Data([]byte(last))
+	_ = sw.Final(nil)
 }
