@@ -1,6 +1,9 @@
 package live
 
 import (
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,6 +52,24 @@ func BenchmarkCollectorAdd(b *testing.B) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
+// spreadRecords are 1,000 records of 128 tokens whose TTFT and gaps are
+// drawn log-uniformly (1 ms to 3 s; 10 µs to 0.5 s), a fixed draw.
+func spreadRecords() []*latency.Record {
+	r := rand.New(rand.NewPCG(1, 2))
+	draw := func(lo, hi float64) int64 { return int64(lo * math.Exp(r.Float64()*math.Log(hi/lo))) }
+	recs := make([]*latency.Record, 1000)
+	for i := range recs {
+		sent := int64(i) * msNS
+		chunks := make([]int64, 128)
+		chunks[0] = sent + draw(1e6, 3e9)
+		for k := 1; k < len(chunks); k++ {
+			chunks[k] = chunks[k-1] + draw(1e4, 5e8)
+		}
+		recs[i] = streamed(sent, chunks...)
+	}
+	return recs
+}
+
 // benchRecords are 1,000 records of 128 streamed tokens each.
 func benchRecords() []*latency.Record {
 	recs := make([]*latency.Record, 1000)
@@ -63,4 +84,53 @@ func benchRecords() []*latency.Record {
 		recs[i].InputTokens = 512
 	}
 	return recs
+}
+
+// BenchmarkBoardTick is one tick's snapshot with no record taken since
+// the last: the window (10 s of 100 records a second, latencies spread as
+// on a loaded machine: TTFT 1 ms to 3 s, gaps 10 µs to 0.5 s) merged and
+// read, the history point, the JSON of the event; the since-start numbers
+// are not due.
+func BenchmarkBoardTick(b *testing.B) {
+	recs := spreadRecords()
+	board := New(Config{})
+	var now int64
+	for i := range 1000 {
+		board.Sent()
+		board.Done(recs[i])
+		now += 10 * msNS
+		if now%int64(time.Second) == 0 {
+			board.step(now, false)
+		}
+	}
+	board.agg.nextReport = math.MaxInt64
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for range b.N {
+		board.step(now, false)
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkSinceStart is one recomputation of the since-start numbers and
+// findings over n records.
+func BenchmarkSinceStart(b *testing.B) {
+	recs := benchRecords()
+	for _, n := range []int{1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			board := New(Config{})
+			for i := range n {
+				board.Done(recs[i%len(recs)])
+			}
+			board.step(int64(time.Second), false)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				board.agg.fromReport(int64(time.Second))
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

@@ -74,6 +74,7 @@ type Board struct {
 	failed     atomic.Int64
 	dropped    atomic.Int64 // records Offer dropped
 	queued     atomic.Int64 // the batch's length as Offer last left it
+	watchers   atomic.Int64 // open /events streams and terminal views
 
 	mu    sync.Mutex // guards batch: held for an append or a swap
 	batch []entry
@@ -130,7 +131,17 @@ func (b *Board) Done(rec *latency.Record) {
 
 // counts reads the counters.
 func (b *Board) counts() counts {
-	return counts{sent: b.sent.Load(), done: b.done.Load(), failed: b.failed.Load(), dropped: b.dropped.Load()}
+	return counts{sent: b.sent.Load(), done: b.done.Load(), failed: b.failed.Load(), dropped: b.dropped.Load(),
+		watched: b.watchers.Load() > 0}
+}
+
+// watch counts a viewer (an /events stream, a terminal view) until the
+// returned function is called: the since-start numbers and findings are
+// recomputed mid-run only while one watches.
+func (b *Board) watch() func() {
+	b.watchers.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { b.watchers.Add(-1) }) }
 }
 
 // Run computes a snapshot every tick, on the run's clock now (nanoseconds
@@ -215,8 +226,12 @@ func (p *published) fullJSON() []byte {
 	return p.full.b
 }
 
-// counts are the record path's counters at one instant.
-type counts struct{ sent, done, failed, dropped int64 }
+// counts are the record path's counters at one instant, and whether
+// anyone watches.
+type counts struct {
+	sent, done, failed, dropped int64
+	watched                     bool
+}
 
 // aggregator is the board's state that only its own goroutine touches.
 type aggregator struct {
@@ -229,7 +244,7 @@ type aggregator struct {
 	gws      windowStats       // scratch for a group's window
 	failures map[string]int64
 	ok       int64
-	ttft     stats.Histogram // every record's TTFT (the plain line)
+	ttft     stats.Sketch // every record's TTFT (the plain line)
 	phase    string
 	seq      int64
 	added    int64  // records taken in

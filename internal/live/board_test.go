@@ -201,8 +201,10 @@ func TestFinishIsTheReport(t *testing.T) {
 	}
 }
 
-// The running TTFT of the plain line: every record's, within the
-// histogram's 0.05 %.
+// The running TTFT of the plain line: every record's, read from a
+// stats.Sketch: rank 50 is 50 ms, in the bucket [49,807,360, +262,144) ns,
+// read as its midpoint 49.938432 ms; rank 99 is 99 ms, in [98,566,144,
+// +524,288), read as 98.828288 ms.
 func TestPlainLine(t *testing.T) {
 	b := New(Config{})
 	for i := 1; i <= 100; i++ {
@@ -213,8 +215,8 @@ func TestPlainLine(t *testing.T) {
 	b.Done(failed(5*msNS, latency.FailTimeout))
 	b.step(int64(3*time.Second), false)
 	s := b.Latest()
-	if !near(s.ttftP50, 50) || !near(s.ttftP99, 99) {
-		t.Errorf("running TTFT p50 %v p99 %v, want 50 and 99 ms", s.ttftP50, s.ttftP99)
+	if s.ttftP50 != 49.938432 || s.ttftP99 != 98.828288 {
+		t.Errorf("running TTFT p50 %v p99 %v, want 49.938432 and 98.828288 ms", s.ttftP50, s.ttftP99)
 	}
 	line := PlainLine(s, "bench:")
 	for _, want := range []string{"bench: sent 101  done 101  errors 1", "TTFT p50 ", " p99 ", "[3s]"} {
@@ -353,6 +355,7 @@ func TestSlowClientBlocksNothing(t *testing.T) {
 func TestSinceStartWaitsForCPU(t *testing.T) {
 	var cpu time.Duration
 	b := New(Config{CPU: func() time.Duration { cpu += time.Millisecond; return cpu }}) // a computation "costs" 1 ms
+	defer b.watch()()
 	s := int64(time.Second)
 	b.Done(streamed(0, 10*msNS, 20*msNS))
 	b.step(s, false)
@@ -368,6 +371,36 @@ func TestSinceStartWaitsForCPU(t *testing.T) {
 	b.step(20*s, false)
 	if got := b.Latest().SinceAtS; got != 20 || b.Latest().Since.Requests != 2 {
 		t.Errorf("since start at %v s with %d requests, want 20 s and 2", got, b.Latest().Since.Requests)
+	}
+}
+
+// The since-start numbers and findings are recomputed mid-run only while
+// someone watches (an /events stream, a terminal view); Finish computes
+// them whoever watches.
+func TestSinceStartOnlyWhileWatched(t *testing.T) {
+	b := New(Config{})
+	s := int64(time.Second)
+	b.Done(streamed(0, 10*msNS, 20*msNS))
+	b.step(s, false)
+	b.step(5*s, false)
+	if got := b.Latest(); got.SinceAtS != 0 || got.Since.Requests != 0 || got.Window.Requests != 1 {
+		t.Fatalf("unwatched: since start at %v s with %d requests (window %d), want none computed", got.SinceAtS, got.Since.Requests, got.Window.Requests)
+	}
+	stop := b.watch()
+	b.step(6*s, false)
+	if got := b.Latest(); got.SinceAtS != 6 || got.Since.Requests != 1 {
+		t.Errorf("watched: since start at %v s with %d requests, want 6 s and 1", got.SinceAtS, got.Since.Requests)
+	}
+	stop()
+	stop() // once only
+	b.Done(streamed(6*s, 6*s+10*msNS, 6*s+20*msNS))
+	b.step(20*s, false)
+	if got := b.Latest(); got.SinceAtS != 6 || b.watchers.Load() != 0 {
+		t.Errorf("no longer watched: since start at %v s, watchers %d, want kept from 6 s and 0", got.SinceAtS, b.watchers.Load())
+	}
+	rep := b.Finish(21*s, results.RunInfo{})
+	if got := b.Latest(); !got.Final || got.Since.Requests != 2 || int64(rep.Summary.Requests) != 2 {
+		t.Errorf("final: since start %d requests (final %v), report %d, want 2", got.Since.Requests, got.Final, rep.Summary.Requests)
 	}
 }
 

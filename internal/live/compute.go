@@ -40,7 +40,7 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *repo
 				s.InFlight += int64(g.InFlight)
 			}
 		}
-	} else if final || now >= a.nextReport && a.added > a.reported && a.cpuAllows() {
+	} else if final || c.watched && now >= a.nextReport && a.added > a.reported && a.cpuAllows() {
 		rep = a.fromReport(now)
 	}
 	s.Since, s.SinceAtS, s.Findings, s.Phases = a.since, sec(a.sinceAt), a.findings, a.phases
@@ -52,7 +52,8 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *repo
 	}
 	s.History = slices.Clip(a.history)
 	if a.ttft.Count() > 0 {
-		s.ttftP50, s.ttftP99 = ms(a.ttft.Percentile(50)), ms(a.ttft.Percentile(99))
+		p := a.ttft.Percentiles(50, 99)
+		s.ttftP50, s.ttftP99 = ms(p[0]), ms(p[1])
 	}
 	return s, rep
 }
@@ -142,14 +143,16 @@ func windowFigures(ws *windowStats, offered, achieved float64) Figures {
 	return f
 }
 
-// histMetric reads one histogram (nearest rank, within 0.05 %).
-func histMetric(name string, h *stats.Histogram) Metric {
+// histMetric reads one window's sketch (nearest rank, within
+// stats.SketchError).
+func histMetric(name string, h *stats.Sketch) Metric {
 	m := Metric{Name: name, Count: h.Count()}
 	if m.Count == 0 {
 		return m
 	}
 	m.Mean = h.Mean() / 1e6
-	m.P50, m.P90, m.P99 = ms(h.Percentile(50)), ms(h.Percentile(90)), ms(h.Percentile(99))
+	p := h.Percentiles(50, 90, 99)
+	m.P50, m.P90, m.P99 = ms(p[0]), ms(p[1]), ms(p[2])
 	m.Max = ms(h.Max())
 	return m
 }

@@ -6,13 +6,14 @@
 // only); its own goroutine (Run) drains the batch on each tick and
 // computes a Snapshot: the rates and percentiles of the last sliding
 // window (the last n of internal/window's one-second windows, a
-// stats.Histogram per metric, within 0.05 %), the stage
+// stats.Sketch per metric, within 0.39 %), the stage
 // split of that window, failures by kind, the server's scraped gauges,
 // bench's timekeeping warnings, and — from the run's report.Collector,
 // which the board feeds on its goroutine (bench hands it every record
 // through Done instead of adding it on the record path) — the "since
 // start" numbers and the report's findings on the records so far
-// (provisional), recomputed every 2 s, or no more often than 1,000 ×
+// (provisional), recomputed only while someone watches (an /events
+// stream, a terminal view), every 2 s, or no more often than 1,000 ×
 // what the last computation took, and (Config.CPU) only once the process
 // has spent 300 × its CPU cost since. Finish takes in the last records and
 // run.json and returns the run's report: the last snapshot's "since

@@ -107,6 +107,7 @@ func (b *Board) servePage(w http.ResponseWriter, _ *http.Request) {
 func (b *Board) serveEvents(w http.ResponseWriter, r *http.Request) {
 	ch, ended, closeSub := b.subs.add()
 	defer closeSub()
+	defer b.watch()()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -20,7 +20,7 @@ var metricNames = [...]latency.Metric{latency.TTFT, latency.TPOT, latency.ITL, l
 // slot is what completed in one second of the run.
 type slot struct {
 	sec      int // the window it holds (window.Index); -1: empty
-	hist     [len(metricNames)]stats.Histogram
+	hist     [len(metricNames)]stats.Sketch
 	ok, fail int64
 	kinds    map[string]int64
 	parts    map[string]int64 // stage → Σ ns over the slot's successful requests
@@ -136,7 +136,7 @@ func partName(p latency.PathPart) string {
 
 // windowStats is the window merged at second now.
 type windowStats struct {
-	hist     [len(metricNames)]stats.Histogram
+	hist     [len(metricNames)]stats.Sketch
 	ok, fail int64
 	kinds    map[string]int64
 	parts    map[string]int64

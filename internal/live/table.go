@@ -23,6 +23,7 @@ const tableEvery = 500 * time.Millisecond
 func (b *Board) Show(ctx context.Context, w io.Writer, view, label string) {
 	t := time.NewTicker(tableEvery)
 	defer t.Stop()
+	defer b.watch()()
 	var buf strings.Builder
 	lines := 0
 	for {
@@ -62,7 +63,7 @@ func erase(buf *strings.Builder, n int) {
 
 // PlainLine is the one progress line: sent, done, errors, the window's
 // completion rate and the running P50/P99 of TTFT over every record
-// (histogram, within 0.05 %; the final numbers are the report's).
+// (stats.Sketch, within 0.39 %; the final numbers are the report's).
 func PlainLine(s *Snapshot, label string) string {
 	failed := int64(0)
 	for _, n := range s.Failures {

@@ -6,7 +6,8 @@
 //   - [Histogram], a mergeable log-linear histogram of non-negative
 //     integers (nanoseconds) whose percentiles are within [RelativeError]
 //     of the exact ones, with a stable JSON form, and [Concurrent], its
-//     lock-free recorder;
+//     lock-free recorder; [Sketch], the same layout eight times coarser
+//     (within [SketchError]) for many small, short-lived histograms;
 //   - [Sample], values kept one by one up to a cap and in a Histogram
 //     beyond it;
 //   - bootstrap confidence intervals of a percentile ([BootstrapCI],

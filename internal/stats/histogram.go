@@ -23,29 +23,38 @@ const (
 const RelativeError = 1.0 / (2 * subBuckets)
 
 // bucketOf returns the index of the bucket holding v ≥ 0.
-func bucketOf(v int64) int {
-	if v < subBuckets {
-		return int(max(v, 0))
-	}
-	e := bits.Len64(uint64(v)) - subBits - 1 // v>>e lies in [1024, 2048)
-	return subBuckets + e*subBuckets + int(v>>e) - subBuckets
-}
+func bucketOf(v int64) int { return layoutOf(v, subBits) }
 
 // bucketLow and bucketWidth give the lowest value of bucket i and how many
 // values it holds.
-func bucketLow(i int) int64 {
-	if i < subBuckets {
-		return int64(i)
+func bucketLow(i int) int64 { return layoutLow(i, subBits) }
+
+func bucketWidth(i int) int64 { return layoutWidth(i, subBits) }
+
+// The log-linear layout with 2^b buckets per power of two (Histogram's b
+// is subBits, Sketch's sketchBits): values below 2^b have a bucket each,
+// then [2^(e+b), 2^(e+b+1)) is cut into 2^b buckets of width 2^e.
+func layoutOf(v int64, b int) int {
+	if v < 1<<b {
+		return int(max(v, 0))
 	}
-	e := (i - subBuckets) / subBuckets
-	return int64(subBuckets+(i-subBuckets)%subBuckets) << e
+	e := bits.Len64(uint64(v)) - b - 1 // v>>e lies in [2^b, 2^(b+1))
+	return e<<b + int(v>>e)
 }
 
-func bucketWidth(i int) int64 {
-	if i < subBuckets {
+func layoutLow(i, b int) int64 {
+	if i < 1<<b {
+		return int64(i)
+	}
+	e := i>>b - 1
+	return int64(1<<b+i&(1<<b-1)) << e
+}
+
+func layoutWidth(i, b int) int64 {
+	if i < 1<<b {
 		return 1
 	}
-	return int64(1) << ((i - subBuckets) / subBuckets)
+	return int64(1) << (i>>b - 1)
 }
 
 // bucketMid is the value bucket i is read back as.
