@@ -56,3 +56,26 @@ func TestFitIntakeRecoversTheIntake(t *testing.T) {
 		t.Error("FitIntake without a TTFT: no error")
 	}
 }
+
+// intakeOf gives NIM's rows NIM's front end, a row naming its engine's
+// release that release's (families.yaml), and a row naming none nothing.
+func TestIntakeOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		row  PublicRow
+		want time.Duration
+	}{
+		{"NIM", PublicRow{Engine: "NIM (TensorRT-LLM)", EngineVersion: "NIM 1.8.0"}, nimIntake},
+		{"vLLM 0.11", PublicRow{Engine: "vLLM", EngineVersion: "0.11.0"}, 49400 * time.Microsecond},
+		{"TensorRT-LLM 1.2", PublicRow{Engine: "TensorRT-LLM", EngineVersion: "1.2.0rc1"}, 33500 * time.Microsecond},
+		{"TensorRT-LLM 0.x", PublicRow{Engine: "TensorRT-LLM", EngineVersion: "0.18"}, 0},
+		{"no release", PublicRow{Engine: "vLLM"}, 0},
+		{"no family", PublicRow{Engine: "some-server", EngineVersion: "1.0"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := intakeOf(tc.row); got != tc.want {
+				t.Errorf("intakeOf = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
