@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -92,5 +93,55 @@ func TestBootstrapDiffCI(t *testing.T) {
 	lo, hi, ok = BootstrapDiffCI(a, b, 50, 2000, pcg(1))
 	if !ok || lo <= 0 || lo > 100 || hi < 100 {
 		t.Errorf("shifted by 100: [%v, %v]", lo, hi)
+	}
+}
+
+// BootstrapSD by hand: {10, 20, 30, 40} at P50 is rank 2, so the
+// resampled P50 is the value at ⌊4·U⌋ with U ~ Beta(2, 3), whose CDF is
+// 6x² − 8x³ + 3x⁴: at ¼, ½, ¾ it is 0.26171875, 0.6875, 0.94921875, so
+// the weights are 0.26171875, 0.42578125, 0.26171875, 0.05078125; the
+// mean 21.015625, the mean square 513.28125, the variance
+// 513.28125 − 21.015625² = 71.624755859375, the SD 8.46314. {1, 2} at
+// P50: 1 with probability ¾, 2 with ¼ — SD √(3/16) = 0.4330127.
+func TestBootstrapSDByHand(t *testing.T) {
+	for _, tt := range []struct {
+		in   []int64
+		p    float64
+		want float64
+	}{
+		{[]int64{10, 20, 30, 40}, 50, math.Sqrt(71.624755859375)},
+		{[]int64{1, 2}, 50, math.Sqrt(3.0 / 16)},
+		{[]int64{5, 5, 5, 5}, 95, 0},
+		{[]int64{7}, 50, 0},
+		{nil, 50, 0},
+	} {
+		if got := BootstrapSD(tt.in, tt.p); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("BootstrapSD(%v, %v) = %.9f, want %.9f", tt.in, tt.p, got, tt.want)
+		}
+	}
+}
+
+// BootstrapSD agrees with the resampled percentiles' spread (the draws
+// BootstrapCI takes) within the resampling's own error, on a long sample
+// where only a window of ranks is summed.
+func TestBootstrapSDAgreesWithResampling(t *testing.T) {
+	rng := pcg(3)
+	s := make([]int64, 5000)
+	for i := range s {
+		s[i] = int64(1000 * rng.ExpFloat64())
+	}
+	slices.Sort(s)
+	for _, p := range []float64{50, 95, 99} {
+		vals := resamplePercentiles(s, p, 20000, pcg(4))
+		var mean, sq float64
+		for _, v := range vals {
+			mean += float64(v)
+			sq += float64(v) * float64(v)
+		}
+		mean /= float64(len(vals))
+		sd := math.Sqrt(sq/float64(len(vals)) - mean*mean)
+		if got := BootstrapSD(s, p); math.Abs(got-sd) > 0.03*sd {
+			t.Errorf("P%v: BootstrapSD %.3f, resampled %.3f", p, got, sd)
+		}
 	}
 }

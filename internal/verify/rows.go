@@ -5,7 +5,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
 
@@ -15,37 +14,61 @@ var (
 	Percentiles = []float64{50, 95, 99}
 )
 
-// rows sets each metric side by side.
-func rows(before, after, twinBefore *report.Report, draws []*report.Report, prof *perfmodel.Profile, goodput bool) []Row {
+// rows sets each metric side by side; noise is the first run's
+// (MeasureNoise).
+func rows(before, after, twinBefore *report.Report, draws []*report.Report, noise map[string]Noise, goodput bool) []Row {
 	var out []Row
 	for _, m := range Metrics {
 		for _, p := range Percentiles {
 			get := func(r *report.Report) float64 { return distAt(r, m, p) }
-			out = append(out, row(string(m), "p"+pctName(p), "ms", get, before, after, twinBefore, draws,
-				capacity.StatedError(prof, m, p), false))
+			stat := "p" + pctName(p)
+			n := scaled(noise[string(m)+" "+stat], countOf(after, m))
+			out = append(out, row(string(m), stat, "ms", get, before, after, twinBefore, draws,
+				capacity.StatedError(nil, m, p), n, false))
 		}
 	}
-	// Rates: the twin's stated error at P50 (a rate is a mean).
+	// Rates: the two-clock limit at P50 (a rate is a mean).
 	out = append(out, row("throughput", "rate", "req/s", func(r *report.Report) float64 { return r.Summary.ThroughputRPS },
-		before, after, twinBefore, draws, capacity.StatedError(nil, latency.E2E, 50), true))
+		before, after, twinBefore, draws, capacity.StatedError(nil, latency.E2E, 50), Noise{}, true))
 	if goodput {
 		out = append(out, row("goodput", "rate", "req/s", func(r *report.Report) float64 {
 			if r.AllSLOs == nil {
 				return math.NaN()
 			}
 			return r.AllSLOs.GoodputRPS
-		}, before, after, twinBefore, draws, capacity.StatedError(nil, latency.E2E, 50), true))
+		}, before, after, twinBefore, draws, capacity.StatedError(nil, latency.E2E, 50), Noise{}, true))
 	}
 	return out
 }
 
-func row(metric, stat, unit string, get func(*report.Report) float64, before, after, twinBefore *report.Report, draws []*report.Report, e float64, higherBetter bool) Row {
-	r := Row{Metric: metric, Stat: stat, Unit: unit, Before: get(before), TwinBefore: get(twinBefore), Measured: get(after), StatedError: e}
+// scaled is the first run's noise n for a percentile over count values
+// of the second run: the sampling error scales as 1/√count.
+func scaled(n Noise, count int) Noise {
+	if n.Count > 0 && count > 0 {
+		n.Sampling *= math.Sqrt(float64(n.Count) / float64(count))
+		n.Count = count
+	}
+	return n
+}
+
+// countOf is how many values r's metric m was taken over (0: none).
+func countOf(r *report.Report, m latency.Metric) int {
+	for _, d := range r.Metrics {
+		if d.Metric == string(m) {
+			return int(d.Count)
+		}
+	}
+	return 0
+}
+
+func row(metric, stat, unit string, get func(*report.Report) float64, before, after, twinBefore *report.Report, draws []*report.Report, e float64, n Noise, higherBetter bool) Row {
+	r := Row{Metric: metric, Stat: stat, Unit: unit, Before: get(before), TwinBefore: get(twinBefore), Measured: get(after), StatedError: e,
+		Sampling: n.Sampling, Drift: n.Drift}
 	for _, d := range draws {
 		r.Draws = append(r.Draws, get(d))
 	}
 	r.BeforeMiss = math.Abs(r.TwinBefore-r.Before) / r.Before
-	r.Predicted, r.Low, r.High = Interval(r.Draws, RelativeError(e, r.BeforeMiss))
+	r.Predicted, r.Low, r.High = Interval(r.Draws, RelativeError(e, r.BeforeMiss), n)
 	r.Low = max(r.Low, 0) // a latency or a rate is never negative
 	r.Error = (r.Measured - r.Predicted) / r.Predicted
 	r.Verdict = Judge(r.Measured, r.Predicted, r.Low, r.High, higherBetter)
@@ -58,7 +81,7 @@ func row(metric, stat, unit string, get func(*report.Report) float64, before, af
 // finite zeroes what is not a number (JSON has none): a metric a run
 // lacks is a row with no data.
 func (r Row) finite() Row {
-	for _, p := range []*float64{&r.BeforeMiss, &r.Before, &r.TwinBefore, &r.Predicted, &r.Low, &r.High, &r.Measured, &r.Error} {
+	for _, p := range []*float64{&r.BeforeMiss, &r.Sampling, &r.Drift, &r.Before, &r.TwinBefore, &r.Predicted, &r.Low, &r.High, &r.Measured, &r.Error} {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) {
 			*p = 0
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -88,12 +89,20 @@ type Row struct {
 	Low       float64   `json:"low"`
 	High      float64   `json:"high"`
 	Draws     []float64 `json:"draws"`
-	// StatedError is the twin's own stated relative error here;
-	// BeforeMiss its miss of the first run (|twin − measured| ÷
-	// measured); the interval takes the larger (RelativeError).
+	// StatedError is the twin's stated relative error at this
+	// percentile, the two-clock limit (capacity.StatedError without a
+	// profile: a profile's residuals are per request, not a percentile's;
+	// its fit at this row is BeforeMiss); BeforeMiss its miss of the
+	// first run (|twin − measured| ÷ measured); the interval takes the
+	// larger (RelativeError).
 	StatedError float64 `json:"stated_error"`
 	BeforeMiss  float64 `json:"before_miss"`
-	Measured    float64 `json:"measured"`
+	// Sampling and Drift are the first run's Noise at this row, relative
+	// standard deviations: the percentile's sampling error scaled to the
+	// second run's count, and the spread between runs its halves show.
+	Sampling float64 `json:"sampling"`
+	Drift    float64 `json:"drift"`
+	Measured float64 `json:"measured"`
 	// Error is (measured − predicted) ÷ predicted.
 	Error   float64 `json:"error"`
 	Verdict Verdict `json:"verdict"`
@@ -112,32 +121,35 @@ const (
 )
 
 // Method says how the intervals are made, for the output.
-const Method = "80 % interval: the twin at the run's seed ± √((1.2816·s)² + (e·c)²), s the standard deviation over the draws' seeds, e the twin's stated error or its miss of the first run at that row, whichever is larger, c the prediction; the envelope is twice that (docs/metrics.md, \"Verify\")"
+const Method = "80 % interval: the twin at the run's seed ± √(1.2816²·(s² + (σ·c)² + (d·c)²) + (e·c)²), s the standard deviation over the draws' seeds, σ the percentile's sampling error over the first run's requests (scaled to the second run's count), d the drift between the first run's halves beyond it, e the larger of the two-clock limit and the twin's miss of the first run at that row, c the prediction; the envelope is twice that (docs/metrics.md, \"Verify\")"
 
 // z80 is the standard normal's 90th percentile: ± z80·σ holds 80 %.
 const z80 = 1.2815515655446004
 
 // Interval is the 80 % interval around the prediction c of draws (the
-// first is c, the run's own seed) and the twin's stated relative error e:
-// c ± h, h = √((z80·s)² + (e·c)²), s the draws' sample standard deviation.
-func Interval(draws []float64, e float64) (c, lo, hi float64) {
+// first is c, the run's own seed), the twin's relative error e and the
+// measurement's relative noise n: c ± h, h = √(z80²·(s² + (σ·c)² +
+// (d·c)²) + (e·c)²), s the draws' sample standard deviation, σ
+// n.Sampling and d n.Drift.
+func Interval(draws []float64, e float64, n Noise) (c, lo, hi float64) {
 	if len(draws) == 0 {
 		return math.NaN(), math.NaN(), math.NaN()
 	}
 	c = draws[0]
 	var s float64
-	if n := len(draws); n > 1 {
+	if k := len(draws); k > 1 {
 		var mean float64
 		for _, x := range draws {
 			mean += x
 		}
-		mean /= float64(n)
+		mean /= float64(k)
 		for _, x := range draws {
 			s += (x - mean) * (x - mean)
 		}
-		s = math.Sqrt(s / float64(n-1))
+		s = math.Sqrt(s / float64(k-1))
 	}
-	h := math.Hypot(z80*s, e*c)
+	v := s*s + (n.Sampling*c)*(n.Sampling*c) + (n.Drift*c)*(n.Drift*c)
+	h := math.Hypot(z80*math.Sqrt(v), e*c)
 	return c, c - h, c + h
 }
 
@@ -222,15 +234,17 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	twinBefore, draws, err := drawTwins(ctx, cfg, d, w, seed)
+	twinBefore, twinReqs, draws, err := drawTwins(ctx, cfg, d, w, seed)
 	if err != nil {
 		return nil, err
 	}
-	res.Rows = rows(before, after, twinBefore, draws, prof, len(cfg.SLOs) > 0)
-	if n := unreproduced(res.Rows); n != "" {
-		res.Notes = append([]string{"the twin does not reproduce the first run within its stated error, or states one over 25 %, at " + n +
-			": its intervals there are widened by that miss, and a prediction is only as good as the twin of the first run (calibrate it on BEFORE: tokentrace calibrate BEFORE … -o before.yaml; verify --profile before.yaml)"}, res.Notes...)
+	measured, err := ReadRequests(cfg.Before.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("the first run's noise: %w", err)
 	}
+	noise := MeasureNoise(measured, twinReqs)
+	res.Rows = rows(before, after, twinBefore, draws, noise, len(cfg.SLOs) > 0)
+	res.Notes = append(fitNotes(res.Rows, prof, cfg.Before.Dir), res.Notes...)
 	res.tally()
 	res.ElapsedS = time.Since(start).Seconds()
 	return res, nil
@@ -260,24 +274,26 @@ func changeNotes(cfg Config, lever string, changes []Change) []string {
 	return notes
 }
 
-// drawTwins runs the first run's twin once, and the twin with the change
-// (deployment d, workload w) cfg.Draws times, each on its own seed from
-// seed (the run's whose workload w is).
-func drawTwins(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload, seed uint64) (*report.Report, []*report.Report, error) {
-	twinBefore, err := twinDraw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed)
+// drawTwins runs the first run's twin once (its report and its requests,
+// for the noise), and the twin with the change (deployment d, workload w)
+// cfg.Draws times, each on its own seed from seed (the run's whose
+// workload w is).
+func drawTwins(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload, seed uint64) (*report.Report, *Requests, []*report.Report, error) {
+	reqs := &Requests{}
+	twinBefore, err := twinDraw(cfg.Twin.Deployment, cfg.Twin.Workload, cfg.SLOs, cfg.Twin.Seed, reqs.Add)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the first run's twin: %w", err)
+		return nil, nil, nil, fmt.Errorf("the first run's twin: %w", err)
 	}
 	draws := make([]*report.Report, cfg.Draws)
 	for i := range draws {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		if draws[i], err = twinDraw(d, w, cfg.SLOs, seed+uint64(i)); err != nil {
-			return nil, nil, fmt.Errorf("the twin with the change: %w", err)
+		if draws[i], err = twinDraw(d, w, cfg.SLOs, seed+uint64(i), nil); err != nil {
+			return nil, nil, nil, fmt.Errorf("the twin with the change: %w", err)
 		}
 	}
-	return twinBefore, draws, nil
+	return twinBefore, reqs, draws, nil
 }
 
 // tally counts the rows judged and those that held as predicted.
@@ -292,22 +308,45 @@ func (res *Result) tally() {
 	}
 }
 
-// maxUseful is the twin's stated error above which a row's interval says
-// little (a profile whose fit missed that much).
+// maxUseful is the twin's miss of the first run above which a row's
+// interval says little.
 const maxUseful = 0.25
 
+// fitNotes says where the twin of the first run missed it by more than
+// maxUseful, and whether the profile was fitted on the first run.
+func fitNotes(rs []Row, prof *perfmodel.Profile, before string) []string {
+	var out []string
+	calibrated := prof != nil && sameDir(prof.Source, before)
+	if prof != nil && !calibrated {
+		out = append(out, "the profile was fitted on "+prof.Source+", not on the first run: the intervals take its miss of the first run; a profile calibrated on BEFORE fits it (tokentrace calibrate BEFORE … -o before.yaml; verify --profile before.yaml)")
+	}
+	if n := unreproduced(rs); n != "" {
+		s := "the twin misses the first run by over 25 % at " + n + ": its intervals there carry that miss"
+		if !calibrated {
+			s += ", and a prediction is only as good as the twin of the first run (calibrate it on BEFORE: tokentrace calibrate BEFORE … -o before.yaml; verify --profile before.yaml)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// sameDir says whether a and b name the same folder.
+func sameDir(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
 // unreproduced names the rows at which the twin of the first run missed
-// it by more than the twin's stated error, or states an error over
-// maxUseful ("" when none).
+// it by more than maxUseful ("" when none).
 func unreproduced(rs []Row) string {
 	var out []string
 	for _, r := range rs {
-		switch {
-		case r.Verdict == NoData:
-		case r.BeforeMiss > r.StatedError:
+		if r.Verdict != NoData && r.BeforeMiss > maxUseful {
 			out = append(out, fmt.Sprintf("%s %s (%.0f %% off)", r.Metric, r.Stat, 100*r.BeforeMiss))
-		case r.StatedError > maxUseful:
-			out = append(out, fmt.Sprintf("%s %s (its stated error %.0f %%)", r.Metric, r.Stat, 100*r.StatedError))
 		}
 	}
 	return strings.Join(out, ", ")
@@ -359,11 +398,16 @@ func containsStr(xs []string, s string) bool {
 }
 
 // twinDraw runs the twin once on seed and reports its records as report
-// reads a run: the same formulas on both sides.
-func twinDraw(d capacity.Deployment, w capacity.Workload, slos []latency.SLO, seed uint64) (*report.Report, error) {
+// reads a run: the same formulas on both sides; also, when not nil,
+// hands each record to also.
+func twinDraw(d capacity.Deployment, w capacity.Workload, slos []latency.SLO, seed uint64, also func(*latency.Record)) (*report.Report, error) {
 	w.DefaultWarmup = false // the run's own warm-up, as it had it
 	c := report.NewCollector(report.Options{SLOs: slos, Resamples: 1})
-	if _, err := capacity.Evaluate(d, w, nil, w.Rate, capacity.Options{Seed: seed, MinSpan: time.Nanosecond, Records: c.Add}); err != nil {
+	add := c.Add
+	if also != nil {
+		add = func(r *latency.Record) { c.Add(r); also(r) }
+	}
+	if _, err := capacity.Evaluate(d, w, nil, w.Rate, capacity.Options{Seed: seed, MinSpan: time.Nanosecond, Records: add}); err != nil {
 		return nil, err
 	}
 	return c.Report(), nil
