@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/whatif"
 )
@@ -57,7 +58,7 @@ func benchWhatIf(ctx context.Context, w io.Writer, res *bench.Result, slos []lat
 
 // topRemedy words the what-if's best remedy in one line, with the command
 // that shows them all.
-func topRemedy(p *report.Predictions, cmd string) string {
+func topRemedy(p *prediction.Predictions, cmd string) string {
 	helpful, _ := p.Split()
 	switch {
 	case p.Unreliable != "":
@@ -66,5 +67,5 @@ func topRemedy(p *report.Predictions, cmd string) string {
 	case len(helpful) == 0:
 		return fmt.Sprintf("none of %d remedies simulated helps; %s lists them", len(p.Remedies), cmd)
 	}
-	return fmt.Sprintf("top of %d remedies: %s; all in %s", len(p.Remedies), p.Line(helpful[0]), cmd)
+	return fmt.Sprintf("top of %d remedies: %s; all in %s", len(p.Remedies), report.RemedyLine(p, helpful[0]), cmd)
 }

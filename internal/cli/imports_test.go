@@ -111,6 +111,7 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/latency":                 {only: []string{}},
 	"internal/stats":                   {only: []string{}},
 	"internal/chart":                   {only: []string{}},
+	"internal/prediction":              {only: []string{}},
 	"internal/jsonscan":                {only: []string{}},
 	"internal/sse":                     {only: []string{}},
 	"internal/httplimit":               {only: []string{"field"}},

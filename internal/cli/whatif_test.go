@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
 
@@ -40,7 +41,7 @@ func whatIfJSON(t *testing.T, dir string, args ...string) *report.Report {
 	return &rep
 }
 
-func remedy(w *report.Predictions, lever string) (int, *report.Remedy) {
+func remedy(w *prediction.Predictions, lever string) (int, *prediction.Remedy) {
 	for i := range w.Remedies {
 		if w.Remedies[i].Lever == lever {
 			return i, &w.Remedies[i]
@@ -198,7 +199,7 @@ func TestWhatIfProfileExtrapolates(t *testing.T) {
 	if w == nil || w.Basis != "profile Llama-3.1-8B.yaml" {
 		t.Fatalf("what-if %+v", w)
 	}
-	var r *report.Remedy
+	var r *prediction.Remedy
 	for i := range w.Remedies {
 		if w.Remedies[i].Title == "fp8 weights" {
 			r = &w.Remedies[i]
@@ -394,7 +395,9 @@ func TestWhatIfClosedLoopStaysClosed(t *testing.T) {
 		t.Errorf("the twin's baseline TTFT P50 %.1f ms, the run's %.1f ms: the same engine and closed loop should agree within 3 %%", b, m)
 	}
 	// One replica: TTFT P50 45 ms; two share the 8 workers: about 41 ms.
-	if !slices.ContainsFunc(w.Remedies, func(r report.Remedy) bool { return r.Setting == "replicas: 1 → 2" && r.Error == "" && r.After.Meets }) {
+	if !slices.ContainsFunc(w.Remedies, func(r prediction.Remedy) bool {
+		return r.Setting == "replicas: 1 → 2" && r.Error == "" && r.After.Meets
+	}) {
 		t.Errorf("the replicas the SLO needs: %+v", w.Remedies)
 	}
 	if w.Baseline.GoodputRPS != 0 {

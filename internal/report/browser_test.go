@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/process"
 )
 
@@ -223,16 +224,16 @@ func collectorOf(opts Options, reqs []synthReq) *Collector {
 
 // testWhatIf is a what-if as internal/whatif makes one: two remedies, one
 // of them outside a profile's fitted range.
-func testWhatIf() *Predictions {
+func testWhatIf() *prediction.Predictions {
 	f := func(v float64) *float64 { return &v }
-	return &Predictions{Basis: "profile h100.yaml", Deployment: "1 × H100-SXM TP1 bf16, kv bf16", Workload: "the run's requests",
+	return &prediction.Predictions{Basis: "profile h100.yaml", Deployment: "1 × H100-SXM TP1 bf16, kv bf16", Workload: "the run's requests",
 		Objectives: []string{"ttft:p99<=500ms"}, Judged: true, MeasuredMS: []float64{1840},
-		Baseline: WhatIfPoint{ValuesMS: []*float64{f(1790)}, GoodputRPS: 7.2, KeepsUp: true},
-		Remedies: []Remedy{
+		Baseline: prediction.WhatIfPoint{ValuesMS: []*float64{f(1790)}, GoodputRPS: 7.2, KeepsUp: true},
+		Remedies: []prediction.Remedy{
 			{Lever: "prefix-caching", Title: "prefix caching on", Setting: "enable_prefix_caching: false → true", For: []string{"prefill-bound"},
-				After: WhatIfPoint{ValuesMS: []*float64{f(410)}, GoodputRPS: 11.8, Meets: true, KeepsUp: true}, Effect: f(0.23)},
+				After: prediction.WhatIfPoint{ValuesMS: []*float64{f(410)}, GoodputRPS: 11.8, Meets: true, KeepsUp: true}, Effect: f(0.23)},
 			{Lever: "replicas", Title: "one more replica", Setting: "replicas: 1 → 2", For: []string{"server-queueing"},
-				After: WhatIfPoint{ValuesMS: []*float64{f(900)}, GoodputRPS: 14.1, KeepsUp: true}, Effect: f(0.5),
+				After: prediction.WhatIfPoint{ValuesMS: []*float64{f(900)}, GoodputRPS: 14.1, KeepsUp: true}, Effect: f(0.5),
 				Extrapolates: []string{"batch 40 is outside the fitted 1–27"}},
 		},
 		Assumptions: []string{"each prediction is one simulation of the run's own requests"}, Simulations: 40, ElapsedS: 1.2}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
@@ -68,10 +69,10 @@ func TestWhatIfNoGainFolded(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	w := testWhatIf()
 	w.Remedies = append(w.Remedies,
-		Remedy{Lever: "max-num-seqs", Title: "more sequences per step", Setting: "max_num_seqs: 256 → 512",
-			After: WhatIfPoint{ValuesMS: []*float64{f(1785)}, GoodputRPS: 7.2, KeepsUp: true}, Effect: f(0.997)},
-		Remedy{Lever: "chunked-prefill", Title: "chunked prefill off", Setting: "enable_chunked_prefill: true → false",
-			After: WhatIfPoint{ValuesMS: []*float64{f(2400)}, GoodputRPS: 6.1, KeepsUp: true}, Effect: f(1.34)})
+		prediction.Remedy{Lever: "max-num-seqs", Title: "more sequences per step", Setting: "max_num_seqs: 256 → 512",
+			After: prediction.WhatIfPoint{ValuesMS: []*float64{f(1785)}, GoodputRPS: 7.2, KeepsUp: true}, Effect: f(0.997)},
+		prediction.Remedy{Lever: "chunked-prefill", Title: "chunked prefill off", Setting: "enable_chunked_prefill: true → false",
+			After: prediction.WhatIfPoint{ValuesMS: []*float64{f(2400)}, GoodputRPS: 6.1, KeepsUp: true}, Effect: f(1.34)})
 	rep := collectRun(Options{SLOs: mustSLOs(t, "ttft:p99<=500ms")}, nil, baseline(200, 10, 1))
 	rep.WhatIf = w
 	var text, html bytes.Buffer

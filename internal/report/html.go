@@ -19,7 +19,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	if err != nil {
 		r = r.withNote("charts not drawn: " + err.Error())
 	}
-	whatIf, err := r.WhatIf.whatIfViews()
+	whatIf, err := whatIfViews(r.WhatIf)
 	if err != nil {
 		r = r.withNote("what-if charts not drawn: " + err.Error())
 	}
@@ -41,14 +41,15 @@ func (r *Report) WriteHTML(w io.Writer) error {
 }
 
 var htmlPage = chart.Page("report", template.FuncMap{
-	"ms":      fmtMS,
-	"hopCell": hopCell,
-	"num":     num,
-	"pct":     func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
-	"svg":     func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot from our numbers
-	"upper":   strings.ToUpper,
-	"errs":    func(m map[string]int) string { return strings.TrimPrefix(errorList(m), " ") },
-	"gt0":     func(v float64) bool { return v > 0 },
+	"ms":           fmtMS,
+	"hopCell":      hopCell,
+	"baselineLine": baselineLine,
+	"num":          num,
+	"pct":          func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
+	"svg":          func(s string) template.HTML { return template.HTML(s) }, // drawn by gonum/plot from our numbers
+	"upper":        strings.ToUpper,
+	"errs":         func(m map[string]int) string { return strings.TrimPrefix(errorList(m), " ") },
+	"gt0":          func(v float64) bool { return v > 0 },
 }, `.cards { display:grid; grid-template-columns:repeat(auto-fit,minmax(150px,1fr)); gap:10px; margin:14px 0; }
 .card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:10px 12px; }
 .card b { display:block; font-size:20px; } .card span { color:var(--muted); font-size:13px; }
@@ -111,7 +112,7 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 
 {{with .WhatIf}}
 <h2 id="what-if">What-if remedies</h2>
-<p>The twin ({{.Basis}}) re-simulated this run's workload with its own configuration — {{.Deployment}} — then once per lever with that lever changed, the same seed. Baseline: {{.BaselineLine}}.</p>
+<p>The twin ({{.Basis}}) re-simulated this run's workload with its own configuration — {{.Deployment}} — then once per lever with that lever changed, the same seed. Baseline: {{baselineLine .}}.</p>
 {{end}}
 {{range $i, $r := .Remedies}}{{with $r}}
 <div class="finding remedy" id="remedy-{{$i}}" data-lever="{{.Lever}}">

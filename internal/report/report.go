@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
@@ -34,7 +35,7 @@ type Report struct {
 	Quieted *Quieted `json:"quieted,omitempty"`
 	// WhatIf is the twin's prediction of each remedy (report --what-if);
 	// nil when not asked for or not possible.
-	WhatIf *Predictions `json:"what_if,omitempty"`
+	WhatIf *prediction.Predictions `json:"what_if,omitempty"`
 	// Phases summarises each sweep point (records grouped by Record.Phase).
 	Phases []Phase `json:"phases,omitempty"`
 	// Sessions is the run's multi-turn and agent sessions, when it has

@@ -9,170 +9,10 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/chart"
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
-
-// Predictions is what the twin — the simulated engine, on the run's own
-// workload — predicts each remedy would do: the run re-simulated with its
-// own configuration (the baseline, beside the measured values, so the
-// twin's own error shows), then once per lever with that lever changed,
-// the same seed. internal/whatif computes it; the report only renders it.
-type Predictions struct {
-	// Basis says what the twin was built from: "simulated run", "embedded
-	// engine" or "profile FILE" (a calibrated profile on a measured run).
-	Basis string `json:"basis"`
-	// Run is the results folder the twin was rebuilt from.
-	Run string `json:"run,omitempty"`
-	// Deployment is the run's deployment as the twin runs it; Workload
-	// the workload replayed.
-	Deployment string `json:"deployment"`
-	Workload   string `json:"workload"`
-	Seed       uint64 `json:"seed"`
-	// Objectives are what every prediction is judged on, failing SLOs
-	// first: the run's SLOs, or without any the P99 of the metrics the
-	// findings are about (then Judged is false: there is no threshold, so
-	// no goodput).
-	Objectives []string `json:"objectives"`
-	Judged     bool     `json:"judged"`
-	// MeasuredMS are the run's own values of the objectives.
-	MeasuredMS []float64 `json:"measured_ms"`
-	// Baseline is the twin's prediction for the run as it was.
-	Baseline WhatIfPoint `json:"baseline"`
-	// Remedies are ranked by their predicted effect on the first
-	// objective (the breached SLO), best first.
-	Remedies []Remedy `json:"remedies"`
-	// Assumptions hold for every prediction.
-	Assumptions []string `json:"assumptions,omitempty"`
-	// Fidelity is, per objective, the twin baseline's relative miss of the
-	// measured value (|twin − measured| / measured; null when either is
-	// unknown), and StatedError the twin's own stated error there: its
-	// profile's calibration residual, or the two-clock differential's
-	// limit (5 % at P50/P90, 10 % at P99) for the run's own engine.
-	Fidelity    []*float64 `json:"fidelity,omitempty"`
-	StatedError []float64  `json:"stated_error,omitempty"`
-	// Unreliable, when set, says why the remedies cannot be trusted: the
-	// twin's baseline misses the run by more than its stated error, so it
-	// does not reproduce what made the run slow. Its remedies are listed
-	// but not ranked or recommended.
-	Unreliable string `json:"unreliable,omitempty"`
-	// Simulations counts the simulations run; ElapsedS their wall time.
-	Simulations int     `json:"simulations"`
-	ElapsedS    float64 `json:"elapsed_s"`
-}
-
-// WhatIfPoint is one simulation of the run's workload at its own rate, and
-// the goodput search of the same deployment.
-type WhatIfPoint struct {
-	// ValuesMS holds each objective's percentile; null where it falls on
-	// a failed (refused) request, which counts as infinitely late.
-	ValuesMS []*float64 `json:"values_ms"`
-	// Meets says every SLO held (and the deployment kept up).
-	Meets bool `json:"meets"`
-	// KeepsUp is false when the deployment fell behind its arrivals.
-	KeepsUp bool `json:"keeps_up"`
-	// FailedShare is the share of the judged requests that failed (an
-	// admission bound sheds them).
-	FailedShare float64 `json:"failed_share"`
-	// GoodputRPS is the highest rate at which every SLO holds (0: none
-	// found, or no SLO to judge).
-	GoodputRPS float64 `json:"goodput_rps"`
-	// PeakBatch is the most requests one replica ran at once (sampled).
-	PeakBatch int `json:"peak_batch"`
-}
-
-// Remedy is one lever changed, and what the twin predicts.
-type Remedy struct {
-	// Lever names it (docs/report.md, "What-if remedies"); Setting says
-	// what changed in the engine's or deployment's own names.
-	Lever   string `json:"lever"`
-	Title   string `json:"title"`
-	Setting string `json:"setting"`
-	// For lists the findings (rules) it answers; empty when asked for.
-	For []string `json:"for,omitempty"`
-	// After is the prediction with the lever changed.
-	After WhatIfPoint `json:"after"`
-	// Effect is After ÷ Baseline of the first objective (< 1 is better);
-	// null when either falls on a failed request or was not simulated.
-	Effect *float64 `json:"effect"`
-	// Assumes says what the prediction takes for granted; Extrapolates
-	// where the twin leaves what it was calibrated or built on.
-	Assumes      []string `json:"assumes,omitempty"`
-	Extrapolates []string `json:"extrapolates,omitempty"`
-	// Error says why the lever could not be simulated (it does not fit).
-	Error string `json:"error,omitempty"`
-	// Applied is the change as `tokentrace verify --applied` reads it
-	// (max_num_seqs=8): VerifyCommand checks the remedy once applied.
-	Applied string `json:"applied,omitempty"`
-	// GatewayApply is the remedy as `tokentrace gateway apply` writes it
-	// (concurrency=8 max-queue=4), for a lever a gateway can apply in
-	// front of the server: GatewayCommand.
-	GatewayApply string `json:"gateway_apply,omitempty"`
-}
-
-// noGain is the relative change of the first objective within which a
-// remedy is taken to change nothing.
-const noGain = 0.02
-
-// Split parts the remedies into those the twin predicts to help (the first
-// objective better by more than noGain, or more goodput) and those that
-// change nothing or make it worse, each in its order; a remedy that could
-// not be simulated stays with the first (its error is news).
-func (w *Predictions) Split() (helpful, none []Remedy) {
-	for _, r := range w.Remedies {
-		better := r.Effect == nil || *r.Effect < 1-noGain || r.After.GoodputRPS > (1+noGain)*w.Baseline.GoodputRPS
-		if r.Error != "" || better {
-			helpful = append(helpful, r)
-		} else {
-			none = append(none, r)
-		}
-	}
-	return helpful, none
-}
-
-// NoGainLine folds the remedies that change nothing or make it worse into
-// one line; "" when there are none.
-func (w *Predictions) NoGainLine(none []Remedy) string {
-	if len(none) == 0 {
-		return ""
-	}
-	names := make([]string, len(none))
-	for i, r := range none {
-		names[i] = r.Title
-		if r.Setting != "" {
-			names[i] += " (" + r.Setting + ")"
-		}
-	}
-	return fmt.Sprintf("no gain (within %.0f%%) or worse: %s; the JSON form has their figures", 100*noGain, strings.Join(names, ", "))
-}
-
-// VerifyCommand is the command that checks a remedy once it is applied
-// and the load run again into AFTER (docs/report.md, "Verify").
-func (w *Predictions) VerifyCommand(r Remedy) string {
-	if r.Applied == "" || r.Error != "" {
-		return ""
-	}
-	run := w.Run
-	if run == "" {
-		run = "BEFORE"
-	}
-	return fmt.Sprintf("tokentrace verify %s AFTER --applied %s", run, r.Applied)
-}
-
-// GatewayCommand applies a remedy through a tokentrace gateway's
-// configuration (reloaded live) and checks it: after it, verify finds the
-// change in the gateway's evidence without --applied; "" for a lever the
-// gateway does not own.
-func (w *Predictions) GatewayCommand(r Remedy) string {
-	if r.GatewayApply == "" || r.Error != "" {
-		return ""
-	}
-	run := w.Run
-	if run == "" {
-		run = "BEFORE"
-	}
-	return fmt.Sprintf("tokentrace gateway apply --config GATEWAY.yaml %s; then tokentrace verify %s AFTER", r.GatewayApply, run)
-}
 
 // value formats an objective's value: "∞" for a failed request.
 func whatIfValue(v *float64) string {
@@ -190,9 +30,9 @@ func objectiveName(o string) string {
 	return strings.ToUpper(m) + " " + strings.ToUpper(p)
 }
 
-// Line is the remedy in one line: "prefix caching on: TTFT P99 1.84s →
+// RemedyLine is a remedy in one line: "prefix caching on: TTFT P99 1.84s →
 // 410ms, goodput 7.20 → 11.8 req/s (simulated, profile h100.yaml)".
-func (w *Predictions) Line(r Remedy) string {
+func RemedyLine(w *prediction.Predictions, r prediction.Remedy) string {
 	if r.Error != "" {
 		return fmt.Sprintf("%s: cannot be simulated: %s", r.Title, r.Error)
 	}
@@ -227,8 +67,8 @@ func at(v []*float64, i int) *float64 {
 	return nil
 }
 
-// BaselineLine compares the measured run with the twin's baseline.
-func (w *Predictions) BaselineLine() string {
+// baselineLine compares the measured run with the twin's baseline.
+func baselineLine(w *prediction.Predictions) string {
 	var parts []string
 	for i, o := range w.Objectives {
 		m := math.NaN()
@@ -244,19 +84,19 @@ func (w *Predictions) BaselineLine() string {
 	return s
 }
 
-func (t textWriter) whatIf(w *Predictions) {
+func (t textWriter) whatIf(w *prediction.Predictions) {
 	if w == nil {
 		return
 	}
 	t.p("\nWHAT-IF (the twin: %s)\n", w.Basis)
 	t.wrapped("run as simulated: "+w.Deployment, 94, "  ", "    ")
-	t.wrapped("baseline: "+w.BaselineLine(), 94, "  ", "    ")
+	t.wrapped("baseline: "+baselineLine(w), 94, "  ", "    ")
 	if w.Unreliable != "" {
 		t.wrapped("UNRELIABLE: "+w.Unreliable, 94, "  ", "    ")
 	}
 	helpful, none := w.Split()
 	for i, r := range helpful {
-		t.wrapped(fmt.Sprintf("%d. %s", i+1, w.Line(r)), 94, "  ", "     ")
+		t.wrapped(fmt.Sprintf("%d. %s", i+1, RemedyLine(w, r)), 94, "  ", "     ")
 		for _, a := range r.Assumes {
 			t.wrapped("assumes: "+a, 90, "     ", "       ")
 		}
@@ -279,12 +119,12 @@ func (t textWriter) whatIf(w *Predictions) {
 	t.p("  %d simulations in %.1fs\n", w.Simulations, w.ElapsedS)
 }
 
-func (m mdWriter) whatIf(w *Predictions) {
+func (m mdWriter) whatIf(w *prediction.Predictions) {
 	if w == nil {
 		return
 	}
 	m.p("\n### What-if remedies (simulated, %s)\n\n", w.Basis)
-	m.p("Run as simulated: %s. Baseline: %s.\n\n", mdEscape(w.Deployment), mdEscape(w.BaselineLine()))
+	m.p("Run as simulated: %s. Baseline: %s.\n\n", mdEscape(w.Deployment), mdEscape(baselineLine(w)))
 	if w.Unreliable != "" {
 		m.p("**Unreliable:** %s\n\n", mdEscape(w.Unreliable))
 	}
@@ -335,7 +175,7 @@ func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 // whatIfView is a remedy as the HTML page shows it: its line and its
 // before/after chart.
 type whatIfView struct {
-	Remedy
+	prediction.Remedy
 	Line   string
 	Chart  template.HTML
 	Verify string
@@ -346,7 +186,7 @@ type whatIfView struct {
 // whatIfViews draws one small chart per remedy: the first objective as
 // measured, as the twin's baseline and with the lever changed, and the
 // goodput before and after when there is an SLO to judge it.
-func (w *Predictions) whatIfViews() ([]whatIfView, error) {
+func whatIfViews(w *prediction.Predictions) ([]whatIfView, error) {
 	if w == nil {
 		return nil, nil
 	}
@@ -354,9 +194,9 @@ func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 	out := make([]whatIfView, 0, len(helpful))
 	var errs []error
 	for _, r := range helpful {
-		v := whatIfView{Remedy: r, Line: w.Line(r), Verify: w.VerifyCommand(r), Gateway: w.GatewayCommand(r)}
+		v := whatIfView{Remedy: r, Line: RemedyLine(w, r), Verify: w.VerifyCommand(r), Gateway: w.GatewayCommand(r)}
 		if r.Error == "" && len(w.Objectives) > 0 {
-			svg, err := w.remedyChart(r)
+			svg, err := remedyChart(w, r)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", r.Title, err))
 			}
@@ -368,7 +208,7 @@ func (w *Predictions) whatIfViews() ([]whatIfView, error) {
 }
 
 // remedyChart is one remedy's before/after bars.
-func (w *Predictions) remedyChart(r Remedy) (string, error) {
+func remedyChart(w *prediction.Predictions, r prediction.Remedy) (string, error) {
 	name := objectiveName(w.Objectives[0])
 	p := chart.New(r.Title, "", name+" (ms)")
 	measured := math.NaN()
@@ -422,11 +262,4 @@ func thresholdMS(o string) float64 {
 		return 0
 	}
 	return float64(d) / 1e6
-}
-
-// NoGain is NoGainLine of the remedies Split finds no gain in, for the
-// HTML page.
-func (w *Predictions) NoGain() string {
-	_, none := w.Split()
-	return w.NoGainLine(none)
 }

@@ -3,10 +3,10 @@
 // sessions) re-simulated by the twin — the engine, scheduler and router of
 // internal/simulate, through capacity.Evaluate and capacity.FindGoodput —
 // first with the run's own configuration (the baseline), then once per
-// lever with that one setting changed, the same seed. The result is
-// report.WhatIf, which the report renders. TwinOf rebuilds that baseline
-// from a results folder (the run's recorded flags, which the caller parses,
-// or its records' arrivals and lengths).
+// lever with that one setting changed, the same seed. The result is a
+// prediction.Predictions (Report.WhatIf), which the report renders. TwinOf
+// rebuilds that baseline from a results folder (the run's recorded flags,
+// which the caller parses, or its records' arrivals and lengths).
 //
 // It never imports serve, gateway, bench, app or agent: every prediction
 // is simulated on the virtual clock, never measured; only internal/cli

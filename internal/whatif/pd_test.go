@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -27,7 +28,7 @@ func pdBaseline(t *testing.T, d capacity.Deployment) Baseline {
 
 // predict runs what-if with the levers asked and the findings given,
 // and returns each remedy's title.
-func predict(t *testing.T, d capacity.Deployment, rules []string, levers ...string) []report.Remedy {
+func predict(t *testing.T, d capacity.Deployment, rules []string, levers ...string) []prediction.Remedy {
 	t.Helper()
 	rep := &report.Report{}
 	for _, r := range rules {
@@ -48,7 +49,7 @@ func predict(t *testing.T, d capacity.Deployment, rules []string, levers ...stri
 	return w.Remedies
 }
 
-func titles(rs []report.Remedy) []string {
+func titles(rs []prediction.Remedy) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.Title)

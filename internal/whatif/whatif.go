@@ -21,6 +21,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
@@ -125,7 +126,7 @@ const unjudged = time.Duration(math.MaxInt64 / 2)
 
 // Run predicts each remedy. It returns nil when no finding names a lever
 // (and none was asked for).
-func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*report.Predictions, error) {
+func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*prediction.Predictions, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 	if len(vs) == 0 {
 		return nil, nil
 	}
-	w := &report.Predictions{Basis: b.Basis, Deployment: r.baseName, Workload: b.Workload.Describe, Seed: o.Seed,
+	w := &prediction.Predictions{Basis: b.Basis, Deployment: r.baseName, Workload: b.Workload.Describe, Seed: o.Seed,
 		Judged: r.judged, MeasuredMS: r.measured(rep)}
 	for _, s := range r.slos {
 		if r.judged {
@@ -156,7 +157,7 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 	if r.baseFlags, err = r.b.Deployment.OutsideEnvelope(base.p); err != nil {
 		return nil, fmt.Errorf("what-if: the run's own deployment: %w", err)
 	}
-	w.Remedies = make([]report.Remedy, len(vs))
+	w.Remedies = make([]prediction.Remedy, len(vs))
 	g := errgroup.Group{}
 	g.SetLimit(r.parallel())
 	for i, v := range vs {
@@ -176,7 +177,7 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*repor
 		rank(w.Remedies)
 	}
 	w.Assumptions = r.assumptions()
-	if !w.Baseline.KeepsUp || slices.ContainsFunc(w.Remedies, func(x report.Remedy) bool { return x.Error == "" && !x.After.KeepsUp }) {
+	if !w.Baseline.KeepsUp || slices.ContainsFunc(w.Remedies, func(x prediction.Remedy) bool { return x.Error == "" && !x.After.KeepsUp }) {
 		w.Assumptions = append(w.Assumptions, FallsBehind)
 	}
 	for _, f := range r.baseFlags {
@@ -347,7 +348,7 @@ func (r *runner) variants(rep *report.Report) []variant {
 // evaluated is a simulated point and its view in the report.
 type evaluated struct {
 	p    capacity.Point
-	view report.WhatIfPoint
+	view prediction.WhatIfPoint
 }
 
 // point simulates d on the run's workload at its own rate (every request
@@ -360,7 +361,7 @@ func (r *runner) point(d capacity.Deployment, guess float64) (evaluated, error) 
 	if err != nil {
 		return evaluated{}, err
 	}
-	e := evaluated{p: p, view: report.WhatIfPoint{Meets: p.Meets && r.judged, KeepsUp: p.KeepsUp, PeakBatch: p.PeakBatch}}
+	e := evaluated{p: p, view: prediction.WhatIfPoint{Meets: p.Meets && r.judged, KeepsUp: p.KeepsUp, PeakBatch: p.PeakBatch}}
 	if p.Measured > 0 {
 		e.view.FailedShare = float64(p.Failed) / float64(p.Measured)
 	}
@@ -392,8 +393,8 @@ func (r *runner) point(d capacity.Deployment, guess float64) (evaluated, error) 
 }
 
 // remedy simulates one variant against the baseline.
-func (r *runner) remedy(v variant, base evaluated) report.Remedy {
-	rem := report.Remedy{Lever: v.lever, Title: v.title, Setting: v.setting, For: v.forRules, Assumes: v.assumes}
+func (r *runner) remedy(v variant, base evaluated) prediction.Remedy {
+	rem := prediction.Remedy{Lever: v.lever, Title: v.title, Setting: v.setting, For: v.forRules, Assumes: v.assumes}
 	d := v.d
 	if v.retime != nil && r.prof != nil {
 		path, note, err := r.carryProfile(*v.retime)
@@ -465,7 +466,7 @@ func (r *runner) replicasNeeded(d capacity.Deployment) (int, error) {
 
 // effect is after ÷ before on the first objective (nil when either is a
 // failed request or zero).
-func effect(before, after report.WhatIfPoint) *float64 {
+func effect(before, after prediction.WhatIfPoint) *float64 {
 	if len(before.ValuesMS) == 0 || len(after.ValuesMS) == 0 || before.ValuesMS[0] == nil || after.ValuesMS[0] == nil || *before.ValuesMS[0] <= 0 {
 		return nil
 	}
@@ -477,14 +478,14 @@ func effect(before, after report.WhatIfPoint) *float64 {
 // then by goodput; those with no finite effect last. A remedy whose
 // prediction extrapolates (outside the twin's envelope or a profile's
 // range) is never ranked: all such follow the others, in their order.
-func rank(rs []report.Remedy) {
-	key := func(r report.Remedy) float64 {
+func rank(rs []prediction.Remedy) {
+	key := func(r prediction.Remedy) float64 {
 		if r.Effect == nil {
 			return math.Inf(1)
 		}
 		return *r.Effect
 	}
-	slices.SortStableFunc(rs, func(a, b report.Remedy) int {
+	slices.SortStableFunc(rs, func(a, b prediction.Remedy) int {
 		xa, xb := len(a.Extrapolates) > 0, len(b.Extrapolates) > 0
 		if xa != xb {
 			if xa {

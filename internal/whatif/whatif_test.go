@@ -9,7 +9,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
-	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/prediction"
 )
 
 func TestOptionsCheckNamesTheSetting(t *testing.T) {
@@ -42,10 +42,10 @@ func TestOptionsCheckNamesTheSetting(t *testing.T) {
 // after all the others, however good its effect.
 func TestRank(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	rs := []report.Remedy{
-		{Lever: "none", Effect: nil, After: report.WhatIfPoint{GoodputRPS: 99}},
-		{Lever: "half", Effect: f(0.5), After: report.WhatIfPoint{GoodputRPS: 2}},
-		{Lever: "half-more-goodput", Effect: f(0.5), After: report.WhatIfPoint{GoodputRPS: 3}},
+	rs := []prediction.Remedy{
+		{Lever: "none", Effect: nil, After: prediction.WhatIfPoint{GoodputRPS: 99}},
+		{Lever: "half", Effect: f(0.5), After: prediction.WhatIfPoint{GoodputRPS: 2}},
+		{Lever: "half-more-goodput", Effect: f(0.5), After: prediction.WhatIfPoint{GoodputRPS: 3}},
 		{Lever: "worse", Effect: f(1.2)},
 		{Lever: "best", Effect: f(0.1)},
 		{Lever: "outside", Effect: f(0.01), Extrapolates: []string{"outside the twin's envelope: 12 KV-cache preemptions"}},
@@ -62,10 +62,10 @@ func TestRank(t *testing.T) {
 
 func TestEffectAndPercentile(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	if e := effect(report.WhatIfPoint{ValuesMS: []*float64{f(200)}}, report.WhatIfPoint{ValuesMS: []*float64{f(50)}}); e == nil || *e != 0.25 {
+	if e := effect(prediction.WhatIfPoint{ValuesMS: []*float64{f(200)}}, prediction.WhatIfPoint{ValuesMS: []*float64{f(50)}}); e == nil || *e != 0.25 {
 		t.Errorf("effect %v, want 0.25", e)
 	}
-	if e := effect(report.WhatIfPoint{ValuesMS: []*float64{f(200)}}, report.WhatIfPoint{ValuesMS: []*float64{nil}}); e != nil {
+	if e := effect(prediction.WhatIfPoint{ValuesMS: []*float64{f(200)}}, prediction.WhatIfPoint{ValuesMS: []*float64{nil}}); e != nil {
 		t.Errorf("effect on a refused request's percentile %v, want none", *e)
 	}
 	// Nearest rank: the 90th percentile of 1..10 is 9.
