@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -42,6 +43,11 @@ type Deployment struct {
 	// heterogeneous machines): the same engine settings and TP, its own
 	// performance model and price. "": Engine.GPU.
 	PrefillGPU string
+	// PrefillTP, when set on a disaggregated deployment, runs the prefill
+	// pool at another tensor-parallel size than Engine's: each prefill
+	// replica then takes PrefillTP GPUs, and a KV transfer moves
+	// min(PrefillTP, the decode TP) shards at once. 0: Engine's TP.
+	PrefillTP int
 }
 
 // Disaggregated reports whether d runs prefill and decode on separate
@@ -125,31 +131,49 @@ func (d Deployment) resolve() (*resolved, error) {
 }
 
 // withPrefill resolves the prefill pool's engine where PrefillGPU names
-// another GPU: the decode engine's settings at its TP on that GPU (a
-// profile, fitted on one GPU, is left out); the error names prefill_gpu.
+// another GPU or PrefillTP another TP: the decode engine's settings on
+// that GPU at that TP (a profile, fitted on one GPU and TP, is left out),
+// and counts the pools' GPUs; the error names prefill_gpu or prefill_tp.
 func (r *resolved) withPrefill() error {
 	r.pre = nil
-	if !r.Disaggregated() || r.PrefillGPU == "" {
+	r.gpus = r.gpusAt(r.tp)
+	if !r.Disaggregated() || r.PrefillGPU == "" && r.PrefillTP == 0 {
 		return nil
 	}
+	if r.PrefillTP < 0 {
+		return field.Invalid("prefill_tp", r.PrefillTP, "must not be negative")
+	}
 	o := r.Engine
-	o.GPU, o.TensorParallelSize, o.Profile = r.PrefillGPU, r.tp, ""
+	o.GPU, o.TensorParallelSize, o.Profile = cmp.Or(r.PrefillGPU, r.gpu), cmp.Or(r.PrefillTP, r.tp), ""
 	ec, est, err := o.Config()
 	if err != nil {
+		if r.PrefillGPU == "" {
+			return field.Invalid("prefill_tp", r.PrefillTP, "%w", err)
+		}
 		return field.Invalid("prefill_gpu", r.PrefillGPU, "%w", err)
 	}
-	if g := est.Config().GPU.Name; g != r.gpu {
-		r.pre = &resolved{Deployment: Deployment{Engine: o, Replicas: 1}, ec: ec, est: est, tp: r.tp, gpus: r.tp, gpu: g}
+	g, tp := est.Config().GPU.Name, est.Config().TP
+	if g != r.gpu || tp != r.tp {
+		r.pre = &resolved{Deployment: Deployment{Engine: o, Replicas: 1}, ec: ec, est: est, tp: tp, gpus: tp, gpu: g}
+		r.gpus = r.tp*r.Replicas + tp*r.PrefillReplicas
 	}
 	return nil
 }
 
 // prefillGPU is the prefill pool's GPU ("" when it is the decode pool's).
 func (r *resolved) prefillGPU() string {
-	if r.pre == nil {
+	if r.pre == nil || r.pre.gpu == r.gpu {
 		return ""
 	}
 	return r.pre.gpu
+}
+
+// prefillTP is the prefill pool's TP (0 when it is the decode pool's).
+func (r *resolved) prefillTP() int {
+	if r.pre == nil || r.pre.tp == r.tp {
+		return 0
+	}
+	return r.pre.tp
 }
 
 // key identifies what a simulation of the deployment depends on, so that
@@ -167,7 +191,7 @@ func (r *resolved) key(maxOut int, cacheable bool) string {
 	pd := "agg"
 	if r.Disaggregated() {
 		l, _ := r.link()
-		pd = fmt.Sprintf("pd%d:%s@%s", r.PrefillReplicas, l.Name, r.prefillGPU())
+		pd = fmt.Sprintf("pd%d:%s@%s/tp%d", r.PrefillReplicas, l.Name, r.prefillGPU(), r.prefillTP())
 	}
 	capTokens := r.MaxMaxTokens
 	if capTokens >= maxOut {
@@ -193,8 +217,8 @@ func (r *resolved) Name() string {
 	if r.Disaggregated() {
 		l, _ := r.link()
 		fmt.Fprintf(&b, "%dP:%dD over %s, each", r.PrefillReplicas, r.Replicas, l.Name)
-		if g := r.prefillGPU(); g != "" {
-			fmt.Fprintf(&b, " prefill on %s, each decode on", g)
+		if r.pre != nil {
+			fmt.Fprintf(&b, " prefill on %s TP%d, each decode on", r.pre.gpu, r.pre.tp)
 		}
 		fmt.Fprintf(&b, " %s TP%d %s, kv %s, seqs %d, budget %d", r.gpu, r.tp, pc.WeightDType, pc.KVDType,
 			c.MaxNumSeqs, c.MaxNumBatchedTokens)

@@ -282,6 +282,7 @@ type jsonCandidate struct {
 	Prefill       int        `json:"prefill_replicas,omitempty"`
 	KVLink        string     `json:"kv_link,omitempty"`
 	PrefillGPU    string     `json:"prefill_gpu,omitempty"`
+	PrefillTP     int        `json:"prefill_tensor_parallel_size,omitempty"`
 	GPUs          int        `json:"gpus"`
 	Balancer      string     `json:"balancer"`
 	DType         string     `json:"dtype"`
@@ -365,7 +366,7 @@ func (pl *Plan) WriteJSON(w io.Writer) error {
 			jc.KVLink = l.Name
 		}
 		if c.r != nil {
-			jc.PrefillGPU = c.r.prefillGPU()
+			jc.PrefillGPU, jc.PrefillTP = c.r.prefillGPU(), c.r.prefillTP()
 			ec := c.r.ec.WithDefaults()
 			jc.MaxNumSeqs, jc.MaxBatched = ec.MaxNumSeqs, ec.MaxNumBatchedTokens
 		}

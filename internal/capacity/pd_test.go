@@ -187,3 +187,52 @@ func TestPlanPrefillOnAnotherGPU(t *testing.T) {
 		t.Errorf("an unknown prefill GPU: %v", err)
 	}
 }
+
+// A prefill pool at another TP than the decode pool's: its replicas take
+// that many GPUs each and are priced so, it prefills faster at TP 2, and
+// the candidate is named and written with it; a TP the heads do not divide
+// is refused by name.
+func TestPlanPrefillTP(t *testing.T) {
+	s := vary(t, "prefill-replicas=0,1", "prefill-tensor-parallel-size=same,2")
+	// Aggregated candidates take no prefill TP: 1 + 1 × 2.
+	if got := len(s.around(h100(), []int{2})); got != 3 {
+		t.Errorf("%d deployments, want 3", got)
+	}
+	w := synthetic(t, workload.Fixed(3000), workload.Fixed(100), 0, 3, 60)
+	obj := Objective{SLOs: slos(t, "tpot:p99<=30ms,ttft:p99<=2s"), TargetRate: 3}
+	s.Replicas = []int{2}
+	pl := search(t, h100(), s, w, obj)
+	h, _ := perfmodel.BuiltinPrices().Lookup("H100-SXM")
+	var tp1, tp2 *Candidate
+	for _, c := range pl.Candidates {
+		switch {
+		case c.PrefillReplicas != 1:
+		case c.PrefillTP == 0:
+			tp1 = c
+		default:
+			tp2 = c
+		}
+	}
+	if tp1 == nil || tp2 == nil {
+		t.Fatalf("candidates 1P:2D at the decode TP %v, at TP 2 %v\n%s", tp1, tp2, planText(pl))
+	}
+	if tp2.GPUs != 4 || tp1.GPUs != 3 || math.Abs(tp2.USDPerHour-h.PerHour(4)) > 1e-9 {
+		t.Errorf("GPUs %d and %d, want 4 and 3; $/h %v, want %v", tp2.GPUs, tp1.GPUs, tp2.USDPerHour, h.PerHour(4))
+	}
+	if !strings.Contains(tp2.Name, "prefill on H100-SXM TP2") || tp2.key == tp1.key {
+		t.Errorf("candidate %q, key %q against %q", tp2.Name, tp2.key, tp1.key)
+	}
+	if tp2.Check != nil && tp1.Check != nil && len(tp2.Check.Values) > 1 && !(tp2.Check.Values[1] < tp1.Check.Values[1]) {
+		t.Errorf("TTFT P99 with a TP 2 prefill %v, at TP 1 %v: want lower", tp2.Check.Values[1], tp1.Check.Values[1])
+	}
+	var js bytes.Buffer
+	if err := pl.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"prefill_tensor_parallel_size": 2`) {
+		t.Errorf("json: %v, no prefill_tensor_parallel_size", err)
+	}
+	t.Logf("1P:2D prefill TP1 $%.2f/h %s %v; TP2 $%.2f/h %s %v", tp1.USDPerHour, tp1.Status, tp1.Check, tp2.USDPerHour, tp2.Status, tp2.Check)
+	d := h100()
+	d.PrefillReplicas, d.PrefillTP = 1, 3
+	if _, err := d.resolve(); err == nil || !strings.Contains(err.Error(), "prefill_tp") {
+		t.Errorf("a TP the heads do not divide: %v", err)
+	}
+}

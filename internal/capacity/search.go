@@ -578,14 +578,14 @@ func dominatedBy(c *Candidate, done []*Candidate, target bool, margin float64) *
 
 // poolsPrice is r's cost an hour, each pool at its GPU's price: the
 // decode pool (or every replica) at price, a prefill pool on another GPU
-// at that GPU's.
+// at that GPU's (each pool's GPUs at its own TP).
 func poolsPrice(r *resolved, price perfmodel.Price, prices *perfmodel.Prices) (float64, error) {
-	if r.pre == nil {
+	if r.pre == nil || r.pre.gpu == r.gpu {
 		return price.PerHour(r.gpus), nil
 	}
 	pp, ok := prices.Lookup(r.pre.gpu)
 	if !ok {
 		return 0, field.Invalid("prefill_gpu", r.pre.gpu, "has no price: add one with --prices FILE (docs/plan.md)")
 	}
-	return price.PerHour(r.tp*r.Replicas) + pp.PerHour(r.tp*r.PrefillReplicas), nil
+	return price.PerHour(r.tp*r.Replicas) + pp.PerHour(r.pre.tp*r.PrefillReplicas), nil
 }

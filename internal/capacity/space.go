@@ -37,6 +37,9 @@ type Space struct {
 	// PrefillGPUs are the GPUs a disaggregated candidate's prefill pool
 	// runs on (Deployment.PrefillGPU; "same" for the decode pool's).
 	PrefillGPUs []string
+	// PrefillTPs are the TPs a disaggregated candidate's prefill pool
+	// runs at (Deployment.PrefillTP; 0 or "same" for the decode pool's).
+	PrefillTPs []int
 }
 
 // AutoReplicas is how many replica counts above the roofline's minimum a
@@ -47,7 +50,7 @@ const AutoReplicas = 3
 // serve, simulate and the gateway's max_max_tokens.
 var VaryKeys = []string{"gpu", "tensor-parallel-size", "replicas", "dtype", "kv-cache-dtype", "max-num-seqs",
 	"max-num-batched-tokens", "enable-chunked-prefill", "enable-prefix-caching", "speculative-k", "balancer", "max-max-tokens",
-	"prefill-replicas", "kv-link", "prefill-gpu"}
+	"prefill-replicas", "kv-link", "prefill-gpu", "prefill-tensor-parallel-size"}
 
 // ParseVary reads dimensions "KEY=V1,V2,…" (one per string; a key given
 // twice is an error). Whole numbers may be ranges ("replicas=1-8"),
@@ -120,6 +123,13 @@ func (s *Space) set(key string, vals []string) error {
 			}
 		}
 		s.PrefillGPUs = vals
+	case "prefill-tensor-parallel-size":
+		for i, v := range vals {
+			if strings.EqualFold(v, "same") {
+				vals[i] = "0"
+			}
+		}
+		s.PrefillTPs, err = parseInts(vals, 0)
 	case "max-max-tokens":
 		for i, v := range vals {
 			if strings.EqualFold(v, "none") {
@@ -228,30 +238,54 @@ func (s Space) around(d Deployment, replicas []int) []Deployment {
 	if len(links) == 0 {
 		links = []string{d.KVLink}
 	}
-	pgpus := s.PrefillGPUs
-	if len(pgpus) == 0 {
-		pgpus = []string{d.PrefillGPU}
-	}
+	pres := s.prefillEngines(d)
 	var out []Deployment
 	for _, n := range replicas {
 		for _, p := range pools {
 			for i, l := range links {
-				for j, g := range pgpus {
+				for j, pe := range pres {
 					if p == 0 && (i > 0 || j > 0) {
-						break // aggregated: no link, no prefill GPU
+						break // aggregated: no link, no prefill engine
 					}
 					for _, b := range bals {
 						for _, c := range caps {
 							x := d
-							x.Replicas, x.PrefillReplicas, x.KVLink, x.PrefillGPU, x.Balancer, x.MaxMaxTokens = n, p, l, g, b, c
+							x.Replicas, x.PrefillReplicas, x.KVLink, x.Balancer, x.MaxMaxTokens = n, p, l, b, c
+							x.PrefillGPU, x.PrefillTP = pe.gpu, pe.tp
 							if p == 0 {
-								x.KVLink, x.PrefillGPU = "", ""
+								x.KVLink, x.PrefillGPU, x.PrefillTP = "", "", 0
 							}
 							out = append(out, x)
 						}
 					}
 				}
 			}
+		}
+	}
+	return out
+}
+
+// prefillEngine is a prefill pool's GPU and TP ("" and 0: the decode
+// pool's).
+type prefillEngine struct {
+	gpu string
+	tp  int
+}
+
+// prefillEngines crosses the space's prefill GPUs and TPs (d's where the
+// space names none).
+func (s Space) prefillEngines(d Deployment) []prefillEngine {
+	gpus, tps := s.PrefillGPUs, s.PrefillTPs
+	if len(gpus) == 0 {
+		gpus = []string{d.PrefillGPU}
+	}
+	if len(tps) == 0 {
+		tps = []int{d.PrefillTP}
+	}
+	var out []prefillEngine
+	for _, g := range gpus {
+		for _, tp := range tps {
+			out = append(out, prefillEngine{g, tp})
 		}
 	}
 	return out

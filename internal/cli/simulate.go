@@ -99,6 +99,8 @@ func bindDeploymentFlags(g *flagGroup, o *simulate.Options) {
 	bindReplicaFlags(g, &o.Replicas, &o.Balancer)
 	g.intVar(&o.PrefillReplicas, "prefill-replicas", "disaggregate: prefill replicas in front of the --replicas, which then decode (0: aggregated)")
 	g.stringVar(&o.KVLink, "kv-link", "disaggregated: the link the KV cache is pulled over: "+strings.Join(perfmodel.LinkNames(), ", "))
+	g.stringVar(&o.PrefillGPU, "prefill-gpu", "disaggregated: the prefill pool's GPU (default: --gpu's)")
+	g.intVar(&o.PrefillTensorParallelSize, "prefill-tensor-parallel-size", "disaggregated: the prefill pool's TP (default: --tensor-parallel-size's); the KV transfer moves min(prefill, decode TP) shards at once")
 	g.stringVar(&o.LengthPools, "length-pools", `length pools "MAX:N,…": inputs up to MAX tokens go to a pool of N replicas, "*" the rest, e.g. 2048:6,*:2`)
 	g.intVar(&o.PrefixBytes, "prefix-bytes", "how many bytes of a prompt prefix_affinity hashes")
 	g.durationVar(&o.ScrapeInterval, "scrape-interval", "how often the router reads each replica's queue (queue_aware; the adaptive limit's hint); default 1s for queue_aware")

@@ -126,9 +126,13 @@ type Config struct {
 	// acceptance).
 	Seed uint64
 	// KVLink times a RemotePrefill request's pull of KV cache from its
-	// prefill instance: KVBytesPerToken × the tokens pulled over it. A
-	// zero link refuses RemotePrefill requests.
+	// prefill instance: KVBytesPerToken × the tokens pulled over it, in
+	// perfmodel.Link.TransferSharded's shards (min(TP, the request's
+	// RemoteTP) of them). A zero link refuses RemotePrefill requests.
 	KVLink perfmodel.Link
+	// TP is the instance's tensor-parallel size (0: 1): each rank holds
+	// its share of the KV heads and pulls it over its own link.
+	TP int
 }
 
 const gib = 1 << 30

@@ -150,6 +150,8 @@ func validate(r *Request, cfg Config) error {
 		return &LengthError{PromptTokens: p, MaxTokens: r.MaxTokens, MaxModelLen: cfg.MaxModelLen}
 	case r.RemotePrefill && cfg.KVLink.BytesPerSecond <= 0:
 		return fmt.Errorf("%w: a remote prefill needs a KV link, and this engine has none", ErrInvalid)
+	case r.RemoteTP < 0:
+		return fmt.Errorf("%w: the prefill instance's TP (%d) must not be negative", ErrInvalid, r.RemoteTP)
 	case cfg.DisableChunkedPrefill && cfg.PromptFitsStep && p > cfg.MaxNumBatchedTokens:
 		return fmt.Errorf("%w: the prompt's %d tokens exceed max_num_batched_tokens (%d), which must hold a whole prompt with chunked prefill off",
 			ErrPromptTooLong, p, cfg.MaxNumBatchedTokens)

@@ -40,6 +40,9 @@ func FromEstimator(cfg Config, est *perfmodel.Estimator) Config {
 	if cfg.KVBytesPerToken == 0 {
 		cfg.KVBytesPerToken = est.KVBytesPerToken()
 	}
+	if cfg.TP == 0 {
+		cfg.TP = pc.TP
+	}
 	return cfg
 }
 

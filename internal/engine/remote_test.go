@@ -86,6 +86,49 @@ func TestRemotePrefillTimelineHandComputed(t *testing.T) {
 	}
 }
 
+// The pull moves one shard per rank at once, as many as the side with
+// fewer ranks holds: 32 tokens × 1,000 bytes = 32 kB at 1 MB/s per link
+// is 32 ms on one link, 16 on two, 8 on four, plus 1 ms of latency.
+func TestRemotePrefillShardsByTP(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name         string
+		tp, remoteTP int
+		want         time.Duration
+	}{
+		{"TP1 from TP1", 1, 0, 33 * ms},
+		{"TP2 from the same TP", 2, 0, 17 * ms},
+		{"TP2 from TP1: the prefill side's one link", 2, 1, 33 * ms},
+		{"TP1 from TP4: the decode side's one link", 1, 4, 33 * ms},
+		{"TP4 from TP4", 4, 4, 9 * ms},
+		{"TP4 from TP2", 4, 2, 17 * ms},
+		{"TP unset is one rank", 0, 2, 33 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := remoteConfig()
+			cfg.TP = tt.tp
+			v, err := NewVirtual(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v.Submit(0, 0, &Request{PromptLen: 40, MaxTokens: 2, IgnoreEOS: true, RemotePrefill: true, RemoteTP: tt.remoteTP}); err != nil {
+				t.Fatal(err)
+			}
+			if tl := stepVirtual(t, v, 0)[0]; tl.KVTransferTokens != 32 || tl.KVTransfer() != tt.want {
+				t.Errorf("pulled %d tokens in %v, want 32 in %v", tl.KVTransferTokens, tl.KVTransfer(), tt.want)
+			}
+		})
+	}
+	v, err := NewVirtual(remoteConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Submit(0, 0, &Request{PromptLen: 40, MaxTokens: 2, RemotePrefill: true, RemoteTP: -1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a negative remote TP: %v, want ErrInvalid", err)
+	}
+}
+
 func TestRemotePrefillPullsOnlyUncachedBlocks(t *testing.T) {
 	cfg := remoteConfig()
 	cfg.EnablePrefixCaching = true

@@ -48,8 +48,10 @@ type request struct {
 
 	// remote: the prompt's KV comes from a prefill instance (pulled
 	// once: a preempted request recomputes). xferStart and xferEnd bound
-	// the pull (-1: none yet); xferTokens is what it pulled.
+	// the pull (-1: none yet); xferTokens is what it pulled; remoteTP
+	// the prefill instance's TP (Request.RemoteTP).
 	remote              bool
+	remoteTP            int
 	xferStart, xferEnd  int64
 	xferTokens, xferHit int
 
@@ -134,7 +136,7 @@ func (s *scheduler) initRequest(r *request, q *Request, now int64) {
 		state:     stNew,
 	}
 	r.firstAnswer = -1
-	r.remote, r.xferStart, r.xferEnd = q.RemotePrefill, -1, -1
+	r.remote, r.remoteTP, r.xferStart, r.xferEnd = q.RemotePrefill, q.RemoteTP, -1, -1
 	r.reserve = r.promptLen + q.MaxTokens + s.k
 	r.target, r.finishAs = s.drawOutput(q)
 	if s.cfg.Reasoning != nil {
@@ -313,7 +315,7 @@ func (s *scheduler) startTransfer(r *request, now int64, hits, evict int) bool {
 	r.xferHit = hits
 	r.xferTokens = max(r.promptLen/bs*bs-hits*bs, 0)
 	r.xferStart = now
-	r.xferEnd = now + int64(s.cfg.KVLink.Transfer(int64(r.xferTokens)*s.cfg.KVBytesPerToken))
+	r.xferEnd = now + int64(s.cfg.KVLink.TransferSharded(int64(r.xferTokens)*s.cfg.KVBytesPerToken, kvShards(s.cfg.TP, r.remoteTP)))
 	r.state = stTransfer
 	s.transfers = append(s.transfers, r)
 	return true
@@ -677,4 +679,17 @@ func (q *waitQueue) each(f func(*request)) {
 			f(r)
 		}
 	}
+}
+
+// kvShards is how many shards a KV transfer between a prefill instance of
+// remoteTP ranks (0: tp) and a decode instance of tp ranks (0: 1) moves at
+// once: each rank holds its share of the KV heads and moves it over its own
+// link, so the side with fewer ranks bounds the transfer (docs/perfmodel.md,
+// "KV transfer").
+func kvShards(tp, remoteTP int) int {
+	tp = max(tp, 1)
+	if remoteTP <= 0 {
+		return tp
+	}
+	return min(tp, remoteTP)
 }

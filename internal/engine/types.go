@@ -64,6 +64,9 @@ type Request struct {
 	// partial last block, or the last token) in its first step, which
 	// emits the first token (docs/engine.md, "Disaggregated prefill").
 	RemotePrefill bool
+	// RemoteTP is the prefill instance's tensor-parallel size (vLLM's
+	// kv_transfer_params tp_size); 0: this instance's (Config.TP).
+	RemoteTP int
 }
 
 func (r *Request) promptLen() int {

@@ -22,11 +22,16 @@ type Link struct {
 
 // Transfer is the time to move bytes over the link: Latency +
 // bytes ÷ BytesPerSecond; 0 for no bytes.
-func (l Link) Transfer(bytes int64) time.Duration {
+func (l Link) Transfer(bytes int64) time.Duration { return l.TransferSharded(bytes, 1) }
+
+// TransferSharded is the time to move bytes split into shards moved at
+// once, each over its own link (one per GPU rank): Latency + bytes ÷
+// (shards × BytesPerSecond); shards below 1 count as 1.
+func (l Link) TransferSharded(bytes int64, shards int) time.Duration {
 	if bytes <= 0 {
 		return 0
 	}
-	return l.Latency + time.Duration(math.Round(float64(bytes)/l.BytesPerSecond*1e9))
+	return l.Latency + time.Duration(math.Round(float64(bytes)/(float64(max(shards, 1))*l.BytesPerSecond)*1e9))
 }
 
 // Validate says why the link cannot time a transfer.

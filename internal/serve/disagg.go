@@ -92,7 +92,7 @@ func (s *Server) kvTransferAnswer(r *http.Request, x *exchange) *openai.KVTransf
 	}
 	engineID := "tokentrace-" + s.nonce
 	out := &openai.KVTransferParams{DoRemotePrefill: true, RemoteEngineID: &engineID, RemoteBlockIDs: ids,
-		RemoteRequestID: x.rid, TPSize: 1}
+		RemoteRequestID: x.rid, TPSize: max(s.eng.Config().TP, 1)}
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if host, port, err := net.SplitHostPort(a.String()); err == nil {
 			if n, err := strconv.ParseInt(port, 10, 64); err == nil {
@@ -101,4 +101,14 @@ func (s *Server) kvTransferAnswer(r *http.Request, x *exchange) *openai.KVTransf
 		}
 	}
 	return out
+}
+
+// remoteTP is a decode request's prefill instance's TP as its
+// kv_transfer_params give it (tp_size; 0: not given, taken as this
+// instance's).
+func (x *exchange) remoteTP() int {
+	if x.pd != pdDecode || x.p.KVTransfer == nil {
+		return 0
+	}
+	return max(x.p.KVTransfer.TPSize, 0)
 }

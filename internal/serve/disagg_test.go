@@ -182,3 +182,38 @@ func TestKVTransferRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A prefill instance of TP 2 answers tp_size 2; a decode instance of TP 2
+// then pulls its 32 tokens' KV (32 kB at 1 MB/s per link) as two shards
+// at once, in 1 + 16 ms, and from a prefill instance that says tp_size 1
+// as one, in 1 + 32 ms.
+func TestKVTransferTPSize(t *testing.T) {
+	pc, dc := pdConfig(RolePrefill), pdConfig(RoleDecode)
+	pc.Engine.TP, dc.Engine.TP = 2, 2
+	p, d := startServer(t, pc), startServer(t, dc)
+	ctx := context.Background()
+	resp := post(t, ctx, p.URL()+"/completions", mustJSON(t, readFixture(t, "prefill_request.json")), RequestIDHeader, "tp-1")
+	var ans struct {
+		KVTransferParams map[string]any `json:"kv_transfer_params"`
+	}
+	err := json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	if err != nil || ans.KVTransferParams["tp_size"] != float64(2) {
+		t.Fatalf("prefill answer's kv_transfer_params %v (%v), want tp_size 2", ans.KVTransferParams, err)
+	}
+	for _, tt := range []struct {
+		tpSize float64
+		want   time.Duration
+	}{{2, 17 * time.Millisecond}, {1, 33 * time.Millisecond}} {
+		dec := readFixture(t, "client_request.json")
+		ans.KVTransferParams["tp_size"] = tt.tpSize
+		dec["kv_transfer_params"] = ans.KVTransferParams
+		resp = post(t, ctx, d.URL()+"/completions", mustJSON(t, dec), RequestIDHeader, "tp-1")
+		_ = events(t, resp.Body)
+		resp.Body.Close()
+		stages := latency.ParseServerTiming(resp.Trailer.Values(ServerTimingHeader))
+		if got := stages[latency.TimingKVTransfer]; resp.StatusCode != http.StatusOK || got != tt.want {
+			t.Errorf("tp_size %v: %d, kv_transfer %v, want %v", tt.tpSize, resp.StatusCode, got, tt.want)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API
 	ctx := r.Context()
 	st, err := s.eng.Submit(ctx, engine.Request{
 		ID: x.rid, Prompt: x.prompt, MaxTokens: x.p.MaxTokens, MinTokens: x.p.MinTokens,
-		IgnoreEOS: x.p.IgnoreEOS, Priority: x.p.Priority, RemotePrefill: x.pd == pdDecode,
+		IgnoreEOS: x.p.IgnoreEOS, Priority: x.p.Priority, RemotePrefill: x.pd == pdDecode, RemoteTP: x.remoteTP(),
 	})
 	if err != nil {
 		apiErr, retryAfter := s.submitError(x, err)

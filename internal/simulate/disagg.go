@@ -26,6 +26,7 @@ func (s *sim) buildPrefill() error {
 	ec := s.cfg.Engine
 	if s.cfg.PrefillEngine != nil {
 		ec = *s.cfg.PrefillEngine
+		s.prefillTP = ec.TP
 	}
 	for k := range n {
 		i := len(s.replicas)

@@ -1,10 +1,12 @@
 package simulate
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
+	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -97,5 +99,96 @@ func TestDisaggregatedRatioMovesTheQueue(t *testing.T) {
 	t.Logf("1P3D: prefill queue %v, decode queue %v; 3P1D: prefill queue %v", pq1, dq1, pq3)
 	if pq1 < 10*dq1 || pq1 < 10*pq3 {
 		t.Errorf("1P3D prefill queue %v, decode queue %v; 3P1D prefill queue %v: want 1P3D's prefill queue the largest by far", pq1, dq1, pq3)
+	}
+}
+
+// The KV pull of TestDisaggregatedOneRequestByHand (32 tokens × 1,000
+// bytes at 1 MB/s per link, 1 ms latency) on decode replicas of TP 2:
+// from prefill replicas of the same TP two shards move at once (17 ms);
+// from a prefill pool of its own engine at TP 1, one (33 ms).
+func TestDisaggregatedTransferShardsByTP(t *testing.T) {
+	ms := func(v float64) int64 { return int64(v * 1e6) }
+	tests := []struct {
+		name      string
+		prefillTP int // 0: no engine of its own
+		want      int64
+	}{
+		{"the same engine", 0, ms(17)},
+		{"prefill TP 1", 1, ms(33)},
+		{"prefill TP 4", 4, ms(17)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ec := pdEngine()
+			ec.TP = 2
+			cfg := Config{Engine: ec, PrefillReplicas: 1, Workload: &workload.Synthetic{Input: workload.Fixed(40),
+				Output: workload.Fixed(3), Turns: 1, Seed: 1}, IgnoreEOS: true, Load: workload.Load{Rate: 1, Arrival: workload.Constant, Requests: 1}}
+			if tt.prefillTP > 0 {
+				pe := pdEngine()
+				pe.TP = tt.prefillTP
+				cfg.PrefillEngine = &pe
+			}
+			recs, _ := collect(t, cfg)
+			if len(recs) != 1 || !recs[0].OK() {
+				t.Fatalf("records %+v", recs)
+			}
+			for _, s := range recs[0].Timing {
+				if s.Name == string(latency.TimingKVTransfer) && s.NS != tt.want {
+					t.Errorf("kv_transfer %d, want %d", s.NS, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// prefill_gpu and prefill_tensor_parallel_size give the prefill pool its
+// own engine; without prefill_replicas they are refused by name, and
+// naming the decode pool's own GPU and TP leaves it the decode pool's.
+func TestPrefillEngineOptions(t *testing.T) {
+	at := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	base := DefaultOptions()
+	base.Engine.Model, base.Engine.GPU, base.Engine.TensorParallelSize = "Llama-3.1-70B", "H100-SXM", 4
+	base.Workload.Requests = 1
+	tests := []struct {
+		name      string
+		prefill   int
+		gpu       string
+		tp        int
+		wantTP    int    // the prefill engine's; 0: none of its own
+		wantField string // the error's
+	}{
+		{"TP 8 prefill", 1, "", 8, 8, ""},
+		{"A100 prefill at the decode TP", 2, "A100-80GB-SXM", 0, 4, ""},
+		{"the decode pool's own", 1, "H100-SXM", 4, 0, ""},
+		{"no prefill pool", 0, "", 2, 0, "prefill_tensor_parallel_size"},
+		{"no prefill pool, a GPU", 0, "A100-80GB-SXM", 0, 0, "prefill_gpu"},
+		{"negative", 1, "", -2, 0, "prefill_tensor_parallel_size"},
+		{"weights that do not fit", 1, "", 1, 0, "prefill_tensor_parallel_size"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := base
+			o.PrefillReplicas, o.PrefillGPU, o.PrefillTensorParallelSize = tt.prefill, tt.gpu, tt.tp
+			cfg, _, err := o.Config(func(string) bool { return false }, at)
+			if tt.wantField != "" {
+				var fe *field.Error
+				if !errors.As(err, &fe) || fe.Field != tt.wantField {
+					t.Fatalf("error %v, want one naming %s", err, tt.wantField)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.wantTP == 0 && cfg.PrefillEngine != nil:
+				t.Errorf("a prefill engine of its own: %s", cfg.PrefillEngine.GPU)
+			case tt.wantTP > 0 && (cfg.PrefillEngine == nil || cfg.PrefillEngine.TP != tt.wantTP):
+				t.Errorf("prefill engine %+v, want TP %d", cfg.PrefillEngine, tt.wantTP)
+			}
+			if cfg.Engine.TP != 4 {
+				t.Errorf("decode TP %d, want 4", cfg.Engine.TP)
+			}
+		})
 	}
 }

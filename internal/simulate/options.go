@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -39,14 +40,22 @@ type Options struct {
 	// deployment: that many prefill replicas in front of the Replicas,
 	// the KV cache pulled over KVLink (kv_link: perfmodel.LookupLink;
 	// empty: perfmodel.DefaultLink).
-	PrefillReplicas int           `json:"prefill_replicas"`
-	KVLink          string        `json:"kv_link"`
-	Force           bool          `json:"force"`           // force: run over Preflight's bounds
-	Balancer        string        `json:"balancer"`        // balancer: route.Names
-	LengthPools     string        `json:"length_pools"`    // length_pools: ParsePools
-	PrefixBytes     int           `json:"prefix_bytes"`    // prefix_bytes: text hashed by prefix_affinity
-	ScrapeInterval  time.Duration `json:"scrape_interval"` // scrape_interval
-	NetworkLatency  time.Duration `json:"network_latency"` // network_latency: one way, client–router
+	PrefillReplicas int    `json:"prefill_replicas"`
+	KVLink          string `json:"kv_link"`
+	// PrefillGPU (prefill_gpu) and PrefillTensorParallelSize
+	// (prefill_tensor_parallel_size) run the prefill pool on another GPU
+	// or at another TP than Engine's (its other settings kept; a profile,
+	// fitted on one GPU and TP, left out when either differs); empty and
+	// 0: Engine's.
+	PrefillGPU                string `json:"prefill_gpu"`
+	PrefillTensorParallelSize int    `json:"prefill_tensor_parallel_size"`
+
+	Force          bool          `json:"force"`           // force: run over Preflight's bounds
+	Balancer       string        `json:"balancer"`        // balancer: route.Names
+	LengthPools    string        `json:"length_pools"`    // length_pools: ParsePools
+	PrefixBytes    int           `json:"prefix_bytes"`    // prefix_bytes: text hashed by prefix_affinity
+	ScrapeInterval time.Duration `json:"scrape_interval"` // scrape_interval
+	NetworkLatency time.Duration `json:"network_latency"` // network_latency: one way, client–router
 
 	Queue        QueueOptions  `json:"queue"`
 	DeadlineTTFT time.Duration `json:"deadline_ttft"` // deadline_ttft
@@ -144,6 +153,9 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 			return cfg, out, field.Invalid("kv_link", o.KVLink, "%w", err)
 		}
 		cfg.PrefillReplicas = o.PrefillReplicas
+	}
+	if cfg.PrefillEngine, err = o.prefillEngine(ec); err != nil {
+		return cfg, out, err
 	}
 	if err := o.admission(&cfg); err != nil {
 		return cfg, out, err
@@ -257,4 +269,37 @@ func (o Options) BenchDifferences(given func(field string) bool) []string {
 		out = append(out, "the client's transport is 0 (--network-latency): tokens reach the client at their step's end, requests the engine at their send")
 	}
 	return out
+}
+
+// prefillEngine is the prefill pool's engine where PrefillGPU or
+// PrefillTensorParallelSize sets another GPU or TP than dec's (nil: the
+// decode pool's); the error names the field.
+func (o Options) prefillEngine(dec engine.Config) (*engine.Config, error) {
+	if o.PrefillGPU == "" && o.PrefillTensorParallelSize == 0 {
+		return nil, nil
+	}
+	name := "prefill_gpu"
+	if o.PrefillGPU == "" {
+		name = "prefill_tensor_parallel_size"
+	}
+	switch {
+	case o.PrefillReplicas <= 0:
+		return nil, field.Errorf(name, "sets the prefill pool's engine: it needs {prefill_replicas}")
+	case o.PrefillTensorParallelSize < 0:
+		return nil, field.Invalid("prefill_tensor_parallel_size", o.PrefillTensorParallelSize, "must not be negative")
+	}
+	eo := o.Engine
+	eo.GPU = cmp.Or(o.PrefillGPU, eo.GPU)
+	eo.TensorParallelSize = cmp.Or(o.PrefillTensorParallelSize, eo.TensorParallelSize)
+	if eo.GPU != o.Engine.GPU || eo.TensorParallelSize != o.Engine.TensorParallelSize {
+		eo.Profile = ""
+	}
+	ec, _, err := eo.Config()
+	if err != nil {
+		return nil, field.Invalid(name, cmp.Or(o.PrefillGPU, fmt.Sprint(o.PrefillTensorParallelSize)), "%w", err)
+	}
+	if ec.GPU == dec.GPU {
+		return nil, nil
+	}
+	return &ec, nil
 }

@@ -128,7 +128,7 @@ func (s *sim) dispatch(id int32) {
 	r := c.pool.balancer.Pick(c, c.pool.replicas)
 	c.replica = r
 	s.res.Replicas[r.index].Requests++
-	c.req.RemotePrefill = s.prefill != nil
+	c.req.RemotePrefill, c.req.RemoteTP = s.prefill != nil, s.prefillTP
 	if _, err := r.v.Submit(time.Duration(s.now), int(id), &c.req); err != nil {
 		if adm := c.pool.adm; adm != nil {
 			if errors.Is(err, engine.ErrQueueFull) {

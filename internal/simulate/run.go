@@ -19,10 +19,11 @@ type sim struct {
 	now  int64 // the instant being processed, ns from the start
 	ev   eventHeap
 
-	replicas []*replica
-	pools    []*pool
-	prefill  *pool      // a disaggregated deployment's prefill replicas; nil: none
-	dirty    []*replica // given work at this instant
+	replicas  []*replica
+	pools     []*pool
+	prefill   *pool      // a disaggregated deployment's prefill replicas; nil: none
+	prefillTP int        // the prefill replicas' TP where their engine is their own (Config.PrefillEngine); 0: the decode replicas'
+	dirty     []*replica // given work at this instant
 
 	calls []call
 	free  []int32

@@ -221,6 +221,9 @@ var levers = []lever{
 	{"kv-link", []string{report.RulePDTransfer}, ttftish, func(c *state) []variant {
 		return kvLinks(c)
 	}},
+	{"prefill-tp", []string{report.RulePDPrefillQueue}, ttftish, func(c *state) []variant {
+		return prefillTP(c)
+	}},
 	{"priority-scheduling", []string{report.RuleServerQueueing}, ttftish, func(c *state) []variant {
 		if c.ec.Policy == engine.PolicyPriority {
 			return nil
@@ -274,7 +277,7 @@ func LeverNames() []string {
 // notInLlamaCpp are the levers llama-server has no setting for: it serves
 // prefill and decode in one process, always computes prompts a batch at a
 // time, and gives slots first come, first served.
-var notInLlamaCpp = []string{"disaggregate", "pd-ratio", "kv-link", "chunked-prefill", "priority-scheduling"}
+var notInLlamaCpp = []string{"disaggregate", "pd-ratio", "kv-link", "prefill-tp", "chunked-prefill", "priority-scheduling"}
 
 // ggufQuant is the GGUF quantization llama.cpp serves for a precision.
 var ggufQuant = map[string]string{"int8": "Q8_0", "int4": "Q4_K_M"}

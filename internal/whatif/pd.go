@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
@@ -105,6 +106,22 @@ func kvLinks(c *state) []variant {
 			assumes: []string{fmt.Sprintf("the KV cache moves over %s instead of %s", l, cur)}})
 	}
 	return out
+}
+
+// prefillTP doubles a disaggregated run's prefill pool's TP (the same
+// number of prefill instances, each on twice the GPUs).
+func prefillTP(c *state) []variant {
+	d := c.base
+	if !d.Disaggregated() {
+		return nil
+	}
+	cur := cmp.Or(d.PrefillTP, c.pc.TP, 1)
+	x := d
+	x.PrefillTP = 2 * cur
+	return []variant{{title: fmt.Sprintf("prefill TP%d", x.PrefillTP),
+		setting: fmt.Sprintf("prefill pool's tensor_parallel_size: %d → %d", cur, x.PrefillTP), d: x,
+		assumes: []string{fmt.Sprintf("each of the %d prefill instances on %d GPUs instead of %d (the decode pool unchanged); the KV cache moves as min(prefill TP, decode TP %d) shards at once, one link per GPU",
+			d.PrefillReplicas, x.PrefillTP, cur, max(c.pc.TP, 1))}}}
 }
 
 // linkName is a link preset's name, perfmodel.DefaultLink for none.

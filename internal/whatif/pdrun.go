@@ -76,7 +76,7 @@ func pdOfRecords(dir string, ec engine.Config) (pdRun, error) {
 		l := linkOf(name)
 		var miss float64 // mean relative miss of the preset's transfer time
 		for _, x := range xs {
-			want := float64(l.Transfer(int64(x.tokens) * ec.KVBytesPerToken))
+			want := float64(l.TransferSharded(int64(x.tokens)*ec.KVBytesPerToken, ec.TP))
 			miss += math.Abs(want-float64(x.ns)) / float64(x.ns)
 		}
 		if miss < best {

@@ -102,7 +102,8 @@ func TwinOf(dir string, rec Recorded, profile, gpuFile string) (Twin, string, er
 	p := flagsOf(rec, sim)
 	t := Twin{Seed: p.Options.Workload.Seed}
 	t.Deployment = capacity.Deployment{Engine: p.Options.Engine, Replicas: p.Options.Replicas, Balancer: p.Options.Balancer,
-		PrefillReplicas: p.Options.PrefillReplicas, KVLink: p.Options.KVLink}
+		PrefillReplicas: p.Options.PrefillReplicas, KVLink: p.Options.KVLink, PrefillGPU: p.Options.PrefillGPU,
+		PrefillTP: p.Options.PrefillTensorParallelSize}
 	switch {
 	case sim:
 		t.Basis = "the run's engine"
