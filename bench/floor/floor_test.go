@@ -57,8 +57,8 @@ func TestRecordJitter(t *testing.T) {
 }
 
 // TestChecksOnly: with no concurrency (-streams 0) the harness starts no
-// upstream or proxy and runs serve's jitter check alone; no figure is
-// checked.
+// upstream or proxy and runs serve's jitter checks alone (steady and
+// under churn); no figure is checked.
 func TestChecksOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs serve's BenchmarkStreams")
@@ -68,7 +68,8 @@ func TestChecksOnly(t *testing.T) {
 	}
 	var out bytes.Buffer
 	cfg := config{Requests: 1, PerRound: 1, Sched: schedule{TTFT: 5 * time.Millisecond, Gap: 2 * time.Millisecond, Tokens: 4},
-		Serve: serveCheck{Streams: 2, Windows: 1, Step: 20 * time.Millisecond}, Out: &out}
+		Serve: serveCheck{Streams: 2, Windows: 1, Step: 20 * time.Millisecond},
+		Churn: churnCheck{Runs: 1, Streams: 2, Requests: 4, Tokens: 4}, Out: &out}
 	if err := run(context.Background(), cfg); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -78,6 +79,9 @@ func TestChecksOnly(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "serve: token-gap jitter at 2 streams") || !strings.Contains(out.String(), "within it in") {
 		t.Error("no serve check in the output")
+	}
+	if !strings.Contains(out.String(), "serve under churn: 2 closed-loop streams, 4 answers of 4 tokens") {
+		t.Error("no churn check in the output")
 	}
 }
 
@@ -115,21 +119,33 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestParseStreamsBench reads serve's and the null server's metrics from
-// BenchmarkStreams' output.
+// the output of BenchmarkStreams and of BenchmarkStreamsChurn, each by its
+// own name.
 func TestParseStreamsBench(t *testing.T) {
 	out := []byte(`goos: linux
 BenchmarkStreams/serve-2         	       1	3012345678 ns/op	         0.41 p50-gap-jitter-ms	         6.20 p99-gap-jitter-ms	        9.10 p999-gap-jitter-ms	        12.5 server-cpu-us/chunk	         1.50 p99-late-ms
 BenchmarkStreams/null-2          	       1	3001234567 ns/op	         0.30 p50-gap-jitter-ms	         4.00 p99-gap-jitter-ms	        7.00 p999-gap-jitter-ms	         9.6 server-cpu-us/chunk
+BenchmarkStreamsChurn/null-2     	       1	3885036692 ns/op	         0.79 p50-gap-jitter-ms	         1.22 p99-gap-jitter-ms	         9.1 server-cpu-us/chunk
+BenchmarkStreamsChurn/serve-2    	       1	3954107077 ns/op	         2.00 GCs	        84.42 allocs/request	         0.73 p50-gap-jitter-ms	         0.96 p99-gap-jitter-ms
 PASS
 `)
-	s, n, ok := parseStreamsBench(out)
-	if !ok {
-		t.Fatal("not parsed")
+	for _, c := range []struct {
+		prefix                 string
+		serveP99, nullP99, key float64
+		keyName                string
+	}{
+		{"BenchmarkStreams/", 6.2, 4, 1.5, "p99-late-ms"},
+		{"BenchmarkStreamsChurn/", 0.96, 1.22, 84.42, "allocs/request"},
+	} {
+		s, n, ok := parseStreamsBench(out, c.prefix)
+		if !ok {
+			t.Fatalf("%s: not parsed", c.prefix)
+		}
+		if s["p99-gap-jitter-ms"] != c.serveP99 || n["p99-gap-jitter-ms"] != c.nullP99 || s[c.keyName] != c.key {
+			t.Errorf("%s: serve %v, null %v", c.prefix, s, n)
+		}
 	}
-	if s["p99-gap-jitter-ms"] != 6.2 || n["p99-gap-jitter-ms"] != 4 || s["server-cpu-us/chunk"] != 12.5 || s["p99-late-ms"] != 1.5 || n["p50-gap-jitter-ms"] != 0.3 {
-		t.Errorf("serve %v, null %v", s, n)
-	}
-	if _, _, ok := parseStreamsBench([]byte("BenchmarkStreams/serve-2 1 5 ns/op\n")); ok {
+	if _, _, ok := parseStreamsBench([]byte("BenchmarkStreams/serve-2 1 5 ns/op\n"), "BenchmarkStreams/"); ok {
 		t.Error("parsed without a null line")
 	}
 }

@@ -11,7 +11,8 @@
 //
 //	go run ./bench/floor                       # 50 and 500 streams, 3,000 requests per path each
 //	go run ./bench/floor -streams 50 -requests 600 -serve-streams 0 -bench-runs 0   # quick: the proxies only
-//	go run ./bench/floor -streams 0 -bench-runs 0   # serve's jitter check only
+//	go run ./bench/floor -streams 0 -bench-runs 0   # serve's jitter checks only
+//	go run ./bench/floor -streams 0 -bench-runs 0 -serve-streams 0   # serve under churn only
 //
 // It prints, per concurrency and path, TTFT P50/P99/P99.9, the TTFT added
 // over the direct path at each, and the token-gap jitter (|gap between
@@ -23,7 +24,9 @@
 // note, where it is not installed (Debian: apt-get install nginx-light).
 // Then, so that one run gives every figure of the issue, serve's
 // token-gap jitter against an exact-schedule server (-serve-streams, its
-// BenchmarkStreams in windows) and bench's TTFT error at warm streams
+// BenchmarkStreams in windows), the same under churn (-churn-runs:
+// closed-loop streams whose requests come and go at every step, its
+// BenchmarkStreamsChurn run after run) and bench's TTFT error at warm streams
 // (-bench-runs self-tests, then one at -bench-big streams), each judged
 // against its target. docs/performance.md, "Side by side with nginx",
 // holds its figures.
@@ -63,6 +66,7 @@ type config struct {
 	// with other process settings).
 	Also  []string
 	Serve serveCheck // Streams 0: skipped
+	Churn churnCheck // Runs 0: skipped
 	Bench benchCheck // Runs 0: skipped
 	Out   io.Writer
 }
@@ -84,6 +88,10 @@ func main() {
 	flag.IntVar(&cfg.Serve.Streams, "serve-streams", 200, "serve's jitter check: concurrent streams (0 skips it)")
 	flag.IntVar(&cfg.Serve.Windows, "serve-windows", 4, "serve's jitter check: measurement windows of 3 s")
 	flag.DurationVar(&cfg.Serve.Step, "serve-step", 20*time.Millisecond, "serve's jitter check: engine step time")
+	flag.IntVar(&cfg.Churn.Runs, "churn-runs", 10, "serve's jitter check under churn: runs, each against serve and the exact-schedule server (0 skips it)")
+	flag.IntVar(&cfg.Churn.Streams, "churn-streams", 200, "serve's jitter check under churn: closed-loop streams")
+	flag.IntVar(&cfg.Churn.Requests, "churn-requests", 1000, "serve's jitter check under churn: answers asked for in all")
+	flag.IntVar(&cfg.Churn.Tokens, "churn-tokens", 32, "serve's jitter check under churn: tokens per answer")
 	flag.IntVar(&cfg.Bench.Runs, "bench-runs", 10, "bench's TTFT-error check: self-test runs at -bench-streams (0 skips it)")
 	flag.IntVar(&cfg.Bench.Streams, "bench-streams", 100, "bench's TTFT-error check: warm streams per run")
 	flag.IntVar(&cfg.Bench.Big, "bench-big", 1000, "bench's TTFT-error check: streams of one more run (0: none)")
@@ -236,15 +244,25 @@ func startPaths(ctx context.Context, cfg config, dir, bin, upstream string) (pat
 	return paths, stop, nil
 }
 
-// runChecks runs serve's and bench's checks, where asked for.
+// runChecks runs serve's checks (steady and under churn) and bench's,
+// where asked for.
 func runChecks(ctx context.Context, cfg config, bin string) error {
-	if cfg.Serve.Streams > 0 && cfg.Serve.Windows > 0 {
+	serveOn := cfg.Serve.Streams > 0 && cfg.Serve.Windows > 0
+	churnOn := cfg.Churn.Runs > 0 && cfg.Churn.Streams > 0
+	if serveOn || churnOn {
 		module, err := moduleDir(ctx)
 		if err != nil {
 			return err
 		}
-		if err := runServeCheck(ctx, cfg.Out, module, cfg.Serve); err != nil {
-			return err
+		if serveOn {
+			if err := runServeCheck(ctx, cfg.Out, module, cfg.Serve); err != nil {
+				return err
+			}
+		}
+		if churnOn {
+			if err := runChurnCheck(ctx, cfg.Out, module, cfg.Churn, cfg.Serve.Step); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.Bench.Runs > 0 {

@@ -27,6 +27,14 @@ type serveCheck struct {
 	Step             time.Duration
 }
 
+// churnCheck is serve's jitter check under churn: Runs runs of Streams
+// closed-loop streams asking Requests answers of Tokens tokens in all,
+// each run against serve and the exact-schedule server in turn (the
+// order alternating from run to run), at serveCheck's step.
+type churnCheck struct {
+	Runs, Streams, Requests, Tokens int
+}
+
 // benchCheck is bench's TTFT-error check: Runs self-tests at Streams warm
 // streams, then one at Big streams (0: none).
 type benchCheck struct {
@@ -56,7 +64,7 @@ func runServeCheck(ctx context.Context, w io.Writer, module string, c serveCheck
 		if err != nil {
 			return fmt.Errorf("serve check: %w\n%s", err, out)
 		}
-		s, n, ok := parseStreamsBench(out)
+		s, n, ok := parseStreamsBench(out, "BenchmarkStreams/")
 		if !ok {
 			return fmt.Errorf("serve check: no serve and null lines in\n%s", out)
 		}
@@ -73,13 +81,56 @@ func runServeCheck(ctx context.Context, w io.Writer, module string, c serveCheck
 	return nil
 }
 
-// parseStreamsBench reads BenchmarkStreams' output: the metrics of its
+// runChurnCheck runs serve's BenchmarkStreamsChurn (serve and its null
+// server, the order alternating) once per run, and prints each run's
+// token-gap jitter P99 (|gap − the answer's own median gap|) and ratio,
+// judged 9 runs of 10 within the target.
+func runChurnCheck(ctx context.Context, w io.Writer, module string, c churnCheck, step time.Duration) error {
+	fmt.Fprintf(w, "serve under churn: %d closed-loop streams, %d answers of %d tokens, a %v step, against an exact-schedule (null) server; %d runs\n",
+		c.Streams, c.Requests, c.Tokens, step, c.Runs)
+	fmt.Fprintf(w, "%-4s %-5s %-27s %-27s %-6s %s\n", "run", "first", "serve jitter P50/P99 ms", "null jitter P50/P99 ms", "ratio", "CPU/chunk serve / null, serve allocs/request, GCs")
+	met := 0
+	for i := range c.Runs {
+		load := loadAverage()
+		nullFirst := i%2 == 1
+		cmd := process.CommandGroup(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkStreamsChurn$", "-benchtime", "1x", "./internal/serve",
+			"-args", "-churn-streams", strconv.Itoa(c.Streams), "-churn-requests", strconv.Itoa(c.Requests),
+			"-churn-tokens", strconv.Itoa(c.Tokens), "-churn-step", step.String(), "-churn-null-first="+strconv.FormatBool(nullFirst))
+		cmd.Dir = module
+		out, err := process.CombinedOutput(cmd)
+		if err != nil {
+			return fmt.Errorf("churn check: %w\n%s", err, out)
+		}
+		s, n, ok := parseStreamsBench(out, "BenchmarkStreamsChurn/")
+		if !ok {
+			return fmt.Errorf("churn check: no serve and null lines in\n%s", out)
+		}
+		ratio := s["p99-gap-jitter-ms"] / n["p99-gap-jitter-ms"]
+		if ratio <= jitterTarget {
+			met++
+		}
+		first := "serve"
+		if nullFirst {
+			first = "null"
+		}
+		fmt.Fprintf(w, "%-4d %-5s %-27s %-27s %-6.2f %.1f / %.1f µs, %.0f, %.0f; load %s\n", i+1, first,
+			fmt.Sprintf("%.2f / %.2f", s["p50-gap-jitter-ms"], s["p99-gap-jitter-ms"]),
+			fmt.Sprintf("%.2f / %.2f", n["p50-gap-jitter-ms"], n["p99-gap-jitter-ms"]),
+			ratio, s["server-cpu-us/chunk"], n["server-cpu-us/chunk"], s["allocs/request"], s["GCs"], load)
+	}
+	need := (c.Runs*9 + 9) / 10
+	fmt.Fprintf(w, "target: serve's jitter P99 ≤ %.1f × the null server's in 9 runs of 10: %s — within it in %d runs of %d\n\n", jitterTarget, metWord(met >= need), met, c.Runs)
+	return nil
+}
+
+// parseStreamsBench reads the output of BenchmarkStreams or
+// BenchmarkStreamsChurn (prefix, its name and slash): the metrics of its
 // serve and null sub-benchmarks, by unit.
-func parseStreamsBench(out []byte) (serve, null map[string]float64, ok bool) {
+func parseStreamsBench(out []byte, prefix string) (serve, null map[string]float64, ok bool) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 3 || !strings.HasPrefix(f[0], "BenchmarkStreams/") {
+		if len(f) < 3 || !strings.HasPrefix(f[0], prefix) {
 			continue
 		}
 		m := map[string]float64{}
@@ -89,9 +140,9 @@ func parseStreamsBench(out []byte) (serve, null map[string]float64, ok bool) {
 			}
 		}
 		switch {
-		case strings.HasPrefix(f[0], "BenchmarkStreams/serve"):
+		case strings.HasPrefix(f[0], prefix+"serve"):
 			serve = m
-		case strings.HasPrefix(f[0], "BenchmarkStreams/null"):
+		case strings.HasPrefix(f[0], prefix+"null"):
 			null = m
 		}
 	}

@@ -48,6 +48,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(clientEnv); spec != "" {
 		os.Exit(runStreamsClient(spec))
 	}
+	if spec := os.Getenv(churnClientEnv); spec != "" {
+		os.Exit(runChurnClient(spec))
+	}
 	os.Exit(m.Run())
 }
 
@@ -353,32 +356,38 @@ func startNullServer(b *testing.B, step time.Duration, tokens int) *nullServer {
 			}
 			go func() {
 				defer c.Close()
-				buf := make([]byte, 4096)
-				if _, err := c.Read(buf); err != nil {
-					return
+				r := bufio.NewReaderSize(c, 4096)
+				for readRequest(r) && ns.answer(c, chunk, tokens) {
 				}
-				if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")); err != nil {
-					return
-				}
-				ns.conns.Add(1)
-				t := ns.first.Load()
-				for range tokens {
-					select {
-					case <-t.done:
-					case <-ns.stop:
-						return
-					}
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-					ns.late.Observe(time.Since(t.at))
-					t = t.next
-				}
-				_, _ = c.Write([]byte("e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"))
 			}()
 		}
 	}()
 	return ns
+}
+
+// answer writes one answer on c: the headers, then chunk on each of the
+// next tokens ticks, then [DONE] and the last chunk; false once c failed
+// or the server stopped.
+func (ns *nullServer) answer(c net.Conn, chunk []byte, tokens int) bool {
+	if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")); err != nil {
+		return false
+	}
+	ns.conns.Add(1)
+	t := ns.first.Load()
+	for range tokens {
+		select {
+		case <-t.done:
+		case <-ns.stop:
+			return false
+		}
+		if _, err := c.Write(chunk); err != nil {
+			return false
+		}
+		ns.late.Observe(time.Since(t.at))
+		t = t.next
+	}
+	_, err := c.Write([]byte("e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"))
+	return err == nil
 }
 
 func (ns *nullServer) close() { close(ns.stop); ns.ln.Close() }
