@@ -426,28 +426,8 @@ func (r *run) measure(ctx context.Context) (err error) {
 		Doer: client, Source: r.cfg.Workload, Clock: clock, RunID: r.runID(), Grace: r.cfg.Grace, Board: r.board,
 		Epoch: !r.cfg.StartAt.IsZero(),
 	}
-	emit := func(rec *latency.Record) {
-		w.Write(rec)
-		if r.board != nil {
-			r.board.Done(rec) // the board feeds r.coll, off the record path
-		} else {
-			r.coll.Add(rec)
-		}
-		r.genAI(rec)
-		r.sum.Records++
-	}
-	// TensorRT-LLM's records are joined after the run (joinHeld): until
-	// then the run's records are held, and written at its end.
-	var held []*latency.Record
-	runner.Emit = func(rec *latency.Record) {
-		r.lengths.add(rec)
-		if !r.target.AnswerID {
-			emit(rec)
-			return
-		}
-		c := *rec
-		held = append(held, &c)
-	}
+	sink := &recordSink{r: r, w: w}
+	runner.Emit = sink.take
 	if r.cfg.Tracer != nil && tools != nil {
 		runner.Agents = &AgentSpans{Tracer: r.cfg.Tracer, Epoch: r.zero, RunID: runner.RunID, Model: r.target.Model}
 	}
@@ -469,22 +449,63 @@ func (r *run) measure(ctx context.Context) (err error) {
 	r.samples, r.server = watch.result()
 	var perfWarnings []string
 	if r.target.AnswerID {
-		perfWarnings = r.joinHeld(ctx, held)
-		for _, rec := range held {
-			emit(rec)
+		perfWarnings = r.joinHeld(ctx, sink.held)
+		for _, rec := range sink.held {
+			sink.emit(rec)
 		}
 	}
 	if err != nil {
 		return err
 	}
 	r.sum.Interrupted = ctx.Err() != nil
-	r.sum.Client = health(CPUTime()-usage0, time.Since(wall0), gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
+	r.judgeClient(CPUTime()-usage0, time.Since(wall0), gc0, late, perfWarnings)
+	return nil
+}
+
+// recordSink is where a run's records go as they finish: the records
+// file, the live board (which feeds the collector) or the collector, the
+// GenAI metrics and the count. TensorRT-LLM's records are joined after
+// the run (joinHeld): until then they are held, and written at its end.
+type recordSink struct {
+	r    *run
+	w    *results.RecordWriter
+	held []*latency.Record
+}
+
+// take is the runner's Emit: a finished record, written or held.
+func (s *recordSink) take(rec *latency.Record) {
+	s.r.lengths.add(rec)
+	if !s.r.target.AnswerID {
+		s.emit(rec)
+		return
+	}
+	c := *rec
+	s.held = append(s.held, &c)
+}
+
+// emit writes a record and feeds it to the run's views.
+func (s *recordSink) emit(rec *latency.Record) {
+	r := s.r
+	s.w.Write(rec)
+	if r.board != nil {
+		r.board.Done(rec) // the board feeds r.coll, off the record path
+	} else {
+		r.coll.Add(rec)
+	}
+	r.genAI(rec)
+	r.sum.Records++
+}
+
+// judgeClient sets the client's health over the run (cpu and wall its
+// use, gc0 the GC pauses before it) and every warning of its own: its
+// timekeeping, the performance join's and the prompts'.
+func (r *run) judgeClient(cpu, wall time.Duration, gc0 *metrics.Float64Histogram, late *lateness, perfWarnings []string) {
+	r.sum.Client = health(cpu, wall, gc0, gcPauses(), r.sum.Phases, r.sum.Calibration)
 	r.sum.Client.Timekeeping = late.result()
 	r.sum.Client.Warnings = append(r.sum.Client.Warnings, r.sum.Client.Timekeeping.warnings()...)
 	r.sum.Client.Warnings = append(r.sum.Client.Warnings, perfWarnings...)
 	r.sum.Prompts = r.lengths.result()
 	r.sum.Client.Warnings = append(r.sum.Client.Warnings, r.sum.Prompts.warnings(r.lengths.firstErr)...)
-	return nil
 }
 
 // toolCaller is the caller of agent steps' tool calls, starting the

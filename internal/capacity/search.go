@@ -275,18 +275,7 @@ func (pl *Plan) enumerate(base Deployment, space Space, lens lengths, prices *pe
 		if !ok {
 			return field.Invalid("gpu", r1.gpu, "has no price: add one with --prices FILE (docs/plan.md)")
 		}
-		replicas := space.Replicas
-		if len(replicas) == 0 {
-			replicas = []int{max(base.Replicas, 1)}
-			if obj.TargetRate > 0 {
-				b1 := r1.bound(lens.capped(minCap(space, base)), obj.SLOs)
-				least := max(1, int(math.Ceil(obj.TargetRate/(b1.MaxRate*o.Margin))))
-				replicas = replicas[:0]
-				for n := least; n < least+AutoReplicas; n++ {
-					replicas = append(replicas, n)
-				}
-			}
-		}
+		replicas := replicaCounts(space, base, r1, lens, obj, o.Margin)
 		bounds := map[int]Bound{} // by cap
 		for _, d := range space.around(eng, replicas) {
 			r := *r1
@@ -331,6 +320,25 @@ func (pl *Plan) enumerate(base Deployment, space Space, lens lengths, prices *pe
 		}
 	}
 	return nil
+}
+
+// replicaCounts are the replica counts to try for an engine resolved as
+// r1: the space's, else the base's, or, for a target rate, AutoReplicas
+// counts from the least its rate bound allows.
+func replicaCounts(space Space, base Deployment, r1 *resolved, lens lengths, obj Objective, margin float64) []int {
+	if len(space.Replicas) > 0 {
+		return space.Replicas
+	}
+	if obj.TargetRate <= 0 {
+		return []int{max(base.Replicas, 1)}
+	}
+	b1 := r1.bound(lens.capped(minCap(space, base)), obj.SLOs)
+	least := max(1, int(math.Ceil(obj.TargetRate/(b1.MaxRate*margin))))
+	replicas := make([]int, 0, AutoReplicas)
+	for n := least; n < least+AutoReplicas; n++ {
+		replicas = append(replicas, n)
+	}
+	return replicas
 }
 
 func (pl *Plan) add(c *Candidate) {

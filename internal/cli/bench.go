@@ -22,17 +22,8 @@ import (
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
-func newBenchCmd() *cobra.Command {
-	opts := bench.DefaultOptions()
-	sim := serve.DefaultOptions()
-	self := bench.DefaultSelfTestOptions()
-	var selfTest bool
-	var otlpEndpoint string
-	var g, simG *flagGroup
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Benchmark an OpenAI-compatible server (or the embedded engine) with numbers that are right",
-		Long: `bench sends a workload to an OpenAI-compatible server and measures every
+// benchLong is bench's help.
+const benchLong = `bench sends a workload to an OpenAI-compatible server and measures every
 request: TTFT, TPOT, ITL, E2E and their stages, timestamped at the moment bytes
 arrive. Requests are scheduled on absolute instants (open loop with --rate,
 closed loop with --concurrency, both for a rate with a cap), so latency is
@@ -49,7 +40,19 @@ config.json. The console summary is tokentrace report's.
 Exit status: 0 when the run completed (and every --slo holds), 3 when an SLO
 failed, 2 for bad flags, 1 when the run could not happen or every request
 failed, 130 when interrupted (Ctrl-C; results written all the same;
-docs/cli.md).`,
+docs/cli.md).`
+
+func newBenchCmd() *cobra.Command {
+	opts := bench.DefaultOptions()
+	sim := serve.DefaultOptions()
+	self := bench.DefaultSelfTestOptions()
+	var selfTest bool
+	var otlpEndpoint string
+	var g, simG *flagGroup
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark an OpenAI-compatible server (or the embedded engine) with numbers that are right",
+		Long:  benchLong,
 		Example: `  tokentrace bench
   tokentrace bench --url http://localhost:8000 --rate 20 --duration 2m --slo "ttft:p99<=1.5s,tpot:p99<=50ms"
   tokentrace bench --url http://localhost:8000 --concurrency 64 --requests 2000 --input-tokens uniform:500-1500

@@ -16,15 +16,8 @@ import (
 	"github.com/tokentrace/tokentrace/internal/verify"
 )
 
-func newCalibrateCmd() *cobra.Command {
-	cfg := calibrate.Config{Engine: engine.DefaultOptions(), Bootstrap: 16, Seed: 1}
-	out := "profile.yaml"
-	var ledger string
-	var g *flagGroup
-	cmd := &cobra.Command{
-		Use:   "calibrate RESULTS...",
-		Short: "Fit the performance model's constants to a real server's bench results and write a profile",
-		Long: `calibrate reads bench results folders from one server (their per-request
+// calibrateLong is calibrate's help.
+const calibrateLong = `calibrate reads bench results folders from one server (their per-request
 records; the server's own split when it gave one, and with bench --server-metrics tokentrace its
 own scheduling instants, which make the replay exact),
 replays the same arrivals and lengths through the simulated engine, and fits the performance model's
@@ -45,7 +38,17 @@ the GPU; --profile gives the starting constants instead.
 
 Exit status: 0 when the profile was written, 2 for bad input (a folder
 without records, lengths or timestamps; unknown model or GPU), 1 otherwise
-(docs/cli.md). See docs/calibrate.md.`,
+(docs/cli.md). See docs/calibrate.md.`
+
+func newCalibrateCmd() *cobra.Command {
+	cfg := calibrate.Config{Engine: engine.DefaultOptions(), Bootstrap: 16, Seed: 1}
+	out := "profile.yaml"
+	var ledger string
+	var g *flagGroup
+	cmd := &cobra.Command{
+		Use:   "calibrate RESULTS...",
+		Short: "Fit the performance model's constants to a real server's bench results and write a profile",
+		Long:  calibrateLong,
 		Example: `  tokentrace bench --url http://gpu-box:8000 --server-metrics tokentrace --rate 4 --requests 200 --output-dir results/low
   tokentrace bench --url http://gpu-box:8000 --server-metrics tokentrace --rate 16 --requests 300 --output-dir results/high
   tokentrace calibrate results/low results/high --model Llama-3.1-8B --gpu H100-SXM -o h100.yaml
@@ -66,30 +69,9 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 			if _, _, err := cfg.Engine.Config(); err != nil {
 				return usageError(fmt.Errorf("calibrate: %w", err), g)
 			}
-			var entries []verify.Entry
-			if ledger != "" {
-				var notes []string
-				var err error
-				if entries, err = readLedger(ledger); err != nil {
-					return usageError(fmt.Errorf("calibrate: %w", err), g)
-				}
-				if args, notes, err = ledgerRuns(args, entries, cfg.Engine); err != nil {
-					return usageError(fmt.Errorf("calibrate: %w", err), g)
-				}
-				for _, n := range notes {
-					fmt.Fprintf(cmd.ErrOrStderr(), "calibrate: ledger: %s\n", n)
-				}
-				if len(args) == 0 {
-					return usageError(fmt.Errorf("calibrate: the ledger %s holds no run the fit can take", ledger), g)
-				}
-			}
-			var ws []*results.Observations
-			for _, dir := range args {
-				w, err := results.ReadObserved(dir)
-				if err != nil {
-					return usageError(fmt.Errorf("calibrate: %w", err))
-				}
-				ws = append(ws, w)
+			entries, ws, err := calibrateInputs(cmd, g, args, ledger, cfg.Engine)
+			if err != nil {
+				return err
 			}
 			if err := checkServedModel(cmd.ErrOrStderr(), ws, cfg.Engine, g); err != nil {
 				return err
@@ -122,6 +104,38 @@ without records, lengths or timestamps; unknown model or GPU), 1 otherwise
 	f.StringVar(&ledger, "ledger", "", "a verify ledger (verify --ledger FILE): its runs (each verify's BEFORE and AFTER, where the server ran the scheduler fitted) are fitted too, and its verifies re-run with the new profile, saying how much the error fell")
 	bindOutputFile(newFlagGroup(f, "", ""), &out, "profile file to write")
 	return cmd
+}
+
+// calibrateInputs reads what calibrate fits: the results folders named,
+// and with a ledger (--ledger) its entries and the runs they hold, each
+// folder's observed requests.
+func calibrateInputs(cmd *cobra.Command, g *flagGroup, args []string, ledger string, eng engine.Options) ([]verify.Entry, []*results.Observations, error) {
+	var entries []verify.Entry
+	if ledger != "" {
+		var notes []string
+		var err error
+		if entries, err = readLedger(ledger); err != nil {
+			return nil, nil, usageError(fmt.Errorf("calibrate: %w", err), g)
+		}
+		if args, notes, err = ledgerRuns(args, entries, eng); err != nil {
+			return nil, nil, usageError(fmt.Errorf("calibrate: %w", err), g)
+		}
+		for _, n := range notes {
+			fmt.Fprintf(cmd.ErrOrStderr(), "calibrate: ledger: %s\n", n)
+		}
+		if len(args) == 0 {
+			return nil, nil, usageError(fmt.Errorf("calibrate: the ledger %s holds no run the fit can take", ledger), g)
+		}
+	}
+	var ws []*results.Observations
+	for _, dir := range args {
+		w, err := results.ReadObserved(dir)
+		if err != nil {
+			return nil, nil, usageError(fmt.Errorf("calibrate: %w", err))
+		}
+		ws = append(ws, w)
+	}
+	return entries, ws, nil
 }
 
 // checkServedModel compares the model the runs served (run.json's model,

@@ -15,15 +15,8 @@ import (
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
-func newReportCmd() *cobra.Command {
-	cfg := report.Config{Format: "text", Options: report.Options{Seed: 1, Resamples: 2000}}
-	var slo, output string
-	var g *flagGroup
-	wi := whatIfFlags{mode: "auto", specK: 4, specA: 0.7}
-	cmd := &cobra.Command{
-		Use:   "report RESULTS... | report --compare A B",
-		Short: "Report percentiles, stage split, SLO verdicts and a diagnosis from bench results",
-		Long: `report reads bench results (folders holding requests.jsonl, or the files
+// reportLong is report's help.
+const reportLong = `report reads bench results (folders holding requests.jsonl, or the files
 themselves) and says where the time went: percentiles with bootstrap confidence
 intervals, each request's end-to-end latency split into stages (client queue,
 connect, send, network, server queue, prefill, decode, stream tail), SLO
@@ -47,7 +40,17 @@ are judged; --slo overrides them (--slo "" judges none).
 
 Exit status: 0 when the report is written (and every SLO holds), 3 when an
 SLO failed (given or the run's own), 2 for bad flags or results that cannot be read, 1 when the
-output cannot be written (docs/cli.md).`,
+output cannot be written (docs/cli.md).`
+
+func newReportCmd() *cobra.Command {
+	cfg := report.Config{Format: "text", Options: report.Options{Seed: 1, Resamples: 2000}}
+	var slo, output string
+	var g *flagGroup
+	wi := whatIfFlags{mode: "auto", specK: 4, specA: 0.7}
+	cmd := &cobra.Command{
+		Use:   "report RESULTS... | report --compare A B",
+		Short: "Report percentiles, stage split, SLO verdicts and a diagnosis from bench results",
+		Long:  reportLong,
 		Example: `  tokentrace report results/run1
   tokentrace report results/run1 --slo "ttft:p99<=1.5s,tpot:p99<=50ms" --format html
   tokentrace report --compare results/before results/after --format md

@@ -409,18 +409,7 @@ func (r *relay) next() bool {
 	waited, busy := rs.up.waited, x.sendQ.busyFor()
 	ev, err := rs.rd.Next()
 	t0 := g.sinceBase()
-	// Reading the event took t0 − lastWrite; what was not spent waiting
-	// for the upstream's bytes was the gateway's own work.
-	upWait := rs.up.waited - waited
-	if work := t0 - x.lastWrite - upWait; work > 0 {
-		tl.post += work
-	}
-	// Of that wait, the time the client was still taking earlier events
-	// is the client's (backpressure), as when the relay waited on its
-	// writes itself: the upstream's time only shows past it.
-	if over := min(x.sendQ.busyFor()-busy, upWait); over > 0 {
-		tl.backpressure += over
-	}
+	r.chargeRead(t0, rs.up.waited-waited, busy)
 	if err != nil {
 		if x.ending {
 			// After the final usage chunk the answer was whole and its
@@ -449,21 +438,10 @@ func (r *relay) next() bool {
 		r.end(raw)
 		return false
 	case eventInvalid:
-		// Not forwarded: the client's stream ends with an error event, as
-		// for a reset, and the upstream is cancelled.
-		pe := newProtocolError(raw)
-		g.log().Warn("upstream protocol error", "request_id", x.id, "replica", r.a.rep.cfg.URL, "err", pe)
-		g.countFault(r.a.pool, faultProtocol)
-		x.dequeue()
-		x.streamError(protocolErrorMsg, "upstream_protocol_error")
+		r.protocolError(raw)
 		return false
 	case eventError:
-		x.errKind = "upstream_stream_error"
-		x.upstreamErrorEvent(r.a, probe.Error)
-		// Passed on without the replica's credentials, should the
-		// upstream quote them.
-		r.masked = append(r.masked[:0], redact.Values(redact.Text(string(raw)), r.a.rep.cfg.credentials()...)...)
-		raw = r.masked
+		raw = r.errorEvent(raw, probe)
 	case eventOther:
 		if used, ok := probe.usage(); ok && used > 0 {
 			x.tokens = used // final usage chunk
@@ -492,6 +470,46 @@ func (r *relay) next() bool {
 		return false
 	}
 	return true
+}
+
+// chargeRead splits the reading of an event, ended at t0 after upWait
+// spent waiting for the upstream's bytes, between the gateway's own work
+// and the client's backpressure (busy: the send queue's busy time before
+// the read).
+func (r *relay) chargeRead(t0, upWait, busy time.Duration) {
+	x, tl := r.x, &r.x.tl
+	// Reading the event took t0 − lastWrite; what was not spent waiting
+	// for the upstream's bytes was the gateway's own work.
+	if work := t0 - x.lastWrite - upWait; work > 0 {
+		tl.post += work
+	}
+	// Of that wait, the time the client was still taking earlier events
+	// is the client's (backpressure), as when the relay waited on its
+	// writes itself: the upstream's time only shows past it.
+	if over := min(x.sendQ.busyFor()-busy, upWait); over > 0 {
+		tl.backpressure += over
+	}
+}
+
+// protocolError ends the client's stream on an upstream event that is
+// not valid: not forwarded, an error event in its place, as for a reset,
+// and the upstream cancelled.
+func (r *relay) protocolError(raw []byte) {
+	x := r.x
+	pe := newProtocolError(raw)
+	x.g.log().Warn("upstream protocol error", "request_id", x.id, "replica", r.a.rep.cfg.URL, "err", pe)
+	x.g.countFault(r.a.pool, faultProtocol)
+	x.dequeue()
+	x.streamError(protocolErrorMsg, "upstream_protocol_error")
+}
+
+// errorEvent notes an upstream's error event and is the event to pass on:
+// raw without the replica's credentials, should the upstream quote them.
+func (r *relay) errorEvent(raw []byte, probe *chunkProbe) []byte {
+	r.x.errKind = "upstream_stream_error"
+	r.x.upstreamErrorEvent(r.a, probe.Error)
+	r.masked = append(r.masked[:0], redact.Values(redact.Text(string(raw)), r.a.rep.cfg.credentials()...)...)
+	return r.masked
 }
 
 // stripped is the event to pass on in raw's place once the evidence the
