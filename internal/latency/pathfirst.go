@@ -113,6 +113,21 @@ func (sc *PathScratch) PathWithTTFT(r *Record) (p Path, ttft []PathPart, ok bool
 	return sc.path, sc.untilFirst(sc.path.Parts, sc.when, first-r.IntendedNS), true
 }
 
+// Path is r.Path in the scratch's storage: the Path's slices are
+// overwritten by the next call.
+func (sc *PathScratch) Path(r *Record) (p Path, ok bool) {
+	if !r.OK() || r.EndNS == 0 {
+		return Path{}, false
+	}
+	if sc.path.Parts == nil {
+		sc.path.Parts, sc.path.Hops = make([]PathPart, 0, 24), make([]Hop, 0, 4)
+	}
+	sc.path = Path{Parts: sc.path.Parts[:0], Hops: sc.path.Hops[:0], Notes: sc.path.Notes[:0]}
+	sc.arena = sc.arena[:0]
+	r.walkPath(&pathWalker{p: &sc.path, s: sc})
+	return sc.path, true
+}
+
 // untilFirst splits total (TTFT from the intended send) over the parts
 // (see PathWithTTFT).
 func (sc *PathScratch) untilFirst(parts []PathPart, when []partWhen, total int64) []PathPart {

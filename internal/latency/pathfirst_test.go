@@ -155,11 +155,15 @@ func TestPathScratchReuse(t *testing.T) {
 		if diff := cmp.Diff(ttft, sttft, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("record %d: TTFT parts (-fresh +scratch):\n%s", i, diff)
 		}
+		if pp, _ := sc.Path(r); !cmp.Equal(p, pp, cmpopts.EquateEmpty()) {
+			t.Errorf("record %d: scratch Path %+v, want %+v", i, pp, p)
+		}
 	}
 	warm := []Record{chain, v1, cut}
 	allocs := testing.AllocsPerRun(50, func() {
 		for i := range warm {
 			sc.PathWithTTFT(&warm[i])
+			sc.Path(&warm[i])
 		}
 	})
 	if allocs != 0 {

@@ -40,7 +40,8 @@ func (s *slot) reset(sec int) {
 // the last n of them (the current one included).
 type slots struct {
 	slots []slot
-	itl   []int64            // scratch for a record's gaps
+	itl   []int64 // scratch for a record's gaps
+	path  latency.PathScratch
 	names map[partKey]string // the parts' labels, made once each
 	// own: a record's split is its Timing (the gateway's own stages),
 	// not its Path.
@@ -99,7 +100,7 @@ func (w *slots) add(rec *latency.Record) {
 	}
 	if w.own {
 		w.ownStages(s, rec)
-	} else if p, ok := rec.Path(); ok {
+	} else if p, ok := w.path.Path(rec); ok {
 		s.split++
 		for _, part := range p.Parts {
 			k := partKey{part.Hop, part.Name}
