@@ -300,12 +300,14 @@ func TestVerifyMeasuredServerCalibratedOnBefore(t *testing.T) {
 	t.Logf("measured server: %s; %s", r.Summary(), rowErrors(r))
 }
 
-// rowErrors lists each judged row's error, for the test's log.
+// rowErrors lists each judged row's error and its interval's half-width
+// (relative to the prediction), for the test's log.
 func rowErrors(r *verify.Result) string {
 	var b strings.Builder
 	for _, x := range r.Rows {
 		if x.Verdict != verify.NoData {
-			fmt.Fprintf(&b, "%s %s %+.1f%%%s ", x.Metric, x.Stat, 100*x.Error, map[bool]string{true: "", false: "*"}[x.Verdict == verify.AsPredicted])
+			fmt.Fprintf(&b, "%s %s %+.1f%% (±%.0f%%)%s ", x.Metric, x.Stat, 100*x.Error, 50*(x.High-x.Low)/x.Predicted,
+				map[bool]string{true: "", false: "*"}[x.Verdict == verify.AsPredicted])
 		}
 	}
 	return b.String()

@@ -24,7 +24,7 @@ const (
 	DialectVLLM = "vllm"
 	// DialectLlamaCpp: llama.cpp's timings (always, when Evidence is set);
 	// llamacpp:requests_processing and requests_deferred; owned_by
-	// "llamacpp".
+	// "llamacpp"; GET /props with total_slots (Slots) and n_ctx 4096.
 	DialectLlamaCpp = "llamacpp"
 	// DialectSGLang: no per-request evidence on its OpenAI API; sglang:*
 	// gauges with max_running_requests; owned_by "sglang". Its native
@@ -117,7 +117,8 @@ func (e *SlotEngine) Log() []SlotRequest {
 	return append([]SlotRequest(nil), e.log...)
 }
 
-// ServeHTTP answers /v1/models, /metrics and completions.
+// ServeHTTP answers /v1/models, /metrics, completions and, as
+// llama-server, /props (its slots as total_slots).
 func (e *SlotEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/models":
@@ -126,6 +127,8 @@ func (e *SlotEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			owner = e.Dialect
 		}
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":"stand-in","object":"model","created":1,"owned_by":%q}]}`, owner)
+	case r.URL.Path == "/props" && e.Dialect == DialectLlamaCpp:
+		fmt.Fprintf(w, `{"default_generation_settings":{"n_ctx":4096},"total_slots":%d}`, cap(e.slots))
 	case r.URL.Path == "/metrics" && e.Metrics && e.Dialect != DialectOllama && e.Dialect != DialectTRTLLM:
 		e.gauges(w)
 	case r.URL.Path == "/perf_metrics" && e.Dialect == DialectTRTLLM:
