@@ -505,3 +505,72 @@ func TestSGLangNativeMetaInfo(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayAsksEachKind: a pool that asks (evidence: ask) asks each
+// replica kind in its own words, or not at all where its OpenAI API has
+// no field to ask with — vLLM with include_metrics, tokentrace serve with
+// return_metrics; SGLang, TGI, llama.cpp and TensorRT-LLM with nothing
+// (whose stand-in refuses any field it does not know, as trtllm-serve's
+// request models do, so that one added would fail every request) — and
+// the split behind the gateway is the engine's: vLLM's and tokentrace's
+// objects read by the gateway (queue within 2 ms of the stand-in's),
+// llama.cpp's timings, TensorRT-LLM's /perf_metrics joined by bench
+// through the gateway; none from SGLang's and TGI's streams.
+func TestGatewayAsksEachKind(t *testing.T) {
+	for _, c := range []struct {
+		kind           string
+		asked, ret     bool   // include_metrics, return_metrics reached the engine
+		engine, source string // of each record's split; "" none
+	}{
+		{openaitest.DialectVLLM, true, false, latency.EngineVLLM, latency.SourceServerTiming},
+		{openaitest.DialectTokentrace, false, true, latency.EngineTokentrace, latency.SourceServerTiming},
+		{openaitest.DialectLlamaCpp, false, false, latency.EngineLlamaCpp, latency.SourceServerTiming},
+		{openaitest.DialectTRTLLM, false, false, latency.EngineTRTLLM, latency.SourceTRTLLMPerfMetrics},
+		{openaitest.DialectSGLang, false, false, "", ""},
+		{openaitest.DialectTGI, false, false, "", ""},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: c.kind, Slots: 2,
+				Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true, Metrics: true})
+			gw, _ := gatewaytest.Start(t, "pools:\n  - name: default\n    evidence: ask\n    replicas: [{url: \""+e.URL()+
+				"\", kind: "+c.kind+"}]\nroutes:\n  - {model: \"*\", pool: default}\n")
+			mode := ServerMetricsOff // bench asks nothing: what reaches the engine is the gateway's ask
+			if c.kind == openaitest.DialectTRTLLM {
+				mode = "" // auto: bench joins /perf_metrics after the run (it sends no field)
+			}
+			res, text := runURL(t, gw, 6, 24, mode)
+			server := map[string]openaitest.SlotRequest{}
+			for _, rq := range e.Log() {
+				if rq.Asked != c.asked || rq.ReturnMetrics != c.ret {
+					t.Errorf("request %s reached the engine with include_metrics %v, return_metrics %v", rq.ID, rq.Asked, rq.ReturnMetrics)
+				}
+				server[rq.ID] = rq
+			}
+			recs := readRecords(t, filepath.Join(res.OutDir, "requests.jsonl"))
+			if len(recs) != 24 {
+				t.Fatalf("%d records", len(recs))
+			}
+			for _, rec := range recs {
+				rq, logged := server[rec.ID]
+				if !rec.OK() || !logged {
+					t.Fatalf("record %s: %s %s (logged %v)\n%s", rec.ID, rec.ErrorKind, rec.Error, logged, text)
+				}
+				if c.engine == "" {
+					if rec.Server != nil && rec.Server.Engine != "" {
+						t.Errorf("record %s: a split %+v from an engine that gives none", rec.ID, rec.Server)
+					}
+					continue
+				}
+				if rec.Server == nil || rec.Server.Engine != c.engine || rec.Server.Source != c.source {
+					t.Fatalf("record %s: split %+v, want %s's from %s", rec.ID, rec.Server, c.engine, c.source)
+				}
+				if c.kind == openaitest.DialectLlamaCpp {
+					continue // llama.cpp reports no queue wait
+				}
+				if d := rec.Server.QueueNS - int64(rq.Queue); d > 2e6 || d < -2e6 {
+					t.Errorf("record %s: queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
+				}
+			}
+		})
+	}
+}

@@ -158,7 +158,9 @@ type PoolConfig struct {
 	ScrapeInterval Duration `yaml:"scrape_interval"`
 	// Evidence is "ask" to ask each replica for its engine's per-request
 	// evidence in that engine's dialect (its kind: vLLM's
-	// "include_metrics", with the final usage chunk it rides on), read it
+	// "include_metrics", tokentrace serve's "return_metrics", each with
+	// the final usage chunk it rides on; the kinds whose OpenAI API has no
+	// such field are sent the client's body as it is: askFields), read it
 	// into the gateway's split and take out of the client's answer what
 	// the client did not ask for; "" or "pass" (the default) passes the
 	// client's body and the answer as they are, reading whatever evidence

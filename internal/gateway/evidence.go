@@ -17,29 +17,42 @@ import (
 // answer and on a stream's last chunk), TGI's timing headers (on a whole
 // answer). A Server-Timing from the upstream takes precedence over all of
 // them (foldServerTiming); among them the order is bench's: metrics, then
-// llama.cpp's timings, then TGI's headers. Ollama's durations come only
-// with its native /api endpoints, which the gateway does not proxy.
+// llama.cpp's timings, then TGI's headers. Ollama's durations come with
+// its native /api/chat, which the gateway passes on unchanged.
 
 // evidenceEngines are the engines an engine split may name (timeline's
 // engine indexes it; 0 is none).
 var evidenceEngines = []string{"", latency.EngineVLLM, latency.EngineLlamaCpp, latency.EngineTGI, latency.EngineTokentrace,
 	latency.EngineOllama, latency.EngineSGLang, latency.EngineTRTLLM}
 
+// askFields are the body fields that ask an engine's OpenAI API for its
+// per-request metrics object, by replica kind: vLLM's include_metrics and
+// tokentrace serve's return_metrics. The other kinds have none to ask
+// with: llama.cpp's timings and TGI's headers come unasked; SGLang's
+// OpenAI API returns no per-request split (its native /generate's
+// meta_info is not an API the gateway serves); TensorRT-LLM's request
+// schema forbids any field it does not know (a 400), and its per-request
+// records come only from GET /perf_metrics, which the gateway passes
+// through for the client to join (reading them here would take them
+// from that client); Ollama's OpenAI endpoint gives none.
+var askFields = map[string]string{latency.EngineVLLM: "include_metrics", latency.EngineTokentrace: "return_metrics"}
+
 // askEngine is the body an attempt sends to its replica: the client's,
 // unless the pool asks for evidence (evidence: ask), the replica's kind
-// is an engine that returns a per-request metrics object when asked
-// (vLLM), the API is chat or completions and the client did not ask
-// itself. Then it carries "include_metrics": true and, on a stream whose
-// client did not ask for usage, stream_options.include_usage (vLLM puts
+// has a field that asks for a per-request metrics object (askFields),
+// the API is chat or completions and the client did not ask itself. Then
+// it carries that field as true and, on a stream whose client did not ask
+// for usage, stream_options.include_usage (vLLM and tokentrace serve put
 // the object on the final usage chunk); a marks what it added, which the
 // relay keeps from the client (stripEvidence). The client's own
 // stream_options are replaced only when they did not ask for usage.
 func (x *exchange) askEngine(p *pool, a *attempt, body []byte) []byte {
-	if p.cfg.Evidence != EvidenceAsk || a.rep.cfg.Kind != latency.EngineVLLM || x.req.AskedMetrics ||
+	field := askFields[a.rep.cfg.Kind]
+	if p.cfg.Evidence != EvidenceAsk || field == "" || x.req.AskedMetrics ||
 		(x.api != openai.APIChat && x.api != openai.APICompletions) {
 		return body
 	}
-	set := map[string]any{"include_metrics": true}
+	set := map[string]any{field: true}
 	if x.req.Stream && !x.req.IncludeUsage {
 		set["stream_options"] = map[string]bool{"include_usage": true}
 	}

@@ -1,6 +1,7 @@
 package openaitest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,6 +52,14 @@ const (
 	// first_token_time, last_token_time}}} in seconds of a steady clock
 	// (internal/latency/testdata/engines cites the source).
 	DialectTRTLLM = "trtllm"
+	// DialectTokentrace: tokentrace serve's metrics object
+	// (frontend_time_ms 0, queue_time_ms, prefill_time_ms,
+	// time_to_first_token_ms, generation_time_ms, e2e_time_ms,
+	// arrival_time) on a whole answer and on a stream's final usage chunk
+	// when Evidence is set and the request asked with "return_metrics":
+	// true; vllm:* gauges; owned_by "tokentrace". Unlike serve it sends no
+	// Server-Timing, so the object is the only evidence.
+	DialectTokentrace = "tokentrace"
 )
 
 // SlotEngine is a stand-in engine for tests: Slots requests run at once,
@@ -153,10 +162,11 @@ func (e *SlotEngine) gauges(w io.Writer) {
 	wait, run := e.waiting, e.running
 	e.mu.Unlock()
 	names := map[string][2]string{
-		DialectVLLM:     {"vllm:num_requests_waiting", "vllm:num_requests_running"},
-		DialectLlamaCpp: {"llamacpp:requests_deferred", "llamacpp:requests_processing"},
-		DialectSGLang:   {"sglang:num_queue_reqs", "sglang:num_running_reqs"},
-		DialectTGI:      {"tgi_queue_size", "tgi_batch_current_size"},
+		DialectVLLM:       {"vllm:num_requests_waiting", "vllm:num_requests_running"},
+		DialectTokentrace: {"vllm:num_requests_waiting", "vllm:num_requests_running"},
+		DialectLlamaCpp:   {"llamacpp:requests_deferred", "llamacpp:requests_processing"},
+		DialectSGLang:     {"sglang:num_queue_reqs", "sglang:num_running_reqs"},
+		DialectTGI:        {"tgi_queue_size", "tgi_batch_current_size"},
 	}[e.Dialect]
 	if names[0] == "" {
 		return
@@ -180,8 +190,17 @@ func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
 		IncludeMetrics bool `json:"include_metrics"`
 		ReturnMetrics  bool `json:"return_metrics"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(raw, &body)
+	}
+	if err != nil {
 		http.Error(w, `{"error":{"message":"bad body"}}`, http.StatusBadRequest)
+		return
+	}
+	if e.Dialect == DialectTRTLLM && (bytes.Contains(raw, []byte(`"include_metrics"`)) || bytes.Contains(raw, []byte(`"return_metrics"`))) {
+		// trtllm-serve's request models forbid fields they do not know.
+		http.Error(w, `{"object":"error","message":"Extra inputs are not permitted","type":"BadRequestError","code":400}`, http.StatusBadRequest)
 		return
 	}
 	rq := SlotRequest{ID: r.Header.Get("X-Request-Id"), Asked: body.IncludeMetrics, ReturnMetrics: body.ReturnMetrics}
@@ -253,6 +272,12 @@ func (e *SlotEngine) evidence(rq SlotRequest, n int) string {
 		}
 		return fmt.Sprintf(`,"metrics":{"time_to_first_token_ms":%.3f,"generation_time_ms":%.3f,"queue_time_ms":%.3f,"mean_itl_ms":%s,"tokens_per_second":%.1f}`,
 			ms(rq.Prefill), ms(rq.Decode), ms(rq.Queue), itl, float64(n)/(rq.Prefill+rq.Decode).Seconds())
+	case DialectTokentrace:
+		if !rq.ReturnMetrics {
+			return ""
+		}
+		return fmt.Sprintf(`,"metrics":{"arrival_time":%.6f,"frontend_time_ms":0,"queue_time_ms":%.3f,"prefill_time_ms":%.3f,"time_to_first_token_ms":%.3f,"generation_time_ms":%.3f,"e2e_time_ms":%.3f}`,
+			float64(time.Now().Add(-rq.Queue-rq.Prefill-rq.Decode).UnixNano())/1e9, ms(rq.Queue), ms(rq.Prefill), ms(rq.Queue+rq.Prefill), ms(rq.Decode), ms(rq.Queue+rq.Prefill+rq.Decode))
 	case DialectLlamaCpp:
 		return fmt.Sprintf(`,"timings":{"cache_n":0,"prompt_n":8,"prompt_ms":%.3f,"predicted_n":%d,"predicted_ms":%.3f}`, ms(rq.Prefill), n, ms(rq.Decode))
 	}
