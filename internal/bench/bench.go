@@ -2,17 +2,12 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"runtime"
 	"runtime/metrics"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,15 +15,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/agent"
-	"github.com/tokentrace/tokentrace/internal/field"
-	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/live"
-	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
-	"github.com/tokentrace/tokentrace/internal/stats"
 	"github.com/tokentrace/tokentrace/internal/tracing"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -122,82 +113,6 @@ type ToolTarget struct {
 	URL string
 	// Timeout bounds each call (agent.DefaultTimeout when 0).
 	Timeout time.Duration
-}
-
-// Summary is summary.json: the report plus what only the load generator
-// knows.
-type Summary struct {
-	Schema      int                 `json:"schema"`
-	Command     string              `json:"command"`
-	Target      string              `json:"target"`
-	Model       string              `json:"model"`
-	Started     time.Time           `json:"started"`
-	Calibration *ClientFloor        `json:"calibration,omitempty"`
-	Client      ClientHealth        `json:"client"`
-	Phases      []PhaseResult       `json:"phases"`
-	Sweep       *SweepOutcome       `json:"sweep,omitempty"`
-	Compat      *report.CompatViews `json:"compat,omitempty"`
-	// Prompts is the requested against the served prompt lengths, and
-	// what sized them.
-	Prompts *PromptLengths `json:"prompt_lengths,omitempty"`
-	// Evidence is what the run asked the server for about each request,
-	// and what came back.
-	Evidence    *EvidenceAsk   `json:"evidence,omitempty"`
-	Report      *report.Report `json:"report"`
-	SLOsFailed  bool           `json:"slos_failed"`
-	Records     int            `json:"records"`
-	Embedded    string         `json:"embedded,omitempty"`
-	Interrupted bool           `json:"interrupted,omitempty"`
-}
-
-// ClientHealth is the load generator's check on itself over the run.
-type ClientHealth struct {
-	// CPUUtil is the process's CPU time / (wall time × cores): near 1, the
-	// client (and an embedded server, which shares the process) saturated
-	// the machine.
-	CPUUtil float64 `json:"cpu_util"`
-	Cores   int     `json:"cores"`
-	// GC pauses over the run.
-	GCPauses     int64   `json:"gc_pauses"`
-	GCPauseMaxMS float64 `json:"gc_pause_max_ms"`
-	GCPauseP99MS float64 `json:"gc_pause_p99_ms"`
-	// Worst schedule lag of any phase (actual − intended send of requests
-	// only the schedule held).
-	SendLagP99MS float64 `json:"send_lag_p99_ms"`
-	SendLagMaxMS float64 `json:"send_lag_max_ms"`
-	// Timekeeping is the client's watch on its own scheduling: a ticker's
-	// lateness over the run and the intervals it could not keep time in.
-	Timekeeping Timekeeping `json:"timekeeping"`
-	Warnings    []string    `json:"warnings,omitempty"`
-}
-
-// Result is what Run returns.
-type Result struct {
-	Summary *Summary
-	Report  *report.Report
-	OutDir  string
-}
-
-// SLOsFailed reports whether any SLO failed (or had no data).
-func (r *Result) SLOsFailed() bool { return r != nil && r.Summary != nil && r.Summary.SLOsFailed }
-
-// Interrupted reports whether the run was stopped (Ctrl-C) before its end.
-func (r *Result) Interrupted() bool { return r != nil && r.Summary != nil && r.Summary.Interrupted }
-
-// AllFailed reports whether the run sent requests and every one failed;
-// why is the most frequent reason, as the report words it.
-func (r *Result) AllFailed() (why string, all bool) {
-	if r == nil || r.Report == nil {
-		return "", false
-	}
-	s := r.Report.Summary
-	if s.Requests == 0 || s.Succeeded > 0 {
-		return "", false
-	}
-	if len(s.TopErrors) > 0 {
-		why = s.TopErrors[0].Kind + ": " + s.TopErrors[0].Message
-	}
-	return why, true
 }
 
 // Run executes a bench run and writes its results folder. It returns an
@@ -312,14 +227,14 @@ func (r *run) reachTarget(ctx context.Context) (func(), error) {
 		fmt.Fprintf(r.log, "bench: no --url: started the embedded engine at %s\n%s\n", emb.URL, indent(emb.Describe))
 	}
 	if r.target.Model == "" {
-		m, err := firstModel(ctx, r.target)
+		m, err := firstModel(ctx, probeClient(), r.target)
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		r.target.Model = m
 	} else {
-		warn, err := checkModel(ctx, r.target)
+		warn, err := checkModel(ctx, probeClient(), r.target)
 		if err != nil {
 			stop()
 			return nil, err
@@ -792,259 +707,13 @@ func redacted(t Target) Target {
 	return t
 }
 
-// firstModel asks GET /v1/models for the first model id.
-func firstModel(ctx context.Context, t Target) (string, error) {
-	ids, err := listModels(ctx, t)
-	if err != nil {
-		return "", err
-	}
-	if len(ids) == 0 || ids[0] == "" {
-		u, _ := t.apiURL("/models")
-		return "", fmt.Errorf("%s lists no models (give --model)", u)
-	}
-	return ids[0], nil
-}
-
-// ModelNotServedError is a --model that the target's GET /v1/models does
-// not list and that a first request was refused for: bad input, found
-// before the run.
-type ModelNotServedError struct {
-	Model, URL string
-	Served     []string
-	Suggest    string // the served name it most likely meant; "" when none is close
-	Answer     string // the server's answer to a request naming it
-}
-
-func (e *ModelNotServedError) Error() string {
-	msg := fmt.Sprintf("--model %q is not served by %s (it lists %s; a request for it got %s)",
-		e.Model, e.URL, quoteList(e.Served, 8), e.Answer)
-	if e.Suggest != "" {
-		msg += fmt.Sprintf(": did you mean --model %q?", e.Suggest)
-	}
-	return msg
-}
-
-// checkModel judges a --model the target's GET /v1/models does not list
-// by one small request: a 4xx answer is a *ModelNotServedError; any other
-// is a warning, returned to be shown (a single-model server, such as
-// llama.cpp's, answers whatever name it is sent). A target that lists no
-// models (no such endpoint, an error, an empty list) is not judged.
-func checkModel(ctx context.Context, t Target) (warning string, err error) {
-	ids, err := listModels(ctx, t)
-	if err != nil || len(ids) == 0 || slices.Contains(ids, t.Model) {
-		return "", nil
-	}
-	u, _ := t.apiURL("/models")
-	e := &ModelNotServedError{Model: t.Model, URL: redact.URL(u), Served: ids, Suggest: field.Suggest(t.Model, ids)}
-	if e.Suggest == "" && len(ids) == 1 {
-		e.Suggest = ids[0]
-	}
-	c, err := NewClient(t, func() int64 { return time.Now().UnixNano() }, 1)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	var rec latency.Record
-	pctx, cancel := context.WithTimeout(ctx, max(t.Timeout, 10*time.Second))
-	defer cancel()
-	c.Do(pctx, &workload.Request{Prompt: "Hi", MaxTokens: 1, InputTokens: 1}, &rec)
-	if rec.ErrorKind == latency.FailHTTP4xx {
-		e.Answer = strconv.Quote(rec.Error)
-		return "", e
-	}
-	return fmt.Sprintf("--model %q is not among the models %s lists (%s), but the server answers for it; the results record the name sent",
-		t.Model, e.URL, quoteList(ids, 8)), nil
-}
-
-// quoteList is up to n names quoted, with how many more there are.
-func quoteList(names []string, n int) string {
-	q := make([]string, 0, n+1)
-	for i, s := range names {
-		if i == n {
-			q = append(q, fmt.Sprintf("and %d more", len(names)-n))
-			break
-		}
-		q = append(q, strconv.Quote(s))
-	}
-	return strings.Join(q, ", ")
-}
-
-// listModels asks GET /v1/models for the ids it lists, in its order.
-func listModels(ctx context.Context, t Target) ([]string, error) {
-	u, err := t.apiURL("/models")
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := t.newRequest(ctx, http.MethodGet, u)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := (&http.Client{CheckRedirect: httplimit.NoRedirects}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot list models at %s (is the server up? or give --model): %w", redact.URL(u), err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("listing models at %s: %s: %s (give --model to skip this)", redact.URL(u), resp.Status, truncate(strings.TrimSpace(string(b))))
-	}
-	var list openai.ModelList
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("%s lists no models (give --model)", redact.URL(u))
-	}
-	ids := make([]string, 0, len(list.Data))
-	for _, d := range list.Data {
-		ids = append(ids, d.ID)
-	}
-	return ids, nil
-}
-
+// describeLoad is the run's schedule in words: the sweep's, or the load's
+// (workload.Load.Describe).
 func describeLoad(cfg Config) string {
 	if cfg.Sweep != nil {
 		return cfg.Sweep.String()
 	}
-	l := cfg.Load
-	var parts []string
-	switch {
-	case l.Arrivals != nil:
-		parts = append(parts, "trace replay")
-	case l.Rate > 0:
-		parts = append(parts, fmt.Sprintf("%g req/s %s", l.Rate, l.Arrival))
-	}
-	if l.Concurrency > 0 {
-		if l.Mode() == "open" {
-			parts = append(parts, fmt.Sprintf("at most %d in flight", l.Concurrency))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d concurrent", l.Concurrency))
-		}
-	}
-	if l.Requests > 0 {
-		parts = append(parts, fmt.Sprintf("%d requests", l.Requests))
-	}
-	if l.Duration > 0 {
-		parts = append(parts, "for "+l.Duration.String())
-	}
-	if l.Shard.Sharded() {
-		parts = append(parts, fmt.Sprintf("shard %s of the workload (its share of the above)", l.Shard))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// gcPauses reads the runtime's GC pause histogram.
-func gcPauses() *metrics.Float64Histogram {
-	s := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return nil
-	}
-	return s[0].Value.Float64Histogram()
-}
-
-// keptRateShare is the share of its scheduled rate an open-loop phase
-// must achieve for health to say the client kept its schedule (below it,
-// a warning).
-const keptRateShare = 0.99
-
-// health judges the client over the run and words its warnings.
-func health(cpu, wall time.Duration, gc0, gc1 *metrics.Float64Histogram, phases []PhaseResult, cal *ClientFloor) ClientHealth {
-	h := ClientHealth{Cores: runtime.NumCPU()}
-	if wall > 0 {
-		h.CPUUtil = cpu.Seconds() / (wall.Seconds() * float64(h.Cores))
-	}
-	if gc0 != nil && gc1 != nil && len(gc0.Counts) == len(gc1.Counts) {
-		var n uint64
-		diff := make([]uint64, len(gc1.Counts))
-		for i := range gc1.Counts {
-			diff[i] = gc1.Counts[i] - gc0.Counts[i]
-			n += diff[i]
-		}
-		h.GCPauses = int64(n)
-		var c uint64
-		k := uint64(stats.Rank(99, int64(n))) // nearest rank of the P99 pause
-		for i, d := range diff {
-			if d == 0 {
-				continue
-			}
-			c += d
-			hi := gc1.Buckets[i+1]
-			if hi > 1e9 {
-				hi = gc1.Buckets[i]
-			}
-			h.GCPauseMaxMS = hi * 1e3
-			if c >= k && h.GCPauseP99MS == 0 {
-				h.GCPauseP99MS = hi * 1e3
-			}
-		}
-	}
-	for _, p := range phases {
-		h.SendLagP99MS = max(h.SendLagP99MS, p.SendLagP99MS)
-		h.SendLagMaxMS = max(h.SendLagMaxMS, p.SendLagMaxMS)
-		if p.Mode == "open" && p.ScheduledRPS > 0 && p.AchievedRPS > 0 && p.AchievedRPS < keptRateShare*p.ScheduledRPS {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("phase %q: achieved %.1f req/s of %.1f scheduled (%.1f%%)",
-				nameOr(p.Name), p.AchievedRPS, p.ScheduledRPS, 100*p.AchievedRPS/p.ScheduledRPS))
-		}
-	}
-	if h.SendLagP99MS > 5 {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("schedule lag: P99 %.1f ms between the intended and the actual send of requests only the schedule held", h.SendLagP99MS))
-	}
-	if h.CPUUtil > 0.9 {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("CPU saturated: the process used %.0f%% of %d cores", 100*h.CPUUtil, h.Cores))
-	}
-	if h.GCPauseMaxMS > 5 {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("GC pauses up to %.1f ms during the run", h.GCPauseMaxMS))
-	}
-	if cal != nil && cal.TTFTErrP99MS > 5 {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("calibration: this client's TTFT error reached %.1f ms at P99 on this host", cal.TTFTErrP99MS))
-	}
-	return h
-}
-
-func nameOr(s string) string {
-	if s == "" {
-		return "run"
-	}
-	return s
-}
-
-// writeBenchText adds what only bench knows under the report's text.
-func writeBenchText(w io.Writer, s *Summary, dir string) {
-	fmt.Fprintln(w)
-	for _, p := range s.Phases {
-		if p.Mode == "open" && p.ScheduledRPS > 0 {
-			fmt.Fprintf(w, "schedule %-14s scheduled %.2f req/s, achieved %.2f req/s (%.2f%%), send lag P50 %.3f ms P99 %.3f ms max %.3f ms\n",
-				nameOr(p.Name), p.ScheduledRPS, p.AchievedRPS, 100*p.AchievedRPS/p.ScheduledRPS, p.SendLagP50MS, p.SendLagP99MS, p.SendLagMaxMS)
-		}
-	}
-	if c := s.Calibration; c != nil {
-		fmt.Fprintf(w, "client    overhead floor %.3f ms (TTFT error P50; P99 %.3f ms), ITL jitter P99 %.3f ms; CPU %.0f%% of %d cores; GC pauses %d (max %.2f ms)\n",
-			c.FloorMS, c.TTFTErrP99MS, c.ITLErrP99MS, 100*s.Client.CPUUtil, s.Client.Cores, s.Client.GCPauses, s.Client.GCPauseMaxMS)
-	} else {
-		fmt.Fprintf(w, "client    no calibration; CPU %.0f%% of %d cores; GC pauses %d (max %.2f ms)\n",
-			100*s.Client.CPUUtil, s.Client.Cores, s.Client.GCPauses, s.Client.GCPauseMaxMS)
-	}
-	if tk := s.Client.Timekeeping; tk.Ticks > 0 {
-		fmt.Fprintf(w, "timekeep  %s ticker late P50 %.3f ms P99 %.3f ms max %.3f ms; %d interval(s) over %.0f ms late\n",
-			time.Duration(tk.TickPeriodMS*1e6), tk.TickLateP50MS, tk.TickLateP99MS, tk.TickLateMaxMS, tk.StallCount, tk.StallThreshold)
-	}
-	if n := len(s.Client.Warnings); n > 0 {
-		fmt.Fprintf(w, "warnings  %d, weighed against the latencies in the diagnosis (client-bottleneck)\n", n)
-	}
-	if s.Evidence != nil {
-		fmt.Fprintln(w, evidenceLine(s.Evidence))
-	}
-	report.WriteCompat(w, "compat", s.Compat)
-	if s.Sweep != nil && s.Sweep.Line != "" {
-		fmt.Fprintln(w, s.Sweep.Line)
-	}
-	if s.Sweep != nil {
-		writeBeforeCells(w, s.Sweep.Points)
-	}
-	if s.Interrupted {
-		fmt.Fprintln(w, "interrupted: the summary covers the requests that finished")
-	}
-	fmt.Fprintf(w, "results   %s (%d records)\n", dir, s.Records)
+	return cfg.Load.Describe()
 }
 
 // genAI feeds a measured request to the GenAI client metrics: the

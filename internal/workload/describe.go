@@ -1,6 +1,9 @@
 package workload
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Describe names a workload built from these options and its load, in
 // words a report or plan prints.
@@ -32,4 +35,34 @@ func Describe(o Options, l Load) string {
 		s = fmt.Sprintf("prompts of %s, %s arrivals", o.Prompts, l.Arrival)
 	}
 	return s + fmt.Sprintf("; at least %d requests, or a minute of arrivals, per simulation", l.Requests)
+}
+
+// Describe names the load's schedule in words, as a run's log line
+// prints it: trace replay or the arrival rate and process, the
+// concurrency, how many requests, for how long, and a shard's share.
+func (l Load) Describe() string {
+	var parts []string
+	switch {
+	case l.Arrivals != nil:
+		parts = append(parts, "trace replay")
+	case l.Rate > 0:
+		parts = append(parts, fmt.Sprintf("%g req/s %s", l.Rate, l.Arrival))
+	}
+	if l.Concurrency > 0 {
+		if l.Mode() == "open" {
+			parts = append(parts, fmt.Sprintf("at most %d in flight", l.Concurrency))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d concurrent", l.Concurrency))
+		}
+	}
+	if l.Requests > 0 {
+		parts = append(parts, fmt.Sprintf("%d requests", l.Requests))
+	}
+	if l.Duration > 0 {
+		parts = append(parts, "for "+l.Duration.String())
+	}
+	if l.Shard.Sharded() {
+		parts = append(parts, fmt.Sprintf("shard %s of the workload (its share of the above)", l.Shard))
+	}
+	return strings.Join(parts, ", ")
 }
