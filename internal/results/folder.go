@@ -50,6 +50,34 @@ func WriteSummary(dir string, summary any) error {
 	return writeJSON(filepath.Join(dir, SummaryFile), summary)
 }
 
+// ClientLateness is how late the load generator's own clock ran in a
+// run, as its summary.json records it (client.timekeeping: the ticker's
+// wake-ups while a request was in flight, each woken − due): a request's
+// recorded instants can be late by as much.
+type ClientLateness struct {
+	P50MS float64 `json:"tick_late_p50_ms"`
+	P99MS float64 `json:"tick_late_p99_ms"`
+}
+
+// ReadClientLateness reads dir/summary.json's client.timekeeping; ok is
+// false when the folder has none (a simulated run, another tool's, an
+// older bench's, or a file that does not parse).
+func ReadClientLateness(dir string) (l ClientLateness, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		return l, false
+	}
+	var s struct {
+		Client struct {
+			Timekeeping *ClientLateness `json:"timekeeping"`
+		} `json:"client"`
+	}
+	if json.Unmarshal(b, &s) != nil || s.Client.Timekeeping == nil {
+		return l, false
+	}
+	return *s.Client.Timekeeping, true
+}
+
 // CreateRecords creates dir/requests.jsonl; an existing file is an error.
 func CreateRecords(dir string) (*RecordWriter, error) {
 	return NewRecordWriter(filepath.Join(dir, RequestsFile))

@@ -204,3 +204,26 @@ func TestRecordLineIsJSONMarshal(t *testing.T) {
 		t.Errorf("file\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A run's clock lateness from its summary.json; none where the summary has
+// none or there is no summary.
+func TestReadClientLateness(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok := ReadClientLateness(dir); ok {
+		t.Error("no summary.json: lateness found")
+	}
+	if err := WriteSummary(dir, map[string]any{"client": map[string]any{"timekeeping": map[string]any{
+		"ticks": 100, "tick_late_p50_ms": 0.5, "tick_late_p99_ms": 12.5}}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := ReadClientLateness(dir); !ok || l.P50MS != 0.5 || l.P99MS != 12.5 {
+		t.Errorf("lateness %+v (%v), want 0.5 and 12.5 ms", l, ok)
+	}
+	other := t.TempDir()
+	if err := WriteSummary(other, map[string]any{"client": map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ReadClientLateness(other); ok {
+		t.Error("a summary without timekeeping: lateness found")
+	}
+}

@@ -23,6 +23,25 @@ import (
 type Noise struct {
 	Sampling, Drift float64
 	Count           int
+	// ClockMS is the measurement's own clock error, in ms: the load
+	// generator's lateness (results.ClientLateness) at the row's
+	// percentile — its P50 for a P50 row, its P99 above — the larger of
+	// the two runs'.
+	ClockMS float64
+}
+
+// clockAt is the runs' clock error for percentile p (0 where neither run
+// recorded its lateness).
+func clockAt(runs []results.ClientLateness, p float64) float64 {
+	var m float64
+	for _, l := range runs {
+		if p <= 50 {
+			m = max(m, l.P50MS)
+		} else {
+			m = max(m, l.P99MS)
+		}
+	}
+	return m
 }
 
 // maxNoiseGaps bounds the inter-token gaps a run's noise is taken over

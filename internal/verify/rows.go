@@ -6,6 +6,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // Metrics are the latencies verify judges, at Percentiles.
@@ -15,14 +16,15 @@ var (
 )
 
 // rows sets each metric side by side; noise is the first run's
-// (MeasureNoise).
-func rows(before, after, twinBefore *report.Report, draws []*report.Report, noise map[string]Noise, goodput bool) []Row {
+// (MeasureNoise), clocks the runs' clock lateness.
+func rows(before, after, twinBefore *report.Report, draws []*report.Report, noise map[string]Noise, clocks []results.ClientLateness, goodput bool) []Row {
 	var out []Row
 	for _, m := range Metrics {
 		for _, p := range Percentiles {
 			get := func(r *report.Report) float64 { return distAt(r, m, p) }
 			stat := "p" + pctName(p)
 			n := scaled(noise[string(m)+" "+stat], countOf(after, m))
+			n.ClockMS = clockAt(clocks, p)
 			out = append(out, row(string(m), stat, "ms", get, before, after, twinBefore, draws,
 				capacity.StatedError(nil, m, p), n, false))
 		}
@@ -63,7 +65,7 @@ func countOf(r *report.Report, m latency.Metric) int {
 
 func row(metric, stat, unit string, get func(*report.Report) float64, before, after, twinBefore *report.Report, draws []*report.Report, e float64, n Noise, higherBetter bool) Row {
 	r := Row{Metric: metric, Stat: stat, Unit: unit, Before: get(before), TwinBefore: get(twinBefore), Measured: get(after), StatedError: e,
-		Sampling: n.Sampling, Drift: n.Drift}
+		Sampling: n.Sampling, Drift: n.Drift, ClockMS: n.ClockMS}
 	for _, d := range draws {
 		r.Draws = append(r.Draws, get(d))
 	}
@@ -81,7 +83,7 @@ func row(metric, stat, unit string, get func(*report.Report) float64, before, af
 // finite zeroes what is not a number (JSON has none): a metric a run
 // lacks is a row with no data.
 func (r Row) finite() Row {
-	for _, p := range []*float64{&r.BeforeMiss, &r.Sampling, &r.Drift, &r.Before, &r.TwinBefore, &r.Predicted, &r.Low, &r.High, &r.Measured, &r.Error} {
+	for _, p := range []*float64{&r.BeforeMiss, &r.Sampling, &r.Drift, &r.ClockMS, &r.Before, &r.TwinBefore, &r.Predicted, &r.Low, &r.High, &r.Measured, &r.Error} {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) {
 			*p = 0
 		}

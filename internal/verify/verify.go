@@ -13,6 +13,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/report"
+	"github.com/tokentrace/tokentrace/internal/results"
 )
 
 // Twin is the first run as the twin runs it (whatif.TwinOf's baseline).
@@ -102,6 +103,9 @@ type Row struct {
 	// second run's count, and the spread between runs its halves show.
 	Sampling float64 `json:"sampling"`
 	Drift    float64 `json:"drift"`
+	// ClockMS is the load generator's own clock lateness the interval
+	// takes, in ms (Noise.ClockMS).
+	ClockMS  float64 `json:"clock_ms"`
 	Measured float64 `json:"measured"`
 	// Error is (measured − predicted) ÷ predicted.
 	Error   float64 `json:"error"`
@@ -121,16 +125,16 @@ const (
 )
 
 // Method says how the intervals are made, for the output.
-const Method = "80 % interval: the twin at the run's seed ± √(1.2816²·(s² + (σ·c)² + (d·c)²) + (e·c)²), s the standard deviation over the draws' seeds, σ the percentile's sampling error over the first run's requests (scaled to the second run's count), d the drift between the first run's halves beyond it, e the larger of the two-clock limit and the twin's miss of the first run at that row, c the prediction; the envelope is twice that (docs/metrics.md, \"Verify\")"
+const Method = "80 % interval: the twin at the run's seed ± √(1.2816²·(s² + (σ·c)² + (d·c)²) + (e·c)² + m²), s the standard deviation over the draws' seeds, σ the percentile's sampling error over the first run's requests (scaled to the second run's count), d the drift between the first run's halves beyond it and the twin's, m the load generator's own clock lateness in either run (its P50 for P50 rows, its P99 above), e the larger of the two-clock limit and the twin's miss of the first run at that row, c the prediction; the envelope is twice that (docs/metrics.md, \"Verify\")"
 
 // z80 is the standard normal's 90th percentile: ± z80·σ holds 80 %.
 const z80 = 1.2815515655446004
 
 // Interval is the 80 % interval around the prediction c of draws (the
 // first is c, the run's own seed), the twin's relative error e and the
-// measurement's relative noise n: c ± h, h = √(z80²·(s² + (σ·c)² +
-// (d·c)²) + (e·c)²), s the draws' sample standard deviation, σ
-// n.Sampling and d n.Drift.
+// measurement's noise n: c ± h, h = √(z80²·(s² + (σ·c)² + (d·c)²) +
+// (e·c)² + m²), s the draws' sample standard deviation, σ n.Sampling, d
+// n.Drift and m n.ClockMS.
 func Interval(draws []float64, e float64, n Noise) (c, lo, hi float64) {
 	if len(draws) == 0 {
 		return math.NaN(), math.NaN(), math.NaN()
@@ -149,7 +153,7 @@ func Interval(draws []float64, e float64, n Noise) (c, lo, hi float64) {
 		s = math.Sqrt(s / float64(k-1))
 	}
 	v := s*s + (n.Sampling*c)*(n.Sampling*c) + (n.Drift*c)*(n.Drift*c)
-	h := math.Hypot(z80*math.Sqrt(v), e*c)
+	h := math.Sqrt(z80*z80*v + (e*c)*(e*c) + n.ClockMS*n.ClockMS)
 	return c, c - h, c + h
 }
 
@@ -226,6 +230,18 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, field.Wrap("profile", err)
 		}
 	}
+	if res.Rows, err = compare(ctx, cfg, d, w, seed); err != nil {
+		return nil, err
+	}
+	res.Notes = append(fitNotes(res.Rows, prof, cfg.Before.Dir), res.Notes...)
+	res.tally()
+	res.ElapsedS = time.Since(start).Seconds()
+	return res, nil
+}
+
+// compare reads both runs, draws the twins (deployment d, workload w from
+// seed) and measures the first run's noise and both runs' clocks: the rows.
+func compare(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload, seed uint64) ([]Row, error) {
 	before, err := report.Load(ctx, []string{cfg.Before.Dir}, report.Options{SLOs: cfg.SLOs, Resamples: 1})
 	if err != nil {
 		return nil, err
@@ -242,12 +258,13 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the first run's noise: %w", err)
 	}
-	noise := MeasureNoise(measured, twinReqs)
-	res.Rows = rows(before, after, twinBefore, draws, noise, len(cfg.SLOs) > 0)
-	res.Notes = append(fitNotes(res.Rows, prof, cfg.Before.Dir), res.Notes...)
-	res.tally()
-	res.ElapsedS = time.Since(start).Seconds()
-	return res, nil
+	var clocks []results.ClientLateness
+	for _, dir := range []string{cfg.Before.Dir, cfg.After.Dir} {
+		if l, ok := results.ReadClientLateness(dir); ok {
+			clocks = append(clocks, l)
+		}
+	}
+	return rows(before, after, twinBefore, draws, MeasureNoise(measured, twinReqs), clocks, len(cfg.SLOs) > 0), nil
 }
 
 // changeNotes says what the twin cannot model of the changes, the twin's

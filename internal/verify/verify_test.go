@@ -30,6 +30,16 @@ func TestIntervalByHand(t *testing.T) {
 	if c != 100 || math.Abs(lo-84.824) > 1e-3 || math.Abs(hi-115.176) > 1e-3 {
 		t.Fatalf("with noise: Interval = %v [%v, %v], want 100 [84.824, 115.176]", c, lo, hi)
 	}
+	// The clock's lateness adds as it is: one draw of 100 ms, e = 0 and a
+	// lateness of 30 ms give 70 … 130 ms. The runs' lateness at a P50 row
+	// is the larger of their P50s, above it of their P99s.
+	if c, lo, hi := Interval([]float64{100}, 0, Noise{ClockMS: 30}); c != 100 || lo != 70 || hi != 130 {
+		t.Errorf("clock: %v [%v, %v], want 100 [70, 130]", c, lo, hi)
+	}
+	runs := []results.ClientLateness{{P50MS: 1, P99MS: 20}, {P50MS: 2, P99MS: 10}}
+	if p50, p95 := clockAt(runs, 50), clockAt(runs, 95); p50 != 2 || p95 != 20 || clockAt(nil, 99) != 0 {
+		t.Errorf("clockAt: P50 %v, P95 %v; want 2 and 20", p50, p95)
+	}
 	// One draw: no spread, the stated error alone; the first draw is the
 	// prediction even when the others lie to one side.
 	if c, lo, hi := Interval([]float64{200}, 0.10, Noise{}); c != 200 || lo != 180 || hi != 220 {
