@@ -72,7 +72,7 @@ func newReportCmd() *cobra.Command {
 			}
 			cfg.SLOs = slos
 			cfg.Paths = args
-			r, err := report.Render(cmd.Context(), cfg)
+			r, err := report.LoadConfig(cmd.Context(), cfg)
 			if err != nil {
 				return usageError(fmt.Errorf("report: %w", err), g)
 			}
@@ -116,7 +116,7 @@ func runSLO(paths []string) (string, error) {
 	var slo string
 	for i, p := range paths {
 		if st, err := os.Stat(p); err != nil || !st.IsDir() {
-			return "", nil // a records file, or a path Render will name
+			return "", nil // a records file, or a path LoadConfig will name
 		}
 		c, err := results.ReadConfig(p)
 		if err != nil {

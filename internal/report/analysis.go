@@ -179,3 +179,53 @@ func (a *analysis) precompute() {
 		a.sorted[name] = samples[i]
 	}
 }
+
+// timeSeries is the report's time series; nil when several inputs are
+// reported together (their clocks differ) or there is nothing.
+func (c *Collector) timeSeries() *TimeSeries {
+	if len(nonEmpty(c.sources)) > 1 {
+		return nil
+	}
+	ws := c.series.Windows(0)
+	if len(ws) == 0 {
+		return nil
+	}
+	ts := &TimeSeries{WidthS: c.series.Width().Seconds(), Windows: make([]SeriesPoint, len(ws))}
+	var info *results.ServerInfo
+	scraped := false
+	for _, run := range c.runs {
+		if len(run.Samples) > 0 {
+			info, scraped = run.Server, true
+		}
+	}
+	has := func(g string) bool { return scraped && (info == nil || slices.Contains(info.Series, g)) }
+	for _, g := range []string{"waiting", "running", "kv_cache_usage"} {
+		if has(g) {
+			ts.Gauges = append(ts.Gauges, g)
+		}
+	}
+	for i, w := range ws {
+		p := SeriesPoint{StartS: w.Start.Seconds(), EndS: w.End.Seconds(), Offered: w.Offered, Completed: w.Completed,
+			Failed: w.Failed, OfferedRPS: w.OfferedRPS, AchievedRPS: w.AchievedRPS, InFlight: w.InFlight,
+			TTFT: windowDist(w.TTFT), TPOT: windowDist(w.TPOT), ITL: windowDist(w.ITL), E2E: windowDist(w.E2E)}
+		if len(w.Failures) > 0 {
+			p.Failures = make(map[string]int, len(w.Failures))
+			for k, n := range w.Failures {
+				p.Failures[string(k)] = n
+			}
+		}
+		if g := w.Gauges; g.Samples > 0 {
+			if has("waiting") {
+				p.Waiting = &g.Waiting
+			}
+			if has("running") {
+				p.Running = &g.Running
+			}
+			if has("kv_cache_usage") {
+				p.KVCacheUsage = &g.KVUsage
+			}
+		}
+		ts.Windows[i] = p
+	}
+	return ts
+}

@@ -1,8 +1,11 @@
 package report
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
@@ -88,6 +91,9 @@ func (r *row) hasServer() bool { return r.flags&flagServer != 0 }
 // Collector accumulates records one at a time and keeps only the compact
 // per-request numbers a report needs; bench feeds it as requests finish and
 // Load feeds it from files. It is not safe for concurrent use.
+//
+// Its methods are in this file, but for Report (analysis.go), which
+// analyses what it holds, and WriteCSV (csv.go), which writes its rows.
 type Collector struct {
 	opts Options
 
@@ -287,4 +293,63 @@ func (c *Collector) kind(k string) uint8 {
 	c.errKinds = append(c.errKinds, k)
 	c.errIndex[k] = i
 	return i
+}
+
+// readInput reads one records file into c: as a source of its own, or
+// (a shard) into the current one, its instants shifted onto the common
+// clock. It returns the records read and the lines it could not read.
+func (c *Collector) readInput(ctx context.Context, in input, ownSource, several bool) (int, unreadable, error) {
+	info := in.info
+	if ownSource {
+		c.source(results.SourceName(in.file))
+	} else {
+		info = in.shifted()
+	}
+	if in.has {
+		c.SetRun(info)
+	} else if ownSource {
+		c.Note(fmt.Sprintf("%s: no %s beside it: the run may have been cut short (bench writes it when the run ends); "+
+			"its configuration, warnings and the server's evidence are unknown", in.file, results.RunInfoFile))
+	}
+	c.shift = in.shift
+	before := len(c.rows)
+	n, u, err := readFile(ctx, c, in.file)
+	if err != nil {
+		return n, u, err
+	}
+	if n == 0 {
+		c.Note(fmt.Sprintf("%s holds no records", in.file))
+	}
+	c.cutShort(in.file, info, len(c.rows)-before)
+	if several {
+		u.first = in.file + " " + u.first
+	}
+	return n, u, nil
+}
+
+// cutShort notes a results file whose run.json says it was cut short:
+// interrupted, or holding fewer measured records than it planned.
+func (c *Collector) cutShort(file string, info results.RunInfo, measured int) {
+	switch {
+	case info.Interrupted:
+		c.Note(fmt.Sprintf("%s: the run was interrupted: %d measured records of %s; "+
+			"its numbers cover the requests that finished", file, measured, plannedWords(info.Planned)))
+	case info.Planned > 0 && measured < info.Planned:
+		c.Note(fmt.Sprintf("%s: %d measured records of the %d planned: the run was cut short; "+
+			"its numbers cover the requests that finished", file, measured, info.Planned))
+	}
+}
+
+func plannedWords(n int) string {
+	if n == 0 {
+		return "an unknown number planned"
+	}
+	return fmt.Sprintf("%d planned", n)
+}
+
+// addGauges counts a run's scrapes in the series.
+func (c *Collector) addGauges(info results.RunInfo) {
+	for _, s := range info.Samples {
+		c.series.AddGauge(window.Gauge{At: time.Duration(s.AtNS), Waiting: s.Waiting, Running: s.Running, KVUsage: s.KVCacheUsage})
+	}
 }

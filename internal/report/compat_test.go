@@ -69,7 +69,7 @@ guidellm TPOT                   10.00ms   10.00ms
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Resamples = 10
-			r, err := Render(context.Background(), tt.cfg)
+			r, err := LoadConfig(context.Background(), tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ guidellm TPOT                   10.00ms   10.00ms
 				}
 			}
 			tt.cfg.Format = "json"
-			if r, err = Render(context.Background(), tt.cfg); err != nil {
+			if r, err = LoadConfig(context.Background(), tt.cfg); err != nil {
 				t.Fatal(err)
 			}
 			out.Reset()

@@ -5,11 +5,12 @@
 // wrong and what to do, charts, and a comparison of two runs. bench calls the
 // same code for its end-of-run summary, so both always agree.
 //
-// The work is split by job: ingest (Collector, Load: records to compact
-// rows), analysis (Collector.Report: rows to the plain-data Report,
-// including the data its charts are drawn from), diagnosis (the rules, over
-// the rows and the Report) and rendering (text, markdown, JSON and HTML from
-// the Report alone; CSV from the Collector's rows).
+// The work is split by job, in the order a report walks it: LoadConfig
+// (config.go); ingest (load.go, shards.go, pipeline.go into the Collector,
+// collector.go); analysis (Collector.Report, analysis.go); diagnosis (one
+// Rule value per rule, diagnose.go; checks in rules_*.go); rendering per
+// format from the Report (text.go, markdown.go, json.go, html.go with
+// charts.go, series_out.go; csv.go from the Collector's rows).
 //
 // The formulas are in docs/metrics.md; the formats and the JSON schema in
 // docs/report.md.

@@ -58,7 +58,7 @@ func TestBenchOverloadDiagnosedAsQueueing(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("report JSON: %v\n%s", err, out)
 	}
-	k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "server-queueing" })
+	k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == report.RuleServerQueueing })
 	if k < 0 {
 		t.Fatalf("no server-queueing finding; findings: %+v", rep.Findings)
 	}
@@ -101,7 +101,7 @@ func TestBenchLongPromptsDiagnosedAsPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "prefill-bound" })
+	k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == report.RulePrefillBound })
 	if k < 0 {
 		t.Fatalf("no prefill-bound finding; findings: %+v", rep.Findings)
 	}
@@ -109,7 +109,7 @@ func TestBenchLongPromptsDiagnosedAsPrefill(t *testing.T) {
 	if slope := f.Numbers["ms_per_1k_input"]; slope < 5 || slope > 200 || f.Numbers["r2"] < 0.9 {
 		t.Errorf("fit: %v ms per 1k tokens, R² %v", slope, f.Numbers["r2"])
 	}
-	if slices.ContainsFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "server-queueing" }) {
+	if slices.ContainsFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == report.RuleServerQueueing }) {
 		t.Errorf("one request at a time cannot queue: %+v", rep.Findings)
 	}
 	t.Logf("%s: %s", f.Title, f.Evidence)

@@ -118,7 +118,7 @@ func TestLlamaCppSlotQueueing(t *testing.T) {
 				t.Errorf("remedies lack the slots (-np): %q", f.Remedies)
 			}
 			for _, g := range rep.Findings {
-				if g.Rule == "outside-model" || strings.Contains(g.Evidence, "KV") || strings.Contains(strings.Join(g.Remedies, " "), "closer") {
+				if g.Rule == RuleOutsideModel || strings.Contains(g.Evidence, "KV") || strings.Contains(strings.Join(g.Remedies, " "), "closer") {
 					t.Errorf("finding blames what the evidence does not show: %+v", g)
 				}
 			}

@@ -37,7 +37,7 @@ func appRun(n int, retrieval func(i, input int) float64) *Report {
 func TestRuleAppStage(t *testing.T) {
 	find := func(rep *Report) *Finding {
 		for i := range rep.Findings {
-			if rep.Findings[i].Rule == "app-stage" {
+			if rep.Findings[i].Rule == RuleAppStage {
 				return &rep.Findings[i]
 			}
 		}

@@ -49,7 +49,7 @@ func TestModelLoadRule(t *testing.T) {
 	}
 	// The load is no queue wait: the inferred queue of the cold request is
 	// its gap less the load, about what every request pays.
-	if slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.Rule == "server-queueing" }) {
+	if slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.Rule == RuleServerQueueing }) {
 		t.Errorf("the load is called queueing: %+v", rep.Findings)
 	}
 	if q := rep.Summary.QueueInferred; q == nil || q.FloorMS > 2.5 {

@@ -274,7 +274,7 @@ func TestPrefillInterference(t *testing.T) {
 			c.Add(r)
 		}
 		rep := c.Report()
-		k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == "prefill-interference" })
+		k := slices.IndexFunc(rep.Findings, func(f Finding) bool { return f.Rule == RulePrefillInterference })
 		if (k >= 0) != aligned {
 			t.Fatalf("aligned=%v: rule fired = %v; findings %+v", aligned, k >= 0, rep.Findings)
 		}

@@ -189,7 +189,7 @@ func runScenario(t *testing.T, sc scenario) *report.Report {
 func firstCause(t *testing.T, rep *report.Report, want string) *report.Finding {
 	for i := range rep.Findings {
 		f := &rep.Findings[i]
-		if f.Rule == "client-bottleneck" && want != "client-bottleneck" {
+		if f.Rule == report.RuleClientBottleneck && want != report.RuleClientBottleneck {
 			t.Logf("passing over the load generator's doubts (the machine is busy): %s", f.Evidence)
 			continue
 		}
@@ -226,7 +226,7 @@ func checkCounters(t *testing.T, rep *report.Report) {
 	cfg := run.Server.Config
 	for _, f := range rep.Findings {
 		all := f.Title + " " + f.Evidence + " " + strings.Join(f.Remedies, " ")
-		if noPreemption && (f.Rule == "kv-cache" || strings.Contains(all, "KV-cache headroom") ||
+		if noPreemption && (f.Rule == report.RuleKVCache || strings.Contains(all, "KV-cache headroom") ||
 			strings.Contains(f.Title, "preempted") || strings.Contains(f.Evidence, "are preemptions")) {
 			t.Errorf("%s claims preemption against the counters (none, KV peak %.0f%%): %s", f.Rule, 100*kvPeak, all)
 		}

@@ -71,47 +71,54 @@ func (c Config) DefaultFile() string {
 	return filepath.Join(resultsDir(c.Paths[0]), name)
 }
 
-// Rendered is a loaded report or comparison, ready to write.
-type Rendered struct {
+// Loaded is a report or a comparison loaded from its runs, ready to write
+// in the configured format.
+type Loaded struct {
 	// Report is the report; nil for a comparison.
 	Report *Report
 	write  func(io.Writer) error
 }
 
-// Write writes the report in the configured format.
-func (r *Rendered) Write(w io.Writer) error { return r.write(w) }
+// Write writes the report or comparison in the configured format.
+func (l *Loaded) Write(w io.Writer) error { return l.write(w) }
 
-// Render validates cfg and loads its runs.
-func Render(ctx context.Context, cfg Config) (*Rendered, error) {
+// LoadConfig validates cfg and loads its runs: the report over its Paths
+// (Collect, then Collector.Report), or with Compare the comparison of its
+// two runs, each collected alone. Nothing is written until Loaded.Write.
+func LoadConfig(ctx context.Context, cfg Config) (*Loaded, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	format := cfg.format()
 	if cfg.Compare {
-		ca, err := Collect(ctx, cfg.Paths[:1], cfg.Options)
-		if err != nil {
-			return nil, fmt.Errorf("run A: %w", err)
-		}
-		cb, err := Collect(ctx, cfg.Paths[1:], cfg.Options)
-		if err != nil {
-			return nil, fmt.Errorf("run B: %w", err)
-		}
-		c := Compare(ca, cb)
-		va, vb := ca.compat.views(), cb.compat.views()
-		text := withCompat(c.WriteText, func(w io.Writer) { writeCompatCompare(w, va, vb) })
-		return &Rendered{write: map[string]func(io.Writer) error{
-			"text": text, "md": c.WriteMarkdown, "json": c.WriteJSON, "html": c.WriteHTML,
-		}[format]}, nil
+		return loadComparison(ctx, cfg)
 	}
 	c, err := Collect(ctx, cfg.Paths, cfg.Options)
 	if err != nil {
 		return nil, err
 	}
 	rep := c.Report()
-	return &Rendered{Report: rep, write: map[string]func(io.Writer) error{
+	return &Loaded{Report: rep, write: map[string]func(io.Writer) error{
 		"text": withCompat(rep.WriteText, func(w io.Writer) { WriteCompat(w, "compat", rep.Compat) }), "md": rep.WriteMarkdown, "json": rep.WriteJSON,
 		"csv": c.WriteCSV, "series-csv": rep.WriteSeriesCSV, "html": rep.WriteHTML,
-	}[format]}, nil
+	}[cfg.format()]}, nil
+}
+
+// loadComparison loads a comparison's two runs (A, the baseline, and B).
+func loadComparison(ctx context.Context, cfg Config) (*Loaded, error) {
+	ca, err := Collect(ctx, cfg.Paths[:1], cfg.Options)
+	if err != nil {
+		return nil, fmt.Errorf("run A: %w", err)
+	}
+	cb, err := Collect(ctx, cfg.Paths[1:], cfg.Options)
+	if err != nil {
+		return nil, fmt.Errorf("run B: %w", err)
+	}
+	c := Compare(ca, cb)
+	va, vb := ca.compat.views(), cb.compat.views()
+	text := withCompat(c.WriteText, func(w io.Writer) { writeCompatCompare(w, va, vb) })
+	return &Loaded{write: map[string]func(io.Writer) error{
+		"text": text, "md": c.WriteMarkdown, "json": c.WriteJSON, "html": c.WriteHTML,
+	}[cfg.format()]}, nil
 }
 
 // withCompat is a text form followed, after a blank line, by what compat

@@ -17,7 +17,7 @@ import (
 
 // renderText renders cfg to a buffer.
 func renderText(cfg Config) (string, error) {
-	r, err := Render(context.Background(), cfg)
+	r, err := LoadConfig(context.Background(), cfg)
 	if err != nil {
 		return "", err
 	}

@@ -6,28 +6,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
-	"github.com/tokentrace/tokentrace/internal/results"
 )
-
-// cutShort notes a results file whose run.json says it was cut short:
-// interrupted, or holding fewer measured records than it planned.
-func (c *Collector) cutShort(file string, info results.RunInfo, measured int) {
-	switch {
-	case info.Interrupted:
-		c.Note(fmt.Sprintf("%s: the run was interrupted: %d measured records of %s; "+
-			"its numbers cover the requests that finished", file, measured, plannedWords(info.Planned)))
-	case info.Planned > 0 && measured < info.Planned:
-		c.Note(fmt.Sprintf("%s: %d measured records of the %d planned: the run was cut short; "+
-			"its numbers cover the requests that finished", file, measured, info.Planned))
-	}
-}
-
-func plannedWords(n int) string {
-	if n == 0 {
-		return "an unknown number planned"
-	}
-	return fmt.Sprintf("%d planned", n)
-}
 
 // overruns counts the successful requests whose server split exceeds the
 // client's time before the first token (row.serverOverrun).
