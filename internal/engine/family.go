@@ -423,3 +423,18 @@ func (o Options) familyUBatch() int {
 	}
 	return fam.Scheduler.UBatch
 }
+
+// FrontEnd is the front end per request of o's engine family at its
+// release (FamilyScheduler.Intake, fitted on public closed loops): what
+// simulate adds before the engine sees each request, as calibrate's
+// Predict does. 0 without an engine, or for a release that carries none.
+func (o Options) FrontEnd() (time.Duration, error) {
+	if o.Engine == "" {
+		return 0, nil
+	}
+	fam, err := LookupFamily(o.Engine)
+	if err != nil {
+		return 0, field.Wrap("engine", err)
+	}
+	return fam.Scheduler.Intake(), nil
+}

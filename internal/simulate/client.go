@@ -47,6 +47,9 @@ type call struct {
 	chunkFrom int64
 	nChunks   int32
 	explicit  bool
+	// frontNS is its time in its replica's front end (Config.FrontEnd),
+	// waiting and served.
+	frontNS int64
 	// net is its one-way network latency, both ways (Config.Network, or
 	// its draw from Config.NetworkSample).
 	net int64

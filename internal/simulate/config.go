@@ -77,6 +77,14 @@ type Config struct {
 	// "Transport").
 	NetworkSample []time.Duration
 	NetworkSeed   uint64
+	// FrontEnd is each replica's front end per request (HTTP, chat
+	// template, tokenization, hand-off to the scheduler): a request picked
+	// for a replica passes it, one at a time in the order they reach it,
+	// before the engine sees it; the time waited and served is its record's
+	// server stage "frontend" and counts in its TTFT and E2E, not in the
+	// engine's queue. 0: none (the engine sees a request when it is
+	// routed). Unified deployments only (not with PrefillReplicas).
+	FrontEnd time.Duration
 	// QueueFullStatus is the status of a request an engine's MaxWaiting
 	// refuses (default 429, serve's).
 	QueueFullStatus int
@@ -210,6 +218,10 @@ func (c Config) validate() error {
 		return field.Invalid("scrape_phase", c.ScrapePhase, "want at least 0 and less than scrape_interval (%s)", c.ScrapeInterval)
 	case c.Network < 0:
 		return field.Invalid("network_latency", c.Network, "must not be negative")
+	case c.FrontEnd < 0:
+		return field.Invalid("front_end", c.FrontEnd, "must not be negative")
+	case c.FrontEnd > 0 && c.PrefillReplicas > 0:
+		return field.Errorf("front_end", "a front end per request is not simulated on a disaggregated deployment ({prefill_replicas} %d)", c.PrefillReplicas)
 	case len(c.NetworkSample) > 0 && slices.Min(c.NetworkSample) < 0:
 		return field.Invalid("network_sample", slices.Min(c.NetworkSample), "must not be negative")
 	case c.SampleInterval < 0:

@@ -14,6 +14,7 @@ const (
 	evExpire                // a queued request's TTFT deadline
 	evStart                 // a closed-loop worker's start (ramp-up)
 	evWake                  // an idle replica's KV transfer ends
+	evFrontEnd              // a request leaves its replica's front end
 )
 
 type event struct {

@@ -56,6 +56,11 @@ type Options struct {
 	PrefixBytes    int           `json:"prefix_bytes"`    // prefix_bytes: text hashed by prefix_affinity
 	ScrapeInterval time.Duration `json:"scrape_interval"` // scrape_interval
 	NetworkLatency time.Duration `json:"network_latency"` // network_latency: one way, client–router
+	// FrontEnd (front_end) is each replica's front end per request
+	// (Config.FrontEnd); not given: the engine family's release's
+	// (engine.Options.FrontEnd; none without --engine or on a
+	// disaggregated deployment).
+	FrontEnd time.Duration `json:"front_end"`
 
 	Queue        QueueOptions  `json:"queue"`
 	DeadlineTTFT time.Duration `json:"deadline_ttft"` // deadline_ttft
@@ -64,6 +69,18 @@ type Options struct {
 	SLO       string `json:"slo"`        // slo: latency.ParseSLOs
 	OutputDir string `json:"output_dir"` // output_dir; empty: results.DefaultDir
 	Steps     bool   `json:"steps"`      // steps: write steps.jsonl
+}
+
+// frontEnd is the front end per request the run adds: the one given, or
+// the engine family's release's on a unified deployment.
+func (o Options) frontEnd(given func(field string) bool) (time.Duration, error) {
+	if given("front_end") {
+		return o.FrontEnd, nil
+	}
+	if o.PrefillReplicas != 0 {
+		return 0, nil
+	}
+	return o.Engine.FrontEnd()
 }
 
 // QueueOptions are the admission queue's settings, as the gateway's
@@ -143,6 +160,9 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 		QueueFullStatus: o.QueueFullStatus,
 		Workload:        src, Load: l, IgnoreEOS: ignoreEOS, Model: model, Steps: o.Steps,
 		SampleInterval: SampleInterval, Force: o.Force,
+	}
+	if cfg.FrontEnd, err = o.frontEnd(given); err != nil {
+		return cfg, out, err
 	}
 	if o.PrefillReplicas != 0 {
 		name := o.KVLink

@@ -31,6 +31,8 @@ type replica struct {
 	// instant (-1: none).
 	prefill bool
 	wakeAt  int64
+	// frontFree is when its front end (Config.FrontEnd) is next free.
+	frontFree int64
 }
 
 // Name implements route.Replica.
@@ -128,8 +130,27 @@ func (s *sim) dispatch(id int32) {
 	r := c.pool.balancer.Pick(c, c.pool.replicas)
 	c.replica = r
 	s.res.Replicas[r.index].Requests++
+	r.outstanding++ // the replica has it from its pick, as the balancer counts
+	c.frontNS = 0
+	if fe := int64(s.cfg.FrontEnd); fe > 0 {
+		// The replica's front end takes one request at a time, in the
+		// order they reach it; the engine sees the request when it leaves.
+		r.frontFree = max(r.frontFree, s.now) + fe
+		c.frontNS = r.frontFree - s.now
+		s.ev.push(r.frontFree, evFrontEnd, id)
+		return
+	}
+	s.submit(id)
+}
+
+// submit hands a request to its replica's engine (after the replica's
+// front end, when it has one).
+func (s *sim) submit(id int32) {
+	c := &s.calls[id]
+	r := c.replica
 	c.req.RemotePrefill, c.req.RemoteTP = s.prefill != nil, s.prefillTP
 	if _, err := r.v.Submit(time.Duration(s.now), int(id), &c.req); err != nil {
+		r.outstanding--
 		if adm := c.pool.adm; adm != nil {
 			if errors.Is(err, engine.ErrQueueFull) {
 				adm.ObserveDrop(virtualTime(s.now)) // a 429 or 503: overload, as the gateway counts it
@@ -148,7 +169,6 @@ func (s *sim) dispatch(id int32) {
 		}
 		return
 	}
-	r.outstanding++
 	// An idle replica starts a step at once with what it holds, as the
 	// wall-clock engine's step loop wakes on its first request: requests
 	// sent at the same instant reach a real server one after another, and
@@ -308,6 +328,10 @@ func (s *sim) finish(c *call, tl engine.Timeline, at int64) {
 		*sp = latency.ServerSplit{QueueNS: int64(tl.Queue()), PrefillNS: int64(tl.Prefill()),
 			DecodeNS: int64(tl.Decode()), Source: SplitSource}
 		rec.Server = sp
+		if c.frontNS > 0 {
+			// The front end: a stage of its own, before the engine's queue.
+			rec.Timing = append(rec.Timing, latency.HopStage{Hop: latency.HopServer, Name: string(latency.TimingFrontend), NS: c.frontNS})
+		}
 	}
 	if c.pool.adm != nil {
 		rec.GatewayNS = c.admitAt - c.routerAt

@@ -212,6 +212,8 @@ func (s *sim) handle(e event) {
 		r := s.replicas[e.id]
 		r.wakeAt = -1
 		s.startStep(r)
+	case evFrontEnd:
+		s.submit(e.id)
 	case evStart:
 		if s.load.RampFirstToken {
 			s.rampWait = e.id

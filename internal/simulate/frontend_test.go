@@ -1,0 +1,105 @@
+package simulate
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/workload"
+)
+
+// frontendNS is a record's server stage "frontend" (0 when it has none).
+func frontendNS(r *latency.Record) int64 {
+	for _, s := range r.Timing {
+		if s.Hop == latency.HopServer && s.Name == string(latency.TimingFrontend) {
+			return s.NS
+		}
+	}
+	return 0
+}
+
+// A replica's front end takes one request at a time: three clients
+// sending at 0 reach the engine 10, 20 and 30 ms later (by hand: the
+// first waits 0 and is served 10 ms, the second waits 10, the third 20),
+// each record carries that time as its "frontend" stage, and the client's
+// TTFT is it plus the engine's own queue and prefill, which do not count
+// it. Every later request waits for the one before it: its stage is
+// max(free, sent) + 10 ms − sent, free being when the one before left.
+func TestFrontEndOneRequestAtATime(t *testing.T) {
+	const fe = 10 * time.Millisecond
+	cfg := Config{Engine: h100(t), Workload: synthetic(500, 8), IgnoreEOS: true, Model: "m",
+		FrontEnd: fe, Load: workload.Load{Concurrency: 3, Requests: 6}}
+	recs, _ := collect(t, cfg)
+	slices.SortFunc(recs, func(a, b *latency.Record) int {
+		return cmp.Or(cmp.Compare(a.SentNS, b.SentNS), cmp.Compare(frontendNS(a), frontendNS(b)))
+	})
+	var first []int64
+	var free int64
+	for _, r := range recs {
+		fn := frontendNS(r)
+		sp := r.Server
+		if got := r.FirstTokenNS - r.SentNS; got != fn+sp.QueueNS+sp.PrefillNS {
+			t.Errorf("%s: TTFT %d ≠ frontend %d + queue %d + prefill %d", r.ID, got, fn, sp.QueueNS, sp.PrefillNS)
+		}
+		if r.SentNS == 0 {
+			first = append(first, fn)
+		}
+		want := max(free, r.SentNS) + int64(fe) - r.SentNS
+		if fn != want {
+			t.Errorf("%s (sent at %v): frontend %v, want %v", r.ID, time.Duration(r.SentNS), time.Duration(fn), time.Duration(want))
+		}
+		free = r.SentNS + fn
+	}
+	if want := []int64{int64(fe), int64(2 * fe), int64(3 * fe)}; !slices.Equal(first, want) {
+		t.Errorf("the first wave's frontend stages %v, want %v", first, want)
+	}
+
+	cfg.FrontEnd = 0
+	none, _ := collect(t, cfg)
+	for _, r := range none {
+		if fn := frontendNS(r); fn != 0 {
+			t.Errorf("%s: no front end configured, frontend stage %d", r.ID, fn)
+		}
+	}
+}
+
+// --engine adds its release's front end (families.yaml intake_us: SGLang
+// 0.5's 28.3 ms, none for TensorRT-LLM 0.x); --front-end replaces it, 0
+// included; no engine, or a disaggregated deployment, adds none.
+func TestOptionsFrontEnd(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		engine   string
+		given    time.Duration
+		setGiven bool
+		prefill  int
+		want     time.Duration
+	}{
+		{"no engine", "", 0, false, 0, 0},
+		{"sglang", "sglang", 0, false, 0, 28300 * time.Microsecond},
+		{"sglang@0.5.7", "sglang@0.5.7", 0, false, 0, 28300 * time.Microsecond},
+		{"trtllm@0.21: no front end fitted", "trtllm@0.21", 0, false, 0, 0},
+		{"given", "sglang", 5 * time.Millisecond, true, 0, 5 * time.Millisecond},
+		{"given 0", "vllm", 0, true, 0, 0},
+		{"disaggregated", "vllm", 0, false, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.Engine.Engine, o.FrontEnd, o.PrefillReplicas = c.engine, c.given, c.prefill
+			got, err := o.frontEnd(func(f string) bool { return f == "front_end" && c.setGiven })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("front end %v, want %v", got, c.want)
+			}
+		})
+	}
+	bad := Config{Engine: h100(t), Workload: synthetic(10, 2), FrontEnd: -time.Millisecond, Load: workload.Load{Concurrency: 1, Requests: 1}}
+	if err := bad.withDefaults().validate(); err == nil || !strings.Contains(err.Error(), "front_end") {
+		t.Errorf("a negative front end: %v, want an error naming front_end", err)
+	}
+}
