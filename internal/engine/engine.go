@@ -67,7 +67,9 @@ type Engine struct {
 	resetsN atomic.Int32       // len(resets), read without mu by Run
 	wake    chan struct{}
 
-	afterDeliver func(lag time.Duration) // tests: step lateness (−) before and (+) after delivery
+	afterDeliver func(lag time.Duration)  // tests: step lateness (−) before and (+) after delivery
+	stepLate     func(late time.Duration) // ObserveSteps's
+	held         []*Stream                // handed tokens while catching up, not yet woken (Run's)
 
 	// published counters, for Stats
 	stRunning, stWaiting, stUsed         atomic.Int64
@@ -188,6 +190,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Unlock()
 	defer e.shutdown()
 
+	defer e.wakeHeld() // before shutdown's aborts
 	s := e.s
 	start, idle := int64(0), true // idle since the engine's epoch
 	var inbox, aborts []*request
@@ -216,6 +219,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.publish()
 		idle = !ok
 		if idle {
+			e.wakeHeld()
 			// Nothing to run: wait unless take left submissions for a
 			// later step. One queued after take has signalled e.wake,
 			// which only this wait drains, so none is missed.
@@ -237,13 +241,18 @@ func (e *Engine) Run(ctx context.Context) error {
 		// The step's outcome does not depend on time: compute it now and
 		// only publish it at the deadline.
 		s.complete(deadline)
+		if len(e.held) > 0 && e.instant(e.clock.Now()) < deadline {
+			e.wakeHeld() // caught up: the held tokens leave before the loop sleeps
+		}
 		stop := e.sleepUntil(ctx, deadline)
+		late := e.clock.Since(e.at(deadline))
 		if e.afterDeliver != nil {
-			e.afterDeliver(-e.clock.Since(e.at(deadline)))
+			e.afterDeliver(-late)
 		}
-		for _, m := range s.emits {
-			e.deliver(m.r, m.Tokens, m.Finish, deadline)
+		if e.stepLate != nil {
+			e.stepLate(late)
 		}
+		e.handOut(s.emits, deadline, late >= dur)
 		if e.afterDeliver != nil {
 			e.afterDeliver(e.clock.Since(e.at(deadline)))
 		}
@@ -258,6 +267,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// ObserveSteps makes the step loop call f with each step's lateness: how
+// long after the step's deadline (its end on the step-time model) the
+// loop began handing out its tokens, as the engine's clock reads it. On
+// the wall clock that is the host's scheduling (a timer fired late, the
+// loop's thread waited for a core), which every stream of the step shares;
+// what a stream's writer adds comes after it. Call it before Run.
+func (e *Engine) ObserveSteps(f func(late time.Duration)) { e.stepLate = f }
 
 // PrefixReset is what ResetPrefixCache did: the cached blocks it emptied
 // and those it left because running requests hold them.
@@ -387,11 +404,59 @@ func (e *Engine) sleepUntil(ctx context.Context, deadline int64) bool {
 	return ctx.Err() != nil
 }
 
-// deliver hands n tokens (and maybe the finish) to q's stream.
+// handOut delivers a step's emits, stamped at, to their streams. While
+// the loop catches up on its schedule (behind: woken a step or more after
+// the step's end), the streams are handed their tokens without a wake-up:
+// the overdue steps' tokens leave together, each stream's merged into one
+// event (Stream.Recv), when the loop has caught up (wakeHeld: before it
+// sleeps or waits) — one late write per stream, as a stalled GPU server's,
+// not a burst of a chunk per overdue step, and the steps' instants unchanged.
+func (e *Engine) handOut(emits []Output, at int64, behind bool) {
+	if !behind {
+		e.wakeHeld()
+		for _, m := range emits {
+			e.deliver(m.r, m.Tokens, m.Finish, at)
+		}
+		return
+	}
+	for _, m := range emits {
+		if e.hand(m.r, m.Tokens, m.Finish, at) {
+			e.held = append(e.held, m.r.stream)
+		}
+	}
+}
+
+// wakeHeld wakes the streams handOut handed tokens to without a wake-up.
+func (e *Engine) wakeHeld() {
+	for i, st := range e.held {
+		st.wake()
+		e.held[i] = nil
+	}
+	e.held = e.held[:0]
+}
+
+// deliver hands n tokens (and maybe the finish) to q's stream and wakes
+// its reader.
 func (e *Engine) deliver(q *request, n int, fin FinishReason, at int64) {
+	if e.hand(q, n, fin, at) {
+		q.stream.wake()
+	}
+}
+
+// wake makes a Recv waiting on s return.
+func (s *Stream) wake() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// hand adds n tokens (and maybe the finish) to q's stream's pending
+// event without waking its reader; false when q has no stream.
+func (e *Engine) hand(q *request, n int, fin FinishReason, at int64) bool {
 	st := q.stream
 	if st == nil {
-		return
+		return false
 	}
 	t := e.at(at)
 	st.mu.Lock()
@@ -422,13 +487,10 @@ func (e *Engine) deliver(q *request, n int, fin FinishReason, at int64) {
 		tl.Finish = fin
 	}
 	st.mu.Unlock()
-	select {
-	case st.ready <- struct{}{}:
-	default:
-	}
 	if fin != "" && q.stopAbort != nil {
 		q.stopAbort()
 	}
+	return true
 }
 
 func (e *Engine) publish() {

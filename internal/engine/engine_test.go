@@ -64,6 +64,22 @@ func (c *fakeClock) advanceLate(t *testing.T, late time.Duration) time.Time {
 	return c.advanceLateThen(t, late, nil)
 }
 
+// waitArmed returns once a timer is armed (the engine's loop sleeps).
+func (c *fakeClock) waitArmed(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+		c.mu.Lock()
+		n := len(c.timers)
+		c.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the engine armed no timer")
+		}
+	}
+}
+
 // advance moves the clock forward by d without firing any timer.
 func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()
@@ -242,6 +258,69 @@ func TestHostStallKeepsSchedule(t *testing.T) {
 				t.Fatalf("last token at %v, want %v", last.At.Sub(t0), c.want)
 			}
 		})
+	}
+}
+
+// While the loop catches up after a stall of 50 ms, it hands each overdue
+// step's token to the stream without waking its reader; once caught up,
+// before it sleeps, it wakes the reader once, which reads the 50 overdue
+// tokens as one event stamped with the last overdue step's instant; the
+// next step, on time, is an event of its own. The prefill ends at 1.1 ms,
+// the decode steps take 1.01 ms: the second step's timer fires at
+// 2.11 + 50 ms, when the steps ending at 2.11 … 51.6 ms are overdue.
+func TestCatchUpWakesReadersOnce(t *testing.T) {
+	clock := newFakeClock()
+	t0 := clock.Now()
+	e, _ := startEngine(t, testConfig(), clock)
+	var mu sync.Mutex
+	var woken []int // after each step's hand-out: a wake-up pending for the reader
+	var st *Stream
+	post := false // afterDeliver runs before and after each hand-out
+	e.afterDeliver = func(time.Duration) {
+		if post = !post; post {
+			mu.Lock()
+			woken = append(woken, len(st.ready))
+			mu.Unlock()
+		}
+	}
+	mu.Lock()
+	var err error
+	st, err = e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 200, IgnoreEOS: true})
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clock.advanceToTimer(t) // the prefill, on time
+	if ev, err := st.Recv(ctx); err != nil || ev.Tokens != 1 {
+		t.Fatalf("first event %+v, %v", ev, err)
+	}
+	select { // a wake-up Recv did not need (the event was there first)
+	case <-st.ready:
+	default:
+	}
+	clock.advanceLate(t, 50*time.Millisecond)
+	clock.waitArmed(t) // the loop caught up and sleeps
+	ms := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Millisecond))) }
+	for i, want := range []Event{{Tokens: 50, At: ms(51.6)}, {Tokens: 1, At: ms(52.61)}} {
+		if i == 1 {
+			clock.advanceToTimer(t) // the next step, on time
+		}
+		ev, err := st.Recv(ctx)
+		if err != nil || ev.Tokens != want.Tokens || !ev.At.Equal(want.At) {
+			t.Fatalf("event %d: %d tokens at %v (%v), want %d at %v", i, ev.Tokens, ev.At.Sub(t0), err, want.Tokens, want.At.Sub(t0))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(woken) < 52 {
+		t.Fatalf("%d hand-outs, want 52 at least", len(woken))
+	}
+	for i, w := range woken[1:51] {
+		if w != 0 {
+			t.Errorf("overdue step %d woke the reader", i)
+		}
 	}
 }
 

@@ -203,7 +203,10 @@ func (j churnJitter) report(b *testing.B) {
 // step is -churn-step at any batch) and then against the null server
 // answering each request on its shared ticker (first token at the next
 // tick, one per tick after it): each side's token-gap jitter, its write
-// lateness behind the step, its CPU per chunk and, for serve, its heap
+// lateness behind the step, its step lateness (the engine's step loop or
+// the null server's ticker woken behind the step's end: the host's share,
+// common to every stream of the step), its CPU per chunk and, for serve,
+// its heap
 // allocations per request (its chunks' included) and the garbage
 // collections during the run.
 func BenchmarkStreamsChurn(b *testing.B) {
@@ -223,6 +226,7 @@ func BenchmarkStreamsChurn(b *testing.B) {
 		j.report(b)
 		l := s.WriteLateness()
 		report(b, l, time.Since(start), cpuTime()-cpu0, j.cpu)
+		b.ReportMetric(float64(s.StepLateness().Quantile(0.99))/1e6, "p99-step-late-ms")
 		b.ReportMetric(float64(mallocs()-m0)/float64(max(j.answers, 1)), "allocs/request")
 		b.ReportMetric(float64(numGC()-gc0), "GCs")
 	}
@@ -234,6 +238,7 @@ func BenchmarkStreamsChurn(b *testing.B) {
 		j := runChurn(b, ns.ln.Addr().String(), n, requests, tokens, life, body)
 		j.report(b)
 		report(b, &ns.late, time.Since(start), cpuTime()-cpu0, j.cpu)
+		b.ReportMetric(float64(ns.stepLate.Quantile(0.99))/1e6, "p99-step-late-ms")
 	}
 	for range b.N {
 		if *churnNull1st {

@@ -148,6 +148,7 @@ type Server struct {
 	registry *prometheus.Registry
 	handler  http.Handler
 	late     *Lateness
+	stepLate *Lateness
 	created  int64
 	nonce    string
 	seq      atomic.Uint64
@@ -179,6 +180,7 @@ func New(cfg Config) (*Server, error) {
 		clock:    cfg.Clock,
 		registry: prometheus.NewRegistry(),
 		late:     &Lateness{},
+		stepLate: &Lateness{},
 		created:  cfg.Clock.Now().Unix(),
 		nonce:    randomHex(4),
 	}
@@ -192,6 +194,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.metrics.Register(s.registry); err != nil {
 		return nil, fmt.Errorf("serve: metrics: %w", err)
 	}
+	eng.ObserveSteps(s.stepLate.Observe)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -290,6 +293,12 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 // lateness: the time from the engine step that produced a chunk's tokens
 // to the chunk being written and flushed.
 func (s *Server) WriteLateness() *Lateness { return s.late }
+
+// StepLateness returns the distribution of the engine's step lateness
+// (engine.ObserveSteps): how late the step loop began handing out each
+// step's tokens behind the step's end. WriteLateness includes it; the rest
+// of a chunk's lateness is its handler's wake-up, encoding and write.
+func (s *Server) StepLateness() *Lateness { return s.stepLate }
 
 // Describe is the start banner: the served model, the URL and the engine
 // configuration in force (KV blocks, budgets).

@@ -311,11 +311,12 @@ func report(b *testing.B, l *Lateness, window, cpu, clientCPU time.Duration) {
 // size and records its lateness behind the tick. Ticks form a lock-free
 // chain, so waking the writers costs no more than the engine's delivery.
 type nullServer struct {
-	ln    net.Listener
-	late  Lateness
-	conns atomic.Int64
-	first atomic.Pointer[nullTick]
-	stop  chan struct{}
+	ln       net.Listener
+	late     Lateness
+	stepLate Lateness // the ticker goroutine's wake-up behind each tick
+	conns    atomic.Int64
+	first    atomic.Pointer[nullTick]
+	stop     chan struct{}
 }
 
 type nullTick struct {
@@ -340,7 +341,8 @@ func startNullServer(b *testing.B, step time.Duration, tokens int) *nullServer {
 			select {
 			case <-ns.stop:
 				return
-			case now := <-t.C:
+			case now := <-t.C: // the tick's due time (time.Ticker)
+				ns.stepLate.Observe(time.Since(now))
 				cur := ns.first.Load()
 				cur.at, cur.next = now, &nullTick{done: make(chan struct{})}
 				ns.first.Store(cur.next)
