@@ -26,7 +26,7 @@ type Noise struct {
 	// ClockMS is the measurement's own clock error, in ms: the load
 	// generator's lateness (results.ClientLateness) at the row's
 	// percentile — its P50 for a P50 row, its P99 above — the larger of
-	// the two runs'.
+	// the two runs'; TTFT and E2E rows only.
 	ClockMS float64
 }
 

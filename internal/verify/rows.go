@@ -24,7 +24,9 @@ func rows(before, after, twinBefore *report.Report, draws []*report.Report, nois
 			get := func(r *report.Report) float64 { return distAt(r, m, p) }
 			stat := "p" + pctName(p)
 			n := scaled(noise[string(m)+" "+stat], countOf(after, m))
-			n.ClockMS = clockAt(clocks, p)
+			if m == latency.TTFT || m == latency.E2E { // two instants, each late by as much
+				n.ClockMS = clockAt(clocks, p)
+			}
 			out = append(out, row(string(m), stat, "ms", get, before, after, twinBefore, draws,
 				capacity.StatedError(nil, m, p), n, false))
 		}
@@ -43,14 +45,26 @@ func rows(before, after, twinBefore *report.Report, draws []*report.Report, nois
 	return out
 }
 
-// scaled is the first run's noise n for a percentile over count values
-// of the second run: the sampling error scales as 1/√count.
+// scaled is the first run's noise n for a percentile the second run took
+// over count values: the sampling error of the prediction, anchored on
+// the first run's value, and of the second run's measurement, each
+// scaling as 1/√count: σ_B·√(1 + n_B/n_A).
 func scaled(n Noise, count int) Noise {
 	if n.Count > 0 && count > 0 {
-		n.Sampling *= math.Sqrt(float64(n.Count) / float64(count))
+		n.Sampling *= math.Sqrt(1 + float64(n.Count)/float64(count))
 		n.Count = count
 	}
 	return n
+}
+
+// anchor is the first run's value over its twin's (1 when either is not
+// a positive number): the twin's bias at a row, which the prediction
+// takes out.
+func anchor(before, twinBefore float64) float64 {
+	if !(before > 0) || !(twinBefore > 0) || math.IsInf(before, 0) || math.IsInf(twinBefore, 0) {
+		return 1
+	}
+	return before / twinBefore
 }
 
 // countOf is how many values r's metric m was taken over (0: none).
@@ -66,11 +80,14 @@ func countOf(r *report.Report, m latency.Metric) int {
 func row(metric, stat, unit string, get func(*report.Report) float64, before, after, twinBefore *report.Report, draws []*report.Report, e float64, n Noise, higherBetter bool) Row {
 	r := Row{Metric: metric, Stat: stat, Unit: unit, Before: get(before), TwinBefore: get(twinBefore), Measured: get(after), StatedError: e,
 		Sampling: n.Sampling, Drift: n.Drift, ClockMS: n.ClockMS}
+	r.Anchor = anchor(r.Before, r.TwinBefore)
+	anchored := make([]float64, 0, len(draws))
 	for _, d := range draws {
 		r.Draws = append(r.Draws, get(d))
+		anchored = append(anchored, r.Anchor*get(d))
 	}
 	r.BeforeMiss = math.Abs(r.TwinBefore-r.Before) / r.Before
-	r.Predicted, r.Low, r.High = Interval(r.Draws, RelativeError(e, r.BeforeMiss), n)
+	r.Predicted, r.Low, r.High = Interval(anchored, RelativeError(e, r.BeforeMiss), n)
 	r.Low = max(r.Low, 0) // a latency or a rate is never negative
 	r.Error = (r.Measured - r.Predicted) / r.Predicted
 	r.Verdict = Judge(r.Measured, r.Predicted, r.Low, r.High, higherBetter)
@@ -83,7 +100,7 @@ func row(metric, stat, unit string, get func(*report.Report) float64, before, af
 // finite zeroes what is not a number (JSON has none): a metric a run
 // lacks is a row with no data.
 func (r Row) finite() Row {
-	for _, p := range []*float64{&r.BeforeMiss, &r.Sampling, &r.Drift, &r.ClockMS, &r.Before, &r.TwinBefore, &r.Predicted, &r.Low, &r.High, &r.Measured, &r.Error} {
+	for _, p := range []*float64{&r.Anchor, &r.BeforeMiss, &r.Sampling, &r.Drift, &r.ClockMS, &r.Before, &r.TwinBefore, &r.Predicted, &r.Low, &r.High, &r.Measured, &r.Error} {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) {
 			*p = 0
 		}

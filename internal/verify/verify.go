@@ -84,8 +84,11 @@ type Row struct {
 	// first run (its fidelity).
 	Before     float64 `json:"before"`
 	TwinBefore float64 `json:"twin_before"`
-	// Predicted is the twin's value after the change; Low and High its
-	// 80 % interval; Draws every seed's value.
+	// Predicted is the twin's value after the change times Anchor (the
+	// first run's value over its twin's: the twin's bias there taken
+	// out); Low and High its 80 % interval; Draws every seed's value as
+	// the twin gave it.
+	Anchor    float64   `json:"anchor"`
 	Predicted float64   `json:"predicted"`
 	Low       float64   `json:"low"`
 	High      float64   `json:"high"`
@@ -99,8 +102,9 @@ type Row struct {
 	StatedError float64 `json:"stated_error"`
 	BeforeMiss  float64 `json:"before_miss"`
 	// Sampling and Drift are the first run's Noise at this row, relative
-	// standard deviations: the percentile's sampling error scaled to the
-	// second run's count, and the spread between runs its halves show.
+	// standard deviations: the percentile's sampling error in the first
+	// run's value the prediction is anchored on and in the second run's
+	// measurement, and the spread between runs its halves show.
 	Sampling float64 `json:"sampling"`
 	Drift    float64 `json:"drift"`
 	// ClockMS is the load generator's own clock lateness the interval
@@ -125,7 +129,7 @@ const (
 )
 
 // Method says how the intervals are made, for the output.
-const Method = "80 % interval: the twin at the run's seed ± √(1.2816²·(s² + (σ·c)² + (d·c)²) + (e·c)² + m²), s the standard deviation over the draws' seeds, σ the percentile's sampling error over the first run's requests (scaled to the second run's count), d the drift between the first run's halves beyond it and the twin's, m the load generator's own clock lateness in either run (its P50 for P50 rows, its P99 above), e the larger of the two-clock limit and the twin's miss of the first run at that row, c the prediction; the envelope is twice that (docs/metrics.md, \"Verify\")"
+const Method = "80 % interval: c, the twin at the run's seed times the first run's value over its twin's, ± √(1.2816²·(s² + (σ·c)² + (d·c)²) + (e·c)² + m²), s the standard deviation over the draws' seeds (so scaled), σ the percentile's sampling error over the first run's requests (in the first run's value and, scaled to its count, the second's), d the drift between the first run's halves beyond it and the twin's, m the load generator's own clock lateness in either run at TTFT and E2E rows (its P50 for P50 rows, its P99 above), e the larger of the two-clock limit and the twin's miss of the first run at that row; the envelope is twice that (docs/metrics.md, \"Verify\")"
 
 // z80 is the standard normal's 90th percentile: ± z80·σ holds 80 %.
 const z80 = 1.2815515655446004

@@ -40,6 +40,13 @@ func TestIntervalByHand(t *testing.T) {
 	if p50, p95 := clockAt(runs, 50), clockAt(runs, 95); p50 != 2 || p95 != 20 || clockAt(nil, 99) != 0 {
 		t.Errorf("clockAt: P50 %v, P95 %v; want 2 and 20", p50, p95)
 	}
+	// The anchor: the first run measured 10 ms where its twin gave 8, so
+	// the prediction is the twin's times 1.25 (1 where either is missing).
+	for _, tt := range []struct{ before, twin, want float64 }{{10, 8, 1.25}, {10, 0, 1}, {math.NaN(), 8, 1}, {0, 8, 1}} {
+		if got := anchor(tt.before, tt.twin); got != tt.want {
+			t.Errorf("anchor(%v, %v) = %v, want %v", tt.before, tt.twin, got, tt.want)
+		}
+	}
 	// One draw: no spread, the stated error alone; the first draw is the
 	// prediction even when the others lie to one side.
 	if c, lo, hi := Interval([]float64{200}, 0.10, Noise{}); c != 200 || lo != 180 || hi != 220 {
@@ -54,8 +61,10 @@ func TestIntervalByHand(t *testing.T) {
 // 30, 40 ms. P50 is 20 ms (rank 2); its bootstrap standard deviation is
 // 8.46314 ms (stats.TestBootstrapSDByHand), so Sampling = 8.46314 ÷ 20 =
 // 0.42316. The first half's P50 is 10 ms, the second's 30: D = −20 ms,
-// and Drift = √(20² − 4·71.62476) ÷ 20 = √113.501 ÷ 20 = 0.53268. A
-// second run of 16 requests scales Sampling by √(4/16) to 0.21158. A
+// and Drift = √(20² − 4·71.62476) ÷ 20 = √113.501 ÷ 20 = 0.53268. With a
+// second run of 16 requests the prediction anchored on this run's value
+// and that run's measurement both carry sampling error: 0.42316 ×
+// √(1 + 4/16) = 0.47310. A
 // twin of the run whose halves differ as much leaves no drift.
 func TestMeasureNoiseByHand(t *testing.T) {
 	dir := t.TempDir()
@@ -82,8 +91,8 @@ func TestMeasureNoiseByHand(t *testing.T) {
 	if n.Count != 4 || math.Abs(n.Sampling-0.42316) > 1e-5 || math.Abs(n.Drift-0.53268) > 1e-5 {
 		t.Errorf("ttft p50 noise %+v, want 4 values, sampling 0.42316, drift 0.53268", n)
 	}
-	if s := scaled(n, 16); s.Count != 16 || math.Abs(s.Sampling-0.21158) > 1e-5 || s.Drift != n.Drift {
-		t.Errorf("scaled to 16: %+v, want sampling 0.21158, drift unchanged", s)
+	if s := scaled(n, 16); s.Count != 16 || math.Abs(s.Sampling-0.47310) > 1e-5 || s.Drift != n.Drift {
+		t.Errorf("scaled to 16: %+v, want sampling 0.47310, drift unchanged", s)
 	}
 	// A twin whose own halves rise as much (a queue building up is the
 	// load's, not noise): no drift left.
