@@ -75,6 +75,8 @@ type Board struct {
 	dropped    atomic.Int64 // records Offer dropped
 	queued     atomic.Int64 // the batch's length as Offer last left it
 	watchers   atomic.Int64 // open /events streams and terminal views
+	events     atomic.Int64 // snapshots the streams sent (Streams)
+	coalesced  atomic.Int64 // snapshots the streams skipped
 
 	mu    sync.Mutex // guards batch: held for an append or a swap
 	batch []entry

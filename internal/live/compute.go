@@ -45,12 +45,12 @@ func (a *aggregator) snapshot(now int64, c counts, final bool) (*Snapshot, *repo
 	}
 	s.Since, s.SinceAtS, s.Findings, s.Phases = a.since, sec(a.sinceAt), a.findings, a.phases
 	if now > 0 {
-		a.history = append(a.history, point(s))
-		if len(a.history) > maxHistory {
-			a.history = slices.Delete(a.history, 0, len(a.history)-maxHistory)
+		if len(a.history) == 2*maxHistory { // into a new array: published snapshots keep theirs as they were
+			a.history = append(make([]Point, 0, 2*maxHistory), a.history[maxHistory:]...)
 		}
+		a.history = append(a.history, point(s))
 	}
-	s.History = slices.Clip(a.history)
+	s.History = slices.Clip(a.history[max(len(a.history)-maxHistory, 0):])
 	if a.ttft.Count() > 0 {
 		p := a.ttft.Percentiles(50, 99)
 		s.ttftP50, s.ttftP99 = ms(p[0]), ms(p[1])

@@ -22,7 +22,9 @@
 // Nothing the page or the table does reaches back to the record path: a
 // snapshot is published as encoded JSON behind an atomic pointer, and
 // each SSE client (internal/sse's Writer) reads the latest one when told a
-// new one exists; a slow or absent browser only delays its own stream.
+// new one exists; a slow or absent browser only delays its own stream,
+// which skips to the latest snapshot (with the history points it
+// skipped) and counts what it skipped (Streams).
 //
 // The page is one self-contained HTML document (inline CSS, JS and SVG);
 // Handler serves it, /events (SSE) and /snapshot.json. Serve runs it with

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"net"
 	"net/http"
 	"sync"
@@ -126,9 +127,15 @@ func (b *Board) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		p = b.cur.Load()
 		if p.snap.Seq != last {
-			if sw.Data(p.delta) != nil {
+			data := p.delta
+			if skipped := p.snap.Seq - last - 1; skipped > 0 {
+				b.coalesced.Add(skipped)
+				data = p.catchUp(int(skipped) + 1)
+			}
+			if sw.Data(data) != nil {
 				return
 			}
+			b.events.Add(1)
 			last = p.snap.Seq
 		}
 		select {
@@ -139,6 +146,33 @@ func (b *Board) serveEvents(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 	}
+}
+
+// catchUp is the snapshot's encoding with its last n history points: the
+// event of a stream that skipped n − 1 snapshots, so that the page's
+// charts miss none of their points (encoded on the stream's goroutine).
+func (p *published) catchUp(n int) []byte {
+	d := *p.snap
+	if len(d.History) > n {
+		d.History = d.History[len(d.History)-n:]
+	}
+	b, _ := json.Marshal(&d) // a Snapshot always encodes
+	return b
+}
+
+// StreamCounts are the board's /events streams so far.
+type StreamCounts struct {
+	// Open is the streams and terminal views watching now.
+	Open int64
+	// Events counts the snapshots sent after each stream's first;
+	// Coalesced the snapshots a stream skipped because a newer one was
+	// published before it could send them (a slow or stalled reader).
+	Events, Coalesced int64
+}
+
+// Streams returns the streams' counts.
+func (b *Board) Streams() StreamCounts {
+	return StreamCounts{Open: b.watchers.Load(), Events: b.events.Load(), Coalesced: b.coalesced.Load()}
 }
 
 // Serve serves the board's page on ln until ctx ends, with the deadlines
