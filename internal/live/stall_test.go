@@ -120,7 +120,12 @@ func TestStalledStreamsBlockNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- b.Serve(ctx, ln) }()
-	defer func() { cancel(); _ = <-served }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Logf("serve: %v", err)
+		}
+	}()
 	stalled := openEvents(t, ln.Addr().String(), "/events")
 	slow := newEventReader(t, openEvents(t, ln.Addr().String(), "/events"))
 	first, ok := slow.next(t)
