@@ -192,6 +192,11 @@ type run struct {
 	// either); clock is the run's.
 	board *live.Board
 	clock Clock
+	// perfClock is TensorRT-LLM's steady clock against clock, read at the
+	// run's start when whole answers are to be joined by their instants
+	// (joinByTime); perfClockErr says why it could not be.
+	perfClock    steadyClock
+	perfClockErr error
 	// closePage stops the live page's server (set by servePage).
 	closePage func()
 }
@@ -319,6 +324,9 @@ func (r *run) measure(ctx context.Context) (err error) {
 	}()
 	clock := r.startClock()
 	r.clock = clock
+	if r.target.AnswerID && !r.target.Stream {
+		r.perfClock, r.perfClockErr = readSteadyClock(ctx, r.target, func() int64 { return int64(clock.Now()) })
+	}
 	client, err := NewClient(r.target, func() int64 { return int64(clock.Now()) }, 0)
 	if err != nil {
 		return err

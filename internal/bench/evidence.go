@@ -65,6 +65,10 @@ type EvidenceAsk struct {
 	// joined to (by the answer's id).
 	PerfRecords int `json:"perf_records,omitempty"`
 	Joined      int `json:"joined,omitempty"`
+	// JoinedByTime is how many of Joined were whole answers joined by
+	// their instants (the server's steady clock read through GET
+	// /steady_clock_offset), not by id.
+	JoinedByTime int `json:"joined_by_time,omitempty"`
 }
 
 // unasked is what each engine sends about a request without being asked.
@@ -93,7 +97,8 @@ func chooseField(mode, engine string) (field, asked string) {
 	}
 	if engine == latency.EngineTRTLLM {
 		return "", "TensorRT-LLM's per-request perf metrics: GET /perf_metrics after the run, joined by each streamed " +
-			"answer's id (trtllm-serve keeps them when started with return_perf_metrics and perf_metrics_max_requests)"
+			"answer's id, a whole answer by its instants (GET /steady_clock_offset); trtllm-serve keeps them when started " +
+			"with return_perf_metrics and perf_metrics_max_requests"
 	}
 	if w, ok := unasked[engine]; ok {
 		return "", "nothing: the engine sends " + w

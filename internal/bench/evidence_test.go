@@ -574,3 +574,42 @@ func TestGatewayAsksEachKind(t *testing.T) {
 		})
 	}
 }
+
+// TestTRTLLMWholeAnswersJoinedByTime: whole answers from a stand-in in
+// trtllm-serve's shape (a random id; /perf_metrics records with the
+// front end's server_arrival_time; GET /steady_clock_offset) are joined
+// by their instants: each joined record's queue wait is the one the
+// stand-in measured for that very request (within 2 ms), and the summary
+// says how many were joined by instants. The stand-in's two slots run in
+// step, so most requests have a twin sent and answered within a
+// millisecond whose record fits as well; the twins' splits agree, so both
+// are joined (48 of 48 here); on a loaded machine a pair whose splits
+// drift apart stays unjoined, so half is asked for.
+func TestTRTLLMWholeAnswersJoinedByTime(t *testing.T) {
+	e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: openaitest.DialectTRTLLM, Slots: 2,
+		Prefill: 8 * time.Millisecond, PerToken: time.Millisecond, Tokens: 8, Evidence: true})
+	res, text := runEndpoint(t, e.URL(), EndpointChat, false, 6, 48, "")
+	ask := res.Summary.Evidence
+	if ask.Engine != latency.EngineTRTLLM || ask.PerfRecords != 48 || ask.JoinedByTime < 24 || ask.Joined != ask.JoinedByTime {
+		t.Fatalf("evidence %+v\n%s", ask, text)
+	}
+	server := map[string]openaitest.SlotRequest{}
+	for _, rq := range e.Log() {
+		server[rq.ID] = rq
+	}
+	joined := 0
+	for _, rec := range readRecords(t, filepath.Join(res.OutDir, "requests.jsonl")) {
+		if rec.Server == nil {
+			continue
+		}
+		joined++
+		rq := server[rec.ID]
+		if d := rec.Server.QueueNS - int64(rq.Queue); d > 2e6 || d < -2e6 {
+			t.Errorf("record %s: joined a split with queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
+		}
+	}
+	if joined != ask.Joined {
+		t.Errorf("%d records hold a split, the summary says %d", joined, ask.Joined)
+	}
+	t.Logf("joined %d of 48 whole answers by their instants", joined)
+}

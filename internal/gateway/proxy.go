@@ -62,9 +62,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a client sizes its prompts behind the gateway as it does directly.
 // llama.cpp's /props (its slots, which its /metrics does not give) and
 // TensorRT-LLM's /perf_metrics (its per-request records, joined by bench
-// after a run) pass the same way.
+// after a run) and /steady_clock_offset (the clock of their instants, by
+// which bench joins whole answers) pass the same way.
 var engineTokenizerPaths = map[string]bool{"/tokenize": true, "/detokenize": true, "/apply-template": true, "/props": true,
-	"/perf_metrics": true}
+	"/perf_metrics": true, "/steady_clock_offset": true}
 
 // visibleASCII reports whether s is printable ASCII without spaces (a
 // client's request id is passed on, logged and echoed only then).

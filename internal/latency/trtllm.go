@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // SourceTRTLLMPerfMetrics is a record of TensorRT-LLM's /perf_metrics
@@ -30,6 +31,13 @@ type TRTLLMPerf struct {
 	// stage of its own, in no field of Split. KVCacheBytes is
 	// kv_cache_size. Both 0 when the record has none.
 	KVTransferNS, KVCacheBytes int64
+	// ArrivalS and DoneS are the request's arrival at the server
+	// (server_arrival_time, the HTTP front end's, else arrival_time) and
+	// its end (last_token_time, else first_token_time), in seconds of the
+	// server's steady clock: what a whole answer, whose id is random, is
+	// joined by (its sending and its end on the client's clock, through
+	// GET /steady_clock_offset).
+	ArrivalS, DoneS float64
 }
 
 // MaxTRTLLMRecords bounds how many records ParseTRTLLMPerfMetrics reads
@@ -86,7 +94,13 @@ func trtllmRecord(timing []byte) (TRTLLMPerf, bool) {
 	} else {
 		sp.Unreported = []string{SplitDecode}
 	}
-	p := TRTLLMPerf{Split: sp}
+	p := TRTLLMPerf{Split: sp, ArrivalS: a, DoneS: ft}
+	if sa, ok := m["server_arrival_time"]; ok && instant(sa) && sa <= a {
+		p.ArrivalS = sa
+	}
+	if sp.DecodeNS > 0 || len(sp.Unreported) == 0 {
+		p.DoneS = m["last_token_time"]
+	}
 	s, ok1 := m["kv_cache_transfer_start"]
 	e, ok2 := m["kv_cache_transfer_end"]
 	if ok1 && ok2 && instant(s, e) && seconds(e-s) {
@@ -127,4 +141,18 @@ func TRTLLMRequestID(answerID string) string {
 		}
 	}
 	return ""
+}
+
+// ParseSteadyClockOffset reads trtllm-serve's GET /steady_clock_offset
+// answer {"receive_ts", "transmit_ts"}: its steady clock, in seconds, when
+// the request arrived and when it answered. Keys are exact; both must be
+// instants with receive_ts ≤ transmit_ts.
+func ParseSteadyClockOffset(raw []byte) (receive, transmit time.Duration, err error) {
+	m, ok := numbers(raw)
+	r, ok1 := m["receive_ts"]
+	x, ok2 := m["transmit_ts"]
+	if !ok || !ok1 || !ok2 || !instant(r, x) || x < r {
+		return 0, 0, errors.New(`steady_clock_offset: want {"receive_ts", "transmit_ts"}, instants in seconds in order`)
+	}
+	return time.Duration(secNS(r)), time.Duration(secNS(x)), nil
 }

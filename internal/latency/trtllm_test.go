@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -12,6 +13,9 @@ import (
 // trtllm-serve's get_perf_metrics: request 7 waited 48 ms (5031.250 −
 // 5031.202), prefilled 40 ms and decoded 190 ms; request 8, a decode
 // instance's record, waited 4 ms for its KV cache over 4 ms of transfer.
+// Arrival is the HTTP front end's (server_arrival_time 5031.200, before
+// the executor's 5031.202); request 8's server_arrival_time is null, so
+// its arrival_time; done is last_token_time.
 func TestTRTLLMPerfMetricsFixture(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("testdata", "engines", "trtllm-perf-metrics.json"))
 	if err != nil {
@@ -25,8 +29,9 @@ func TestTRTLLMPerfMetricsFixture(t *testing.T) {
 		return &ServerSplit{QueueNS: q, PrefillNS: p, DecodeNS: d, Source: SourceTRTLLMPerfMetrics, Engine: EngineTRTLLM}
 	}
 	want := []TRTLLMPerf{
-		{RequestID: "7", Split: sp(48_000_000, 40_000_000, 190_000_000)},
-		{RequestID: "8", Split: sp(4_000_000, 6_000_000, 180_000_000), KVTransferNS: 4_000_000, KVCacheBytes: 2097152},
+		{RequestID: "7", Split: sp(48_000_000, 40_000_000, 190_000_000), ArrivalS: 5031.200, DoneS: 5031.480},
+		{RequestID: "8", Split: sp(4_000_000, 6_000_000, 180_000_000), KVTransferNS: 4_000_000, KVCacheBytes: 2097152,
+			ArrivalS: 5032.000, DoneS: 5032.190},
 	}
 	want[1].Split.KVTransferNS = 4_000_000 // the split keeps it as its own stage too
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -74,4 +79,35 @@ func TestTRTLLMRequestID(t *testing.T) {
 			t.Errorf("TRTLLMRequestID(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func TestParseSteadyClockOffset(t *testing.T) {
+	for _, c := range []struct {
+		raw        string
+		recv, xmit time.Duration
+		err        bool
+	}{
+		{`{"receive_ts":5031.25,"transmit_ts":5031.45}`, 5031250 * time.Millisecond, 5031450 * time.Millisecond, false},
+		{`{"receive_ts":2,"transmit_ts":1}`, 0, 0, true},
+		{`{"Receive_ts":1,"transmit_ts":2}`, 0, 0, true},
+		{`{"receive_ts":-1,"transmit_ts":2}`, 0, 0, true},
+		{`{"receive_ts":"1","transmit_ts":2}`, 0, 0, true},
+		{`[]`, 0, 0, true},
+	} {
+		r, x, err := ParseSteadyClockOffset([]byte(c.raw))
+		if (err != nil) != c.err || r != c.recv || x != c.xmit {
+			t.Errorf("%s: %v %v %v", c.raw, r, x, err)
+		}
+	}
+}
+
+func FuzzParseSteadyClockOffset(f *testing.F) {
+	f.Add([]byte(`{"receive_ts":5031.25,"transmit_ts":5031.45}`))
+	f.Add([]byte(`{"receive_ts":1e300,"transmit_ts":1e301}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, x, err := ParseSteadyClockOffset(b)
+		if err == nil && (r < 0 || x < r) {
+			t.Fatalf("%v %v from %q", r, x, b)
+		}
+	})
 }

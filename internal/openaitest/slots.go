@@ -48,8 +48,11 @@ const (
 	// "chatcmpl-<the engine's request id>", no evidence on the answer;
 	// GET /perf_metrics (when Evidence is set) returns, and forgets, the
 	// finished requests' records {request_id, perf_metrics:
-	// {timing_metrics: {arrival_time, first_scheduled_time,
-	// first_token_time, last_token_time}}} in seconds of a steady clock
+	// {timing_metrics: {server_arrival_time, arrival_time,
+	// first_scheduled_time, first_token_time, last_token_time}}} in
+	// seconds of a steady clock, which GET /steady_clock_offset answers
+	// ({receive_ts, transmit_ts}); a whole answer's id is random, and a
+	// body with a field trtllm-serve does not know is refused
 	// (internal/latency/testdata/engines cites the source).
 	DialectTRTLLM = "trtllm"
 	// DialectTokentrace: tokentrace serve's metrics object
@@ -140,6 +143,9 @@ func (e *SlotEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"default_generation_settings":{"n_ctx":4096},"total_slots":%d}`, cap(e.slots))
 	case r.URL.Path == "/metrics" && e.Metrics && e.Dialect != DialectOllama && e.Dialect != DialectTRTLLM:
 		e.gauges(w)
+	case r.URL.Path == "/steady_clock_offset" && e.Dialect == DialectTRTLLM:
+		now := 1000 + time.Since(e.start).Seconds()
+		fmt.Fprintf(w, `{"receive_ts":%.6f,"transmit_ts":%.6f}`, now, now)
 	case r.URL.Path == "/perf_metrics" && e.Dialect == DialectTRTLLM:
 		e.mu.Lock()
 		recs := e.perf
@@ -190,6 +196,7 @@ func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
 		IncludeMetrics bool `json:"include_metrics"`
 		ReturnMetrics  bool `json:"return_metrics"`
 	}
+	arrived := time.Now()
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err == nil {
 		err = json.Unmarshal(raw, &body)
@@ -239,8 +246,8 @@ func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
 	if e.Dialect == DialectTRTLLM && e.Evidence {
 		at := func(t time.Time) float64 { return 1000 + t.Sub(e.start).Seconds() }
 		e.perf = append(e.perf, fmt.Sprintf(`{"request_id":%s,"perf_metrics":{"first_iter":1,"last_iter":%d,"timing_metrics":`+
-			`{"arrival_time":%.6f,"first_scheduled_time":%.6f,"first_token_time":%.6f,"last_token_time":%.6f}}}`,
-			rq.EngineID, n, at(queued), at(scheduled), at(first), at(first.Add(rq.Decode))))
+			`{"server_arrival_time":%.6f,"arrival_time":%.6f,"first_scheduled_time":%.6f,"first_token_time":%.6f,"last_token_time":%.6f}}}`,
+			rq.EngineID, n, at(arrived), at(queued), at(scheduled), at(first), at(first.Add(rq.Decode))))
 	}
 	e.mu.Unlock()
 	usage := fmt.Sprintf(`"usage":{"prompt_tokens":8,"completion_tokens":%d,"total_tokens":%d}`, n, 8+n)
