@@ -2,17 +2,26 @@
 # Splitwise's homogeneous comparison on the twin (docs/performance.md, "A
 # published result"): Llama-2-70B on DGX-H100 (TP8 per instance), the Azure
 # code trace's lengths at 130 req/s (Poisson, two minutes), SLOs as
-# multiples of each percentile run alone on a DGX-A100. Prints the SLOs and
-# PASS/FAIL for the deployments either side of the fewest machines each way
-# (CASES="P:D …" picks others; 0 prefill replicas is aggregated).
+# multiples of each percentile run alone on a DGX-A100. Prints the SLOs and,
+# for the deployments either side of the fewest machines each way, PASS/FAIL
+# by those latency SLOs and by Splitwise's own, percentiles of per-request
+# slowdown (slowdown.py). CASES="P:D …" picks others (0 prefill replicas is
+# aggregated); EXTRA adds flags to the DGX-H100 runs, e.g.
+# EXTRA="--num-gpu-blocks-override 13165"; OUT=DIR keeps the runs there.
 # Usage: bench/splitwise/run.sh [TOKENTRACE] [TRACE_DIR] [PROFILE_DIR|defaults]
 set -eu
 tt=${1:-tokentrace}
 data=${2:-../shared/data/azure-llm-2023}
 here=$(dirname "$0")
 prof=${3:-$here}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "${OUT:-}" ]; then # keep the runs there
+	out=$OUT
+	mkdir -p "$out"
+	rm -rf "$out/alone"
+else
+	out=$(mktemp -d)
+	trap 'rm -rf "$out"' EXIT
+fi
 lengths="--input-tokens trace:$data/code.csv --output-tokens trace:$data/code.csv --max-model-len 16384"
 with() { # GPU
 	if [ "$prof" = defaults ]; then return; fi
@@ -33,14 +42,14 @@ echo "SLOs: $slo"
 run() { # PREFILL DECODE
 	pd=""
 	if [ "$1" -gt 0 ]; then pd="--prefill-replicas $1 --kv-link rdma-400g"; fi
+	lat=PASS
+	rm -rf "${out:?}/$1-$2"
 	# shellcheck disable=SC2086
-	if "$tt" simulate --model Llama-2-70B --gpu H100-SXM --tensor-parallel-size 8 $(with H100-SXM) $lengths \
-		--rate 130 --requests 15600 --replicas "$2" $pd --slo "$slo" --output-dir "$out/$1-$2" >/dev/null 2>&1; then
-		echo "PASS prefill $1 decode $2 ($(($1 + $2)) machines)"
-	else
-		echo "FAIL prefill $1 decode $2 ($(($1 + $2)) machines)"
-	fi
+	"$tt" simulate --model Llama-2-70B --gpu H100-SXM --tensor-parallel-size 8 $(with H100-SXM) $lengths \
+		--rate 130 --requests 15600 --replicas "$2" $pd ${EXTRA:-} --slo "$slo" --output-dir "$out/$1-$2" >"$out/$1-$2.txt" 2>&1 || lat=FAIL
+	sd=$(python3 "$here/slowdown.py" "$out/alone" "$out/$1-$2" || true)
+	echo "prefill $1 decode $2 ($(($1 + $2)) machines): latency $lat; $sd"
 }
-for pd in ${CASES:-0:43 0:44 19:3 20:2 20:3}; do
+for pd in ${CASES:-0:43 0:44 21:4 22:3 22:4 20:3}; do
 	run "${pd%%:*}" "${pd##*:}"
 done
