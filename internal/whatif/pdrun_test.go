@@ -12,6 +12,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/simulate"
 )
 
 // writeRecords writes recs as a results folder's requests.jsonl.
@@ -103,5 +104,25 @@ func TestDisaggregatedOfGatewayPools(t *testing.T) {
 				t.Errorf("notes %q lack %q", n, c.wantInNote)
 			}
 		})
+	}
+}
+
+// The twin of a simulated disaggregated run takes its prefill pool's own
+// GPU and TP from the run's typed configuration.
+func TestTwinOfTakesThePrefillEngine(t *testing.T) {
+	dir := t.TempDir()
+	if err := results.WriteRunInfo(dir, results.RunInfo{Simulated: true}); err != nil {
+		t.Fatal(err)
+	}
+	o := simulate.DefaultOptions()
+	o.Engine.Model, o.Engine.TensorParallelSize, o.Workload.Requests = "Llama-3.1-70B", 4, 10
+	o.PrefillReplicas, o.KVLink, o.PrefillGPU, o.PrefillTensorParallelSize = 2, "nvlink", "A100-80GB-SXM", 8
+	tw, skip, err := TwinOf(dir, Recorded{Run: &simulate.RunConfig{Options: o}}, "", "")
+	if err != nil || skip != "" {
+		t.Fatalf("%v, skipped: %s", err, skip)
+	}
+	d := tw.Deployment
+	if d.PrefillReplicas != 2 || d.KVLink != "nvlink" || d.PrefillGPU != "A100-80GB-SXM" || d.PrefillTP != 8 {
+		t.Errorf("deployment %+v, want 2 prefill replicas on A100-80GB-SXM TP8 over nvlink", d)
 	}
 }
