@@ -119,7 +119,9 @@ func TestVLLMPerRequestMetricsAsked(t *testing.T) {
 // whose answers carry no per-request split, against stand-ins that answer
 // in that engine's shapes (openaitest.SlotEngine): 6 closed-loop workers
 // on fewer slots are named as queueing from the gauges alone (vLLM not
-// asked, SGLang, TGI), from the run's shape alone (Ollama's OpenAI
+// asked, and vLLM asked on every request by a server that returns no
+// object — one started without --enable-per-request-metrics —, SGLang,
+// TGI), from the run's shape alone (Ollama's OpenAI
 // endpoint, no /metrics: 4 workers on one slot are named as served one at
 // a time),
 // and not named when the slots are enough. The run's shape takes a
@@ -136,6 +138,7 @@ func TestDiagnosisWithoutASplit(t *testing.T) {
 		slow           time.Duration
 	}{
 		{openaitest.DialectVLLM, ServerMetricsOff, 2, 6, "its own gauges (vllm's /metrics", "TTFT is dominated by waiting in the server's queue", 1},
+		{openaitest.DialectVLLM, "", 2, 6, "its own gauges (vllm's /metrics", "TTFT is dominated by waiting in the server's queue", 1},
 		{openaitest.DialectSGLang, "", 2, 6, "its limit max_running_requests is 2", "TTFT is dominated by waiting in the server's queue", 1},
 		{openaitest.DialectTGI, "", 2, 6, "its own gauges (tgi's /metrics", "TTFT is dominated by waiting in the server's queue", 1},
 		{openaitest.DialectOllama, "", 1, 4, "The server serves one request at a time", "Requests are served one at a time: the rest wait in a queue", 4},
@@ -149,6 +152,10 @@ func TestDiagnosisWithoutASplit(t *testing.T) {
 			res, _ := runSlots(t, e, c.workers, 48, c.mode)
 			if res.Summary.Evidence.Engine != c.dialect {
 				t.Errorf("engine detected %+v", res.Summary.Evidence)
+			}
+			if ask := res.Summary.Evidence; c.dialect == openaitest.DialectVLLM && c.mode == "" &&
+				(ask.Field != "include_metrics" || ask.Requests != 48 || len(ask.Returned) != 0) {
+				t.Errorf("evidence %+v: want every request asked and nothing back", ask)
 			}
 			f := finding(res.Report, "server-queueing")
 			switch {
@@ -269,9 +276,10 @@ func askingGateway(t *testing.T, url string) string {
 // TestGatewayAsksTheEngine: a gateway configured to ask (evidence: ask)
 // in front of a stand-in answering as vLLM's merged per-request metrics
 // do, its client asking nothing (--server-metrics off): every request
-// reaches the engine with include_metrics, each record's queue wait is
-// the server's within 2 ms (the gateway's Server-Timing), the gateway's
-// server_queue histogram sums the server's waits, and the client's
+// reaches the engine with include_metrics, each record's queue wait,
+// prefill and decode are the server's within 2 ms (the gateway's
+// Server-Timing), the gateway's server_queue and prefill histograms sum
+// the server's, and the client's
 // answers carry neither the metrics object nor the usage chunk it did not
 // ask for.
 func TestGatewayAsksTheEngine(t *testing.T) {
@@ -283,21 +291,25 @@ func TestGatewayAsksTheEngine(t *testing.T) {
 		t.Errorf("evidence %+v: want nothing asked by bench and the gateway's split of vLLM's metrics on every request", ask)
 	}
 	server := map[string]openaitest.SlotRequest{}
-	var sum time.Duration
+	var sum, sumPrefill time.Duration
 	for _, rq := range e.Log() {
 		if !rq.Asked {
 			t.Errorf("request %s reached the engine without include_metrics", rq.ID)
 		}
 		server[rq.ID] = rq
 		sum += rq.Queue
+		sumPrefill += rq.Prefill
 	}
+	within := func(got int64, want time.Duration) bool { d := got - int64(want); return d <= 2e6 && d >= -2e6 }
 	for _, rec := range readRecords(t, filepath.Join(res.OutDir, "requests.jsonl")) {
 		rq, ok := server[rec.ID]
 		if !ok || rec.Server == nil || rec.Server.Engine != latency.EngineVLLM {
 			t.Fatalf("record %s: split %+v, logged %v", rec.ID, rec.Server, ok)
 		}
-		if d := rec.Server.QueueNS - int64(rq.Queue); d > 2e6 || d < -2e6 {
-			t.Errorf("record %s: queue %v, the server's %v", rec.ID, time.Duration(rec.Server.QueueNS), rq.Queue)
+		// The same split as directly: queue, prefill and decode.
+		if !within(rec.Server.QueueNS, rq.Queue) || !within(rec.Server.PrefillNS, rq.Prefill) || !within(rec.Server.DecodeNS, rq.Decode) {
+			t.Errorf("record %s: split %v %v %v, the server's %v %v %v", rec.ID, time.Duration(rec.Server.QueueNS),
+				time.Duration(rec.Server.PrefillNS), time.Duration(rec.Server.DecodeNS), rq.Queue, rq.Prefill, rq.Decode)
 		}
 	}
 	u, _ := scrape.MetricsURL(gw)
@@ -305,14 +317,19 @@ func TestGatewayAsksTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got float64
-	if f := fams["tokentrace_gateway_stage_server_queue_seconds"]; f != nil {
-		for _, m := range f.GetMetric() {
-			got += m.GetHistogram().GetSampleSum()
+	for _, h := range []struct {
+		name string
+		sum  time.Duration
+	}{{"server_queue", sum}, {"prefill", sumPrefill}} { // decode has no stage histogram: the trailer carries it
+		var got float64
+		if f := fams["tokentrace_gateway_stage_"+h.name+"_seconds"]; f != nil {
+			for _, m := range f.GetMetric() {
+				got += m.GetHistogram().GetSampleSum()
+			}
 		}
-	}
-	if d := got - sum.Seconds(); d > 48*2e-3 || d < -48*2e-3 {
-		t.Errorf("the gateway's server_queue histogram sums %.4f s, the server's waits %.4f s", got, sum.Seconds())
+		if d := got - h.sum.Seconds(); d > 48*2e-3 || d < -48*2e-3 {
+			t.Errorf("the gateway's %s histogram sums %.4f s, the server's %.4f s", h.name, got, h.sum.Seconds())
+		}
 	}
 	for _, stream := range []bool{true, false} {
 		body := fmt.Sprintf(`{"model":"stand-in","stream":%v,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`, stream)
