@@ -89,13 +89,9 @@ func scatterChart(title, x, y string, all, front, best plotter.XYs, threshold fl
 		return "", err
 	}
 	if len(front) > 0 {
-		ln, err := plotter.NewLine(front)
-		if err != nil {
+		if err := chart.Line(p, "Pareto front", front, 0, false); err != nil {
 			return "", err
 		}
-		ln.Color, ln.Width = chart.Color(0), vg.Points(1.6)
-		p.Add(ln)
-		p.Legend.Add("Pareto front", ln)
 		if err := dots(front, chart.Color(0), vg.Points(2.6), ""); err != nil {
 			return "", err
 		}

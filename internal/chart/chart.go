@@ -51,6 +51,34 @@ func New(title, x, y string) *plot.Plot {
 	return p
 }
 
+// Line adds a series to p in the house line style — the palette's i-th
+// colour, 1.6 pt, dashed when asked — named in the legend unless name is
+// "". An empty series adds nothing.
+func Line(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Color = Color(i)
+	l.Width = vg.Points(1.6)
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	}
+	p.Add(l)
+	if name != "" {
+		p.Legend.Add(name, l)
+	}
+	return nil
+}
+
+// HLine adds a dashed horizontal line at y from x0 to x1 (a threshold).
+func HLine(p *plot.Plot, name string, y, x0, x1 float64, i int) error {
+	return Line(p, name, plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}}, i, true)
+}
+
 var (
 	svgHead   = regexp.MustCompile(`(?s)^.*?<svg width="[^"]*" height="[^"]*"`)
 	svgFamily = regexp.MustCompile(`font-family:Liberation (Sans|Serif|Mono)`)

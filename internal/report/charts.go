@@ -33,30 +33,6 @@ const (
 	narrowW, narrowH = 4.3 * vg.Inch, 3.2 * vg.Inch
 )
 
-func line(p *plot.Plot, name string, xys plotter.XYs, i int, dashed bool) error {
-	if len(xys) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(xys)
-	if err != nil {
-		return err
-	}
-	l.Color = chart.Color(i)
-	l.Width = vg.Points(1.6)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-	}
-	p.Add(l)
-	if name != "" {
-		p.Legend.Add(name, l)
-	}
-	return nil
-}
-
-func hline(p *plot.Plot, name string, y, x0, x1 float64, i int) error {
-	return line(p, name, plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}}, i, true)
-}
-
 // xys converts a curve to plotter's points.
 func xys(pts []XY) plotter.XYs {
 	out := make(plotter.XYs, len(pts))
@@ -98,13 +74,13 @@ func (r *Report) cdfCharts(add addFunc) error {
 	for i, c := range r.Figures.CDFs {
 		m := string(c.Metric)
 		p := chart.New("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
-		if err := line(p, "", xys(c.Points), i, false); err != nil {
+		if err := chart.Line(p, "", xys(c.Points), i, false); err != nil {
 			return err
 		}
 		for _, v := range r.SLOs {
 			if string(v.Metric) == m {
 				thr := v.ThresholdMS
-				if err := line(p, "SLO "+v.SLO, plotter.XYs{{X: thr, Y: 0}, {X: thr, Y: 1}}, 1, true); err != nil {
+				if err := chart.Line(p, "SLO "+v.SLO, plotter.XYs{{X: thr, Y: 0}, {X: thr, Y: 1}}, 1, true); err != nil {
 					return err
 				}
 			}
@@ -137,7 +113,7 @@ func (r *Report) timeCharts(add addFunc) error {
 		for k := range pts {
 			pts[k].Y = max(pts[k].Y, 0.001)
 		}
-		if err := line(p, s.name, pts, i/2*2+i%2, i%2 == 1); err != nil {
+		if err := chart.Line(p, s.name, pts, i/2*2+i%2, i%2 == 1); err != nil {
 			return err
 		}
 	}
@@ -147,7 +123,7 @@ func (r *Report) timeCharts(add addFunc) error {
 		return err
 	}
 	p = chart.New("Throughput over the run", "time since start (s), by completion", "output tokens/s")
-	if err := line(p, "output tok/s", xys(tl.OutputTPS), 2, false); err != nil {
+	if err := chart.Line(p, "output tok/s", xys(tl.OutputTPS), 2, false); err != nil {
 		return err
 	}
 	tl.axis(p)
@@ -199,12 +175,12 @@ func (r *Report) serverCharts(tl *Timeline, add addFunc) error {
 			}
 		}
 		if has("kv_cache_usage") {
-			if err := line(p, "KV-cache usage", kv, 4, false); err != nil {
+			if err := chart.Line(p, "KV-cache usage", kv, 4, false); err != nil {
 				return err
 			}
 		}
 		if has("prefix_cache") {
-			if err := line(p, "prefix-cache hits (% of prompt tokens looked up)", hits, 2, false); err != nil {
+			if err := chart.Line(p, "prefix-cache hits (% of prompt tokens looked up)", hits, 2, false); err != nil {
 				return err
 			}
 		}
@@ -223,7 +199,7 @@ func (r *Report) serverCharts(tl *Timeline, add addFunc) error {
 	for _, s := range samples {
 		pre = append(pre, plotter.XY{X: tl.at(s), Y: s.Preemptions - samples[0].Preemptions})
 	}
-	if err := line(p, "preemptions (server)", pre, 1, false); err != nil {
+	if err := chart.Line(p, "preemptions (server)", pre, 1, false); err != nil {
 		return err
 	}
 	p.Y.Min = 0
@@ -245,18 +221,18 @@ func (r *Report) inflightChart(tl *Timeline, add addFunc) error {
 			run = append(run, plotter.XY{X: tl.at(s), Y: s.Running})
 			wait = append(wait, plotter.XY{X: tl.at(s), Y: s.Waiting})
 		}
-		if err := line(p, "running (server)", run, 0, false); err != nil {
+		if err := chart.Line(p, "running (server)", run, 0, false); err != nil {
 			return err
 		}
-		if err := line(p, "waiting (server)", wait, 1, false); err != nil {
+		if err := chart.Line(p, "waiting (server)", wait, 1, false); err != nil {
 			return err
 		}
 		caption = "scraped from the server's metrics during the run"
 	} else {
-		if err := line(p, "decoding (client view)", xys(tl.Decoding), 0, false); err != nil {
+		if err := chart.Line(p, "decoding (client view)", xys(tl.Decoding), 0, false); err != nil {
 			return err
 		}
-		if err := line(p, "waiting for first token", xys(tl.Waiting), 1, false); err != nil {
+		if err := chart.Line(p, "waiting for first token", xys(tl.Waiting), 1, false); err != nil {
 			return err
 		}
 	}
@@ -291,7 +267,7 @@ func (r *Report) scatterCharts(add addFunc) error {
 		}
 		if f := s.Fit; f != nil {
 			name := fmt.Sprintf("fit: %.3g + %.3g·x (R² %.2f)", f.Intercept, f.Slope, f.R2)
-			if err := line(p, name, plotter.XYs{{X: f.X0, Y: f.Intercept + f.Slope*f.X0}, {X: f.X1, Y: f.Intercept + f.Slope*f.X1}}, 1, false); err != nil {
+			if err := chart.Line(p, name, plotter.XYs{{X: f.X0, Y: f.Intercept + f.Slope*f.X0}, {X: f.X1, Y: f.Intercept + f.Slope*f.X1}}, 1, false); err != nil {
 				return err
 			}
 			caption += fmt.Sprintf("; least-squares line %.3g ms per token, R² %.2f", f.Slope, f.R2)
@@ -469,18 +445,18 @@ func (r *Report) sweepCharts(add addFunc) error {
 				ymin, ymax = min(ymin, v), max(ymax, v)
 			}
 		}
-		if err := line(p, s.name, xys, i, false); err != nil {
+		if err := chart.Line(p, s.name, xys, i, false); err != nil {
 			return err
 		}
 	}
 	for i, slo := range r.SLOs {
-		if err := hline(p, "SLO "+slo.SLO, slo.ThresholdMS, x0, x1, 4+i); err != nil {
+		if err := chart.HLine(p, "SLO "+slo.SLO, slo.ThresholdMS, x0, x1, 4+i); err != nil {
 			return err
 		}
 		ymax = max(ymax, slo.ThresholdMS)
 	}
 	if r.Capacity != nil && ymax > 0 {
-		if err := line(p, fmt.Sprintf("capacity %s req/s", num(r.Capacity.RPS)),
+		if err := chart.Line(p, fmt.Sprintf("capacity %s req/s", num(r.Capacity.RPS)),
 			plotter.XYs{{X: r.Capacity.RPS, Y: ymin}, {X: r.Capacity.RPS, Y: ymax}}, 7, true); err != nil {
 			return err
 		}
@@ -501,17 +477,17 @@ func (r *Report) goodputChart(pts []Phase, add addFunc) error {
 		thr = append(thr, plotter.XY{X: ph.OfferedRPS, Y: ph.ThroughputRPS})
 		good = append(good, plotter.XY{X: ph.OfferedRPS, Y: ph.GoodputRPS})
 	}
-	if err := line(p, "throughput", thr, 0, false); err != nil {
+	if err := chart.Line(p, "throughput", thr, 0, false); err != nil {
 		return err
 	}
-	if err := line(p, "goodput (all SLOs met)", good, 2, false); err != nil {
+	if err := chart.Line(p, "goodput (all SLOs met)", good, 2, false); err != nil {
 		return err
 	}
-	if err := line(p, "offered", plotter.XYs{{X: x0, Y: x0}, {X: x1, Y: x1}}, 7, true); err != nil {
+	if err := chart.Line(p, "offered", plotter.XYs{{X: x0, Y: x0}, {X: x1, Y: x1}}, 7, true); err != nil {
 		return err
 	}
 	if r.Capacity != nil {
-		if err := line(p, fmt.Sprintf("capacity %s req/s", num(r.Capacity.RPS)),
+		if err := chart.Line(p, fmt.Sprintf("capacity %s req/s", num(r.Capacity.RPS)),
 			plotter.XYs{{X: r.Capacity.RPS, Y: 0}, {X: r.Capacity.RPS, Y: x1}}, 3, true); err != nil {
 			return err
 		}

@@ -17,10 +17,10 @@ func (c *Comparison) WriteHTML(w io.Writer) error {
 	for _, cdf := range c.CDFs {
 		m := string(cdf.Metric)
 		p := chart.New("CDF of "+strings.ToUpper(m), m+" (ms)", "fraction of requests")
-		if err := line(p, "A", xys(cdf.A), 0, false); err != nil {
+		if err := chart.Line(p, "A", xys(cdf.A), 0, false); err != nil {
 			return err
 		}
-		if err := line(p, "B", xys(cdf.B), 1, false); err != nil {
+		if err := chart.Line(p, "B", xys(cdf.B), 1, false); err != nil {
 			return err
 		}
 		p.Legend.Left = false

@@ -91,7 +91,7 @@ func curvePlot(runs []sweepRun, slos []Verdict) (*plot.Plot, error) {
 			if len(runs) > 1 {
 				name, colour = run.name+" "+m.name, ri
 			}
-			if err := line(p, name, pts, colour, dashed); err != nil {
+			if err := chart.Line(p, name, pts, colour, dashed); err != nil {
 				return nil, fmt.Errorf("chart %q: %s: %w", p.Title.Text, name, err)
 			}
 			legend := ""
@@ -108,7 +108,7 @@ func curvePlot(runs []sweepRun, slos []Verdict) (*plot.Plot, error) {
 	}
 	for i, slo := range slos {
 		if x1 > x0 {
-			if err := hline(p, "SLO "+slo.SLO, slo.ThresholdMS, x0, x1, 5+i); err != nil {
+			if err := chart.HLine(p, "SLO "+slo.SLO, slo.ThresholdMS, x0, x1, 5+i); err != nil {
 				return nil, fmt.Errorf("chart %q: SLO %s: %w", p.Title.Text, slo.SLO, err)
 			}
 		}
@@ -139,7 +139,7 @@ func paretoPlot(runs []sweepRun) (*plot.Plot, error) {
 		if len(runs) > 1 {
 			name = run.name + " front"
 		}
-		if err := line(p, name, front, ri, false); err != nil {
+		if err := chart.Line(p, name, front, ri, false); err != nil {
 			return nil, fmt.Errorf("chart %q: %s: %w", p.Title.Text, name, err)
 		}
 		if err := dots(p, all, labels, ri); err != nil {

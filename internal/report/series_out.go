@@ -103,7 +103,7 @@ func seriesLines(p *plot.Plot, ts *TimeSeries, names []string, pick func(*Series
 				pts = append(pts, plotter.XY{X: ts.Windows[k].mid(), Y: v})
 			}
 		}
-		if err := line(p, name, pts, i, dashed(i)); err != nil {
+		if err := chart.Line(p, name, pts, i, dashed(i)); err != nil {
 			return err
 		}
 	}

@@ -227,7 +227,7 @@ func remedyChart(w *prediction.Predictions, r prediction.Remedy) (string, error)
 	p.Add(bc)
 	if w.Judged && len(w.Objectives) > 0 {
 		if thr := thresholdMS(w.Objectives[0]); thr > 0 {
-			if err := hline(p, "SLO", thr, -0.5, 2.5, 1); err != nil {
+			if err := chart.HLine(p, "SLO", thr, -0.5, 2.5, 1); err != nil {
 				return "", err
 			}
 		}
