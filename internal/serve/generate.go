@@ -329,7 +329,16 @@ type chunks struct {
 	usage   openai.Usage
 	usageP  *openai.Usage // &usage with continuous usage stats, else nil
 	reasons bool          // a chat answer of a reasoning model
+	// more: the chunk being written is followed at once by another of
+	// the same engine event, or by the answer's end (the usage chunk, the
+	// [DONE] event): sw leaves it unflushed (Ready), so that they leave in
+	// one write to the client.
+	more bool
 }
+
+// Ready is the SSE writer's source (sse.Writer.CoalesceWith): true while
+// the next chunk follows at once.
+func (c *chunks) Ready() bool { return c.more }
 
 func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange) *chunks {
 	c := &chunks{
@@ -344,6 +353,7 @@ func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange
 	if x.p.ContinuousUsage {
 		c.usageP = &c.usage
 	}
+	c.sw.CoalesceWith(c)
 	return c
 }
 
@@ -352,29 +362,34 @@ func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange
 // the write's lateness behind the event; false when the client is gone.
 func (c *chunks) emit(ev engine.Event, first bool, sent int) bool {
 	s, x := c.s, c.x
-	if first && x.isChat() {
-		if c.sw.EndData(c.enc.AppendRole(c.sw.BeginData(), c.usageP)) != nil {
-			return false
-		}
-	}
 	think := 0
 	if c.reasons {
 		// The first ReasoningTokens of the answer are reasoning; an
 		// event may hold the last of them and the first of the answer.
 		think = min(max(c.st.Timeline().ReasoningTokens-sent, 0), ev.Tokens)
 	}
+	rest := ev.Tokens - think
+	text := rest > 0 || think == 0 || ev.Finish != ""
+	if first && x.isChat() {
+		c.more = true // a reasoning or text chunk follows
+		if c.sw.EndData(c.enc.AppendRole(c.sw.BeginData(), c.usageP)) != nil {
+			return false
+		}
+	}
 	if think > 0 {
 		sent += think
 		c.usage.CompletionTokens, c.usage.TotalTokens = sent, len(x.prompt)+sent
 		c.txt = c.text.append(c.txt[:0], think)
+		c.more = text
 		if c.sw.EndData(c.enc.AppendReasoning(c.sw.BeginData(), s.cfg.ReasoningField, c.txt, c.usageP)) != nil {
 			return false
 		}
 	}
-	if rest := ev.Tokens - think; rest > 0 || think == 0 || ev.Finish != "" {
+	if text {
 		sent += rest
 		c.usage.CompletionTokens, c.usage.TotalTokens = sent, len(x.prompt)+sent
 		c.txt = c.text.append(c.txt[:0], rest)
+		c.more = ev.Finish != "" // the answer's end follows
 		if c.sw.EndData(c.enc.AppendText(c.sw.BeginData(), c.txt, string(ev.Finish), c.usageP)) != nil {
 			return false
 		}
