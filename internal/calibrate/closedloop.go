@@ -19,7 +19,12 @@ import (
 type ClosedLoop struct {
 	Clients, Requests int
 	Input, Output     int
-	Gap               time.Duration
+	// InputMin and OutputMin, when above 0, draw each request's lengths
+	// uniformly in [min, 2 × mean − min] about Input and Output (their
+	// means), as a client drawing random lengths sends them; 0: every
+	// request has Input and Output exactly. Seeded by Seed.
+	InputMin, OutputMin int
+	Gap                 time.Duration
 	// Jitter spreads each turnaround uniformly over [Gap, Gap+Jitter]:
 	// clients and servers never take exactly the same time.
 	Jitter time.Duration
@@ -39,6 +44,8 @@ func (w ClosedLoop) validate() error {
 		return fmt.Errorf("closed loop: requests (%d) must be ≥ clients (%d)", w.Requests, w.Clients)
 	case w.Input < 1 || w.Output < 1:
 		return fmt.Errorf("closed loop: input and output lengths must be ≥ 1 (got %d, %d)", w.Input, w.Output)
+	case w.InputMin < 0 || w.InputMin > w.Input || w.OutputMin < 0 || w.OutputMin > w.Output:
+		return fmt.Errorf("closed loop: the least lengths (%d, %d) must be in [0, the mean lengths (%d, %d)]", w.InputMin, w.OutputMin, w.Input, w.Output)
 	case w.Gap < 0:
 		return fmt.Errorf("closed loop: gap must be ≥ 0 (got %v)", w.Gap)
 	}
@@ -79,7 +86,7 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 	for done < w.Requests {
 		for pending.Len() > 0 && pending[0].at <= now && sent < w.Requests {
 			a := heap.Pop(&pending).(arrival)
-			q := engine.Request{ID: fmt.Sprint(sent), PromptLen: w.Input, MaxTokens: w.Output, IgnoreEOS: true}
+			q := engine.Request{ID: fmt.Sprint(sent), PromptLen: drawLength(rng, w.Input, w.InputMin), MaxTokens: drawLength(rng, w.Output, w.OutputMin), IgnoreEOS: true}
 			if _, err := v.Submit(now, sent, &q); err != nil {
 				return nil, fmt.Errorf("closed loop: request %d: %w", sent, err)
 			}
@@ -112,6 +119,27 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 		}
 	}
 	return out, nil
+}
+
+// drawLength is a length drawn uniformly in [lo, 2 × mean − lo] (mean, when
+// lo is 0).
+func drawLength(rng *rand.Rand, mean, lo int) int {
+	if lo <= 0 {
+		return mean
+	}
+	return lo + rng.IntN(2*(mean-lo)+1)
+}
+
+// MaxLengths are the longest prompt and output w sends.
+func (w ClosedLoop) MaxLengths() (input, output int) {
+	input, output = w.Input, w.Output
+	if w.InputMin > 0 {
+		input = 2*w.Input - w.InputMin
+	}
+	if w.OutputMin > 0 {
+		output = 2*w.Output - w.OutputMin
+	}
+	return input, output
 }
 
 // arrival is a request on its way to the engine: when the engine sees it

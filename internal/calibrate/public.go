@@ -21,7 +21,11 @@ type PublicRow struct {
 	TP                         int
 	DType, KVDType             string
 	Input, Output, Concurrency int
-	Client                     string
+	// InputMin and OutputMin are the least lengths when the client drew
+	// them uniformly about Input and Output (their means): the optional
+	// columns input_min and output_min; 0: fixed lengths.
+	InputMin, OutputMin int
+	Client              string
 	// Requests is how many requests the client measured, from a start
 	// with every client sending at once; 0 when the source does not say
 	// (then the closed loop's steady state, see Predict).
@@ -87,8 +91,17 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 			TP: int(num("tp", false)), DType: get("dtype"), KVDType: get("kv_dtype"), Input: int(num("input", false)), Output: int(num("output", false)),
 			Concurrency: int(num("concurrency", false)), Client: get("client"), Requests: int(num("requests", true)), TTFT: num("ttft_ms", true), TTFTMedian: num("ttft_median_ms", true), TTFTP95: num("ttft_p95_ms", true),
 			TPOT: num("tpot_ms", true), E2E: num("e2e_ms", true), Stat: get("stat"), Source: get("source")}
+		if _, ok := col["input_min"]; ok {
+			p.InputMin = int(num("input_min", true))
+		}
+		if _, ok := col["output_min"]; ok {
+			p.OutputMin = int(num("output_min", true))
+		}
 		if perr != nil {
 			return nil, perr
+		}
+		if p.InputMin < 0 || p.InputMin > p.Input || p.OutputMin < 0 || p.OutputMin > p.Output {
+			return nil, fmt.Errorf("public measurements: line %d (%s): input_min and output_min must be in [0, input] and [0, output]", line, p.ID)
 		}
 		if !strings.HasPrefix(p.Source, "https://") {
 			return nil, fmt.Errorf("public measurements: line %d (%s): no source URL", line, p.ID)
@@ -133,7 +146,8 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	if err != nil {
 		return engine.Config{}, err
 	}
-	cfg := engine.Config{MaxModelLen: p.Input + p.Output}
+	in, out := p.closedLoop(max(p.Requests, p.Concurrency), 0).MaxLengths()
+	cfg := engine.Config{MaxModelLen: in + out}
 	fam, ok := engine.FamilyOf(p.Engine)
 	if ok && !nimRow(p) {
 		fam = familyRelease(fam, p.EngineVersion)
@@ -234,7 +248,7 @@ func predictWith(p PublicRow, eff perfmodel.Efficiency, intake time.Duration) (P
 	if n <= 0 {
 		n, from = steadyRounds*p.Concurrency, steadyFrom*p.Concurrency
 	}
-	tls, err := RunClosedLoop(cfg, ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output, Intake: intake})
+	tls, err := RunClosedLoop(cfg, p.closedLoop(n, intake))
 	if err != nil {
 		return Prediction{}, err
 	}
@@ -252,6 +266,14 @@ func predictWith(p PublicRow, eff perfmodel.Efficiency, intake time.Duration) (P
 	k := float64(pr.Requests)
 	pr.TTFT, pr.TPOT, pr.E2E = pr.TTFT/k, pr.TPOT/k, pr.E2E/k
 	return pr, nil
+}
+
+// closedLoop is p's closed loop of n requests with the server's intake:
+// its clients, its lengths (drawn about their means when the source's
+// client drew them: InputMin, OutputMin), every client sending at once.
+func (p PublicRow) closedLoop(n int, intake time.Duration) ClosedLoop {
+	return ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output,
+		InputMin: p.InputMin, OutputMin: p.OutputMin, Intake: intake, Seed: 1}
 }
 
 // steadyFrom and steadyRounds are the closed loop's steady state as

@@ -1,6 +1,8 @@
 package calibrate
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +133,89 @@ func engineForDefaults(t *testing.T, row PublicRow) (perfmodel.Efficiency, engin
 		t.Fatal(err)
 	}
 	return eff, cfg
+}
+
+// A closed loop whose client draws its lengths sends each request a prompt
+// and an output uniform in [min, 2 × mean − min] (by hand: mean 20, least
+// 16 → 16…24; mean 4, least 2 → 2…6), the same ones for the same seed;
+// with no least lengths every request is the mean. MaxLengths is the
+// longest of each (24, 6), which a row's engine must admit.
+func TestClosedLoopDrawsLengthsAboutTheMean(t *testing.T) {
+	cfg := engine.Config{
+		StepTimer:   engine.StepTimerFunc(func(*perfmodel.Batch) time.Duration { return time.Millisecond }),
+		NumBlocks:   256,
+		BlockSize:   16,
+		MaxModelLen: 30,
+	}
+	w := ClosedLoop{Clients: 4, Requests: 200, Input: 20, Output: 4, InputMin: 16, OutputMin: 2, Seed: 7}
+	if in, out := w.MaxLengths(); in != 24 || out != 6 {
+		t.Errorf("MaxLengths %d, %d; want 24, 6", in, out)
+	}
+	lengths := func(w ClosedLoop) (ins, outs []int) {
+		tls, err := RunClosedLoop(cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range tls {
+			ins, outs = append(ins, tl.PromptTokens), append(outs, tl.OutputTokens)
+		}
+		return ins, outs
+	}
+	ins, outs := lengths(w)
+	if lo, hi := slices.Min(ins), slices.Max(ins); lo != 16 || hi != 24 {
+		t.Errorf("prompts in [%d, %d], want [16, 24] over 200 draws", lo, hi)
+	}
+	if lo, hi := slices.Min(outs), slices.Max(outs); lo != 2 || hi != 6 {
+		t.Errorf("outputs in [%d, %d], want [2, 6] over 200 draws", lo, hi)
+	}
+	again, _ := lengths(w)
+	if !slices.Equal(ins, again) {
+		t.Error("the same seed drew other prompt lengths")
+	}
+	w.InputMin, w.OutputMin = 0, 0
+	ins, outs = lengths(w)
+	if slices.Min(ins) != 20 || slices.Max(ins) != 20 || slices.Min(outs) != 4 || slices.Max(outs) != 4 {
+		t.Errorf("without least lengths: prompts %d…%d, outputs %d…%d; want 20 and 4", slices.Min(ins), slices.Max(ins), slices.Min(outs), slices.Max(outs))
+	}
+	w.InputMin = 21
+	if _, err := RunClosedLoop(cfg, w); err == nil {
+		t.Error("a least prompt above the mean was accepted")
+	}
+}
+
+// recent.csv's optional input_min and output_min columns are read, and a
+// least length above its mean is refused naming the row.
+func TestParsePublicLeastLengths(t *testing.T) {
+	head := "id,engine,engine_version,model,gpu,tp,dtype,kv_dtype,input,output,concurrency,client,requests,ttft_ms,ttft_p95_ms,ttft_median_ms,tpot_ms,e2e_ms,stat,source,input_min,output_min\n"
+	rows, err := ParsePublic(strings.NewReader(head + "a,SGLang,0.5.7,DeepSeek-R1,H200,8,fp8,bf16,922,7373,4,c,40,1,,,1,1,mean,https://x,819,6554\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rows[0]; r.InputMin != 819 || r.OutputMin != 6554 {
+		t.Errorf("least lengths %d, %d; want 819, 6554", r.InputMin, r.OutputMin)
+	}
+	_, err = ParsePublic(strings.NewReader(head + "b,SGLang,0.5.7,DeepSeek-R1,H200,8,fp8,bf16,922,922,4,c,40,1,,,1,1,mean,https://x,923,\n"))
+	if err == nil || !strings.Contains(err.Error(), "(b)") {
+		t.Errorf("a least prompt above the mean: %v, want an error naming row b", err)
+	}
+}
+
+// ParsePublic never panics, and every row it returns has least lengths
+// within [0, the mean].
+func FuzzParsePublic(f *testing.F) {
+	head := "id,engine,engine_version,model,gpu,tp,dtype,kv_dtype,input,output,concurrency,client,requests,ttft_ms,ttft_p95_ms,ttft_median_ms,tpot_ms,e2e_ms,stat,source,input_min,output_min\n"
+	f.Add(head + "a,SGLang,0.5.7,DeepSeek-R1,H200,8,fp8,bf16,922,7373,4,c,40,1,,,1,1,mean,https://x,819,6554\n")
+	f.Add(head + "b,vLLM,0.11,Qwen3-8B,H100-SXM,1,bf16,bf16,233,221,4,c,,64,,60,7,1680,mean,https://y,,\n")
+	f.Add("id,engine\nx,y\n")
+	f.Fuzz(func(t *testing.T, data string) {
+		rows, err := ParsePublic(strings.NewReader(data))
+		if err != nil {
+			return
+		}
+		for _, r := range rows {
+			if r.InputMin < 0 || r.InputMin > r.Input || r.OutputMin < 0 || r.OutputMin > r.Output {
+				t.Fatalf("%s: least lengths %d, %d outside [0, %d], [0, %d]", r.ID, r.InputMin, r.OutputMin, r.Input, r.Output)
+			}
+		}
+	})
 }

@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,12 +107,76 @@ func TestRecentHeldOutBySource(t *testing.T) {
 	}
 }
 
-// The pins: the held-out medians measured when the held-out source was
-// added (InferenceX, 4 rows: TTFT 59.6 %, TPOT 14.9 %, E2E 15.7 %),
-// rounded up. The rows before it (GPUStack) became the fit source then,
-// so these pin a different set of rows than the earlier 47 / 10 / 8 %.
+// The pins: the held-out medians measured on the held-out source's 7 rows
+// (InferenceX: 8–64 clients of 1k/1k, and 4 clients of 1k/1k, 1k/8k and
+// 8k/1k on other runners), each run with its client's length spread
+// (input_min, output_min): TTFT 70.2 %, TPOT 15.4 %, E2E 18.4 %, rounded
+// up. They pin a different set and workload than the earlier ≤ 60 / 15 /
+// 16 % (4 rows at fixed mean lengths, whose lockstep cohorts the source's
+// client never sends: docs/performance.md, "Held out by source").
 const (
-	pinTTFT = 0.60
-	pinTPOT = 0.15
-	pinE2E  = 0.16
+	pinTTFT = 0.71
+	pinTPOT = 0.16
+	pinE2E  = 0.19
 )
+
+// heldOutP99TTFT is each held-out row's published P99 TTFT in ms
+// (InferenceX issue #870's tables; recent.csv keeps the means).
+var heldOutP99TTFT = map[string]float64{
+	"inferencex-dsr1-fp8-h200-sglang-c8":      1975.4,
+	"inferencex-dsr1-fp8-h200-sglang-c16":     2149.4,
+	"inferencex-dsr1-fp8-h200-sglang-c32":     2644.1,
+	"inferencex-dsr1-fp8-h200-sglang-c64":     2741.1,
+	"inferencex-dsr1-fp8-h200-sglang-1k1k-c4": 835.0,
+	"inferencex-dsr1-fp8-h200-sglang-1k8k-c4": 940.4,
+	"inferencex-dsr1-fp8-h200-sglang-8k1k-c4": 1832.2,
+}
+
+// Where the held-out TTFT gap lies (docs/performance.md, "Held out by
+// source"): the source's client measures ten requests per client, the
+// first of each client sent at once after its warm-up. If that first wave
+// is what its P99 shows, the rest average (mean − P99 × c/N) / (1 − c/N);
+// the twin's first wave and rest are logged beside it, each row run as
+// Predict runs it (lengths drawn as the source's client drew them).
+// Pinned: the twin has no stall of the first wave — its first wave
+// averages under half the published P99 on every held-out row (the
+// mechanism the twin lacks, not a target).
+func TestRecentHeldOutFirstWave(t *testing.T) {
+	_, heldOut := splitRecent(t)
+	for _, p := range heldOut {
+		p99, ok := heldOutP99TTFT[p.ID]
+		if !ok {
+			t.Fatalf("%s: no published P99 TTFT", p.ID)
+		}
+		eff, err := FamilyEff(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := EngineFor(p, eff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tls, err := RunClosedLoop(cfg, p.closedLoop(p.Requests, intakeOf(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttfts := make([]float64, len(tls))
+		var first, rest float64
+		for i, tl := range tls {
+			ttfts[i] = ms(tl.FirstToken.Sub(tl.Arrival))
+			if i < p.Concurrency {
+				first += ttfts[i]
+			} else {
+				rest += ttfts[i]
+			}
+		}
+		c, n := float64(p.Concurrency), float64(len(tls))
+		slices.Sort(ttfts)
+		implied := (p.TTFT - p99*c/n) / (1 - c/n)
+		t.Logf("%-40s measured mean %6.1f P99 %6.1f (rest if the first wave is the P99: %6.1f) | twin mean %6.1f P99 %6.1f first wave %6.1f rest %6.1f",
+			p.ID, p.TTFT, p99, implied, (first+rest)/n, ttfts[int(0.99*(n-1))], first/c, rest/(n-c))
+		if first/c > p99/2 {
+			t.Errorf("%s: the twin's first wave averages %.0f ms, over half the published P99 %.0f ms: docs/performance.md's account of the gap no longer holds", p.ID, first/c, p99)
+		}
+	}
+}
