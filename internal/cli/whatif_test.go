@@ -92,7 +92,7 @@ func TestWhatIfMaxTokensCapHelpsE2E(t *testing.T) {
 	}
 	var cut float64
 	for _, f := range rep.Findings {
-		if f.Rule == "output-length" {
+		if f.Rule == report.RuleOutputLength {
 			cut = f.Numbers["p99_e2e_capped_ms"]
 		}
 	}

@@ -107,7 +107,7 @@ func TestAgainstLlamaServer(t *testing.T) {
 		rep := bench(t, s.URL, filepath.Join(t.TempDir(), "closed"), "--concurrency", "8", "--requests", "48")
 		logFindings(t, rep)
 		checkRun(t, rep)
-		k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "server-queueing" })
+		k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == report.RuleServerQueueing })
 		if k < 0 {
 			t.Fatalf("no server-queueing finding")
 		}
@@ -126,7 +126,7 @@ func TestAgainstLlamaServer(t *testing.T) {
 			t.Errorf("TTFT's tail: largest %s/%s, want the server's queue: %+v", g.LargestHop, g.Largest, g.Stages)
 		}
 		for _, f := range rep.Findings {
-			if f.Rule == "outside-model" || strings.Contains(f.Title, "preempted") || strings.Contains(strings.Join(f.Remedies, " "), "KV-cache headroom") {
+			if f.Rule == report.RuleOutsideModel || strings.Contains(f.Title, "preempted") || strings.Contains(strings.Join(f.Remedies, " "), "KV-cache headroom") {
 				t.Errorf("a finding blames what llama.cpp's evidence does not show: %s: %s", f.Rule, f.Evidence)
 			}
 		}
@@ -175,7 +175,7 @@ func TestAgainstLlamaServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		logFindings(t, rep)
-		if k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "decode-bandwidth" }); k < 0 ||
+		if k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == report.RuleDecodeBandwidth }); k < 0 ||
 			!strings.Contains(rep.Findings[k].Evidence, "One stream decodes at a time") {
 			t.Errorf("one stream's decode is not named with its floor: %+v", rep.Findings)
 		}

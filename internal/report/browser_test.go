@@ -230,9 +230,9 @@ func testWhatIf() *prediction.Predictions {
 		Objectives: []string{"ttft:p99<=500ms"}, Judged: true, MeasuredMS: []float64{1840},
 		Baseline: prediction.WhatIfPoint{ValuesMS: []*float64{f(1790)}, GoodputRPS: 7.2, KeepsUp: true},
 		Remedies: []prediction.Remedy{
-			{Lever: "prefix-caching", Title: "prefix caching on", Setting: "enable_prefix_caching: false → true", For: []string{"prefill-bound"},
+			{Lever: "prefix-caching", Title: "prefix caching on", Setting: "enable_prefix_caching: false → true", For: []string{RulePrefillBound},
 				After: prediction.WhatIfPoint{ValuesMS: []*float64{f(410)}, GoodputRPS: 11.8, Meets: true, KeepsUp: true}, Effect: f(0.23)},
-			{Lever: "replicas", Title: "one more replica", Setting: "replicas: 1 → 2", For: []string{"server-queueing"},
+			{Lever: "replicas", Title: "one more replica", Setting: "replicas: 1 → 2", For: []string{RuleServerQueueing},
 				After: prediction.WhatIfPoint{ValuesMS: []*float64{f(900)}, GoodputRPS: 14.1, KeepsUp: true}, Effect: f(0.5),
 				Extrapolates: []string{"batch 40 is outside the fitted 1–27"}},
 		},

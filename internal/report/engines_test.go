@@ -101,7 +101,7 @@ func TestLlamaCppSlotQueueing(t *testing.T) {
 				c.Add(r)
 			}
 			rep := c.Report()
-			if len(rep.Findings) == 0 || rep.Findings[0].Rule != "server-queueing" {
+			if len(rep.Findings) == 0 || rep.Findings[0].Rule != RuleServerQueueing {
 				t.Fatalf("first finding is not server-queueing: %+v", rep.Findings)
 			}
 			if g := group(rep.TTFTSplit, "p95+"); g == nil || g.Largest != string(latency.TimingServerQueue) || g.share(latency.StageNetwork) != 0 {

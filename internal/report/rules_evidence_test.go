@@ -132,7 +132,7 @@ func TestInterferenceLeverFromConfig(t *testing.T) {
 				c.Add(r)
 			}
 			rep := c.Report()
-			if len(rep.Findings) == 0 || rep.Findings[0].Rule != "prefill-interference" {
+			if len(rep.Findings) == 0 || rep.Findings[0].Rule != RulePrefillInterference {
 				t.Fatalf("first finding is not prefill-interference: %+v", rep.Findings)
 			}
 			f := rep.Findings[0]
@@ -201,7 +201,7 @@ func TestPrefillRemediesFromTheirEvidence(t *testing.T) {
 				opts = Options{SLOs: mustSLOs(t, "ttft:p99<=5ms")} // the cache leaves 416 tokens to compute
 			}
 			rep := collectRun(opts, tt.run, tt.reqs)
-			if len(rep.Findings) == 0 || rep.Findings[0].Rule != "prefill-bound" {
+			if len(rep.Findings) == 0 || rep.Findings[0].Rule != RulePrefillBound {
 				t.Fatalf("first finding is not prefill-bound: %+v", rep.Findings)
 			}
 			f := rep.Findings[0]
