@@ -175,14 +175,19 @@ func TestDiagnosisWithoutASplit(t *testing.T) {
 // engine's own decode (llama.cpp's predicted_ms, vLLM's
 // generation_time_ms) stays the server's decode in the path — not the
 // gateway→server link's stream tail — and no "outside the model" finding
-// fires; the queue and prefill are the same as read directly.
+// fires; the queue and prefill are the same as read directly. llama.cpp
+// is run over completions too, as the issue (#36) found it with bench
+// --endpoint completions --concurrency 4.
 func TestEngineDecodeBehindTheGateway(t *testing.T) {
-	for _, d := range []string{openaitest.DialectLlamaCpp, openaitest.DialectVLLM} {
-		t.Run(d, func(t *testing.T) {
+	for _, c := range []struct{ dialect, endpoint string }{
+		{openaitest.DialectLlamaCpp, EndpointChat}, {openaitest.DialectLlamaCpp, EndpointCompletions}, {openaitest.DialectVLLM, EndpointChat},
+	} {
+		d := c.dialect
+		t.Run(d+" "+c.endpoint, func(t *testing.T) {
 			e := openaitest.StartSlots(t, &openaitest.SlotEngine{Dialect: d, Slots: 2, Prefill: 20 * time.Millisecond,
 				PerToken: 3 * time.Millisecond, Tokens: 16, Evidence: true, Metrics: true})
 			gw, _ := gatewaytest.Start(t, gatewaytest.OnePool(e.URL(), d))
-			res, _ := runURL(t, gw, 4, 24, ServerMetricsVLLM)
+			res, _ := runEndpoint(t, gw, c.endpoint, true, 4, 24, ServerMetricsVLLM)
 			if f := finding(res.Report, "outside-model"); f != nil {
 				t.Errorf("a finding blames the outside of the model: %s", f.Evidence)
 			}

@@ -165,6 +165,23 @@ func TestAgainstLlamaServer(t *testing.T) {
 				}
 			}
 		}
+		// llama.cpp's decode (predicted_ms) is the server's decode behind
+		// the gateway, not the gateway→server stream tail, and nothing
+		// blames the outside of the model (#36).
+		var decode float64
+		for _, g := range rep.Decomposition.Groups {
+			for _, st := range g.Stages {
+				if st.Hop == string(latency.HopServer) && st.Stage == string(latency.StageDecode) {
+					decode += st.MeanMS
+				}
+			}
+		}
+		if decode <= 0 {
+			t.Errorf("no server decode in the decomposition behind the gateway: %+v", rep.Decomposition.Groups)
+		}
+		if k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == "outside-model" }); k >= 0 {
+			t.Errorf("a finding blames the outside of the model behind the gateway: %s", rep.Findings[k].Evidence)
+		}
 	})
 	t.Run("one stream's decode is named with its floor", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "one")
