@@ -16,9 +16,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentrace/tokentrace/internal/bench"
+	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/serve"
+	"github.com/tokentrace/tokentrace/internal/simulate"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -83,6 +85,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.Run = benchRun(opts, cfg, sim.Engine, g)
 			describeBenchRun(cmd, &cfg, opts.Workload.TimeScale, opts.Progress)
 			if cfg.Live, err = listenLive(cmd, opts.Live); err != nil {
 				return err
@@ -142,6 +145,21 @@ func instrumentBench(ctx context.Context, cmd *cobra.Command, cfg *bench.Config,
 	return stop, nil
 }
 
+// benchRun is bench's run typed for config.json's "run", from its typed
+// options: the workload and endpoint it sent, whether it streamed and
+// asked for ignore_eos (cfg's: the embedded engine is asked unless told), the
+// rest at simulate's defaults; the engine it embedded (sim), none for a
+// server; the settings given.
+func benchRun(opts bench.Options, cfg bench.Config, sim engine.Options, g *flagGroup) simulate.RunConfig {
+	rc := simulate.RunConfig{Options: simulate.DefaultOptions(), Given: g.givenFields(), Stream: &cfg.Target.Stream}
+	o := &rc.Options
+	o.Workload, o.Endpoint, o.IgnoreEOS = opts.Workload, opts.Endpoint, cfg.Target.IgnoreEOS
+	if cfg.Embedded() {
+		rc.SimEngine = &sim
+	}
+	return rc
+}
+
 // describeBenchRun warns of a trace spanning days and sets what the run
 // records of its command line and where it logs and shows progress.
 func describeBenchRun(cmd *cobra.Command, cfg *bench.Config, timeScale float64, progress string) {
@@ -152,9 +170,6 @@ func describeBenchRun(cmd *cobra.Command, cfg *bench.Config, timeScale float64, 
 	cfg.Command = commandLine(os.Args)
 	echo := flagValues(cmd.Flags())
 	cfg.Echo = echo
-	if rc, ok := typedRun(echo, false, strings.Join(cfg.Command, " ")); ok {
-		cfg.Run = rc
-	}
 	cfg.Log = cmd.ErrOrStderr()
 	if isTerminal(os.Stderr) && cmd.ErrOrStderr() == os.Stderr {
 		cfg.Progress = os.Stderr

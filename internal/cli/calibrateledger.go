@@ -65,7 +65,7 @@ func ledgerRuns(dirs []string, entries []verify.Entry, o engine.Options) ([]stri
 // ledgerRunMisfit says why run dir cannot be fitted with the scheduler
 // want ("" when it can).
 func ledgerRunMisfit(dir string, want map[string]string) string {
-	r, err := verify.ReadRun(dir)
+	r, err := verify.ReadRun(dir, nil)
 	if err != nil {
 		return "not readable (" + err.Error() + ")"
 	}

@@ -138,6 +138,19 @@ func (g *flagGroup) given(field string) bool {
 	return ok && flagGiven(g.fs, name)
 }
 
+// givenFields are the fields the user set in this group, sorted (a run's
+// simulate.RunConfig.Given).
+func (g *flagGroup) givenFields() []string {
+	var out []string
+	for f := range g.fields {
+		if g.given(f) {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // flagGiven reports whether name, or an alias of it, was set.
 func flagGiven(fs *pflag.FlagSet, name string) bool {
 	given := false

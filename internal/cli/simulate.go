@@ -58,9 +58,7 @@ cannot be written (docs/cli.md).`,
 			out.Command = os.Args
 			echo := flagValues(cmd.Flags())
 			out.Echo = echo
-			if rc, ok := typedRun(echo, true, ""); ok {
-				out.Run = &rc
-			}
+			out.Run = &simulate.RunConfig{Options: opts, Given: g.givenFields()}
 			sum, err := simulate.WriteRun(cfg, out, cmd.OutOrStdout())
 			if err != nil {
 				return usageErrorIfField(fmt.Errorf("simulate: %w", err), g)

@@ -118,7 +118,11 @@ func verifyConfig(before, after string, v verifyFlags, profile, gpuFile string, 
 		if st, err := os.Stat(p.dir); err != nil || !st.IsDir() {
 			return cfg, fmt.Errorf("%s: not a results folder", p.dir)
 		}
-		if *p.run, err = verify.ReadRun(p.dir); err != nil {
+		rec, err := recordedRun(p.dir)
+		if err != nil {
+			return cfg, err
+		}
+		if *p.run, err = verify.ReadRun(p.dir, rec.Run); err != nil {
 			return cfg, err
 		}
 	}
@@ -163,7 +167,7 @@ func measuredTransport(r verify.Run) time.Duration {
 	if r.Info.Simulated {
 		return 0
 	}
-	lk, err := simulate.LikeRun(r.Dir, r.Config["endpoint"] != "completions", 1)
+	lk, err := simulate.LikeRun(r.Dir, r.Config == nil || r.Config.Options.Endpoint != simulate.EndpointCompletions, 1)
 	if err != nil {
 		return 0
 	}

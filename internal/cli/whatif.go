@@ -156,11 +156,11 @@ func recordedRun(dir string) (whatif.Recorded, error) {
 }
 
 // runConfigOfFlags is the one adapter from a run's flags by name
-// (config.json's "config") to its typed configuration: it sets the flags
-// that differ from their defaults on fresh flag groups, simulate's or
-// bench's workload and its embedded engine's (--sim-*). bench and simulate
-// write its answer for their own flags as config.json's "run"; older
-// folders, which hold only the flags, are read through it.
+// (config.json's "config") to its typed configuration, for a folder of
+// version 1, which holds only the flags (bench and simulate now write
+// the typed run from their options: benchRun, simulate's): it sets the
+// flags that differ from their defaults on fresh flag groups, simulate's
+// or bench's workload and its embedded engine's (--sim-*).
 func runConfigOfFlags(cfg map[string]string, sim bool, command string) (simulate.RunConfig, error) {
 	rc := simulate.RunConfig{Options: simulate.DefaultOptions()}
 	simEngine := engine.DefaultOptions()
@@ -212,13 +212,4 @@ func runConfigOfFlags(cfg map[string]string, sim bool, command string) (simulate
 		o.Engine.Seed = o.Workload.Seed
 	}
 	return rc, nil
-}
-
-// typedRun is a run's configuration typed for its config.json: its own
-// flags as given (flagValues) through runConfigOfFlags, so that the twin
-// reads from it what it would read from the flags. ok is false (no typed
-// run written: a reader adapts the flags) when they do not parse back.
-func typedRun(flags map[string]string, sim bool, command string) (simulate.RunConfig, bool) {
-	rc, err := runConfigOfFlags(flags, sim, command)
-	return rc, err == nil
 }

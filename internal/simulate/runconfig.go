@@ -18,6 +18,9 @@ type RunConfig struct {
 	// Given names the settings the run set itself, by their snake_case
 	// field names (workload.Options.Build's given).
 	Given []string `json:"given,omitempty"`
+	// Stream is whether bench streamed its answers; nil for a simulated
+	// run and for folders written before it was recorded.
+	Stream *bool `json:"stream,omitempty"`
 }
 
 // GivenFunc is Given as a function of a field name.

@@ -1,16 +1,20 @@
 package verify
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/route"
+	"github.com/tokentrace/tokentrace/internal/simulate"
 )
 
 // Change is one thing that differs between the runs.
@@ -52,11 +56,14 @@ func orNone(v string) string {
 }
 
 // setting is one engine or deployment setting the twin can change: its
-// name as the server exposes it, the embedded engine's flag, the lever,
-// and how to set it on a deployment.
+// name as the server exposes it, the embedded engine's flag (as --applied
+// may name it), the lever, how to set it on a deployment, and its field
+// in a run's typed configuration (engine.Options' or simulate.Options'
+// JSON name; "" for none).
 type setting struct {
 	key, flag, lever string
 	apply            func(d *capacity.Deployment, v string) error
+	field            string
 }
 
 func intSetting(p func(d *capacity.Deployment) *int) func(*capacity.Deployment, string) error {
@@ -87,17 +94,17 @@ func stringSetting(p func(d *capacity.Deployment) *string) func(*capacity.Deploy
 
 // settings is what the twin can change, by the names servers expose.
 var settings = []setting{
-	{"enable_prefix_caching", "sim-enable-prefix-caching", "prefix-caching", boolSetting(func(d *capacity.Deployment) *bool { return &d.Engine.EnablePrefixCaching })},
-	{"enable_chunked_prefill", "sim-enable-chunked-prefill", "chunked-prefill", boolSetting(func(d *capacity.Deployment) *bool { return &d.Engine.EnableChunkedPrefill })},
-	{"max_num_batched_tokens", "sim-max-num-batched-tokens", "token-budget", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.MaxNumBatchedTokens })},
-	{"max_num_seqs", "sim-max-num-seqs", "max-num-seqs", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.MaxNumSeqs })},
-	{"scheduling_policy", "sim-scheduling-policy", "priority-scheduling", stringSetting(func(d *capacity.Deployment) *string { return &d.Engine.SchedulingPolicy })},
-	{"max_waiting", "sim-max-waiting", "admission-control", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.MaxWaiting })},
-	{"cache_dtype", "sim-kv-cache-dtype", "kv-cache-dtype", stringSetting(func(d *capacity.Deployment) *string { return &d.Engine.KVCacheDType })},
-	{"dtype", "sim-dtype", "weights", stringSetting(func(d *capacity.Deployment) *string { return &d.Engine.DType })},
-	{"tensor_parallel_size", "sim-tensor-parallel-size", "tensor-parallel", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.TensorParallelSize })},
-	{"speculative_k", "sim-speculative-k", "speculative-decoding", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.SpeculativeK })},
-	{"block_size", "sim-block-size", "block-size", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.BlockSize })},
+	{"enable_prefix_caching", "sim-enable-prefix-caching", "prefix-caching", boolSetting(func(d *capacity.Deployment) *bool { return &d.Engine.EnablePrefixCaching }), "enable_prefix_caching"},
+	{"enable_chunked_prefill", "sim-enable-chunked-prefill", "chunked-prefill", boolSetting(func(d *capacity.Deployment) *bool { return &d.Engine.EnableChunkedPrefill }), "enable_chunked_prefill"},
+	{"max_num_batched_tokens", "sim-max-num-batched-tokens", "token-budget", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.MaxNumBatchedTokens }), "max_num_batched_tokens"},
+	{"max_num_seqs", "sim-max-num-seqs", "max-num-seqs", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.MaxNumSeqs }), "max_num_seqs"},
+	{"scheduling_policy", "sim-scheduling-policy", "priority-scheduling", stringSetting(func(d *capacity.Deployment) *string { return &d.Engine.SchedulingPolicy }), "scheduling_policy"},
+	{"max_waiting", "sim-max-waiting", "admission-control", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.MaxWaiting }), "max_waiting"},
+	{"cache_dtype", "sim-kv-cache-dtype", "kv-cache-dtype", stringSetting(func(d *capacity.Deployment) *string { return &d.Engine.KVCacheDType }), "kv_cache_dtype"},
+	{"dtype", "sim-dtype", "weights", stringSetting(func(d *capacity.Deployment) *string { return &d.Engine.DType }), "dtype"},
+	{"tensor_parallel_size", "sim-tensor-parallel-size", "tensor-parallel", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.TensorParallelSize }), "tensor_parallel_size"},
+	{"speculative_k", "sim-speculative-k", "speculative-decoding", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.SpeculativeK }), "speculative_k"},
+	{"block_size", "sim-block-size", "block-size", intSetting(func(d *capacity.Deployment) *int { return &d.Engine.BlockSize }), "block_size"},
 	{"gpu_memory_utilization", "sim-gpu-memory-utilization", "gpu-memory-utilization", func(d *capacity.Deployment, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f > 0 && f <= 1) {
@@ -105,25 +112,25 @@ var settings = []setting{
 		}
 		d.Engine.GPUMemoryUtilization = f
 		return nil
-	}},
-	{"replicas", "replicas", "replicas", intSetting(func(d *capacity.Deployment) *int { return &d.Replicas })},
+	}, "gpu_memory_utilization"},
+	{"replicas", "replicas", "replicas", intSetting(func(d *capacity.Deployment) *int { return &d.Replicas }), "replicas"},
 	{"balancer", "balancer", "routing-policy", func(d *capacity.Deployment, v string) error {
 		if !slices.Contains(route.Names, v) {
 			return fmt.Errorf("%q is not one of %s", v, strings.Join(route.Names, ", "))
 		}
 		d.Balancer = v
 		return nil
-	}},
+	}, "balancer"},
 	// The gateway's admission limit: checked here, folded into the
 	// engines by foldGateway once every change is applied.
-	{keyGatewayConcurrency, "gateway-concurrency", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) })},
-	{keyGatewayMaxQueue, "gateway-max-queue", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) })},
-	{"max_max_tokens", "max-max-tokens", "max-tokens-cap", intSetting(func(d *capacity.Deployment) *int { return &d.MaxMaxTokens })},
+	{keyGatewayConcurrency, "gateway-concurrency", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) }), ""},
+	{keyGatewayMaxQueue, "gateway-max-queue", "gateway-admission", intSetting(func(*capacity.Deployment) *int { return new(int) }), ""},
+	{"max_max_tokens", "max-max-tokens", "max-tokens-cap", intSetting(func(d *capacity.Deployment) *int { return &d.MaxMaxTokens }), ""},
 	// Disaggregated serving: the pools (folded from the gateway's
 	// prefill_replicas and replicas by foldPD) and the KV link.
-	{keyPDSplit, "pd-split", "disaggregate", applySplit},
-	{keyPrefillReplicas, "prefill-replicas", "disaggregate", intSetting(func(d *capacity.Deployment) *int { return &d.PrefillReplicas })},
-	{keyKVLink, "kv-link", "kv-link", applyLink},
+	{keyPDSplit, "pd-split", "disaggregate", applySplit, ""},
+	{keyPrefillReplicas, "prefill-replicas", "disaggregate", intSetting(func(d *capacity.Deployment) *int { return &d.PrefillReplicas }), "prefill_replicas"},
+	{keyKVLink, "kv-link", "kv-link", applyLink, "kv_link"},
 }
 
 // upstreamReplica is the label a gateway's /upstream/metrics adds to an
@@ -138,16 +145,16 @@ var derived = map[string]string{
 	"num_gpu_blocks": "the KV-cache blocks follow from the GPU memory, precisions and block size; a change in them alone (num_gpu_blocks_override) is not modelled",
 }
 
-// loadFlags are bench's flags that shape the load: a change in any is the
-// lever "load", modelled by replaying the second run's workload.
-var loadFlags = []string{"rate", "concurrency", "input-tokens", "output-tokens", "prefix-tokens", "prefix-groups",
-	"arrival", "burstiness", "turns", "think-time", "trace", "time-scale", "prompts", "endpoint", "stream",
-	"agent-sessions", "agent-steps", "agent-tools", "tool-latency", "tool-mode"}
+// loadFields are the workload's settings that shape the load
+// (workload.Options' JSON names): a change in any is the lever "load",
+// modelled by replaying the second run's workload; so is a change of the
+// endpoint or of streaming (RunConfig's).
+var loadFields = []string{"rate", "concurrency", "input_tokens", "output_tokens", "prefix_tokens", "prefix_groups",
+	"arrival", "burstiness", "turns", "think_time", "trace", "time_scale", "prompts",
+	"agent_sessions", "agent_steps", "agent_tools", "tool_latency", "tool_mode"}
 
-// sampleFlags draw another sample of the same load: named, not a lever.
-var sampleFlags = []string{"seed", "requests", "duration", "warmup"}
-
-func hasSetting(k string) bool { _, ok := settingByKey(k); return ok }
+// sampleFields draw another sample of the same load: named, not a lever.
+var sampleFields = []string{"seed", "requests", "duration", "warmup"}
 
 func settingByKey(k string) (setting, bool) {
 	i := slices.IndexFunc(settings, func(s setting) bool { return s.key == k || s.lever == k || s.flag == k })
@@ -157,24 +164,23 @@ func settingByKey(k string) (setting, bool) {
 	return settings[i], true
 }
 
-// Run is one results folder's evidence: its run.json and config.json.
+// Run is one results folder's evidence: its run.json and its run's
+// configuration, typed (config.json's run; nil when the folder has none).
 type Run struct {
 	Dir    string
 	Info   results.RunInfo
-	Config map[string]string
+	Config *simulate.RunConfig
 }
 
-// ReadRun reads a results folder's evidence.
-func ReadRun(dir string) (Run, error) {
+// ReadRun reads a results folder's evidence: its run.json, with rc the
+// run's typed configuration as its config.json holds it (nil for none;
+// cli reads it, adapting an older folder's flags).
+func ReadRun(dir string, rc *simulate.RunConfig) (Run, error) {
 	info, _, err := results.ReadRunInfo(dir)
 	if err != nil {
 		return Run{}, err
 	}
-	cfg, err := results.ReadConfig(dir)
-	if err != nil {
-		return Run{}, err
-	}
-	return Run{Dir: dir, Info: info, Config: cfg}, nil
+	return Run{Dir: dir, Info: info, Config: rc}, nil
 }
 
 func (r Run) server() map[string]string {
@@ -184,25 +190,81 @@ func (r Run) server() map[string]string {
 	return r.Info.Server.Config
 }
 
+// engineKey is where a run's engine settings are in its fields: the
+// simulated engine's (simulate), else the one bench embedded.
+func (r Run) engineKey() string {
+	if r.Info.Simulated {
+		return "engine."
+	}
+	return "sim_engine."
+}
+
 // value is setting k as the run's evidence shows it: the server's, else
-// the embedded or simulated engine's flag ("" when neither says).
+// the simulated or embedded engine's, or a simulated deployment's, typed
+// setting ("" when none says).
 func (r Run) value(k string) string {
 	if v, ok := r.server()[k]; ok {
 		return v
 	}
-	if s, ok := settingByKey(k); ok {
-		if r.Info.Simulated {
-			return r.Config[strings.TrimPrefix(s.flag, "sim-")]
-		}
-		return r.Config[s.flag]
+	s, ok := settingByKey(k)
+	if !ok || s.field == "" {
+		return ""
+	}
+	f := fieldsOf(r.Config)
+	if v, ok := f[r.engineKey()+s.field]; ok {
+		return v
+	}
+	if r.Info.Simulated {
+		return f[s.field]
 	}
 	return ""
 }
 
+// fieldsOf is a run's typed configuration as its settings' values by
+// their JSON names, from simulate.Options down ("workload.rate",
+// "engine.max_num_seqs", "replicas", "queue.concurrency"), bench's
+// embedded engine under "sim_engine." and its streaming as "stream";
+// nil for none.
+func fieldsOf(rc *simulate.RunConfig) map[string]string {
+	if rc == nil {
+		return nil
+	}
+	out := map[string]string{}
+	flatten(out, "", reflect.ValueOf(rc.Options))
+	if rc.SimEngine != nil {
+		flatten(out, "sim_engine.", reflect.ValueOf(*rc.SimEngine))
+	}
+	if rc.Stream != nil {
+		out["stream"] = strconv.FormatBool(*rc.Stream)
+	}
+	return out
+}
+
+// flatten adds a struct's exported fields to out by their JSON names
+// behind prefix, nested structs' under their own name and a dot.
+func flatten(out map[string]string, prefix string, v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if fv := v.Field(i); fv.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() {
+			flatten(out, prefix+name+".", fv)
+		} else {
+			out[prefix+name] = fmt.Sprint(fv.Interface())
+		}
+	}
+}
+
 // Diff lists what changed from a to b: the server's exposed
-// configuration, the embedded engine's flags where the server exposed
-// nothing of the same setting, bench's load, and the rest of the embedded
-// engine's flags (named, not modelled).
+// configuration, the engine's typed settings where the server exposed
+// nothing of the same setting, the load, and the rest of the embedded
+// engine's settings (named, not modelled). A run's settings come before
+// its engine's, each by name.
 func Diff(a, b Run) []Change {
 	var out []Change
 	sa, sb := a.server(), b.server()
@@ -221,41 +283,77 @@ func Diff(a, b Run) []Change {
 			seen[s.key] = true
 		}
 	}
-	for _, k := range sortedUnion(a.Config, b.Config) {
-		va, okA := a.Config[k]
-		vb, okB := b.Config[k]
-		if va == vb || !okA || !okB || k == "output-dir" { // a flag one run did not record is unknown, not changed
+	fa, fb := fieldsOf(a.Config), fieldsOf(b.Config)
+	keys := sortedUnion(fa, fb)
+	slices.SortStableFunc(keys, func(x, y string) int { return cmp.Compare(isEngineKey(x), isEngineKey(y)) })
+	for _, k := range keys {
+		va, okA := fa[k]
+		vb, okB := fb[k]
+		if va == vb || !okA || !okB { // a setting one run did not record is unknown, not changed
 			continue
 		}
-		switch {
-		case slices.Contains(loadFlags, k):
-			out = append(out, Change{Lever: "load", Setting: k, Before: va, After: vb, Source: loadSource(a), Modeled: true})
-		case slices.Contains(sampleFlags, k):
-			out = append(out, Change{Setting: k, Before: va, After: vb, Source: loadSource(a), Modeled: true,
-				Why: "another sample of the same load: the twin replays the second run's requests"})
-		case a.Info.Simulated && b.Info.Simulated && k != "replicas" && hasSetting("sim-"+k):
-			if s, _ := settingByKey("sim-" + k); !seen[s.key] {
-				out = append(out, classify(s.key, va, vb, "simulated engine"))
-			}
-		case strings.HasPrefix(k, "sim-"):
-			s, ok := settingByKey(k)
-			if ok && seen[s.key] {
-				continue
-			}
-			c := classify(strings.TrimPrefix(k, "sim-"), va, vb, "embedded engine")
-			if ok {
-				c = classify(s.key, va, vb, "embedded engine")
-			}
+		if c, ok := change(a, b, k, va, vb, seen); ok {
 			out = append(out, c)
-		case k == "replicas" || k == "max-max-tokens":
-			src := "bench"
-			if a.Info.Simulated {
-				src = "simulated deployment"
-			}
-			out = append(out, classify(k, va, vb, src))
 		}
 	}
 	return out
+}
+
+// isEngineKey orders a run's own settings (0) before its engine's (1).
+func isEngineKey(k string) int {
+	if strings.HasPrefix(k, "engine.") || strings.HasPrefix(k, "sim_engine.") {
+		return 1
+	}
+	return 0
+}
+
+// change is the change of typed setting k from a (the first run) to b,
+// va to vb; ok is false for a setting verify does not speak of. seen
+// holds the settings the servers' evidence already showed changed.
+func change(a, b Run, k, va, vb string, seen map[string]bool) (Change, bool) {
+	w, isWorkload := strings.CutPrefix(k, "workload.")
+	switch {
+	case isWorkload && slices.Contains(loadFields, w), k == "endpoint", k == "stream":
+		if w == "" {
+			w = k
+		}
+		return Change{Lever: "load", Setting: w, Before: va, After: vb, Source: loadSource(a), Modeled: true}, true
+	case isWorkload && slices.Contains(sampleFields, w):
+		return Change{Setting: w, Before: va, After: vb, Source: loadSource(a), Modeled: true,
+			Why: "another sample of the same load: the twin replays the second run's requests"}, true
+	case strings.HasPrefix(k, "engine."):
+		s, ok := settingByField(strings.TrimPrefix(k, "engine."))
+		if !ok || !a.Info.Simulated || !b.Info.Simulated || seen[s.key] {
+			return Change{}, false
+		}
+		return classify(s.key, va, vb, "simulated engine"), true
+	case strings.HasPrefix(k, "sim_engine."):
+		f := strings.TrimPrefix(k, "sim_engine.")
+		s, ok := settingByField(f)
+		if ok && seen[s.key] {
+			return Change{}, false
+		}
+		if ok {
+			f = s.key
+		}
+		return classify(f, va, vb, "embedded engine"), true
+	case k == "replicas":
+		src := "bench"
+		if a.Info.Simulated {
+			src = "simulated deployment"
+		}
+		return classify(k, va, vb, src), true
+	}
+	return Change{}, false
+}
+
+// settingByField is the setting of a typed engine or deployment field.
+func settingByField(f string) (setting, bool) {
+	i := slices.IndexFunc(settings, func(s setting) bool { return s.field != "" && s.field == f })
+	if i < 0 {
+		return setting{}, false
+	}
+	return settings[i], true
 }
 
 // loadSource names where a run's load flags come from.

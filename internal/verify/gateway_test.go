@@ -38,7 +38,7 @@ func TestFoldGateway(t *testing.T) {
 func TestDiffFindsTheGatewaysLevers(t *testing.T) {
 	gw := func(conc, queue, early string) Run {
 		return run(map[string]string{"replicas": "1", "balancer": "least_outstanding", keyGatewayConcurrency: conc,
-			keyGatewayMaxQueue: queue, "early_reject": early}, map[string]string{})
+			keyGatewayMaxQueue: queue, "early_reject": early}, nil)
 	}
 	a, b := gw("0", "1024", "false"), gw("4", "8", "true")
 	cs := Diff(a, b)

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
+	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/results"
+	"github.com/tokentrace/tokentrace/internal/simulate"
 )
 
 // The interval by hand: draws 100, 110, 90 (mean 100, s = 10), e = 5 %:
@@ -142,15 +144,26 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-func run(server map[string]string, flags map[string]string) Run {
-	return Run{Info: results.RunInfo{Server: &results.ServerInfo{Engine: "tokentrace", Config: server}}, Config: flags}
+func run(server map[string]string, rc *simulate.RunConfig) Run {
+	return Run{Info: results.RunInfo{Server: &results.ServerInfo{Engine: "tokentrace", Config: server}}, Config: rc}
+}
+
+// benchRun is a bench run's typed configuration: its rate and seed, the
+// engine it embedded (max_num_seqs, GPU) and its folder.
+func benchRun(rate float64, seed uint64, maxNumSeqs int, gpu, dir string) *simulate.RunConfig {
+	rc := simulate.RunConfig{Options: simulate.DefaultOptions()}
+	rc.Options.Workload.Rate, rc.Options.Workload.Seed, rc.Options.OutputDir = rate, seed, dir
+	eng := engine.DefaultOptions()
+	eng.MaxNumSeqs, eng.GPU = maxNumSeqs, gpu
+	rc.SimEngine = &eng
+	return &rc
 }
 
 func TestDiffFindsEvidenceAndLoad(t *testing.T) {
 	a := run(map[string]string{"max_num_seqs": "2", "enable_prefix_caching": "false", "num_gpu_blocks": "100", "block_size": "16"},
-		map[string]string{"rate": "4", "seed": "1", "sim-max-num-seqs": "2", "sim-gpu": "H100-SXM", "output-dir": "a"})
+		benchRun(4, 1, 2, "H100-SXM", "a"))
 	b := run(map[string]string{"max_num_seqs": "4", "enable_prefix_caching": "false", "num_gpu_blocks": "90", "block_size": "16"},
-		map[string]string{"rate": "8", "seed": "1", "sim-max-num-seqs": "4", "sim-gpu": "A100-80GB", "output-dir": "b"})
+		benchRun(8, 1, 4, "A100-80GB", "b"))
 	got := Diff(a, b)
 	var lines []string
 	for _, c := range got {
