@@ -197,22 +197,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		var held bool
 		start, inbox, aborts, held = e.take(start, idle, inbox[:0], aborts[:0])
-		for _, q := range inbox {
-			if q.state != stDone { // aborted while it waited in the inbox
-				s.add(q)
-			}
-		}
-		clear(inbox)
-		if len(aborts) > 0 {
-			for _, q := range aborts {
-				at := max(start, q.arrival) // one still in the inbox arrived after start
-				if s.abort(q, at) {
-					e.deliver(q, 0, FinishAbort, at)
-				}
-			}
-			s.compactRunning()
-			clear(aborts)
-		}
+		e.admit(start, inbox, aborts)
 
 		e.applyResets()
 		dur, ok := s.schedule(start)
@@ -223,17 +208,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			// Nothing to run: wait unless take left submissions for a
 			// later step. One queued after take has signalled e.wake,
 			// which only this wait drains, so none is missed.
-			if !held {
-				var ready <-chan time.Time // a KV transfer ending
-				if at, ok := s.nextReady(); ok {
-					ready = e.clock.After(time.Duration(at - e.instant(e.clock.Now())))
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-e.wake:
-				case <-ready:
-				}
+			if !held && !e.waitIdle(ctx) {
+				return nil
 			}
 			continue
 		}
@@ -266,6 +242,46 @@ func (e *Engine) Run(ctx context.Context) error {
 			start = now
 		}
 	}
+}
+
+// admit adds the submissions take found (inbox) to the scheduler, but
+// those aborted while they waited, and ends the aborted ones (aborts) at
+// start, or at their arrival when later; it clears both for reuse.
+func (e *Engine) admit(start int64, inbox, aborts []*request) {
+	s := e.s
+	for _, q := range inbox {
+		if q.state != stDone { // aborted while it waited in the inbox
+			s.add(q)
+		}
+	}
+	clear(inbox)
+	if len(aborts) == 0 {
+		return
+	}
+	for _, q := range aborts {
+		at := max(start, q.arrival) // one still in the inbox arrived after start
+		if s.abort(q, at) {
+			e.deliver(q, 0, FinishAbort, at)
+		}
+	}
+	s.compactRunning()
+	clear(aborts)
+}
+
+// waitIdle waits, with nothing to run, for a submission (e.wake), a KV
+// transfer's end or ctx's; false when ctx ended.
+func (e *Engine) waitIdle(ctx context.Context) bool {
+	var ready <-chan time.Time // a KV transfer ending
+	if at, ok := e.s.nextReady(); ok {
+		ready = e.clock.After(time.Duration(at - e.instant(e.clock.Now())))
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-e.wake:
+	case <-ready:
+	}
+	return true
 }
 
 // ObserveSteps makes the step loop call f with each step's lateness: how
