@@ -878,6 +878,13 @@ func BenchmarkTwoClocks(b *testing.B) {
 	for _, c := range fullGrid {
 		b.Run(c.name, func(b *testing.B) {
 			r := runClocks(b, c)
+			for _, g := range r.gaps(afterTransport...) {
+				judged := "judged"
+				if !g.judged() {
+					judged = "not judged: " + g.apart()
+				}
+				b.Logf("%s %s: served %.1f ms, simulated %.1f ms%s: %.1f %%, %s", g.metric, g.pct, g.served, g.simulated, g.draws(), 100*g.relative, judged)
+			}
 			w5, w10, t50 := worst(r.gaps(afterTransport...))
 			c5, _, c50 := worst(r.gaps(clientSide...))
 			n, longest := r.late()
