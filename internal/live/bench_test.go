@@ -134,3 +134,26 @@ func BenchmarkSinceStart(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGatewayBoardRecord is the gateway view's cost per record at
+// 1,000 records a second: the hand-off (Offer), the window, the record's
+// pool and upstream rows (two upstreams), a snapshot each second of the
+// run's clock. Each record streams 128 tokens.
+func BenchmarkGatewayBoardRecord(b *testing.B) {
+	recs := benchRecords()
+	board := New(Config{Gateway: true})
+	labs := []Labels{{Pool: "p", Upstream: "http://a:8000", Admitted: true, Status: 200},
+		{Pool: "p", Upstream: "http://b:8000", Admitted: true, Status: 200}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	var now int64
+	for i := range b.N {
+		board.Offer(recs[i%len(recs)], labs[i%2])
+		now += msNS
+		if now%int64(time.Second) == 0 {
+			board.step(now, false)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}

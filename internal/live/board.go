@@ -242,8 +242,8 @@ type aggregator struct {
 	ws       windowStats
 	coll     *report.Collector // nil in the gateway's view
 	spare    []entry
-	groups   map[string]*group // the gateway's pools and upstreams
-	gws      windowStats       // scratch for a group's window
+	groups   map[groupKey]*group // the gateway's pools and upstreams
+	gws      windowStats         // scratch for a group's window
 	failures map[string]int64
 	ok       int64
 	ttft     stats.Sketch // every record's TTFT (the plain line)
@@ -269,7 +269,7 @@ func (a *aggregator) init(cfg Config) {
 	a.cfg, a.win = cfg, newSlots(cfg.Window)
 	a.coll = cfg.Collector
 	if cfg.Gateway {
-		a.win.own, a.coll, a.groups = true, nil, map[string]*group{}
+		a.win.own, a.coll, a.groups = true, nil, map[groupKey]*group{}
 	} else if a.coll == nil {
 		a.coll = report.NewCollector(cfg.Report)
 	}

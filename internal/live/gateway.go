@@ -71,6 +71,9 @@ type entry struct {
 	lab Labels
 }
 
+// groupKey is a group by its kind and name.
+type groupKey struct{ kind, name string }
+
 // group is one pool's or upstream's state on the board's goroutine.
 type group struct {
 	win *slots
@@ -119,18 +122,18 @@ func (a *aggregator) addGroups(e entry) {
 
 // groupOf finds or makes a group (OtherGroup beyond maxGroups).
 func (a *aggregator) groupOf(kind, name string) *group {
-	k := kind + "\x00" + name
+	k := groupKey{kind, name}
 	if g, ok := a.groups[k]; ok {
 		return g
 	}
 	if len(a.groups) >= maxGroups {
-		name, k = OtherGroup, kind+"\x00"+OtherGroup
+		name, k = OtherGroup, groupKey{kind, OtherGroup}
 		if g, ok := a.groups[k]; ok {
 			return g
 		}
 	}
 	g := &group{win: newSlots(a.cfg.Window), Group: Group{Kind: kind, Name: name}}
-	g.win.own = true
+	g.win.own, g.win.lean = true, true
 	a.groups[k] = g
 	return g
 }

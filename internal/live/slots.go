@@ -46,6 +46,9 @@ type slots struct {
 	// own: a record's split is its Timing (the gateway's own stages),
 	// not its Path.
 	own bool
+	// lean: TTFT and E2E only, no split (a gateway's pool or upstream
+	// row, which shows no more).
+	lean bool
 }
 
 // partKey is a part of a path by its hop and stage.
@@ -87,6 +90,9 @@ func (w *slots) add(rec *latency.Record) {
 	}
 	s.ok++
 	for i, m := range metricNames {
+		if w.lean && (m == latency.ITL || m == latency.TPOT) {
+			continue
+		}
 		if m == latency.ITL {
 			w.itl = rec.ITLs(w.itl[:0])
 			for _, g := range w.itl {
@@ -97,6 +103,9 @@ func (w *slots) add(rec *latency.Record) {
 		if d, ok := rec.Value(m); ok {
 			s.hist[i].Add(int64(d))
 		}
+	}
+	if w.lean {
+		return
 	}
 	if w.own {
 		w.ownStages(s, rec)
