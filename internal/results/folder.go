@@ -57,6 +57,21 @@ func WriteSummary(dir string, summary any) error {
 type ClientLateness struct {
 	P50MS float64 `json:"tick_late_p50_ms"`
 	P99MS float64 `json:"tick_late_p99_ms"`
+	// Ticks woke every PeriodMS while requests were in flight; StallMS
+	// is the lateness summed over the wake-ups past the stall threshold.
+	Ticks    int64   `json:"ticks"`
+	PeriodMS float64 `json:"tick_period_ms"`
+	StallMS  float64 `json:"stall_total_ms"`
+}
+
+// StallShare is the share of the time requests were in flight that the
+// load generator could not run: StallMS ÷ (Ticks·PeriodMS + StallMS); 0
+// when it recorded none.
+func (l ClientLateness) StallShare() float64 {
+	if d := float64(l.Ticks)*l.PeriodMS + l.StallMS; d > 0 {
+		return l.StallMS / d
+	}
+	return 0
 }
 
 // ReadClientLateness reads dir/summary.json's client.timekeeping; ok is

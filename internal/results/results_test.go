@@ -216,8 +216,12 @@ func TestReadClientLateness(t *testing.T) {
 		"ticks": 100, "tick_late_p50_ms": 0.5, "tick_late_p99_ms": 12.5}}}); err != nil {
 		t.Fatal(err)
 	}
-	if l, ok := ReadClientLateness(dir); !ok || l.P50MS != 0.5 || l.P99MS != 12.5 {
-		t.Errorf("lateness %+v (%v), want 0.5 and 12.5 ms", l, ok)
+	if l, ok := ReadClientLateness(dir); !ok || l.P50MS != 0.5 || l.P99MS != 12.5 || l.StallShare() != 0 {
+		t.Errorf("lateness %+v (%v), want 0.5 and 12.5 ms, no stall", l, ok)
+	}
+	// 300 ticks of 5 ms and 500 ms of stalls: 500 ÷ (1,500 + 500) = 25 %.
+	if got := (ClientLateness{Ticks: 300, PeriodMS: 5, StallMS: 500}).StallShare(); got != 0.25 {
+		t.Errorf("stall share %v, want 0.25", got)
 	}
 	other := t.TempDir()
 	if err := WriteSummary(other, map[string]any{"client": map[string]any{}}); err != nil {

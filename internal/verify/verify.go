@@ -234,33 +234,35 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, field.Wrap("profile", err)
 		}
 	}
-	if res.Rows, err = compare(ctx, cfg, d, w, seed); err != nil {
+	var mnotes []string
+	if res.Rows, mnotes, err = compare(ctx, cfg, d, w, seed); err != nil {
 		return nil, err
 	}
-	res.Notes = append(fitNotes(res.Rows, prof, cfg.Before.Dir), res.Notes...)
+	res.Notes = append(append(mnotes, fitNotes(res.Rows, prof, cfg.Before.Dir)...), res.Notes...)
 	res.tally()
 	res.ElapsedS = time.Since(start).Seconds()
 	return res, nil
 }
 
 // compare reads both runs, draws the twins (deployment d, workload w from
-// seed) and measures the first run's noise and both runs' clocks: the rows.
-func compare(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload, seed uint64) ([]Row, error) {
+// seed) and measures the first run's noise and both runs' clocks: the
+// rows, and a note when the machine's load moved between the runs.
+func compare(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.Workload, seed uint64) ([]Row, []string, error) {
 	before, err := report.Load(ctx, []string{cfg.Before.Dir}, report.Options{SLOs: cfg.SLOs, Resamples: 1})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	after, err := report.Load(ctx, []string{cfg.After.Dir}, report.Options{SLOs: cfg.SLOs, Resamples: 1})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	twinBefore, twinReqs, draws, err := drawTwins(ctx, cfg, d, w, seed)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	measured, err := ReadRequests(cfg.Before.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("the first run's noise: %w", err)
+		return nil, nil, fmt.Errorf("the first run's noise: %w", err)
 	}
 	var clocks []results.ClientLateness
 	for _, dir := range []string{cfg.Before.Dir, cfg.After.Dir} {
@@ -268,7 +270,26 @@ func compare(ctx context.Context, cfg Config, d capacity.Deployment, w capacity.
 			clocks = append(clocks, l)
 		}
 	}
-	return rows(before, after, twinBefore, draws, MeasureNoise(measured, twinReqs), clocks, len(cfg.SLOs) > 0), nil
+	return rows(before, after, twinBefore, draws, MeasureNoise(measured, twinReqs), clocks, len(cfg.SLOs) > 0), machineNote(clocks), nil
+}
+
+// machineShift is the difference between the runs' stall shares above
+// which verify says the machine was not the same in both.
+const machineShift = 0.05
+
+// machineNote says when the load generator could not run for a share of
+// one run's time 5 points or more apart from the other's (none
+// otherwise, or where either run recorded none): a shared machine's load
+// moved between the runs, which no twin models.
+func machineNote(clocks []results.ClientLateness) []string {
+	if len(clocks) != 2 {
+		return nil
+	}
+	b, a := clocks[0].StallShare(), clocks[1].StallShare()
+	if math.Abs(a-b) < machineShift {
+		return nil
+	}
+	return []string{fmt.Sprintf("the machine was not the same in both runs: bench's own clock stalled for %.0f %% of the first run's time in flight and %.0f %% of the second's (summary.json client.timekeeping); an engine on the same machine lost at least as much, so a verdict here judges the machine's load as much as the twin", 100*b, 100*a)}
 }
 
 // changeNotes says what the twin cannot model of the changes, the twin's

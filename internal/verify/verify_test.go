@@ -349,3 +349,20 @@ func TestLedgerAppliedAndMeanAbsError(t *testing.T) {
 		t.Errorf("no row admitted: %v, want NaN", got)
 	}
 }
+
+// The machine note: bench stalled for 25 % of the first run (500 ms over
+// 300 ticks of 5 ms) and 6 % of the second (100 ms): named; 25 % and 22 %
+// (425 ms): within 5 points, not; one run without timekeeping: not.
+func TestMachineNote(t *testing.T) {
+	first := results.ClientLateness{Ticks: 300, PeriodMS: 5, StallMS: 500}
+	if n := machineNote([]results.ClientLateness{first, {Ticks: 300, PeriodMS: 5, StallMS: 100}}); len(n) != 1 ||
+		!strings.Contains(n[0], "25 % of the first run") || !strings.Contains(n[0], "6 % of the second") {
+		t.Errorf("a moved load: %q", n)
+	}
+	if n := machineNote([]results.ClientLateness{first, {Ticks: 300, PeriodMS: 5, StallMS: 425}}); n != nil {
+		t.Errorf("within 5 points: %q", n)
+	}
+	if n := machineNote([]results.ClientLateness{first}); n != nil {
+		t.Errorf("one run: %q", n)
+	}
+}
