@@ -48,6 +48,23 @@ type Deployment struct {
 	// replica then takes PrefillTP GPUs, and a KV transfer moves
 	// min(PrefillTP, the decode TP) shards at once. 0: Engine's TP.
 	PrefillTP int
+	// FrontEnd, when set, is each replica's front end per request
+	// (simulate.Config.FrontEnd; 0: none); nil: the engine family's
+	// release's (engine.Options.FrontEnd), as simulate --engine adds it.
+	// A disaggregated deployment adds none.
+	FrontEnd *time.Duration
+}
+
+// frontEnd is each replica's front end per request: FrontEnd when set,
+// else the engine family's release's; none when disaggregated.
+func (d Deployment) frontEnd() (time.Duration, error) {
+	switch {
+	case d.Disaggregated():
+		return 0, nil
+	case d.FrontEnd != nil:
+		return *d.FrontEnd, nil
+	}
+	return d.Engine.FrontEnd()
 }
 
 // Disaggregated reports whether d runs prefill and decode on separate

@@ -131,6 +131,9 @@ func (r *resolved) evaluate(w Workload, slos []latency.SLO, rate float64, o Opti
 		Workload: withCap(lengthsOnly(src, r.ec.EnablePrefixCaching), r.MaxMaxTokens), Load: load, IgnoreEOS: w.IgnoreEOS, Network: w.Network,
 		NoTokenTimes: !j.needsTokens() && o.Records == nil, RecycleRecords: true, SampleInterval: simulate.SampleInterval, Force: o.Force,
 	}
+	if cfg.FrontEnd, err = r.frontEnd(); err != nil {
+		return Point{}, err
+	}
 	if r.ShortestFirst {
 		cfg.Priority = shortestFirst
 	}

@@ -89,7 +89,7 @@ func TestOptionsFrontEnd(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := DefaultOptions()
 			o.Engine.Engine, o.FrontEnd, o.PrefillReplicas = c.engine, c.given, c.prefill
-			got, err := o.frontEnd(func(f string) bool { return f == "front_end" && c.setGiven })
+			got, err := o.FrontEndOf(func(f string) bool { return f == "front_end" && c.setGiven })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -71,9 +71,10 @@ type Options struct {
 	Steps     bool   `json:"steps"`      // steps: write steps.jsonl
 }
 
-// frontEnd is the front end per request the run adds: the one given, or
-// the engine family's release's on a unified deployment.
-func (o Options) frontEnd(given func(field string) bool) (time.Duration, error) {
+// FrontEndOf is the front end per request the run adds (Config.FrontEnd):
+// the one given (front_end), or the engine family's release's on a
+// unified deployment.
+func (o Options) FrontEndOf(given func(field string) bool) (time.Duration, error) {
 	if given("front_end") {
 		return o.FrontEnd, nil
 	}
@@ -161,7 +162,7 @@ func (o Options) Config(given func(field string) bool, now time.Time) (Config, O
 		Workload:        src, Load: l, IgnoreEOS: ignoreEOS, Model: model, Steps: o.Steps,
 		SampleInterval: SampleInterval, Force: o.Force,
 	}
-	if cfg.FrontEnd, err = o.frontEnd(given); err != nil {
+	if cfg.FrontEnd, err = o.FrontEndOf(given); err != nil {
 		return cfg, out, err
 	}
 	if o.PrefillReplicas != 0 {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
@@ -108,16 +109,26 @@ func TwinOf(dir string, rec Recorded, profile, gpuFile string) (Twin, string, er
 	case sim:
 		t.Basis = "the run's engine"
 		t.Notes = append(t.Notes, SimulateLeftOut(p.Options)...)
+		// The run's front end, as simulate added it (--front-end, or its
+		// --engine release's).
+		fe, err := p.Options.FrontEndOf(p.Given)
+		if err != nil {
+			return Twin{}, "", &InputError{err}
+		}
+		t.Deployment.FrontEnd = &fe
 	case embedded:
 		t.Basis = "the embedded engine's settings"
 		t.Deployment.Engine = p.SimEngine
+		none := time.Duration(0) // serve's engine: its HTTP front end is its own
+		t.Deployment.FrontEnd = &none
 	default:
 		t.Basis = "profile " + filepath.Base(profile)
 		eng, notes, err := EngineOfProfile(profile, info)
 		if err != nil {
 			return Twin{}, "", &InputError{err}
 		}
-		t.Deployment = capacity.Deployment{Engine: eng, Replicas: 1}
+		none := time.Duration(0) // the profile was fitted on the server's own TTFT, its front end inside
+		t.Deployment = capacity.Deployment{Engine: eng, Replicas: 1, FrontEnd: &none}
 		t.Notes = append(t.Notes, notes...)
 	}
 	if gpuFile != "" {
