@@ -84,11 +84,14 @@ func runServeCheck(ctx context.Context, w io.Writer, module string, c serveCheck
 // runChurnCheck runs serve's BenchmarkStreamsChurn (serve and its null
 // server, the order alternating) once per run, and prints each run's
 // token-gap jitter P99 (|gap − the answer's own median gap|) and ratio,
-// judged 9 runs of 10 within the target.
+// judged 9 runs of 10 within the target, beside each side's step lateness
+// P99 (its pacer — serve's step loop, the null server's ticker — woken
+// behind the step's end: the host's share of the jitter).
 func runChurnCheck(ctx context.Context, w io.Writer, module string, c churnCheck, step time.Duration) error {
 	fmt.Fprintf(w, "serve under churn: %d closed-loop streams, %d answers of %d tokens, a %v step, against an exact-schedule (null) server; %d runs\n",
 		c.Streams, c.Requests, c.Tokens, step, c.Runs)
-	fmt.Fprintf(w, "%-4s %-5s %-27s %-27s %-6s %s\n", "run", "first", "serve jitter P50/P99 ms", "null jitter P50/P99 ms", "ratio", "CPU/chunk serve / null, serve allocs/request, GCs")
+	fmt.Fprintf(w, "%-4s %-5s %-27s %-27s %-6s %-25s %s\n", "run", "first", "serve jitter P50/P99 ms", "null jitter P50/P99 ms", "ratio",
+		"step late P99 serve/null", "CPU/chunk serve / null, serve allocs/request, GCs")
 	met := 0
 	for i := range c.Runs {
 		load := loadAverage()
@@ -113,10 +116,11 @@ func runChurnCheck(ctx context.Context, w io.Writer, module string, c churnCheck
 		if nullFirst {
 			first = "null"
 		}
-		fmt.Fprintf(w, "%-4d %-5s %-27s %-27s %-6.2f %.1f / %.1f µs, %.0f, %.0f; load %s\n", i+1, first,
+		fmt.Fprintf(w, "%-4d %-5s %-27s %-27s %-6.2f %-25s %.1f / %.1f µs, %.0f, %.0f; load %s\n", i+1, first,
 			fmt.Sprintf("%.2f / %.2f", s["p50-gap-jitter-ms"], s["p99-gap-jitter-ms"]),
 			fmt.Sprintf("%.2f / %.2f", n["p50-gap-jitter-ms"], n["p99-gap-jitter-ms"]),
-			ratio, s["server-cpu-us/chunk"], n["server-cpu-us/chunk"], s["allocs/request"], s["GCs"], load)
+			ratio, fmt.Sprintf("%.2f / %.2f ms", s["p99-step-late-ms"], n["p99-step-late-ms"]),
+			s["server-cpu-us/chunk"], n["server-cpu-us/chunk"], s["allocs/request"], s["GCs"], load)
 	}
 	need := (c.Runs*9 + 9) / 10
 	fmt.Fprintf(w, "target: serve's jitter P99 ≤ %.1f × the null server's in 9 runs of 10: %s — within it in %d runs of %d\n\n", jitterTarget, metWord(met >= need), met, c.Runs)

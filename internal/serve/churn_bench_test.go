@@ -105,7 +105,7 @@ func churnConn(c churnSpec, req []byte, left, answers *atomic.Int64, jitter *sta
 	buf := make([]byte, 4096)
 	resp := make([]byte, 0, 16<<10)
 	arrivals := make([]time.Time, 0, c.tk+4)
-	gaps := make([]time.Duration, 0, c.tk+4)
+	gaps := make([]time.Duration, 0, c.tk+4) // each answer's jitter
 	for left.Add(-1) >= 0 {
 		if _, err := conn.Write(req); err != nil {
 			return err
@@ -130,21 +130,34 @@ func churnConn(c churnSpec, req []byte, left, answers *atomic.Int64, jitter *sta
 		if got := bytes.Count(resp, []byte("data: {")); got < 1 || got > c.tk {
 			return fmt.Errorf("an answer held %d token chunks, want 1 to %d", got, c.tk)
 		}
-		gaps = gaps[:0]
-		for i := 1; i < len(arrivals); i++ {
-			gaps = append(gaps, arrivals[i].Sub(arrivals[i-1]))
-		}
-		if len(gaps) > 0 {
-			sorted := slices.Clone(gaps)
-			slices.Sort(sorted)
-			med := sorted[len(sorted)/2]
-			for _, g := range gaps {
-				jitter.Add(int64((g - med).Abs()))
-			}
+		gaps = medianGapJitter(gaps[:0], arrivals)
+		for _, j := range gaps {
+			jitter.Add(int64(j))
 		}
 		answers.Add(1)
 	}
 	return nil
+}
+
+// medianGapJitter appends to dst the token-gap jitter of one answer whose
+// token chunks arrived at arrivals: for each gap between successive
+// arrivals, |gap − the answer's median gap| (the upper median of an even
+// count), docs/metrics.md.
+func medianGapJitter(dst []time.Duration, arrivals []time.Time) []time.Duration {
+	if len(arrivals) < 2 {
+		return dst
+	}
+	from := len(dst)
+	for i := 1; i < len(arrivals); i++ {
+		dst = append(dst, arrivals[i].Sub(arrivals[i-1]))
+	}
+	sorted := slices.Clone(dst[from:])
+	slices.Sort(sorted)
+	med := sorted[len(sorted)/2]
+	for i := from; i < len(dst); i++ {
+		dst[i] = (dst[i] - med).Abs()
+	}
+	return dst
 }
 
 // answerEnded reports a chunked answer read to its end: the [DONE] event,
@@ -280,4 +293,33 @@ func readRequest(r *bufio.Reader) bool {
 	}
 	_, err := r.Discard(length)
 	return err == nil
+}
+
+// TestMedianGapJitter computes the churn case's jitter by hand: arrivals
+// at 0, 20, 40, 65 and 80 ms have gaps 20, 20, 25 and 15 ms, whose (upper)
+// median is 20 ms, so the jitter is 0, 0, 5 and 5 ms; one arrival has no
+// gap.
+func TestMedianGapJitter(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	ms := func(v ...float64) []time.Time {
+		var out []time.Time
+		for _, f := range v {
+			out = append(out, t0.Add(time.Duration(f*float64(time.Millisecond))))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		arrivals []time.Time
+		want     []time.Duration
+	}{
+		{"five", ms(0, 20, 40, 65, 80), []time.Duration{0, 0, 5 * time.Millisecond, 5 * time.Millisecond}},
+		{"one", ms(7), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := medianGapJitter(nil, c.arrivals); !slices.Equal(got, c.want) {
+				t.Errorf("got %v, want %v", got, c.want)
+			}
+		})
+	}
 }
