@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -456,6 +457,59 @@ func serialRun(n int, serial bool) []synthReq {
 		out[k] = r
 	}
 	return out
+}
+
+// slowFirstSerial is serialRun's server with a first request that takes
+// 2 s to its first token (a model load): every request after it waits,
+// so the least TTFT is itself a wait. Request k is sent at the end of
+// request k−4 (at 0 for the first four) and starts when request k−1 ends.
+func slowFirstSerial(n int) []synthReq {
+	out := make([]synthReq, n)
+	ends := make([]float64, n)
+	for k := range out {
+		at := 0.0
+		if k >= 4 {
+			at = ends[k-4]
+		}
+		start := at
+		if k > 0 {
+			start = max(at, ends[k-1])
+		}
+		prefill := 100.0
+		if k == 0 {
+			prefill = 2000
+		}
+		out[k] = synthReq{at: at, sq: start - at, prefill: prefill, tpot: 10, input: 100, output: 10}
+		ends[k] = start + prefill + 90
+	}
+	slices.SortFunc(out, func(x, y synthReq) int { return cmp.Compare(x.at, y.at) })
+	return out
+}
+
+// TestOneAtATimeWhenEveryRequestWaited checks slowFirstSerial(40): the
+// least TTFT is a wait (the steady state's 3 × 190 + 100 = 670 ms), and the
+// mean TTFT is not 3 times it, but the answers stream one at a time, so
+// each request's first token once served is read from the end of the
+// answer before it (100 ms) and the queue is named one at a time.
+func TestOneAtATimeWhenEveryRequestWaited(t *testing.T) {
+	rep := collect(Options{}, slowFirstSerial(40))
+	k := findingIndex(rep, "server-queueing")
+	if k < 0 {
+		t.Fatalf("no queueing finding: %+v", rep.Findings)
+	}
+	f := rep.Findings[k]
+	if got := f.Numbers["ttft_least_ms"]; got < 99.99 || got > 100.01 {
+		t.Errorf("first token once served %v ms, want 100", got)
+	}
+	if got := f.Numbers["streaming_at_once"]; got < 0.999 || got > 1.001 {
+		t.Errorf("streaming at once %v, want 1", got)
+	}
+	if f.Title != "Requests are served one at a time: the rest wait in a queue" || !strings.Contains(f.Evidence, "one at a time") {
+		t.Errorf("finding %q: %s", f.Title, f.Evidence)
+	}
+	if rep := collect(Options{}, serialRun(40, false)); findingIndex(rep, "server-queueing") >= 0 {
+		t.Errorf("four served together named as queueing: %+v", rep.Findings)
+	}
 }
 
 // TestQueueFromTheRunsShape checks the Little's-law figures by hand on
