@@ -25,8 +25,9 @@ const (
 	// reportBudget × d (0.1 % of the time).
 	reportBudget = 1000
 	// cpuBudget bounds its share of the process's CPU time, with
-	// Config.CPU: after one that cost c of CPU, the next waits until the
-	// process has spent cpuBudget × c more (0.33 %).
+	// Config.CPU: the next waits until the process has spent cpuBudget ×
+	// its expected CPU cost (the last one's per record × the records
+	// now) since the last (0.33 %).
 	cpuBudget   = 300
 	maxHistory  = 600 // points kept (10 minutes at the default tick)
 	maxWarnings = 5
@@ -259,7 +260,8 @@ type aggregator struct {
 	findings   []Finding
 	phases     []PhaseRow
 	nextReport int64
-	nextCPU    time.Duration // the process's CPU time the next one waits for
+	lastCPU    time.Duration // the process's CPU time after the last one
+	perRecord  float64       // the last one's CPU cost per record (ns)
 }
 
 // tick is the counters at one snapshot.

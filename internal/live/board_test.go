@@ -351,7 +351,8 @@ func TestSlowClientBlocksNothing(t *testing.T) {
 }
 
 // With the process's CPU time known, the since-start numbers wait until
-// the process has spent 300 × what the last computation cost.
+// the process has spent 300 × what the next computation is expected to
+// cost: the last one's 1 ms for 1 record, × 2 records: 600 ms.
 func TestSinceStartWaitsForCPU(t *testing.T) {
 	var cpu time.Duration
 	b := New(Config{CPU: func() time.Duration { cpu += time.Millisecond; return cpu }}) // a computation "costs" 1 ms

@@ -85,7 +85,7 @@ func (a *aggregator) fromReport(now int64) *report.Report {
 	cost := time.Since(t0)
 	a.nextReport = now + int64(max(minReportEvery, reportBudget*cost))
 	if cpu1 := a.cpu(); cpu1 > 0 {
-		a.nextCPU = cpu1 + cpuBudget*(cpu1-cpu0)
+		a.lastCPU, a.perRecord = cpu1, float64(cpu1-cpu0)/float64(max(a.added, 1))
 	}
 	a.sinceAt, a.reported = now, a.added
 	a.since = sinceFigures(rep)
@@ -111,10 +111,15 @@ func (a *aggregator) cpu() time.Duration {
 	return a.cfg.CPU()
 }
 
-// cpuAllows reports whether the process has spent the CPU time the next
-// since-start computation waits for.
+// cpuAllows reports whether the process has spent, since the last
+// since-start computation, cpuBudget × what the next one is expected to
+// cost (its cost grows with the records), so that each is paid for
+// before it runs.
 func (a *aggregator) cpuAllows() bool {
-	return a.nextCPU == 0 || a.cpu() >= a.nextCPU
+	if a.lastCPU == 0 {
+		return true
+	}
+	return float64(a.cpu()-a.lastCPU) >= cpuBudget*a.perRecord*float64(a.added)
 }
 
 // sinceFigures are the report's summary and distributions, as they are.

@@ -15,7 +15,8 @@
 // (provisional), recomputed only while someone watches (an /events
 // stream, a terminal view), every 2 s, or no more often than 1,000 ×
 // what the last computation took, and (Config.CPU) only once the process
-// has spent 300 × its CPU cost since. Finish takes in the last records and
+// has spent 300 × its expected CPU cost since the last (the last one's
+// cost per record × the records now: each is paid for before it runs). Finish takes in the last records and
 // run.json and returns the run's report: the last snapshot's "since
 // start" numbers are that report's.
 //
