@@ -32,6 +32,10 @@ type ClosedLoop struct {
 	// before the engine sees a request; requests pass it one at a time, in
 	// the order sent, as through a server's single front-end process.
 	Intake time.Duration
+	// FrontEnd is a delay every request takes after the intake, many at
+	// once, before the engine sees it: an engine release's front end
+	// (simulate.Config.FrontEnd), a latency rather than a server.
+	FrontEnd time.Duration
 	// Seed seeds the jitter.
 	Seed uint64
 }
@@ -69,7 +73,7 @@ func RunClosedLoop(cfg engine.Config, w ClosedLoop) ([]engine.Timeline, error) {
 	var intakeFree time.Duration
 	intake := func(sent time.Duration) arrival {
 		intakeFree = max(intakeFree, sent) + w.Intake
-		return arrival{at: intakeFree, sent: sent}
+		return arrival{at: intakeFree + w.FrontEnd, sent: sent}
 	}
 	sentAt := make([]time.Duration, 0, w.Requests)
 	rng := rand.New(rand.NewPCG(w.Seed, w.Seed^0x9e3779b97f4a7c15))

@@ -66,8 +66,8 @@ func TestIntakeOf(t *testing.T) {
 		want time.Duration
 	}{
 		{"NIM", PublicRow{Engine: "NIM (TensorRT-LLM)", EngineVersion: "NIM 1.8.0"}, nimIntake},
-		{"vLLM 0.11", PublicRow{Engine: "vLLM", EngineVersion: "0.11.0"}, 49400 * time.Microsecond},
-		{"TensorRT-LLM 1.2", PublicRow{Engine: "TensorRT-LLM", EngineVersion: "1.2.0rc1"}, 33500 * time.Microsecond},
+		{"vLLM 0.11", PublicRow{Engine: "vLLM", EngineVersion: "0.11.0"}, 37600 * time.Microsecond},
+		{"TensorRT-LLM 1.2", PublicRow{Engine: "TensorRT-LLM", EngineVersion: "1.2.0rc1"}, 24000 * time.Microsecond},
 		{"TensorRT-LLM 0.x", PublicRow{Engine: "TensorRT-LLM", EngineVersion: "0.18"}, 0},
 		{"no release", PublicRow{Engine: "vLLM"}, 0},
 		{"no family", PublicRow{Engine: "some-server", EngineVersion: "1.0"}, 0},

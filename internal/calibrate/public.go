@@ -271,9 +271,18 @@ func predictWith(p PublicRow, eff perfmodel.Efficiency, intake time.Duration) (P
 // closedLoop is p's closed loop of n requests with the server's intake:
 // its clients, its lengths (drawn about their means when the source's
 // client drew them: InputMin, OutputMin), every client sending at once.
+// NIM's intake is passed one request at a time (ClosedLoop.Intake); an
+// engine release's is its front end, a delay (ClosedLoop.FrontEnd), as
+// simulate adds it.
 func (p PublicRow) closedLoop(n int, intake time.Duration) ClosedLoop {
-	return ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output,
-		InputMin: p.InputMin, OutputMin: p.OutputMin, Intake: intake, Seed: 1}
+	w := ClosedLoop{Clients: min(p.Concurrency, n), Requests: n, Input: p.Input, Output: p.Output,
+		InputMin: p.InputMin, OutputMin: p.OutputMin, Seed: 1}
+	if nimRow(p) {
+		w.Intake = intake
+	} else {
+		w.FrontEnd = intake
+	}
+	return w
 }
 
 // steadyFrom and steadyRounds are the closed loop's steady state as

@@ -110,12 +110,14 @@ func TestRecentHeldOutBySource(t *testing.T) {
 // The pins: the held-out medians measured on the held-out source's 7 rows
 // (InferenceX: 8–64 clients of 1k/1k, and 4 clients of 1k/1k, 1k/8k and
 // 8k/1k on other runners), each run with its client's length spread
-// (input_min, output_min): TTFT 70.2 %, TPOT 15.4 %, E2E 18.4 %, rounded
-// up. They pin a different set and workload than the earlier ≤ 60 / 15 /
-// 16 % (4 rows at fixed mean lengths, whose lockstep cohorts the source's
-// client never sends: docs/performance.md, "Held out by source").
+// (input_min, output_min), the release's front end a delay every request
+// takes (refitted so: SGLang 0.5's 1.3 ms): TTFT 78.4 %, TPOT 15.4 %,
+// E2E 18.7 %, rounded up. The earlier ≤ 71 % TTFT priced the front end as
+// a server taking one request at a time (SGLang's then 28.3 ms), which
+// capped a simulated replica's rate at one per front end
+// (docs/performance.md, "Held out by source").
 const (
-	pinTTFT = 0.71
+	pinTTFT = 0.79
 	pinTPOT = 0.16
 	pinE2E  = 0.19
 )

@@ -8,9 +8,9 @@ import (
 )
 
 // A deployment adds its engine family's front end per request as simulate
-// --engine does (SGLang 0.5's 28.3 ms), FrontEnd replaces it, and a
+// --engine does (SGLang 0.5's 1.3 ms), FrontEnd replaces it, and a
 // disaggregated one adds none. By hand: arrivals 2 s apart never meet in
-// the front end, so every request reaches the engine exactly 28.3 ms
+// the front end, so every request reaches the engine exactly 1.3 ms
 // later and the whole run shifts by it — the P50 TTFT too.
 func TestDeploymentFrontEnd(t *testing.T) {
 	zero, five := time.Duration(0), 5*time.Millisecond
@@ -22,7 +22,7 @@ func TestDeploymentFrontEnd(t *testing.T) {
 		pd   int
 		want time.Duration
 	}{
-		{"the family's", nil, 0, 28300 * time.Microsecond},
+		{"the family's", nil, 0, 1300 * time.Microsecond},
 		{"set", &five, 0, five},
 		{"set to none", &zero, 0, 0},
 		{"disaggregated", nil, 1, 0},
@@ -47,7 +47,7 @@ func TestDeploymentFrontEnd(t *testing.T) {
 	}
 	none := d
 	none.FrontEnd = &zero
-	if got, base := p50(d), p50(none); got-base != 28300*time.Microsecond {
-		t.Errorf("P50 TTFT %v with the family's front end, %v without: the difference %v, want 28.3ms", got, base, got-base)
+	if got, base := p50(d), p50(none); got-base != 1300*time.Microsecond {
+		t.Errorf("P50 TTFT %v with the family's front end, %v without: the difference %v, want 1.3ms", got, base, got-base)
 	}
 }

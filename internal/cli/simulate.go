@@ -103,7 +103,7 @@ func bindDeploymentFlags(g *flagGroup, o *simulate.Options) {
 	g.intVar(&o.PrefixBytes, "prefix-bytes", "how many bytes of a prompt prefix_affinity hashes")
 	g.durationVar(&o.ScrapeInterval, "scrape-interval", "how often the router reads each replica's queue (queue_aware; the adaptive limit's hint); default 1s for queue_aware")
 	g.durationVar(&o.NetworkLatency, "network-latency", "one-way latency between the client and the router (0: the client sees the server's instants)")
-	g.durationVar(&o.FrontEnd, "front-end", "each replica's front end per request before its engine (HTTP, chat template, tokenization), one request at a time; default: the --engine release's fitted figure (docs/engines.md), none without --engine; 0: none")
+	g.durationVar(&o.FrontEnd, "front-end", "each replica's front end per request before its engine (HTTP, chat template, tokenization), a delay every request takes; default: the --engine release's fitted figure (docs/engines.md), none without --engine; 0: none")
 	q := &o.Queue
 	g.intVar(&q.Concurrency, "queue-concurrency", "admission: most requests in flight to the replicas (0: no admission queue)")
 	g.intVar(&q.MaxSize, "queue-max-size", "admission: most requests waiting; more get 429 (default 1024)")

@@ -82,8 +82,8 @@ type FamilyScheduler struct {
 	UBatch int `yaml:"ubatch,omitempty"`
 	// IntakeUS is the release's front end, in microseconds: what every
 	// request costs before the engine sees it (HTTP, chat template,
-	// tokenization, hand-off to the scheduler), paid one request at a time
-	// and counted in the client's TTFT and E2E. Fitted on public closed
+	// tokenization, hand-off to the scheduler), a delay taken by many
+	// requests at once and counted in the client's TTFT and E2E. Fitted on public closed
 	// loops of the release (docs/perfmodel.md, "The front end"); 0: none
 	// measured.
 	IntakeUS float64 `yaml:"intake_us,omitempty"`

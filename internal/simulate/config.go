@@ -78,12 +78,13 @@ type Config struct {
 	NetworkSample []time.Duration
 	NetworkSeed   uint64
 	// FrontEnd is each replica's front end per request (HTTP, chat
-	// template, tokenization, hand-off to the scheduler): a request picked
-	// for a replica passes it, one at a time in the order they reach it,
-	// before the engine sees it; the time waited and served is its record's
-	// server stage "frontend" and counts in its TTFT and E2E, not in the
-	// engine's queue. 0: none (the engine sees a request when it is
-	// routed). Unified deployments only (not with PrefillReplicas).
+	// template, tokenization, hand-off to the scheduler): a delay every
+	// request picked for a replica takes before the engine sees it, many
+	// at once (a latency, not a server with a throughput of its own); it
+	// is its record's server stage "frontend" and counts in its TTFT and
+	// E2E, not in the engine's queue. 0: none (the engine sees a request
+	// when it is routed). Unified deployments only (not with
+	// PrefillReplicas).
 	FrontEnd time.Duration
 	// QueueFullStatus is the status of a request an engine's MaxWaiting
 	// refuses (default 429, serve's).

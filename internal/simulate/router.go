@@ -31,8 +31,6 @@ type replica struct {
 	// instant (-1: none).
 	prefill bool
 	wakeAt  int64
-	// frontFree is when its front end (Config.FrontEnd) is next free.
-	frontFree int64
 }
 
 // Name implements route.Replica.
@@ -133,11 +131,10 @@ func (s *sim) dispatch(id int32) {
 	r.outstanding++ // the replica has it from its pick, as the balancer counts
 	c.frontNS = 0
 	if fe := int64(s.cfg.FrontEnd); fe > 0 {
-		// The replica's front end takes one request at a time, in the
-		// order they reach it; the engine sees the request when it leaves.
-		r.frontFree = max(r.frontFree, s.now) + fe
-		c.frontNS = r.frontFree - s.now
-		s.ev.push(r.frontFree, evFrontEnd, id)
+		// A delay per request, taken by every request at once: the engine
+		// sees the request when it has passed.
+		c.frontNS = fe
+		s.ev.push(s.now+fe, evFrontEnd, id)
 		return
 	}
 	s.submit(id)
