@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -146,5 +148,45 @@ func TestQueueingOnTwoSlots(t *testing.T) {
 	}
 	if ev := rep.Findings[k].Evidence; !strings.Contains(ev, "Ollama") && !strings.Contains(ev, "prompt_eval_duration") {
 		t.Errorf("the queueing finding does not cite Ollama's evidence: %s", ev)
+	}
+}
+
+// TestOneSlotOverItsOpenAIEndpoint: 4 workers against Ollama serving one
+// request at a time (OLLAMA_NUM_PARALLEL=1) over its OpenAI-compatible
+// /v1/chat/completions, which gives no per-request durations, and Ollama
+// has no /metrics: the report names the queueing from the run's shape
+// alone — the answers stream one at a time while about 4 are in flight,
+// each request's first token timed from the end of the answer before it
+// (docs/metrics.md, "Queueing from the run's shape") — as serialised
+// service, and says the per-request split is unknown. The model is loaded
+// first (POST /api/generate with no prompt, Ollama's way to load one), as
+// a user warms a server before measuring it.
+func TestOneSlotOverItsOpenAIEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Ollama")
+	}
+	s := ollamatest.Start(t, ollamatest.Options{Parallel: 1})
+	resp, err := http.Post(s.URL+"/api/generate", "application/json", strings.NewReader(`{"model":"`+s.Model+`","stream":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("loading the model: %s", resp.Status)
+	}
+	dir := filepath.Join(t.TempDir(), "one-slot")
+	rep := bench(t, s.URL, s.Model, dir, "--concurrency", "4", "--requests", "24")
+	logFindings(t, rep)
+	checkRun(t, rep, dir, 32)
+	if len(rep.Summary.ServerEvidence) != 0 {
+		t.Errorf("a per-request split from Ollama's OpenAI endpoint: %v", rep.Summary.ServerEvidence)
+	}
+	k := slices.IndexFunc(rep.Findings, func(f report.Finding) bool { return f.Rule == report.RuleServerQueueing })
+	if k < 0 {
+		t.Fatalf("no %s finding with 4 workers on one slot", report.RuleServerQueueing)
+	}
+	if f := rep.Findings[k]; !strings.Contains(f.Title, "served one at a time") || !strings.Contains(f.Evidence, "is unknown") {
+		t.Errorf("finding %q: %s\nwant one-at-a-time service named from the run's shape, the split unknown", f.Title, f.Evidence)
 	}
 }
