@@ -131,24 +131,8 @@ func TwinOf(dir string, rec Recorded, profile, gpuFile string) (Twin, string, er
 		t.Deployment = capacity.Deployment{Engine: eng, Replicas: 1, FrontEnd: &none}
 		t.Notes = append(t.Notes, notes...)
 	}
-	if gpuFile != "" {
-		if _, err := perfmodel.GPUCatalogFor(gpuFile); err != nil {
-			return Twin{}, "", &InputError{field.Wrap("gpu_file", err)}
-		}
-		t.Deployment.Engine.GPUFile = gpuFile
-	}
-	if profile != "" {
-		t.Deployment.Engine.Profile = profile
-		if sim || embedded {
-			t.Basis = "profile " + filepath.Base(profile)
-		}
-		if _, _, err := t.Deployment.Engine.Config(); err != nil {
-			var fe *field.Error
-			if errors.As(err, &fe) && fe.Field == "gpu" && gpuFile == "" {
-				err = field.Invalid("profile", profile, "is for GPU %s, not in the catalog: give its --gpu-file (%v)", t.Deployment.Engine.GPU, fe.Err)
-			}
-			return Twin{}, "", &InputError{field.Wrap("profile", unwrapField(err))}
-		}
+	if err := t.withFiles(profile, gpuFile, sim || embedded); err != nil {
+		return Twin{}, "", err
 	}
 	if !sim && !embedded {
 		if err := t.disaggregatedOf(dir, info); err != nil {
@@ -170,6 +154,33 @@ func TwinOf(dir string, rec Recorded, profile, gpuFile string) (Twin, string, er
 		}
 	}
 	return t, "", nil
+}
+
+// withFiles applies a GPU catalog file and a calibrated profile given for
+// the twin's engine (rebuilt says the engine came from the run's own
+// configuration, which the profile then replaces as its basis).
+func (t *Twin) withFiles(profile, gpuFile string, rebuilt bool) error {
+	if gpuFile != "" {
+		if _, err := perfmodel.GPUCatalogFor(gpuFile); err != nil {
+			return &InputError{field.Wrap("gpu_file", err)}
+		}
+		t.Deployment.Engine.GPUFile = gpuFile
+	}
+	if profile == "" {
+		return nil
+	}
+	t.Deployment.Engine.Profile = profile
+	if rebuilt {
+		t.Basis = "profile " + filepath.Base(profile)
+	}
+	if _, _, err := t.Deployment.Engine.Config(); err != nil {
+		var fe *field.Error
+		if errors.As(err, &fe) && fe.Field == "gpu" && gpuFile == "" {
+			err = field.Invalid("profile", profile, "is for GPU %s, not in the catalog: give its --gpu-file (%v)", t.Deployment.Engine.GPU, fe.Err)
+		}
+		return &InputError{field.Wrap("profile", unwrapField(err))}
+	}
+	return nil
 }
 
 // unwrapField keeps a profile error's own words ("profile is for model X,
