@@ -131,6 +131,9 @@ var settings = []setting{
 	{keyPDSplit, "pd-split", "disaggregate", applySplit, ""},
 	{keyPrefillReplicas, "prefill-replicas", "disaggregate", intSetting(func(d *capacity.Deployment) *int { return &d.PrefillReplicas }), "prefill_replicas"},
 	{keyKVLink, "kv-link", "kv-link", applyLink, "kv_link"},
+	{"prefill_tensor_parallel_size", "prefill-tensor-parallel-size", "prefill-tp",
+		intSetting(func(d *capacity.Deployment) *int { return &d.PrefillTP }), "prefill_tensor_parallel_size"},
+	{"prefill_gpu", "prefill-gpu", "prefill-gpu", stringSetting(func(d *capacity.Deployment) *string { return &d.PrefillGPU }), "prefill_gpu"},
 }
 
 // upstreamReplica is the label a gateway's /upstream/metrics adds to an

@@ -18,6 +18,9 @@ func TestParsePDApplied(t *testing.T) {
 		{"disaggregate=0P:1D", "", "", "not a P:D split"},
 		{"disaggregate=xP:1D", "", "", "not a P:D split"},
 		{"kv-link=carrier-pigeon", "", "", "not a link preset"},
+		{"prefill-tp=2", "prefill-tp", "2", ""},
+		{"prefill-gpu=A100-80GB-SXM", "prefill-gpu", "A100-80GB-SXM", ""},
+		{"prefill-tp=two", "", "", "not a non-negative integer"},
 	} {
 		c, err := ParseApplied(tt.in)
 		switch {
@@ -32,6 +35,10 @@ func TestParsePDApplied(t *testing.T) {
 	k, _ := ParseApplied("kv-link=nvlink")
 	if err := apply(&d, []Change{c, k}); err != nil || d.PrefillReplicas != 1 || d.Replicas != 3 || d.KVLink != "nvlink" {
 		t.Errorf("apply: %+v, %v", d, err)
+	}
+	tp, _ := ParseApplied("prefill-tp=2")
+	if err := apply(&d, []Change{tp}); err != nil || d.PrefillTP != 2 || d.PrefillReplicas != 1 {
+		t.Errorf("apply prefill-tp: %+v, %v", d, err)
 	}
 	back, _ := ParseApplied("disaggregate=4")
 	if err := apply(&d, []Change{back}); err != nil || d.Disaggregated() || d.Replicas != 4 || d.KVLink != "" {
