@@ -220,13 +220,7 @@ func (e *SlotEngine) complete(w http.ResponseWriter, r *http.Request) {
 	if e.Dialect == DialectTRTLLM {
 		id = "chatcmpl-" + rq.EngineID
 	}
-	time.Sleep(e.Prefill)
-	first := time.Now()
-	rq.Prefill = first.Sub(scheduled)
-	n := e.Tokens
-	if n <= 0 {
-		n = 4
-	}
+	first, n := e.prefill(scheduled, &rq)
 	var sw *sse.Writer
 	if body.Stream {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -334,13 +328,7 @@ func (e *SlotEngine) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer e.release()
-	time.Sleep(e.Prefill)
-	first := time.Now()
-	rq.Prefill = first.Sub(scheduled)
-	n := e.Tokens
-	if n <= 0 {
-		n = 4
-	}
+	first, n := e.prefill(scheduled, &rq)
 	var sw *sse.Writer
 	if body.Stream {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -379,4 +367,18 @@ func (e *SlotEngine) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = sw.Data([]byte(last))
 	_ = sw.Final(nil)
+}
+
+// prefill takes the engine's prefill for a request scheduled at scheduled,
+// records it, and returns its first token's instant and the answer's
+// length in tokens (Tokens, 4 when unset).
+func (e *SlotEngine) prefill(scheduled time.Time, rq *SlotRequest) (first time.Time, n int) {
+	time.Sleep(e.Prefill)
+	first = time.Now()
+	rq.Prefill = first.Sub(scheduled)
+	n = e.Tokens
+	if n <= 0 {
+		n = 4
+	}
+	return first, n
 }
