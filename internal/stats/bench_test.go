@@ -66,3 +66,55 @@ func BenchmarkPercentileSorted(b *testing.B) {
 		Percentile(vs, 99.9)
 	}
 }
+
+func sketchOf(vs []int64) *Sketch {
+	var s Sketch
+	for _, v := range vs {
+		s.Add(v)
+	}
+	return &s
+}
+
+func BenchmarkSketchAdd(b *testing.B) {
+	vs := benchValues()
+	var s Sketch
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Add(vs[i&(len(vs)-1)])
+	}
+}
+
+func BenchmarkSketchMerge(b *testing.B) {
+	src := sketchOf(benchValues())
+	var dst Sketch
+	b.ReportAllocs()
+	for b.Loop() {
+		dst.Merge(src)
+	}
+}
+
+// BenchmarkSketchResetMerge is the live window's cost per metric and tick:
+// emptied, then ten one-second sketches merged in.
+func BenchmarkSketchResetMerge(b *testing.B) {
+	vs := benchValues()
+	srcs := make([]*Sketch, 10)
+	for k := range srcs {
+		srcs[k] = sketchOf(vs[k*len(vs)/10 : (k+1)*len(vs)/10])
+	}
+	var dst Sketch
+	b.ReportAllocs()
+	for b.Loop() {
+		dst.Reset()
+		for _, s := range srcs {
+			dst.Merge(s)
+		}
+	}
+}
+
+func BenchmarkSketchPercentiles(b *testing.B) {
+	s := sketchOf(benchValues())
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Percentiles(50, 90, 99, 99.9)
+	}
+}
