@@ -1,7 +1,8 @@
 // Package browsertest drives headless Chromium for the tests of the pages
 // tokentrace serves (bench's and the gateway's live view): over its
 // DevTools pipe, one page, its uncaught exceptions and console errors
-// collected.
+// collected; and the raw event stream a stalled browser holds open
+// (OpenStalledStream).
 //
 // It imports nothing of this module but internal/process (the browser's
 // process group).

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokentrace/tokentrace/internal/browsertest"
 	"github.com/tokentrace/tokentrace/internal/live"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/racedetect"
@@ -30,18 +30,7 @@ type liveStream struct {
 
 func openLiveStream(t *testing.T, addr string) *liveStream {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "GET "+LivePath+"/events HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	return &liveStream{conn: c}
+	return &liveStream{conn: browsertest.OpenStalledStream(t, addr, LivePath+"/events")}
 }
 
 // next reads the stream's next snapshot (the response head first).

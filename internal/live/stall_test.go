@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -12,29 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/browsertest"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
-
-// openEvents opens ADDR/PATH as a browser's event stream would, over a
-// connection whose receive buffer is fixed at 64 KiB (no autotuning), so
-// that a stream nobody reads fills the server's buffers soon.
-func openEvents(t *testing.T, addr, path string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // eventReader reads a stream's events after its response head.
 type eventReader struct{ r *bufio.Reader }
@@ -126,8 +107,8 @@ func TestStalledStreamsBlockNothing(t *testing.T) {
 			t.Logf("serve: %v", err)
 		}
 	}()
-	stalled := openEvents(t, ln.Addr().String(), "/events")
-	slow := newEventReader(t, openEvents(t, ln.Addr().String(), "/events"))
+	stalled := browsertest.OpenStalledStream(t, ln.Addr().String(), "/events")
+	slow := newEventReader(t, browsertest.OpenStalledStream(t, ln.Addr().String(), "/events"))
 	first, ok := slow.next(t)
 	if !ok {
 		t.Fatal("no first event")
