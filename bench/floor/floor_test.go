@@ -14,6 +14,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(goProxyEnv); spec != "" {
 		os.Exit(runGoProxy(spec)) // the Go floor proxy's process
 	}
+	if spec := os.Getenv(rawProxyEnv); spec != "" {
+		os.Exit(runRawProxy(spec)) // the raw floor proxy's process
+	}
 	os.Exit(m.Run())
 }
 
@@ -100,7 +103,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	t.Log("\n" + out.String())
-	want := []string{"direct ", "go-floor ", "gateway "}
+	want := []string{"direct ", "go-floor ", "raw-floor ", "gateway "}
 	if !strings.Contains(out.String(), "nginx skipped") {
 		want = append(want, "nginx ")
 	}

@@ -6,17 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // The Go floor: the least a Go streaming proxy costs on this machine — the
@@ -64,24 +61,7 @@ func runGoProxy(spec string) int {
 
 // startGoProxy runs the Go floor in front of the upstream.
 func startGoProxy(ctx context.Context, upstream string) (*proc, error) {
-	addr, err := process.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	if _, port, _ := net.SplitHostPort(addr); port == "" {
-		return nil, fmt.Errorf("go proxy: no port in %s", addr)
-	}
-	cmd := exec.CommandContext(ctx, self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), goProxyEnv+"="+addr+" "+upstream)
-	p, err := startProc(ctx, "go proxy", addr, cmd, "http://"+addr+"/go-proxy-ready")
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return startSelf(ctx, "go proxy", goProxyEnv, upstream, "/go-proxy-ready")
 }
 
 // proxyOne passes one request to the upstream and its answer back.

@@ -3,8 +3,9 @@
 // after the request, then one every 5 ms, 32 tokens) reached directly,
 // through nginx (one worker, proxy_buffering off, upstream keep-alive),
 // through the least a Go proxy costs (the standard library's
-// httputil.ReverseProxy flushing every write, nothing measured) and
-// through the tokentrace gateway (its quick-start configuration, every
+// httputil.ReverseProxy flushing every write, nothing measured), through
+// the least a Go proxy costs below net/http (the raw floor: a hand-written
+// net.Conn HTTP/1.1 relay, rawproxy.go) and through the tokentrace gateway (its quick-start configuration, every
 // stage measured and exported), by one minimal streaming client, at each
 // concurrency asked for. The paths take turns in short rounds (their order
 // rotating), so a change in the machine's load falls on all of them.
@@ -74,6 +75,9 @@ type config struct {
 func main() {
 	if spec := os.Getenv(goProxyEnv); spec != "" {
 		os.Exit(runGoProxy(spec))
+	}
+	if spec := os.Getenv(rawProxyEnv); spec != "" {
+		os.Exit(runRawProxy(spec))
 	}
 	var cfg config
 	var streams string
@@ -223,6 +227,11 @@ func startPaths(ctx context.Context, cfg config, dir, bin, upstream string) (pat
 		return nil, stop, err
 	}
 	add("go-floor", gp, "http://"+gp.addr+goProxyMetrics)
+	rp, err := startRawProxy(ctx, upstream)
+	if err != nil {
+		return nil, stop, err
+	}
+	add("raw-floor", rp, "http://"+rp.addr+rawProxyMetrics)
 	gw, err := startGateway(ctx, bin, upstream, nil)
 	if err != nil {
 		return nil, stop, err
@@ -387,7 +396,7 @@ var quantiles = []float64{50, 99, 99.9}
 func writeTable(w io.Writer, n int, paths []*path, res []*result, s schedule) {
 	ms := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 2, 64) }
 	fmt.Fprintf(w, "%d streams\n", n)
-	fmt.Fprintf(w, "%-8s %8s %6s %-23s %-23s %-23s %-10s %-7s %s\n", "path", "requests", "errors",
+	fmt.Fprintf(w, "%-9s %8s %6s %-23s %-23s %-23s %-10s %-7s %s\n", "path", "requests", "errors",
 		"TTFT P50/P99/P99.9 ms", "added P50/P99/P99.9 ms", "jitter P50/P99/P99.9 ms", "CPU/token", "CPU s", "allocs/request")
 	direct := res[0]
 	for i, p := range paths {
@@ -412,7 +421,7 @@ func writeTable(w io.Writer, n int, paths []*path, res []*result, s schedule) {
 		if a, ok := r.allocsPerRequest(); ok {
 			allocs = fmt.Sprintf("%.0f", a)
 		}
-		fmt.Fprintf(w, "%-8s %8d %6d %-23s %-23s %-23s %-10s %-7s %s\n", p.name, r.requests, r.errors,
+		fmt.Fprintf(w, "%-9s %8d %6d %-23s %-23s %-23s %-10s %-7s %s\n", p.name, r.requests, r.errors,
 			strings.Join(ttft, " / "), strings.Join(added, " / "), strings.Join(jit, " / "), cpu, cpuS, allocs)
 		if r.lastErr != nil {
 			fmt.Fprintf(w, "  %s: last error: %v\n", p.name, r.lastErr)
@@ -457,6 +466,11 @@ func writeVerdicts(w io.Writer, paths []*path, res []*result, s schedule) {
 		line += fmt.Sprintf(", %.2f × the Go floor's %.1f µs; added TTFT P50 over the Go floor's %+.2f ms", cpuPerToken(g)/cpuPerToken(f), cpuPerToken(f), added(g, 50)-added(f, 50))
 	}
 	fmt.Fprintln(w, line)
+	if ri, ok := idx["raw-floor"]; ok {
+		f := res[ri]
+		fmt.Fprintf(w, "raw floor (no net/http): added TTFT P50 %+.2f ms (nginx %+.2f), CPU per token %.1f µs = %.2f × nginx's; the gateway's added P50 over it %+.2f ms\n",
+			added(f, 50), added(n, 50), cpuPerToken(f), cpuPerToken(f)/cpuPerToken(n), added(g, 50)-added(f, 50))
+	}
 	if p99 := time.Duration(d.ttft.Percentile(99)); p99 > s.TTFT+2*time.Millisecond {
 		fmt.Fprintf(w, "warning: the direct path's own TTFT P99 is %.2f ms against a %v schedule: the machine, not the proxies, sets the P99s of this table\n", float64(p99)/1e6, s.TTFT)
 	}
