@@ -70,57 +70,105 @@ func TestRecentIntakeFit(t *testing.T) {
 
 // The shipped per-engine defaults (with the front ends fitted on the
 // older source) predict the newer sources whole: the medians of |error|
-// over the held-out rows are pinned at what they measure now
+// over the held-out rows, per source (one publisher's measurement set),
+// per family release and pooled, are pinned at what they measure now
 // (docs/performance.md, "Held out by source"), so a change that worsens
 // them fails here. They are not the targets (TTFT ≤ 20 %, TPOT ≤ 10 %,
 // E2E ≤ 12 %): what each meets is in the docs. The fit source's residuals
 // are logged, not pinned: they are not held out.
 func TestRecentHeldOutBySource(t *testing.T) {
 	fit, heldOut := splitRecent(t)
-	for _, set := range []struct {
-		name string
-		rows []PublicRow
-	}{{"fitted (in source)", fit}, {"held out by source", heldOut}} {
-		errs, err := Evaluate(set.rows, FamilyEff)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range errs {
-			t.Logf("%-40s %s %-12s c=%-3d TTFT %6.1f ms (measured %6.1f, %+5.0f%%)  TPOT %5.2f ms (%5.2f, %+5.0f%%)  E2E %6.0f ms (%6.0f, %+5.0f%%)",
-				e.Row.ID, e.Row.Engine, e.Row.EngineVersion, e.Row.Concurrency, e.Pred.TTFT, e.Row.TTFT, 100*e.TTFT, e.Pred.TPOT, e.Row.TPOT, 100*e.TPOT, e.Pred.E2E, e.Row.E2E, 100*e.E2E)
-		}
-		all := Summarize(errs, 1)
-		a := all[len(all)-1]
-		t.Logf("%s (%d rows): median |error| TTFT %.1f %% (%d rows), TPOT %.1f %% (%d), E2E %.1f %% (%d)",
-			set.name, a.NRows, 100*a.TTFT, a.NTTFT, 100*a.TPOT, a.NTPOT, 100*a.E2E, a.NE2E)
-		if set.rows[0].Source != heldOut[0].Source {
+	fe, err := Evaluate(fit, FamilyEff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logRowErrors(t, fe)
+	logMedians(t, "fitted (in source, "+recentFitSource+"…)", fe)
+	he, err := Evaluate(heldOut, FamilyEff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logRowErrors(t, he)
+	for _, g := range groupErrors(he, func(r PublicRow) string { return r.Engine + " " + r.EngineVersion }) {
+		logMedians(t, "held out, "+g.name, g.errs)
+	}
+	groups := append(groupErrors(he, func(r PublicRow) string { return r.Source }), errGroup{"all", he})
+	for _, g := range groups {
+		a := logMedians(t, "held out, "+g.name, g.errs)
+		pin, ok := heldOutPins[g.name]
+		if !ok {
+			t.Errorf("%s: a held-out source without pinned medians", g.name)
 			continue
 		}
 		for _, c := range []struct {
 			name     string
 			got, pin float64
-		}{{"TTFT", a.TTFT, pinTTFT}, {"TPOT", a.TPOT, pinTPOT}, {"E2E", a.E2E, pinE2E}} {
-			if math.IsNaN(c.got) || c.got > c.pin {
-				t.Errorf("held out by source: median |%s error| %.1f %%, pinned at ≤ %.1f %%", c.name, 100*c.got, 100*c.pin)
+		}{{"TTFT", a.TTFT, pin.TTFT}, {"TPOT", a.TPOT, pin.TPOT}, {"E2E", a.E2E, pin.E2E}} {
+			if math.IsNaN(c.pin) != math.IsNaN(c.got) || c.got > c.pin {
+				t.Errorf("held out by source, %s: median |%s error| %.1f %%, pinned at ≤ %.1f %%", g.name, c.name, 100*c.got, 100*c.pin)
 			}
 		}
 	}
 }
 
-// The pins: the held-out medians measured on the held-out source's 7 rows
-// (InferenceX: 8–64 clients of 1k/1k, and 4 clients of 1k/1k, 1k/8k and
-// 8k/1k on other runners), each run with its client's length spread
-// (input_min, output_min), the release's front end a delay every request
-// takes (refitted so: SGLang 0.5's 1.3 ms): TTFT 78.4 %, TPOT 15.4 %,
-// E2E 18.7 %, rounded up. The earlier ≤ 71 % TTFT priced the front end as
-// a server taking one request at a time (SGLang's then 28.3 ms), which
-// capped a simulated replica's rate at one per front end
+// errGroup is the row errors of one source or release.
+type errGroup struct {
+	name string
+	errs []RowError
+}
+
+// groupErrors splits errs by key, groups in name order.
+func groupErrors(errs []RowError, key func(PublicRow) string) []errGroup {
+	by := map[string][]RowError{}
+	for _, e := range errs {
+		by[key(e.Row)] = append(by[key(e.Row)], e)
+	}
+	out := make([]errGroup, 0, len(by))
+	for k, v := range by {
+		out = append(out, errGroup{k, v})
+	}
+	slices.SortFunc(out, func(a, b errGroup) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// logRowErrors logs each row's prediction beside its measurement.
+func logRowErrors(t *testing.T, errs []RowError) {
+	t.Helper()
+	for _, e := range errs {
+		t.Logf("%-44s %s %-12s tp=%d c=%-3d TTFT %6.1f ms (measured %6.1f, %+5.0f%%)  TPOT %5.2f ms (%5.2f, %+5.0f%%)  E2E %6.0f ms (%6.0f, %+5.0f%%)",
+			e.Row.ID, e.Row.Engine, e.Row.EngineVersion, e.Row.TP, e.Row.Concurrency, e.Pred.TTFT, e.Row.TTFT, 100*e.TTFT, e.Pred.TPOT, e.Row.TPOT, 100*e.TPOT, e.Pred.E2E, e.Row.E2E, 100*e.E2E)
+	}
+}
+
+// logMedians logs and returns the medians of |error| over errs.
+func logMedians(t *testing.T, name string, errs []RowError) Accuracy {
+	t.Helper()
+	all := Summarize(errs, 1)
+	a := all[len(all)-1]
+	t.Logf("%s (%d rows): median |error| TTFT %.1f %% (%d rows), TPOT %.1f %% (%d), E2E %.1f %% (%d)",
+		name, a.NRows, 100*a.TTFT, a.NTTFT, 100*a.TPOT, a.NTPOT, 100*a.E2E, a.NE2E)
+	return a
+}
+
+// heldOutPins are the held-out medians measured per source and pooled,
+// rounded up (NaN: the source publishes no such figure). InferenceX issue
+// #870 (SGLang 0.5.7, DeepSeek-R1 FP8, 8 × H200; 7 rows: 8–64 clients of
+// 1k/1k, and 4 clients of 1k/1k, 1k/8k and 8k/1k on other runners), each
+// run with its client's length spread, the release's front end a delay
+// every request takes (SGLang 0.5's 1.3 ms): TTFT 78.4 %, TPOT 15.4 %,
+// E2E 18.7 %. InferenceX issue #828 (vLLM 0.15.1, gpt-oss-120b MXFP4 on
+// H100; 14 rows, no TTFT published: TP 8 at 4–64 clients of 1k/1k and
+// 1k/8k, 4 and 8 of 8k/1k, and TP 4 and 2 at 64 clients of 1k/1k, TPOT
+// only): TPOT 13.2 %, E2E 14.6 % — the twin's decode slower than measured
+// by 8–27 % on every row but 1k/8k at 64 clients, where the source's TPOT
+// nearly triples (5.65 → 16.01 ms) and the twin's does not. Pooled (21
+// rows): TTFT 78.4 % (7), TPOT 15.4 % (21), E2E 16.8 % (19)
 // (docs/performance.md, "Held out by source").
-const (
-	pinTTFT = 0.79
-	pinTPOT = 0.16
-	pinE2E  = 0.19
-)
+var heldOutPins = map[string]engine.Interval{
+	"https://github.com/SemiAnalysisAI/InferenceX/issues/870": {TTFT: 0.79, TPOT: 0.16, E2E: 0.19},
+	"https://github.com/SemiAnalysisAI/InferenceX/issues/828": {TTFT: math.NaN(), TPOT: 0.14, E2E: 0.15},
+	"all": {TTFT: 0.79, TPOT: 0.16, E2E: 0.17},
+}
 
 // heldOutP99TTFT is each held-out row's published P99 TTFT in ms
 // (InferenceX issue #870's tables; recent.csv keeps the means).
@@ -146,6 +194,9 @@ var heldOutP99TTFT = map[string]float64{
 func TestRecentHeldOutFirstWave(t *testing.T) {
 	_, heldOut := splitRecent(t)
 	for _, p := range heldOut {
+		if p.TTFT <= 0 {
+			continue // no TTFT published (InferenceX #828)
+		}
 		p99, ok := heldOutP99TTFT[p.ID]
 		if !ok {
 			t.Fatalf("%s: no published P99 TTFT", p.ID)
@@ -181,4 +232,84 @@ func TestRecentHeldOutFirstWave(t *testing.T) {
 			t.Errorf("%s: the twin's first wave averages %.0f ms, over half the published P99 %.0f ms: docs/performance.md's account of the gap no longer holds", p.ID, first/c, p99)
 		}
 	}
+}
+
+// The 80 % intervals a family ships are its constants' fit residuals on
+// one source (trtllm's: the 2024 NIM rows of loaded.csv, TestFamilyIntervals);
+// every row of recent.csv that such an interval covers (its family ships
+// constants with an interval for its GPU and weight precision) is another
+// source's, so the share inside is coverage by source. TTFT is left out
+// on the front-end fit source's rows: it is what their front end was
+// fitted to. Pinned at what it measures (docs/performance.md, "Intervals"):
+// one row has an interval today, GPUStack's TensorRT-LLM 1.2.0rc1 row
+// (Qwen3-8B on H100, trtllm's H100 16-bit interval: TPOT ±9.8 %, E2E
+// ±9.1 %), TPOT +9.5 % inside and E2E +9.2 % outside — too few rows to
+// judge the ≥ 80 % target.
+func TestRecentIntervalsBySource(t *testing.T) {
+	rows, err := LoadPublic(recentRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, n := map[string]int{}, map[string]int{}
+	for _, r := range rows {
+		iv, ok := shippedInterval(t, r)
+		if !ok {
+			continue
+		}
+		errs, err := Evaluate([]PublicRow{r}, FamilyEff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := errs[0]
+		for _, m := range []struct {
+			name       string
+			err, width float64
+		}{{"ttft", e.TTFT, iv.TTFT}, {"tpot", e.TPOT, iv.TPOT}, {"e2e", e.E2E, iv.E2E}} {
+			if math.IsNaN(m.err) || m.width == 0 || (m.name == "ttft" && strings.HasPrefix(r.Source, recentFitSource)) {
+				continue
+			}
+			n[m.name]++
+			inside := math.Abs(m.err) <= m.width
+			if inside {
+				in[m.name]++
+			}
+			t.Logf("%s %s: error %+.1f %%, interval ±%.1f %%, inside %v", r.ID, m.name, 100*m.err, 100*m.width, inside)
+		}
+	}
+	want := map[string][2]int{"tpot": {1, 1}, "e2e": {0, 1}}
+	for _, m := range []string{"ttft", "tpot", "e2e"} {
+		t.Logf("%s: %d of %d rows of other sources inside the 80 %% interval", m, in[m], n[m])
+		if got := [2]int{in[m], n[m]}; got != want[m] {
+			t.Errorf("%s: %d of %d rows inside the 80 %% interval, pinned at %d of %d", m, in[m], n[m], want[m][0], want[m][1])
+		}
+	}
+}
+
+// shippedInterval is the 80 % interval the constants r's family ships for
+// its GPU and weight precision carry (as engine.Family.ConstantsFor picks
+// them: the precision's own, else the GPU's unqualified ones).
+func shippedInterval(t *testing.T, r PublicRow) (engine.Interval, bool) {
+	t.Helper()
+	fam, ok := engine.FamilyOf(r.Engine)
+	if !ok {
+		return engine.Interval{}, false
+	}
+	var found *engine.FamilyConstant
+	for i, c := range fam.Constants {
+		if !strings.EqualFold(c.GPU, r.GPU) {
+			continue
+		}
+		if c.DType != "" && strings.EqualFold(c.DType, r.DType) {
+			found = &fam.Constants[i]
+			break
+		}
+		if c.DType == "" && found == nil {
+			found = &fam.Constants[i]
+		}
+	}
+	if found == nil {
+		return engine.Interval{}, false
+	}
+	iv := found.Envelope.Interval80
+	return iv, iv.TTFT+iv.TPOT+iv.E2E > 0
 }
