@@ -3,7 +3,14 @@ package stats
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 )
+
+// cpuPerOp reports the process's CPU time per op since cpu0 (cpu-ns/op):
+// on a loaded machine it says what the work cost when ns/op does not.
+func cpuPerOp(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
 
 func benchValues() []int64 { return randomValues(rand.New(rand.NewPCG(1, 1)), 1<<16) }
 
@@ -11,15 +18,18 @@ func BenchmarkHistogramAdd(b *testing.B) {
 	vs := benchValues()
 	var h Histogram
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for i := 0; b.Loop(); i++ {
 		h.Add(vs[i&(len(vs)-1)])
 	}
+	cpuPerOp(b, cpu0)
 }
 
 func BenchmarkConcurrentAdd(b *testing.B) {
 	vs := benchValues()
 	var c Concurrent
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
@@ -27,33 +37,40 @@ func BenchmarkConcurrentAdd(b *testing.B) {
 			i++
 		}
 	})
+	cpuPerOp(b, cpu0)
 }
 
 func BenchmarkHistogramPercentile(b *testing.B) {
 	h := histOf(benchValues())
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		h.Percentile(99)
 	}
+	cpuPerOp(b, cpu0)
 }
 
 func BenchmarkHistogramMerge(b *testing.B) {
 	src := histOf(benchValues())
 	var dst Histogram
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		dst.Merge(src)
 	}
+	cpuPerOp(b, cpu0)
 }
 
 func BenchmarkHistogramMarshal(b *testing.B) {
 	h := histOf(benchValues())
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		if _, err := h.MarshalJSON(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cpuPerOp(b, cpu0)
 }
 
 func BenchmarkPercentileSorted(b *testing.B) {
@@ -62,9 +79,11 @@ func BenchmarkPercentileSorted(b *testing.B) {
 		vs[i] = int64(i)
 	}
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		Percentile(vs, 99.9)
 	}
+	cpuPerOp(b, cpu0)
 }
 
 func sketchOf(vs []int64) *Sketch {
@@ -79,18 +98,22 @@ func BenchmarkSketchAdd(b *testing.B) {
 	vs := benchValues()
 	var s Sketch
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for i := 0; b.Loop(); i++ {
 		s.Add(vs[i&(len(vs)-1)])
 	}
+	cpuPerOp(b, cpu0)
 }
 
 func BenchmarkSketchMerge(b *testing.B) {
 	src := sketchOf(benchValues())
 	var dst Sketch
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		dst.Merge(src)
 	}
+	cpuPerOp(b, cpu0)
 }
 
 // BenchmarkSketchResetMerge is the live window's cost per metric and tick:
@@ -103,18 +126,22 @@ func BenchmarkSketchResetMerge(b *testing.B) {
 	}
 	var dst Sketch
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		dst.Reset()
 		for _, s := range srcs {
 			dst.Merge(s)
 		}
 	}
+	cpuPerOp(b, cpu0)
 }
 
 func BenchmarkSketchPercentiles(b *testing.B) {
 	s := sketchOf(benchValues())
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		s.Percentiles(50, 90, 99, 99.9)
 	}
+	cpuPerOp(b, cpu0)
 }
