@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,8 +40,10 @@ E2E at P50/P95/P99, throughput and (with --slo) goodput, each with the
 twin's 80 % interval, the error and a verdict (docs/report.md, "Verify").
 A change the twin cannot model is named, not ignored.
 
---ledger FILE appends the verify to a JSONL file; verify --ledger FILE alone
-summarises the twin's track record per lever.
+--ledger FILE appends the verify to a JSONL file; 3 or more verifies of the
+lever there widen each row's interval to the 80th percentile of their
+|error| at that row where larger (verify says so). verify --ledger FILE
+alone summarises the twin's track record per lever.
 
 Formats: text (default), md, json, html (--output/-o; html defaults to
 verify.html in AFTER). Exit status: 0 when written, 2 for bad flags or
@@ -111,6 +114,9 @@ func (o verifyOutput) Write(w io.Writer) error { return o.r.Write(w, o.format) }
 func verifyConfig(before, after string, v verifyFlags, profile, gpuFile string, slos []latency.SLO) (verify.Config, error) {
 	cfg := verify.Config{SLOs: slos, Draws: v.draws}
 	var err error
+	if cfg.Past, err = pastVerifies(v.ledger); err != nil {
+		return cfg, err
+	}
 	for _, p := range []struct {
 		dir string
 		run *verify.Run
@@ -172,6 +178,27 @@ func measuredTransport(r verify.Run) time.Duration {
 		return 0
 	}
 	return lk.Network
+}
+
+// pastVerifies are the ledger's entries at path before this verify (none
+// without a ledger or where the file does not exist yet).
+func pastVerifies(path string) ([]verify.Entry, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	defer func() { _ = f.Close() }() // read only
+	entries, err := verify.ReadLedger(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return entries, nil
 }
 
 // trackRecord summarises a ledger.

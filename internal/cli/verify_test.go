@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,6 +94,15 @@ func TestVerifySimulatedRunsIsExact(t *testing.T) {
 	if ttft := rowOf(t, r, "ttft", "p50"); !(ttft.Measured < 0.6*ttft.Before) {
 		t.Errorf("TTFT P50 %v → %v: twice the slots should cut the queue", ttft.Before, ttft.Measured)
 	}
+	// Three verifies of the lever in the ledger: the fourth's rows carry
+	// their past errors (all 0, within the twin's own: no interval moves).
+	verifyJSON(t, before, after, "--ledger", ledger)
+	verifyJSON(t, before, after, "--ledger", ledger)
+	r = verifyJSON(t, before, after, "--ledger", ledger)
+	if x := rowOf(t, r, "ttft", "p50"); x.LedgerCount != 3 || x.LedgerError != 0 || r.Held != r.Judged ||
+		!slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "no interval widened") }) {
+		t.Fatalf("the ledger's past errors: ttft p50 %+v; notes %q", x, r.Notes)
+	}
 	out, err := run(t, "verify", "--ledger", ledger)
 	if err != nil || !strings.Contains(out, "max-num-seqs") || !strings.Contains(out, "(100%)") {
 		t.Fatalf("track record: %v\n%s", err, out)
@@ -174,6 +184,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{[]string{"verify", dir, dir, "--draws", "1"}, "--draws"},
 		{[]string{"verify", dir, filepath.Join(dir, "nope")}, "not a results folder"},
 		{[]string{"verify", "--ledger", filepath.Join(dir, "none.jsonl")}, "ledger"},
+		{[]string{"verify", dir, dir, "--ledger", filepath.Join(dir, "config.json")}, "config.json: ledger line"},
 	} {
 		out, err := run(t, tt.args...)
 		var ee *ExitError

@@ -26,6 +26,10 @@ type Entry struct {
 	// (LEVER=VALUE, LEVER=FROM:TO), so the verify can be re-run.
 	Applied []string `json:"applied,omitempty"`
 	Rows    []Row    `json:"rows"`
+	// MachineMoved is the verify's Result.MachineMoved: its errors judge
+	// the machine's load as much as the lever, and LedgerError leaves
+	// them out.
+	MachineMoved bool `json:"machine_moved,omitempty"`
 }
 
 // maxLedgerLine bounds one ledger line.
@@ -33,7 +37,7 @@ const maxLedgerLine = 4 << 20
 
 // AppendLedger appends r to the ledger at path (created if absent).
 func AppendLedger(path string, r *Result, at time.Time) error {
-	e := Entry{At: at.UTC(), Before: r.Before, After: r.After, Lever: r.Lever, Basis: r.Basis}
+	e := Entry{At: at.UTC(), Before: r.Before, After: r.After, Lever: r.Lever, Basis: r.Basis, MachineMoved: r.MachineMoved}
 	for _, c := range r.Changes {
 		e.Changes = append(e.Changes, c.String())
 		switch {
@@ -194,4 +198,77 @@ func MeanAbsError(rows []Row, keep func(Row) bool) float64 {
 		return math.NaN()
 	}
 	return sum / float64(n)
+}
+
+// MinLedger is how many past verifies of a lever a ledger must hold at a
+// row before their errors enter that row's interval (LedgerError).
+const MinLedger = 3
+
+// ledgerQuantile is the share of a lever's past absolute errors the
+// ledger's term covers: the interval's own 80 %.
+const ledgerQuantile = 0.8
+
+// LedgerError is the change's error as the ledger has seen it before: the
+// nearest-rank 80th percentile of |error| over past's rows of lever at
+// metric and stat (the ⌈0.8·n⌉-th smallest of n), and n; 0 and n where n
+// is below MinLedger (docs/metrics.md, "Verify"). A verify whose runs saw
+// different machines (Entry.MachineMoved) does not count.
+func LedgerError(past []Entry, lever, metric, stat string) (float64, int) {
+	var errs []float64
+	for _, e := range past {
+		if e.Lever != lever || lever == "" || e.MachineMoved {
+			continue
+		}
+		for _, x := range e.Rows {
+			if x.Metric == metric && x.Stat == stat && x.Verdict != NoData && !math.IsNaN(x.Error) {
+				errs = append(errs, math.Abs(x.Error))
+			}
+		}
+	}
+	if len(errs) < MinLedger {
+		return 0, len(errs)
+	}
+	slices.Sort(errs)
+	return errs[int(math.Ceil(ledgerQuantile*float64(len(errs))))-1], len(errs)
+}
+
+// withLedger gives each row the ledger's error for lever (LedgerError)
+// and, where it exceeds the twin's relative error there, remakes the
+// row's interval and verdict with it as e. It returns a note naming the
+// rows widened, none when the ledger has too few verifies of lever.
+func withLedger(rows []Row, past []Entry, lever string) []string {
+	var widened []string
+	n := 0
+	for i := range rows {
+		r := &rows[i]
+		if r.Verdict == NoData || r.Predicted == 0 {
+			continue
+		}
+		q, k := LedgerError(past, lever, r.Metric, r.Stat)
+		if k < MinLedger {
+			continue
+		}
+		r.LedgerError, r.LedgerCount, n = q, k, max(n, k)
+		if q <= RelativeError(r.StatedError, r.BeforeMiss) {
+			continue
+		}
+		anchored := make([]float64, len(r.Draws))
+		for j, d := range r.Draws {
+			anchored[j] = r.Anchor * d
+		}
+		r.Predicted, r.Low, r.High = Interval(anchored, q, Noise{Sampling: r.Sampling, Drift: r.Drift, ClockMS: r.ClockMS})
+		r.Low = max(r.Low, 0)
+		r.Error = (r.Measured - r.Predicted) / r.Predicted
+		r.Verdict = Judge(r.Measured, r.Predicted, r.Low, r.High, r.Stat == "rate")
+		*r = r.finite()
+		widened = append(widened, fmt.Sprintf("%s %s ±%.0f %%", r.Metric, r.Stat, 100*q))
+	}
+	if n == 0 {
+		return nil
+	}
+	if len(widened) == 0 {
+		return []string{fmt.Sprintf("the ledger's %d past errors of %s per row are within the twin's own: no interval widened", n, lever)}
+	}
+	return []string{fmt.Sprintf("the ledger holds up to %d past errors of %s per row: where their 80th percentile (|error|) exceeds the twin's relative error it is the interval's e (docs/metrics.md, \"Verify\"): %s",
+		n, lever, strings.Join(widened, ", "))}
 }

@@ -51,6 +51,10 @@ type Config struct {
 	SLOs []latency.SLO
 	// Draws is how many seeds the twin is run over (at least 2).
 	Draws int
+	// Past are the ledger's verifies before this one: where it holds
+	// MinLedger or more of the lever at a row, their errors there enter
+	// its interval (LedgerError).
+	Past []Entry
 }
 
 // Result is a verify's answer.
@@ -68,6 +72,10 @@ type Result struct {
 	Method     string   `json:"method"`
 	Rows       []Row    `json:"rows"`
 	Notes      []string `json:"notes,omitempty"`
+	// MachineMoved is set where bench's own clock stalled for shares of
+	// the two runs 5 points or more apart (the machine note): the
+	// verdicts judge the machine's load as much as the twin.
+	MachineMoved bool `json:"machine_moved,omitempty"`
 	// Held counts the rows whose measurement lies in the 80 % interval.
 	Held     int     `json:"held"`
 	Judged   int     `json:"judged"`
@@ -114,6 +122,12 @@ type Row struct {
 	// Error is (measured − predicted) ÷ predicted.
 	Error   float64 `json:"error"`
 	Verdict Verdict `json:"verdict"`
+	// LedgerError is the ledger's 80th percentile of the lever's past
+	// |error| at this row, over LedgerCount past rows (LedgerError); the
+	// interval takes it as e where it exceeds RelativeError's. 0 and 0
+	// without a ledger or with fewer than MinLedger.
+	LedgerError float64 `json:"ledger_error,omitempty"`
+	LedgerCount int     `json:"ledger_count,omitempty"`
 }
 
 // Verdict is how a measurement sits against its prediction.
@@ -129,7 +143,7 @@ const (
 )
 
 // Method says how the intervals are made, for the output.
-const Method = "80 % interval: c, the twin at the run's seed times the first run's value over its twin's, ± √(1.2816²·(s² + (σ·c)² + (d·c)²) + (e·c)² + m²), s the standard deviation over the draws' seeds (so scaled), σ the percentile's sampling error over the first run's requests (in the first run's value and, scaled to its count, the second's), d the drift between the first run's halves beyond it and the twin's, m the load generator's own clock lateness in either run at TTFT and E2E rows (its P50 for P50 rows, its P99 above), e the larger of the two-clock limit and the twin's miss of the first run at that row; the envelope is twice that (docs/metrics.md, \"Verify\")"
+const Method = "80 % interval: c, the twin at the run's seed times the first run's value over its twin's, ± √(1.2816²·(s² + (σ·c)² + (d·c)²) + (e·c)² + m²), s the standard deviation over the draws' seeds (so scaled), σ the percentile's sampling error over the first run's requests (in the first run's value and, scaled to its count, the second's), d the drift between the first run's halves beyond it and the twin's, m the load generator's own clock lateness in either run at TTFT and E2E rows (its P50 for P50 rows, its P99 above), e the larger of the two-clock limit, the twin's miss of the first run at that row and, where the ledger holds 3 or more past verifies of the lever there, the 80th percentile of their |error|; the envelope is twice that (docs/metrics.md, \"Verify\")"
 
 // z80 is the standard normal's 90th percentile: ± z80·σ holds 80 %.
 const z80 = 1.2815515655446004
@@ -238,6 +252,8 @@ func Verify(ctx context.Context, cfg Config) (*Result, error) {
 	if res.Rows, mnotes, err = compare(ctx, cfg, d, w, seed); err != nil {
 		return nil, err
 	}
+	res.MachineMoved = len(mnotes) > 0 // compare's one note: machineNote's
+	mnotes = append(mnotes, withLedger(res.Rows, cfg.Past, res.Lever)...)
 	res.Notes = append(append(mnotes, fitNotes(res.Rows, prof, cfg.Before.Dir)...), res.Notes...)
 	res.tally()
 	res.ElapsedS = time.Since(start).Seconds()

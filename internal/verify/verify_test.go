@@ -249,7 +249,7 @@ func TestLedgerRoundTripAndTrackRecord(t *testing.T) {
 		{Metric: "e2e", Stat: "p50", Error: -0.30, Verdict: Better},
 		{Metric: "goodput", Stat: "rate", Verdict: NoData},
 	}}
-	r2 := &Result{Before: "c", After: "d", Lever: "max-num-seqs", Rows: []Row{{Metric: "e2e", Stat: "p95", Error: 0.02, Verdict: AsPredicted}}}
+	r2 := &Result{Before: "c", After: "d", Lever: "max-num-seqs", MachineMoved: true, Rows: []Row{{Metric: "e2e", Stat: "p95", Error: 0.02, Verdict: AsPredicted}}}
 	for _, r := range []*Result{r1, r2} {
 		if err := AppendLedger(path, r, at); err != nil {
 			t.Fatal(err)
@@ -260,7 +260,7 @@ func TestLedgerRoundTripAndTrackRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	es, err := ReadLedger(bytes.NewReader(b))
-	if err != nil || len(es) != 2 || len(es[0].Rows) != 3 || !es[0].At.Equal(at) {
+	if err != nil || len(es) != 2 || len(es[0].Rows) != 3 || !es[0].At.Equal(at) || es[0].MachineMoved || !es[1].MachineMoved {
 		t.Fatalf("ReadLedger: %+v, %v", es, err)
 	}
 	recs := TrackRecord(es)
