@@ -5,9 +5,10 @@
 # multiples of each percentile run alone on a DGX-A100. Prints the SLOs and,
 # for the deployments either side of the fewest machines each way, PASS/FAIL
 # by those latency SLOs and by Splitwise's own, percentiles of per-request
-# slowdown (slowdown.py). CASES="P:D …" picks others (0 prefill replicas is
-# aggregated); EXTRA adds flags to the DGX-H100 runs, e.g.
-# EXTRA="--num-gpu-blocks-override 13165"; OUT=DIR keeps the runs there.
+# slowdown (bench/splitwise/slowdown, built with go). CASES="P:D …" picks
+# others (0 prefill replicas is aggregated); EXTRA adds flags to the
+# DGX-H100 runs, e.g. EXTRA="--num-gpu-blocks-override 13165"; OUT=DIR
+# keeps the runs there.
 # Usage: bench/splitwise/run.sh [TOKENTRACE] [TRACE_DIR] [PROFILE_DIR|defaults]
 set -eu
 tt=${1:-tokentrace}
@@ -22,6 +23,8 @@ else
 	out=$(mktemp -d)
 	trap 'rm -rf "$out"' EXIT
 fi
+judge=$(cd "$out" && pwd)/slowdown # Splitwise's slowdown judge, built once
+(cd "$here/slowdown" && go build -o "$judge" .)
 lengths="--input-tokens trace:$data/code.csv --output-tokens trace:$data/code.csv --max-model-len 16384"
 with() { # GPU
 	if [ "$prof" = defaults ]; then return; fi
@@ -47,7 +50,7 @@ run() { # PREFILL DECODE
 	# shellcheck disable=SC2086
 	"$tt" simulate --model Llama-2-70B --gpu H100-SXM --tensor-parallel-size 8 $(with H100-SXM) $lengths \
 		--rate 130 --requests 15600 --replicas "$2" $pd ${EXTRA:-} --slo "$slo" --output-dir "$out/$1-$2" >"$out/$1-$2.txt" 2>&1 || lat=FAIL
-	sd=$(python3 "$here/slowdown.py" "$out/alone" "$out/$1-$2" || true)
+	sd=$("$judge" "$out/alone" "$out/$1-$2" || true)
 	echo "prefill $1 decode $2 ($(($1 + $2)) machines): latency $lat; $sd"
 }
 for pd in ${CASES:-0:43 0:44 21:4 22:3 22:4 20:3}; do

@@ -160,6 +160,8 @@ var neverImports = map[string]struct{ only, never []string }{
 	"internal/redisstate/redistest":    {only: []string{"process"}},
 	// the measuring harness (it runs the gateway as a binary)
 	"bench/floor": {only: []string{"latency", "process", "scrape", "stats"}},
+	// Splitwise's slowdown judge (it reads two results folders)
+	"bench/splitwise/slowdown": {only: []string{"latency", "results"}},
 }
 
 // commandPackages are the subcommands' capability packages that only
