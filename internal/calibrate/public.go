@@ -142,16 +142,18 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	if err != nil {
 		return engine.Config{}, err
 	}
-	est, err := perfmodel.New(perfmodel.Config{Model: m, GPU: g, TP: p.TP, WeightDType: wd, KVDType: kd, Eff: eff})
-	if err != nil {
-		return engine.Config{}, err
-	}
 	in, out := p.closedLoop(max(p.Requests, p.Concurrency), 0).MaxLengths()
 	cfg := engine.Config{MaxModelLen: in + out}
+	pc := perfmodel.Config{Model: m, GPU: g, TP: p.TP, WeightDType: wd, KVDType: kd, Eff: eff}
 	fam, ok := engine.FamilyOf(p.Engine)
 	if ok && !nimRow(p) {
 		fam = familyRelease(fam, p.EngineVersion)
 		cfg.PromptFitsStep, cfg.GuaranteedNoEvict = fam.Scheduler.PromptFitsStep, fam.Scheduler.GuaranteedNoEvict
+		cfg.SeparatePrefill, pc.EagerLayer = fam.Scheduler.SeparatePrefill, fam.Scheduler.EagerPrefill.Layer(m)
+	}
+	est, err := perfmodel.New(pc)
+	if err != nil {
+		return engine.Config{}, err
 	}
 	if ok {
 		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = fam.BatchLimits(g.MemoryBytes)

@@ -8,21 +8,21 @@ import (
 )
 
 // A deployment adds its engine family's front end per request as simulate
-// --engine does (SGLang 0.5's 1.3 ms), FrontEnd replaces it, and a
+// --engine does (vLLM 0.11's 37.6 ms), FrontEnd replaces it, and a
 // disaggregated one adds none. By hand: arrivals 2 s apart never meet in
-// the front end, so every request reaches the engine exactly 1.3 ms
+// the front end, so every request reaches the engine exactly 37.6 ms
 // later and the whole run shifts by it — the P50 TTFT too.
 func TestDeploymentFrontEnd(t *testing.T) {
 	zero, five := time.Duration(0), 5*time.Millisecond
 	d := h100()
-	d.Engine.Engine = "sglang"
+	d.Engine.Engine = "vllm"
 	for _, c := range []struct {
 		name string
 		set  *time.Duration
 		pd   int
 		want time.Duration
 	}{
-		{"the family's", nil, 0, 1300 * time.Microsecond},
+		{"the family's", nil, 0, 37600 * time.Microsecond},
 		{"set", &five, 0, five},
 		{"set to none", &zero, 0, 0},
 		{"disaggregated", nil, 1, 0},
@@ -47,7 +47,7 @@ func TestDeploymentFrontEnd(t *testing.T) {
 	}
 	none := d
 	none.FrontEnd = &zero
-	if got, base := p50(d), p50(none); got-base != 1300*time.Microsecond {
-		t.Errorf("P50 TTFT %v with the family's front end, %v without: the difference %v, want 1.3ms", got, base, got-base)
+	if got, base := p50(d), p50(none); got-base != 37600*time.Microsecond {
+		t.Errorf("P50 TTFT %v with the family's front end, %v without: the difference %v, want 37.6ms", got, base, got-base)
 	}
 }

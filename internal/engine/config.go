@@ -103,6 +103,13 @@ type Config struct {
 	// none is ever preempted (TensorRT-LLM's default capacity scheduler,
 	// GUARANTEED_NO_EVICT).
 	GuaranteedNoEvict bool
+	// SeparatePrefill never mixes prompt work and decodes in one step: a
+	// step computes the running prompts' next chunks and newly admitted
+	// prompts while there are any, the decodes waiting, and decodes only
+	// when there are none (SGLang's default, enable_mixed_chunk off);
+	// false: vLLM's steps, decodes first and prompt chunks in the
+	// budget left.
+	SeparatePrefill bool
 	// EnablePrefixCaching reuses cached KV blocks of shared prompt prefixes.
 	EnablePrefixCaching bool
 	// Speculative configures speculative decoding (off when K = 0).
@@ -260,6 +267,9 @@ func (c Config) Describe() string {
 	}
 	if c.GuaranteedNoEvict {
 		b.WriteString(" capacity=guaranteed_no_evict")
+	}
+	if c.SeparatePrefill {
+		b.WriteString(" mixed_steps=off")
 	}
 	b.WriteString("\n")
 	spec := "off"

@@ -87,6 +87,35 @@ type FamilyScheduler struct {
 	// loops of the release (docs/perfmodel.md, "The front end"); 0: none
 	// measured.
 	IntakeUS float64 `yaml:"intake_us,omitempty"`
+	// SeparatePrefill: prompt work and decodes never share a step
+	// (Config.SeparatePrefill; SGLang's enable_mixed_chunk off).
+	SeparatePrefill bool `yaml:"separate_prefill,omitempty"`
+	// EagerPrefill is the host cost per layer of a step with prompt work
+	// where the release captures CUDA graphs of decode steps only
+	// (perfmodel.Config.EagerLayer); zero: every step replays a graph.
+	EagerPrefill EagerPrefill `yaml:"eager_prefill,omitempty"`
+}
+
+// EagerPrefill is a release's cost per layer of a forward pass run
+// eagerly, by the layer's kind, each read off a public measurement of
+// the same step with and without a captured graph (docs/perfmodel.md,
+// "Eager prefill").
+type EagerPrefill struct {
+	// LayerUS is a layer of grouped-query attention and a dense MLP, in
+	// microseconds.
+	LayerUS float64 `yaml:"layer_us"`
+	// MLALayerUS is a layer of multi-head latent attention (DeepSeek-V3's,
+	// with its routed experts), in microseconds.
+	MLALayerUS float64 `yaml:"mla_layer_us"`
+}
+
+// Layer is e's cost per layer of m's forward pass run eagerly.
+func (e EagerPrefill) Layer(m perfmodel.ModelSpec) time.Duration {
+	us := e.LayerUS
+	if m.Attention == perfmodel.AttnMLA {
+		us = e.MLALayerUS
+	}
+	return time.Duration(us * float64(time.Microsecond))
 }
 
 // Intake is s's front end per request (IntakeUS).
@@ -363,7 +392,7 @@ func (o Options) WithEngine(given func(field string) bool) (Options, error) {
 	if set("enable_chunked_prefill") {
 		o.EnableChunkedPrefill = s.EnableChunkedPrefill
 	}
-	o.PromptFitsStep, o.GuaranteedNoEvict = s.PromptFitsStep, s.GuaranteedNoEvict
+	o.PromptFitsStep, o.GuaranteedNoEvict, o.SeparatePrefill = s.PromptFitsStep, s.GuaranteedNoEvict, s.SeparatePrefill
 	if s.KVFreeFraction > 0 && set("gpu_memory_utilization") {
 		o.KVFreeFraction = s.KVFreeFraction
 	}
@@ -422,6 +451,19 @@ func (o Options) familyUBatch() int {
 		return 0
 	}
 	return fam.Scheduler.UBatch
+}
+
+// familyEagerLayer is o's engine family's cost per layer of m's prompt
+// steps run eagerly (0: none, or no engine).
+func (o Options) familyEagerLayer(m perfmodel.ModelSpec) time.Duration {
+	if o.Engine == "" {
+		return 0
+	}
+	fam, err := LookupFamily(o.Engine)
+	if err != nil {
+		return 0
+	}
+	return fam.Scheduler.EagerPrefill.Layer(m)
 }
 
 // FrontEnd is the front end per request of o's engine family at its

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -84,9 +85,9 @@ func TestWithEngine(t *testing.T) {
 	}{
 		{name: "no engine", want: func(o *Options) {}},
 		{name: "vllm turns prefix caching on", engine: "vllm", want: func(o *Options) { o.EnablePrefixCaching = true }},
-		{name: "sglang on an H100", engine: "sglang", gpu: "H100-SXM", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching = 8192, true }},
-		{name: "sglang on an L4", engine: "sglang", gpu: "L4", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching = 2048, true }},
-		{name: "sglang on a B200", engine: "sglang", gpu: "B200", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching = 16384, true }},
+		{name: "sglang on an H100", engine: "sglang", gpu: "H100-SXM", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching, o.SeparatePrefill = 8192, true, true }},
+		{name: "sglang on an L4", engine: "sglang", gpu: "L4", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching, o.SeparatePrefill = 2048, true, true }},
+		{name: "sglang on a B200", engine: "sglang", gpu: "B200", want: func(o *Options) { o.MaxNumBatchedTokens, o.EnablePrefixCaching, o.SeparatePrefill = 16384, true, true }},
 		{name: "trtllm", engine: "trtllm", want: func(o *Options) {
 			o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill, o.EnablePrefixCaching = 8192, 2048, false, true
 			o.PromptFitsStep, o.GuaranteedNoEvict, o.KVFreeFraction = true, true, 0.9
@@ -210,6 +211,40 @@ func TestFamilyUBatch(t *testing.T) {
 		}
 		if got := e.Config().UBatch; got != tc.want {
 			t.Errorf("engine %q: ubatch %d, want %d", tc.engine, got, tc.want)
+		}
+	}
+}
+
+// SGLang's releases reach the engine and the performance model as they
+// run: prompt work in steps of its own, and each step with a prompt token
+// paying its layers' eager launches — 976 µs a layer of DeepSeek-R1's
+// MLA, 322 µs a layer of Llama-3.1-8B's; the other families mix steps
+// and replay graphs.
+func TestFamilySGLangSteps(t *testing.T) {
+	for _, tc := range []struct {
+		engine, model, gpu, dtype string
+		tp                        int
+		apart                     bool
+		eager                     time.Duration
+	}{
+		{"sglang", "DeepSeek-R1", "H200", "fp8", 8, true, 976 * time.Microsecond},
+		{"sglang", "Llama-3.1-8B", "H100-SXM", "bf16", 1, true, 322 * time.Microsecond},
+		{"vllm", "Llama-3.1-8B", "H100-SXM", "bf16", 1, false, 0},
+		{"trtllm", "Llama-3.1-8B", "H100-SXM", "bf16", 1, false, 0},
+		{"", "Llama-3.1-8B", "H100-SXM", "bf16", 1, false, 0},
+	} {
+		o := DefaultOptions()
+		o.Engine, o.Model, o.GPU, o.DType, o.TensorParallelSize = tc.engine, tc.model, tc.gpu, tc.dtype, tc.tp
+		o, err := o.WithEngine(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, e, err := o.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SeparatePrefill != tc.apart || e.Config().EagerLayer != tc.eager {
+			t.Errorf("engine %q, %s: separate prefill %v, eager layer %v; want %v, %v", tc.engine, tc.model, c.SeparatePrefill, e.Config().EagerLayer, tc.apart, tc.eager)
 		}
 	}
 }

@@ -40,12 +40,15 @@ type Options struct {
 	// scheduler rules (Config's), and KVFreeFraction its KV cache's share
 	// of the memory the weights leave (perfmodel.Config's), set by
 	// WithEngine.
-	PromptFitsStep    bool    `json:"prompt_fits_step"`
-	GuaranteedNoEvict bool    `json:"guaranteed_no_evict"`
-	KVFreeFraction    float64 `json:"kv_free_fraction"`
-	SpeculativeK      int     `json:"speculative_k"`     // speculative_k: draft tokens per step; 0: off
-	SpeculativeAlpha  float64 `json:"speculative_alpha"` // speculative_alpha: per-token acceptance rate
-	DraftModel        string  `json:"draft_model"`       // draft_model: catalog name or config.json
+	PromptFitsStep    bool `json:"prompt_fits_step"`
+	GuaranteedNoEvict bool `json:"guaranteed_no_evict"`
+	// SeparatePrefill is the engine family's rule that prompt work and
+	// decodes never share a step (Config's), set by WithEngine.
+	SeparatePrefill  bool    `json:"separate_prefill"`
+	KVFreeFraction   float64 `json:"kv_free_fraction"`
+	SpeculativeK     int     `json:"speculative_k"`     // speculative_k: draft tokens per step; 0: off
+	SpeculativeAlpha float64 `json:"speculative_alpha"` // speculative_alpha: per-token acceptance rate
+	DraftModel       string  `json:"draft_model"`       // draft_model: catalog name or config.json
 	// Profile (profile) is a performance profile file (tokentrace
 	// calibrate) for this model, GPU, TP and precisions: its fitted
 	// constants time every step instead of the GPU family's defaults.
@@ -126,7 +129,7 @@ func (o Options) Config() (Config, *perfmodel.Estimator, error) {
 		BlockSize: o.BlockSize, NumBlocks: o.NumGPUBlocksOverride, MaxModelLen: o.MaxModelLen,
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens,
 		DisableChunkedPrefill: !o.EnableChunkedPrefill, EnablePrefixCaching: o.EnablePrefixCaching,
-		PromptFitsStep: o.PromptFitsStep, GuaranteedNoEvict: o.GuaranteedNoEvict,
+		PromptFitsStep: o.PromptFitsStep, GuaranteedNoEvict: o.GuaranteedNoEvict, SeparatePrefill: o.SeparatePrefill,
 		Speculative: Speculative{K: o.SpeculativeK, Alpha: o.SpeculativeAlpha},
 		Policy:      o.SchedulingPolicy, OutputLength: out, Reasoning: think, MaxWaiting: o.MaxWaiting, Seed: o.Seed,
 	}, est)
@@ -213,6 +216,7 @@ func (o Options) perfConfig() (perfmodel.Config, error) {
 		pc.Eff = eff
 	}
 	pc.UBatch = o.familyUBatch()
+	pc.EagerLayer = o.familyEagerLayer(pc.Model)
 	if o.Profile != "" {
 		prof, err := perfmodel.LoadProfile(o.Profile)
 		if err != nil {

@@ -175,11 +175,16 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 	s.plan = s.plan[:0]
 	s.nPreempt = 0
 	s.landTransfers(now)
-	budget := s.planRunning(s.cfg.MaxNumBatchedTokens)
+	// Apart (SGLang): prompt work first, into a step of its own; decodes
+	// only in a step with no prompt work.
+	budget := s.planRunning(s.cfg.MaxNumBatchedTokens, s.cfg.SeparatePrefill)
 	// Then waiting requests, into the leftover budget, unless this step
 	// preempted (vLLM V1 does the same).
 	if s.nPreempt == 0 {
 		s.admitWaiting(now, budget)
+	}
+	if len(s.plan) == 0 && s.cfg.SeparatePrefill {
+		s.planRunning(s.cfg.MaxNumBatchedTokens, false)
 	}
 	if len(s.plan) == 0 {
 		return 0, false
@@ -187,15 +192,18 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 	return s.price(), true
 }
 
-// planRunning plans the running requests first, decodes and the next
-// chunks of prompts, preempting where the KV cache cannot grow, and
-// returns the budget left.
-func (s *scheduler) planRunning(budget int) int {
+// planRunning plans the running requests first, decodes (unless
+// promptsOnly) and the next chunks of prompts, preempting where the KV
+// cache cannot grow, and returns the budget left.
+func (s *scheduler) planRunning(budget int, promptsOnly bool) int {
 	bs := s.cfg.BlockSize
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		r := s.running[i]
 		remaining := r.numTokens() - r.computed
 		decode := r.output > 0 && remaining == 1
+		if decode && promptsOnly {
+			continue
+		}
 		n := remaining
 		if decode {
 			n = 1 + s.k

@@ -98,3 +98,42 @@ func TestLookupFamilyVersion(t *testing.T) {
 		}
 	}
 }
+
+// SeparatePrefill (SGLang's scheduler): prompt work runs in steps of its
+// own, a running request's next chunk and new prompts first, and decodes
+// only when no prompt work is left; vLLM's steps put the decodes first
+// and the prompt in the budget left. With a 100-token budget and a step
+// of 1 ms + 10 µs a token: a decoding while b's 150-token prompt arrives
+// takes 3 mixed steps (a:d1 b:p99 = 2.00 ms, a:d1 b:p51 = 1.52 ms, then
+// both decode) or 3 separate ones (b:p100 = 2.00 ms, b:p50 = 1.50 ms, a:d1
+// b:d1 = 1.02 ms) — a's next token 2.00 ms later mixed, 4.52 ms apart.
+func TestSeparatePrefill(t *testing.T) {
+	for _, c := range []struct {
+		apart bool
+		want  [][]string
+		ends  []int64
+	}{
+		{false, [][]string{{"a:d1", "b:p99"}, {"a:d1", "b:p51"}, {"a:d1", "b:d1"}}, []int64{3_300_000, 4_820_000, 5_840_000}},
+		{true, [][]string{{"b:p100"}, {"b:p50"}, {"a:d1", "b:d1"}}, []int64{3_300_000, 4_800_000, 5_820_000}},
+	} {
+		cfg := testConfig()
+		cfg.SeparatePrefill = c.apart
+		s := newTestScheduler(t, cfg)
+		submit(s, "a", 30, 5, 0)
+		if plan, end := step(t, s, 0); len(plan) != 1 || end != 1_300_000 {
+			t.Fatalf("apart %v: first step %v ends at %d, want [a:p30] at 1,300,000", c.apart, plan, end)
+		}
+		submit(s, "b", 150, 5, 1_300_000)
+		now := int64(1_300_000)
+		for i, want := range c.want {
+			var plan []string
+			plan, now = step(t, s, now)
+			if diff := cmp.Diff(want, plan); diff != "" || now != c.ends[i] {
+				t.Errorf("apart %v, step %d ends at %d (want %d) (-want +got):\n%s", c.apart, i+2, now, c.ends[i], diff)
+			}
+		}
+		if got := strings.Contains(cfg.WithDefaults().Describe(), "mixed_steps=off"); got != c.apart {
+			t.Errorf("apart %v: Describe says mixed_steps=off: %v", c.apart, got)
+		}
+	}
+}

@@ -43,6 +43,14 @@ type Config struct {
 	// layer overheads again. 0: a step is one pass, however many tokens
 	// (the GPU engines).
 	UBatch int
+	// EagerLayer is the host cost per layer of a forward pass the engine
+	// runs eagerly, kernel by kernel, instead of replaying a captured CUDA
+	// graph: paid once per pass by every step that computes a prompt
+	// token, where the engine captures graphs of decode steps only
+	// (SGLang before piecewise graphs, docs/perfmodel.md "Eager
+	// prefill"). 0: every step replays a graph (its launches are in
+	// LayerOverhead).
+	EagerLayer time.Duration
 }
 
 // DefaultMemUtil is the default fraction of GPU memory the engine uses.
@@ -106,6 +114,7 @@ type Estimator struct {
 	allReduces       float64 // per step: 2 per layer
 	overhead         float64 // seconds per step: the step overhead
 	passOverhead     float64 // seconds per forward pass: layers × layer overhead
+	eagerOverhead    float64 // seconds per forward pass with a prompt token: layers × EagerLayer
 	ubatch           float64 // tokens per forward pass (0: no bound)
 	seqOverhead      float64 // seconds per sequence in a step
 	ctxOverhead      float64 // seconds per context token in a step
@@ -197,6 +206,9 @@ func (e *Estimator) settle(cfg Config) error {
 	if cfg.UBatch < 0 {
 		return fmt.Errorf("ubatch must be ≥ 0 (got %d)", cfg.UBatch)
 	}
+	if cfg.EagerLayer < 0 {
+		return fmt.Errorf("eager layer overhead must be ≥ 0 (got %v)", cfg.EagerLayer)
+	}
 	if cfg.ReserveBytes < 0 {
 		return fmt.Errorf("reserve must be ≥ 0 (got %d)", cfg.ReserveBytes)
 	}
@@ -259,6 +271,7 @@ func (e *Estimator) stepConstants() error {
 	}
 	e.overhead = e.eff.StepOverhead.Seconds()
 	e.passOverhead = float64(m.Layers) * e.eff.LayerOverhead.Seconds()
+	e.eagerOverhead = float64(m.Layers) * e.cfg.EagerLayer.Seconds()
 	e.ubatch = float64(e.cfg.UBatch)
 	e.seqOverhead = e.eff.SeqOverhead.Seconds()
 	e.ctxOverhead = e.eff.ContextOverheadNS * 1e-9
@@ -413,7 +426,10 @@ type Step struct {
 	// Cached says the step's bytes of one forward pass fit in the
 	// device's last-level cache (GPU.CacheBytes) and were read at its
 	// bandwidth: they stay there from one step to the next.
-	Cached    bool    `json:"cached,omitempty"`
+	Cached bool `json:"cached,omitempty"`
+	// Eager says the step computes a prompt token and its passes ran
+	// eagerly (Config.EagerLayer), their host cost in Overhead.
+	Eager     bool    `json:"eager,omitempty"`
 	CommBytes float64 `json:"comm_bytes"`
 	Compute   time.Duration
 	Memory    time.Duration
@@ -437,6 +453,7 @@ func (s Step) Intensity() float64 {
 // agg is what the step-time formula needs from a batch.
 type agg struct {
 	seqs, tokens, rows float64
+	prefills           float64 // sequences computing prompt tokens
 	ctx                float64 // Σ context
 	pairs              float64 // Σ n × (c + (n+1)/2): causal attention pairs
 }
@@ -459,6 +476,9 @@ func (e *Estimator) Breakdown(b *Batch) Step {
 		a.tokens += n
 		a.ctx += c
 		a.pairs += n * (c + (n+1)/2)
+		if !s.Decode {
+			a.prefills++
+		}
 		if b.DraftK > 0 && s.Decode {
 			a.rows += n
 			nDec++
@@ -523,6 +543,10 @@ func (e *Estimator) step(a agg) Step {
 	}
 	s.Compute, s.Memory = seconds(compute), seconds(memory)
 	overhead := e.overhead + passes*e.passOverhead + a.seqs*e.seqOverhead + a.ctx*e.ctxOverhead
+	if a.prefills > 0 && e.eagerOverhead > 0 {
+		overhead += passes * e.eagerOverhead
+		s.Eager = true
+	}
 	s.Comm, s.Overhead = seconds(comm), seconds(overhead)
 	s.Bound = "memory"
 	if compute > memory {

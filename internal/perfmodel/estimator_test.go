@@ -484,3 +484,46 @@ func TestRingStepHandComputed(t *testing.T) {
 		t.Error("a negative ring step validated")
 	}
 }
+
+// An engine that captures only decode steps in CUDA graphs runs every
+// step with a prompt token eagerly: DeepSeek-R1's 61 layers at 976 µs a
+// layer add 61 × 976 µs = 59.536 ms to a step of one 922-token prefill
+// and to a step of that prefill beside two decodes, nothing to a step of
+// decodes alone; with UBatch 512 the prefill's two passes pay it twice.
+func TestEagerLayerHandComputed(t *testing.T) {
+	g := mustGPU(t, "H200")
+	cfg := Config{Model: mustModel(t, "DeepSeek-R1"), GPU: g, TP: 8, WeightDType: FP8}
+	graphed := mustNew(t, cfg)
+	cfg.EagerLayer = 976 * time.Microsecond
+	eager := mustNew(t, cfg)
+	const want = 61 * 976 * time.Microsecond
+	var b Batch
+	b.Add(922, 0)
+	got := eager.Breakdown(&b)
+	if d := got.Overhead - graphed.Breakdown(&b).Overhead; d != want || !got.Eager {
+		t.Errorf("one prefill: eager adds %v (eager %v), want %v", d, got.Eager, want)
+	}
+	b.AddDecode(1, 1000)
+	b.AddDecode(1, 2000)
+	if d := eager.StepTime(&b) - graphed.StepTime(&b); d != want {
+		t.Errorf("a prefill beside two decodes: eager adds %v, want %v", d, want)
+	}
+	b.Reset()
+	b.AddDecode(1, 1000)
+	b.AddDecode(1, 2000)
+	if d := eager.Breakdown(&b); d.Total != graphed.StepTime(&b) || d.Eager {
+		t.Errorf("decodes alone: %v eager (%v), %v graphed", d.Total, d.Eager, graphed.StepTime(&b))
+	}
+	cfg.UBatch = 512
+	split := mustNew(t, cfg)
+	cfg.EagerLayer = 0
+	splitGraphed := mustNew(t, cfg)
+	b.Reset()
+	b.Add(922, 0)
+	if d := split.StepTime(&b) - splitGraphed.StepTime(&b); d != 2*want {
+		t.Errorf("two passes: eager adds %v, want %v", d, 2*want)
+	}
+	if _, err := New(Config{Model: cfg.Model, GPU: g, TP: 8, EagerLayer: -1}); err == nil || !strings.Contains(err.Error(), "eager") {
+		t.Errorf("EagerLayer −1: %v", err)
+	}
+}

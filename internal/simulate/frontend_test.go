@@ -49,8 +49,8 @@ func TestFrontEndIsADelay(t *testing.T) {
 	}
 }
 
-// --engine adds its release's front end (families.yaml intake_us: SGLang
-// 0.5's 1.3 ms, none for TensorRT-LLM 0.x); --front-end replaces it, 0
+// --engine adds its release's front end (families.yaml intake_us: vLLM
+// 0.11's 37.6 ms, none for SGLang 0.5 or TensorRT-LLM 0.x); --front-end replaces it, 0
 // included; no engine, or a disaggregated deployment, adds none.
 func TestOptionsFrontEnd(t *testing.T) {
 	for _, c := range []struct {
@@ -62,8 +62,9 @@ func TestOptionsFrontEnd(t *testing.T) {
 		want     time.Duration
 	}{
 		{"no engine", "", 0, false, 0, 0},
-		{"sglang", "sglang", 0, false, 0, 1300 * time.Microsecond},
-		{"sglang@0.5.7", "sglang@0.5.7", 0, false, 0, 1300 * time.Microsecond},
+		{"vllm", "vllm", 0, false, 0, 37600 * time.Microsecond},
+		{"vllm@0.11", "vllm@0.11", 0, false, 0, 37600 * time.Microsecond},
+		{"sglang@0.5.7: none fitted", "sglang@0.5.7", 0, false, 0, 0},
 		{"trtllm@0.21: no front end fitted", "trtllm@0.21", 0, false, 0, 0},
 		{"given", "sglang", 5 * time.Millisecond, true, 0, 5 * time.Millisecond},
 		{"given 0", "vllm", 0, true, 0, 0},
