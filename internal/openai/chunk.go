@@ -20,11 +20,23 @@ type ChunkEncoder struct {
 // ("chat.completion.chunk") when chat is set, text completion chunks
 // otherwise.
 func NewChunkEncoder(chat bool, id, model string, created int64) *ChunkEncoder {
+	e := &ChunkEncoder{}
+	e.Reset(chat, id, model, created)
+	return e
+}
+
+// Reset makes e the encoder NewChunkEncoder would return for these
+// arguments, keeping its buffer: an encoder reused stream after stream
+// allocates nothing once its buffer holds the longest head.
+func (e *ChunkEncoder) Reset(chat bool, id, model string, created int64) {
 	obj := ObjectTextCompletion
 	if chat {
 		obj = ObjectChatCompletionChunk
 	}
-	h := make([]byte, 0, 64+len(id)+len(model))
+	h := e.head[:0]
+	if e.head == nil {
+		h = make([]byte, 0, 64+len(id)+len(model))
+	}
 	h = append(h, `{"id":`...)
 	h = AppendString(h, id)
 	h = append(h, `,"object":"`...)
@@ -33,7 +45,7 @@ func NewChunkEncoder(chat bool, id, model string, created int64) *ChunkEncoder {
 	h = strconv.AppendInt(h, created, 10)
 	h = append(h, `,"model":`...)
 	h = AppendString(h, model)
-	return &ChunkEncoder{chat: chat, head: h}
+	e.chat, e.head = chat, h
 }
 
 // AppendRole appends the chat stream's first chunk, which carries only the

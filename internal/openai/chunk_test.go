@@ -61,6 +61,31 @@ func TestChunkEncoderCompletion(t *testing.T) {
 	}
 }
 
+// TestChunkEncoderReset: an encoder reset for another stream writes what
+// a new one would (kind, id, model and created all changed, the head
+// shorter and then longer than before), and once its buffer holds the
+// head, a reset allocates nothing.
+func TestChunkEncoderReset(t *testing.T) {
+	e := NewChunkEncoder(true, "chatcmpl-a-long-id-1", "model-one", 1)
+	for _, c := range []struct {
+		chat      bool
+		id, model string
+		created   int64
+	}{
+		{false, "cmpl-2", "m", 2},
+		{true, "chatcmpl-a-much-longer-id-than-before-3", "another-model", 3},
+	} {
+		e.Reset(c.chat, c.id, c.model, c.created)
+		want := NewChunkEncoder(c.chat, c.id, c.model, c.created)
+		if got, w := e.AppendText(nil, []byte("x"), "stop", nil), want.AppendText(nil, []byte("x"), "stop", nil); string(got) != string(w) {
+			t.Errorf("reset encoder %s, new one %s", got, w)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { e.Reset(true, "chatcmpl-1", "m", 4) }); n != 0 {
+		t.Errorf("a reset allocates %v times, want 0", n)
+	}
+}
+
 // FuzzAppendString checks the string escaper against encoding/json.
 func FuzzAppendString(f *testing.F) {
 	for _, s := range []string{"", "plain", "q\"b\\", "ctl\x00\x1f", "<&>", "é\u2028\u2029", "\xff\xfe", "日本"} {

@@ -101,6 +101,9 @@ type faultPlan struct {
 // overrides the draws.
 func (f Faults) plan(key string, maxTokens int, header string) (faultPlan, error) {
 	var p faultPlan
+	if header == "" && f.Rate429+f.Rate500+f.Rate503+f.RateContextLength+f.SlowFirstTokenRate+f.StallRate+f.ResetRate == 0 {
+		return p, nil // no fault to draw: the plan every draw would give
+	}
 	rng := rand.New(rand.NewPCG(f.Seed, idSeed(key)))
 	pos := func() int {
 		if maxTokens <= 1 {

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
@@ -48,7 +48,21 @@ type exchange struct {
 	tl       engine.Timeline
 	hasTL    bool
 	pd       pdKind
+	// hv holds the values of the headers the response takes from x (the
+	// request id, the Server-Timing trailer), so that setting them does not
+	// allocate a slice each (http.Header.Set does).
+	hv     [2]string
+	respID string // responseID's, once made
 }
+
+// Header values shared by every response: net/http only reads a
+// response's header values, and a slice of capacity 1 is copied, not
+// written, by a later Add.
+var (
+	trailerServerTiming = []string{ServerTimingHeader}
+	eventStreamType     = []string{"text/event-stream"}
+	noCache             = []string{"no-cache"}
+)
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API) {
 	x := &exchange{api: api, received: s.clock.Now()}
@@ -57,7 +71,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API
 	}
 	defer func() { s.recordGenAI(x, s.clock.Now()) }()
 	h := w.Header()
-	h.Set("Trailer", ServerTimingHeader)
+	h["Trailer"] = trailerServerTiming
 	if !allowAs(w, r, api, http.MethodPost) {
 		x.frontend = s.clock.Now().Sub(x.received)
 		s.finishTiming(w, x)
@@ -65,12 +79,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, api openai.API
 	}
 	x.rid = r.Header.Get(RequestIDHeader)
 	if x.rid == "" {
-		x.rid = fmt.Sprintf("%s-%d", s.nonce, s.seq.Add(1))
+		x.rid = s.nextID()
 	} else if !validID(x.rid) {
 		s.fail(w, x, openai.BadRequest("", "%s must be 1 to 128 visible ASCII characters", RequestIDHeader), 0)
 		return
 	}
-	h.Set(RequestIDHeader, x.rid)
+	x.hv[0] = x.rid
+	h[RequestIDHeader] = x.hv[0:1:1]
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
@@ -286,10 +301,10 @@ func (s *Server) fail(w http.ResponseWriter, x *exchange, e *openai.APIError, re
 // stream answers with Server-Sent Events.
 func (s *Server) stream(ctx context.Context, w http.ResponseWriter, st *engine.Stream, x *exchange) {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h["Content-Type"], h["Cache-Control"] = eventStreamType, noCache
 	w.WriteHeader(http.StatusOK)
 	c := s.newChunks(w, st, x)
+	defer c.release()
 	_ = c.sw.Flush()
 	if _, ok := s.events(ctx, w, st, x, c.emit); !ok {
 		return
@@ -322,8 +337,8 @@ type chunks struct {
 	s       *Server
 	st      *engine.Stream
 	x       *exchange
-	sw      *sse.Writer
-	enc     *openai.ChunkEncoder
+	sw      sse.Writer
+	enc     openai.ChunkEncoder
 	text    textWriter
 	txt     []byte // the text of an event's tokens
 	usage   openai.Usage
@@ -340,21 +355,39 @@ type chunks struct {
 // the next chunk follows at once.
 func (c *chunks) Ready() bool { return c.more }
 
+// chunksPool holds the streaming state of answers that ended (chunks,
+// release), so that an answer's SSE writer, chunk encoder and text buffer
+// reuse an earlier one's memory.
+var chunksPool = sync.Pool{New: func() any { return new(chunks) }}
+
+// newChunks returns the streaming state of x's answer, written to w; call
+// release once the answer ended.
 func (s *Server) newChunks(w http.ResponseWriter, st *engine.Stream, x *exchange) *chunks {
-	c := &chunks{
-		s: s, st: st, x: x,
-		sw:      sse.NewWriter(w),
-		enc:     openai.NewChunkEncoder(x.isChat(), x.responseID(), s.cfg.ServedModelName, x.received.Unix()),
-		text:    newTextWriter(idSeed(x.rid)),
-		txt:     make([]byte, 0, 64),
-		usage:   openai.Usage{PromptTokens: len(x.prompt), TotalTokens: len(x.prompt)},
-		reasons: x.isChat() && s.cfg.Engine.Reasoning != nil,
+	c := chunksPool.Get().(*chunks)
+	c.s, c.st, c.x = s, st, x
+	c.sw.Reset(w)
+	c.enc.Reset(x.isChat(), x.responseID(), s.cfg.ServedModelName, x.received.Unix())
+	c.text = newTextWriter(idSeed(x.rid))
+	if c.txt == nil {
+		c.txt = make([]byte, 0, 64)
 	}
+	c.usage = openai.Usage{PromptTokens: len(x.prompt), TotalTokens: len(x.prompt)}
+	c.usageP = nil
 	if x.p.ContinuousUsage {
 		c.usageP = &c.usage
 	}
+	c.reasons = x.isChat() && s.cfg.Engine.Reasoning != nil
+	c.more = false
 	c.sw.CoalesceWith(c)
 	return c
+}
+
+// release returns c to chunksPool, holding no request's state; c is not
+// used after it.
+func (c *chunks) release() {
+	c.sw.Reset(nil)
+	c.s, c.st, c.x, c.usageP = nil, nil, nil, nil
+	chunksPool.Put(c)
 }
 
 // emit writes the chunks of one engine event (the role chunk before the
@@ -558,7 +591,16 @@ func (s *Server) abortConn(w http.ResponseWriter) {
 
 // finishTiming sets the Server-Timing trailer.
 func (s *Server) finishTiming(w http.ResponseWriter, x *exchange) {
-	w.Header().Set(ServerTimingHeader, x.serverTiming())
+	x.hv[1] = x.serverTiming()
+	w.Header()[ServerTimingHeader] = x.hv[1:2:2]
+}
+
+// nextID is a generated request id: the server's nonce and a sequence
+// number.
+func (s *Server) nextID() string {
+	var b [48]byte
+	id := append(append(b[:0], s.nonce...), '-')
+	return string(strconv.AppendUint(id, s.seq.Add(1), 10))
 }
 
 // serverTiming renders the Server-Timing value: frontend, server_queue,
@@ -639,16 +681,23 @@ func (x *exchange) requestMetrics() openai.RequestMetrics {
 }
 
 func (x *exchange) responseID() string {
-	if x.isChat() {
-		return "chatcmpl-" + x.rid
+	if x.respID == "" {
+		x.respID = "cmpl-" + x.rid
+		if x.isChat() {
+			x.respID = "chatcmpl-" + x.rid
+		}
 	}
-	return "cmpl-" + x.rid
+	return x.respID
 }
 
+// idSeed is the FNV-1a hash (64 bits) of rid.
 func idSeed(rid string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(rid))
-	return h.Sum64()
+	h := uint64(14695981039346656037)
+	for i := range len(rid) {
+		h ^= uint64(rid[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 func validID(s string) bool {
