@@ -17,6 +17,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/agent"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/live"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/internal/report"
 	"github.com/tokentrace/tokentrace/internal/results"
@@ -363,7 +364,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 		return fmt.Errorf("bench: the start instant %s passed %s before this generator was ready: give a later --shard-start-at",
 			r.cfg.StartAt.Format(time.RFC3339Nano), late.Round(time.Millisecond))
 	}
-	usage0, gc0, wall0 := CPUTime(), gcPauses(), time.Now()
+	usage0, gc0, wall0 := process.SelfCPU(), gcPauses(), time.Now()
 	stopLate := late.start(ctx)
 	err = r.send(ctx, runner)
 	stopLate()
@@ -381,7 +382,7 @@ func (r *run) measure(ctx context.Context) (err error) {
 		return err
 	}
 	r.sum.Interrupted = ctx.Err() != nil
-	r.judgeClient(CPUTime()-usage0, time.Since(wall0), gc0, late, perfWarnings)
+	r.judgeClient(process.SelfCPU()-usage0, time.Since(wall0), gc0, late, perfWarnings)
 	return nil
 }
 
@@ -463,7 +464,7 @@ func (r *run) newBoard(watch *serverWatch, late *lateness) *live.Board {
 	if r.cfg.Live == nil && (r.cfg.Progress == nil || r.cfg.ProgressView == live.ProgressOff) {
 		return nil
 	}
-	return live.New(live.Config{Window: r.cfg.LiveWindow, Collector: r.coll, Report: report.Options{SLOs: r.cfg.SLOs}, CPU: CPUTime,
+	return live.New(live.Config{Window: r.cfg.LiveWindow, Collector: r.coll, Report: report.Options{SLOs: r.cfg.SLOs}, CPU: process.SelfCPU,
 		Gauges: watch.latest, Warnings: func() []string { return late.result().warnings() }})
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/internal/bench"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -52,4 +52,4 @@ func BenchmarkPlan500(b *testing.B) {
 
 // cpuSeconds is the process's user + system CPU time: on a shared machine
 // the wall clock says more about the neighbours than about the plan.
-func cpuSeconds() float64 { return bench.CPUTime().Seconds() }
+func cpuSeconds() float64 { return process.SelfCPU().Seconds() }

@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tokentrace/tokentrace/internal/bench"
 	"github.com/tokentrace/tokentrace/internal/capacity"
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/workload"
@@ -178,7 +178,7 @@ func (f *planFlags) run(cmd *cobra.Command, g *flagGroup, dir string) error {
 	obj := capacity.Objective{SLOs: slos, TargetRate: target, Budget: f.budget}
 	base := capacity.Deployment{Engine: f.engine, Replicas: f.replicas, Balancer: f.balancer}
 	opts := capacity.SearchOptions{Options: capacity.Options{Seed: f.workload.Seed, Force: f.force}, Parallel: f.parallel}
-	start, cpu0 := time.Now(), bench.CPUTime()
+	start, cpu0 := time.Now(), process.SelfCPU()
 	pl, err := capacity.Search(cmd.Context(), base, space, wl, obj, prices, opts)
 	if err != nil && !errors.Is(err, capacity.ErrNoneMeets) {
 		return usageErrorIfField(fmt.Errorf("plan: %w", err), g)
@@ -192,7 +192,7 @@ func (f *planFlags) run(cmd *cobra.Command, g *flagGroup, dir string) error {
 		if werr := pl.WriteText(out); werr != nil {
 			return werr
 		}
-		fmt.Fprintf(out, "searched in %.1f s (%.1f s of CPU)\n", time.Since(start).Seconds(), (bench.CPUTime() - cpu0).Seconds())
+		fmt.Fprintf(out, "searched in %.1f s (%.1f s of CPU)\n", time.Since(start).Seconds(), (process.SelfCPU() - cpu0).Seconds())
 	}
 	if f.output != "" {
 		stdout := out

@@ -3,10 +3,10 @@ package engine
 import (
 	"errors"
 	"io/fs"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
 
@@ -54,7 +54,7 @@ func BenchmarkSimulateAzureConv(b *testing.B) {
 			arr := traceArrivals(b, tc.speedup, cfg.MaxModelLen)
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := process.SelfCPU()
 			var steps int64
 			for range b.N {
 				res, err := Simulate(cfg, arr, SimOptions{})
@@ -63,22 +63,11 @@ func BenchmarkSimulateAzureConv(b *testing.B) {
 				}
 				steps = res.Stats.Steps
 			}
-			cpu := (cpuTime() - cpu0).Seconds()
+			cpu := (process.SelfCPU() - cpu0).Seconds()
 			sec := b.Elapsed().Seconds()
 			b.ReportMetric(float64(len(arr)*b.N)/sec, "req/s")
 			b.ReportMetric(float64(len(arr)*b.N)/cpu, "req/cpu-s")
 			b.ReportMetric(float64(steps*int64(b.N))/sec, "steps/s")
 		})
 	}
-}
-
-// cpuTime is the process's user plus system CPU time: on a shared machine
-// requests per CPU-second is the per-core figure, immune to other loads
-// stealing the wall clock (it includes the garbage collector's work).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -14,11 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/stats"
 )
 
@@ -356,12 +356,6 @@ func BenchmarkFirstByteSequential(b *testing.B) {
 	reportP50P99(b, "gw", proxied)
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkStreamsCPU runs 1,000 concurrent streams × 20 chunks through
 // one path per sub-benchmark and reports the whole process's CPU time
 // (user + system: client, proxy and upstream together) per chunk. On a
@@ -391,9 +385,9 @@ func BenchmarkStreamsCPU(b *testing.B) {
 			chunks := 0
 			for b.Loop() {
 				runtime.GC()
-				c0 := cpuTime()
+				c0 := process.SelfCPU()
 				st := runStreams(client, target, 1000, false)
-				cpu += cpuTime() - c0
+				cpu += process.SelfCPU() - c0
 				chunks += len(st.chunks)
 				if st.errors > 0 {
 					b.Fatalf("%d errors", st.errors)
@@ -433,9 +427,9 @@ func BenchmarkStreamsTokenCPU(b *testing.B) {
 			p := &paths[(turn+k)%len(paths)]
 			runtime.GC()
 			runtime.ReadMemStats(&ms)
-			m0, c0 := ms.Mallocs, cpuTime()
+			m0, c0 := ms.Mallocs, process.SelfCPU()
 			st := runStreamsSpread(client, p.url, streams, false, gap)
-			p.cpu += cpuTime() - c0
+			p.cpu += process.SelfCPU() - c0
 			runtime.ReadMemStats(&ms)
 			p.mallocs += ms.Mallocs - m0
 			p.tokens += len(st.chunks)
@@ -557,13 +551,13 @@ func BenchmarkRequestCPU(b *testing.B) {
 			}
 			runtime.GC()
 			b.ReportAllocs()
-			c0 := cpuTime()
+			c0 := process.SelfCPU()
 			for b.Loop() {
 				if st := runStreams(client, p.url, 1, false); st.errors > 0 || len(st.ttfb) != 1 {
 					b.Fatalf("%d errors", st.errors)
 				}
 			}
-			b.ReportMetric(float64(cpuTime()-c0)/1e3/float64(b.N), "cpu-µs/req")
+			b.ReportMetric(float64(process.SelfCPU()-c0)/1e3/float64(b.N), "cpu-µs/req")
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
 
 // discardResponse is a client that takes every byte at once: a relay's
@@ -117,7 +119,7 @@ func BenchmarkHandlerRequest(b *testing.B) {
 			req.ContentLength = int64(len(body))
 			w := &recordingResponse{}
 			b.ReportAllocs()
-			c0 := cpuTime()
+			c0 := process.SelfCPU()
 			for b.Loop() {
 				src.Reset(body)
 				r := *req
@@ -128,7 +130,7 @@ func BenchmarkHandlerRequest(b *testing.B) {
 					b.Fatalf("status %d, %d bytes", w.status, w.n)
 				}
 			}
-			b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(process.SelfCPU()-c0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

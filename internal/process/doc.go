@@ -8,7 +8,8 @@
 // with it when its context does; a free loopback port, a log safe to read
 // while it writes (and a log file's last lines for an error, TailFile), a
 // readiness wait that notices an early exit, a stop (an interrupt, then a
-// kill after a grace) and its CPU time read from /proc.
+// kill after a grace) and its CPU time read from /proc; and this
+// process's own CPU time (SelfCPU).
 //
 // It imports nothing of this module (standard library only).
 package process

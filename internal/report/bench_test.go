@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/results"
 )
 
@@ -106,7 +106,7 @@ func benchReport(b *testing.B, n int) {
 	b.SetBytes(st.Size())
 	runtime.GC()
 	var rep *Report
-	cpu0 := cpuTime()
+	cpu0 := process.SelfCPU()
 	start := time.Now()
 	for b.Loop() {
 		var err error
@@ -116,7 +116,7 @@ func benchReport(b *testing.B, n int) {
 		}
 	}
 	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := process.SelfCPU() - cpu0
 	if rep.Summary.Requests != n {
 		b.Fatalf("reported %d requests, want %d", rep.Summary.Requests, n)
 	}
@@ -127,16 +127,6 @@ func benchReport(b *testing.B, n int) {
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	b.Logf("%d records (%.0f MiB) in %v wall, %v CPU per report", n, float64(st.Size())/(1<<20),
 		elapsed/time.Duration(b.N), cpu/time.Duration(b.N))
-}
-
-// cpuTime is the process's user + system CPU time so far: on a shared
-// machine it says what the work cost when wall time does not.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkCollectorAdd is bench's per-request cost: one decoded record

@@ -233,12 +233,12 @@ func BenchmarkStreamsChurn(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		cpu0, m0, gc0 := cpuTime(), mallocs(), numGC()
+		cpu0, m0, gc0 := process.SelfCPU(), mallocs(), numGC()
 		start := time.Now()
 		j := runChurn(b, s.Addr().String(), n, requests, tokens, life, body)
 		j.report(b)
 		l := s.WriteLateness()
-		report(b, l, time.Since(start), cpuTime()-cpu0, j.cpu)
+		report(b, l, time.Since(start), process.SelfCPU()-cpu0, j.cpu)
 		b.ReportMetric(float64(s.StepLateness().Quantile(0.99))/1e6, "p99-step-late-ms")
 		b.ReportMetric(float64(mallocs()-m0)/float64(max(j.answers, 1)), "allocs/request")
 		b.ReportMetric(float64(numGC()-gc0), "GCs")
@@ -246,11 +246,11 @@ func BenchmarkStreamsChurn(b *testing.B) {
 	nullRun := func(b *testing.B) {
 		ns := startNullServer(b, step, tokens)
 		defer ns.close()
-		cpu0 := cpuTime()
+		cpu0 := process.SelfCPU()
 		start := time.Now()
 		j := runChurn(b, ns.ln.Addr().String(), n, requests, tokens, life, body)
 		j.report(b)
-		report(b, &ns.late, time.Since(start), cpuTime()-cpu0, j.cpu)
+		report(b, &ns.late, time.Since(start), process.SelfCPU()-cpu0, j.cpu)
 		b.ReportMetric(float64(ns.stepLate.Quantile(0.99))/1e6, "p99-step-late-ms")
 	}
 	for range b.N {

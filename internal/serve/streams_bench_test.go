@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -265,12 +264,12 @@ func BenchmarkStreams(b *testing.B) {
 				b.Fatalf("only %+v streams open", s.Engine().Stats())
 			}
 			s.WriteLateness().Reset()
-			cpu0, ccpu0, m0 := cpuTime(), clientCPU(), mallocs()
+			cpu0, ccpu0, m0 := process.SelfCPU(), clientCPU(), mallocs()
 			end := jitterWindow()
 			time.Sleep(window)
 			end().report(b)
 			l := s.WriteLateness()
-			report(b, l, window, cpuTime()-cpu0, clientCPU()-ccpu0)
+			report(b, l, window, process.SelfCPU()-cpu0, clientCPU()-ccpu0)
 			b.ReportMetric(float64(mallocs()-m0)/float64(max(l.Count(), 1)), "allocs/chunk")
 			if st := s.Engine().Stats(); st.Running+st.Waiting != n {
 				b.Errorf("streams ended during the window: %+v", st)
@@ -288,11 +287,11 @@ func BenchmarkStreams(b *testing.B) {
 				b.Fatalf("only %d null streams", ns.conns.Load())
 			}
 			ns.late.Reset()
-			cpu0, ccpu0 := cpuTime(), clientCPU()
+			cpu0, ccpu0 := process.SelfCPU(), clientCPU()
 			end := jitterWindow()
 			time.Sleep(window)
 			end().report(b)
-			report(b, &ns.late, window, cpuTime()-cpu0, clientCPU()-ccpu0)
+			report(b, &ns.late, window, process.SelfCPU()-cpu0, clientCPU()-ccpu0)
 		})
 	}
 }
@@ -420,14 +419,6 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		stop()
 		_ = s.Close()
 	}
-}
-
-// cpuTime is this process's user + system CPU time (the child client is
-// not included).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func mallocs() uint64 {

@@ -3,12 +3,12 @@ package simulate
 import (
 	"errors"
 	"io/fs"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/route"
 	"github.com/tokentrace/tokentrace/internal/workload"
 )
@@ -71,7 +71,7 @@ func BenchmarkSimulateAzureConv(b *testing.B) {
 				IgnoreEOS: true, NoTokenTimes: tc.noTimes, RecycleRecords: tc.recycle, Model: "m"}
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := process.SelfCPU()
 			var n, ok int
 			var end time.Duration
 			for range b.N {
@@ -86,22 +86,11 @@ func BenchmarkSimulateAzureConv(b *testing.B) {
 				}
 				end = res.End
 			}
-			cpu := (cpuTime() - cpu0).Seconds()
+			cpu := (process.SelfCPU() - cpu0).Seconds()
 			b.ReportMetric(float64(n)/cpu, "req/cpu-s")
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "wall-s/run")
 			b.ReportMetric(end.Seconds(), "virtual-s")
 			b.ReportMetric(float64(ok)/float64(n), "ok-frac")
 		})
 	}
-}
-
-// cpuTime is the process's user plus system CPU time (including the
-// garbage collector's): on a shared machine requests per CPU-second is the
-// stable figure.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
