@@ -70,6 +70,7 @@ type Engine struct {
 	afterDeliver func(lag time.Duration)  // tests: step lateness (−) before and (+) after delivery
 	stepLate     func(late time.Duration) // ObserveSteps's
 	held         []*Stream                // handed tokens while catching up, not yet woken (Run's)
+	timer        *time.Timer              // the wall clock's step timer, reused step after step (Run's)
 
 	// published counters, for Stats
 	stRunning, stWaiting, stUsed         atomic.Int64
@@ -409,7 +410,7 @@ func (e *Engine) sleepUntil(ctx context.Context, deadline int64) bool {
 		select {
 		case <-ctx.Done():
 			return true
-		case <-e.clock.After(wait):
+		case <-e.after(wait):
 		}
 	}
 	if spin > 0 {
@@ -418,6 +419,22 @@ func (e *Engine) sleepUntil(ctx context.Context, deadline int64) bool {
 		}
 	}
 	return ctx.Err() != nil
+}
+
+// after is the clock's After for the step loop. On the wall clock it is
+// one timer reset step after step, so that a step allocates nothing: an
+// allocation on the loop's goroutine during a garbage collection's mark
+// may make it assist the collector, delaying the step's tokens.
+func (e *Engine) after(d time.Duration) <-chan time.Time {
+	if _, wall := e.clock.(wallClock); !wall {
+		return e.clock.After(d)
+	}
+	if e.timer == nil {
+		e.timer = time.NewTimer(d)
+	} else {
+		e.timer.Reset(d) // a timer's channel holds no stale value after Reset (Go 1.23)
+	}
+	return e.timer.C
 }
 
 // handOut delivers a step's emits, stamped at, to their streams. While

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -672,5 +673,43 @@ func TestSince(t *testing.T) {
 	wall := WallClock()
 	if got := wall.Since(wall.Now().Add(-time.Hour)); got < time.Hour {
 		t.Errorf("wall clock: Since(now - 1h) = %v, want at least 1h", got)
+	}
+}
+
+// TestWallStepAllocatesNothing: on the wall clock the step loop waits on
+// one timer it resets, so a decode step allocates nothing (an allocation
+// on the loop's goroutine during a collection's mark may make it assist
+// the collector, late for the step). 150 steps of one request, counted
+// by the engine; before the reused timer each step allocated a timer and
+// its channel.
+func TestWallStepAllocatesNothing(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxModelLen = 4096
+	cfg.NumBlocks = 512
+	e, _ := startEngine(t, cfg, nil)
+	st, err := e.Submit(context.Background(), Request{ID: "a", PromptLen: 10, MaxTokens: 400, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	recvTo := func(tokens int) {
+		for n := 0; n < tokens; {
+			ev, err := st.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += ev.Tokens
+		}
+	}
+	recvTo(20) // the prefill and the first decode steps
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	steps0 := e.Stats().Steps
+	recvTo(150)
+	runtime.ReadMemStats(&m1)
+	steps := e.Stats().Steps - steps0
+	if perStep := float64(m1.Mallocs-m0.Mallocs) / float64(steps); steps < 100 || perStep >= 0.5 {
+		t.Errorf("%d allocations in %d steps (%.2f a step), want under 0.5 a step", m1.Mallocs-m0.Mallocs, steps, perStep)
 	}
 }
