@@ -254,3 +254,17 @@ func BenchmarkDecodeChat(b *testing.B) {
 		}
 	})
 }
+
+// TestCheckKeysAllocations: the exact-key check of a body whose keys are
+// all known and unescaped copies none of them (a map lookup by the raw
+// key): a completion request's check allocates nothing (6 allocations
+// before, one a key).
+func TestCheckKeysAllocations(t *testing.T) {
+	body := []byte(`{"model":"m","prompt":"one two","max_tokens":32,"ignore_eos":true,"stream":true,"temperature":0.5}`)
+	if err := checkKeys(body, completionShape); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = checkKeys(body, completionShape) }); n != 0 {
+		t.Errorf("checking 6 known keys allocates %v times, want 0", n)
+	}
+}

@@ -132,21 +132,31 @@ func walkObject(s *jsonscan.Scanner, sh *shape, at *keyPath) error {
 	var seen uint64               // known keys seen, by position
 	var seenOther map[string]bool // other keys seen, made on the first
 	return s.Object(func(k jsonscan.Str) error {
-		key := string(k.Raw)
+		var key string // made only when a known key is not enough
+		var i int
+		var known bool
 		if k.Escaped || k.NonASCII {
 			u, err := jsonscan.Unquote(k.Raw)
 			if err != nil {
 				return err
 			}
 			key = u
+			i, known = sh.index[key]
+		} else {
+			i, known = sh.index[string(k.Raw)] // looked up without a copy
 		}
-		i, known := sh.index[key]
 		dup := false
 		switch {
 		case known:
 			dup = seen&(1<<i) != 0
 			seen |= 1 << i
+			if (dup || sh.children[i] != nil) && key == "" {
+				key = string(k.Raw) // the error's or the child's path
+			}
 		default:
+			if key == "" {
+				key = string(k.Raw)
+			}
 			for name := range sh.index {
 				if strings.EqualFold(key, name) {
 					p := (&keyPath{parent: at, key: key, elem: -1}).String()
