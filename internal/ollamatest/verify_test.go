@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/internal/enginetest"
 	"github.com/tokentrace/tokentrace/internal/ollamatest"
 	"github.com/tokentrace/tokentrace/internal/racedetect"
+	"github.com/tokentrace/tokentrace/internal/results"
 	"github.com/tokentrace/tokentrace/internal/verify"
 )
 
@@ -20,15 +22,17 @@ import (
 // --applied max-num-seqs=2:4 sets both runs' — and sets the prediction
 // beside the measurement. The twin, calibrated on 2 slots, keeps 4 slots
 // in lockstep where Ollama hands each freed slot its next request through
-// its server's queue and runner one at a time (docs/performance.md): a
-// model error of the change that BEFORE cannot show, so verify runs with a
-// ledger of past verifies of this change on this machine
+// its server's queue and runner, one request after another
+// (docs/performance.md): a model error of the change that BEFORE cannot
+// show, so verify runs with a ledger of past verifies of this change on
+// this machine
 // (testdata/ledger.jsonl), whose errors enter the intervals
 // (docs/metrics.md, "Verify"). It asserts the change, the lever, every
-// row judged and the ledger's errors in the TTFT and E2E rows; and, where
-// verify finds the machine the same in both runs, at least 3 of the 4
-// TTFT/E2E P50/P95 rows within their interval. A run whose machine moved
-// is logged, not judged: the machine's load, not the twin, decides it.
+// row judged and the ledger's errors in the TTFT and E2E rows; and at
+// least 3 of the 4 TTFT/E2E P50/P95 rows within their interval where the
+// machine was quiet in both runs (bench's own clock stalled for under 5 %
+// of each, verify's machine note absent). A run on a busy machine is
+// logged, not judged: the machine's load, not the twin, decides it.
 func TestVerifyMoreSlotsAgainstOllama(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Ollama twice (about two minutes)")
@@ -88,8 +92,14 @@ func TestVerifyMoreSlotsAgainstOllama(t *testing.T) {
 		t.Fatalf("verify: lever %q, %d rows judged, changes %+v", r.Lever, r.Judged, r.Changes)
 	}
 	logRows(t, &r)
-	judgeLatencies(t, &r)
+	judgeLatencies(t, &r, before, after)
 }
+
+// quietShare is the share of a run's time bench's own clock may have
+// stalled for the run to be judged: above it the machine's load, which
+// moves the one thread's steps, decides the run (TTFT P50 0.8–2.2 s
+// between runs of the same 2-slot load at load 17–24).
+const quietShare = 0.05
 
 // logRows logs each judged row: before, predicted with its interval and
 // half-width, measured, error, verdict, and the ledger's error.
@@ -105,9 +115,10 @@ func logRows(t *testing.T, r *verify.Result) {
 }
 
 // judgeLatencies checks the TTFT and E2E rows at P50 and P95: each takes
-// the ledger's past errors; where the machine was the same in both runs,
-// at least 3 of the 4 lie within their interval.
-func judgeLatencies(t *testing.T, r *verify.Result) {
+// the ledger's past errors; where the machine was quiet in both runs
+// (bench's clock stalled for under quietShare of each), at least 3 of
+// the 4 lie within their interval.
+func judgeLatencies(t *testing.T, r *verify.Result, dirs ...string) {
 	held := 0
 	for _, x := range r.Rows {
 		if (x.Metric != "ttft" && x.Metric != "e2e") || (x.Stat != "p50" && x.Stat != "p95") {
@@ -121,9 +132,18 @@ func judgeLatencies(t *testing.T, r *verify.Result) {
 		}
 	}
 	t.Logf("TTFT/E2E P50/P95: %d of 4 within the interval", held)
+	var shares []float64
+	for _, d := range dirs {
+		l, ok := results.ReadClientLateness(d)
+		if !ok {
+			t.Fatalf("%s: no clock lateness in its summary", d)
+		}
+		shares = append(shares, l.StallShare())
+	}
 	switch {
-	case r.MachineMoved:
-		t.Logf("the machine was not the same in both runs: the rows are logged, not judged")
+	case r.MachineMoved || slices.ContainsFunc(shares, func(s float64) bool { return s >= quietShare }):
+		t.Logf("bench's clock stalled for %.1f %% and %.1f %% of the runs: the machine was not quiet, the rows are logged, not judged",
+			100*shares[0], 100*shares[1])
 	case held < 3:
 		t.Errorf("%d of the 4 TTFT/E2E P50/P95 rows within their interval, want at least 3", held)
 	}
