@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,23 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tokentrace/tokentrace/internal/gateway/gatewaytest"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
-
-// The protocol's fixtures (their README cites vLLM's files).
-var kvFixtures = filepath.Join("..", "openai", "testdata", "kvtransfer")
-
-func fixture(t *testing.T, name string) map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(kvFixtures, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // pdFake is a fake prefill or decode instance that records what it was
 // sent, in the order of calls across instances (log).
@@ -134,7 +117,7 @@ func dropNulls(m map[string]any) map[string]any {
 
 func sendClientRequest(t *testing.T, url string) (int, string) {
 	t.Helper()
-	b, _ := json.Marshal(fixture(t, "client_request.json"))
+	b, _ := json.Marshal(openaitest.KVFixture(t, "client_request.json"))
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/completions", strings.NewReader(string(b)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", "pd-conformance")
@@ -153,7 +136,7 @@ func sendClientRequest(t *testing.T, url string) (int, string) {
 // request id for both; and the failure of either half goes through the
 // attempt state machine.
 func TestPDRouterConformance(t *testing.T) {
-	answer := fixture(t, "prefill_answer_params.json")
+	answer := openaitest.KVFixture(t, "prefill_answer_params.json")
 	for _, tt := range []struct {
 		name      string
 		fakes     []*pdFake
@@ -187,15 +170,15 @@ func TestPDRouterConformance(t *testing.T) {
 				}
 				switch {
 				case strings.HasPrefix(c.who, "p"):
-					if diff := cmp.Diff(fixture(t, "prefill_request.json"), dropNulls(c.body)); diff != "" {
+					if diff := cmp.Diff(openaitest.KVFixture(t, "prefill_request.json"), dropNulls(c.body)); diff != "" {
 						t.Errorf("%s's request differs from the fixture (-want +got):\n%s", c.who, diff)
 					}
 				case tt.plain:
-					if diff := cmp.Diff(fixture(t, "client_request.json"), c.body); diff != "" {
+					if diff := cmp.Diff(openaitest.KVFixture(t, "client_request.json"), c.body); diff != "" {
 						t.Errorf("%s's request differs from the client's (-want +got):\n%s", c.who, diff)
 					}
 				default:
-					if diff := cmp.Diff(fixture(t, "decode_request.json"), c.body); diff != "" {
+					if diff := cmp.Diff(openaitest.KVFixture(t, "decode_request.json"), c.body); diff != "" {
 						t.Errorf("%s's request differs from the fixture (-want +got):\n%s", c.who, diff)
 					}
 				}

@@ -17,6 +17,10 @@
 // with a log of each request's own queue wait for tests to compare with
 // what a client recorded.
 //
+// KVFixture reads the KV-transfer protocol's fixtures (internal/openai's
+// testdata) for the tests of both of its sides, the gateway's router and
+// serve's instances.
+//
 // It imports nothing of this module but internal/sse (its streams are
 // written with sse.Writer).
 package openaitest

@@ -6,32 +6,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
+	"github.com/tokentrace/tokentrace/internal/openaitest"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
 )
-
-// The protocol's fixtures (their README cites vLLM's files).
-var kvFixtures = filepath.Join("..", "openai", "testdata", "kvtransfer")
-
-func readFixture(t *testing.T, name string) map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(kvFixtures, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // pdConfig is testConfig in a role, pulling 1,000 bytes per token over a
 // 1 MB/s link with 1 ms latency.
@@ -61,7 +44,7 @@ func TestKVTransferConformance(t *testing.T) {
 	d := startServer(t, pdConfig(RoleDecode))
 	ctx := context.Background()
 
-	resp := post(t, ctx, p.URL()+"/completions", mustJSON(t, readFixture(t, "prefill_request.json")), RequestIDHeader, "pd-1")
+	resp := post(t, ctx, p.URL()+"/completions", mustJSON(t, openaitest.KVFixture(t, "prefill_request.json")), RequestIDHeader, "pd-1")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -80,7 +63,7 @@ func TestKVTransferConformance(t *testing.T) {
 	if ans.Usage.CompletionTokens != 1 || ans.Choices[0].FinishReason != "length" {
 		t.Errorf("prefill answered %d tokens, finish %q; want 1, length", ans.Usage.CompletionTokens, ans.Choices[0].FinishReason)
 	}
-	want := readFixture(t, "prefill_answer_params.json")
+	want := openaitest.KVFixture(t, "prefill_answer_params.json")
 	for k, v := range want {
 		got, ok := ans.KVTransferParams[k]
 		if !ok {
@@ -109,7 +92,7 @@ func TestKVTransferConformance(t *testing.T) {
 		}
 	}
 
-	dec := readFixture(t, "client_request.json")
+	dec := openaitest.KVFixture(t, "client_request.json")
 	dec["kv_transfer_params"] = ans.KVTransferParams
 	resp = post(t, ctx, d.URL()+"/completions", mustJSON(t, dec), RequestIDHeader, "pd-1")
 	evs := events(t, resp.Body)
@@ -136,8 +119,8 @@ func TestKVTransferRefusals(t *testing.T) {
 	p := startServer(t, pdConfig(RolePrefill))
 	d := startServer(t, pdConfig(RoleDecode))
 	ctx := context.Background()
-	prefill := readFixture(t, "prefill_request.json")
-	decode := readFixture(t, "decode_request.json")
+	prefill := openaitest.KVFixture(t, "prefill_request.json")
+	decode := openaitest.KVFixture(t, "decode_request.json")
 	with := func(m map[string]any, k string, v any) map[string]any {
 		out := map[string]any{}
 		for a, b := range m {
@@ -192,7 +175,7 @@ func TestKVTransferTPSize(t *testing.T) {
 	pc.Engine.TP, dc.Engine.TP = 2, 2
 	p, d := startServer(t, pc), startServer(t, dc)
 	ctx := context.Background()
-	resp := post(t, ctx, p.URL()+"/completions", mustJSON(t, readFixture(t, "prefill_request.json")), RequestIDHeader, "tp-1")
+	resp := post(t, ctx, p.URL()+"/completions", mustJSON(t, openaitest.KVFixture(t, "prefill_request.json")), RequestIDHeader, "tp-1")
 	var ans struct {
 		KVTransferParams map[string]any `json:"kv_transfer_params"`
 	}
@@ -205,7 +188,7 @@ func TestKVTransferTPSize(t *testing.T) {
 		tpSize float64
 		want   time.Duration
 	}{{2, 17 * time.Millisecond}, {1, 33 * time.Millisecond}} {
-		dec := readFixture(t, "client_request.json")
+		dec := openaitest.KVFixture(t, "client_request.json")
 		ans.KVTransferParams["tp_size"] = tt.tpSize
 		dec["kv_transfer_params"] = ans.KVTransferParams
 		resp = post(t, ctx, d.URL()+"/completions", mustJSON(t, dec), RequestIDHeader, "tp-1")
