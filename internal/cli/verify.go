@@ -186,19 +186,11 @@ func pastVerifies(path string) ([]verify.Entry, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.Open(path)
+	entries, err := readLedger(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	defer func() { _ = f.Close() }() // read only
-	entries, err := verify.ReadLedger(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return entries, nil
+	return entries, err
 }
 
 // trackRecord summarises a ledger.
