@@ -160,7 +160,7 @@ func (f *estimateFlags) request(g *flagGroup) (perfmodel.Request, error) {
 }
 
 // writeEnvelope says where the estimate lies outside what its constants
-// were fitted on, and their 80 % interval where known.
+// were fitted on, and its 80 % interval (engine.Envelope.Interval80).
 func (f *estimateFlags) writeEnvelope(w io.Writer, batches []int) error {
 	env, err := f.model.Envelope()
 	if err != nil {
@@ -172,9 +172,7 @@ func (f *estimateFlags) writeEnvelope(w io.Writer, batches []int) error {
 			return err
 		}
 	}
-	if iv := env.Range.Interval80; iv.TTFT > 0 {
-		_, err = fmt.Fprintf(w, "interval 80 %%: TTFT ±%.0f%%, TPOT ±%.0f%%, E2E ±%.0f%% (%s)\n", 100*iv.TTFT, 100*iv.TPOT, 100*iv.E2E, iv.From)
-	}
+	_, err = fmt.Fprintf(w, "interval 80 %%: %s\n", env.Interval80(c))
 	return err
 }
 

@@ -158,8 +158,8 @@ func TestSimulateEngineFamily(t *testing.T) {
 }
 
 // A simulation outside what its constants were fitted on says so: in its
-// output, its summary and the report of its folder; inside, it gives the
-// constants' 80 % interval.
+// output, its summary and the report of its folder, and its 80 % interval
+// is the cross-source one, marked; inside, it is the constants' own.
 func TestSimulateFlagsTheEnvelope(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	out, err := run(t, "simulate", "--engine", "trtllm", "--concurrency", "64", "--requests", "64", "--input-tokens", "1024",
@@ -168,10 +168,19 @@ func TestSimulateFlagsTheEnvelope(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"outside the twin's envelope: outputs of 8192 tokens: fitted on 200–2000",
-		"outside the twin's envelope: TensorRT-LLM 1.0: the constants were fitted on release 0.x", "interval  80 %: TTFT ±31%"} {
+		"outside the twin's envelope: TensorRT-LLM 1.0: the constants were fitted on release 0.x",
+		"interval  80 %: TTFT ±549%, TPOT ±15%, E2E ±16% (outside the envelope: P80 of |error| across sources"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("simulate's output lacks %q:\n%s", want, out)
 		}
+	}
+	in, err := run(t, "simulate", "--engine", "trtllm@0.x", "--concurrency", "8", "--requests", "16", "--input-tokens", "1000",
+		"--output-tokens", "200", "--output-dir", filepath.Join(t.TempDir(), "inside"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "interval  80 %: TTFT ±31%, TPOT ±10%, E2E ±9% (P85 of |error| on the fit half"; !strings.Contains(in, want) || strings.Contains(in, "outside the twin's envelope") {
+		t.Errorf("simulate inside the envelope: want %q and no flag:\n%s", want, in)
 	}
 	rep, err := run(t, "report", dir)
 	if err != nil {

@@ -33,6 +33,37 @@ type Interval struct {
 	E2E  float64 `yaml:"e2e" json:"e2e"`
 	// From says which residuals gave it.
 	From string `yaml:"from" json:"from"`
+	// Outside is set when the case lies outside the constants' envelope
+	// and the interval is the cross-source one (Envelope.Interval80).
+	Outside bool `yaml:"-" json:"outside_envelope"`
+}
+
+// CrossSource80 is the 80 % interval of a prediction outside what its
+// constants were fitted on: per metric, the 80th percentile of |error| of
+// leave-one-source-out predictions of the fit data, each source weighing
+// the same (calibrate.SourceQuantile; docs/metrics.md, "The twin's 80 %
+// interval"). TestCrossSourceIntervals recomputes it. A half-width of 1
+// or more bounds the measurement below only.
+var CrossSource80 = Interval{TTFT: 5.494, TPOT: 0.152, E2E: 0.156,
+	From: "outside the envelope: P80 of |error| across sources, each fit source predicted without its own data"}
+
+// Interval80 is the 80 % interval of a prediction of case c: the
+// constants' own (in-source) interval when c lies inside their envelope
+// (fitted, no Check flag) and they carry one; else CrossSource80, each
+// metric at least the in-source width, marked Outside.
+func (e Envelope) Interval80(c EnvelopeCase) Interval {
+	in := e.Range.Interval80
+	if e.Fitted && in.TTFT > 0 && len(e.Check(c)) == 0 {
+		return in
+	}
+	out := CrossSource80
+	out.TTFT, out.TPOT, out.E2E, out.Outside = max(out.TTFT, in.TTFT), max(out.TPOT, in.TPOT), max(out.E2E, in.E2E), true
+	return out
+}
+
+// String is the interval as the commands print it.
+func (iv Interval) String() string {
+	return fmt.Sprintf("TTFT ±%.0f%%, TPOT ±%.0f%%, E2E ±%.0f%% (%s)", 100*iv.TTFT, 100*iv.TPOT, 100*iv.E2E, iv.From)
 }
 
 // Envelope is what the constants that time an engine's steps were fitted

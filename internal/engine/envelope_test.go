@@ -53,6 +53,17 @@ func TestEnvelope(t *testing.T) {
 					t.Errorf("flag %d %q, want it to say %q", i, got[i], w)
 				}
 			}
+			iv := e.Interval80(c.c)
+			if iv.Outside != (len(got) > 0) {
+				t.Errorf("flags %q but the interval's outside is %v", got, iv.Outside)
+			}
+			want := e.Range.Interval80
+			if iv.Outside {
+				want = Interval{TTFT: max(CrossSource80.TTFT, want.TTFT), TPOT: max(CrossSource80.TPOT, want.TPOT), E2E: max(CrossSource80.E2E, want.E2E), From: CrossSource80.From, Outside: true}
+			}
+			if iv != want {
+				t.Errorf("interval %+v, want %+v", iv, want)
+			}
 			if e.Fitted && e.Range.Interval80.TTFT <= 0 {
 				t.Errorf("a fitted family constant without an interval: %+v", e.Range)
 			}

@@ -57,8 +57,8 @@ type Summary struct {
 	WallMS    float64          `json:"wall_ms"`
 	Warnings  []string         `json:"warnings,omitempty"`
 	// OutsideEnvelope lists where the run left what the constants were
-	// fitted on (engine.Envelope.Check); Interval80 is their 80 %
-	// interval, where known.
+	// fitted on (engine.Envelope.Check); Interval80 is the run's 80 %
+	// interval (engine.Envelope.Interval80: cross-source when outside).
 	OutsideEnvelope []string         `json:"outside_envelope,omitempty"`
 	Interval80      *engine.Interval `json:"interval80,omitempty"`
 	Report          *report.Report   `json:"report"`
@@ -157,16 +157,18 @@ func WriteRun(cfg Config, o Output, w io.Writer) (*Summary, error) {
 	return sum, nil
 }
 
-// checkEnvelope flags where the run left the profile's measured envelope,
-// each flag also a warning of res, and keeps the profile's 80 % interval.
+// checkEnvelope flags where the run left the constants' envelope, each
+// flag also a warning of res, and keeps the run's 80 % interval: the
+// constants' own inside it, the cross-source one outside
+// (engine.Envelope.Interval80).
 func (sum *Summary) checkEnvelope(env *engine.Envelope, res *Result, lens lengthSpan, replicas int) {
-	sum.OutsideEnvelope = env.Flags(envelopeCase(*res, lens, replicas))
+	c := envelopeCase(*res, lens, replicas)
+	sum.OutsideEnvelope = env.Flags(c)
 	for _, f := range sum.OutsideEnvelope {
 		res.Warnings = append(res.Warnings, results.EnvelopeWarning+f)
 	}
-	if iv := env.Range.Interval80; iv.TTFT > 0 {
-		sum.Interval80 = &iv
-	}
+	iv := env.Interval80(c)
+	sum.Interval80 = &iv
 }
 
 // runInfo is run.json of a simulated run: its load, warnings and the
@@ -260,7 +262,7 @@ func writeText(w io.Writer, s *Summary, dir string) {
 		fmt.Fprintf(w, "WARNING   %s\n", warn)
 	}
 	if iv := s.Interval80; iv != nil {
-		fmt.Fprintf(w, "interval  80 %%: TTFT ±%.0f%%, TPOT ±%.0f%%, E2E ±%.0f%% (%s)\n", 100*iv.TTFT, 100*iv.TPOT, 100*iv.E2E, iv.From)
+		fmt.Fprintf(w, "interval  80 %%: %s\n", iv)
 	}
 	fmt.Fprintf(w, "results   %s (%d records)\n", dir, s.Records)
 }
