@@ -14,6 +14,7 @@
 //	go run ./bench/floor -streams 50 -requests 600 -serve-streams 0 -bench-runs 0   # quick: the proxies only
 //	go run ./bench/floor -streams 0 -bench-runs 0   # serve's jitter checks only
 //	go run ./bench/floor -streams 0 -bench-runs 0 -serve-streams 0   # serve under churn only
+//	go run ./bench/floor -upstream-only 127.0.0.1:9400 -tokens 64   # the upstream alone, until Ctrl-C (bench's memory runs)
 //
 // It prints, per concurrency and path, TTFT P50/P99/P99.9, the TTFT added
 // over the direct path at each, and the token-gap jitter (|gap between
@@ -49,6 +50,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/scrape"
@@ -99,6 +101,7 @@ func main() {
 	flag.IntVar(&cfg.Bench.Runs, "bench-runs", 10, "bench's TTFT-error check: self-test runs at -bench-streams (0 skips it)")
 	flag.IntVar(&cfg.Bench.Streams, "bench-streams", 100, "bench's TTFT-error check: warm streams per run")
 	flag.IntVar(&cfg.Bench.Big, "bench-big", 1000, "bench's TTFT-error check: streams of one more run (0: none)")
+	upstreamOnly := flag.String("upstream-only", "", "serve only the exact-schedule upstream at this address (e.g. 127.0.0.1:9400, with -ttft, -gap, -tokens) until interrupted: bench's memory runs target it from their own process")
 	flag.Func("also", "another gateway path beside the first: NAME=BINARY[,KEY=VALUE...] (environment settings for it); repeatable", func(v string) error {
 		cfg.Also = append(cfg.Also, v)
 		return nil
@@ -113,10 +116,30 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Out = os.Stdout
-	if err := runInterruptible(cfg); err != nil {
+	if *upstreamOnly != "" {
+		err = serveUpstream(*upstreamOnly, cfg.Sched)
+	} else {
+		err = runInterruptible(cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
+}
+
+// serveUpstream serves the exact-schedule upstream at addr until an
+// interrupt.
+func serveUpstream(addr string, s schedule) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	up, err := startUpstreamAt(addr, s)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("upstream: http://%s, first token %v after the request, then one every %v, %d tokens\n", up.addr(), s.TTFT, s.Gap, s.Tokens)
+	<-ctx.Done()
+	up.close()
+	return nil
 }
 
 // runInterruptible runs the harness until it ends or an interrupt stops it.

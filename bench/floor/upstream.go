@@ -50,8 +50,11 @@ var doneChunk = func() []byte {
 	return fmt.Appendf(nil, "%x\r\n%s\r\n0\r\n\r\n", len(ev), ev)
 }()
 
-func startUpstream(s schedule) (*upstream, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startUpstream(s schedule) (*upstream, error) { return startUpstreamAt("127.0.0.1:0", s) }
+
+// startUpstreamAt starts the upstream listening at addr.
+func startUpstreamAt(addr string, s schedule) (*upstream, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"sync"
@@ -543,6 +544,11 @@ func (r *run) send(ctx context.Context, runner *Runner) error {
 // conclude writes run.json, builds the report, judges the SLOs, writes
 // summary.json and prints the text summary.
 func (r *run) conclude(out io.Writer) (*Result, error) {
+	// The streams' stacks and buffers, freed with them, go back to the
+	// OS before the report is built: they are most of the process's
+	// memory at thousands of streams, and the report's tables would be
+	// laid on top of them.
+	debug.FreeOSMemory()
 	info := r.runInfo()
 	if err := results.WriteRunInfo(r.cfg.OutDir, info); err != nil {
 		return nil, err

@@ -133,3 +133,28 @@ func BenchmarkInFlightStreamMemory(b *testing.B) {
 		b.ReportMetric(stacks, "stack-B/stream")
 	}
 }
+
+// maxFinishedRequestHeap bounds the live heap a finished request of 16
+// tokens leaves behind in a run (its row in the report's collector, the
+// exact gaps, the compatibility views; the record itself is written and
+// dropped): measured 480–940 B, the exact gaps' slice doubling in steps
+// (docs/performance.md). A record kept whole (≈ 700 B with its chunk
+// instants) would cross it.
+const maxFinishedRequestHeap = 1536
+
+func TestFinishedRequestMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a loopback server")
+	}
+	if racedetect.Enabled {
+		t.Skip("the race detector's shadow memory is not the client's: measured without -race")
+	}
+	res := &SelfTestResult{}
+	if err := manyTest(context.Background(), SelfTestOptions{Many: 10000, Tokens: 16}, res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("live heap per finished request: %.0f B (%.1f → %.1f MiB)", res.BytesPerReq, res.HeapStartMB, res.HeapEndMB)
+	if res.BytesPerReq > maxFinishedRequestHeap {
+		t.Errorf("live heap per finished request %.0f B, more than %d", res.BytesPerReq, maxFinishedRequestHeap)
+	}
+}

@@ -43,7 +43,11 @@ type Transport struct {
 	maxIdle     int               // idle connections kept per host
 	idleTimeout time.Duration     // an idle connection older than this is closed, not reused
 	readSize    int               // each connection's read buffer
-	writeSize   int               // and write buffer
+	writeSize   int               // the write buffers' size
+	// writers are the buffers requests are written through, shared by
+	// the connections: a connection holds one only while it writes (a
+	// stream's connection is read for minutes after its request).
+	writers sync.Pool
 
 	mu   sync.Mutex
 	idle map[string][]*h1Conn // by host:port, most recently used last
@@ -54,7 +58,7 @@ type Config struct {
 	MaxIdlePerHost  int           // idle connections kept per host
 	IdleConnTimeout time.Duration // an idle connection older than this is closed (0: never)
 	ReadBufferSize  int           // each connection's read buffer (0: 4 KiB)
-	WriteBufferSize int           // each connection's write buffer (0: 4 KiB)
+	WriteBufferSize int           // the buffer a request is written through, taken from a shared pool (0: 4 KiB)
 }
 
 // New returns a Transport that dials with dial and sends what is not
@@ -75,7 +79,6 @@ func New(dial func(ctx context.Context, network, addr string) (net.Conn, error),
 type h1Conn struct {
 	c      net.Conn
 	br     *bufio.Reader
-	bw     *bufio.Writer
 	key    string
 	idleAt time.Time // when it went back to the pool
 	reused bool      // it served a request before
@@ -126,10 +129,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // exchange writes req on pc and reads the head of its answer (1xx
 // interim answers skipped).
 func (t *Transport) exchange(req *http.Request, pc *h1Conn, trace *httptrace.ClientTrace) (*http.Response, error) {
-	if err := req.Write(pc.bw); err != nil {
-		return nil, err
-	}
-	if err := pc.bw.Flush(); err != nil {
+	if err := t.write(req, pc.c); err != nil {
 		return nil, err
 	}
 	if trace != nil && trace.WroteRequest != nil {
@@ -156,6 +156,23 @@ func (t *Transport) exchange(req *http.Request, pc *h1Conn, trace *httptrace.Cli
 	}
 }
 
+// write writes req to c through a pooled buffer.
+func (t *Transport) write(req *http.Request, c net.Conn) error {
+	bw, _ := t.writers.Get().(*bufio.Writer)
+	if bw == nil {
+		bw = bufio.NewWriterSize(c, t.writeSize)
+	} else {
+		bw.Reset(c)
+	}
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	t.writers.Put(bw)
+	return err
+}
+
 // get takes an idle connection to key, or dials one.
 func (t *Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 	now := time.Now()
@@ -179,7 +196,7 @@ func (t *Transport) get(ctx context.Context, key string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h1Conn{c: c, br: bufio.NewReaderSize(c, t.readSize), bw: bufio.NewWriterSize(c, t.writeSize), key: key}, nil
+	return &h1Conn{c: c, br: bufio.NewReaderSize(c, t.readSize), key: key}, nil
 }
 
 // put gives a connection whose answer was read whole back to the pool.
