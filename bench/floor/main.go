@@ -5,8 +5,9 @@
 // through the least a Go proxy costs (the standard library's
 // httputil.ReverseProxy flushing every write, nothing measured), through
 // the least a Go proxy costs below net/http (the raw floor: a hand-written
-// net.Conn HTTP/1.1 relay, rawproxy.go) and through the tokentrace gateway (its quick-start configuration, every
-// stage measured and exported), by one minimal streaming client, at each
+// net.Conn HTTP/1.1 relay, rawproxy.go) and through the tokentrace
+// gateway (its quick-start configuration, every stage measured and
+// exported), by one minimal streaming client, at each
 // concurrency asked for. The paths take turns in short rounds (their order
 // rotating), so a change in the machine's load falls on all of them.
 //
@@ -460,8 +461,13 @@ func cpuPerToken(r *result) float64 {
 	return float64(r.cpu) / 1e3 / float64(max(r.tokens, 1))
 }
 
+// p50Slack is how far over nginx's added TTFT P50 the gateway's may be
+// (issue 43), ms.
+const p50Slack = 0.1
+
 // writeVerdicts prints the gateway's targets against nginx in this run
-// (added TTFT P50 and P99 ≤ nginx's, jitter P99 ≤ nginx's + 0.5 ms) and
+// (added TTFT P50 ≤ nginx's + p50Slack, P99 ≤ nginx's, jitter P99 ≤
+// nginx's + 0.5 ms) and
 // its ratios to nginx and to the Go floor, with a warning where the
 // direct path itself missed its schedule at P99 (the machine, not the
 // proxies, then sets the tail).
@@ -479,9 +485,8 @@ func writeVerdicts(w io.Writer, paths []*path, res []*result, s schedule) {
 	d, g, n := res[0], res[gi], res[ni]
 	added := func(r *result, q float64) float64 { return float64(r.ttft.Percentile(q)-d.ttft.Percentile(q)) / 1e6 }
 	jit := func(r *result) float64 { return float64(r.jitter.Percentile(99)) / 1e6 }
-	for _, q := range []float64{50, 99} {
-		fmt.Fprintf(w, "target: gateway's added TTFT P%.0f ≤ nginx's: %+.2f against %+.2f ms: %s\n", q, added(g, q), added(n, q), metWord(added(g, q) <= added(n, q)))
-	}
+	fmt.Fprintf(w, "target: gateway's added TTFT P50 ≤ nginx's + %.1f ms: %+.2f against %+.2f ms: %s\n", p50Slack, added(g, 50), added(n, 50), metWord(added(g, 50) <= added(n, 50)+p50Slack))
+	fmt.Fprintf(w, "target: gateway's added TTFT P99 ≤ nginx's: %+.2f against %+.2f ms: %s\n", added(g, 99), added(n, 99), metWord(added(g, 99) <= added(n, 99)))
 	fmt.Fprintf(w, "target: gateway's jitter P99 ≤ nginx's + 0.5 ms: %.2f against %.2f ms: %s\n", jit(g), jit(n), metWord(jit(g) <= jit(n)+0.5))
 	line := fmt.Sprintf("CPU per token: gateway %.1f µs = %.2f × nginx's %.1f µs", cpuPerToken(g), cpuPerToken(g)/cpuPerToken(n), cpuPerToken(n))
 	if fi, ok := idx["go-floor"]; ok {

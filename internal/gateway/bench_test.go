@@ -222,7 +222,8 @@ func benchPaths(b *testing.B, h http.Handler) (direct, gateway, floor string, cl
 	up := httptest.NewServer(h)
 	b.Cleanup(up.Close)
 	g := quickGateway(b, up.URL)
-	gw := httptest.NewServer(g)
+	gw := newLimitsServer(g) // as it serves: streamed answers below net/http's writer
+	gw.Start()
 	b.Cleanup(gw.Close)
 	b.Cleanup(g.Close)
 	fl := httptest.NewServer(floorProxy(up.URL))
@@ -374,7 +375,8 @@ func BenchmarkStreamsCPU(b *testing.B) {
 				target = fl.URL
 			case "gw":
 				g := quickGateway(b, up.URL)
-				gw := httptest.NewServer(g)
+				gw := newLimitsServer(g)
+				gw.Start()
 				defer gw.Close()
 				defer g.Close()
 				target = gw.URL

@@ -77,6 +77,10 @@ type Gateway struct {
 	// sentTest, when set, runs after each write of a send queue to its
 	// client was timed (tests on a clock of their own).
 	sentTest func()
+	// noRawSend: streamed answers go through net/http's response writer
+	// and the send queue's goroutine only, never below it (tests and
+	// benchmarks comparing the two).
+	noRawSend bool
 	// bg runs the configurations' background goroutines (the pools'
 	// scrapers); Close waits for them.
 	bg errgroup.Group

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"errors"
+	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -110,8 +113,18 @@ type sendQueue struct {
 	now   func() time.Time // the gateway's clock, for busyFor
 	sent  func()           // after each write was timed (Gateway.sentTest)
 	done  sync.WaitGroup   // the sending goroutine
-	bufs  *sendBuf         // queued's and spare's storage, pooled (sendBufs)
+	bufs  *sendBuf         // queued's, spare's and raw's storage, pooled (sendBufs)
 	on    bool             // between start and stop (the relay's goroutine reads it)
+	// raw, when set, is the client's TCP connection below net/http: the
+	// answer's chunks are framed here and written to it, by the relay
+	// itself while the connection takes each whole at once (rawSend.try),
+	// by the sending goroutine, started then, from the first that it
+	// does not (sendQueue.flushRaw).
+	raw  *rawSend
+	rawS rawSend // raw's storage
+	// sending: the sending goroutine runs (from start without raw, from
+	// the first write the connection did not take whole with it).
+	sending bool
 
 	mu      sync.Mutex
 	cond    sync.Cond // on mu: the sender waits for work, the relay for room or the end
@@ -125,22 +138,41 @@ type sendQueue struct {
 	// (busyFrom: when the current one began).
 	busyTotal time.Duration
 	busyFrom  time.Time
+	rest      []byte // framed bytes a raw write left, sent first by the sender
 }
 
 // start sends what is written to q on to w, guarded by guard, until stop;
-// now is the clock its busy time is read on.
-func (q *sendQueue) start(w http.ResponseWriter, guard *sendGuard, now func() time.Time, sent func()) {
+// now is the clock its busy time is read on. With raw (the request's
+// HTTP/1.1 connection, net/http's response chunked) the chunks go to raw
+// below w once w's head and first writes were flushed, and the sending
+// goroutine starts only when the connection does not take a write whole.
+func (q *sendQueue) start(w http.ResponseWriter, guard *sendGuard, now func() time.Time, sent func(), raw *net.TCPConn) {
 	q.w, q.guard, q.now, q.sent, q.busyTotal = w, guard, now, sent, 0
 	q.rc = *http.NewResponseController(w)
 	q.fe, _ = w.(interface{ FlushError() error })
 	q.cond.L = &q.mu
-	q.queued, q.flush, q.busy, q.stopped, q.err = q.queued[:0], false, false, false, nil
+	q.flush, q.busy, q.stopped, q.err, q.rest = false, false, false, nil, nil
 	q.bufs = sendBufs.Get().(*sendBuf)
 	q.queued, q.spare = q.bufs[0][:0], q.bufs[1][:0]
-	q.on = true
+	q.on, q.raw, q.sending = true, nil, false
+	if raw != nil && q.rawS.init(raw, q.bufs[2][:0]) {
+		q.raw = &q.rawS
+		return
+	}
+	q.startSender()
+}
+
+// startSender starts the sending goroutine.
+func (q *sendQueue) startSender() {
+	q.sending = true
 	q.done.Add(1)
 	go q.send()
 }
+
+// direct reports whether the relay itself writes to the client (raw,
+// no sending goroutine yet): a write's time is then the gateway's own,
+// not the client's backpressure. Read on the relay's goroutine only.
+func (q *sendQueue) direct() bool { return q.raw != nil && !q.sending }
 
 // Write queues b; it waits while the queue is full, and returns the
 // error of a failed write to the client.
@@ -148,6 +180,10 @@ func (q *sendQueue) Write(b []byte) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for q.err == nil && len(q.queued) > 0 && len(q.queued)+len(b) > sendQueueBytes {
+		if q.raw != nil && !q.sending {
+			_ = q.flushRaw() // empties the queue
+			continue
+		}
 		q.flush = true
 		q.cond.Broadcast()
 		q.cond.Wait()
@@ -164,6 +200,9 @@ func (q *sendQueue) Write(b []byte) (int, error) {
 func (q *sendQueue) FlushError() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.raw != nil && !q.sending {
+		return q.flushRaw()
+	}
 	if len(q.queued) > 0 {
 		q.flush = true
 		q.cond.Broadcast()
@@ -179,7 +218,10 @@ func (q *sendQueue) wait() error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.err == nil && (len(q.queued) > 0 || q.busy) {
+	if q.raw != nil && !q.sending {
+		_ = q.flushRaw()
+	}
+	for q.err == nil && (len(q.queued) > 0 || len(q.rest) > 0 || q.busy) {
 		q.flush = true
 		q.cond.Broadcast()
 		q.cond.Wait()
@@ -212,20 +254,28 @@ func (q *sendQueue) stop() {
 	q.mu.Unlock()
 	q.done.Wait()
 	q.on = false
-	if cap(q.queued)+cap(q.spare) <= 2*sendBufKeep { // back to the pool, unless a slow client grew them
-		q.bufs[0], q.bufs[1] = q.queued[:0], q.spare[:0]
+	frame := q.bufs[2]
+	if q.raw != nil {
+		frame, q.raw = q.rawS.frame, nil
+		q.rawS.conn, q.rawS.sc, q.rawS.frame, q.rawS.out = nil, nil, nil, nil
+	}
+	if cap(q.queued)+cap(q.spare)+cap(frame) <= 3*sendBufKeep { // back to the pool, unless a slow client grew them
+		q.bufs[0], q.bufs[1], q.bufs[2] = q.queued[:0], q.spare[:0], frame[:0]
 		sendBufs.Put(q.bufs)
 	}
-	q.bufs, q.queued, q.spare = nil, nil, nil
+	q.bufs, q.queued, q.spare, q.rest = nil, nil, nil, nil
 }
 
-// sendBuf is a send queue's two buffers, pooled between streams.
-type sendBuf [2][]byte
+// sendBuf is a send queue's buffers (queued, spare, and a raw
+// connection's framing), pooled between streams.
+type sendBuf [3][]byte
 
 // sendBufKeep is the largest buffer the pool keeps.
 const sendBufKeep = 16 << 10
 
-var sendBufs = sync.Pool{New: func() any { return &sendBuf{make([]byte, 0, 4096), make([]byte, 0, 4096)} }}
+var sendBufs = sync.Pool{New: func() any {
+	return &sendBuf{make([]byte, 0, 4096), make([]byte, 0, 4096), make([]byte, 0, 4096)}
+}}
 
 // send is the sending goroutine: it takes what the relay queued, when
 // asked, and writes and flushes it to the client outside the lock.
@@ -234,18 +284,18 @@ func (q *sendQueue) send() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for {
-		for !q.stopped && (!q.flush || len(q.queued) == 0 || q.err != nil) {
+		for !q.stopped && (!q.flush || len(q.queued) == 0 && len(q.rest) == 0 || q.err != nil) {
 			q.cond.Wait()
 		}
 		if q.stopped {
 			return
 		}
-		out := q.queued
-		q.queued, q.spare = q.spare[:0], nil
+		out, rest := q.queued, q.rest
+		q.queued, q.spare, q.rest = q.spare[:0], nil, nil
 		q.flush, q.busy, q.busyFrom = false, true, q.now()
 		q.cond.Broadcast() // room for a relay waiting on a full queue
 		q.mu.Unlock()
-		err := q.write(out)
+		err := q.write(out, rest)
 		q.mu.Lock()
 		q.spare, q.busy = out[:0], false
 		q.busyTotal += q.now().Sub(q.busyFrom)
@@ -259,9 +309,20 @@ func (q *sendQueue) send() {
 	}
 }
 
-// write writes b to the client and flushes it, under a renewed deadline.
-func (q *sendQueue) write(b []byte) error {
+// write writes b to the client and flushes it, under a renewed deadline;
+// on a raw connection, what a raw write left (rest, framed) first, then b
+// as one chunk.
+func (q *sendQueue) write(b, rest []byte) error {
 	q.guard.renew()
+	if q.raw != nil {
+		return q.raw.write(b, rest)
+	}
+	return q.httpWrite(b)
+}
+
+// httpWrite writes b to the client through net/http's response writer
+// and flushes it.
+func (q *sendQueue) httpWrite(b []byte) error {
 	if _, err := q.w.Write(b); err != nil {
 		return err
 	}
@@ -272,4 +333,144 @@ func (q *sendQueue) write(b []byte) error {
 		return err
 	}
 	return nil
+}
+
+// rawFirstMax is the most the first raw-mode flush sends through net/http
+// with the answer's head (one write, as net/http sends them): at the
+// start of the answer the connection takes it whole; a larger first
+// flush sends the head alone first.
+const rawFirstMax = 2 << 10
+
+// flushRaw sends what is queued, with q.mu held, on the relay's
+// goroutine: the first flush through net/http (the answer's head, net/http
+// choosing chunked framing), each later one framed as one chunk and
+// written to the raw connection at once if it takes it whole; else what
+// it left goes to the sending goroutine, started now, as everything after
+// it. A write that fails fails the queue.
+func (q *sendQueue) flushRaw() error {
+	if q.err != nil || len(q.queued) == 0 {
+		return q.err
+	}
+	r := q.raw
+	q.guard.renew()
+	var err error
+	switch {
+	case !r.headed && len(q.queued) <= rawFirstMax:
+		r.headed = true
+		err = q.httpWrite(q.queued)
+	case !r.headed:
+		r.headed = true
+		if err = q.httpWrite(nil); err == nil {
+			return q.flushRaw()
+		}
+	default:
+		q.rest, err = r.try(q.queued)
+	}
+	q.queued = q.queued[:0]
+	if q.sent != nil {
+		q.sent()
+	}
+	if err != nil {
+		q.err = err
+		return err
+	}
+	if len(q.rest) > 0 { // the connection is full: the client is behind
+		q.flush = true
+		q.startSender()
+	}
+	return nil
+}
+
+// rawSend writes a chunked answer's chunks to the client's TCP
+// connection below net/http, which has sent the answer's head and
+// flushed everything before them; net/http writes the last chunk and the
+// trailers after the handler.
+type rawSend struct {
+	conn   *net.TCPConn
+	sc     syscall.RawConn
+	headed bool   // the head went out through net/http
+	frame  []byte // try's chunk: size line, data, CRLF
+	// tryFn is writeOnce bound once; out, n and errno its operand and
+	// results.
+	tryFn func(fd uintptr) bool
+	out   []byte
+	n     int
+	errno error
+	bufs  net.Buffers // write's chunk: size line, data, CRLF (one writev)
+	hdr   [16]byte
+}
+
+// init sets r up for c, framing in frame's storage; false when c offers
+// no raw access.
+func (r *rawSend) init(c *net.TCPConn, frame []byte) bool {
+	sc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	r.conn, r.sc, r.frame, r.headed, r.out = c, sc, frame, false, nil
+	if r.tryFn == nil {
+		r.tryFn = r.writeOnce
+	}
+	return true
+}
+
+var crlf = []byte("\r\n")
+
+// try frames b as one chunk and writes it with one non-blocking write:
+// what the connection did not take (nil when it took it all) is left,
+// framed, for a blocking write. The connection's write deadline (a cut
+// send guard's) fails it as any write.
+func (r *rawSend) try(b []byte) (left []byte, err error) {
+	r.frame = strconv.AppendInt(r.frame[:0], int64(len(b)), 16)
+	r.frame = append(append(append(r.frame, crlf...), b...), crlf...)
+	r.out = r.frame
+	if err := r.sc.Write(r.tryFn); err != nil {
+		return nil, r.fail(err)
+	}
+	n := max(r.n, 0)
+	if r.errno != nil && !errors.Is(r.errno, syscall.EAGAIN) {
+		return nil, r.fail(&net.OpError{Op: "write", Net: "tcp", Source: r.conn.LocalAddr(), Addr: r.conn.RemoteAddr(), Err: r.errno})
+	}
+	if n == len(r.frame) {
+		return nil, nil
+	}
+	return r.frame[n:], nil
+}
+
+// writeOnce is try's one write(2) on the connection's descriptor (again
+// when a signal interrupted it); it never waits.
+func (r *rawSend) writeOnce(fd uintptr) bool {
+	for {
+		r.n, r.errno = syscall.Write(int(fd), r.out)
+		if !errors.Is(r.errno, syscall.EINTR) {
+			return true
+		}
+	}
+}
+
+// write writes rest (framed bytes a try left), then b as one chunk,
+// waiting for the connection as long as its write deadline allows.
+func (r *rawSend) write(b, rest []byte) error {
+	if len(rest) > 0 {
+		if _, err := r.conn.Write(rest); err != nil {
+			return r.fail(err)
+		}
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	h := strconv.AppendInt(r.hdr[:0], int64(len(b)), 16)
+	r.bufs = append(r.bufs[:0], append(h, crlf...), b, crlf)
+	if _, err := r.bufs.WriteTo(r.conn); err != nil {
+		return r.fail(err)
+	}
+	return nil
+}
+
+// fail closes the connection after a failed write, which may have left
+// a chunk cut short (net/http, which did not see it fail, would
+// otherwise keep the connection for another request), and returns err.
+func (r *rawSend) fail(err error) error {
+	_ = r.conn.Close()
+	return err
 }

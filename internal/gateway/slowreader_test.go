@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/openaitest"
 )
 
@@ -39,7 +40,7 @@ func openSilentClient(t *testing.T, srv *httptest.Server, model string) net.Conn
 func startWatchedGateway(t *testing.T, g *Gateway) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var closed atomic.Int64
-	srv := httptest.NewUnstartedServer(g)
+	srv := newLimitsServer(g)
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateClosed || s == http.StateHijacked {
 			closed.Add(1)
@@ -162,7 +163,7 @@ type smallSendBuffers struct{ net.Listener }
 
 func (l smallSendBuffers) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := httplimit.NetConn(c).(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(16 << 10)
 	}
 	return c, err
@@ -185,7 +186,7 @@ func TestSlowReadersLeaveOthersTTFT(t *testing.T) {
 	defer client.CloseIdleConnections()
 	run := func(slow int) streamStats {
 		g := mustGateway(t, "server: {send_timeout: 1s}\npools: [{name: p, queue: {concurrency: 20, max_size: 400}, replicas: [{url: "+up.URL+"}]}]\nroutes: [{model: \"*\", pool: p}]\n")
-		srv := httptest.NewUnstartedServer(g)
+		srv := newLimitsServer(g)
 		srv.Listener = smallSendBuffers{srv.Listener}
 		srv.Start()
 		defer func() { srv.Close(); g.Close() }()

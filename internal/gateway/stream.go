@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/openai"
 	"github.com/tokentrace/tokentrace/internal/redact"
@@ -254,11 +256,22 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 // from here on (sendQueue: the relay reads the upstream on while the
 // client takes what came before), flushed as newRelay set up.
 func (x *exchange) queueSends(a *attempt) {
-	x.sendQ.start(x.w, &x.sendG, x.g.now, x.g.sentTest)
+	x.sendQ.start(x.w, &x.sendG, x.g.now, x.g.sentTest, x.rawConn())
 	x.swv.Reset(&x.sendQ)
 	if a.rd != nil {
 		x.swv.CoalesceWith(a.rd)
 	}
+}
+
+// rawConn is the client's TCP connection for the send queue's writes
+// below net/http: an HTTP/1.1 request (its answer chunked) served by
+// httplimit's server, nil otherwise.
+func (x *exchange) rawConn() *net.TCPConn {
+	if x.r == nil || x.r.ProtoMajor != 1 || x.r.ProtoMinor != 1 || x.r.Method == http.MethodHead || x.g.noRawSend {
+		return nil
+	}
+	c, _ := httplimit.TCPConn(x.r.Context())
+	return c
 }
 
 // write sends the events b (queued for the client: sendQueue), counting
@@ -266,9 +279,14 @@ func (x *exchange) queueSends(a *attempt) {
 // backpressure: a client that does not take them fills the queue.
 func (r *relay) write(b []byte, t0 time.Duration) error {
 	x := r.x
+	direct := x.sendQ.direct()
 	err := x.swv.Event(b)
 	x.lastWrite = x.g.sinceBase()
-	x.tl.backpressure += x.lastWrite - t0
+	if direct && x.sendQ.direct() {
+		x.tl.post += x.lastWrite - t0 // taken whole: no wait for the client
+	} else {
+		x.tl.backpressure += x.lastWrite - t0
+	}
 	if !x.fed {
 		// After the first events' write; the time it takes is counted
 		// in post_process (the next event's reading starts at wrote).

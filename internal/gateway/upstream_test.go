@@ -10,13 +10,28 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/httplimit"
 )
 
 // startGateway serves g on a test server.
 func startGateway(t testing.TB, g *Gateway) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(g)
+	srv := newLimitsServer(g)
+	srv.Start()
 	t.Cleanup(func() { srv.Close(); g.Close() })
+	return srv
+}
+
+// newLimitsServer is an unstarted test server for g in production's
+// shape: httplimit's server and listener (no limits set), so that
+// streamed answers go below net/http's writer (sendQueue's raw mode)
+// unless the suite runs with -server.nethttp.
+func newLimitsServer(g *Gateway) *httptest.Server {
+	srv := httptest.NewUnstartedServer(g)
+	srv.Config = httplimit.Limits{}.Server(g)
+	srv.Listener = httplimit.Limits{}.Listener(srv.Listener)
+	g.noRawSend = serverNetHTTP
 	return srv
 }
 

@@ -126,3 +126,21 @@ func closeAmbiguous(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// TCPConn returns the bare TCP connection of the request whose context
+// is ctx, when it was served by a Limits.Server on a Limits.Listener and
+// nothing but httplimit's own wrappers lies over it (no TLS): what a
+// handler writes below net/http's response writer (the gateway's
+// streamed answers) goes to it. false otherwise.
+func TCPConn(ctx context.Context) (*net.TCPConn, bool) {
+	fc, ok := ctx.Value(framingKey{}).(*framingConn)
+	if !ok {
+		return nil, false
+	}
+	c := fc.Conn
+	if lc, ok := c.(*limitConn); ok {
+		c = lc.Conn
+	}
+	tc, ok := c.(*net.TCPConn)
+	return tc, ok
+}
