@@ -25,7 +25,11 @@ type PublicRow struct {
 	// them uniformly about Input and Output (their means): the optional
 	// columns input_min and output_min; 0: fixed lengths.
 	InputMin, OutputMin int
-	Client              string
+	// RecvInterval is the server's --scheduler-recv-interval where its
+	// recipe sets one (SGLang; the optional column recv_interval;
+	// engine.Config.RecvInterval); 0: none.
+	RecvInterval int
+	Client       string
 	// Requests is how many requests the client measured, from a start
 	// with every client sending at once; 0 when the source does not say
 	// (then the closed loop's steady state, see Predict).
@@ -97,11 +101,17 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 		if _, ok := col["output_min"]; ok {
 			p.OutputMin = int(num("output_min", true))
 		}
+		if _, ok := col["recv_interval"]; ok {
+			p.RecvInterval = int(num("recv_interval", true))
+		}
 		if perr != nil {
 			return nil, perr
 		}
 		if p.InputMin < 0 || p.InputMin > p.Input || p.OutputMin < 0 || p.OutputMin > p.Output {
 			return nil, fmt.Errorf("public measurements: line %d (%s): input_min and output_min must be in [0, input] and [0, output]", line, p.ID)
+		}
+		if p.RecvInterval < 0 {
+			return nil, fmt.Errorf("public measurements: line %d (%s): recv_interval must not be negative", line, p.ID)
 		}
 		if !strings.HasPrefix(p.Source, "https://") {
 			return nil, fmt.Errorf("public measurements: line %d (%s): no source URL", line, p.ID)
@@ -143,7 +153,7 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 		return engine.Config{}, err
 	}
 	in, out := p.closedLoop(max(p.Requests, p.Concurrency), 0).MaxLengths()
-	cfg := engine.Config{MaxModelLen: in + out}
+	cfg := engine.Config{MaxModelLen: in + out, RecvInterval: p.RecvInterval}
 	pc := perfmodel.Config{Model: m, GPU: g, TP: p.TP, WeightDType: wd, KVDType: kd, Eff: eff}
 	fam, ok := engine.FamilyOf(p.Engine)
 	if ok && !nimRow(p) {

@@ -200,6 +200,40 @@ func TestParsePublicLeastLengths(t *testing.T) {
 	}
 }
 
+// The optional recv_interval column (a server's --scheduler-recv-interval)
+// reaches the row and its engine; a negative one is refused naming the row.
+func TestParsePublicRecvInterval(t *testing.T) {
+	head := "id,engine,engine_version,model,gpu,tp,dtype,kv_dtype,input,output,concurrency,client,requests,ttft_ms,ttft_p95_ms,ttft_median_ms,tpot_ms,e2e_ms,stat,source,recv_interval\n"
+	rows, err := ParsePublic(strings.NewReader(head + "a,SGLang,0.5.12,DeepSeek-R1,B200,8,fp8,fp8,922,922,16,c,160,1,,,1,,mean,https://x,30\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].RecvInterval != 30 {
+		t.Errorf("recv interval %d, want 30", rows[0].RecvInterval)
+	}
+	cfg, err := EngineFor(rows[0], familyEffOrFail(t, rows[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RecvInterval != 30 {
+		t.Errorf("engine recv interval %d, want 30", cfg.RecvInterval)
+	}
+	_, err = ParsePublic(strings.NewReader(head + "b,SGLang,0.5.12,DeepSeek-R1,B200,8,fp8,fp8,922,922,16,c,160,1,,,1,,mean,https://x,-1\n"))
+	if err == nil || !strings.Contains(err.Error(), "(b)") {
+		t.Errorf("a negative recv interval: %v, want an error naming row b", err)
+	}
+}
+
+// familyEffOrFail is FamilyEff, failing t on an error.
+func familyEffOrFail(t *testing.T, p PublicRow) perfmodel.Efficiency {
+	t.Helper()
+	eff, err := FamilyEff(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eff
+}
+
 // ParsePublic never panics, and every row it returns has least lengths
 // within [0, the mean].
 func FuzzParsePublic(f *testing.F) {

@@ -110,6 +110,13 @@ type Config struct {
 	// false: vLLM's steps, decodes first and prompt chunks in the
 	// budget left.
 	SeparatePrefill bool
+	// RecvInterval is SGLang's --scheduler-recv-interval: the scheduler
+	// takes newly arrived requests into its waiting queue only every
+	// RecvInterval decode steps (a step with prompt work, or nothing to
+	// run, lets it take them at once; SchedulerRecvSkipper: decode and
+	// idle iterations weigh 1, others 1,000). 0 or 1: at every step, as
+	// every engine does by default. FCFS scheduling only.
+	RecvInterval int
 	// EnablePrefixCaching reuses cached KV blocks of shared prompt prefixes.
 	EnablePrefixCaching bool
 	// Speculative configures speculative decoding (off when K = 0).
@@ -209,6 +216,10 @@ func (c Config) Validate() error {
 		return field.Invalid("scheduling_policy", c.Policy, "want fcfs or priority")
 	case c.MaxWaiting < 0:
 		return field.Invalid("max_waiting", c.MaxWaiting, "must not be negative")
+	case c.RecvInterval < 0:
+		return field.Invalid("scheduler_recv_interval", c.RecvInterval, "must not be negative")
+	case c.RecvInterval > 1 && c.Policy == PolicyPriority:
+		return field.Invalid("scheduler_recv_interval", c.RecvInterval, "is modelled under fcfs scheduling only")
 	case c.OutputLength == nil:
 		return field.Errorf("natural_output_tokens", "no output length distribution")
 	case c.KVLink != (perfmodel.Link{}) && c.KVLink.Validate() != nil:
@@ -270,6 +281,9 @@ func (c Config) Describe() string {
 	}
 	if c.SeparatePrefill {
 		b.WriteString(" mixed_steps=off")
+	}
+	if c.RecvInterval > 1 {
+		fmt.Fprintf(&b, " recv_interval=%d", c.RecvInterval)
 	}
 	b.WriteString("\n")
 	spec := "off"

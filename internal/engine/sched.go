@@ -94,6 +94,14 @@ type scheduler struct {
 	nPreempt int // preemptions in the current plan
 
 	steps, preemptions, prefixQueries, prefixHits, promptTokens, genTokens int64
+
+	// recvAt is when the scheduler last took arrivals into its waiting
+	// queue (Config.RecvInterval); a waiting request that arrived later is
+	// not admitted. decodes counts the decode steps since; lastDecode says
+	// the last step planned was decodes only (false: prompt work, or none).
+	recvAt     int64
+	decodes    int
+	lastDecode bool
 }
 
 func newScheduler(cfg Config) *scheduler {
@@ -172,9 +180,33 @@ func (s *scheduler) drawOutput(q *Request) (int, FinishReason) {
 // schedule plans one step starting at now and prices it. ok is false when
 // there is nothing to compute.
 func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
+	s.landTransfers(now)
+	s.receive(now)
+	s.planStep(now)
+	if len(s.plan) == 0 && s.nPreempt == 0 && s.recvAt < now {
+		// Nothing to run: SGLang's idle loop polls again at once, so what
+		// has arrived is taken now.
+		s.recvAt, s.decodes = now, 0
+		s.planStep(now)
+	}
+	if len(s.plan) == 0 {
+		s.lastDecode = false
+		return 0, false
+	}
+	s.lastDecode = true
+	for _, p := range s.plan {
+		if !p.decode {
+			s.lastDecode = false
+			break
+		}
+	}
+	return s.price(), true
+}
+
+// planStep plans the step at now into s.plan.
+func (s *scheduler) planStep(now int64) {
 	s.plan = s.plan[:0]
 	s.nPreempt = 0
-	s.landTransfers(now)
 	// Apart (SGLang): prompt work first, into a step of its own; decodes
 	// only in a step with no prompt work.
 	budget := s.planRunning(s.cfg.MaxNumBatchedTokens, s.cfg.SeparatePrefill)
@@ -186,10 +218,19 @@ func (s *scheduler) schedule(now int64) (dur time.Duration, ok bool) {
 	if len(s.plan) == 0 && s.cfg.SeparatePrefill {
 		s.planRunning(s.cfg.MaxNumBatchedTokens, false)
 	}
-	if len(s.plan) == 0 {
-		return 0, false
+}
+
+// receive decides whether the scheduler takes arrivals at now
+// (Config.RecvInterval): after a step with prompt work or none, or after
+// RecvInterval decode steps since it last took them; every step when the
+// interval is at most 1.
+func (s *scheduler) receive(now int64) {
+	if s.cfg.RecvInterval > 1 && s.lastDecode {
+		if s.decodes++; s.decodes < s.cfg.RecvInterval {
+			return
+		}
 	}
-	return s.price(), true
+	s.recvAt, s.decodes = now, 0
 }
 
 // planRunning plans the running requests first, decodes (unless
@@ -242,7 +283,7 @@ func (s *scheduler) admitWaiting(now int64, budget int) {
 	bs := s.cfg.BlockSize
 	for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
 		r := s.waiting.peek()
-		if r == nil {
+		if r == nil || r.arrival > s.recvAt && s.cfg.RecvInterval > 1 {
 			break
 		}
 		numTok := r.numTokens()

@@ -137,3 +137,66 @@ func TestSeparatePrefill(t *testing.T) {
 		}
 	}
 }
+
+// RecvInterval (SGLang's --scheduler-recv-interval): arrivals are taken
+// after a step with prompt work, after RecvInterval decode steps since
+// the last take, or at once when there is nothing to run. With interval
+// 3, a 1 ms + 10 µs a token step and separate prefill steps: a's prompt
+// (0 → 1.30 ms) lets the scheduler take arrivals at 1.30; b arrives at
+// 1.50, during a's first decode (1.30 → 2.31); the decodes ending at 2.31
+// and 3.32 count 1 and 2, the one ending at 4.33 makes 3, so b's 20-token
+// prompt runs at 4.33 → 5.53 ms (TTFT 4.03 ms), where an interval of 0
+// runs it at 2.31 → 3.51 (TTFT 2.01 ms). An idle engine takes c at once.
+func TestRecvInterval(t *testing.T) {
+	for _, c := range []struct {
+		interval int
+		want     [][]string
+		bFirst   int64
+	}{
+		{0, [][]string{{"b:p20"}}, 3_510_000},
+		{3, [][]string{{"a:d1"}, {"a:d1"}, {"b:p20"}}, 5_530_000},
+	} {
+		cfg := testConfig()
+		cfg.SeparatePrefill, cfg.RecvInterval = true, c.interval
+		s := newTestScheduler(t, cfg)
+		submit(s, "a", 30, 10, 0)
+		step(t, s, 0)
+		if plan, now := step(t, s, 1_300_000); len(plan) != 1 || now != 2_310_000 {
+			t.Fatalf("interval %d: a's first decode %v ends at %d", c.interval, plan, now)
+		}
+		b := submit(s, "b", 20, 2, 1_500_000)
+		now := int64(2_310_000)
+		var got [][]string
+		for b.firstTok < 0 {
+			var plan []string
+			plan, now = step(t, s, now)
+			got = append(got, plan)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" || b.firstTok != c.bFirst {
+			t.Errorf("interval %d: b's first token at %d, want %d (-want +got):\n%s", c.interval, b.firstTok, c.bFirst, diff)
+		}
+	}
+	cfg := testConfig()
+	cfg.SeparatePrefill, cfg.RecvInterval = true, 3
+	s := newTestScheduler(t, cfg)
+	submit(s, "a", 30, 2, 0)
+	_, now := step(t, s, 0)
+	_, now = step(t, s, now)
+	submit(s, "c", 30, 2, 5_000_000)
+	if plan, end := step(t, s, 5_000_000); len(plan) != 1 || plan[0] != "c:p30" || end != 6_300_000 {
+		t.Errorf("idle engine after a decode (at %d): %v ends at %d, want [c:p30] at 6,300,000", now, plan, end)
+	}
+	cfg.Policy = PolicyPriority
+	if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "scheduler_recv_interval") {
+		t.Errorf("recv interval under priority scheduling: %v", err)
+	}
+	if !strings.Contains(testConfigWith(3).Describe(), "recv_interval=3") {
+		t.Error("Describe does not name the recv interval")
+	}
+}
+
+func testConfigWith(interval int) Config {
+	c := testConfig()
+	c.RecvInterval = interval
+	return c.WithDefaults()
+}
