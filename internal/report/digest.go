@@ -160,9 +160,9 @@ func (d *digest) addGaps(exact *[]int64, hist *stats.Histogram, gen func([]int64
 	buf = gen(buf)
 	for _, v := range buf[n:] {
 		largest = max(largest, v)
-		if d.hists {
-			hist.Add(v)
-		}
+	}
+	if d.hists {
+		hist.AddAll(buf[n:])
 	}
 	if d.noExact {
 		d.scratch = buf

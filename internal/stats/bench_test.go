@@ -25,6 +25,20 @@ func BenchmarkHistogramAdd(b *testing.B) {
 	cpuPerOp(b, cpu0)
 }
 
+// BenchmarkHistogramAddAll is AddAll of 128 values at a time (one
+// record's gaps), per value.
+func BenchmarkHistogramAddAll(b *testing.B) {
+	vs := benchValues()
+	var h Histogram
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		o := i * 128 & (len(vs) - 1)
+		h.AddAll(vs[o : o+128])
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/128, "cpu-ns/value")
+}
+
 func BenchmarkConcurrentAdd(b *testing.B) {
 	vs := benchValues()
 	var c Concurrent
@@ -103,6 +117,20 @@ func BenchmarkSketchAdd(b *testing.B) {
 		s.Add(vs[i&(len(vs)-1)])
 	}
 	cpuPerOp(b, cpu0)
+}
+
+// BenchmarkSketchAddAll is AddAll of 128 values at a time (one record's
+// gaps), per value.
+func BenchmarkSketchAddAll(b *testing.B) {
+	vs := benchValues()
+	var s Sketch
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		o := i * 128 & (len(vs) - 1)
+		s.AddAll(vs[o : o+128])
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/128, "cpu-ns/value")
 }
 
 func BenchmarkSketchMerge(b *testing.B) {
