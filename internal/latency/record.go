@@ -315,6 +315,10 @@ func (r *Record) ITLs(dst []int64) []int64 {
 			continue
 		}
 		g := r.ChunkNS[i] - r.ChunkNS[i-1]
+		if k == 1 { // the common case, without the divisions
+			dst = append(dst, g)
+			continue
+		}
 		q, rem := g/k, g%k
 		for j := int64(0); j < k; j++ {
 			v := q

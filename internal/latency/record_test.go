@@ -55,6 +55,11 @@ func TestITLRemainderSumsExactly(t *testing.T) {
 	if diff := cmp.Diff([]int64{4, 3, 3}, got); diff != "" {
 		t.Errorf("ITLs (-want +got):\n%s", diff)
 	}
+	// No chunk counts: one token a chunk, each gap a chunk gap.
+	one := Record{ChunkNS: []int64{5, 12, 30}}
+	if diff := cmp.Diff([]int64{7, 18}, one.ITLs(nil)); diff != "" {
+		t.Errorf("one token a chunk: ITLs (-want +got):\n%s", diff)
+	}
 }
 
 func TestMeetsAll(t *testing.T) {

@@ -90,6 +90,14 @@ func (s *Sample) AddBatch(vs []int64, h *Histogram) {
 		s.sum = addSat(s.sum, h.sum)
 		return
 	}
+	if s.hist != nil {
+		s.hist.AddAll(vs)
+		s.n += int64(len(vs))
+		for _, v := range vs {
+			s.sum = addSat(s.sum, max(v, 0))
+		}
+		return
+	}
 	for _, v := range vs {
 		s.Add(v)
 	}

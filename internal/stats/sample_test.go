@@ -40,20 +40,24 @@ func TestSampleMovesToHistogram(t *testing.T) {
 func TestSampleAddBatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	one, batched := Sample{ExactCap: 500}, Sample{ExactCap: 500}
+	values := Sample{ExactCap: 500} // batches given as values only
 	var all []int64
 	for range 20 {
-		vs := randomValues(r, r.IntN(100))
+		vs := append(randomValues(r, r.IntN(100)), -3)
 		all = append(all, vs...)
 		for _, v := range vs {
 			one.Add(v)
 		}
 		batched.AddBatch(vs, histOf(vs))
+		values.AddBatch(vs, nil)
 	}
-	if one.Hist() == nil || batched.Hist() == nil {
-		t.Fatal("both must have left exact mode")
+	if one.Hist() == nil || batched.Hist() == nil || values.Hist() == nil {
+		t.Fatal("all must have left exact mode")
 	}
-	if encode(t, one.Hist()) != encode(t, batched.Hist()) || batched.Count() != int64(len(all)) || one.Mean() != batched.Mean() {
-		t.Error("batched and one-by-one samples differ")
+	for _, b := range []*Sample{&batched, &values} {
+		if encode(t, one.Hist()) != encode(t, b.Hist()) || b.Count() != int64(len(all)) || one.Mean() != b.Mean() {
+			t.Error("batched and one-by-one samples differ")
+		}
 	}
 	// Exact values only, no histogram.
 	s := Sample{ExactCap: 5}

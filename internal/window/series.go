@@ -112,9 +112,7 @@ func (s *Series) Add(r *latency.Record) {
 		a.e2e.Add(int64(d))
 	}
 	s.itl = r.ITLs(s.itl[:0])
-	for _, g := range s.itl {
-		a.itl.Add(g)
-	}
+	a.itl.AddBatch(s.itl, nil)
 }
 
 // Merge adds o's counts to s's, as if o's records and scrapes had been
