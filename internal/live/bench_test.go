@@ -52,6 +52,23 @@ func BenchmarkCollectorAdd(b *testing.B) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
+// BenchmarkWindowAdd is the board's own work per record, the report's
+// left out (BenchmarkCollectorAdd): the record counted in its second of
+// the sliding window (four sketches, 127 gaps, the stage split) and in
+// the run's TTFT sketch.
+func BenchmarkWindowAdd(b *testing.B) {
+	recs := benchRecords()
+	board := New(Config{})
+	board.agg.coll = nil // the report's share, measured on its own
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		board.agg.add(recs[i%len(recs)])
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
 // spreadRecords are 1,000 records of 128 tokens whose TTFT and gaps are
 // drawn log-uniformly (1 ms to 3 s; 10 µs to 0.5 s), a fixed draw.
 func spreadRecords() []*latency.Record {

@@ -95,9 +95,7 @@ func (w *slots) add(rec *latency.Record) {
 		}
 		if m == latency.ITL {
 			w.itl = rec.ITLs(w.itl[:0])
-			for _, g := range w.itl {
-				s.hist[i].Add(g)
-			}
+			s.hist[i].AddAll(w.itl)
 			continue
 		}
 		if d, ok := rec.Value(m); ok {
