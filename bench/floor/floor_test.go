@@ -173,3 +173,44 @@ memory per in-flight stream (live heap + stacks, client and null server together
 		t.Error("parsed without the minimal client's line")
 	}
 }
+
+// TestCPUPressure: the "some" total of a /proc/pressure/cpu text, and the
+// share of a run's wall time it grew by, computed by hand: 250,000 µs of
+// waiting in a 2 s run is 12.5 %; a text without the line, or a reading
+// missing, gives -1.
+func TestCPUPressure(t *testing.T) {
+	text := "some avg10=97.56 avg60=94.27 avg300=96.91 total=25984869437\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+	if got := parseCPUStall(text); got != 25984869437 {
+		t.Errorf("parseCPUStall = %d, want 25984869437", got)
+	}
+	for _, c := range []struct {
+		text string
+		want int64
+	}{
+		{"full avg10=0.00 total=5\n", -1},
+		{"some avg10=1.00 total=x\n", -1},
+		{"", -1},
+	} {
+		if got := parseCPUStall(c.text); got != c.want {
+			t.Errorf("parseCPUStall(%q) = %d, want %d", c.text, got, c.want)
+		}
+	}
+	if got := cpuPressure(1_000_000, 1_250_000, 2*time.Second); got != 12.5 {
+		t.Errorf("cpuPressure = %v, want 12.5", got)
+	}
+	if got := cpuPressure(-1, 5, time.Second); got != -1 {
+		t.Errorf("cpuPressure with a missing reading = %v, want -1", got)
+	}
+}
+
+// FuzzParseCPUStall: any text gives -1 or a non-negative total, never a
+// panic.
+func FuzzParseCPUStall(f *testing.F) {
+	f.Add("some avg10=0.00 avg60=0.00 avg300=0.00 total=12\n")
+	f.Add("some total=\nfull total=3")
+	f.Fuzz(func(t *testing.T, text string) {
+		if got := parseCPUStall(text); got < -1 {
+			t.Fatalf("parseCPUStall(%q) = %d", text, got)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -92,9 +93,10 @@ func runChurnCheck(ctx context.Context, w io.Writer, module string, c churnCheck
 		c.Streams, c.Requests, c.Tokens, step, c.Runs)
 	fmt.Fprintf(w, "%-4s %-5s %-27s %-27s %-6s %-25s %s\n", "run", "first", "serve jitter P50/P99 ms", "null jitter P50/P99 ms", "ratio",
 		"step late P99 serve/null", "CPU/chunk serve / null, serve allocs/request, GCs")
-	met := 0
+	met, idle := 0, 0
 	for i := range c.Runs {
 		load := loadAverage()
+		stall0, t0 := cpuStall(), time.Now()
 		nullFirst := i%2 == 1
 		cmd := process.CommandGroup(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkStreamsChurn$", "-benchtime", "1x", "./internal/serve",
 			"-args", "-churn-streams", strconv.Itoa(c.Streams), "-churn-requests", strconv.Itoa(c.Requests),
@@ -112,19 +114,76 @@ func runChurnCheck(ctx context.Context, w io.Writer, module string, c churnCheck
 		if ratio <= jitterTarget {
 			met++
 		}
+		pressure := cpuPressure(stall0, cpuStall(), time.Since(t0))
+		if pressure >= 0 && pressure < idlePressure {
+			idle++
+		}
 		first := "serve"
 		if nullFirst {
 			first = "null"
 		}
-		fmt.Fprintf(w, "%-4d %-5s %-27s %-27s %-6.2f %-25s %.1f / %.1f µs, %.0f, %.0f; load %s\n", i+1, first,
+		fmt.Fprintf(w, "%-4d %-5s %-27s %-27s %-6.2f %-25s %.1f / %.1f µs, %.0f, %.0f; load %s, CPU pressure %s\n", i+1, first,
 			fmt.Sprintf("%.2f / %.2f", s["p50-gap-jitter-ms"], s["p99-gap-jitter-ms"]),
 			fmt.Sprintf("%.2f / %.2f", n["p50-gap-jitter-ms"], n["p99-gap-jitter-ms"]),
 			ratio, fmt.Sprintf("%.2f / %.2f ms", s["p99-step-late-ms"], n["p99-step-late-ms"]),
-			s["server-cpu-us/chunk"], n["server-cpu-us/chunk"], s["allocs/request"], s["GCs"], load)
+			s["server-cpu-us/chunk"], n["server-cpu-us/chunk"], s["allocs/request"], s["GCs"], load, pressureWord(pressure))
 	}
 	need := (c.Runs*9 + 9) / 10
-	fmt.Fprintf(w, "target: serve's jitter P99 ≤ %.1f × the null server's in 9 runs of 10: %s — within it in %d runs of %d\n\n", jitterTarget, metWord(met >= need), met, c.Runs)
+	fmt.Fprintf(w, "target: serve's jitter P99 ≤ %.1f × the null server's in 9 runs of 10: %s — within it in %d runs of %d; %d runs idle (CPU pressure under %.0f %%)\n\n",
+		jitterTarget, metWord(met >= need), met, c.Runs, idle, idlePressure)
 	return nil
+}
+
+// idlePressure is the CPU pressure (cpuPressure) under which a run counts
+// as idle: some task waited for a CPU less than this share of its time.
+const idlePressure = 10.0
+
+// cpuStall is /proc/pressure/cpu's "some" total: the microseconds in
+// which at least one task waited for a CPU (Linux's pressure stall
+// information); -1 where the kernel gives none.
+func cpuStall() int64 {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return -1
+	}
+	return parseCPUStall(string(b))
+}
+
+// parseCPUStall reads the "some" line's total= field of a
+// /proc/pressure/cpu text; -1 when it has none.
+func parseCPUStall(text string) int64 {
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, "some ")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if v, ok := strings.CutPrefix(f, "total="); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+					return n
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// cpuPressure is the share, in percent, of a run of wall time wall in
+// which some task waited for a CPU: (stall1 − stall0) µs of wall; -1 when
+// either reading is missing.
+func cpuPressure(stall0, stall1 int64, wall time.Duration) float64 {
+	if stall0 < 0 || stall1 < stall0 || wall <= 0 {
+		return -1
+	}
+	return float64(stall1-stall0) / float64(wall.Microseconds()) * 100
+}
+
+// pressureWord prints cpuPressure's figure, or "n/a".
+func pressureWord(p float64) string {
+	if p < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f %%", p)
 }
 
 // parseStreamsBench reads the output of BenchmarkStreams or
