@@ -2,9 +2,11 @@ package ollamatest_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/internal/enginetest"
@@ -28,8 +30,8 @@ import (
 // this machine
 // (testdata/ledger.jsonl), whose errors enter the intervals
 // (docs/metrics.md, "Verify"). It asserts the change, the lever, every
-// row judged and the ledger's errors in the TTFT and E2E rows; and at
-// least 3 of the 4 TTFT/E2E P50/P95 rows within their interval where the
+// row judged and the ledger's errors in the TTFT and E2E rows; and none of
+// the 4 TTFT/E2E P50/P95 rows outside the twin's envelope where the
 // machine was quiet in both runs (bench's own clock stalled for under 5 %
 // of each, verify's machine note absent). A run on a busy machine is
 // logged, not judged: the machine's load, not the twin, decides it.
@@ -116,10 +118,13 @@ func logRows(t *testing.T, r *verify.Result) {
 
 // judgeLatencies checks the TTFT and E2E rows at P50 and P95: each takes
 // the ledger's past errors; where the machine was quiet in both runs
-// (bench's clock stalled for under quietShare of each), at least 3 of
-// the 4 lie within their interval.
+// (bench's clock stalled for under quietShare of each), none lies outside
+// the twin's envelope (twice the 80 % interval). The 80 % interval itself
+// misses one row in five by design: how many held is logged, and counted
+// over runs in docs/performance.md.
 func judgeLatencies(t *testing.T, r *verify.Result, dirs ...string) {
 	held := 0
+	var outside []string
 	for _, x := range r.Rows {
 		if (x.Metric != "ttft" && x.Metric != "e2e") || (x.Stat != "p50" && x.Stat != "p95") {
 			continue
@@ -127,8 +132,11 @@ func judgeLatencies(t *testing.T, r *verify.Result, dirs ...string) {
 		if x.LedgerCount < verify.MinLedger {
 			t.Errorf("%s %s: %d past errors of the ledger, want at least %d", x.Metric, x.Stat, x.LedgerCount, verify.MinLedger)
 		}
-		if x.Verdict == verify.AsPredicted {
+		switch x.Verdict {
+		case verify.AsPredicted:
 			held++
+		case verify.Outside:
+			outside = append(outside, fmt.Sprintf("%s %s %+.0f %%", x.Metric, x.Stat, 100*x.Error))
 		}
 	}
 	t.Logf("TTFT/E2E P50/P95: %d of 4 within the interval", held)
@@ -144,7 +152,7 @@ func judgeLatencies(t *testing.T, r *verify.Result, dirs ...string) {
 	case r.MachineMoved || slices.ContainsFunc(shares, func(s float64) bool { return s >= quietShare }):
 		t.Logf("bench's clock stalled for %.1f %% and %.1f %% of the runs: the machine was not quiet, the rows are logged, not judged",
 			100*shares[0], 100*shares[1])
-	case held < 3:
-		t.Errorf("%d of the 4 TTFT/E2E P50/P95 rows within their interval, want at least 3", held)
+	case len(outside) > 0:
+		t.Errorf("on a quiet machine, outside the twin's envelope: %s", strings.Join(outside, ", "))
 	}
 }
