@@ -160,6 +160,7 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 		fam = familyRelease(fam, p.EngineVersion)
 		cfg.PromptFitsStep, cfg.GuaranteedNoEvict = fam.Scheduler.PromptFitsStep, fam.Scheduler.GuaranteedNoEvict
 		cfg.SeparatePrefill, pc.EagerLayer = fam.Scheduler.SeparatePrefill, fam.Scheduler.EagerPrefill.Layer(m)
+		pc.EagerAbove = fam.Scheduler.EagerPrefill.Above(m)
 	}
 	est, err := perfmodel.New(pc)
 	if err != nil {

@@ -107,6 +107,11 @@ type EagerPrefill struct {
 	// MLALayerUS is a layer of multi-head latent attention (DeepSeek-V3's,
 	// with its routed experts), in microseconds.
 	MLALayerUS float64 `yaml:"mla_layer_us"`
+	// AboveTokens is the most tokens a prompt step may take and still
+	// replay a captured graph (perfmodel.Config.EagerAbove): SGLang's
+	// piecewise prefill graphs, captured up to 2,048 tokens for MLA
+	// models by default. 0: every prompt step runs eagerly.
+	AboveTokens int `yaml:"above_tokens,omitempty"`
 }
 
 // Layer is e's cost per layer of m's forward pass run eagerly.
@@ -116,6 +121,16 @@ func (e EagerPrefill) Layer(m perfmodel.ModelSpec) time.Duration {
 		us = e.MLALayerUS
 	}
 	return time.Duration(us * float64(time.Microsecond))
+}
+
+// Above is the most tokens a prompt step of m replays a graph with
+// (AboveTokens; perfmodel.Config.EagerAbove), 0 where m's steps are not
+// priced eager.
+func (e EagerPrefill) Above(m perfmodel.ModelSpec) int {
+	if e.Layer(m) == 0 {
+		return 0
+	}
+	return e.AboveTokens
 }
 
 // Intake is s's front end per request (IntakeUS).
@@ -454,16 +469,17 @@ func (o Options) familyUBatch() int {
 }
 
 // familyEagerLayer is o's engine family's cost per layer of m's prompt
-// steps run eagerly (0: none, or no engine).
-func (o Options) familyEagerLayer(m perfmodel.ModelSpec) time.Duration {
+// steps run eagerly (0: none, or no engine) and the most tokens a prompt
+// step replays a graph with (EagerPrefill.AboveTokens).
+func (o Options) familyEagerLayer(m perfmodel.ModelSpec) (time.Duration, int) {
 	if o.Engine == "" {
-		return 0
+		return 0, 0
 	}
 	fam, err := LookupFamily(o.Engine)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return fam.Scheduler.EagerPrefill.Layer(m)
+	return fam.Scheduler.EagerPrefill.Layer(m), fam.Scheduler.EagerPrefill.Above(m)
 }
 
 // FrontEnd is the front end per request of o's engine family at its

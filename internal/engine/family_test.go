@@ -230,8 +230,9 @@ func TestFamilySGLangSteps(t *testing.T) {
 	}{
 		{"sglang@0.5.7", "DeepSeek-R1", "H200", "fp8", 8, true, 976 * time.Microsecond},
 		{"sglang@0.5.3.post3", "Llama-3.1-8B", "H100-SXM", "bf16", 1, true, 322 * time.Microsecond},
-		{"sglang", "DeepSeek-R1", "H200", "fp8", 8, true, 0},
-		{"sglang@0.5.12", "DeepSeek-R1", "H200", "fp8", 8, true, 0},
+		{"sglang", "DeepSeek-R1", "H200", "fp8", 8, true, 976 * time.Microsecond},
+		{"sglang@0.5.12", "DeepSeek-R1", "H200", "fp8", 8, true, 976 * time.Microsecond},
+		{"sglang@0.5.12", "Llama-3.1-8B", "H100-SXM", "bf16", 1, true, 0},
 		{"vllm", "Llama-3.1-8B", "H100-SXM", "bf16", 1, false, 0},
 		{"trtllm", "Llama-3.1-8B", "H100-SXM", "bf16", 1, false, 0},
 		{"", "Llama-3.1-8B", "H100-SXM", "bf16", 1, false, 0},
@@ -248,6 +249,15 @@ func TestFamilySGLangSteps(t *testing.T) {
 		}
 		if c.SeparatePrefill != tc.apart || e.Config().EagerLayer != tc.eager {
 			t.Errorf("engine %q, %s: separate prefill %v, eager layer %v; want %v, %v", tc.engine, tc.model, c.SeparatePrefill, e.Config().EagerLayer, tc.apart, tc.eager)
+		}
+		// After 0.5.7 SGLang replays piecewise graphs of prompt steps up
+		// to 2,048 tokens for MLA models; through 0.5.7, none.
+		wantAbove := 0
+		if tc.eager > 0 && (tc.engine == "sglang" || tc.engine == "sglang@0.5.12") {
+			wantAbove = 2048
+		}
+		if got := e.Config().EagerAbove; got != wantAbove {
+			t.Errorf("engine %q, %s: eager above %d tokens, want %d", tc.engine, tc.model, got, wantAbove)
 		}
 	}
 }

@@ -216,7 +216,7 @@ func (o Options) perfConfig() (perfmodel.Config, error) {
 		pc.Eff = eff
 	}
 	pc.UBatch = o.familyUBatch()
-	pc.EagerLayer = o.familyEagerLayer(pc.Model)
+	pc.EagerLayer, pc.EagerAbove = o.familyEagerLayer(pc.Model)
 	if o.Profile != "" {
 		prof, err := perfmodel.LoadProfile(o.Profile)
 		if err != nil {

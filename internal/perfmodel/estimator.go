@@ -51,6 +51,11 @@ type Config struct {
 	// prefill"). 0: every step replays a graph (its launches are in
 	// LayerOverhead).
 	EagerLayer time.Duration
+	// EagerAbove is the most tokens a pass with prompt tokens may take and
+	// still replay a captured graph (SGLang's piecewise prefill graphs, up
+	// to --piecewise-cuda-graph-max-tokens): only a longer pass pays
+	// EagerLayer. 0: every pass with a prompt token runs eagerly.
+	EagerAbove int
 }
 
 // DefaultMemUtil is the default fraction of GPU memory the engine uses.
@@ -115,6 +120,7 @@ type Estimator struct {
 	overhead         float64 // seconds per step: the step overhead
 	passOverhead     float64 // seconds per forward pass: layers × layer overhead
 	eagerOverhead    float64 // seconds per forward pass with a prompt token: layers × EagerLayer
+	eagerAbove       float64 // tokens a pass may take and replay a graph (Config.EagerAbove)
 	ubatch           float64 // tokens per forward pass (0: no bound)
 	seqOverhead      float64 // seconds per sequence in a step
 	ctxOverhead      float64 // seconds per context token in a step
@@ -206,6 +212,9 @@ func (e *Estimator) settle(cfg Config) error {
 	if cfg.UBatch < 0 {
 		return fmt.Errorf("ubatch must be ≥ 0 (got %d)", cfg.UBatch)
 	}
+	if cfg.EagerAbove < 0 {
+		return fmt.Errorf("eager above must be ≥ 0 tokens (got %d)", cfg.EagerAbove)
+	}
 	if cfg.EagerLayer < 0 {
 		return fmt.Errorf("eager layer overhead must be ≥ 0 (got %v)", cfg.EagerLayer)
 	}
@@ -272,6 +281,7 @@ func (e *Estimator) stepConstants() error {
 	e.overhead = e.eff.StepOverhead.Seconds()
 	e.passOverhead = float64(m.Layers) * e.eff.LayerOverhead.Seconds()
 	e.eagerOverhead = float64(m.Layers) * e.cfg.EagerLayer.Seconds()
+	e.eagerAbove = float64(e.cfg.EagerAbove)
 	e.ubatch = float64(e.cfg.UBatch)
 	e.seqOverhead = e.eff.SeqOverhead.Seconds()
 	e.ctxOverhead = e.eff.ContextOverheadNS * 1e-9
@@ -543,7 +553,7 @@ func (e *Estimator) step(a agg) Step {
 	}
 	s.Compute, s.Memory = seconds(compute), seconds(memory)
 	overhead := e.overhead + passes*e.passOverhead + a.seqs*e.seqOverhead + a.ctx*e.ctxOverhead
-	if a.prefills > 0 && e.eagerOverhead > 0 {
+	if a.prefills > 0 && e.eagerOverhead > 0 && (e.eagerAbove == 0 || a.tokens/passes > e.eagerAbove) {
 		overhead += passes * e.eagerOverhead
 		s.Eager = true
 	}

@@ -527,3 +527,30 @@ func TestEagerLayerHandComputed(t *testing.T) {
 		t.Errorf("EagerLayer −1: %v", err)
 	}
 }
+
+// With graphs of prompt steps up to EagerAbove tokens (SGLang's piecewise
+// graphs, 2,048 for MLA), only a longer pass runs eagerly: a 2,048-token
+// prefill adds nothing, a 2,049-token one and one of 7,373 add 61 × 976 µs
+// = 59.536 ms, as two 1,100-token prefills in one 2,200-token step do.
+func TestEagerAboveHandComputed(t *testing.T) {
+	cfg := Config{Model: mustModel(t, "DeepSeek-R1"), GPU: mustGPU(t, "B200"), TP: 8, WeightDType: FP8}
+	graphed := mustNew(t, cfg)
+	cfg.EagerLayer, cfg.EagerAbove = 976*time.Microsecond, 2048
+	capped := mustNew(t, cfg)
+	const want = 61 * 976 * time.Microsecond
+	for _, c := range []struct {
+		prompts []int
+		add     time.Duration
+	}{{[]int{2048}, 0}, {[]int{2049}, want}, {[]int{7373}, want}, {[]int{1100, 1100}, want}, {[]int{922}, 0}} {
+		var b Batch
+		for _, n := range c.prompts {
+			b.Add(n, 0)
+		}
+		if d := capped.StepTime(&b) - graphed.StepTime(&b); d != c.add || capped.Breakdown(&b).Eager != (c.add > 0) {
+			t.Errorf("prompts %v: eager adds %v, want %v", c.prompts, d, c.add)
+		}
+	}
+	if _, err := New(Config{Model: cfg.Model, GPU: cfg.GPU, TP: 8, EagerAbove: -1}); err == nil || !strings.Contains(err.Error(), "eager above") {
+		t.Errorf("EagerAbove −1: %v", err)
+	}
+}
