@@ -29,7 +29,12 @@ type PublicRow struct {
 	// recipe sets one (SGLang; the optional column recv_interval;
 	// engine.Config.RecvInterval); 0: none.
 	RecvInterval int
-	Client       string
+	// ChunkedPrefill is the server's step token budget where its recipe
+	// sets one (SGLang's --chunked-prefill-size; the optional column
+	// chunked_prefill), in place of its engine family's default; 0: the
+	// default.
+	ChunkedPrefill int
+	Client         string
 	// Requests is how many requests the client measured, from a start
 	// with every client sending at once; 0 when the source does not say
 	// (then the closed loop's steady state, see Predict).
@@ -104,14 +109,17 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 		if _, ok := col["recv_interval"]; ok {
 			p.RecvInterval = int(num("recv_interval", true))
 		}
+		if _, ok := col["chunked_prefill"]; ok {
+			p.ChunkedPrefill = int(num("chunked_prefill", true))
+		}
 		if perr != nil {
 			return nil, perr
 		}
 		if p.InputMin < 0 || p.InputMin > p.Input || p.OutputMin < 0 || p.OutputMin > p.Output {
 			return nil, fmt.Errorf("public measurements: line %d (%s): input_min and output_min must be in [0, input] and [0, output]", line, p.ID)
 		}
-		if p.RecvInterval < 0 {
-			return nil, fmt.Errorf("public measurements: line %d (%s): recv_interval must not be negative", line, p.ID)
+		if p.RecvInterval < 0 || p.ChunkedPrefill < 0 {
+			return nil, fmt.Errorf("public measurements: line %d (%s): recv_interval and chunked_prefill must not be negative", line, p.ID)
 		}
 		if !strings.HasPrefix(p.Source, "https://") {
 			return nil, fmt.Errorf("public measurements: line %d (%s): no source URL", line, p.ID)
@@ -169,6 +177,9 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 	if ok {
 		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = fam.BatchLimits(g.MemoryBytes)
 		cfg.DisableChunkedPrefill, cfg.EnablePrefixCaching = !fam.Scheduler.EnableChunkedPrefill, fam.Scheduler.EnablePrefixCaching
+	}
+	if p.ChunkedPrefill > 0 {
+		cfg.MaxNumBatchedTokens = p.ChunkedPrefill
 	}
 	trtllm := ok && fam.Name == "trtllm" && nimRow(p)
 	if trtllm {

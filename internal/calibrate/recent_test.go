@@ -175,7 +175,8 @@ func logMedians(t *testing.T, name string, errs []RowError) Accuracy {
 // 8k/1k; 10 rows, TTFT and TPOT), with its recipe's recv interval (10,
 // and 30 from 16 clients at TP 8) and its prompt steps apart, those
 // over 2,048 tokens eager (piecewise prefill graphs, the default after
-// 0.5.7, capture MLA steps up to 2,048 tokens): TTFT 54.3 % (70.7 % with
+// 0.5.7, capture MLA steps up to 2,048 tokens), at its recipe's step
+// budget (chunked_prefill): TTFT 54.4 % (70.7 % with
 // every step graph-replayed, 86.8 % without the interval too), TPOT
 // 20.6 % — the twin's TTFT 1.2–7 × short (137 ms at one client, where no
 // interval applies), its decode 2–25 % fast, with the refitted front end.
