@@ -384,6 +384,23 @@ func (d Deployment) OutsideEnvelope(p Point) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return env.Check(envelopeCase(p)), nil
+}
+
+// Interval80 is the twin's 80 % interval for p, a point of d
+// (engine.Envelope.Interval80: the constants' own inside their envelope,
+// the cross-source one outside it or on unfitted defaults), and the
+// source's own flag (engine.Envelope.Unfitted; empty for fitted ones).
+func (d Deployment) Interval80(p Point) (iv engine.Interval, unfitted string, err error) {
+	env, err := d.Engine.Envelope()
+	if err != nil {
+		return engine.Interval{}, "", err
+	}
+	return env.Interval80(envelopeCase(p)), env.Unfitted(), nil
+}
+
+// envelopeCase is what p covered, for the envelope's check.
+func envelopeCase(p Point) engine.EnvelopeCase {
 	n := int64(p.Measured - p.Failed)
 	mean := func(tok int64) [2]int {
 		if n <= 0 {
@@ -392,6 +409,6 @@ func (d Deployment) OutsideEnvelope(p Point) ([]string, error) {
 		m := int(tok / n)
 		return [2]int{m, m}
 	}
-	return env.Check(engine.EnvelopeCase{Input: mean(p.InputTokens), Output: mean(p.OutputTokens), Concurrency: p.PeakBatch,
-		Preemptions: p.Preemptions, QueueGrowing: !p.Stopped && !p.KeepsUp}), nil
+	return engine.EnvelopeCase{Input: mean(p.InputTokens), Output: mean(p.OutputTokens), Concurrency: p.PeakBatch,
+		Preemptions: p.Preemptions, QueueGrowing: !p.Stopped && !p.KeepsUp}
 }

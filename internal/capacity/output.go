@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tokentrace/tokentrace/internal/engine"
 )
 
 // Title says what the plan asked.
@@ -112,6 +114,12 @@ func (pl *Plan) WriteText(w io.Writer) error {
 		}
 		for _, f := range c.Outside {
 			p("         outside the twin's envelope: %s", f)
+		}
+		if c.Unfitted != "" {
+			p("         outside the twin's envelope: %s", c.Unfitted)
+		}
+		if iv := c.Interval80; iv.TTFT > 0 {
+			p("         interval 80 %%: %s", iv)
 		}
 		if target {
 			pl.writeCheaper(&b)
@@ -305,6 +313,9 @@ type jsonCandidate struct {
 	USDPer1MOut   *float64   `json:"usd_per_1m_output,omitempty"`
 	Simulations   int        `json:"goodput_simulations,omitempty"`
 	Outside       []string   `json:"outside_envelope,omitempty"`
+	// Interval80 is the twin's 80 % interval where the candidate's
+	// envelope was checked.
+	Interval80 *engine.Interval `json:"interval80,omitempty"`
 }
 
 type jsonPoint struct {
@@ -361,6 +372,10 @@ func (pl *Plan) WriteJSON(w io.Writer) error {
 			PrefixCaching: e.EnablePrefixCaching, SpeculativeK: e.SpeculativeK, MaxMaxTokens: c.MaxMaxTokens,
 			USDPerHour: c.USDPerHour, Status: c.Status, Reason: c.Reason, Check: toJSONPoint(c.Check),
 			GoodputRate: c.GoodputRate(), Outside: c.Outside}
+		if c.Interval80.TTFT > 0 {
+			iv := c.Interval80
+			jc.Interval80 = &iv
+		}
 		if c.Disaggregated() {
 			l, _ := c.link()
 			jc.KVLink = l.Name

@@ -55,7 +55,7 @@ func (pl *Plan) finish() {
 }
 
 // outside is where c's prediction (at the target rate, or at goodput)
-// leaves the twin's envelope.
+// leaves the twin's envelope; it also sets c's 80 % interval there.
 func (c *Candidate) outside(target bool) []string {
 	p := c.Check
 	if !target && c.Goodput != nil {
@@ -66,6 +66,9 @@ func (c *Candidate) outside(target bool) []string {
 	}
 	flags, err := c.Deployment.OutsideEnvelope(*p)
 	if err != nil {
+		return []string{"the envelope is unknown: " + err.Error()}
+	}
+	if c.Interval80, c.Unfitted, err = c.Deployment.Interval80(*p); err != nil {
 		return []string{"the envelope is unknown: " + err.Error()}
 	}
 	return flags

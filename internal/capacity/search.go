@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/field"
 	"github.com/tokentrace/tokentrace/internal/latency"
 	"github.com/tokentrace/tokentrace/internal/perfmodel"
@@ -100,6 +101,11 @@ type Candidate struct {
 	// (Deployment.OutsideEnvelope): shown, and never the answer while a
 	// candidate inside meets.
 	Outside []string
+	// Interval80 is the twin's 80 % interval at that point and Unfitted
+	// the constants' own flag, shared by every candidate of the source
+	// (Deployment.Interval80); zero before the plan is ranked.
+	Interval80 engine.Interval
+	Unfitted   string
 
 	r   *resolved
 	key string

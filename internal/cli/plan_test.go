@@ -18,14 +18,17 @@ var planArgs = []string{"plan", "--input-tokens", "1000", "--output-tokens", "50
 	"--vary", "gpu=H100-SXM", "--vary", "replicas=1-2"}
 
 // TestPlanAnswersAndWritesHTML: a plan that one replica cannot serve
-// answers two, lists the cheaper one's miss, and writes its HTML page.
+// answers two, lists the cheaper one's miss, and writes its HTML page; on
+// the GPU family's defaults its answer is flagged and carries the
+// cross-source 80 % interval.
 func TestPlanAnswersAndWritesHTML(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "plan.html")
 	out, err := run(t, append(planArgs, "--rate", "40", "--slo", "ttft:p99<=1s", "-o", page)...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"answer   #2 2 × H100-SXM", "cheaper  #1 1 × H100-SXM", "Pareto front", "$/1M out", "report written to " + page} {
+	for _, want := range []string{"answer   #2 2 × H100-SXM", "cheaper  #1 1 × H100-SXM", "Pareto front", "$/1M out", "report written to " + page,
+		"outside the twin's envelope: the GPU family's default constants: not fitted", "interval 80 %: TTFT ±549%, TPOT ±15%, E2E ±16% (outside the envelope"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

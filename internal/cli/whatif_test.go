@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tokentrace/tokentrace/internal/engine"
 	"github.com/tokentrace/tokentrace/internal/prediction"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
@@ -160,7 +161,7 @@ func TestWhatIfJSONShape(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	want := []string{"assumptions", "baseline", "basis", "deployment", "elapsed_s", "fidelity", "judged", "measured_ms", "objectives", "remedies", "run", "seed", "simulations", "stated_error", "workload"}
+	want := []string{"assumptions", "baseline", "basis", "deployment", "elapsed_s", "fidelity", "interval80", "judged", "measured_ms", "objectives", "remedies", "run", "seed", "simulations", "stated_error", "workload"}
 	if diff := cmp.Diff(want, keys(doc.WhatIf)); diff != "" {
 		t.Errorf("what_if keys (-want +got):\n%s", diff)
 	}
@@ -178,7 +179,7 @@ func TestWhatIfJSONShape(t *testing.T) {
 	if len(rems) == 0 {
 		t.Fatal("no remedies")
 	}
-	if diff := cmp.Diff([]string{"after", "applied", "assumes", "effect", "for", "lever", "setting", "title"}, keys(rems[0])); diff != "" {
+	if diff := cmp.Diff([]string{"after", "applied", "assumes", "effect", "for", "interval80", "lever", "setting", "title"}, keys(rems[0])); diff != "" {
 		t.Errorf("remedy keys (-want +got):\n%s", diff)
 	}
 	var objectives []string
@@ -187,6 +188,10 @@ func TestWhatIfJSONShape(t *testing.T) {
 	}
 	if string(doc.WhatIf["basis"]) != `"the run's engine"` || !slices.Equal(objectives, []string{"ttft:p99<=1s"}) {
 		t.Errorf("basis %s, objectives %s", doc.WhatIf["basis"], doc.WhatIf["objectives"])
+	}
+	var iv prediction.Interval // the GPU family's defaults: the cross-source interval, marked
+	if err := json.Unmarshal(doc.WhatIf["interval80"], &iv); err != nil || !iv.Outside || iv.TTFT != engine.CrossSource80.TTFT {
+		t.Errorf("interval80 %s: %v", doc.WhatIf["interval80"], err)
 	}
 }
 

@@ -45,19 +45,27 @@ type Interval struct {
 // interval"). TestCrossSourceIntervals recomputes it. A half-width of 1
 // or more bounds the measurement below only.
 var CrossSource80 = Interval{TTFT: 5.494, TPOT: 0.152, E2E: 0.156,
-	From: "outside the envelope: P80 of |error| across sources, each fit source predicted without its own data"}
+	From: "P80 of |error| across sources, each fit source predicted without its own data"}
 
 // Interval80 is the 80 % interval of a prediction of case c: the
 // constants' own (in-source) interval when c lies inside their envelope
 // (fitted, no Check flag) and they carry one; else CrossSource80, each
-// metric at least the in-source width, marked Outside.
+// metric at least the in-source width, marked Outside when c lies outside
+// (a fitted profile without residuals has no in-source interval: inside,
+// it takes the cross-source one unmarked).
 func (e Envelope) Interval80(c EnvelopeCase) Interval {
 	in := e.Range.Interval80
-	if e.Fitted && in.TTFT > 0 && len(e.Check(c)) == 0 {
+	inside := e.Fitted && len(e.Check(c)) == 0
+	if inside && in.TTFT > 0 {
 		return in
 	}
 	out := CrossSource80
-	out.TTFT, out.TPOT, out.E2E, out.Outside = max(out.TTFT, in.TTFT), max(out.TPOT, in.TPOT), max(out.E2E, in.E2E), true
+	out.TTFT, out.TPOT, out.E2E, out.Outside = max(out.TTFT, in.TTFT), max(out.TPOT, in.TPOT), max(out.E2E, in.E2E), !inside
+	if inside {
+		out.From = "no in-source interval: " + out.From
+	} else {
+		out.From = "outside the envelope: " + out.From
+	}
 	return out
 }
 

@@ -59,7 +59,8 @@ func TestEnvelope(t *testing.T) {
 			}
 			want := e.Range.Interval80
 			if iv.Outside {
-				want = Interval{TTFT: max(CrossSource80.TTFT, want.TTFT), TPOT: max(CrossSource80.TPOT, want.TPOT), E2E: max(CrossSource80.E2E, want.E2E), From: CrossSource80.From, Outside: true}
+				want = Interval{TTFT: max(CrossSource80.TTFT, want.TTFT), TPOT: max(CrossSource80.TPOT, want.TPOT), E2E: max(CrossSource80.E2E, want.E2E),
+					From: "outside the envelope: " + CrossSource80.From, Outside: true}
 			}
 			if iv != want {
 				t.Errorf("interval %+v, want %+v", iv, want)
@@ -68,5 +69,21 @@ func TestEnvelope(t *testing.T) {
 				t.Errorf("a fitted family constant without an interval: %+v", e.Range)
 			}
 		})
+	}
+}
+
+// Inside a fitted envelope without an in-source interval (a profile fitted
+// without residuals), the interval is the cross-source one, unmarked.
+func TestIntervalWithoutInSource(t *testing.T) {
+	e := Envelope{Source: "profile p.yaml", Fitted: true, Range: FittedRange{Input: [2]int{100, 1000}, Output: [2]int{10, 100}, Concurrency: [2]int{1, 8}}}
+	in := EnvelopeCase{Input: [2]int{500, 500}, Output: [2]int{50, 50}, Concurrency: 4}
+	iv := e.Interval80(in)
+	if iv.Outside || iv.TTFT != CrossSource80.TTFT || !strings.HasPrefix(iv.From, "no in-source interval: ") {
+		t.Errorf("inside without residuals: %+v", iv)
+	}
+	out := in
+	out.Concurrency = 16
+	if iv := e.Interval80(out); !iv.Outside || !strings.HasPrefix(iv.From, "outside the envelope: ") {
+		t.Errorf("outside: %+v", iv)
 	}
 }

@@ -54,6 +54,10 @@ type Predictions struct {
 	// does not reproduce what made the run slow. Its remedies are listed
 	// but not ranked or recommended.
 	Unreliable string `json:"unreliable,omitempty"`
+	// Interval80 is the twin's 80 % interval for the baseline's case, per
+	// metric a relative half-width (engine.Envelope.Interval80: the
+	// constants' own inside their envelope, across sources outside it).
+	Interval80 *Interval `json:"interval80,omitempty"`
 	// Simulations counts the simulations run; ElapsedS their wall time.
 	Simulations int     `json:"simulations"`
 	ElapsedS    float64 `json:"elapsed_s"`
@@ -97,6 +101,9 @@ type Remedy struct {
 	// where the twin leaves what it was calibrated or built on.
 	Assumes      []string `json:"assumes,omitempty"`
 	Extrapolates []string `json:"extrapolates,omitempty"`
+	// Interval80 is the 80 % interval of the remedy's prediction, as the
+	// baseline's (Predictions.Interval80).
+	Interval80 *Interval `json:"interval80,omitempty"`
 	// Error says why the lever could not be simulated (it does not fit).
 	Error string `json:"error,omitempty"`
 	// Applied is the change as `tokentrace verify --applied` reads it
@@ -177,4 +184,20 @@ func (w *Predictions) GatewayCommand(r Remedy) string {
 func (w *Predictions) NoGain() string {
 	_, none := w.Split()
 	return w.NoGainLine(none)
+}
+
+// Interval is an 80 % interval as relative half-widths per metric (0.12:
+// ±12 %; docs/metrics.md, "The twin's 80 % interval"), what gave it, and
+// whether the case lies outside the twin's envelope.
+type Interval struct {
+	TTFT    float64 `json:"ttft"`
+	TPOT    float64 `json:"tpot"`
+	E2E     float64 `json:"e2e"`
+	From    string  `json:"from"`
+	Outside bool    `json:"outside_envelope"`
+}
+
+// String is the interval as the outputs print it.
+func (iv Interval) String() string {
+	return fmt.Sprintf("TTFT ±%.0f%%, TPOT ±%.0f%%, E2E ±%.0f%% (%s)", 100*iv.TTFT, 100*iv.TPOT, 100*iv.E2E, iv.From)
 }

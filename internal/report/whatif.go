@@ -91,6 +91,9 @@ func (t textWriter) whatIf(w *prediction.Predictions) {
 	t.p("\nWHAT-IF (the twin: %s)\n", w.Basis)
 	t.wrapped("run as simulated: "+w.Deployment, 94, "  ", "    ")
 	t.wrapped("baseline: "+baselineLine(w), 94, "  ", "    ")
+	if w.Interval80 != nil {
+		t.wrapped("interval 80 %: "+w.Interval80.String(), 94, "  ", "    ")
+	}
 	if w.Unreliable != "" {
 		t.wrapped("UNRELIABLE: "+w.Unreliable, 94, "  ", "    ")
 	}
@@ -102,6 +105,9 @@ func (t textWriter) whatIf(w *prediction.Predictions) {
 		}
 		for _, x := range r.Extrapolates {
 			t.wrapped("extrapolates: "+x, 90, "     ", "       ")
+		}
+		if iv := r.Interval80; iv != nil && (w.Interval80 == nil || *iv != *w.Interval80) {
+			t.wrapped("interval 80 %: "+iv.String(), 90, "     ", "       ")
 		}
 		if c := w.VerifyCommand(r); c != "" {
 			t.p("     verify once applied: %s\n", c)
@@ -125,6 +131,9 @@ func (m mdWriter) whatIf(w *prediction.Predictions) {
 	}
 	m.p("\n### What-if remedies (simulated, %s)\n\n", w.Basis)
 	m.p("Run as simulated: %s. Baseline: %s.\n\n", mdEscape(w.Deployment), mdEscape(baselineLine(w)))
+	if w.Interval80 != nil {
+		m.p("Interval 80 %%: %s.\n\n", mdEscape(w.Interval80.String()))
+	}
 	if w.Unreliable != "" {
 		m.p("**Unreliable:** %s\n\n", mdEscape(w.Unreliable))
 	}

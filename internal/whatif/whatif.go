@@ -157,6 +157,9 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*predi
 	if r.baseFlags, err = r.b.Deployment.OutsideEnvelope(base.p); err != nil {
 		return nil, fmt.Errorf("what-if: the run's own deployment: %w", err)
 	}
+	if w.Interval80, err = interval80(r.b.Deployment, base.p); err != nil {
+		return nil, fmt.Errorf("what-if: the run's own deployment: %w", err)
+	}
 	w.Remedies = make([]prediction.Remedy, len(vs))
 	g := errgroup.Group{}
 	g.SetLimit(r.parallel())
@@ -439,7 +442,20 @@ func (r *runner) remedy(v variant, base evaluated) prediction.Remedy {
 			rem.Extrapolates = append(rem.Extrapolates, "outside the twin's envelope: "+f)
 		}
 	}
+	if rem.Interval80, err = interval80(d, e.p); err != nil {
+		rem.Error = err.Error()
+	}
 	return rem
+}
+
+// interval80 is the twin's 80 % interval for p, a point of d
+// (capacity.Deployment.Interval80), as what-if's result carries it.
+func interval80(d capacity.Deployment, p capacity.Point) (*prediction.Interval, error) {
+	iv, _, err := d.Interval80(p)
+	if err != nil {
+		return nil, err
+	}
+	return &prediction.Interval{TTFT: iv.TTFT, TPOT: iv.TPOT, E2E: iv.E2E, From: iv.From, Outside: iv.Outside}, nil
 }
 
 // replicasNeeded is the fewest replicas, from d's, at which every SLO holds
