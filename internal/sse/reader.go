@@ -346,8 +346,40 @@ func (rd *Reader) Ready() bool {
 	if rd.skipLF && len(b) > 0 && b[0] == '\n' {
 		b = b[1:]
 	}
-	// At the start of a line; every line of the block so far blank.
-	lineStart, blank := true, rd.start < 0 && !rd.hasData
+	// blank: every line of the block so far blank.
+	blank := rd.start < 0 && !rd.hasData
+	if ready, ok := readyLF(b, blank); ok { // LF endings (the usual)
+		return ready
+	}
+	return readyScan(b, blank)
+}
+
+// readyLF is Ready's test on b line by line; ok is false when a CR comes
+// before the answer (readyScan then gives it).
+func readyLF(b []byte, blank bool) (ready, ok bool) {
+	for {
+		i := bytes.IndexByte(b, '\n')
+		line := b
+		if i >= 0 {
+			line = b[:i]
+		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			return false, false
+		}
+		if i < 0 {
+			return false, true
+		}
+		if i == 0 && !blank {
+			return true, true
+		}
+		blank = blank && i == 0
+		b = b[i+1:]
+	}
+}
+
+// readyScan is Ready's test on b byte by byte, any line endings.
+func readyScan(b []byte, blank bool) bool {
+	lineStart := true // at the start of a line
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '\r', '\n':

@@ -454,3 +454,38 @@ func TestReaderInitBuffer(t *testing.T) {
 		t.Errorf("the first event is not in the caller's buffer (err %v)", err)
 	}
 }
+
+// FuzzReady: wherever Ready's line-by-line test answers, it agrees with
+// its byte-by-byte one.
+func FuzzReady(f *testing.F) {
+	f.Add([]byte("data: x\n\n"), false)
+	f.Add([]byte("\n\ndata: x\n"), true)
+	f.Add([]byte(": c\n\ndata: x\r\n\r\n"), true)
+	f.Fuzz(func(t *testing.T, b []byte, blank bool) {
+		if lf, ok := readyLF(b, blank); ok && lf != readyScan(b, blank) {
+			t.Fatalf("readyLF(%q, %v) = %v, readyScan %v", b, blank, lf, !lf)
+		}
+	})
+}
+
+// BenchmarkReady is Ready's test on a buffered chat chunk (≈ 250 bytes,
+// LF endings, the next event behind it): line by line (what Ready runs)
+// and byte by byte (what it ran before, and still runs on CR endings).
+func BenchmarkReady(b *testing.B) {
+	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":512,"completion_tokens":7,"total_tokens":519}}` + "\n\n")
+	buf := append(append([]byte{}, ev...), ev...)
+	for _, c := range []struct {
+		name  string
+		ready func([]byte, bool) bool
+	}{{"lines", func(b []byte, blank bool) bool { r, _ := readyLF(b, blank); return r }}, {"bytes", readyScan}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(ev)))
+			for b.Loop() {
+				if !c.ready(buf, true) {
+					b.Fatal("not ready")
+				}
+			}
+		})
+	}
+}
