@@ -165,3 +165,64 @@ func rowQuantile(xs []float64, q float64) float64 {
 	}
 	return SourceQuantile(se, q)
 }
+
+// Kinds of extrapolation within the 2024 NIM source, logged beside the
+// cross-source widths (docs/performance.md, "Intervals"): its predict-half
+// rows timed with the trtllm constants of the other GPU (a new GPU) and,
+// for the H100 rows, of the other weight precision (a new precision).
+// Not shipped: each is one source's rows, not a new source.
+func TestExtrapolationKinds(t *testing.T) {
+	rows, err := LoadPublic(publicRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, predict := Split(rows)
+	fam, err := engine.LookupFamily("trtllm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := map[string]string{"A100-80GB-SXM": "H100-SXM", "H100-SXM": "A100-80GB-SXM"}
+	kinds := []struct {
+		name string
+		eff  func(PublicRow) (perfmodel.Efficiency, bool)
+	}{
+		{"another GPU's constants (same precision where fitted)", func(r PublicRow) (perfmodel.Efficiency, bool) {
+			if r.DType == string(perfmodel.FP8) {
+				return perfmodel.Efficiency{}, false // A100 has no FP8 constants
+			}
+			return fam.ConstantsFor(other[r.GPU], perfmodel.BF16)
+		}},
+		{"the other precision's constants (H100)", func(r PublicRow) (perfmodel.Efficiency, bool) {
+			if r.GPU != "H100-SXM" {
+				return perfmodel.Efficiency{}, false
+			}
+			if r.DType == string(perfmodel.FP8) {
+				return fam.ConstantsFor(r.GPU, perfmodel.BF16)
+			}
+			return fam.ConstantsFor(r.GPU, perfmodel.FP8)
+		}},
+	}
+	for _, k := range kinds {
+		var sel []PublicRow
+		effs := map[string]perfmodel.Efficiency{}
+		for _, r := range predict {
+			if !strings.HasPrefix(r.Source, nimSource) {
+				continue
+			}
+			if eff, ok := k.eff(r); ok {
+				sel, effs[r.ID] = append(sel, r), eff
+			}
+		}
+		errs, err := Evaluate(sel, func(r PublicRow) (perfmodel.Efficiency, error) { return effs[r.ID], nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range metrics {
+			var xs []float64
+			for _, e := range errs {
+				xs = append(xs, m.err(e))
+			}
+			t.Logf("%s, %s: %d rows, P50 |error| %.3f, P80 %.3f", k.name, m.name, len(xs), rowQuantile(xs, 0.5), rowQuantile(xs, 0.8))
+		}
+	}
+}
