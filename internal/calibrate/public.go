@@ -34,7 +34,13 @@ type PublicRow struct {
 	// chunked_prefill), in place of its engine family's default; 0: the
 	// default.
 	ChunkedPrefill int
-	Client         string
+	// BatchWaitIters and BatchWaitTokens are TensorRT-LLM's batch waiting
+	// where the recipe sets it (batch_wait_timeout_iters, and
+	// batch_wait_max_tokens_ratio × max_num_tokens rounded up; the optional
+	// columns batch_wait_iters and batch_wait_tokens;
+	// engine.Config.BatchWaitIters); 0: none.
+	BatchWaitIters, BatchWaitTokens int
+	Client                          string
 	// Requests is how many requests the client measured, from a start
 	// with every client sending at once; 0 when the source does not say
 	// (then the closed loop's steady state, see Predict).
@@ -112,14 +118,17 @@ func ParsePublic(r io.Reader) ([]PublicRow, error) {
 		if _, ok := col["chunked_prefill"]; ok {
 			p.ChunkedPrefill = int(num("chunked_prefill", true))
 		}
+		if _, ok := col["batch_wait_iters"]; ok {
+			p.BatchWaitIters, p.BatchWaitTokens = int(num("batch_wait_iters", true)), int(num("batch_wait_tokens", true))
+		}
 		if perr != nil {
 			return nil, perr
 		}
 		if p.InputMin < 0 || p.InputMin > p.Input || p.OutputMin < 0 || p.OutputMin > p.Output {
 			return nil, fmt.Errorf("public measurements: line %d (%s): input_min and output_min must be in [0, input] and [0, output]", line, p.ID)
 		}
-		if p.RecvInterval < 0 || p.ChunkedPrefill < 0 {
-			return nil, fmt.Errorf("public measurements: line %d (%s): recv_interval and chunked_prefill must not be negative", line, p.ID)
+		if p.RecvInterval < 0 || p.ChunkedPrefill < 0 || p.BatchWaitIters < 0 || p.BatchWaitTokens < 0 {
+			return nil, fmt.Errorf("public measurements: line %d (%s): recv_interval, chunked_prefill and batch_wait_* must not be negative", line, p.ID)
 		}
 		if !strings.HasPrefix(p.Source, "https://") {
 			return nil, fmt.Errorf("public measurements: line %d (%s): no source URL", line, p.ID)
@@ -161,7 +170,7 @@ func EngineFor(p PublicRow, eff perfmodel.Efficiency) (engine.Config, error) {
 		return engine.Config{}, err
 	}
 	in, out := p.closedLoop(max(p.Requests, p.Concurrency), 0).MaxLengths()
-	cfg := engine.Config{MaxModelLen: in + out, RecvInterval: p.RecvInterval}
+	cfg := engine.Config{MaxModelLen: in + out, RecvInterval: p.RecvInterval, BatchWaitIters: p.BatchWaitIters, BatchWaitTokens: p.BatchWaitTokens}
 	pc := perfmodel.Config{Model: m, GPU: g, TP: p.TP, WeightDType: wd, KVDType: kd, Eff: eff}
 	fam, ok := engine.FamilyOf(p.Engine)
 	if ok && !nimRow(p) {

@@ -200,12 +200,13 @@ func TestParsePublicLeastLengths(t *testing.T) {
 	}
 }
 
-// The optional recv_interval and chunked_prefill columns (a server's
-// --scheduler-recv-interval and --chunked-prefill-size) reach the row and
-// its engine; a negative one is refused naming the row.
+// The optional recv_interval, chunked_prefill and batch_wait_* columns (a
+// server's --scheduler-recv-interval, --chunked-prefill-size and
+// TensorRT-LLM's batch waiting) reach the row and its engine; a negative
+// one is refused naming the row.
 func TestParsePublicRecvInterval(t *testing.T) {
-	head := "id,engine,engine_version,model,gpu,tp,dtype,kv_dtype,input,output,concurrency,client,requests,ttft_ms,ttft_p95_ms,ttft_median_ms,tpot_ms,e2e_ms,stat,source,recv_interval,chunked_prefill\n"
-	rows, err := ParsePublic(strings.NewReader(head + "a,SGLang,0.5.12,DeepSeek-R1,B200,8,fp8,fp8,922,922,16,c,160,1,,,1,,mean,https://x,30,32768\n"))
+	head := "id,engine,engine_version,model,gpu,tp,dtype,kv_dtype,input,output,concurrency,client,requests,ttft_ms,ttft_p95_ms,ttft_median_ms,tpot_ms,e2e_ms,stat,source,recv_interval,chunked_prefill,batch_wait_iters,batch_wait_tokens\n"
+	rows, err := ParsePublic(strings.NewReader(head + "a,SGLang,0.5.12,DeepSeek-R1,B200,8,fp8,fp8,922,922,16,c,160,1,,,1,,mean,https://x,30,32768,40,6554\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,10 +217,11 @@ func TestParsePublicRecvInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.RecvInterval != 30 || cfg.MaxNumBatchedTokens != 32768 {
-		t.Errorf("engine recv interval %d, step budget %d; want 30, 32,768 (the family's B200 default is 16,384)", cfg.RecvInterval, cfg.MaxNumBatchedTokens)
+	if cfg.RecvInterval != 30 || cfg.MaxNumBatchedTokens != 32768 || cfg.BatchWaitIters != 40 || cfg.BatchWaitTokens != 6554 {
+		t.Errorf("engine recv interval %d, step budget %d, batch wait %d steps / %d tokens; want 30, 32,768 (the family's B200 default is 16,384), 40 / 6,554",
+			cfg.RecvInterval, cfg.MaxNumBatchedTokens, cfg.BatchWaitIters, cfg.BatchWaitTokens)
 	}
-	_, err = ParsePublic(strings.NewReader(head + "b,SGLang,0.5.12,DeepSeek-R1,B200,8,fp8,fp8,922,922,16,c,160,1,,,1,,mean,https://x,-1,\n"))
+	_, err = ParsePublic(strings.NewReader(head + "b,SGLang,0.5.12,DeepSeek-R1,B200,8,fp8,fp8,922,922,16,c,160,1,,,1,,mean,https://x,-1,,,\n"))
 	if err == nil || !strings.Contains(err.Error(), "(b)") {
 		t.Errorf("a negative recv interval: %v, want an error naming row b", err)
 	}

@@ -117,6 +117,13 @@ type Config struct {
 	// idle iterations weigh 1, others 1,000). 0 or 1: at every step, as
 	// every engine does by default. FCFS scheduling only.
 	RecvInterval int
+	// BatchWaitIters and BatchWaitTokens are TensorRT-LLM's batch waiting
+	// (batch_wait_timeout_iters, and batch_wait_max_tokens_ratio ×
+	// max_num_tokens): while requests decode, waiting prompts are held
+	// back until the step's tokens (the decodes and the prompts that fit
+	// the budget) reach BatchWaitTokens or BatchWaitIters steps have held
+	// them. Both 0 (either 0, as TensorRT-LLM's check reads): none.
+	BatchWaitIters, BatchWaitTokens int
 	// EnablePrefixCaching reuses cached KV blocks of shared prompt prefixes.
 	EnablePrefixCaching bool
 	// Speculative configures speculative decoding (off when K = 0).
@@ -218,6 +225,8 @@ func (c Config) Validate() error {
 		return field.Invalid("max_waiting", c.MaxWaiting, "must not be negative")
 	case c.RecvInterval < 0:
 		return field.Invalid("scheduler_recv_interval", c.RecvInterval, "must not be negative")
+	case c.BatchWaitIters < 0 || c.BatchWaitTokens < 0:
+		return field.Invalid("batch_wait_timeout_iters", c.BatchWaitIters, "and the batch wait tokens (%d) must not be negative", c.BatchWaitTokens)
 	case c.RecvInterval > 1 && c.Policy == PolicyPriority:
 		return field.Invalid("scheduler_recv_interval", c.RecvInterval, "is modelled under fcfs scheduling only")
 	case c.OutputLength == nil:
@@ -284,6 +293,9 @@ func (c Config) Describe() string {
 	}
 	if c.RecvInterval > 1 {
 		fmt.Fprintf(&b, " recv_interval=%d", c.RecvInterval)
+	}
+	if c.BatchWaitIters > 0 && c.BatchWaitTokens > 0 {
+		fmt.Fprintf(&b, " batch_wait=%d_steps/%d_tokens", c.BatchWaitIters, c.BatchWaitTokens)
 	}
 	b.WriteString("\n")
 	spec := "off"

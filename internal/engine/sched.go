@@ -102,6 +102,9 @@ type scheduler struct {
 	recvAt     int64
 	decodes    int
 	lastDecode bool
+	// held is how many steps in a row batch waiting has held the waiting
+	// prompts back (Config.BatchWaitIters).
+	held int
 }
 
 func newScheduler(cfg Config) *scheduler {
@@ -212,12 +215,34 @@ func (s *scheduler) planStep(now int64) {
 	budget := s.planRunning(s.cfg.MaxNumBatchedTokens, s.cfg.SeparatePrefill)
 	// Then waiting requests, into the leftover budget, unless this step
 	// preempted (vLLM V1 does the same).
-	if s.nPreempt == 0 {
+	if s.nPreempt == 0 && !s.holdPrompts(budget) {
 		s.admitWaiting(now, budget)
 	}
 	if len(s.plan) == 0 && s.cfg.SeparatePrefill {
 		s.planRunning(s.cfg.MaxNumBatchedTokens, false)
 	}
+}
+
+// holdPrompts applies TensorRT-LLM's batch waiting (Config.BatchWaitIters,
+// BatchWaitTokens): with requests decoding in the plan and prompts
+// waiting, it holds the prompts back while the step's tokens (the planned
+// ones and the waiting prompts', up to budget) are below BatchWaitTokens
+// and fewer than BatchWaitIters steps in a row have held them.
+func (s *scheduler) holdPrompts(budget int) bool {
+	if s.cfg.BatchWaitIters <= 0 || s.cfg.BatchWaitTokens <= 0 || len(s.plan) == 0 || s.waiting.len() == 0 {
+		return false
+	}
+	tokens, prompts := 0, 0
+	for _, p := range s.plan {
+		tokens += p.n
+	}
+	s.waiting.each(func(r *request) { prompts += r.numTokens() })
+	if s.held >= s.cfg.BatchWaitIters || tokens+min(prompts, budget) >= s.cfg.BatchWaitTokens {
+		s.held = 0
+		return false
+	}
+	s.held++
+	return true
 }
 
 // receive decides whether the scheduler takes arrivals at now

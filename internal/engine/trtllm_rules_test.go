@@ -200,3 +200,53 @@ func testConfigWith(interval int) Config {
 	c.RecvInterval = interval
 	return c.WithDefaults()
 }
+
+// Batch waiting (TensorRT-LLM's batch_wait_timeout_iters and
+// batch_wait_max_tokens_ratio): with 2 steps and 60 tokens, a 1 ms +
+// 10 µs a token step and mixed steps, a decoding while b's 20-token prompt
+// waits: the step's tokens (a's decode and b's prompt, 21) stay below 60,
+// so the steps at 1.30 and 2.31 ms decode a alone and the one at 3.32 ms,
+// the third, takes b (a:d1 b:p20, 1.21 ms: b's first token at 4.53 ms,
+// 2.51 without waiting). With c's 50 tokens waiting too (71 ≥ 60) both
+// are taken at once.
+func TestBatchWait(t *testing.T) {
+	for _, c := range []struct {
+		iters  int
+		withC  bool
+		want   [][]string
+		bFirst int64
+		banner bool
+	}{
+		{0, false, [][]string{{"a:d1", "b:p20"}}, 2_510_000, false},
+		{2, false, [][]string{{"a:d1"}, {"a:d1"}, {"a:d1", "b:p20"}}, 4_530_000, true},
+		{2, true, [][]string{{"a:d1", "b:p20", "c:p50"}}, 3_010_000, true},
+	} {
+		cfg := testConfig()
+		cfg.BatchWaitIters, cfg.BatchWaitTokens = c.iters, 60
+		s := newTestScheduler(t, cfg)
+		submit(s, "a", 30, 10, 0)
+		step(t, s, 0)
+		b := submit(s, "b", 20, 2, 1_300_000)
+		if c.withC {
+			submit(s, "c", 50, 2, 1_300_000)
+		}
+		now := int64(1_300_000)
+		var got [][]string
+		for b.firstTok < 0 {
+			var plan []string
+			plan, now = step(t, s, now)
+			got = append(got, plan)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" || b.firstTok != c.bFirst {
+			t.Errorf("iters %d, c %v: b's first token at %d, want %d (-want +got):\n%s", c.iters, c.withC, b.firstTok, c.bFirst, diff)
+		}
+		if got := strings.Contains(cfg.WithDefaults().Describe(), "batch_wait=2_steps/60_tokens"); got != c.banner {
+			t.Errorf("iters %d: banner names batch waiting: %v", c.iters, got)
+		}
+	}
+	cfg := testConfig()
+	cfg.BatchWaitTokens = -1
+	if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "batch_wait") {
+		t.Errorf("negative batch wait tokens: %v", err)
+	}
+}
