@@ -59,12 +59,35 @@ func BenchmarkCollectorAdd(b *testing.B) {
 func BenchmarkWindowAdd(b *testing.B) {
 	recs := benchRecords()
 	board := New(Config{})
-	board.agg.coll = nil // the report's share, measured on its own
+	board.agg.coll, board.agg.win.gaps = nil, nil // the report's share, measured on its own
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := range b.N {
 		board.agg.add(recs[i%len(recs)])
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkWindowAddShared is BenchmarkWindowAdd with each record's gaps
+// given, as the report's collector gives them (Collector.LastITLs) when
+// the board feeds it.
+func BenchmarkWindowAddShared(b *testing.B) {
+	recs := benchRecords()
+	gaps := make([][]int64, len(recs))
+	for i, r := range recs {
+		gaps[i] = r.ITLs(nil)
+	}
+	board := New(Config{})
+	board.agg.coll = nil
+	var cur int
+	board.agg.win.gaps = func(*latency.Record) ([]int64, bool) { return gaps[cur], true }
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		cur = i % len(recs)
+		board.agg.add(recs[cur])
 	}
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }

@@ -275,6 +275,9 @@ func (a *aggregator) init(cfg Config) {
 	} else if a.coll == nil {
 		a.coll = report.NewCollector(cfg.Report)
 	}
+	if a.coll != nil {
+		a.win.gaps = a.coll.LastITLs // add feeds the collector first
+	}
 	a.failures = map[string]int64{}
 	a.findings = []Finding{}
 	a.ticks = []tick{{}}

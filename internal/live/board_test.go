@@ -96,6 +96,41 @@ func TestWindowHandComputed(t *testing.T) {
 	}
 }
 
+// The window counts the gaps the report's collector computed (shared)
+// exactly as it counts its own: the same ITL figures over records with
+// and without chunk counts, warm-up and failed ones among them.
+func TestWindowSharesCollectorGaps(t *testing.T) {
+	recs := spreadRecords()[:200]
+	counted := streamed(0, 100*msNS, 130*msNS, 190*msNS)
+	counted.ChunkTokens = []int32{1, 2, 3}
+	warm := streamed(0, 100*msNS, 150*msNS)
+	warm.Warmup = true
+	recs = append(recs, counted, warm, failed(500*msNS, latency.FailHTTP5xx))
+	shared, own := New(Config{}), New(Config{})
+	own.agg.win.gaps = nil
+	hits, from := 0, shared.agg.win.gaps
+	shared.agg.win.gaps = func(r *latency.Record) ([]int64, bool) {
+		g, ok := from(r)
+		if ok {
+			hits++
+		}
+		return g, ok
+	}
+	for _, b := range []*Board{shared, own} {
+		for _, r := range recs {
+			b.Done(r)
+		}
+		b.step(int64(time.Second), false)
+	}
+	a, o := metric(t, shared.Latest().Window, "itl"), metric(t, own.Latest().Window, "itl")
+	if a != o || a.Count == 0 {
+		t.Errorf("ITL with the collector's gaps %+v, with its own %+v", a, o)
+	}
+	if hits != 201 { // the 200 spread records and the counted one
+		t.Errorf("the collector's gaps were taken for %d records, want 201", hits)
+	}
+}
+
 // Rates over the window come from the counters at the ticks: 10 sends a
 // second for 4 s, 5 successes a second, window 2 s.
 func TestWindowRates(t *testing.T) {

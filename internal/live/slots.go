@@ -41,6 +41,9 @@ func (s *slot) reset(sec int) {
 type slots struct {
 	slots []slot
 	itl   []int64 // scratch for a record's gaps
+	// gaps, when set, returns a record's inter-token gaps already
+	// computed (the report collector's, as it took the record in).
+	gaps  func(*latency.Record) ([]int64, bool)
 	path  latency.PathScratch
 	names map[partKey]string // the parts' labels, made once each
 	// own: a record's split is its Timing (the gateway's own stages),
@@ -94,8 +97,7 @@ func (w *slots) add(rec *latency.Record) {
 			continue
 		}
 		if m == latency.ITL {
-			w.itl = rec.ITLs(w.itl[:0])
-			s.hist[i].AddAll(w.itl)
+			s.hist[i].AddAll(w.itlsOf(rec))
 			continue
 		}
 		if d, ok := rec.Value(m); ok {
@@ -119,6 +121,18 @@ func (w *slots) add(rec *latency.Record) {
 			s.parts[name] += part.NS
 		}
 	}
+}
+
+// itlsOf returns rec's inter-token gaps: the ones w.gaps has, else
+// computed into w's scratch.
+func (w *slots) itlsOf(rec *latency.Record) []int64 {
+	if w.gaps != nil {
+		if g, ok := w.gaps(rec); ok {
+			return g
+		}
+	}
+	w.itl = rec.ITLs(w.itl[:0])
+	return w.itl
 }
 
 // failKind is why rec failed, "" for a success: a success without an end

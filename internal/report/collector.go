@@ -177,6 +177,18 @@ func (c *Collector) Add(r *latency.Record) {
 	d.series = nil // not to be reset with the digest
 }
 
+// LastITLs returns the inter-token gaps (latency.Record.ITLs) that Add
+// computed for r, when r is the record Add was last given and a success
+// it kept; else nil and false. The slice is the collector's: read it
+// before the next Add, do not change it. The live board counts them
+// rather than computing them again.
+func (c *Collector) LastITLs(r *latency.Record) ([]int64, bool) {
+	if c.one == nil || c.one.gapsOf != r {
+		return nil, false
+	}
+	return c.one.itl[c.one.gapsAt:], true
+}
+
 // reserve makes room for a digest's rows and parts and, when the storage
 // must grow, for the more rows expected after them (and their parts, at
 // the rate so far). Growing once to the expected size rather than by

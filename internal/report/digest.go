@@ -30,8 +30,12 @@ type digest struct {
 	// noExact skips the exact gap lists: the collector has left exact mode.
 	noExact bool
 	scratch []int64 // the record's gaps when noExact
-	warmup  int
-	paths   partTable // the rows' parts along their paths
+	// gapsOf is the record whose inter-token gaps are itl[gapsAt:] (the
+	// last one added, when it had them), for Collector.LastITLs.
+	gapsOf *latency.Record
+	gapsAt int
+	warmup int
+	paths  partTable // the rows' parts along their paths
 	// evidence counts the successful records' server splits by their
 	// evidence (Collector.evidence).
 	evidence map[string]int
@@ -133,11 +137,15 @@ func (d *digest) add(r *latency.Record, includeWarmup bool) {
 		}
 	}
 	if w.ok() {
+		n := len(d.itl)
 		if len(r.ChunkTokens) == 0 {
 			w.itlMax = d.addBothGaps(r)
 		} else {
 			w.itlMax = d.addGaps(&d.itl, &d.itlHist, r.ITLs)
 			d.addGaps(&d.icl, &d.iclHist, r.ICLs)
+		}
+		if !d.noExact {
+			d.gapsOf, d.gapsAt = r, n
 		}
 		d.paths.addPath(&w, r)
 	}
