@@ -8,8 +8,12 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/latency"
+	"github.com/tokentrace/tokentrace/internal/process"
 	"github.com/tokentrace/tokentrace/internal/report"
 )
+
+// cpuTime is the process's CPU time so far, every thread's (process.SelfCPU).
+var cpuTime = process.SelfCPU
 
 // BenchmarkBoardRecord is the live machinery's cost per record as bench
 // pays it at 1,000 records a second: the hand-over (Done), the

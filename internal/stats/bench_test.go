@@ -4,7 +4,12 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/process"
 )
+
+// cpuTime is the process's CPU time so far, every thread's (process.SelfCPU).
+var cpuTime = process.SelfCPU
 
 // cpuPerOp reports the process's CPU time per op since cpu0 (cpu-ns/op):
 // on a loaded machine it says what the work cost when ns/op does not.
