@@ -120,8 +120,7 @@ type sendQueue struct {
 	// itself while the connection takes each whole at once (rawSend.try),
 	// by the sending goroutine, started then, from the first that it
 	// does not (sendQueue.flushRaw).
-	raw  *rawSend
-	rawS rawSend // raw's storage
+	raw *rawSend // &bufs.raw when set
 	// sending: the sending goroutine runs (from start without raw, from
 	// the first write the connection did not take whole with it).
 	sending bool
@@ -146,17 +145,18 @@ type sendQueue struct {
 // HTTP/1.1 connection, net/http's response chunked) the chunks go to raw
 // below w once w's head and first writes were flushed, and the sending
 // goroutine starts only when the connection does not take a write whole.
-func (q *sendQueue) start(w http.ResponseWriter, guard *sendGuard, now func() time.Time, sent func(), raw *net.TCPConn) {
+func (q *sendQueue) start(w http.ResponseWriter, guard *sendGuard, now func() time.Time, sent func(), raw *net.TCPConn, rc syscall.RawConn) {
 	q.w, q.guard, q.now, q.sent, q.busyTotal = w, guard, now, sent, 0
 	q.rc = *http.NewResponseController(w)
 	q.fe, _ = w.(interface{ FlushError() error })
 	q.cond.L = &q.mu
 	q.flush, q.busy, q.stopped, q.err, q.rest = false, false, false, nil, nil
 	q.bufs = sendBufs.Get().(*sendBuf)
-	q.queued, q.spare = q.bufs[0][:0], q.bufs[1][:0]
+	q.queued, q.spare = q.bufs.b[0][:0], q.bufs.b[1][:0]
 	q.on, q.raw, q.sending = true, nil, false
-	if raw != nil && q.rawS.init(raw, q.bufs[2][:0]) {
-		q.raw = &q.rawS
+	if raw != nil && rc != nil {
+		q.raw = &q.bufs.raw
+		q.raw.conn, q.raw.sc, q.raw.headed, q.raw.out = raw, rc, false, nil
 		return
 	}
 	q.startSender()
@@ -254,27 +254,30 @@ func (q *sendQueue) stop() {
 	q.mu.Unlock()
 	q.done.Wait()
 	q.on = false
-	frame := q.bufs[2]
-	if q.raw != nil {
-		frame, q.raw = q.rawS.frame, nil
-		q.rawS.conn, q.rawS.sc, q.rawS.frame, q.rawS.out = nil, nil, nil, nil
-	}
-	if cap(q.queued)+cap(q.spare)+cap(frame) <= 3*sendBufKeep { // back to the pool, unless a slow client grew them
-		q.bufs[0], q.bufs[1], q.bufs[2] = q.queued[:0], q.spare[:0], frame[:0]
+	r := &q.bufs.raw
+	q.raw, r.conn, r.sc, r.out = nil, nil, nil, nil
+	if cap(q.queued)+cap(q.spare)+cap(r.frame) <= 3*sendBufKeep { // back to the pool, unless a slow client grew them
+		q.bufs.b[0], q.bufs.b[1] = q.queued[:0], q.spare[:0]
 		sendBufs.Put(q.bufs)
 	}
 	q.bufs, q.queued, q.spare, q.rest = nil, nil, nil, nil
 }
 
-// sendBuf is a send queue's buffers (queued, spare, and a raw
-// connection's framing), pooled between streams.
-type sendBuf [3][]byte
+// sendBuf is a send queue's buffers (queued, spare) and raw sender (its
+// framing buffer, its write function bound once), pooled between streams.
+type sendBuf struct {
+	b   [2][]byte
+	raw rawSend
+}
 
 // sendBufKeep is the largest buffer the pool keeps.
 const sendBufKeep = 16 << 10
 
 var sendBufs = sync.Pool{New: func() any {
-	return &sendBuf{make([]byte, 0, 4096), make([]byte, 0, 4096), make([]byte, 0, 4096)}
+	sb := &sendBuf{b: [2][]byte{make([]byte, 0, 4096), make([]byte, 0, 4096)}}
+	sb.raw.frame = make([]byte, 0, 4096)
+	sb.raw.tryFn = sb.raw.writeOnce
+	return sb
 }}
 
 // send is the sending goroutine: it takes what the relay queued, when
@@ -398,20 +401,6 @@ type rawSend struct {
 	errno error
 	bufs  net.Buffers // write's chunk: size line, data, CRLF (one writev)
 	hdr   [16]byte
-}
-
-// init sets r up for c, framing in frame's storage; false when c offers
-// no raw access.
-func (r *rawSend) init(c *net.TCPConn, frame []byte) bool {
-	sc, err := c.SyscallConn()
-	if err != nil {
-		return false
-	}
-	r.conn, r.sc, r.frame, r.headed, r.out = c, sc, frame, false, nil
-	if r.tryFn == nil {
-		r.tryFn = r.writeOnce
-	}
-	return true
 }
 
 var crlf = []byte("\r\n")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/httplimit"
@@ -256,7 +257,8 @@ func (x *exchange) newRelay(ctx context.Context, a *attempt) *relay {
 // from here on (sendQueue: the relay reads the upstream on while the
 // client takes what came before), flushed as newRelay set up.
 func (x *exchange) queueSends(a *attempt) {
-	x.sendQ.start(x.w, &x.sendG, x.g.now, x.g.sentTest, x.rawConn())
+	c, rc := x.rawConn()
+	x.sendQ.start(x.w, &x.sendG, x.g.now, x.g.sentTest, c, rc)
 	x.swv.Reset(&x.sendQ)
 	if a.rd != nil {
 		x.swv.CoalesceWith(a.rd)
@@ -266,12 +268,12 @@ func (x *exchange) queueSends(a *attempt) {
 // rawConn is the client's TCP connection for the send queue's writes
 // below net/http: an HTTP/1.1 request (its answer chunked) served by
 // httplimit's server, nil otherwise.
-func (x *exchange) rawConn() *net.TCPConn {
+func (x *exchange) rawConn() (*net.TCPConn, syscall.RawConn) {
 	if x.r == nil || x.r.ProtoMajor != 1 || x.r.ProtoMinor != 1 || x.r.Method == http.MethodHead || x.g.noRawSend {
-		return nil
+		return nil, nil
 	}
-	c, _ := httplimit.TCPConn(x.r.Context())
-	return c
+	c, rc, _ := httplimit.TCPConn(x.r.Context())
+	return c, rc
 }
 
 // write sends the events b (queued for the client: sendQueue), counting

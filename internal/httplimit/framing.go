@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 )
 
 // net/http's server drops a request's Content-Length when it also has a
@@ -28,6 +29,8 @@ type framingConn struct {
 	n      int      // how many of them
 	inHead bool     // between a request line and the empty line
 	cl, te bool     // the current head's Content-Length, Transfer-Encoding
+
+	raw syscall.RawConn // TCPConn's, once asked for
 }
 
 // NetConn returns the connection c wraps.
@@ -128,19 +131,31 @@ func closeAmbiguous(h http.Handler) http.Handler {
 }
 
 // TCPConn returns the bare TCP connection of the request whose context
-// is ctx, when it was served by a Limits.Server on a Limits.Listener and
-// nothing but httplimit's own wrappers lies over it (no TLS): what a
-// handler writes below net/http's response writer (the gateway's
-// streamed answers) goes to it. false otherwise.
-func TCPConn(ctx context.Context) (*net.TCPConn, bool) {
+// is ctx, and its raw access (made once per connection), when it was
+// served by a Limits.Server on a Limits.Listener and nothing but
+// httplimit's own wrappers lies over it (no TLS): what a handler writes
+// below net/http's response writer (the gateway's streamed answers) goes
+// to it. false otherwise. net/http serves a connection's requests one
+// after another on one goroutine, which alone calls it.
+func TCPConn(ctx context.Context) (*net.TCPConn, syscall.RawConn, bool) {
 	fc, ok := ctx.Value(framingKey{}).(*framingConn)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	c := fc.Conn
 	if lc, ok := c.(*limitConn); ok {
 		c = lc.Conn
 	}
 	tc, ok := c.(*net.TCPConn)
-	return tc, ok
+	if !ok {
+		return nil, nil, false
+	}
+	if fc.raw == nil {
+		rc, err := tc.SyscallConn()
+		if err != nil {
+			return nil, nil, false
+		}
+		fc.raw = rc
+	}
+	return tc, fc.raw, true
 }

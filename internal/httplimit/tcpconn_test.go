@@ -11,7 +11,7 @@ import (
 // by a plain net/http server has none.
 func TestTCPConn(t *testing.T) {
 	found := func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := TCPConn(r.Context()); ok {
+		if _, rc, ok := TCPConn(r.Context()); ok && rc != nil {
 			w.Header().Set("X-Tcp", "yes")
 		}
 	}
