@@ -426,17 +426,6 @@ func (r *rawSend) try(b []byte) (left []byte, err error) {
 	return r.frame[n:], nil
 }
 
-// writeOnce is try's one write(2) on the connection's descriptor (again
-// when a signal interrupted it); it never waits.
-func (r *rawSend) writeOnce(fd uintptr) bool {
-	for {
-		r.n, r.errno = syscall.Write(int(fd), r.out)
-		if !errors.Is(r.errno, syscall.EINTR) {
-			return true
-		}
-	}
-}
-
 // write writes rest (framed bytes a try left), then b as one chunk,
 // waiting for the connection as long as its write deadline allows.
 func (r *rawSend) write(b, rest []byte) error {

@@ -267,9 +267,9 @@ func (x *exchange) queueSends(a *attempt) {
 
 // rawConn is the client's TCP connection for the send queue's writes
 // below net/http: an HTTP/1.1 request (its answer chunked) served by
-// httplimit's server, nil otherwise.
+// httplimit's server on a unix system (rawWrites), nil otherwise.
 func (x *exchange) rawConn() (*net.TCPConn, syscall.RawConn) {
-	if x.r == nil || x.r.ProtoMajor != 1 || x.r.ProtoMinor != 1 || x.r.Method == http.MethodHead || x.g.noRawSend {
+	if x.r == nil || x.r.ProtoMajor != 1 || x.r.ProtoMinor != 1 || x.r.Method == http.MethodHead || x.g.noRawSend || !rawWrites {
 		return nil, nil
 	}
 	c, rc, _ := httplimit.TCPConn(x.r.Context())
