@@ -31,7 +31,7 @@ type Embedded struct {
 	URL      string
 	Describe string
 	// EngineFamily is the serving engine it simulates (--sim-engine:
-	// vllm, sglang, trtllm, llamacpp[@version]; empty: vLLM's), recorded
+	// vllm, sglang, trtllm, llamacpp, ollama[@version]; empty: vLLM's), recorded
 	// in run.json as simulate records its own.
 	EngineFamily string
 	Close        func() error

@@ -117,6 +117,13 @@ type Config struct {
 	// idle iterations weigh 1, others 1,000). 0 or 1: at every step, as
 	// every engine does by default. FCFS scheduling only.
 	RecvInterval int
+	// AdmitPerStep is the most waiting requests a step admits; 0: as many
+	// as the budget, the slots and the KV cache allow. Ollama's runner
+	// (runner/llamarunner) takes each request over HTTP into a free slot
+	// under the lock its batch loop holds for a whole step, one request
+	// after another between steps (docs/engines.md, "Engine families"):
+	// 1 there, where every other engine admits all that fit.
+	AdmitPerStep int
 	// BatchWaitIters and BatchWaitTokens are TensorRT-LLM's batch waiting
 	// (batch_wait_timeout_iters, and batch_wait_max_tokens_ratio ×
 	// max_num_tokens): while requests decode, waiting prompts are held
@@ -223,6 +230,8 @@ func (c Config) Validate() error {
 		return field.Invalid("scheduling_policy", c.Policy, "want fcfs or priority")
 	case c.MaxWaiting < 0:
 		return field.Invalid("max_waiting", c.MaxWaiting, "must not be negative")
+	case c.AdmitPerStep < 0:
+		return field.Invalid("admit_per_step", c.AdmitPerStep, "must not be negative")
 	case c.RecvInterval < 0:
 		return field.Invalid("scheduler_recv_interval", c.RecvInterval, "must not be negative")
 	case c.BatchWaitIters < 0 || c.BatchWaitTokens < 0:
@@ -293,6 +302,9 @@ func (c Config) Describe() string {
 	}
 	if c.RecvInterval > 1 {
 		fmt.Fprintf(&b, " recv_interval=%d", c.RecvInterval)
+	}
+	if c.AdmitPerStep > 0 {
+		fmt.Fprintf(&b, " admit_per_step=%d", c.AdmitPerStep)
 	}
 	if c.BatchWaitIters > 0 && c.BatchWaitTokens > 0 {
 		fmt.Fprintf(&b, " batch_wait=%d_steps/%d_tokens", c.BatchWaitIters, c.BatchWaitTokens)

@@ -20,7 +20,7 @@ import (
 // families.yaml; docs/engines.md ("Engine families") gives each one's
 // sources and the rows its constants were fitted on and checked against.
 type Family struct {
-	// Name is the flag's value: vllm, sglang, trtllm, llamacpp.
+	// Name is the flag's value: vllm, sglang, trtllm, llamacpp, ollama.
 	Name string `yaml:"name"`
 	// Title is the engine's own spelling.
 	Title string `yaml:"title"`
@@ -90,6 +90,9 @@ type FamilyScheduler struct {
 	// SeparatePrefill: prompt work and decodes never share a step
 	// (Config.SeparatePrefill; SGLang's enable_mixed_chunk off).
 	SeparatePrefill bool `yaml:"separate_prefill,omitempty"`
+	// AdmitPerStep: the most waiting requests a step admits
+	// (Config.AdmitPerStep; Ollama's runner, 1); 0: no limit.
+	AdmitPerStep int `yaml:"admit_per_step,omitempty"`
 	// EagerPrefill is the host cost per layer of a step with prompt work
 	// where the release captures CUDA graphs of decode steps only
 	// (perfmodel.Config.EagerLayer); zero: every step replays a graph.
@@ -408,6 +411,7 @@ func (o Options) WithEngine(given func(field string) bool) (Options, error) {
 		o.EnableChunkedPrefill = s.EnableChunkedPrefill
 	}
 	o.PromptFitsStep, o.GuaranteedNoEvict, o.SeparatePrefill = s.PromptFitsStep, s.GuaranteedNoEvict, s.SeparatePrefill
+	o.AdmitPerStep = s.AdmitPerStep
 	if s.KVFreeFraction > 0 && set("gpu_memory_utilization") {
 		o.KVFreeFraction = s.KVFreeFraction
 	}

@@ -22,7 +22,7 @@ func TestFamiliesParse(t *testing.T) {
 	if len(fs) == 0 {
 		t.Fatal("no families")
 	}
-	if diff := cmp.Diff([]string{"vllm", "sglang", "trtllm", "llamacpp"}, FamilyNames()); diff != "" {
+	if diff := cmp.Diff([]string{"vllm", "sglang", "trtllm", "llamacpp", "ollama"}, FamilyNames()); diff != "" {
 		t.Errorf("families (-want +got):\n%s", diff)
 	}
 	for _, f := range fs {

@@ -13,7 +13,7 @@ import (
 // the comments) are vLLM's where vLLM has the setting.
 type Options struct {
 	// Engine (engine) is the serving engine's family (LookupFamily:
-	// vllm, sglang, trtllm, llamacpp): WithEngine applies its scheduler
+	// vllm, sglang, trtllm, llamacpp, ollama): WithEngine applies its scheduler
 	// defaults, and Config times the steps with its constants for the GPU
 	// (unless a Profile gives others). Empty: vLLM's settings, the GPU
 	// family's constants.
@@ -44,7 +44,10 @@ type Options struct {
 	GuaranteedNoEvict bool `json:"guaranteed_no_evict"`
 	// SeparatePrefill is the engine family's rule that prompt work and
 	// decodes never share a step (Config's), set by WithEngine.
-	SeparatePrefill  bool    `json:"separate_prefill"`
+	SeparatePrefill bool `json:"separate_prefill"`
+	// AdmitPerStep is the engine family's most admissions a step
+	// (Config's; Ollama's 1), set by WithEngine; 0: no limit.
+	AdmitPerStep     int     `json:"admit_per_step,omitempty"`
 	KVFreeFraction   float64 `json:"kv_free_fraction"`
 	SpeculativeK     int     `json:"speculative_k"`     // speculative_k: draft tokens per step; 0: off
 	SpeculativeAlpha float64 `json:"speculative_alpha"` // speculative_alpha: per-token acceptance rate
@@ -130,8 +133,9 @@ func (o Options) Config() (Config, *perfmodel.Estimator, error) {
 		MaxNumSeqs: o.MaxNumSeqs, MaxNumBatchedTokens: o.MaxNumBatchedTokens,
 		DisableChunkedPrefill: !o.EnableChunkedPrefill, EnablePrefixCaching: o.EnablePrefixCaching,
 		PromptFitsStep: o.PromptFitsStep, GuaranteedNoEvict: o.GuaranteedNoEvict, SeparatePrefill: o.SeparatePrefill,
-		Speculative: Speculative{K: o.SpeculativeK, Alpha: o.SpeculativeAlpha},
-		Policy:      o.SchedulingPolicy, OutputLength: out, Reasoning: think, MaxWaiting: o.MaxWaiting, Seed: o.Seed,
+		AdmitPerStep: o.AdmitPerStep,
+		Speculative:  Speculative{K: o.SpeculativeK, Alpha: o.SpeculativeAlpha},
+		Policy:       o.SchedulingPolicy, OutputLength: out, Reasoning: think, MaxWaiting: o.MaxWaiting, Seed: o.Seed,
 	}, est)
 	if ec.NumBlocks < 1 {
 		return Config{}, nil, field.Invalid("gpu_memory_utilization", o.GPUMemoryUtilization,

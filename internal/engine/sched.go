@@ -303,10 +303,14 @@ func (s *scheduler) planRunning(budget int, promptsOnly bool) int {
 }
 
 // admitWaiting admits waiting requests in order while the budget, the
-// sequence limit and the free KV blocks (after prefix-cache hits) allow.
+// sequence limit, the free KV blocks (after prefix-cache hits) and the
+// admissions per step (Config.AdmitPerStep) allow.
 func (s *scheduler) admitWaiting(now int64, budget int) {
 	bs := s.cfg.BlockSize
-	for budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
+	for admitted := 0; budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; admitted++ {
+		if s.cfg.AdmitPerStep > 0 && admitted >= s.cfg.AdmitPerStep {
+			break
+		}
 		r := s.waiting.peek()
 		if r == nil || r.arrival > s.recvAt && s.cfg.RecvInterval > 1 {
 			break

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -418,5 +419,50 @@ func TestSteadyStepAllocatesNothing(t *testing.T) {
 	}
 	if err := s.check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Admissions per step (Ollama's runner): with a 1 ms + 10 µs a token step
+// and mixed steps, a, b and c (30-token prompts, 2 tokens out) all waiting
+// at 0. Without a limit one step at 0 takes the three prompts (1.9 ms: c's
+// first token at 1.90 ms). With one admission a step, a's prompt alone
+// (1.30 ms), then a's decode and b's prompt (1.31 ms, to 2.61), then b's
+// decode and c's prompt (1.31 ms): c's first token at 3.92 ms.
+// With two a step, a and b (1.60 ms), then both decodes and c (1.32 ms):
+// 2.92 ms.
+func TestAdmitPerStep(t *testing.T) {
+	for _, c := range []struct {
+		admit  int
+		want   [][]string
+		cFirst int64
+	}{
+		{0, [][]string{{"a:p30", "b:p30", "c:p30"}}, 1_900_000},
+		{1, [][]string{{"a:p30"}, {"a:d1", "b:p30"}, {"b:d1", "c:p30"}}, 3_920_000},
+		{2, [][]string{{"a:p30", "b:p30"}, {"a:d1", "b:d1", "c:p30"}}, 2_920_000},
+	} {
+		cfg := testConfig()
+		cfg.AdmitPerStep = c.admit
+		s := newTestScheduler(t, cfg)
+		submit(s, "a", 30, 2, 0)
+		submit(s, "b", 30, 2, 0)
+		r := submit(s, "c", 30, 2, 0)
+		var got [][]string
+		for now := int64(0); r.firstTok < 0; {
+			var plan []string
+			plan, now = step(t, s, now)
+			got = append(got, plan)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" || r.firstTok != c.cFirst {
+			t.Errorf("admit %d: c's first token at %d, want %d (-want +got):\n%s", c.admit, r.firstTok, c.cFirst, diff)
+		}
+	}
+	cfg := testConfig()
+	cfg.AdmitPerStep = -1
+	if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "admit_per_step") {
+		t.Errorf("negative admissions per step: %v", err)
+	}
+	cfg.AdmitPerStep = 1
+	if !strings.Contains(cfg.WithDefaults().Describe(), "admit_per_step=1") {
+		t.Error("Describe does not name the admissions per step")
 	}
 }

@@ -23,7 +23,7 @@ type RunInfo struct {
 	Simulated bool `json:"simulated,omitempty"`
 	// EngineFamily is the serving engine a simulated run's engine
 	// simulates (simulate --engine, or bench --sim-engine for the embedded
-	// engine: vllm, sglang, trtllm, llamacpp), so that its report speaks
+	// engine: vllm, sglang, trtllm, llamacpp, ollama), so that its report speaks
 	// that engine's settings; empty: vLLM's.
 	EngineFamily string `json:"engine_family,omitempty"`
 	Model        string `json:"model,omitempty"`

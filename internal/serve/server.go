@@ -47,7 +47,7 @@ type Config struct {
 	// completions answer has no such field: its reasoning is text.
 	ReasoningField string
 	// EngineFamily is the serving engine the engine simulates
-	// (engine.Options.Engine: vllm, sglang, trtllm, llamacpp[@version]),
+	// (engine.Options.Engine: vllm, sglang, trtllm, llamacpp, ollama[@version]),
 	// shown as engine_family in tokentrace:scheduler_config_info so that a
 	// report speaks that engine's settings; empty: vLLM's.
 	EngineFamily string

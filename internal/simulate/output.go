@@ -32,7 +32,7 @@ type Output struct {
 	// case outside it is flagged in its warnings (nil: not checked).
 	Envelope *engine.Envelope
 	// EngineFamily is the serving engine simulated (--engine: vllm,
-	// sglang, trtllm, llamacpp[@version]); run.json keeps it so that the
+	// sglang, trtllm, llamacpp, ollama[@version]); run.json keeps it so that the
 	// report speaks that engine's settings. Empty: vLLM's.
 	EngineFamily string
 }
