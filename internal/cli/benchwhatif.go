@@ -60,12 +60,15 @@ func benchWhatIf(ctx context.Context, w io.Writer, res *bench.Result, slos []lat
 // that shows them all.
 func topRemedy(p *prediction.Predictions, cmd string) string {
 	helpful, _ := p.Split()
+	best, ok := p.Best()
 	switch {
 	case p.Unreliable != "":
 		why, _, _ := strings.Cut(p.Unreliable, ":") // its figures, not the explanation
 		return fmt.Sprintf("no remedy ranked: %s; %s lists them", why, cmd)
 	case len(helpful) == 0:
 		return fmt.Sprintf("none of %d remedies simulated helps; %s lists them", len(p.Remedies), cmd)
+	case !ok:
+		return fmt.Sprintf("no remedy ranked: each that helps lies outside the twin's envelope (or could not be simulated); %s lists them", cmd)
 	}
-	return fmt.Sprintf("top of %d remedies: %s; all in %s", len(p.Remedies), report.RemedyLine(p, helpful[0]), cmd)
+	return fmt.Sprintf("top of %d remedies: %s; all in %s", len(p.Remedies), report.RemedyLine(p, best), cmd)
 }

@@ -409,3 +409,27 @@ func TestWhatIfClosedLoopStaysClosed(t *testing.T) {
 		t.Errorf("a closed loop's goodput %.3g req/s was searched by rate", w.Baseline.GoodputRPS)
 	}
 }
+
+// bench's what-if line never names a remedy outside the twin's envelope as
+// the top one: the best inside, or none ranked.
+func TestTopRemedySkipsOutside(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	out := &prediction.Interval{TTFT: 5.5, Outside: true}
+	outside := prediction.Remedy{Lever: "max-num-seqs", Title: "more sequences", Effect: f(0.1), Interval80: out,
+		Extrapolates: []string{"outside the twin's envelope: 12 KV-cache preemptions"}}
+	inside := prediction.Remedy{Lever: "replicas", Title: "one more replica", Effect: f(0.5)}
+	for _, tt := range []struct {
+		name     string
+		remedies []prediction.Remedy
+		want     string
+	}{
+		{"one inside", []prediction.Remedy{outside, inside}, "top of 2 remedies: one more replica:"},
+		{"none inside", []prediction.Remedy{outside}, "no remedy ranked: each that helps lies outside the twin's envelope"},
+	} {
+		p := &prediction.Predictions{Basis: "the run's engine", Objectives: []string{"ttft:p99"},
+			Interval80: &prediction.Interval{TTFT: 0.1}, Remedies: tt.remedies}
+		if got := topRemedy(p, "tokentrace report R"); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

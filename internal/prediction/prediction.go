@@ -135,6 +135,31 @@ func (w *Predictions) Split() (helpful, none []Remedy) {
 	return helpful, none
 }
 
+// Ranked says whether r takes a rank among w's remedies: the twin
+// reproduces the run (Unreliable empty) and r's prediction leaves nothing
+// the run's own does not — no extrapolation (Extrapolates empty: outside
+// the twin's envelope or a profile's range) and no interval outside the
+// envelope where the baseline's is inside. An unranked remedy is shown,
+// marked, and follows the ranked ones; it is never the best.
+func (w *Predictions) Ranked(r Remedy) bool {
+	if w.Unreliable != "" || len(r.Extrapolates) > 0 {
+		return false
+	}
+	return r.Interval80 == nil || !r.Interval80.Outside || w.Interval80 != nil && w.Interval80.Outside
+}
+
+// Best is the first helpful remedy that is ranked (Split, Ranked); false
+// when there is none.
+func (w *Predictions) Best() (Remedy, bool) {
+	helpful, _ := w.Split()
+	for _, r := range helpful {
+		if r.Error == "" && w.Ranked(r) {
+			return r, true
+		}
+	}
+	return Remedy{}, false
+}
+
 // NoGainLine folds the remedies that change nothing or make it worse into
 // one line; "" when there are none.
 func (w *Predictions) NoGainLine(none []Remedy) string {

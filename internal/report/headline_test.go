@@ -86,8 +86,8 @@ func TestWhatIfNoGainFolded(t *testing.T) {
 	if err := rep.WriteHTML(&html); err != nil {
 		t.Fatal(err)
 	}
-	if h := html.String(); strings.Count(h, `class="finding remedy"`) != 2 || !strings.Contains(h, `id="what-if-no-gain"`) {
-		t.Errorf("the page shows %d remedy cards, want 2 and the folded line", strings.Count(h, `class="finding remedy"`))
+	if h := html.String(); strings.Count(h, `class="finding remedy`) != 2 || !strings.Contains(h, `id="what-if-no-gain"`) {
+		t.Errorf("the page shows %d remedy cards, want 2 and the folded line", strings.Count(h, `class="finding remedy`))
 	}
 }
 

@@ -58,6 +58,9 @@ var htmlPage = chart.Page("report", template.FuncMap{
 .finding h3 { margin:0 0 4px; font-size:16px; } .sev { font-size:12px; text-transform:uppercase; letter-spacing:.04em; font-weight:600; }
 .critical .sev { color:var(--crit); } .warning .sev { color:var(--warn); } .info .sev { color:var(--info); }
 .finding ul { margin:6px 0 0; padding-left:20px; }
+.remedy.unranked { border-left-color:var(--muted); } .unranked .sev { color:var(--muted); }
+.interval { font-size:13.5px; margin:6px 0 0; } .outside { color:var(--warn); }
+.mark { font-size:12px; text-transform:uppercase; letter-spacing:.04em; font-weight:600; border:1px solid var(--warn); border-radius:4px; padding:0 4px; }
 th:first-child, td:first-child { text-align:left; }
 .pass { color:var(--ok); font-weight:600; } .fail { color:var(--crit); font-weight:600; } .largest { font-weight:700; }
 .charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(360px,1fr)); gap:14px; }
@@ -113,14 +116,17 @@ table.errors td.msg { text-align:left; white-space:normal; word-break:break-word
 {{with .WhatIf}}
 <h2 id="what-if">What-if remedies</h2>
 <p>The twin ({{.Basis}}) re-simulated this run's workload with its own configuration — {{.Deployment}} — then once per lever with that lever changed, the same seed. Baseline: {{baselineLine .}}.</p>
+{{with .Interval80}}<p class="interval{{if .Outside}} outside{{end}}" id="what-if-interval">Baseline's interval 80 %: {{.}}{{if .Outside}} <span class="mark">outside the twin's envelope</span>{{end}}</p>{{end}}
+{{with .Unreliable}}<p class="outside" id="what-if-unreliable"><b>Unreliable:</b> {{.}}</p>{{end}}
 {{end}}
 {{range $i, $r := .Remedies}}{{with $r}}
-<div class="finding remedy" id="remedy-{{$i}}" data-lever="{{.Lever}}">
-  <span class="sev">what-if · {{.Lever}}{{if .For}} · for {{range $i, $f := .For}}{{if $i}}, {{end}}{{$f}}{{end}}{{end}}</span>
+<div class="finding remedy{{if not .Rank}} unranked{{end}}" id="remedy-{{$i}}" data-lever="{{.Lever}}"{{if .Rank}} data-rank="{{.Rank}}"{{end}}>
+  <span class="sev">what-if{{if .Rank}} #{{.Rank}}{{else}} · not ranked{{end}} · {{.Lever}}{{if .For}} · for {{range $i, $f := .For}}{{if $i}}, {{end}}{{$f}}{{end}}{{end}}</span>
   <h3>{{.Title}} <code>{{.Setting}}</code></h3>
   <div>{{.Line}}</div>
   {{if .Chart}}<figure class="remedy-chart">{{.Chart}}</figure>{{end}}
   {{if or .Assumes .Extrapolates}}<ul>{{range .Assumes}}<li>assumes: {{.}}</li>{{end}}{{range .Extrapolates}}<li class="extrapolates">extrapolates: {{.}}</li>{{end}}</ul>{{end}}
+  {{with .Interval80}}<p class="interval{{if .Outside}} outside{{end}}">interval 80 %: {{.}}{{if .Outside}} <span class="mark">outside the twin's envelope</span>{{end}}</p>{{end}}
   {{if .Verify}}<p class="muted">verify once applied: <code>{{.Verify}}</code></p>{{end}}
   {{if .Gateway}}<p class="muted">or through the gateway: <code>{{.Gateway}}</code></p>{{end}}
 </div>

@@ -98,8 +98,14 @@ func (t textWriter) whatIf(w *prediction.Predictions) {
 		t.wrapped("UNRELIABLE: "+w.Unreliable, 94, "  ", "    ")
 	}
 	helpful, none := w.Split()
-	for i, r := range helpful {
-		t.wrapped(fmt.Sprintf("%d. %s", i+1, RemedyLine(w, r)), 94, "  ", "     ")
+	rank := 0
+	for _, r := range helpful {
+		label := "not ranked:"
+		if w.Ranked(r) {
+			rank++
+			label = fmt.Sprintf("%d.", rank)
+		}
+		t.wrapped(label+" "+RemedyLine(w, r), 94, "  ", "     ")
 		for _, a := range r.Assumes {
 			t.wrapped("assumes: "+a, 90, "     ", "       ")
 		}
@@ -152,8 +158,14 @@ func (m mdWriter) whatIf(w *prediction.Predictions) {
 		m.p("---:|")
 	}
 	m.p("---|\n")
-	for i, r := range w.Remedies {
-		m.p("| %d | %s | `%s` |", i+1, mdEscape(r.Title), r.Setting)
+	rank := 0
+	for _, r := range w.Remedies {
+		label := "–"
+		if w.Ranked(r) {
+			rank++
+			label = fmt.Sprint(rank)
+		}
+		m.p("| %s | %s | `%s` |", label, mdEscape(r.Title), r.Setting)
 		for j := range w.Objectives {
 			m.p(" %s → %s |", whatIfValue(at(w.Baseline.ValuesMS, j)), whatIfValue(at(r.After.ValuesMS, j)))
 		}
@@ -161,6 +173,9 @@ func (m mdWriter) whatIf(w *prediction.Predictions) {
 			m.p(" %s → %s |", num(w.Baseline.GoodputRPS), num(r.After.GoodputRPS))
 		}
 		notes := append(append([]string{}, r.Assumes...), r.Extrapolates...)
+		if iv := r.Interval80; iv != nil && (w.Interval80 == nil || *iv != *w.Interval80) {
+			notes = append(notes, "interval 80 %: "+iv.String())
+		}
 		if r.Error != "" {
 			notes = append([]string{"cannot be simulated: " + r.Error}, notes...)
 		}
@@ -185,6 +200,9 @@ func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 // before/after chart.
 type whatIfView struct {
 	prediction.Remedy
+	// Rank is its place among the ranked remedies (1 the best); 0 when it
+	// is not ranked (prediction.Predictions.Ranked).
+	Rank   int
 	Line   string
 	Chart  template.HTML
 	Verify string
@@ -202,8 +220,13 @@ func whatIfViews(w *prediction.Predictions) ([]whatIfView, error) {
 	helpful, _ := w.Split()
 	out := make([]whatIfView, 0, len(helpful))
 	var errs []error
+	rank := 0
 	for _, r := range helpful {
 		v := whatIfView{Remedy: r, Line: RemedyLine(w, r), Verify: w.VerifyCommand(r), Gateway: w.GatewayCommand(r)}
+		if w.Ranked(r) {
+			rank++
+			v.Rank = rank
+		}
 		if r.Error == "" && len(w.Objectives) > 0 {
 			svg, err := remedyChart(w, r)
 			if err != nil {

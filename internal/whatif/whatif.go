@@ -177,7 +177,7 @@ func Run(ctx context.Context, b Baseline, rep *report.Report, o Options) (*predi
 	}
 	w.Fidelity, w.StatedError, w.Unreliable = r.fidelity(w.MeasuredMS, base.view.ValuesMS)
 	if w.Unreliable == "" {
-		rank(w.Remedies)
+		rank(w)
 	}
 	w.Assumptions = r.assumptions()
 	if !w.Baseline.KeepsUp || slices.ContainsFunc(w.Remedies, func(x prediction.Remedy) bool { return x.Error == "" && !x.After.KeepsUp }) {
@@ -490,11 +490,13 @@ func effect(before, after prediction.WhatIfPoint) *float64 {
 	return &e
 }
 
-// rank orders remedies by their effect on the first objective, best first;
-// then by goodput; those with no finite effect last. A remedy whose
-// prediction extrapolates (outside the twin's envelope or a profile's
-// range) is never ranked: all such follow the others, in their order.
-func rank(rs []prediction.Remedy) {
+// rank orders w's remedies by their effect on the first objective, best
+// first; then by goodput; those with no finite effect last. A remedy that
+// is not ranked (prediction.Predictions.Ranked: its prediction
+// extrapolates, outside the twin's envelope or a profile's range) never
+// is: all such follow the others, in their order.
+func rank(w *prediction.Predictions) {
+	rs := w.Remedies
 	key := func(r prediction.Remedy) float64 {
 		if r.Effect == nil {
 			return math.Inf(1)
@@ -502,7 +504,7 @@ func rank(rs []prediction.Remedy) {
 		return *r.Effect
 	}
 	slices.SortStableFunc(rs, func(a, b prediction.Remedy) int {
-		xa, xb := len(a.Extrapolates) > 0, len(b.Extrapolates) > 0
+		xa, xb := !w.Ranked(a), !w.Ranked(b)
 		if xa != xb {
 			if xa {
 				return 1

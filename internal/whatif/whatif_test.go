@@ -48,14 +48,16 @@ func TestRank(t *testing.T) {
 		{Lever: "half-more-goodput", Effect: f(0.5), After: prediction.WhatIfPoint{GoodputRPS: 3}},
 		{Lever: "worse", Effect: f(1.2)},
 		{Lever: "best", Effect: f(0.1)},
+		{Lever: "outside-interval", Effect: f(0.02), Interval80: &prediction.Interval{TTFT: 5.5, Outside: true}},
 		{Lever: "outside", Effect: f(0.01), Extrapolates: []string{"outside the twin's envelope: 12 KV-cache preemptions"}},
 	}
-	rank(rs)
+	w := &prediction.Predictions{Remedies: rs}
+	rank(w)
 	var got []string
-	for _, r := range rs {
+	for _, r := range w.Remedies {
 		got = append(got, r.Lever)
 	}
-	if diff := cmp.Diff([]string{"best", "half-more-goodput", "half", "worse", "none", "outside"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"best", "half-more-goodput", "half", "worse", "none", "outside-interval", "outside"}, got); diff != "" {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
 }
