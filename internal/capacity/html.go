@@ -6,12 +6,14 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/tokentrace/tokentrace/internal/chart"
+	"github.com/tokentrace/tokentrace/internal/engine"
 )
 
 // figure is one inline SVG figure of the HTML page.
@@ -131,10 +133,12 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 		Name, Status, Reason               string
 		Cost, Latency, Goodput, PerMillion string
 		Front, Best                        bool
+		// Outside is where its prediction leaves the twin's envelope.
+		Outside []string
 	}
 	rowOf := func(c *Candidate) row {
 		r := row{ID: c.ID, Name: c.Name, Status: string(c.Status), Reason: c.Reason, Cost: fmt.Sprintf("%.2f", c.USDPerHour),
-			Latency: "", Goodput: "", PerMillion: usd(c.USDPer1MOut), Best: c == pl.Best}
+			Latency: "", Goodput: "", PerMillion: usd(c.USDPer1MOut), Best: c == pl.Best, Outside: c.Outside}
 		if l := c.Latency(target); l != Unbounded {
 			r.Latency = fmtDur(l)
 		}
@@ -151,6 +155,10 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 		Charts                                                         []figure
 		Front, All                                                     []row
 		PD                                                             *pdHTML
+		// AnswerOutside are the answer's envelope flags (the unfitted
+		// source's too); Interval its 80 % interval.
+		AnswerOutside []string
+		Interval      *engine.Interval
 	}{Title: "tokentrace plan: " + pl.Title(), Workload: pl.Workload.Describe, Summary: pl.Summary(),
 		Prices: "built-in table of " + pl.PricesDate, LatencyName: pl.latencyName(), Charts: charts, PD: pl.pdHTML()}
 	if len(pl.PricesFiles) > 0 {
@@ -160,6 +168,13 @@ func (pl *Plan) WriteHTML(w io.Writer) error {
 		data.Answer = fmt.Sprintf("#%d %s — %s", c.ID, c.Name, pl.figures(c))
 		if q := pl.QualityNote(c); q != "" {
 			data.Answer += " — " + q
+		}
+		data.AnswerOutside = slices.Clone(c.Outside)
+		if c.Unfitted != "" {
+			data.AnswerOutside = append(data.AnswerOutside, c.Unfitted)
+		}
+		if iv := c.Interval80; iv.TTFT > 0 {
+			data.Interval = &iv
 		}
 	} else if c := pl.Closest; c != nil {
 		data.Closest = fmt.Sprintf("no configuration meets the SLOs; closest: #%d %s — %s", c.ID, c.Name, pl.closestLine(c))
@@ -178,10 +193,14 @@ var planPage = chart.Page("plan", nil, `.answer { background:#fff; border:1px so
 th:nth-child(2), td:nth-child(2), td.reason { text-align:left; }
 td.reason { white-space:normal; color:var(--muted); min-width:240px; }
 tr.best td { font-weight:700; }
+.answer ul { margin:6px 0 0; padding-left:20px; } .outside { color:var(--warn); }
+.mark { font-size:12px; text-transform:uppercase; letter-spacing:.04em; font-weight:600; border:1px solid var(--warn); border-radius:4px; padding:0 4px; }
 .charts { display:grid; grid-template-columns:repeat(auto-fill,minmax(420px,1fr)); gap:14px; }
 `, `<h1>{{.Title}}</h1>
 <div class="muted">workload: {{.Workload}} · prices: {{.Prices}} · {{.Summary}}</div>
-{{if .Answer}}<div class="answer"><b>Answer</b>: {{.Answer}}</div>{{end}}
+{{if .Answer}}<div class="answer" id="answer"><b>Answer</b>: {{.Answer}}
+{{with .Interval}}<div class="interval{{if .Outside}} outside{{end}}">interval 80 %: {{.}}{{if .Outside}} <span class="mark">outside the twin's envelope</span>{{end}}</div>{{end}}
+{{if .AnswerOutside}}<ul class="outside">{{range .AnswerOutside}}<li>outside the twin's envelope: {{.}}</li>{{end}}</ul>{{end}}</div>{{end}}
 {{if .Closest}}<div class="answer none">{{.Closest}}</div>{{end}}
 {{with .PD}}<h2>Aggregated or disaggregated</h2>
 <div class="answer{{if .Close}} none{{end}}">{{.Verdict}}{{if .Close}} — close: the twin's stated error could reverse this; measure both (tokentrace verify){{end}}</div>
@@ -192,11 +211,13 @@ tr.best td { font-weight:700; }
 <div class="charts">{{range .Charts}}<figure><div>{{.SVG}}</div><figcaption>{{.Caption}}</figcaption></figure>{{end}}</div>{{end}}
 {{if .Front}}<h2>Pareto front</h2>
 <div class="scroll"><table><tr><th>#</th><th>deployment</th><th>$/hour</th><th>{{.LatencyName}}</th><th>goodput (req/s)</th><th>$/1M output tokens</th></tr>
-{{range .Front}}<tr{{if .Best}} class="best"{{end}}><td>{{.ID}}</td><td>{{.Name}}</td><td>{{.Cost}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.PerMillion}}</td></tr>
-{{end}}</table></div>{{end}}
+{{range .Front}}<tr{{if .Best}} class="best"{{end}}><td{{if .Outside}} class="outside" title="outside the twin's envelope"{{end}}>{{if .Outside}}!{{end}}{{.ID}}</td><td>{{.Name}}</td><td>{{.Cost}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.PerMillion}}</td></tr>
+{{end}}</table></div>
+{{range .Front}}{{$id := .ID}}{{range .Outside}}<div class="outside front-outside">! #{{$id}} outside the twin's envelope: {{.}}</div>
+{{end}}{{end}}{{end}}
 <h2>Every candidate</h2>
 <div class="scroll"><table><tr><th>#</th><th>deployment</th><th>$/hour</th><th>status</th><th>{{.LatencyName}}</th><th>goodput (req/s)</th><th>$/1M out</th><th>why</th></tr>
-{{range .All}}<tr{{if .Best}} class="best"{{end}}><td>{{.ID}}</td><td>{{.Name}}</td><td>{{.Cost}}</td><td>{{.Status}}{{if .Front}} · front{{end}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.PerMillion}}</td><td class="reason">{{.Reason}}</td></tr>
+{{range .All}}<tr{{if .Best}} class="best"{{end}}><td{{if .Outside}} class="outside" title="outside the twin's envelope: {{range $i, $f := .Outside}}{{if $i}}; {{end}}{{$f}}{{end}}"{{end}}>{{if .Outside}}!{{end}}{{.ID}}</td><td>{{.Name}}</td><td>{{.Cost}}</td><td>{{.Status}}{{if .Front}} · front{{end}}</td><td>{{.Latency}}</td><td>{{.Goodput}}</td><td>{{.PerMillion}}</td><td class="reason">{{.Reason}}</td></tr>
 {{end}}</table></div>
-<p class="muted">Made by tokentrace plan from simulations of the deployments (docs/plan.md). $/1M out: $/hour over the output tokens served at goodput (docs/metrics.md, "Cost").</p>
+<p class="muted">Made by tokentrace plan from simulations of the deployments (docs/plan.md). $/1M out: $/hour over the output tokens served at goodput (docs/metrics.md, "Cost"). ! a prediction outside the twin's envelope (docs/engines.md, "The envelope"): shown, and never the answer while a candidate inside meets the objective.</p>
 `)

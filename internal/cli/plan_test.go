@@ -37,6 +37,14 @@ func TestPlanAnswersAndWritesHTML(t *testing.T) {
 	if err != nil || !bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("Pareto front")) || bytes.Contains(b, []byte(`src="http`)) || bytes.Contains(b, []byte(`href="http`)) {
 		t.Errorf("HTML page: %v (%d bytes)", err, len(b))
 	}
+	// The page's answer carries the same interval and flag as the text.
+	for _, want := range []string{`<div class="interval outside">interval 80 %: TTFT ±549%, TPOT ±15%, E2E ±16% (outside the envelope`,
+		`<span class="mark">outside the twin's envelope</span>`,
+		`<li>outside the twin's envelope: the GPU family&#39;s default constants: not fitted`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("HTML page lacks %q", want)
+		}
+	}
 }
 
 // TestPlanExitStatuses: no configuration meeting the SLOs is exit status 4
