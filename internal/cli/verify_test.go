@@ -246,7 +246,11 @@ func TestVerifyAgainstServe(t *testing.T) {
 			if moved := m.Predicted < m.Before; moved != c.lower || (m.Measured < m.Before) != c.lower {
 				t.Errorf("%s P50: before %v, predicted %v, measured %v: want both moved the same way", c.metric, m.Before, m.Predicted, m.Measured)
 			}
-			if e := rowOf(t, r, "e2e", "p50"); math.Abs(e.Error) > 0.25 {
+			switch e := rowOf(t, r, "e2e", "p50"); {
+			case math.Abs(e.Error) <= 0.25:
+			case r.MachineMoved: // verify's own note: the runs' errors judge the machine, not the twin
+				t.Logf("E2E P50 predicted %v, measured %v (error %.0f%%), the machine not the same in both runs: not judged", e.Predicted, e.Measured, 100*e.Error)
+			default:
 				t.Errorf("E2E P50 predicted %v, measured %v (error %.0f%%)", e.Predicted, e.Measured, 100*e.Error)
 			}
 			t.Logf("%s: %s; %s", c.name, r.Summary(), rowErrors(r))
