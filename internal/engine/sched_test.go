@@ -83,6 +83,19 @@ func step(t *testing.T, s *scheduler, now int64) ([]string, int64) {
 	return plan, end
 }
 
+// stepsUntilFirstToken steps s from now until r has its first token and
+// returns each step's plan.
+func stepsUntilFirstToken(t *testing.T, s *scheduler, r *request, now int64) [][]string {
+	t.Helper()
+	var got [][]string
+	for r.firstTok < 0 {
+		var plan []string
+		plan, now = step(t, s, now)
+		got = append(got, plan)
+	}
+	return got
+}
+
 // check verifies the scheduler's invariants: block accounting, capacity,
 // the free list, the prefix-cache index, the batch limits.
 func (s *scheduler) check() error {
@@ -446,12 +459,7 @@ func TestAdmitPerStep(t *testing.T) {
 		submit(s, "a", 30, 2, 0)
 		submit(s, "b", 30, 2, 0)
 		r := submit(s, "c", 30, 2, 0)
-		var got [][]string
-		for now := int64(0); r.firstTok < 0; {
-			var plan []string
-			plan, now = step(t, s, now)
-			got = append(got, plan)
-		}
+		got := stepsUntilFirstToken(t, s, r, 0)
 		if diff := cmp.Diff(c.want, got); diff != "" || r.firstTok != c.cFirst {
 			t.Errorf("admit %d: c's first token at %d, want %d (-want +got):\n%s", c.admit, r.firstTok, c.cFirst, diff)
 		}

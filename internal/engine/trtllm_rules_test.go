@@ -165,13 +165,7 @@ func TestRecvInterval(t *testing.T) {
 			t.Fatalf("interval %d: a's first decode %v ends at %d", c.interval, plan, now)
 		}
 		b := submit(s, "b", 20, 2, 1_500_000)
-		now := int64(2_310_000)
-		var got [][]string
-		for b.firstTok < 0 {
-			var plan []string
-			plan, now = step(t, s, now)
-			got = append(got, plan)
-		}
+		got := stepsUntilFirstToken(t, s, b, 2_310_000)
 		if diff := cmp.Diff(c.want, got); diff != "" || b.firstTok != c.bFirst {
 			t.Errorf("interval %d: b's first token at %d, want %d (-want +got):\n%s", c.interval, b.firstTok, c.bFirst, diff)
 		}
@@ -230,13 +224,7 @@ func TestBatchWait(t *testing.T) {
 		if c.withC {
 			submit(s, "c", 50, 2, 1_300_000)
 		}
-		now := int64(1_300_000)
-		var got [][]string
-		for b.firstTok < 0 {
-			var plan []string
-			plan, now = step(t, s, now)
-			got = append(got, plan)
-		}
+		got := stepsUntilFirstToken(t, s, b, 1_300_000)
 		if diff := cmp.Diff(c.want, got); diff != "" || b.firstTok != c.bFirst {
 			t.Errorf("iters %d, c %v: b's first token at %d, want %d (-want +got):\n%s", c.iters, c.withC, b.firstTok, c.bFirst, diff)
 		}
